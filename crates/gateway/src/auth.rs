@@ -1,0 +1,74 @@
+//! Authentication middleware: the operator's bearer token for `/admin`, a
+//! tenant API key for `/api/v1`. Each sets the request's [`Principal`].
+
+use actix_web::{
+    body::{BoxBody, MessageBody},
+    dev::{ServiceRequest, ServiceResponse},
+    http::header::AUTHORIZATION,
+    middleware::Next,
+    web, Error, HttpMessage, ResponseError,
+};
+use hookgate_shared::{
+    crypto::secrets_equal,
+    http::{ApiError, Principal},
+    store::api_keys,
+};
+
+use crate::AppState;
+
+fn bearer(req: &ServiceRequest) -> Option<&str> {
+    let value = req.headers().get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Answers a refused request here, so outer middleware sees a response (with its
+/// request id and metrics) rather than an error.
+pub fn reject(req: ServiceRequest, e: ApiError) -> Result<ServiceResponse<BoxBody>, Error> {
+    Ok(req.into_response(e.error_response()))
+}
+
+fn state(req: &ServiceRequest) -> web::Data<AppState> {
+    req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered on the app")
+}
+
+/// Admits the operator, by constant-time comparison with `HOOKGATE_ADMIN_TOKEN`.
+pub async fn require_operator(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let state = state(&req);
+    let Some(expected) = state.config.admin_token.as_deref() else {
+        return reject(req, ApiError::Unauthorized("the admin API is disabled: HOOKGATE_ADMIN_TOKEN is not set".into()));
+    };
+    match bearer(&req) {
+        Some(token) if secrets_equal(token.as_bytes(), expected.as_bytes()) => {}
+        Some(_) => return reject(req, ApiError::Unauthorized("invalid admin token".into())),
+        None => return reject(req, ApiError::Unauthorized("missing `Authorization: Bearer <admin token>`".into())),
+    }
+    req.extensions_mut().insert(Principal::Operator);
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// Admits a tenant by one of its live API keys.
+pub async fn require_tenant(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let state = state(&req);
+    match authenticate_tenant(&state, bearer(&req)).await {
+        Ok(principal) => req.extensions_mut().insert(principal),
+        Err(e) => return reject(req, e),
+    };
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Principal, ApiError> {
+    let key = key.ok_or_else(|| ApiError::Unauthorized("missing `Authorization: Bearer <API key>`".into()))?;
+    let invalid = || ApiError::Unauthorized("invalid API key".into());
+    let tenant = api_keys::tenant_of_key(key).ok_or_else(invalid)?;
+    let hash = state.api_keys.hash(key);
+    let db = hookgate_shared::db::conn(&state.db).await?;
+    let key_id = api_keys::authenticate(&**db, &tenant, &hash).await?.ok_or_else(invalid)?;
+    Ok(Principal::Tenant { tenant, key: key_id })
+}

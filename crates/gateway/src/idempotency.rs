@@ -1,0 +1,172 @@
+//! `Idempotency-Key` on POSTs (SPEC §5): the first request runs and its response
+//! is kept; the same key with the same request replays it with
+//! `Idempotent-Replayed: true`; with another request it answers 422; while the
+//! first still runs, 409. Keys are scoped to the caller's principal.
+//!
+//! Runs inside the auth middleware, which has set the [`Principal`].
+
+use actix_web::{
+    body::{self, BoxBody, MessageBody},
+    dev::{Payload, ServiceRequest, ServiceResponse},
+    http::{header::HeaderName, Method, StatusCode},
+    middleware::Next,
+    web, Error, HttpMessage, HttpResponse,
+};
+use hookgate_shared::{
+    db,
+    http::{ApiError, Principal},
+    store::idempotency::{self, Claim, StoredResponse},
+};
+use sha2::{Digest, Sha256};
+
+use crate::{auth::reject, telemetry::REQUEST_ID, AppState};
+
+const KEY_HEADER: &str = "idempotency-key";
+const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+const MAX_KEY_LEN: usize = 255;
+
+pub async fn idempotency(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let parsed = match req.headers().get(KEY_HEADER) {
+        Some(v) if req.method() == Method::POST => parse_key(v.as_bytes()),
+        _ => return Ok(next.call(req).await?.map_into_boxed_body()),
+    };
+    let key = match parsed {
+        Ok(k) => k,
+        Err(e) => return reject(req, e),
+    };
+    let scope = req.extensions().get::<Principal>().map(|p| p.scope().to_owned());
+    let Some(scope) = scope else {
+        return reject(req, ApiError::Unauthorized("authentication is required".into()));
+    };
+    let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered");
+    let body = match claim(&mut req, &state, &scope, &key).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(stored)) => return Ok(req.into_response(replay(stored))),
+        Err(e) => return reject(req, e),
+    };
+    req.set_payload(Payload::from(body));
+    match next.call(req).await {
+        Ok(res) => Ok(remember(&state, &scope, &key, res.map_into_boxed_body()).await),
+        Err(e) => {
+            forget(&state, &scope, &key).await;
+            Err(e)
+        }
+    }
+}
+
+/// Reads the body and claims the key: `Ok(body)` to run the request,
+/// `Err(stored)` to replay an earlier response.
+async fn claim(
+    req: &mut ServiceRequest,
+    state: &AppState,
+    scope: &str,
+    key: &str,
+) -> Result<Result<web::Bytes, StoredResponse>, ApiError> {
+    let body = read_body(req, state.config.max_body).await?;
+    let fingerprint = fingerprint(req.method(), req.uri().path_and_query().map_or("", |p| p.as_str()), &body);
+    let conn = db::conn(&state.db).await?;
+    let claim = idempotency::claim(&**conn, scope, key, &fingerprint, state.config.idempotency_ttl).await?;
+    // No connection is held while the handler runs.
+    drop(conn);
+    match claim {
+        Claim::Run => Ok(Ok(body)),
+        Claim::Replay(stored) => Ok(Err(stored)),
+        Claim::Mismatch => Err(ApiError::IdempotencyMismatch),
+        Claim::Running => Err(ApiError::IdempotencyInFlight),
+    }
+}
+
+async fn forget(state: &AppState, scope: &str, key: &str) {
+    let released = match db::conn(&state.db).await {
+        Ok(conn) => idempotency::release(&**conn, scope, key).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = released {
+        tracing::warn!(error = %e, "could not release an Idempotency-Key; it is taken over after a minute");
+    }
+}
+
+fn parse_key(raw: &[u8]) -> Result<String, ApiError> {
+    let ok = !raw.is_empty() && raw.len() <= MAX_KEY_LEN && raw.iter().all(|b| b.is_ascii_graphic());
+    if !ok {
+        return Err(ApiError::BadRequest(format!(
+            "Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"
+        )));
+    }
+    Ok(String::from_utf8(raw.to_vec()).expect("checked ASCII"))
+}
+
+async fn read_body(req: &mut ServiceRequest, limit: usize) -> Result<web::Bytes, ApiError> {
+    let mut payload = req.take_payload();
+    let mut buf = web::BytesMut::new();
+    use futures_util::StreamExt;
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("cannot read request body: {e}")))?;
+        if buf.len() + chunk.len() > limit {
+            return Err(ApiError::TooLarge(limit));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+/// Method, path and body: what makes two requests "the same" request.
+fn fingerprint(method: &Method, path: &str, body: &[u8]) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update(method.as_str());
+    h.update([0]);
+    h.update(path);
+    h.update([0]);
+    h.update(body);
+    h.finalize().to_vec()
+}
+
+/// Keeps the response for replay, or releases the key after a server-side failure
+/// so that the client's retry runs again.
+async fn remember(state: &AppState, scope: &str, key: &str, res: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
+    let status = res.status();
+    let (http_req, response) = res.into_parts();
+    let (head, body) = response.into_parts();
+    let bytes = match body::to_bytes(body).await {
+        Ok(b) => b,
+        Err(_) => web::Bytes::new(),
+    };
+    if status.is_server_error() {
+        forget(state, scope, key).await;
+        return ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body());
+    }
+    let outcome = match db::conn(&state.db).await {
+        Ok(conn) => {
+            let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: bytes.to_vec() };
+            idempotency::finish(&**conn, scope, key, &stored).await
+        }
+        Err(e) => Err(e),
+    };
+    if let Err(e) = outcome {
+        // The response itself stands; only its replay is lost, and the stale
+        // `running` row is taken over after a minute.
+        tracing::warn!(error = %e, "could not record the idempotent response");
+    }
+    ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body())
+}
+
+fn kept_headers(res: &HttpResponse<()>) -> Vec<(String, String)> {
+    res.headers()
+        .iter()
+        .filter(|(name, _)| *name != REQUEST_ID && name.as_str() != "date")
+        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect()
+}
+
+fn replay(stored: StoredResponse) -> HttpResponse {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let mut res = HttpResponse::build(status);
+    for (name, value) in &stored.headers {
+        res.append_header((name.as_str(), value.as_str()));
+    }
+    res.insert_header((REPLAYED, "true"));
+    res.body(stored.body)
+}

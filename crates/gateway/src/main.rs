@@ -1,0 +1,129 @@
+//! The `hookgate` command: `serve`, `migrate`, `tenant …`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use hookgate_gateway::{startup, AppState, Application, Role};
+use hookgate_shared::{
+    db,
+    ids::TenantId,
+    store::{api_keys, tenants},
+    Config,
+};
+
+#[derive(Parser)]
+#[command(name = "hookgate", version, about = "Multi-tenant webhook gateway")]
+struct Cli {
+    /// TOML configuration file; environment variables override it.
+    #[arg(long, global = true, env = "HOOKGATE_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve HTTP and run background work for a role.
+    Serve {
+        #[arg(long, value_enum, default_value = "all")]
+        role: Role,
+        /// Apply pending migrations before serving.
+        #[arg(long)]
+        migrate: bool,
+    },
+    /// Apply pending database migrations; safe to run from several processes at once.
+    Migrate,
+    /// Manage tenants, as the admin API does.
+    #[command(subcommand)]
+    Tenant(TenantCommand),
+}
+
+#[derive(Subcommand)]
+enum TenantCommand {
+    /// Create a tenant and print it with its first API key (shown only once).
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        uid: Option<String>,
+    },
+    /// List tenants.
+    List,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hookgate: configuration error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    hookgate_gateway::telemetry::init_logging(config.log_format);
+    let result = actix_web::rt::System::new().block_on(run(cli.command, config));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hookgate: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
+        Command::Serve { role, migrate } => {
+            if migrate {
+                startup::migrate(&config).await?;
+            }
+            let app = Application::build(config, role)?;
+            tracing::info!(port = app.port(), ?role, "hookgate serving");
+            app.run(role).await?;
+        }
+        Command::Migrate => {
+            let outcome = startup::migrate(&config).await?;
+            if outcome.applied.is_empty() {
+                println!("migrations up to date ({} applied before)", outcome.already);
+            } else {
+                println!("applied {} migration(s): {}", outcome.applied.len(), outcome.applied.join(", "));
+            }
+        }
+        Command::Tenant(cmd) => tenant(cmd, config).await?,
+    }
+    Ok(())
+}
+
+async fn tenant(cmd: TenantCommand, config: Config) -> anyhow::Result<()> {
+    let state = AppState::new(config)?;
+    let mut conn = db::conn(&state.db).await.context("cannot reach Postgres (DATABASE_URL)")?;
+    match cmd {
+        TenantCommand::Create { name, uid } => {
+            let tx = conn.transaction().await?;
+            let id = TenantId::generate();
+            let tenant = tenants::insert(&*tx, &id, &name, uid.as_deref()).await?;
+            let key = api_keys::issue(&*tx, &id, &state.api_keys).await?;
+            tx.commit().await?;
+            let out = serde_json::json!({
+                "id": tenant.id, "name": tenant.name, "uid": tenant.uid,
+                "apiKey": key.key, "apiKeyId": key.id, "createdAt": tenant.created_at,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        TenantCommand::List => {
+            let mut page = hookgate_shared::store::page::PageRequest::new(Some(250), None);
+            loop {
+                let p = tenants::list(&**conn, &page).await?;
+                for t in &p.data {
+                    println!("{}\t{}\t{}", t.id, t.name, if t.disabled { "disabled" } else { "enabled" });
+                }
+                if p.done {
+                    break;
+                }
+                page.after = p.iterator;
+            }
+        }
+    }
+    Ok(())
+}

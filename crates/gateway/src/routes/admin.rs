@@ -1,0 +1,190 @@
+//! The operator's admin API (SPEC §2): tenants and their API keys.
+
+use actix_web::{delete, get, patch, post, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_shared::{
+    db,
+    http::{ApiError, Operator, PageQuery},
+    ids::{ApiKeyId, TenantId},
+    store::{api_keys, tenants, tenants::Tenant, tenants::TenantPatch},
+};
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(create_tenant)
+        .service(list_tenants)
+        .service(get_tenant)
+        .service(patch_tenant)
+        .service(delete_tenant)
+        .service(create_key)
+        .service(revoke_key);
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantIn {
+    name: String,
+    uid: Option<String>,
+}
+
+/// A field that may be absent, `null`, or a value: PATCH tells the three apart.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantPatchIn {
+    name: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    uid: Option<Option<String>>,
+    disabled: Option<bool>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TenantOut {
+    id: String,
+    name: String,
+    uid: Option<String>,
+    disabled: bool,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<Tenant> for TenantOut {
+    fn from(t: Tenant) -> Self {
+        TenantOut { id: t.id.to_string(), name: t.name, uid: t.uid, disabled: t.disabled, created_at: t.created_at, updated_at: t.updated_at }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CreatedTenant {
+    #[serde(flatten)]
+    tenant: TenantOut,
+    api_key: String,
+    api_key_id: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CreatedKey {
+    id: String,
+    api_key: String,
+    created_at: DateTime<Utc>,
+}
+
+fn check_name(name: &str) -> Result<(), ApiError> {
+    if name.trim().is_empty() || name.len() > 256 {
+        return Err(ApiError::Validation("`name` must be 1 to 256 characters".into()));
+    }
+    Ok(())
+}
+
+fn check_uid(uid: &str) -> Result<(), ApiError> {
+    let ok = (1..=256).contains(&uid.len())
+        && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && !uid.starts_with("tnt_");
+    if !ok {
+        return Err(ApiError::Validation(
+            "`uid` must be 1 to 256 of a-z A-Z 0-9 - _ . and must not start with `tnt_`".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn uid_conflict(e: ApiError) -> ApiError {
+    match e {
+        ApiError::Conflict(_) => ApiError::Conflict("a tenant with this `uid` already exists".into()),
+        other => other,
+    }
+}
+
+#[post("/tenant")]
+async fn create_tenant(_: Operator, state: web::Data<AppState>, body: web::Json<TenantIn>) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    check_name(&body.name)?;
+    if let Some(uid) = &body.uid {
+        check_uid(uid)?;
+    }
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(hookgate_shared::store::StoreError::from)?;
+    let id = TenantId::generate();
+    let tenant = tenants::insert(&*tx, &id, body.name.trim(), body.uid.as_deref()).await.map_err(|e| uid_conflict(e.into()))?;
+    let key = api_keys::issue(&*tx, &id, &state.api_keys).await?;
+    tx.commit().await.map_err(hookgate_shared::store::StoreError::from)?;
+    tracing::info!(tenant = %id, "tenant created");
+    Ok(HttpResponse::Created().json(CreatedTenant { tenant: tenant.into(), api_key: key.key, api_key_id: key.id.to_string() }))
+}
+
+#[get("/tenant")]
+async fn list_tenants(_: Operator, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let page = tenants::list(&**conn, &q.page()).await?;
+    Ok(HttpResponse::Ok().json(page.map(TenantOut::from)))
+}
+
+async fn find(state: &AppState, id_or_uid: &str) -> Result<Tenant, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    tenants::get(&**conn, id_or_uid).await?.ok_or(ApiError::NotFound("tenant"))
+}
+
+#[get("/tenant/{id}")]
+async fn get_tenant(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(TenantOut::from(find(&state, &id).await?)))
+}
+
+#[patch("/tenant/{id}")]
+async fn patch_tenant(
+    _: Operator,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    body: web::Json<TenantPatchIn>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    if let Some(name) = &body.name {
+        check_name(name)?;
+    }
+    if let Some(Some(uid)) = &body.uid {
+        check_uid(uid)?;
+    }
+    let tenant = find(&state, &id).await?;
+    let patch = TenantPatch { name: body.name.map(|n| n.trim().to_owned()), uid: body.uid, disabled: body.disabled };
+    let conn = db::conn(&state.db).await?;
+    let updated = tenants::update(&**conn, &tenant.id, &patch).await.map_err(|e| uid_conflict(e.into()))?;
+    Ok(HttpResponse::Ok().json(TenantOut::from(updated.ok_or(ApiError::NotFound("tenant"))?)))
+}
+
+#[delete("/tenant/{id}")]
+async fn delete_tenant(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let tenant = find(&state, &id).await?;
+    let conn = db::conn(&state.db).await?;
+    if !tenants::delete(&**conn, &tenant.id).await? {
+        return Err(ApiError::NotFound("tenant"));
+    }
+    tracing::info!(tenant = %tenant.id, "tenant deleted");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[post("/tenant/{id}/api-key")]
+async fn create_key(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let tenant = find(&state, &id).await?;
+    let conn = db::conn(&state.db).await?;
+    let key = api_keys::issue(&**conn, &tenant.id, &state.api_keys).await?;
+    Ok(HttpResponse::Created().json(CreatedKey { id: key.id.to_string(), api_key: key.key, created_at: key.created_at }))
+}
+
+#[delete("/tenant/{id}/api-key/{key_id}")]
+async fn revoke_key(_: Operator, state: web::Data<AppState>, path: web::Path<(String, String)>) -> Result<HttpResponse, ApiError> {
+    let (id, key_id) = path.into_inner();
+    let tenant = find(&state, &id).await?;
+    let key_id = ApiKeyId::parse(&key_id).map_err(|_| ApiError::NotFound("API key"))?;
+    let conn = db::conn(&state.db).await?;
+    if !api_keys::revoke(&**conn, &tenant.id, &key_id).await? {
+        return Err(ApiError::NotFound("API key"));
+    }
+    Ok(HttpResponse::NoContent().finish())
+}

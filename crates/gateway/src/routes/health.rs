@@ -1,0 +1,44 @@
+//! `/healthz` (the process lives), `/readyz` (Postgres reachable, Redis reported), `/metrics`.
+
+use actix_web::{get, web, HttpResponse};
+use hookgate_shared::db;
+use serde_json::json;
+
+use crate::AppState;
+
+#[get("/healthz")]
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "status": "ok" }))
+}
+
+/// Ready means Postgres answers now; Redis is reported but never makes us unready,
+/// since every decision falls back to Postgres without it.
+#[get("/readyz")]
+pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    let (pg, redis) = tokio::join!(db::ping(&state.db), state.redis.state());
+    let body = json!({
+        "postgres": if pg.is_ok() { "up" } else { "down" },
+        "redis": redis,
+    });
+    match pg {
+        Ok(()) => HttpResponse::Ok().json(body),
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready: postgres unreachable");
+            HttpResponse::ServiceUnavailable().json(body)
+        }
+    }
+}
+
+#[get("/metrics")]
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    state.metrics.observe_pool(&state.db);
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(state.metrics.render())
+}
+
+/// `GET /api/v1/health`, Svix's unauthenticated health check: 204.
+#[get("/api/v1/health")]
+pub async fn api_health() -> HttpResponse {
+    HttpResponse::NoContent().finish()
+}

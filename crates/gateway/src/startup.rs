@@ -1,0 +1,147 @@
+//! Builds the server for a role: binds first (port 0 in tests), then serves until
+//! SIGTERM/SIGINT, letting in-flight requests finish.
+
+use std::{net::TcpListener, time::Duration};
+
+use actix_web::{
+    dev::Server,
+    error::JsonPayloadError,
+    middleware::from_fn,
+    web::{self, Data},
+    App, HttpServer,
+};
+use hookgate_shared::{db, http::ApiError, store::idempotency, Config};
+
+use crate::{auth, idempotency::idempotency, routes, telemetry, AppState};
+
+/// What a process serves. Every role serves health and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Everything in one process.
+    All,
+    /// The admin API and the tenant API.
+    Api,
+    /// The provider-facing `/in/{source_id}`.
+    Ingress,
+    /// Delivery workers and background maintenance.
+    Worker,
+}
+
+impl Role {
+    fn serves_api(self) -> bool {
+        matches!(self, Role::All | Role::Api)
+    }
+
+    fn runs_background(self) -> bool {
+        matches!(self, Role::All | Role::Worker)
+    }
+}
+
+/// A bound, not yet running server.
+pub struct Application {
+    port: u16,
+    server: Server,
+    state: AppState,
+}
+
+impl Application {
+    /// Binds `config.listen` and builds the server; nothing runs until [`run`](Self::run).
+    pub fn build(config: Config, role: Role) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(config.listen)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {} (HOOKGATE_LISTEN): {e}", config.listen))?;
+        let port = listener.local_addr()?.port();
+        let shutdown = config.shutdown_timeout;
+        let state = AppState::new(config)?;
+        let data = Data::new(state.clone());
+        let server = HttpServer::new(move || {
+            let max_body = data.config.max_body;
+            App::new()
+                .app_data(data.clone())
+                .app_data(json_config(max_body))
+                .app_data(web::PayloadConfig::new(max_body))
+                .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
+                .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
+                .wrap(from_fn(telemetry::observe))
+                .service(routes::health::healthz)
+                .service(routes::health::readyz)
+                .service(routes::health::metrics)
+                .service(routes::health::api_health)
+                .configure(|cfg| {
+                    if role.serves_api() {
+                        cfg.service(
+                            web::scope("/admin/v1")
+                                .wrap(from_fn(idempotency))
+                                .wrap(from_fn(auth::require_operator))
+                                .configure(routes::admin::configure),
+                        );
+                    }
+                })
+                .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(ApiError::NotFound("route")) }))
+        })
+        .listen(listener)?
+        .shutdown_timeout(shutdown.as_secs())
+        .run();
+        Ok(Application { port, server, state })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serves until the process is told to stop; background tasks stop with it.
+    pub async fn run(self, role: Role) -> std::io::Result<()> {
+        let background = role.runs_background().then(|| tokio::spawn(prune_idempotency_keys(self.state.clone())));
+        let result = self.server.await;
+        if let Some(task) = background {
+            task.abort();
+        }
+        result
+    }
+}
+
+fn json_config(limit: usize) -> web::JsonConfig {
+    web::JsonConfig::default().limit(limit).error_handler(move |err, _| {
+        let e = match &err {
+            JsonPayloadError::Overflow { .. } | JsonPayloadError::OverflowKnownLength { .. } => ApiError::TooLarge(limit),
+            JsonPayloadError::ContentType => ApiError::BadRequest("expected `Content-Type: application/json`".into()),
+            JsonPayloadError::Deserialize(d) if d.is_data() => ApiError::Validation(d.to_string()),
+            other => ApiError::BadRequest(format!("invalid JSON body: {other}")),
+        };
+        e.into()
+    })
+}
+
+/// Deletes expired Idempotency-Keys in bounded batches, so no long lock is taken.
+async fn prune_idempotency_keys(state: AppState) {
+    let mut tick = tokio::time::interval(Duration::from_secs(300));
+    loop {
+        tick.tick().await;
+        loop {
+            let deleted = match db::conn(&state.db).await {
+                Ok(conn) => idempotency::prune(&**conn, state.config.idempotency_ttl, 1000).await,
+                Err(e) => Err(e),
+            };
+            match deleted {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "idempotency pruning skipped");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Runs migrations over a dedicated connection (not the pool: the advisory lock is
+/// per session).
+pub async fn migrate(config: &Config) -> anyhow::Result<hookgate_shared::migrate::Outcome> {
+    let (mut client, connection) = tokio_postgres::connect(&config.database_url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {e}"))?;
+    let conn_task = tokio::spawn(connection);
+    let outcome = hookgate_shared::migrate::run(&mut client).await?;
+    drop(client);
+    let _ = conn_task.await;
+    Ok(outcome)
+}

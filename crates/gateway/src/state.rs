@@ -1,0 +1,37 @@
+//! The state every handler shares: config, Postgres pool, Redis, metrics, keys.
+
+use std::sync::Arc;
+
+use hookgate_shared::{
+    crypto::ApiKeyHasher, db, metrics::Metrics, redis::Redis, store::StoreError, Config,
+};
+
+/// Shared, cheaply cloned state of one process.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub db: deadpool_postgres::Pool,
+    pub redis: Redis,
+    pub metrics: Metrics,
+    pub api_keys: ApiKeyHasher,
+}
+
+impl AppState {
+    /// Builds the state; connects to nothing yet, so it works while Postgres is down.
+    pub fn new(config: Config) -> Result<Self, StoreError> {
+        let metrics = Metrics::new(config.metrics_tenant_label);
+        let db = db::pool(&config.database_url, config.db_pool_size, config.db_timeout)?;
+        let redis = Redis::new(
+            config.redis_url.as_deref(),
+            &config.redis_prefix,
+            config.redis_timeout,
+            metrics.redis_errors.clone(),
+        )
+        .map_err(|e| StoreError::Pool(format!("redis: {e}")))?;
+        if !redis.is_enabled() {
+            tracing::warn!("REDIS_URL is unset: running without Redis, Postgres alone decides");
+        }
+        let api_keys = config.master_key.api_key_hasher();
+        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys })
+    }
+}

@@ -1,0 +1,347 @@
+//! Configuration: a TOML file plus environment variables (the environment wins),
+//! validated once at start into a typed [`Config`], with errors naming the setting.
+//!
+//! Every setting is listed once in [`SETTINGS`] with its file key, its environment
+//! name and its default; `docs/configuration.md` is checked against that table.
+
+use std::{collections::HashMap, net::SocketAddr, path::Path, time::Duration};
+
+use ipnet::IpNet;
+
+use crate::crypto::MasterKey;
+
+/// One configuration setting: where it is read from and what it defaults to.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// Key in the TOML file.
+    pub key: &'static str,
+    /// Environment variable; it overrides the file.
+    pub env: &'static str,
+    /// Default when neither is set; `None` means required or optional-unset.
+    pub default: Option<&'static str>,
+    pub help: &'static str,
+}
+
+macro_rules! settings {
+    ($($key:literal, $env:literal, $default:expr, $help:literal;)*) => {
+        /// Every setting Hookgate reads, in documentation order.
+        pub const SETTINGS: &[Setting] = &[$(Setting { key: $key, env: $env, default: $default, help: $help }),*];
+    };
+}
+
+settings! {
+    "database_url", "DATABASE_URL", None, "Postgres connection string (required).";
+    "redis_url", "REDIS_URL", None, "Redis URL; unset runs without Redis (Postgres alone decides).";
+    "redis_prefix", "HOOKGATE_REDIS_PREFIX", Some("hg:"), "Prefix of every Redis key, so instances can share a Redis.";
+    "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
+    "listen", "HOOKGATE_LISTEN", Some("127.0.0.1:8080"), "Address to serve on.";
+    "admin_token", "HOOKGATE_ADMIN_TOKEN", None, "The operator's bearer token; unset disables /admin.";
+    "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
+    "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per process.";
+    "db_timeout_ms", "HOOKGATE_DB_TIMEOUT_MS", Some("5000"), "Timeout to connect to Postgres or wait for a pooled connection.";
+    "max_body", "HOOKGATE_MAX_BODY", Some("1048576"), "Largest request body accepted, in bytes.";
+    "idempotency_ttl_secs", "HOOKGATE_IDEMPOTENCY_TTL_SECS", Some("86400"), "How long an Idempotency-Key is remembered.";
+    "shutdown_timeout_secs", "HOOKGATE_SHUTDOWN_TIMEOUT_SECS", Some("30"), "How long in-flight requests may finish after SIGTERM.";
+    "retry_schedule", "HOOKGATE_RETRY_SCHEDULE", Some("5,300,1800,7200,18000,36000,36000"), "Delays in seconds between delivery attempts.";
+    "sync_lease_secs", "HOOKGATE_SYNC_LEASE_SECS", Some("60"), "Age after which a `processing` inbound event may be taken over.";
+    "egress_allow_networks", "HOOKGATE_EGRESS_ALLOW_NETWORKS", Some(""), "CIDRs that endpoints may resolve to despite the SSRF guard, comma-separated.";
+    "egress_connect_timeout_secs", "HOOKGATE_EGRESS_CONNECT_TIMEOUT_SECS", Some("5"), "Connect timeout of one delivery.";
+    "egress_timeout_secs", "HOOKGATE_EGRESS_TIMEOUT_SECS", Some("15"), "Total timeout of one delivery.";
+    "metrics_tenant_label", "HOOKGATE_METRICS_TENANT_LABEL", Some("true"), "Label metrics by tenant; switch off for very many tenants.";
+    "log_format", "HOOKGATE_LOG_FORMAT", Some("text"), "`text` or `json`.";
+}
+
+/// The output format of logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The validated configuration.
+#[derive(Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub redis_url: Option<String>,
+    pub redis_prefix: String,
+    pub redis_timeout: Duration,
+    pub listen: SocketAddr,
+    pub admin_token: Option<String>,
+    pub master_key: MasterKey,
+    pub db_pool_size: usize,
+    pub db_timeout: Duration,
+    pub max_body: usize,
+    pub idempotency_ttl: Duration,
+    pub shutdown_timeout: Duration,
+    pub retry_schedule: Vec<Duration>,
+    pub sync_lease: Duration,
+    pub egress_allow_networks: Vec<IpNet>,
+    pub egress_connect_timeout: Duration,
+    pub egress_timeout: Duration,
+    pub metrics_tenant_label: bool,
+    pub log_format: LogFormat,
+}
+
+impl std::fmt::Debug for Config {
+    // Hand-written so that secrets never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("redis", &self.redis_url.is_some())
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "<set>"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the configuration cannot be used; each names the setting and its env var.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{env} (`{key}`) is required but not set")]
+    Missing { key: &'static str, env: &'static str },
+    #[error("{env} (`{key}`) is invalid: {reason}")]
+    Invalid { key: &'static str, env: &'static str, reason: String },
+    #[error("cannot read config file {path}: {reason}")]
+    File { path: String, reason: String },
+}
+
+/// Raw string values by file key, after merging file, environment and defaults.
+struct Raw(HashMap<&'static str, String>);
+
+impl Raw {
+    fn setting(key: &str) -> &'static Setting {
+        SETTINGS.iter().find(|s| s.key == key).expect("setting is declared in SETTINGS")
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    fn required(&self, key: &str) -> Result<&str, ConfigError> {
+        let s = Self::setting(key);
+        self.get(key).ok_or(ConfigError::Missing { key: s.key, env: s.env })
+    }
+
+    fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
+        let s = Self::setting(key);
+        ConfigError::Invalid { key: s.key, env: s.env, reason: reason.into() }
+    }
+
+    fn parse<T: std::str::FromStr>(&self, key: &str) -> Result<T, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let v = self.required(key)?;
+        v.trim().parse().map_err(|e: T::Err| Self::invalid(key, format!("`{v}`: {e}")))
+    }
+
+    fn secs(&self, key: &str) -> Result<Duration, ConfigError> {
+        self.parse::<u64>(key).map(Duration::from_secs)
+    }
+
+    fn millis(&self, key: &str) -> Result<Duration, ConfigError> {
+        self.parse::<u64>(key).map(Duration::from_millis)
+    }
+}
+
+impl Config {
+    /// Loads from an optional TOML file and the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        Self::from_sources(file, &env)
+    }
+
+    /// Loads from an optional TOML file and the given environment; tests use this.
+    pub fn from_sources(
+        file: Option<&Path>,
+        env: &HashMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let table = match file {
+            Some(path) => read_table(path)?,
+            None => toml::Table::new(),
+        };
+        let mut raw = HashMap::new();
+        for s in SETTINGS {
+            let value = env
+                .get(s.env)
+                .cloned()
+                .or_else(|| table.get(s.key).map(toml_to_string))
+                .or_else(|| s.default.map(str::to_owned));
+            if let Some(v) = value {
+                raw.insert(s.key, v);
+            }
+        }
+        if let Some(unknown) = table.keys().find(|k| !SETTINGS.iter().any(|s| s.key == *k)) {
+            return Err(ConfigError::File {
+                path: file.map(|p| p.display().to_string()).unwrap_or_default(),
+                reason: format!("unknown setting `{unknown}`"),
+            });
+        }
+        Self::validate(&Raw(raw))
+    }
+
+    fn validate(raw: &Raw) -> Result<Self, ConfigError> {
+        let master_key = MasterKey::from_base64(raw.required("master_key")?)
+            .map_err(|e| Raw::invalid("master_key", e.to_string()))?;
+        let database_url = raw.required("database_url")?.to_owned();
+        database_url
+            .parse::<tokio_postgres::Config>()
+            .map_err(|e| Raw::invalid("database_url", e.to_string()))?;
+        let redis_url = raw.get("redis_url").map(str::to_owned);
+        if let Some(url) = &redis_url {
+            ::redis::Client::open(url.as_str()).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
+        }
+        let admin_token = raw.get("admin_token").map(str::to_owned);
+        if admin_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(Raw::invalid("admin_token", "must be at least 16 characters"));
+        }
+        let retry_schedule = parse_list(raw.get("retry_schedule").unwrap_or(""), |s| {
+            s.parse::<u64>().map(Duration::from_secs).map_err(|e| e.to_string())
+        })
+        .map_err(|e| Raw::invalid("retry_schedule", e))?;
+        let egress_allow_networks =
+            parse_list(raw.get("egress_allow_networks").unwrap_or(""), |s| {
+                s.parse::<IpNet>().map_err(|e| e.to_string())
+            })
+            .map_err(|e| Raw::invalid("egress_allow_networks", e))?;
+        let log_format = match raw.required("log_format")? {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => return Err(Raw::invalid("log_format", format!("`{other}`: expected text or json"))),
+        };
+        let db_pool_size: usize = raw.parse("db_pool_size")?;
+        if db_pool_size == 0 {
+            return Err(Raw::invalid("db_pool_size", "must be at least 1"));
+        }
+        Ok(Config {
+            database_url,
+            redis_url,
+            redis_prefix: raw.get("redis_prefix").unwrap_or("").to_owned(),
+            redis_timeout: raw.millis("redis_timeout_ms")?,
+            listen: raw.parse("listen")?,
+            admin_token,
+            master_key,
+            db_pool_size,
+            db_timeout: raw.millis("db_timeout_ms")?,
+            max_body: raw.parse("max_body")?,
+            idempotency_ttl: raw.secs("idempotency_ttl_secs")?,
+            shutdown_timeout: raw.secs("shutdown_timeout_secs")?,
+            retry_schedule,
+            sync_lease: raw.secs("sync_lease_secs")?,
+            egress_allow_networks,
+            egress_connect_timeout: raw.secs("egress_connect_timeout_secs")?,
+            egress_timeout: raw.secs("egress_timeout_secs")?,
+            metrics_tenant_label: raw.parse("metrics_tenant_label")?,
+            log_format,
+        })
+    }
+}
+
+fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
+    let err = |reason: String| ConfigError::File { path: path.display().to_string(), reason };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    text.parse::<toml::Table>().map_err(|e| err(e.to_string()))
+}
+
+/// A TOML value as the string the environment would have given.
+fn toml_to_string(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Array(items) => {
+            items.iter().map(toml_to_string).collect::<Vec<_>>().join(",")
+        }
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => b.to_string(),
+        // Dates and tables are no setting's type; validation names the setting.
+        _ => "<unsupported TOML value>".to_owned(),
+    }
+}
+
+fn parse_list<T>(s: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| item(p).map_err(|e| format!("`{p}`: {e}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn minimal() -> Vec<(&'static str, &'static str)> {
+        vec![("DATABASE_URL", "postgres://u@127.0.0.1/db"), ("HOOKGATE_MASTER_KEY", KEY)]
+    }
+
+    #[test]
+    fn defaults_apply_when_only_the_required_settings_are_given() {
+        let c = Config::from_sources(None, &env(&minimal())).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(c.retry_schedule.len(), 7);
+        assert_eq!(c.retry_schedule[1], Duration::from_secs(300));
+        assert_eq!(c.sync_lease, Duration::from_secs(60));
+        assert!(c.redis_url.is_none());
+        assert_eq!(c.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn a_missing_database_url_is_named_in_the_error() {
+        let e = Config::from_sources(None, &env(&[("HOOKGATE_MASTER_KEY", KEY)])).unwrap_err();
+        assert!(e.to_string().contains("DATABASE_URL"), "{e}");
+    }
+
+    #[test]
+    fn a_master_key_of_the_wrong_length_is_named_in_the_error() {
+        let mut pairs = minimal();
+        pairs[1] = ("HOOKGATE_MASTER_KEY", "c2hvcnQ=");
+        let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("HOOKGATE_MASTER_KEY") && text.contains("32 bytes"), "{text}");
+    }
+
+    #[test]
+    fn the_environment_overrides_the_file() {
+        let dir = std::env::temp_dir().join(format!("hg-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hookgate.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:9000\"\nsync_lease_secs = 10\nretry_schedule = [1, 2]\n").unwrap();
+        let mut pairs = minimal();
+        pairs.push(("HOOKGATE_SYNC_LEASE_SECS", "20"));
+        let c = Config::from_sources(Some(&path), &env(&pairs)).unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.sync_lease, Duration::from_secs(20));
+        assert_eq!(c.retry_schedule, vec![Duration::from_secs(1), Duration::from_secs(2)]);
+    }
+
+    #[test]
+    fn an_unknown_key_in_the_file_is_refused() {
+        let dir = std::env::temp_dir().join(format!("hg-config-u-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hookgate.toml");
+        std::fs::write(&path, "lisen = \"127.0.0.1:9000\"\n").unwrap();
+        let e = Config::from_sources(Some(&path), &env(&minimal())).unwrap_err();
+        assert!(e.to_string().contains("lisen"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_their_setting() {
+        for (var, value) in [
+            ("HOOKGATE_LISTEN", "nowhere"),
+            ("HOOKGATE_RETRY_SCHEDULE", "5,soon"),
+            ("HOOKGATE_EGRESS_ALLOW_NETWORKS", "127.0.0.1/99"),
+            ("HOOKGATE_LOG_FORMAT", "xml"),
+            ("HOOKGATE_ADMIN_TOKEN", "short"),
+        ] {
+            let mut pairs = minimal();
+            pairs.push((var, value));
+            let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
+            assert!(e.to_string().contains(var), "{var}: {e}");
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The one mapping of errors to HTTP: status code plus `{code, detail}` body.
+
+use actix_web::{http::StatusCode, HttpResponse, ResponseError};
+use serde_json::json;
+
+use crate::store::StoreError;
+
+/// An error a request ends with. `code` strings follow Svix where it has one.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Validation(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("this Idempotency-Key was already used for a different request")]
+    IdempotencyMismatch,
+    #[error("a request with this Idempotency-Key is still being processed; retry later")]
+    IdempotencyInFlight,
+    #[error("request body exceeds the limit of {0} bytes")]
+    TooLarge(usize),
+    #[error("the database is unavailable; retry later")]
+    Unavailable,
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::Validation(_) => "validation",
+            ApiError::Unauthorized(_) => "authentication_failed",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::IdempotencyMismatch => "idempotency_key_reused",
+            ApiError::IdempotencyInFlight => "idempotency_in_flight",
+            ApiError::TooLarge(_) => "payload_too_large",
+            ApiError::Unavailable => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Validation(_) | ApiError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) | ApiError::IdempotencyInFlight => StatusCode::CONFLICT,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        // The one place a request's error is logged: internal details stay in the
+        // log, the client gets words it can act on.
+        match self {
+            ApiError::Internal(detail) => tracing::error!(%detail, "request failed"),
+            ApiError::Unavailable => tracing::warn!("request failed: database unavailable"),
+            _ => {}
+        }
+        HttpResponse::build(self.status_code())
+            .json(json!({ "code": self.code(), "detail": self.to_string() }))
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(_) => ApiError::Unavailable,
+            StoreError::Conflict(what) => ApiError::Conflict(format!("already exists ({what})")),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}

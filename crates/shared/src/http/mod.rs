@@ -1,0 +1,28 @@
+//! What every HTTP-facing crate shares: the `{code, detail}` error mapping, the
+//! authenticated principal and its extractors, and pagination query parameters.
+//!
+//! Errors are mapped to HTTP exactly once, here; crates convert their own error
+//! enums into [`ApiError`].
+
+mod error;
+mod principal;
+
+pub use error::ApiError;
+pub use principal::{Operator, Principal, TenantAuth};
+
+use serde::Deserialize;
+
+use crate::store::page::PageRequest;
+
+/// `?limit=&iterator=` as Svix takes them.
+#[derive(Debug, Deserialize)]
+pub struct PageQuery {
+    pub limit: Option<i64>,
+    pub iterator: Option<String>,
+}
+
+impl PageQuery {
+    pub fn page(&self) -> PageRequest {
+        PageRequest::new(self.limit, self.iterator.clone())
+    }
+}

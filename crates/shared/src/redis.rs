@@ -1,0 +1,149 @@
+//! The Redis client: a fast, optional helper that degrades instead of failing requests.
+//!
+//! Nothing that must be correct depends on Redis. Every call has a short timeout;
+//! a failure counts in `hookgate_redis_errors_total` and returns `None`, and the
+//! caller falls back to Postgres. While Redis is down, reconnects are attempted at
+//! most once a second so that requests do not each pay a connect timeout.
+
+use std::{
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use prometheus::IntCounter;
+use redis::{aio::ConnectionManager, aio::ConnectionManagerConfig, Client, RedisResult};
+use tokio::sync::Mutex;
+
+const RECONNECT_EVERY: Duration = Duration::from_secs(1);
+
+/// The state reported by `/readyz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedisState {
+    Disabled,
+    Up,
+    Down,
+}
+
+/// A handle to Redis, or to nothing when `REDIS_URL` is unset. Cheap to clone.
+#[derive(Clone)]
+pub struct Redis {
+    inner: Option<Arc<Inner>>,
+}
+
+struct Inner {
+    client: Client,
+    prefix: String,
+    timeout: Duration,
+    errors: IntCounter,
+    conn: Mutex<Connection>,
+}
+
+enum Connection {
+    Ready(ConnectionManager),
+    Failed(Instant),
+    Never,
+}
+
+impl Redis {
+    /// A Redis handle; `url: None` gives one whose every call returns `None`.
+    pub fn new(
+        url: Option<&str>,
+        prefix: &str,
+        timeout: Duration,
+        errors: IntCounter,
+    ) -> RedisResult<Self> {
+        let Some(url) = url else { return Ok(Self { inner: None }) };
+        let client = Client::open(url)?;
+        let inner = Inner { client, prefix: prefix.to_owned(), timeout, errors, conn: Mutex::new(Connection::Never) };
+        Ok(Self { inner: Some(Arc::new(inner)) })
+    }
+
+    pub fn disabled() -> Self {
+        Self { inner: None }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// A key under this deployment's prefix.
+    pub fn key(&self, suffix: &str) -> String {
+        match &self.inner {
+            Some(i) => format!("{}{suffix}", i.prefix),
+            None => suffix.to_owned(),
+        }
+    }
+
+    /// Runs one call with the timeout; `None` when Redis is disabled, down or slow.
+    pub async fn call<T, F, Fut>(&self, f: F) -> Option<T>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let inner = self.inner.as_ref()?;
+        let conn = inner.connection().await?;
+        match tokio::time::timeout(inner.timeout, f(conn)).await {
+            Ok(Ok(v)) => Some(v),
+            Ok(Err(e)) => {
+                inner.errors.inc();
+                tracing::debug!(error = %e, "redis call failed");
+                None
+            }
+            Err(_) => {
+                inner.errors.inc();
+                tracing::debug!("redis call timed out");
+                None
+            }
+        }
+    }
+
+    /// Pings Redis for `/readyz`.
+    pub async fn state(&self) -> RedisState {
+        if self.inner.is_none() {
+            return RedisState::Disabled;
+        }
+        let pong: Option<String> =
+            self.call(|mut c| async move { redis::cmd("PING").query_async(&mut c).await }).await;
+        if pong.is_some() {
+            RedisState::Up
+        } else {
+            RedisState::Down
+        }
+    }
+}
+
+impl Inner {
+    async fn connection(&self) -> Option<ConnectionManager> {
+        let mut guard = self.conn.lock().await;
+        match &*guard {
+            Connection::Ready(c) => return Some(c.clone()),
+            Connection::Failed(at) if at.elapsed() < RECONNECT_EVERY => return None,
+            _ => {}
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1);
+        let connect = self.client.get_connection_manager_with_config(config);
+        match tokio::time::timeout(self.timeout * 2, connect).await {
+            Ok(Ok(c)) => {
+                *guard = Connection::Ready(c.clone());
+                Some(c)
+            }
+            result => {
+                self.errors.inc();
+                if !matches!(&*guard, Connection::Failed(_)) {
+                    let reason = match result {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "connect timed out".to_owned(),
+                    };
+                    tracing::warn!(%reason, "redis unreachable; deciding from Postgres alone");
+                }
+                *guard = Connection::Failed(Instant::now());
+                None
+            }
+        }
+    }
+}

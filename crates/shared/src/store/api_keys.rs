@@ -1,0 +1,93 @@
+//! The `api_keys` table: peppered hashes of tenants' API keys, never the keys.
+//!
+//! A key reads `hgk_<tenant id>_<64 hex>`: the tenant id in the key lets the lookup
+//! take the tenant first, as every store call does, and route to the tenant's shard.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+use crate::{
+    crypto::{random_hex, ApiKeyHasher},
+    ids::{ApiKeyId, TenantId},
+};
+
+pub const KEY_PREFIX: &str = "hgk_";
+
+/// A newly issued key: the only moment its clear text exists.
+#[derive(Debug)]
+pub struct IssuedKey {
+    pub id: ApiKeyId,
+    pub key: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Splits a presented key into its tenant and checks its shape; `None` if malformed.
+pub fn tenant_of_key(key: &str) -> Option<TenantId> {
+    let rest = key.strip_prefix(KEY_PREFIX)?;
+    let (tenant, secret) = rest.rsplit_once('_')?;
+    if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    TenantId::parse(tenant).ok()
+}
+
+pub async fn issue(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    hasher: &ApiKeyHasher,
+) -> Result<IssuedKey, StoreError> {
+    let id = ApiKeyId::generate();
+    let key = format!("{KEY_PREFIX}{tenant}_{}", random_hex(32));
+    let row = db
+        .query_one(
+            "INSERT INTO api_keys (tenant_id, id, key_hash) VALUES ($1, $2, $3) RETURNING created_at",
+            &[&tenant.as_str(), &id.as_str(), &hasher.hash(&key)],
+        )
+        .await?;
+    Ok(IssuedKey { id, key, created_at: row.get(0) })
+}
+
+/// The key's id, if the key is live and its tenant is live and enabled.
+pub async fn authenticate(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    key_hash: &[u8],
+) -> Result<Option<ApiKeyId>, StoreError> {
+    let row = db
+        .query_opt(
+            "SELECT k.id FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+             WHERE k.tenant_id = $1 AND k.key_hash = $2 AND k.revoked_at IS NULL
+               AND t.deleted_at IS NULL AND NOT t.disabled",
+            &[&tenant.as_str(), &key_hash],
+        )
+        .await?;
+    Ok(row.map(|r| ApiKeyId::from_db(r.get(0))))
+}
+
+/// Revokes a key; returns whether a live key of this tenant had that id.
+pub async fn revoke(db: &impl GenericClient, tenant: &TenantId, key: &ApiKeyId) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
+            &[&tenant.as_str(), &key.as_str()],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_names_its_tenant_and_malformed_keys_name_none() {
+        let t = TenantId::generate();
+        let key = format!("hgk_{t}_{}", "ab".repeat(32));
+        assert_eq!(tenant_of_key(&key), Some(t.clone()));
+        assert_eq!(tenant_of_key(&format!("hgk_{t}_abc")), None);
+        assert_eq!(tenant_of_key(&format!("sk_{t}_{}", "ab".repeat(32))), None);
+        assert_eq!(tenant_of_key(&format!("hgk_{t}_{}", "zz".repeat(32))), None);
+        assert_eq!(tenant_of_key(""), None);
+    }
+}

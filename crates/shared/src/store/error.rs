@@ -1,0 +1,53 @@
+//! The error of every store call.
+
+/// What went wrong talking to Postgres, in terms callers can map to HTTP.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Postgres cannot be reached or a pooled connection was not available in time.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("invalid database configuration: {0}")]
+    Config(tokio_postgres::Error),
+    #[error("database pool: {0}")]
+    Pool(String),
+    /// A unique constraint said no; the string names the constraint.
+    #[error("conflict on {0}")]
+    Conflict(String),
+    #[error("migration {version} failed: {source}")]
+    Migration { version: String, source: tokio_postgres::Error },
+    #[error("migration {0} was changed after it was applied")]
+    MigrationChanged(String),
+    #[error("database error: {0}")]
+    Db(tokio_postgres::Error),
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        if let Some(db) = e.as_db_error() {
+            if *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION {
+                return StoreError::Conflict(db.constraint().unwrap_or("unique key").to_owned());
+            }
+            // Admin shutdown, crash recovery, too many connections: the database is
+            // there but cannot serve us now.
+            let class = &db.code().code()[..2];
+            if matches!(class, "08" | "53" | "57") {
+                return StoreError::Unavailable(e.to_string());
+            }
+            return StoreError::Db(e);
+        }
+        // No server error: the connection itself failed or closed.
+        StoreError::Unavailable(e.to_string())
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        StoreError::Unavailable(e.to_string())
+    }
+}
+
+impl StoreError {
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}

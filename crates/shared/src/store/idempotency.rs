@@ -1,0 +1,126 @@
+//! The `idempotency_keys` table behind `Idempotency-Key` on Hookgate's own POSTs.
+//!
+//! Claiming a key is one `INSERT … ON CONFLICT DO NOTHING`: of two concurrent
+//! requests exactly one runs, the other sees the row and answers 409 or replays.
+
+use std::time::Duration;
+
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+
+/// A finished response kept for replay.
+#[derive(Debug, Clone)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// What claiming a key found.
+#[derive(Debug)]
+pub enum Claim {
+    /// This request owns the key and must run, then [`finish`] or [`release`].
+    Run,
+    /// The same request already ran: replay its response.
+    Replay(StoredResponse),
+    /// The key was used for a different request.
+    Mismatch,
+    /// The first request with this key is still running.
+    Running,
+}
+
+/// A `running` row older than this belonged to a process that died; it is taken over.
+const STALE_RUNNING: Duration = Duration::from_secs(60);
+
+pub async fn claim(
+    db: &impl GenericClient,
+    scope: &str,
+    key: &str,
+    fingerprint: &[u8],
+    ttl: Duration,
+) -> Result<Claim, StoreError> {
+    let ttl_secs = ttl.as_secs_f64();
+    let stale_secs = STALE_RUNNING.as_secs_f64();
+    // Expired keys and abandoned runs are replaced in place rather than deleted
+    // first, so that the claim stays one statement.
+    let claimed = db
+        .query_opt(
+            "INSERT INTO idempotency_keys AS k (tenant_id, key, fingerprint, state)
+             VALUES ($1, $2, $3, 'running')
+             ON CONFLICT (tenant_id, key) DO UPDATE
+                SET fingerprint = EXCLUDED.fingerprint, state = 'running', status = NULL,
+                    headers = NULL, body = NULL, created_at = now()
+                WHERE k.created_at < now() - make_interval(secs => $4)
+                   OR (k.state = 'running' AND k.created_at < now() - make_interval(secs => $5))
+             RETURNING 1",
+            &[&scope, &key, &fingerprint, &ttl_secs, &stale_secs],
+        )
+        .await?;
+    if claimed.is_some() {
+        return Ok(Claim::Run);
+    }
+    let row = db
+        .query_opt(
+            "SELECT fingerprint, state, status, headers, body FROM idempotency_keys
+             WHERE tenant_id = $1 AND key = $2",
+            &[&scope, &key],
+        )
+        .await?;
+    let Some(row) = row else {
+        // Released between our insert and select: the caller may simply retry.
+        return Ok(Claim::Running);
+    };
+    let stored_fp: Vec<u8> = row.get(0);
+    if !crate::crypto::secrets_equal(&stored_fp, fingerprint) {
+        return Ok(Claim::Mismatch);
+    }
+    let state: String = row.get(1);
+    if state == "running" {
+        return Ok(Claim::Running);
+    }
+    let status: i16 = row.get(2);
+    let headers: serde_json::Value = row.get(3);
+    let headers = serde_json::from_value(headers).unwrap_or_default();
+    Ok(Claim::Replay(StoredResponse { status: status as u16, headers, body: row.get(4) }))
+}
+
+/// Stores the response of a claimed key for later replays.
+pub async fn finish(
+    db: &impl GenericClient,
+    scope: &str,
+    key: &str,
+    response: &StoredResponse,
+) -> Result<(), StoreError> {
+    let headers = serde_json::to_value(&response.headers).expect("string pairs serialise");
+    db.execute(
+        "UPDATE idempotency_keys SET state = 'done', status = $3, headers = $4, body = $5
+         WHERE tenant_id = $1 AND key = $2",
+        &[&scope, &key, &(response.status as i16), &headers, &response.body],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Forgets a claimed key whose request failed on our side, so a retry runs again.
+pub async fn release(db: &impl GenericClient, scope: &str, key: &str) -> Result<(), StoreError> {
+    db.execute(
+        "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND state = 'running'",
+        &[&scope, &key],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes up to `batch` expired keys; the pruner calls it until it returns 0.
+pub async fn prune(db: &impl GenericClient, ttl: Duration, batch: i64) -> Result<u64, StoreError> {
+    let n = db
+        .execute(
+            "DELETE FROM idempotency_keys WHERE ctid IN (
+                SELECT ctid FROM idempotency_keys
+                WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)",
+            &[&ttl.as_secs_f64(), &batch],
+        )
+        .await?;
+    Ok(n)
+}

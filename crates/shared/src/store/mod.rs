@@ -1,0 +1,12 @@
+//! The Postgres stores: one module per table family, all SQL of Hookgate lives here.
+//!
+//! Every function takes the tenant id (or, for idempotency, the credential scope)
+//! first. A row of another tenant is indistinguishable from a missing one.
+
+pub mod api_keys;
+pub mod idempotency;
+pub mod page;
+pub mod tenants;
+
+mod error;
+pub use error::StoreError;

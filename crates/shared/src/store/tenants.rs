@@ -1,0 +1,105 @@
+//! The `tenants` table: the operator's clients.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::TenantId;
+
+/// A tenant as stored.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    pub id: TenantId,
+    pub name: String,
+    pub uid: Option<String>,
+    pub disabled: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A partial update; `None` leaves a field alone, `Some(None)` clears `uid`.
+#[derive(Debug, Default)]
+pub struct TenantPatch {
+    pub name: Option<String>,
+    pub uid: Option<Option<String>>,
+    pub disabled: Option<bool>,
+}
+
+const COLUMNS: &str = "id, name, uid, disabled, created_at, updated_at";
+
+fn from_row(r: &Row) -> Tenant {
+    Tenant {
+        id: TenantId::from_db(r.get(0)),
+        name: r.get(1),
+        uid: r.get(2),
+        disabled: r.get(3),
+        created_at: r.get(4),
+        updated_at: r.get(5),
+    }
+}
+
+pub async fn insert(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<Tenant, StoreError> {
+    let sql = format!("INSERT INTO tenants (id, name, uid) VALUES ($1, $2, $3) RETURNING {COLUMNS}");
+    let row = db.query_one(&sql, &[&tenant.as_str(), &name, &uid]).await?;
+    Ok(from_row(&row))
+}
+
+/// A live (not deleted) tenant by id or by uid.
+pub async fn get(db: &impl GenericClient, id_or_uid: &str) -> Result<Option<Tenant>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM tenants WHERE (id = $1 OR uid = $1) AND deleted_at IS NULL
+         ORDER BY (id = $1) DESC LIMIT 1"
+    );
+    Ok(db.query_opt(&sql, &[&id_or_uid]).await?.as_ref().map(from_row))
+}
+
+pub async fn list(db: &impl GenericClient, page: &PageRequest) -> Result<Page<Tenant>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM tenants WHERE deleted_at IS NULL AND ($1::text IS NULL OR id > $1)
+         ORDER BY id LIMIT $2"
+    );
+    let rows = db.query(&sql, &[&page.after, &page.fetch_limit()]).await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |t| t.id.to_string()))
+}
+
+pub async fn update(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    patch: &TenantPatch,
+) -> Result<Option<Tenant>, StoreError> {
+    let sql = format!(
+        "UPDATE tenants SET
+            name = COALESCE($2, name),
+            uid = CASE WHEN $3 THEN $4 ELSE uid END,
+            disabled = COALESCE($5, disabled),
+            updated_at = now()
+         WHERE id = $1 AND deleted_at IS NULL
+         RETURNING {COLUMNS}"
+    );
+    let set_uid = patch.uid.is_some();
+    let uid = patch.uid.clone().flatten();
+    let row = db
+        .query_opt(&sql, &[&tenant.as_str(), &patch.name, &set_uid, &uid, &patch.disabled])
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Marks a tenant deleted; its keys stop working at once. Returns whether it existed.
+pub async fn delete(db: &impl GenericClient, tenant: &TenantId) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE tenants SET deleted_at = now(), updated_at = now()
+             WHERE id = $1 AND deleted_at IS NULL",
+            &[&tenant.as_str()],
+        )
+        .await?;
+    Ok(n == 1)
+}

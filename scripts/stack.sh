@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Starts or stops a local Postgres and Redis on loopback for `make run` or `make test`.
+#   scripts/stack.sh up|down|env run|test
+# `run` keeps its data under .data/ across runs; `test` starts fresh each time.
+set -euo pipefail
+
+cmd=${1:?usage: stack.sh up|down|env run|test}
+profile=${2:?usage: stack.sh up|down|env run|test}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+case "$profile" in
+  run)  pg_port=${HOOKGATE_PG_PORT:-55432}; redis_port=${HOOKGATE_REDIS_PORT:-56379}; dir="$root/.data" ;;
+  test) pg_port=${HOOKGATE_TEST_PG_PORT:-55433}; redis_port=${HOOKGATE_TEST_REDIS_PORT:-56380}; dir="$root/target/test-stack" ;;
+  *) echo "stack.sh: unknown profile '$profile' (run or test)" >&2; exit 2 ;;
+esac
+
+# Postgres refuses to run as root: run its binaries as the `postgres` user then.
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# The `postgres` user must be able to reach the data folder; under a private home
+# (e.g. /root) it cannot, so the cluster goes to /tmp instead.
+pg_dir() {
+  local d="$dir/pg"
+  if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$dir/.." 2>/dev/null; then
+    d="/tmp/hookgate-$profile-$pg_port/pg"
+  fi
+  echo "$d"
+}
+
+need() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  if [ "$1" = redis-server ] && [ "$(id -u)" = 0 ]; then
+    echo "installing redis-server (apt-get)…" >&2
+    (apt-get update -qq && apt-get install -y -qq redis-server) >&2
+    command -v redis-server >/dev/null 2>&1 && return 0
+  fi
+  echo "stack.sh: '$1' is not installed; $2" >&2
+  exit 1
+}
+
+database_url="postgres://hookgate@127.0.0.1:$pg_port/hookgate"
+redis_url="redis://127.0.0.1:$redis_port/"
+
+up() {
+  need initdb "install PostgreSQL 15 server binaries (initdb, pg_ctl, postgres)"
+  need redis-server "run: apt-get install -y redis-server"
+  mkdir -p "$dir"
+  local pgd; pgd=$(pg_dir)
+  if [ "$profile" = test ]; then
+    down >/dev/null 2>&1 || true
+    rm -rf "$pgd" "$dir/redis"
+  fi
+  mkdir -p "$(dirname "$pgd")" "$dir/redis"
+  [ "$(id -u)" = 0 ] && chown postgres: "$(dirname "$pgd")"
+  if [ ! -f "$pgd/PG_VERSION" ]; then
+    as_pg initdb -D "$pgd" -U hookgate --auth=trust -E UTF8 --no-locale >/dev/null
+  fi
+  if ! as_pg pg_ctl -D "$pgd" status >/dev/null 2>&1; then
+    local opts="-c listen_addresses=127.0.0.1 -p $pg_port -k $(dirname "$pgd") -c max_connections=400"
+    [ "$profile" = test ] && opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    as_pg pg_ctl -D "$pgd" -l "$(dirname "$pgd")/postgres.log" -o "$opts" -w start >/dev/null
+  fi
+  as_pg psql -h 127.0.0.1 -p "$pg_port" -U hookgate -d postgres -tAc \
+    "SELECT 1 FROM pg_database WHERE datname = 'hookgate'" | grep -q 1 ||
+    as_pg psql -h 127.0.0.1 -p "$pg_port" -U hookgate -d postgres -qc "CREATE DATABASE hookgate" >/dev/null
+  if ! redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
+    redis-server --port "$redis_port" --bind 127.0.0.1 --daemonize yes --save '' --appendonly no \
+      --dir "$dir/redis" --pidfile "$dir/redis/redis.pid" --logfile "$dir/redis/redis.log" >/dev/null
+    for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  fi
+  echo "postgres on 127.0.0.1:$pg_port, redis on 127.0.0.1:$redis_port" >&2
+}
+
+down() {
+  local pgd; pgd=$(pg_dir)
+  if [ -f "$pgd/PG_VERSION" ]; then as_pg pg_ctl -D "$pgd" -m fast -w stop >/dev/null 2>&1 || true; fi
+  redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
+  echo "stopped postgres :$pg_port and redis :$redis_port" >&2
+}
+
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  env) echo "DATABASE_URL=$database_url"; echo "REDIS_URL=$redis_url" ;;
+  *) echo "stack.sh: unknown command '$cmd'" >&2; exit 2 ;;
+esac

@@ -1,0 +1,16 @@
+//! The harness every end-to-end test shares: a fresh database per test (cloned from
+//! a migrated template), the app on port 0, a recording HTTP sink, private
+//! Postgres and Redis servers for fault tests, and the `hookgate` binary.
+//!
+//! Tests find the shared Postgres and Redis through `HOOKGATE_TEST_DATABASE_URL`
+//! and `HOOKGATE_TEST_REDIS_URL`, which `make test` sets.
+
+pub mod app;
+pub mod db;
+pub mod process;
+pub mod servers;
+pub mod sink;
+
+pub use app::TestApp;
+pub use db::TestDb;
+pub use sink::Sink;

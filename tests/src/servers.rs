@@ -1,0 +1,140 @@
+//! Private Postgres and Redis servers on loopback, for tests that stop and start them.
+
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+/// A free port on 127.0.0.1 (bound and released; the window for a clash is tiny).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn is_root() -> bool {
+    // Root runs CI; Postgres refuses to run as root.
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
+}
+
+/// Runs a Postgres binary, as the `postgres` user when we are root (it refuses root).
+fn pg_command(bin: &str) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", bin]);
+        c
+    } else {
+        Command::new(bin)
+    }
+}
+
+fn run(mut cmd: Command, what: &str) {
+    let out = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A Postgres cluster of one test's own, so the test may stop and start it.
+pub struct PgServer {
+    dir: PathBuf,
+    pub port: u16,
+}
+
+impl PgServer {
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("hookgate-pg-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        if is_root() {
+            let mut chown = Command::new("chown");
+            chown.args(["postgres:", dir.to_str().unwrap()]);
+            run(chown, "chown");
+        }
+        let data = dir.join("data");
+        let mut init = pg_command("initdb");
+        init.args(["-D", data.to_str().unwrap(), "-U", "hookgate", "--auth=trust", "--no-locale", "-E", "UTF8"]);
+        run(init, "initdb");
+        let server = PgServer { dir, port: free_port() };
+        server.start_again();
+        let mut create = Command::new("psql");
+        create.args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "-U", "hookgate", "-d", "postgres", "-qc", "CREATE DATABASE hookgate"]);
+        run(create, "create database");
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("postgres://hookgate@127.0.0.1:{}/hookgate", self.port)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    pub fn stop(&self) {
+        let mut c = pg_command("pg_ctl");
+        c.args(["-D", self.data().to_str().unwrap(), "-m", "immediate", "-w", "stop"]);
+        run(c, "pg_ctl stop");
+    }
+
+    pub fn start_again(&self) {
+        let opts = format!("-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off", self.port, self.dir.display());
+        let mut c = pg_command("pg_ctl");
+        c.args(["-D", self.data().to_str().unwrap(), "-l", self.dir.join("log").to_str().unwrap(), "-o", &opts, "-w", "start"]);
+        run(c, "pg_ctl start");
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let mut c = pg_command("pg_ctl");
+        c.args(["-D", self.data().to_str().unwrap(), "-m", "immediate", "stop"]);
+        let _ = c.stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis server of one test's own.
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        let mut s = RedisServer { port: free_port(), child: None };
+        s.start_again();
+        s
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn start_again(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (apt-get install redis-server)");
+        self.child = Some(child);
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not start on port {}", self.port);
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
