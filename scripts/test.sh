@@ -6,6 +6,7 @@ cd "$root"
 scripts/stack.sh up test
 trap 'scripts/stack.sh down test' EXIT
 eval "export $(scripts/stack.sh env test | sed 's/^/HOOKGATE_TEST_/' | tr '\n' ' ')"
+cargo build -q --bin hookgate
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
 else

@@ -14,3 +14,14 @@ pub mod sink;
 pub use app::TestApp;
 pub use db::TestDb;
 pub use sink::Sink;
+
+/// An error body's words: `detail` as a string, or the `msg`s of a validation list.
+pub fn error_text(body: &serde_json::Value) -> String {
+    match &body["detail"] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) => {
+            items.iter().filter_map(|i| i["msg"].as_str()).collect::<Vec<_>>().join("; ")
+        }
+        other => other.to_string(),
+    }
+}

@@ -1,6 +1,6 @@
 //! The operator's admin API: authentication, tenants, API keys (SPEC §2).
 
-use hookgate_tests::TestApp;
+use hookgate_tests::{error_text, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -70,7 +70,7 @@ async fn tenant_fields_are_validated_with_a_message_naming_the_field() {
         let res = app.admin(Method::POST, "/admin/v1/tenant").json(&body).send().await.unwrap();
         assert_eq!(res.status(), 422, "{body}");
         let err: Value = res.json().await.unwrap();
-        assert!(err["detail"].as_str().unwrap().contains(field), "{err}");
+        assert!(error_text(&err).contains(field), "{err}");
     }
     let res = app.admin(Method::POST, "/admin/v1/tenant").header("content-type", "application/json").body("{not json").send().await.unwrap();
     assert_eq!(res.status(), 400);

@@ -1,14 +1,7 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! `hookgate-egress` owns the send side: the Svix-compatible `/api/v1` API
+//! (applications, endpoints, event types, messages, attempts), the delivery
+//! worker that signs and sends, retries and records attempts, and the SSRF guard.
+//!
+//! It is the only crate that makes outbound HTTP requests.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub mod api;

@@ -10,8 +10,7 @@ pub mod auth;
 pub mod idempotency;
 pub mod routes;
 pub mod startup;
-pub mod state;
 pub mod telemetry;
 
 pub use startup::{Application, Role};
-pub use state::AppState;
+pub use hookgate_shared::AppState;

@@ -74,6 +74,12 @@ impl Application {
                                 .wrap(from_fn(auth::require_operator))
                                 .configure(routes::admin::configure),
                         );
+                        cfg.service(
+                            web::scope("/api/v1")
+                                .wrap(from_fn(idempotency))
+                                .wrap(from_fn(auth::require_tenant))
+                                .configure(hookgate_egress::api::configure),
+                        );
                     }
                 })
                 .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(ApiError::NotFound("route")) }))

@@ -14,7 +14,9 @@ pub mod ids;
 pub mod metrics;
 pub mod migrate;
 pub mod redis;
+pub mod state;
 pub mod store;
 
 pub use config::Config;
+pub use state::AppState;
 pub use ids::TenantId;

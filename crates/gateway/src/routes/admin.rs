@@ -4,7 +4,7 @@ use actix_web::{delete, get, patch, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
-    http::{ApiError, Operator, PageQuery},
+    http::{ApiError, Maybe, Operator, PageQuery},
     ids::{ApiKeyId, TenantId},
     store::{api_keys, tenants, tenants::Tenant, tenants::TenantPatch},
 };
@@ -34,13 +34,9 @@ struct TenantIn {
 #[serde(deny_unknown_fields)]
 struct TenantPatchIn {
     name: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    uid: Option<Option<String>>,
+    #[serde(default)]
+    uid: Maybe<String>,
     disabled: Option<bool>,
-}
-
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
 }
 
 #[derive(Serialize)]
@@ -148,11 +144,11 @@ async fn patch_tenant(
     if let Some(name) = &body.name {
         check_name(name)?;
     }
-    if let Some(Some(uid)) = &body.uid {
+    if let Some(uid) = body.uid.value() {
         check_uid(uid)?;
     }
     let tenant = find(&state, &id).await?;
-    let patch = TenantPatch { name: body.name.map(|n| n.trim().to_owned()), uid: body.uid, disabled: body.disabled };
+    let patch = TenantPatch { name: body.name.map(|n| n.trim().to_owned()), uid: body.uid.into_update(), disabled: body.disabled };
     let conn = db::conn(&state.db).await?;
     let updated = tenants::update(&**conn, &tenant.id, &patch).await.map_err(|e| uid_conflict(e.into()))?;
     Ok(HttpResponse::Ok().json(TenantOut::from(updated.ok_or(ApiError::NotFound("tenant"))?)))

@@ -69,8 +69,13 @@ impl ResponseError for ApiError {
             ApiError::Unavailable => tracing::warn!("request failed: database unavailable"),
             _ => {}
         }
-        HttpResponse::build(self.status_code())
-            .json(json!({ "code": self.code(), "detail": self.to_string() }))
+        // Svix answers 422 with a list of `{loc, msg, type}` (its SDKs parse it as
+        // HTTPValidationError); the message names the field in words too.
+        let detail = match self {
+            ApiError::Validation(msg) => json!([{ "loc": ["body"], "msg": msg, "type": "value_error" }]),
+            other => json!(other.to_string()),
+        };
+        HttpResponse::build(self.status_code()).json(json!({ "code": self.code(), "detail": detail }))
     }
 }
 

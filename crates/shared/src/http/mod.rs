@@ -5,9 +5,11 @@
 //! enums into [`ApiError`].
 
 mod error;
+mod patch;
 mod principal;
 
 pub use error::ApiError;
+pub use patch::Maybe;
 pub use principal::{Operator, Principal, TenantAuth};
 
 use serde::Deserialize;

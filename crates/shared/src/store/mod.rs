@@ -4,6 +4,7 @@
 //! first. A row of another tenant is indistinguishable from a missing one.
 
 pub mod api_keys;
+pub mod applications;
 pub mod idempotency;
 pub mod page;
 pub mod tenants;

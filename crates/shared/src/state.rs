@@ -1,10 +1,9 @@
 //! The state every handler shares: config, Postgres pool, Redis, metrics, keys.
+//! Each side keeps its own extra state (its metrics, its workers) next to it.
 
 use std::sync::Arc;
 
-use hookgate_shared::{
-    crypto::ApiKeyHasher, db, metrics::Metrics, redis::Redis, store::StoreError, Config,
-};
+use crate::{crypto::ApiKeyHasher, db, metrics::Metrics, redis::Redis, store::StoreError, Config};
 
 /// Shared, cheaply cloned state of one process.
 #[derive(Clone)]

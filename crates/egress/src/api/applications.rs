@@ -1,0 +1,182 @@
+//! `v1.application.*`: list, create (with `get_if_exists`), get, update, patch, delete.
+
+use std::collections::HashMap;
+
+use actix_web::{delete, get, patch, post, put, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_shared::{
+    db,
+    http::{ApiError, Maybe, PageQuery, TenantAuth},
+    ids::AppId,
+    store::applications::{self, Application, ApplicationFields},
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+
+use super::validate;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(list).service(create).service(get_app).service(update).service(patch_app).service(delete_app);
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AppIn {
+    name: String,
+    uid: Option<String>,
+    #[serde(alias = "rateLimit")]
+    throttle_rate: Option<i64>,
+    #[serde(default)]
+    metadata: HashMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AppPatch {
+    name: Option<String>,
+    #[serde(default)]
+    uid: Maybe<String>,
+    #[serde(default, alias = "rateLimit")]
+    throttle_rate: Maybe<i64>,
+    metadata: Option<HashMap<String, String>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AppOut {
+    id: String,
+    uid: Option<String>,
+    name: String,
+    throttle_rate: Option<i32>,
+    metadata: serde_json::Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<Application> for AppOut {
+    fn from(a: Application) -> Self {
+        AppOut {
+            id: a.id.to_string(),
+            uid: a.uid,
+            name: a.name,
+            throttle_rate: a.throttle_rate,
+            metadata: a.metadata,
+            created_at: a.created_at,
+            updated_at: a.updated_at,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct CreateQuery {
+    #[serde(default)]
+    get_if_exists: bool,
+}
+
+impl AppIn {
+    fn into_fields(self) -> Result<ApplicationFields, ApiError> {
+        validate::name("name", &self.name)?;
+        if let Some(uid) = &self.uid {
+            validate::uid("uid", uid)?;
+        }
+        Ok(ApplicationFields {
+            uid: self.uid,
+            name: self.name,
+            throttle_rate: validate::throttle_rate(self.throttle_rate)?,
+            metadata: serde_json::to_value(self.metadata).expect("a string map serialises"),
+        })
+    }
+}
+
+/// Looks up an application of this tenant by id or uid; 404 if it is not theirs.
+pub(crate) async fn find(state: &AppState, tenant: &TenantAuth, id_or_uid: &str) -> Result<Application, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    applications::get(&**conn, &tenant.0, id_or_uid).await?.ok_or(ApiError::NotFound("application"))
+}
+
+#[get("/app")]
+async fn list(tenant: TenantAuth, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let page = applications::list(&**conn, &tenant.0, &q.page()).await?;
+    Ok(HttpResponse::Ok().json(page.map(AppOut::from)))
+}
+
+#[post("/app")]
+async fn create(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    q: web::Query<CreateQuery>,
+    body: web::Json<AppIn>,
+) -> Result<HttpResponse, ApiError> {
+    let fields = body.into_inner().into_fields()?;
+    let conn = db::conn(&state.db).await?;
+    if q.get_if_exists {
+        if let Some(uid) = &fields.uid {
+            if let Some(existing) = applications::get(&**conn, &tenant.0, uid).await? {
+                return Ok(HttpResponse::Ok().json(AppOut::from(existing)));
+            }
+        }
+    }
+    let app = applications::insert(&**conn, &tenant.0, &AppId::generate(), &fields)
+        .await
+        .map_err(|e| validate::conflict("an application with this uid")(e.into()))?;
+    Ok(HttpResponse::Created().json(AppOut::from(app)))
+}
+
+#[get("/app/{app_id}")]
+async fn get_app(tenant: TenantAuth, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(AppOut::from(find(&state, &tenant, &path).await?)))
+}
+
+/// PUT: replaces every writable field of the application.
+#[put("/app/{app_id}")]
+async fn update(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<AppIn>,
+) -> Result<HttpResponse, ApiError> {
+    let fields = body.into_inner().into_fields()?;
+    let app = find(&state, &tenant, &path).await?;
+    save(&state, &tenant, &app.id, &fields).await
+}
+
+#[patch("/app/{app_id}")]
+async fn patch_app(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<AppPatch>,
+) -> Result<HttpResponse, ApiError> {
+    let p = body.into_inner();
+    let app = find(&state, &tenant, &path).await?;
+    let merged = AppIn {
+        name: p.name.unwrap_or(app.name),
+        uid: p.uid.into_update().unwrap_or(app.uid),
+        throttle_rate: p.throttle_rate.into_update().unwrap_or(app.throttle_rate.map(i64::from)),
+        metadata: match p.metadata {
+            Some(m) => m,
+            None => serde_json::from_value(app.metadata).unwrap_or_default(),
+        },
+    };
+    save(&state, &tenant, &app.id, &merged.into_fields()?).await
+}
+
+async fn save(state: &AppState, tenant: &TenantAuth, id: &AppId, fields: &ApplicationFields) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let saved = applications::replace(&**conn, &tenant.0, id, fields)
+        .await
+        .map_err(|e| validate::conflict("an application with this uid")(e.into()))?
+        .ok_or(ApiError::NotFound("application"))?;
+    Ok(HttpResponse::Ok().json(AppOut::from(saved)))
+}
+
+#[delete("/app/{app_id}")]
+async fn delete_app(tenant: TenantAuth, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let app = find(&state, &tenant, &path).await?;
+    let conn = db::conn(&state.db).await?;
+    if !applications::delete(&**conn, &tenant.0, &app.id).await? {
+        return Err(ApiError::NotFound("application"));
+    }
+    Ok(HttpResponse::NoContent().finish())
+}

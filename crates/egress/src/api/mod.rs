@@ -1,0 +1,14 @@
+//! The Svix-compatible `/api/v1` routes. Every handler takes [`TenantAuth`] and
+//! scopes every query by it: another tenant's id answers 404 like a missing one.
+//!
+//! [`TenantAuth`]: hookgate_shared::http::TenantAuth
+
+mod applications;
+mod validate;
+
+use actix_web::web;
+
+/// Registers the routes; the caller wraps them in tenant authentication.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    applications::configure(cfg);
+}

@@ -1,0 +1,39 @@
+//! A PATCH field that tells "absent" from "null" from a value.
+
+use serde::{Deserialize, Deserializer};
+
+/// Use with `#[serde(default)]`: absent leaves a field alone, `null` clears it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Maybe<T> {
+    #[default]
+    Absent,
+    Null,
+    Value(T),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Maybe<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Option::<T>::deserialize(d)? {
+            Some(v) => Maybe::Value(v),
+            None => Maybe::Null,
+        })
+    }
+}
+
+impl<T> Maybe<T> {
+    /// `None` to leave alone, `Some(None)` to clear, `Some(Some(v))` to set.
+    pub fn into_update(self) -> Option<Option<T>> {
+        match self {
+            Maybe::Absent => None,
+            Maybe::Null => Some(None),
+            Maybe::Value(v) => Some(Some(v)),
+        }
+    }
+
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Maybe::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}

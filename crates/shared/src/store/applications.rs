@@ -1,0 +1,103 @@
+//! The `applications` table: a tenant's Svix-style applications.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::{AppId, TenantId};
+
+#[derive(Debug, Clone)]
+pub struct Application {
+    pub id: AppId,
+    pub uid: Option<String>,
+    pub name: String,
+    pub throttle_rate: Option<i32>,
+    pub metadata: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The writable fields; create and replace take all of them.
+#[derive(Debug, Clone)]
+pub struct ApplicationFields {
+    pub uid: Option<String>,
+    pub name: String,
+    pub throttle_rate: Option<i32>,
+    pub metadata: Value,
+}
+
+const COLUMNS: &str = "id, uid, name, throttle_rate, metadata, created_at, updated_at";
+
+fn from_row(r: &Row) -> Application {
+    Application {
+        id: AppId::from_db(r.get(0)),
+        uid: r.get(1),
+        name: r.get(2),
+        throttle_rate: r.get(3),
+        metadata: r.get(4),
+        created_at: r.get(5),
+        updated_at: r.get(6),
+    }
+}
+
+pub async fn insert(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &AppId,
+    f: &ApplicationFields,
+) -> Result<Application, StoreError> {
+    let sql = format!(
+        "INSERT INTO applications (tenant_id, id, uid, name, throttle_rate, metadata)
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
+    );
+    let row = db
+        .query_one(&sql, &[&tenant.as_str(), &id.as_str(), &f.uid, &f.name, &f.throttle_rate, &f.metadata])
+        .await?;
+    Ok(from_row(&row))
+}
+
+/// An application by id or by uid.
+pub async fn get(db: &impl GenericClient, tenant: &TenantId, id_or_uid: &str) -> Result<Option<Application>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2)
+         ORDER BY (id = $2) DESC LIMIT 1"
+    );
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &id_or_uid]).await?.as_ref().map(from_row))
+}
+
+pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest) -> Result<Page<Application>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2)
+         ORDER BY id LIMIT $3"
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |a| a.id.to_string()))
+}
+
+/// Replaces every writable field.
+pub async fn replace(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &AppId,
+    f: &ApplicationFields,
+) -> Result<Option<Application>, StoreError> {
+    let sql = format!(
+        "UPDATE applications SET uid = $3, name = $4, throttle_rate = $5, metadata = $6, updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
+    );
+    let row = db
+        .query_opt(&sql, &[&tenant.as_str(), &id.as_str(), &f.uid, &f.name, &f.throttle_rate, &f.metadata])
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+pub async fn delete(db: &impl GenericClient, tenant: &TenantId, id: &AppId) -> Result<bool, StoreError> {
+    let n = db
+        .execute("DELETE FROM applications WHERE tenant_id = $1 AND id = $2", &[&tenant.as_str(), &id.as_str()])
+        .await?;
+    Ok(n == 1)
+}
