@@ -31,7 +31,10 @@ pub fn default_env(db: &TestDb) -> HashMap<String, String> {
     env.insert("HOOKGATE_LISTEN".into(), "127.0.0.1:0".into());
     env.insert("HOOKGATE_ADMIN_TOKEN".into(), ADMIN_TOKEN.into());
     env.insert("HOOKGATE_MASTER_KEY".into(), MasterKey::generate_base64());
-    env.insert("HOOKGATE_EGRESS_ALLOW_NETWORKS".into(), "127.0.0.1/32".into());
+    env.insert(
+        "HOOKGATE_EGRESS_ALLOW_NETWORKS".into(),
+        "127.0.0.1/32".into(),
+    );
     env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "2000".into());
     env
 }
@@ -54,7 +57,13 @@ impl TestApp {
         let app = Application::build(config, Role::All).expect("app builds");
         let port = app.port();
         tokio::spawn(app.run(Role::All));
-        TestApp { base: format!("http://127.0.0.1:{port}"), port, db, http: reqwest::Client::new(), env }
+        TestApp {
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+            db,
+            http: reqwest::Client::new(),
+            env,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -63,7 +72,9 @@ impl TestApp {
 
     /// A request with the operator's token.
     pub fn admin(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, self.url(path)).bearer_auth(ADMIN_TOKEN)
+        self.http
+            .request(method, self.url(path))
+            .bearer_auth(ADMIN_TOKEN)
     }
 
     /// A request with a tenant API key.
@@ -73,7 +84,12 @@ impl TestApp {
 
     /// Creates a tenant through the admin API; returns its JSON (with `apiKey`).
     pub async fn create_tenant(&self, name: &str) -> Value {
-        let res = self.admin(Method::POST, "/admin/v1/tenant").json(&json!({ "name": name })).send().await.unwrap();
+        let res = self
+            .admin(Method::POST, "/admin/v1/tenant")
+            .json(&json!({ "name": name }))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(res.status(), 201, "tenant creation failed");
         res.json().await.unwrap()
     }

@@ -12,5 +12,5 @@ pub mod routes;
 pub mod startup;
 pub mod telemetry;
 
-pub use startup::{Application, Role};
 pub use hookgate_shared::AppState;
+pub use startup::{Application, Role};

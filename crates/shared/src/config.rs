@@ -97,9 +97,16 @@ impl std::fmt::Debug for Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{env} (`{key}`) is required but not set")]
-    Missing { key: &'static str, env: &'static str },
+    Missing {
+        key: &'static str,
+        env: &'static str,
+    },
     #[error("{env} (`{key}`) is invalid: {reason}")]
-    Invalid { key: &'static str, env: &'static str, reason: String },
+    Invalid {
+        key: &'static str,
+        env: &'static str,
+        reason: String,
+    },
     #[error("cannot read config file {path}: {reason}")]
     File { path: String, reason: String },
 }
@@ -109,21 +116,34 @@ struct Raw(HashMap<&'static str, String>);
 
 impl Raw {
     fn setting(key: &str) -> &'static Setting {
-        SETTINGS.iter().find(|s| s.key == key).expect("setting is declared in SETTINGS")
+        SETTINGS
+            .iter()
+            .find(|s| s.key == key)
+            .expect("setting is declared in SETTINGS")
     }
 
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str).filter(|v| !v.is_empty())
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     fn required(&self, key: &str) -> Result<&str, ConfigError> {
         let s = Self::setting(key);
-        self.get(key).ok_or(ConfigError::Missing { key: s.key, env: s.env })
+        self.get(key).ok_or(ConfigError::Missing {
+            key: s.key,
+            env: s.env,
+        })
     }
 
     fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
         let s = Self::setting(key);
-        ConfigError::Invalid { key: s.key, env: s.env, reason: reason.into() }
+        ConfigError::Invalid {
+            key: s.key,
+            env: s.env,
+            reason: reason.into(),
+        }
     }
 
     fn parse<T: std::str::FromStr>(&self, key: &str) -> Result<T, ConfigError>
@@ -131,7 +151,9 @@ impl Raw {
         T::Err: std::fmt::Display,
     {
         let v = self.required(key)?;
-        v.trim().parse().map_err(|e: T::Err| Self::invalid(key, format!("`{v}`: {e}")))
+        v.trim()
+            .parse()
+            .map_err(|e: T::Err| Self::invalid(key, format!("`{v}`: {e}")))
     }
 
     fn secs(&self, key: &str) -> Result<Duration, ConfigError> {
@@ -188,14 +210,20 @@ impl Config {
             .map_err(|e| Raw::invalid("database_url", e.to_string()))?;
         let redis_url = raw.get("redis_url").map(str::to_owned);
         if let Some(url) = &redis_url {
-            ::redis::Client::open(url.as_str()).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
+            ::redis::Client::open(url.as_str())
+                .map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
         }
         let admin_token = raw.get("admin_token").map(str::to_owned);
         if admin_token.as_ref().is_some_and(|t| t.len() < 16) {
-            return Err(Raw::invalid("admin_token", "must be at least 16 characters"));
+            return Err(Raw::invalid(
+                "admin_token",
+                "must be at least 16 characters",
+            ));
         }
         let retry_schedule = parse_list(raw.get("retry_schedule").unwrap_or(""), |s| {
-            s.parse::<u64>().map(Duration::from_secs).map_err(|e| e.to_string())
+            s.parse::<u64>()
+                .map(Duration::from_secs)
+                .map_err(|e| e.to_string())
         })
         .map_err(|e| Raw::invalid("retry_schedule", e))?;
         let egress_allow_networks =
@@ -206,7 +234,12 @@ impl Config {
         let log_format = match raw.required("log_format")? {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
-            other => return Err(Raw::invalid("log_format", format!("`{other}`: expected text or json"))),
+            other => {
+                return Err(Raw::invalid(
+                    "log_format",
+                    format!("`{other}`: expected text or json"),
+                ))
+            }
         };
         let db_pool_size: usize = raw.parse("db_pool_size")?;
         if db_pool_size == 0 {
@@ -237,7 +270,10 @@ impl Config {
 }
 
 fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
-    let err = |reason: String| ConfigError::File { path: path.display().to_string(), reason };
+    let err = |reason: String| ConfigError::File {
+        path: path.display().to_string(),
+        reason,
+    };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     text.parse::<toml::Table>().map_err(|e| err(e.to_string()))
 }
@@ -246,9 +282,11 @@ fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
 fn toml_to_string(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
-        toml::Value::Array(items) => {
-            items.iter().map(toml_to_string).collect::<Vec<_>>().join(",")
-        }
+        toml::Value::Array(items) => items
+            .iter()
+            .map(toml_to_string)
+            .collect::<Vec<_>>()
+            .join(","),
         toml::Value::Integer(i) => i.to_string(),
         toml::Value::Float(f) => f.to_string(),
         toml::Value::Boolean(b) => b.to_string(),
@@ -272,11 +310,17 @@ mod tests {
     const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn minimal() -> Vec<(&'static str, &'static str)> {
-        vec![("DATABASE_URL", "postgres://u@127.0.0.1/db"), ("HOOKGATE_MASTER_KEY", KEY)]
+        vec![
+            ("DATABASE_URL", "postgres://u@127.0.0.1/db"),
+            ("HOOKGATE_MASTER_KEY", KEY),
+        ]
     }
 
     #[test]
@@ -302,7 +346,10 @@ mod tests {
         pairs[1] = ("HOOKGATE_MASTER_KEY", "c2hvcnQ=");
         let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("HOOKGATE_MASTER_KEY") && text.contains("32 bytes"), "{text}");
+        assert!(
+            text.contains("HOOKGATE_MASTER_KEY") && text.contains("32 bytes"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -310,13 +357,20 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hg-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("hookgate.toml");
-        std::fs::write(&path, "listen = \"127.0.0.1:9000\"\nsync_lease_secs = 10\nretry_schedule = [1, 2]\n").unwrap();
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:9000\"\nsync_lease_secs = 10\nretry_schedule = [1, 2]\n",
+        )
+        .unwrap();
         let mut pairs = minimal();
         pairs.push(("HOOKGATE_SYNC_LEASE_SECS", "20"));
         let c = Config::from_sources(Some(&path), &env(&pairs)).unwrap();
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.sync_lease, Duration::from_secs(20));
-        assert_eq!(c.retry_schedule, vec![Duration::from_secs(1), Duration::from_secs(2)]);
+        assert_eq!(
+            c.retry_schedule,
+            vec![Duration::from_secs(1), Duration::from_secs(2)]
+        );
     }
 
     #[test]

@@ -112,7 +112,10 @@ mod tests {
             TenantId::parse(app.as_str()),
             Err(IdError::WrongPrefix { expected: "tnt" })
         );
-        assert_eq!(TenantId::parse("tnt_nope"), Err(IdError::BadBody { prefix: "tnt" }));
+        assert_eq!(
+            TenantId::parse("tnt_nope"),
+            Err(IdError::BadBody { prefix: "tnt" })
+        );
         assert!(TenantId::parse("tnt").is_err());
     }
 }

@@ -18,5 +18,5 @@ pub mod state;
 pub mod store;
 
 pub use config::Config;
-pub use state::AppState;
 pub use ids::TenantId;
+pub use state::AppState;

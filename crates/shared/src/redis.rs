@@ -54,10 +54,20 @@ impl Redis {
         timeout: Duration,
         errors: IntCounter,
     ) -> RedisResult<Self> {
-        let Some(url) = url else { return Ok(Self { inner: None }) };
+        let Some(url) = url else {
+            return Ok(Self { inner: None });
+        };
         let client = Client::open(url)?;
-        let inner = Inner { client, prefix: prefix.to_owned(), timeout, errors, conn: Mutex::new(Connection::Never) };
-        Ok(Self { inner: Some(Arc::new(inner)) })
+        let inner = Inner {
+            client,
+            prefix: prefix.to_owned(),
+            timeout,
+            errors,
+            conn: Mutex::new(Connection::Never),
+        };
+        Ok(Self {
+            inner: Some(Arc::new(inner)),
+        })
     }
 
     pub fn disabled() -> Self {
@@ -104,8 +114,9 @@ impl Redis {
         if self.inner.is_none() {
             return RedisState::Disabled;
         }
-        let pong: Option<String> =
-            self.call(|mut c| async move { redis::cmd("PING").query_async(&mut c).await }).await;
+        let pong: Option<String> = self
+            .call(|mut c| async move { redis::cmd("PING").query_async(&mut c).await })
+            .await;
         if pong.is_some() {
             RedisState::Up
         } else {

@@ -16,7 +16,12 @@ use serde::{Deserialize, Serialize};
 use super::validate;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(list).service(create).service(get_app).service(update).service(patch_app).service(delete_app);
+    cfg.service(list)
+        .service(create)
+        .service(get_app)
+        .service(update)
+        .service(patch_app)
+        .service(delete_app);
 }
 
 #[derive(Deserialize)]
@@ -89,13 +94,23 @@ impl AppIn {
 }
 
 /// Looks up an application of this tenant by id or uid; 404 if it is not theirs.
-pub(crate) async fn find(state: &AppState, tenant: &TenantAuth, id_or_uid: &str) -> Result<Application, ApiError> {
+pub(crate) async fn find(
+    state: &AppState,
+    tenant: &TenantAuth,
+    id_or_uid: &str,
+) -> Result<Application, ApiError> {
     let conn = db::conn(&state.db).await?;
-    applications::get(&**conn, &tenant.0, id_or_uid).await?.ok_or(ApiError::NotFound("application"))
+    applications::get(&**conn, &tenant.0, id_or_uid)
+        .await?
+        .ok_or(ApiError::NotFound("application"))
 }
 
 #[get("/app")]
-async fn list(tenant: TenantAuth, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
+async fn list(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
     let page = applications::list(&**conn, &tenant.0, &q.page()).await?;
     Ok(HttpResponse::Ok().json(page.map(AppOut::from)))
@@ -124,7 +139,11 @@ async fn create(
 }
 
 #[get("/app/{app_id}")]
-async fn get_app(tenant: TenantAuth, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_app(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(AppOut::from(find(&state, &tenant, &path).await?)))
 }
 
@@ -153,7 +172,10 @@ async fn patch_app(
     let merged = AppIn {
         name: p.name.unwrap_or(app.name),
         uid: p.uid.into_update().unwrap_or(app.uid),
-        throttle_rate: p.throttle_rate.into_update().unwrap_or(app.throttle_rate.map(i64::from)),
+        throttle_rate: p
+            .throttle_rate
+            .into_update()
+            .unwrap_or(app.throttle_rate.map(i64::from)),
         metadata: match p.metadata {
             Some(m) => m,
             None => serde_json::from_value(app.metadata).unwrap_or_default(),
@@ -162,7 +184,12 @@ async fn patch_app(
     save(&state, &tenant, &app.id, &merged.into_fields()?).await
 }
 
-async fn save(state: &AppState, tenant: &TenantAuth, id: &AppId, fields: &ApplicationFields) -> Result<HttpResponse, ApiError> {
+async fn save(
+    state: &AppState,
+    tenant: &TenantAuth,
+    id: &AppId,
+    fields: &ApplicationFields,
+) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
     let saved = applications::replace(&**conn, &tenant.0, id, fields)
         .await
@@ -172,7 +199,11 @@ async fn save(state: &AppState, tenant: &TenantAuth, id: &AppId, fields: &Applic
 }
 
 #[delete("/app/{app_id}")]
-async fn delete_app(tenant: TenantAuth, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn delete_app(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let app = find(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
     if !applications::delete(&**conn, &tenant.0, &app.id).await? {

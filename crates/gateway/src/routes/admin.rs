@@ -52,7 +52,14 @@ struct TenantOut {
 
 impl From<Tenant> for TenantOut {
     fn from(t: Tenant) -> Self {
-        TenantOut { id: t.id.to_string(), name: t.name, uid: t.uid, disabled: t.disabled, created_at: t.created_at, updated_at: t.updated_at }
+        TenantOut {
+            id: t.id.to_string(),
+            name: t.name,
+            uid: t.uid,
+            disabled: t.disabled,
+            created_at: t.created_at,
+            updated_at: t.updated_at,
+        }
     }
 }
 
@@ -75,14 +82,18 @@ struct CreatedKey {
 
 fn check_name(name: &str) -> Result<(), ApiError> {
     if name.trim().is_empty() || name.len() > 256 {
-        return Err(ApiError::Validation("`name` must be 1 to 256 characters".into()));
+        return Err(ApiError::Validation(
+            "`name` must be 1 to 256 characters".into(),
+        ));
     }
     Ok(())
 }
 
 fn check_uid(uid: &str) -> Result<(), ApiError> {
     let ok = (1..=256).contains(&uid.len())
-        && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && uid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         && !uid.starts_with("tnt_");
     if !ok {
         return Err(ApiError::Validation(
@@ -94,30 +105,51 @@ fn check_uid(uid: &str) -> Result<(), ApiError> {
 
 fn uid_conflict(e: ApiError) -> ApiError {
     match e {
-        ApiError::Conflict(_) => ApiError::Conflict("a tenant with this `uid` already exists".into()),
+        ApiError::Conflict(_) => {
+            ApiError::Conflict("a tenant with this `uid` already exists".into())
+        }
         other => other,
     }
 }
 
 #[post("/tenant")]
-async fn create_tenant(_: Operator, state: web::Data<AppState>, body: web::Json<TenantIn>) -> Result<HttpResponse, ApiError> {
+async fn create_tenant(
+    _: Operator,
+    state: web::Data<AppState>,
+    body: web::Json<TenantIn>,
+) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     check_name(&body.name)?;
     if let Some(uid) = &body.uid {
         check_uid(uid)?;
     }
     let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(hookgate_shared::store::StoreError::from)?;
+    let tx = conn
+        .transaction()
+        .await
+        .map_err(hookgate_shared::store::StoreError::from)?;
     let id = TenantId::generate();
-    let tenant = tenants::insert(&*tx, &id, body.name.trim(), body.uid.as_deref()).await.map_err(|e| uid_conflict(e.into()))?;
+    let tenant = tenants::insert(&*tx, &id, body.name.trim(), body.uid.as_deref())
+        .await
+        .map_err(|e| uid_conflict(e.into()))?;
     let key = api_keys::issue(&*tx, &id, &state.api_keys).await?;
-    tx.commit().await.map_err(hookgate_shared::store::StoreError::from)?;
+    tx.commit()
+        .await
+        .map_err(hookgate_shared::store::StoreError::from)?;
     tracing::info!(tenant = %id, "tenant created");
-    Ok(HttpResponse::Created().json(CreatedTenant { tenant: tenant.into(), api_key: key.key, api_key_id: key.id.to_string() }))
+    Ok(HttpResponse::Created().json(CreatedTenant {
+        tenant: tenant.into(),
+        api_key: key.key,
+        api_key_id: key.id.to_string(),
+    }))
 }
 
 #[get("/tenant")]
-async fn list_tenants(_: Operator, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
+async fn list_tenants(
+    _: Operator,
+    state: web::Data<AppState>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
     let page = tenants::list(&**conn, &q.page()).await?;
     Ok(HttpResponse::Ok().json(page.map(TenantOut::from)))
@@ -125,11 +157,17 @@ async fn list_tenants(_: Operator, state: web::Data<AppState>, q: web::Query<Pag
 
 async fn find(state: &AppState, id_or_uid: &str) -> Result<Tenant, ApiError> {
     let conn = db::conn(&state.db).await?;
-    tenants::get(&**conn, id_or_uid).await?.ok_or(ApiError::NotFound("tenant"))
+    tenants::get(&**conn, id_or_uid)
+        .await?
+        .ok_or(ApiError::NotFound("tenant"))
 }
 
 #[get("/tenant/{id}")]
-async fn get_tenant(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_tenant(
+    _: Operator,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(TenantOut::from(find(&state, &id).await?)))
 }
 
@@ -148,14 +186,26 @@ async fn patch_tenant(
         check_uid(uid)?;
     }
     let tenant = find(&state, &id).await?;
-    let patch = TenantPatch { name: body.name.map(|n| n.trim().to_owned()), uid: body.uid.into_update(), disabled: body.disabled };
+    let patch = TenantPatch {
+        name: body.name.map(|n| n.trim().to_owned()),
+        uid: body.uid.into_update(),
+        disabled: body.disabled,
+    };
     let conn = db::conn(&state.db).await?;
-    let updated = tenants::update(&**conn, &tenant.id, &patch).await.map_err(|e| uid_conflict(e.into()))?;
-    Ok(HttpResponse::Ok().json(TenantOut::from(updated.ok_or(ApiError::NotFound("tenant"))?)))
+    let updated = tenants::update(&**conn, &tenant.id, &patch)
+        .await
+        .map_err(|e| uid_conflict(e.into()))?;
+    Ok(HttpResponse::Ok().json(TenantOut::from(
+        updated.ok_or(ApiError::NotFound("tenant"))?,
+    )))
 }
 
 #[delete("/tenant/{id}")]
-async fn delete_tenant(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn delete_tenant(
+    _: Operator,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
     let conn = db::conn(&state.db).await?;
     if !tenants::delete(&**conn, &tenant.id).await? {
@@ -166,15 +216,27 @@ async fn delete_tenant(_: Operator, state: web::Data<AppState>, id: web::Path<St
 }
 
 #[post("/tenant/{id}/api-key")]
-async fn create_key(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn create_key(
+    _: Operator,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
     let conn = db::conn(&state.db).await?;
     let key = api_keys::issue(&**conn, &tenant.id, &state.api_keys).await?;
-    Ok(HttpResponse::Created().json(CreatedKey { id: key.id.to_string(), api_key: key.key, created_at: key.created_at }))
+    Ok(HttpResponse::Created().json(CreatedKey {
+        id: key.id.to_string(),
+        api_key: key.key,
+        created_at: key.created_at,
+    }))
 }
 
 #[delete("/tenant/{id}/api-key/{key_id}")]
-async fn revoke_key(_: Operator, state: web::Data<AppState>, path: web::Path<(String, String)>) -> Result<HttpResponse, ApiError> {
+async fn revoke_key(
+    _: Operator,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
     let (id, key_id) = path.into_inner();
     let tenant = find(&state, &id).await?;
     let key_id = ApiKeyId::parse(&key_id).map_err(|_| ApiError::NotFound("API key"))?;

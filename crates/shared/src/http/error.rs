@@ -51,7 +51,9 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Validation(_) | ApiError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Validation(_) | ApiError::IdempotencyMismatch => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) | ApiError::IdempotencyInFlight => StatusCode::CONFLICT,
@@ -72,10 +74,13 @@ impl ResponseError for ApiError {
         // Svix answers 422 with a list of `{loc, msg, type}` (its SDKs parse it as
         // HTTPValidationError); the message names the field in words too.
         let detail = match self {
-            ApiError::Validation(msg) => json!([{ "loc": ["body"], "msg": msg, "type": "value_error" }]),
+            ApiError::Validation(msg) => {
+                json!([{ "loc": ["body"], "msg": msg, "type": "value_error" }])
+            }
             other => json!(other.to_string()),
         };
-        HttpResponse::build(self.status_code()).json(json!({ "code": self.code(), "detail": detail }))
+        HttpResponse::build(self.status_code())
+            .json(json!({ "code": self.code(), "detail": detail }))
     }
 }
 

@@ -55,27 +55,55 @@ pub async fn insert(
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
     );
     let row = db
-        .query_one(&sql, &[&tenant.as_str(), &id.as_str(), &f.uid, &f.name, &f.throttle_rate, &f.metadata])
+        .query_one(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &id.as_str(),
+                &f.uid,
+                &f.name,
+                &f.throttle_rate,
+                &f.metadata,
+            ],
+        )
         .await?;
     Ok(from_row(&row))
 }
 
 /// An application by id or by uid.
-pub async fn get(db: &impl GenericClient, tenant: &TenantId, id_or_uid: &str) -> Result<Option<Application>, StoreError> {
+pub async fn get(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id_or_uid: &str,
+) -> Result<Option<Application>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2)
          ORDER BY (id = $2) DESC LIMIT 1"
     );
-    Ok(db.query_opt(&sql, &[&tenant.as_str(), &id_or_uid]).await?.as_ref().map(from_row))
+    Ok(db
+        .query_opt(&sql, &[&tenant.as_str(), &id_or_uid])
+        .await?
+        .as_ref()
+        .map(from_row))
 }
 
-pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest) -> Result<Page<Application>, StoreError> {
+pub async fn list(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    page: &PageRequest,
+) -> Result<Page<Application>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2)
          ORDER BY id LIMIT $3"
     );
-    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
-    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |a| a.id.to_string()))
+    let rows = db
+        .query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()])
+        .await?;
+    Ok(Page::from_rows(
+        rows.iter().map(from_row).collect(),
+        page,
+        |a| a.id.to_string(),
+    ))
 }
 
 /// Replaces every writable field.
@@ -90,14 +118,31 @@ pub async fn replace(
          WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
     );
     let row = db
-        .query_opt(&sql, &[&tenant.as_str(), &id.as_str(), &f.uid, &f.name, &f.throttle_rate, &f.metadata])
+        .query_opt(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &id.as_str(),
+                &f.uid,
+                &f.name,
+                &f.throttle_rate,
+                &f.metadata,
+            ],
+        )
         .await?;
     Ok(row.as_ref().map(from_row))
 }
 
-pub async fn delete(db: &impl GenericClient, tenant: &TenantId, id: &AppId) -> Result<bool, StoreError> {
+pub async fn delete(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &AppId,
+) -> Result<bool, StoreError> {
     let n = db
-        .execute("DELETE FROM applications WHERE tenant_id = $1 AND id = $2", &[&tenant.as_str(), &id.as_str()])
+        .execute(
+            "DELETE FROM applications WHERE tenant_id = $1 AND id = $2",
+            &[&tenant.as_str(), &id.as_str()],
+        )
         .await?;
     Ok(n == 1)
 }

@@ -82,7 +82,11 @@ pub async fn claim(
     let status: i16 = row.get(2);
     let headers: serde_json::Value = row.get(3);
     let headers = serde_json::from_value(headers).unwrap_or_default();
-    Ok(Claim::Replay(StoredResponse { status: status as u16, headers, body: row.get(4) }))
+    Ok(Claim::Replay(StoredResponse {
+        status: status as u16,
+        headers,
+        body: row.get(4),
+    }))
 }
 
 /// Stores the response of a claimed key for later replays.
@@ -96,7 +100,13 @@ pub async fn finish(
     db.execute(
         "UPDATE idempotency_keys SET state = 'done', status = $3, headers = $4, body = $5
          WHERE tenant_id = $1 AND key = $2",
-        &[&scope, &key, &(response.status as i16), &headers, &response.body],
+        &[
+            &scope,
+            &key,
+            &(response.status as i16),
+            &headers,
+            &response.body,
+        ],
     )
     .await?;
     Ok(())

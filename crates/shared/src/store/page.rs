@@ -45,7 +45,12 @@ impl<T> Page<T> {
         rows.truncate(req.limit as usize);
         let iterator = rows.last().map(&id);
         let prev_iterator = rows.first().map(|r| format!("-{}", id(r)));
-        Page { data: rows, iterator, prev_iterator, done }
+        Page {
+            data: rows,
+            iterator,
+            prev_iterator,
+            done,
+        }
     }
 
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
