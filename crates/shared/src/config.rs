@@ -399,3 +399,28 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod docs_tests {
+    use super::SETTINGS;
+
+    /// The configuration reference must name every setting with its real default.
+    #[test]
+    fn docs_configuration_lists_every_setting_with_its_default() {
+        let doc = include_str!("../../../docs/configuration.md");
+        for s in SETTINGS {
+            let row = doc
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{}` |", s.key)))
+                .unwrap_or_else(|| panic!("docs/configuration.md has no row for `{}`", s.key));
+            assert!(row.contains(&format!("`{}`", s.env)), "{row}");
+            match s.default {
+                Some("") => assert!(row.contains("(empty)"), "{row}"),
+                Some(d) => assert!(row.contains(&format!("| `{d}` |")), "default of {}: {row}", s.key),
+                None => assert!(row.contains("| — |"), "{row}"),
+            }
+        }
+        let rows = doc.lines().filter(|l| l.starts_with("| `")).count();
+        assert_eq!(rows, SETTINGS.len(), "the doc lists settings the code does not have");
+    }
+}
