@@ -79,7 +79,8 @@ CREATE TABLE deliveries (
     msg_id           text NOT NULL,
     endpoint_id      text NOT NULL,
     status           smallint NOT NULL DEFAULT 1,
-    attempts         integer NOT NULL DEFAULT 0,
+    attempts         integer NOT NULL DEFAULT 0,  -- in the current schedule run
+    trigger          smallint NOT NULL DEFAULT 0, -- 1: a manual resend, tried once
     next_attempt_at  timestamptz,
     last_attempt_at  timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now(),

@@ -5,6 +5,12 @@
 
 pub mod api_keys;
 pub mod applications;
+pub mod attempts;
+pub mod deliveries;
+pub mod delivery_views;
+pub mod endpoints;
+pub mod event_types;
+pub mod messages;
 pub mod idempotency;
 pub mod page;
 pub mod tenants;

@@ -1,0 +1,114 @@
+//! The `attempts` table: one row per HTTP attempt, newest first in every list.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::{AppId, AttemptId, EndpointId, MessageId, TenantId};
+
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub id: AttemptId,
+    pub msg_id: MessageId,
+    pub endpoint_id: EndpointId,
+    pub url: String,
+    pub status: i16,
+    pub trigger_type: i16,
+    pub response_status_code: i16,
+    pub response: String,
+    pub response_duration_ms: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Filters of attempt lists.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptFilter {
+    pub status: Option<i16>,
+    /// 0 (no response), 100, 200, 300, 400 or 500.
+    pub status_code_class: Option<i16>,
+    pub endpoint_id: Option<String>,
+    pub before: Option<DateTime<Utc>>,
+    pub after: Option<DateTime<Utc>>,
+}
+
+const COLUMNS: &str = "id, msg_id, endpoint_id, url, status, trigger_type, response_status_code, response,
+    response_duration_ms, created_at";
+
+fn from_row(r: &Row) -> Attempt {
+    Attempt {
+        id: AttemptId::from_db(r.get(0)),
+        msg_id: MessageId::from_db(r.get(1)),
+        endpoint_id: EndpointId::from_db(r.get(2)),
+        url: r.get(3),
+        status: r.get(4),
+        trigger_type: r.get(5),
+        response_status_code: r.get(6),
+        response: r.get(7),
+        response_duration_ms: r.get(8),
+        created_at: r.get(9),
+    }
+}
+
+/// Which column a list is scoped by besides the application.
+pub enum Scope<'a> {
+    Message(&'a MessageId),
+    Endpoint(&'a EndpointId),
+}
+
+pub async fn list(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    scope: Scope<'_>,
+    page: &PageRequest,
+    f: &AttemptFilter,
+) -> Result<Page<Attempt>, StoreError> {
+    let (column, value) = match scope {
+        Scope::Message(m) => ("msg_id", m.as_str()),
+        Scope::Endpoint(e) => ("endpoint_id", e.as_str()),
+    };
+    let class_low = f.status_code_class;
+    let sql = format!(
+        "SELECT {COLUMNS} FROM attempts WHERE tenant_id = $1 AND app_id = $2 AND {column} = $3
+           AND ($4::text IS NULL OR id < $4)
+           AND ($5::smallint IS NULL OR status = $5)
+           AND ($6::smallint IS NULL OR (response_status_code >= $6 AND response_status_code < $6 + 100
+                OR ($6 = 0 AND response_status_code = 0)))
+           AND ($7::text IS NULL OR endpoint_id = $7)
+           AND ($8::timestamptz IS NULL OR created_at < $8)
+           AND ($9::timestamptz IS NULL OR created_at > $9)
+         ORDER BY id DESC LIMIT $10"
+    );
+    let rows = db
+        .query(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &value,
+                &page.after,
+                &f.status,
+                &class_low,
+                &f.endpoint_id,
+                &f.before,
+                &f.after,
+                &page.fetch_limit(),
+            ],
+        )
+        .await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |a| a.id.to_string()))
+}
+
+pub async fn get(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    msg: &MessageId,
+    id: &str,
+) -> Result<Option<Attempt>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM attempts WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND id = $4");
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &id]).await?.as_ref().map(from_row))
+}

@@ -1,0 +1,297 @@
+//! The `deliveries` table, the outbox: one row per (message, endpoint).
+//!
+//! Workers claim due rows with `FOR UPDATE SKIP LOCKED`; claiming pushes
+//! `next_attempt_at` out by the lease, so a row whose worker died becomes due
+//! again by itself. Results are written back in batches.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+use crate::ids::{AppId, AttemptId, EndpointId, MessageId, TenantId};
+
+/// Svix's MessageStatus values.
+pub const SUCCESS: i16 = 0;
+pub const PENDING: i16 = 1;
+pub const FAILED: i16 = 2;
+pub const SENDING: i16 = 3;
+
+pub const TRIGGER_SCHEDULED: i16 = 0;
+pub const TRIGGER_MANUAL: i16 = 1;
+
+/// A claimed delivery with everything needed to send it.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub tenant_id: TenantId,
+    pub app_id: AppId,
+    pub msg_id: MessageId,
+    pub endpoint_id: EndpointId,
+    /// Attempts made so far in this schedule run.
+    pub attempts: i32,
+    pub trigger: i16,
+    pub payload: Vec<u8>,
+    pub content_type: String,
+    /// `None` if the endpoint was deleted since the message was created.
+    pub endpoint: Option<ClaimedEndpoint>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClaimedEndpoint {
+    pub url: String,
+    pub disabled: bool,
+    pub throttle_rate: Option<i32>,
+    pub headers: Value,
+    pub secret: Vec<u8>,
+    pub old_secret: Option<Vec<u8>>,
+    pub old_secret_until: Option<DateTime<Utc>>,
+}
+
+/// Claims up to `limit` due deliveries for `lease`.
+pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Result<Vec<Claimed>, StoreError> {
+    let rows = db
+        .query(
+            "WITH due AS (
+                SELECT tenant_id, app_id, msg_id, endpoint_id FROM deliveries
+                WHERE status IN (1, 3) AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+             ), claimed AS (
+                UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $2)
+                FROM due
+                WHERE d.tenant_id = due.tenant_id AND d.app_id = due.app_id
+                  AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
+                RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger
+             )
+             SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
+                    m.payload, m.content_type,
+                    e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until
+             FROM claimed c
+             JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
+             LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id",
+            &[&limit, &lease.as_secs_f64()],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let url: Option<String> = r.get(8);
+            Claimed {
+                tenant_id: TenantId::from_db(r.get(0)),
+                app_id: AppId::from_db(r.get(1)),
+                msg_id: MessageId::from_db(r.get(2)),
+                endpoint_id: EndpointId::from_db(r.get(3)),
+                attempts: r.get(4),
+                trigger: r.get(5),
+                payload: r.get(6),
+                content_type: r.get(7),
+                endpoint: url.map(|url| ClaimedEndpoint {
+                    url,
+                    disabled: r.get(9),
+                    throttle_rate: r.get(10),
+                    headers: r.get(11),
+                    secret: r.get(12),
+                    old_secret: r.get(13),
+                    old_secret_until: r.get(14),
+                }),
+            }
+        })
+        .collect())
+}
+
+/// One attempt's record.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub id: AttemptId,
+    pub url: String,
+    pub success: bool,
+    pub status_code: i16,
+    pub response: String,
+    pub duration_ms: i64,
+}
+
+/// What became of one claimed delivery.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub tenant_id: TenantId,
+    pub app_id: AppId,
+    pub msg_id: MessageId,
+    pub endpoint_id: EndpointId,
+    pub trigger: i16,
+    /// `None` when no request was made (endpoint gone or disabled).
+    pub attempt: Option<AttemptRecord>,
+    /// The delivery's new status and, if pending, when it is next due.
+    pub status: i16,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The endpoint answered 410 Gone: disable it.
+    pub disable_endpoint: bool,
+}
+
+/// Writes a batch of outcomes in one transaction: attempts, delivery states, and
+/// endpoint health (success clears the failure streak; failing longer than
+/// `disable_after`, or a 410, disables). Returns how many endpoints were disabled.
+pub async fn record(
+    db: &mut deadpool_postgres::Client,
+    outcomes: &[Outcome],
+    disable_after: Duration,
+) -> Result<u64, StoreError> {
+    let tx = db.transaction().await?;
+    let attempted: Vec<&Outcome> = outcomes.iter().filter(|o| o.attempt.is_some()).collect();
+    if !attempted.is_empty() {
+        let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
+        let a = |o: &Outcome| o.attempt.clone().expect("filtered");
+        tx.execute(
+            "INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
+                response_status_code, response, response_duration_ms)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[])",
+            &[
+                &col(|o| o.tenant_id.to_string()),
+                &col(|o| o.app_id.to_string()),
+                &col(|o| o.attempt.as_ref().expect("filtered").id.to_string()),
+                &col(|o| o.msg_id.to_string()),
+                &col(|o| o.endpoint_id.to_string()),
+                &attempted.iter().map(|o| a(o).url).collect::<Vec<_>>(),
+                &attempted.iter().map(|o| if a(o).success { SUCCESS } else { FAILED }).collect::<Vec<i16>>(),
+                &attempted.iter().map(|o| o.trigger).collect::<Vec<i16>>(),
+                &attempted.iter().map(|o| a(o).status_code).collect::<Vec<i16>>(),
+                &attempted.iter().map(|o| a(o).response).collect::<Vec<_>>(),
+                &attempted.iter().map(|o| a(o).duration_ms).collect::<Vec<i64>>(),
+            ],
+        )
+        .await?;
+    }
+    let s = |f: fn(&Outcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
+    tx.execute(
+        "UPDATE deliveries d SET status = u.status, next_attempt_at = u.next, last_attempt_at = now(),
+            attempts = d.attempts + u.tried, trigger = 0
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[], $7::int[])
+            AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried)
+         WHERE d.tenant_id = u.tenant_id AND d.app_id = u.app_id AND d.msg_id = u.msg_id
+           AND d.endpoint_id = u.endpoint_id",
+        &[
+            &s(|o| o.tenant_id.to_string()),
+            &s(|o| o.app_id.to_string()),
+            &s(|o| o.msg_id.to_string()),
+            &s(|o| o.endpoint_id.to_string()),
+            &outcomes.iter().map(|o| o.status).collect::<Vec<i16>>(),
+            &outcomes.iter().map(|o| o.next_attempt_at).collect::<Vec<Option<DateTime<Utc>>>>(),
+            &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
+        ],
+    )
+    .await?;
+
+    // Endpoint health, one row per endpoint: any success in the batch clears the
+    // streak; any 410 disables.
+    let mut health: HashMap<(String, String, String), (bool, bool)> = HashMap::new();
+    for o in attempted {
+        let e = health
+            .entry((o.tenant_id.to_string(), o.app_id.to_string(), o.endpoint_id.to_string()))
+            .or_insert((false, false));
+        e.0 |= o.attempt.as_ref().is_some_and(|a| a.success);
+        e.1 |= o.disable_endpoint;
+    }
+    let mut disabled = 0;
+    if !health.is_empty() {
+        let keys: Vec<_> = health.iter().collect();
+        let rows = tx
+            .query(
+                "UPDATE endpoints e SET
+                    failing_since = CASE WHEN u.ok THEN NULL ELSE COALESCE(e.failing_since, now()) END,
+                    disabled = e.disabled OR u.gone
+                        OR (NOT u.ok AND COALESCE(e.failing_since, now()) < now() - make_interval(secs => $6))
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::bool[])
+                    AS u(tenant_id, app_id, id, ok, gone)
+                 WHERE e.tenant_id = u.tenant_id AND e.app_id = u.app_id AND e.id = u.id
+                 RETURNING e.disabled, (SELECT disabled FROM endpoints o
+                    WHERE o.tenant_id = e.tenant_id AND o.app_id = e.app_id AND o.id = e.id)",
+                &[
+                    &keys.iter().map(|(k, _)| k.0.clone()).collect::<Vec<_>>(),
+                    &keys.iter().map(|(k, _)| k.1.clone()).collect::<Vec<_>>(),
+                    &keys.iter().map(|(k, _)| k.2.clone()).collect::<Vec<_>>(),
+                    &keys.iter().map(|(_, v)| v.0).collect::<Vec<_>>(),
+                    &keys.iter().map(|(_, v)| v.1).collect::<Vec<_>>(),
+                    &disable_after.as_secs_f64(),
+                ],
+            )
+            .await?;
+        // The sub-select sees the row as it was before this statement.
+        disabled = rows.iter().filter(|r| r.get::<_, bool>(0) && !r.get::<_, bool>(1)).count() as u64;
+    }
+    tx.commit().await?;
+    Ok(disabled)
+}
+
+/// Deliveries waiting or in flight, for `hookgate_deliveries_pending`.
+pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
+    let row = db.query_one("SELECT count(*) FROM deliveries WHERE status IN (1, 3)", &[]).await?;
+    Ok(row.get(0))
+}
+
+/// Schedules one manual attempt of a message to an endpoint, creating the delivery
+/// if the endpoint was not a destination before.
+pub async fn resend(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    msg: &MessageId,
+    endpoint: &EndpointId,
+) -> Result<(), StoreError> {
+    db.execute(
+        "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
+         VALUES ($1, $2, $3, $4, 1, now(), 1)
+         ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
+            SET status = 1, next_attempt_at = now(), trigger = 1",
+        &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &endpoint.as_str()],
+    )
+    .await?;
+    db.execute("SELECT pg_notify($1, '')", &[&super::messages::NOTIFY_CHANNEL]).await?;
+    Ok(())
+}
+
+/// Re-schedules the endpoint's failed deliveries created in `[since, until)` for a
+/// fresh schedule run. Returns how many.
+pub async fn recover(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    since: DateTime<Utc>,
+    until: Option<DateTime<Utc>>,
+) -> Result<u64, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE deliveries SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 2
+               AND created_at >= $4 AND ($5::timestamptz IS NULL OR created_at < $5)",
+            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
+        )
+        .await?;
+    if n > 0 {
+        db.execute("SELECT pg_notify($1, '')", &[&super::messages::NOTIFY_CHANNEL]).await?;
+    }
+    Ok(n)
+}
+
+/// Counts of the endpoint's deliveries by status, in `[since, until)`.
+pub async fn stats(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+) -> Result<HashMap<i16, i64>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT status, count(*) FROM deliveries
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
+               AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
+             GROUP BY status",
+            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}

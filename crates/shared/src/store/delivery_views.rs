@@ -1,0 +1,95 @@
+//! Read views over `deliveries`: a message's destinations, an endpoint's messages.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::GenericClient;
+
+use super::{
+    endpoints::{self, Endpoint},
+    messages::{self, Message, MessageFilter},
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::{AppId, EndpointId, MessageId, TenantId};
+
+/// A delivery's state as lists show it.
+#[derive(Debug, Clone)]
+pub struct DeliveryState {
+    pub status: i16,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+}
+
+fn prefixed(columns: &str, alias: &str) -> String {
+    columns.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
+}
+
+/// The endpoints a message was (or is being) delivered to.
+pub async fn destinations(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    msg: &MessageId,
+    page: &PageRequest,
+) -> Result<Page<(Endpoint, DeliveryState)>, StoreError> {
+    let cols = prefixed(endpoints::COLUMNS, "e");
+    let n = endpoints::COLUMNS.split(',').count();
+    let sql = format!(
+        "SELECT {cols}, d.status, d.next_attempt_at FROM deliveries d
+         JOIN endpoints e ON e.tenant_id = d.tenant_id AND e.app_id = d.app_id AND e.id = d.endpoint_id
+         WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = $3 AND ($4::text IS NULL OR e.id > $4)
+         ORDER BY e.id LIMIT $5"
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &page.after, &page.fetch_limit()]).await?;
+    let items = rows
+        .iter()
+        .map(|r| (endpoints::from_row(r), DeliveryState { status: r.get(n), next_attempt_at: r.get(n + 1) }))
+        .collect();
+    Ok(Page::from_rows(items, page, |(e, _)| e.id.to_string()))
+}
+
+/// The messages delivered (or being delivered) to an endpoint, newest first.
+pub async fn attempted_messages(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    page: &PageRequest,
+    status: Option<i16>,
+    f: &MessageFilter,
+) -> Result<Page<(Message, DeliveryState)>, StoreError> {
+    let cols = prefixed(messages::COLUMNS, "m");
+    let n = messages::COLUMNS.split(',').count();
+    let sql = format!(
+        "SELECT {cols}, d.status, d.next_attempt_at FROM deliveries d
+         JOIN messages m ON m.tenant_id = d.tenant_id AND m.app_id = d.app_id AND m.id = d.msg_id
+         WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
+           AND ($4::text IS NULL OR d.msg_id < $4)
+           AND ($5::smallint IS NULL OR d.status = $5)
+           AND ($6::text IS NULL OR $6 = ANY (m.channels))
+           AND ($7::text[] IS NULL OR m.event_type = ANY ($7))
+           AND ($8::timestamptz IS NULL OR m.created_at < $8)
+           AND ($9::timestamptz IS NULL OR m.created_at > $9)
+         ORDER BY d.msg_id DESC LIMIT $10"
+    );
+    let rows = db
+        .query(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &endpoint.as_str(),
+                &page.after,
+                &status,
+                &f.channel,
+                &f.event_types,
+                &f.before,
+                &f.after,
+                &page.fetch_limit(),
+            ],
+        )
+        .await?;
+    let items = rows
+        .iter()
+        .map(|r| (messages::from_row(r), DeliveryState { status: r.get(n), next_attempt_at: r.get(n + 1) }))
+        .collect();
+    Ok(Page::from_rows(items, page, |(m, _)| m.id.to_string()))
+}

@@ -1,0 +1,212 @@
+//! The `endpoints` table: where an application's messages are delivered.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::{AppId, EndpointId, TenantId};
+
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub id: EndpointId,
+    pub uid: Option<String>,
+    pub url: String,
+    pub description: String,
+    pub version: i32,
+    pub disabled: bool,
+    pub event_types: Option<Vec<String>>,
+    pub channels: Option<Vec<String>>,
+    pub throttle_rate: Option<i32>,
+    pub metadata: Value,
+    pub headers: Value,
+    pub secret: Vec<u8>,
+    pub old_secret: Option<Vec<u8>>,
+    pub old_secret_until: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The fields create and replace write.
+#[derive(Debug, Clone)]
+pub struct EndpointFields {
+    pub uid: Option<String>,
+    pub url: String,
+    pub description: String,
+    pub disabled: bool,
+    pub event_types: Option<Vec<String>>,
+    pub channels: Option<Vec<String>>,
+    pub throttle_rate: Option<i32>,
+    pub metadata: Value,
+}
+
+pub(super) const COLUMNS: &str = "id, uid, url, description, version, disabled, event_types, channels, throttle_rate,
+    metadata, headers, secret, old_secret, old_secret_until, created_at, updated_at";
+
+pub(super) fn from_row(r: &Row) -> Endpoint {
+    Endpoint {
+        id: EndpointId::from_db(r.get(0)),
+        uid: r.get(1),
+        url: r.get(2),
+        description: r.get(3),
+        version: r.get(4),
+        disabled: r.get(5),
+        event_types: r.get(6),
+        channels: r.get(7),
+        throttle_rate: r.get(8),
+        metadata: r.get(9),
+        headers: r.get(10),
+        secret: r.get(11),
+        old_secret: r.get(12),
+        old_secret_until: r.get(13),
+        created_at: r.get(14),
+        updated_at: r.get(15),
+    }
+}
+
+pub async fn insert(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    f: &EndpointFields,
+    sealed_secret: &[u8],
+) -> Result<Endpoint, StoreError> {
+    let sql = format!(
+        "INSERT INTO endpoints (tenant_id, app_id, id, uid, url, description, disabled, event_types,
+            channels, throttle_rate, metadata, secret)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {COLUMNS}"
+    );
+    let row = db
+        .query_one(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &id.as_str(),
+                &f.uid,
+                &f.url,
+                &f.description,
+                &f.disabled,
+                &f.event_types,
+                &f.channels,
+                &f.throttle_rate,
+                &f.metadata,
+                &sealed_secret,
+            ],
+        )
+        .await?;
+    Ok(from_row(&row))
+}
+
+/// An endpoint of the application by id or uid.
+pub async fn get(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id_or_uid: &str,
+) -> Result<Option<Endpoint>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND (id = $3 OR uid = $3)
+         ORDER BY (id = $3) DESC LIMIT 1"
+    );
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id_or_uid]).await?.as_ref().map(from_row))
+}
+
+pub async fn list(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    page: &PageRequest,
+) -> Result<Page<Endpoint>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND ($3::text IS NULL OR id > $3)
+         ORDER BY id LIMIT $4"
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &page.after, &page.fetch_limit()]).await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.id.to_string()))
+}
+
+/// Replaces the writable fields; re-enabling an endpoint clears its failure streak.
+pub async fn replace(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    f: &EndpointFields,
+) -> Result<Option<Endpoint>, StoreError> {
+    let sql = format!(
+        "UPDATE endpoints SET uid = $4, url = $5, description = $6,
+            failing_since = CASE WHEN disabled AND NOT $7 THEN NULL ELSE failing_since END,
+            disabled = $7, event_types = $8, channels = $9, throttle_rate = $10, metadata = $11,
+            updated_at = now()
+         WHERE tenant_id = $1 AND app_id = $2 AND id = $3 RETURNING {COLUMNS}"
+    );
+    let row = db
+        .query_opt(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &id.as_str(),
+                &f.uid,
+                &f.url,
+                &f.description,
+                &f.disabled,
+                &f.event_types,
+                &f.channels,
+                &f.throttle_rate,
+                &f.metadata,
+            ],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+pub async fn delete(db: &impl GenericClient, tenant: &TenantId, app: &AppId, id: &EndpointId) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "DELETE FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3",
+            &[&tenant.as_str(), &app.as_str(), &id.as_str()],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn set_headers(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    headers: &Value,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE endpoints SET headers = $4, updated_at = now() WHERE tenant_id = $1 AND app_id = $2 AND id = $3",
+            &[&tenant.as_str(), &app.as_str(), &id.as_str(), headers],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Makes `new_secret` current; the current one keeps signing until `old_until`.
+pub async fn rotate_secret(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    new_secret: &[u8],
+    old_until: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE endpoints SET old_secret = secret, old_secret_until = $5, secret = $4, updated_at = now()
+             WHERE tenant_id = $1 AND app_id = $2 AND id = $3",
+            &[&tenant.as_str(), &app.as_str(), &id.as_str(), &new_secret, &old_until],
+        )
+        .await?;
+    Ok(n == 1)
+}

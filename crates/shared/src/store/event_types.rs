@@ -1,0 +1,101 @@
+//! The `event_types` table: a tenant's catalogue of event type names.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::TenantId;
+
+#[derive(Debug, Clone)]
+pub struct EventType {
+    pub name: String,
+    pub description: String,
+    pub archived: bool,
+    pub deprecated: bool,
+    pub schemas: Option<Value>,
+    pub feature_flag: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "name, description, archived, deprecated, schemas, feature_flag, created_at, updated_at";
+
+fn from_row(r: &Row) -> EventType {
+    EventType {
+        name: r.get(0),
+        description: r.get(1),
+        archived: r.get(2),
+        deprecated: r.get(3),
+        schemas: r.get(4),
+        feature_flag: r.get(5),
+        created_at: r.get(6),
+        updated_at: r.get(7),
+    }
+}
+
+pub async fn insert(db: &impl GenericClient, tenant: &TenantId, e: &EventType) -> Result<EventType, StoreError> {
+    let sql = format!(
+        "INSERT INTO event_types (tenant_id, name, description, archived, deprecated, schemas, feature_flag)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+    );
+    let row = db
+        .query_one(
+            &sql,
+            &[&tenant.as_str(), &e.name, &e.description, &e.archived, &e.deprecated, &e.schemas, &e.feature_flag],
+        )
+        .await?;
+    Ok(from_row(&row))
+}
+
+/// Inserts or replaces (PUT); returns the row and whether it was created.
+pub async fn upsert(db: &impl GenericClient, tenant: &TenantId, e: &EventType) -> Result<(EventType, bool), StoreError> {
+    let sql = format!(
+        "INSERT INTO event_types (tenant_id, name, description, archived, deprecated, schemas, feature_flag)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (tenant_id, name) DO UPDATE SET description = EXCLUDED.description,
+            archived = EXCLUDED.archived, deprecated = EXCLUDED.deprecated, schemas = EXCLUDED.schemas,
+            feature_flag = EXCLUDED.feature_flag, updated_at = now()
+         RETURNING {COLUMNS}, (xmax = 0)"
+    );
+    let row = db
+        .query_one(
+            &sql,
+            &[&tenant.as_str(), &e.name, &e.description, &e.archived, &e.deprecated, &e.schemas, &e.feature_flag],
+        )
+        .await?;
+    Ok((from_row(&row), row.get(8)))
+}
+
+pub async fn get(db: &impl GenericClient, tenant: &TenantId, name: &str) -> Result<Option<EventType>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM event_types WHERE tenant_id = $1 AND name = $2");
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &name]).await?.as_ref().map(from_row))
+}
+
+pub async fn list(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    page: &PageRequest,
+    include_archived: bool,
+) -> Result<Page<EventType>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM event_types WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
+           AND ($3 OR NOT archived)
+         ORDER BY name LIMIT $4"
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &include_archived, &page.fetch_limit()]).await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.name.clone()))
+}
+
+/// Archives (the default) or, with `expunge`, deletes an event type.
+pub async fn delete(db: &impl GenericClient, tenant: &TenantId, name: &str, expunge: bool) -> Result<bool, StoreError> {
+    let sql = if expunge {
+        "DELETE FROM event_types WHERE tenant_id = $1 AND name = $2"
+    } else {
+        "UPDATE event_types SET archived = true, updated_at = now() WHERE tenant_id = $1 AND name = $2"
+    };
+    Ok(db.execute(sql, &[&tenant.as_str(), &name]).await? == 1)
+}

@@ -1,0 +1,157 @@
+//! The `messages` table and the transactional outbox: a message and its deliveries
+//! commit together, so no message exists that is never dispatched.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::{AppId, MessageId, TenantId};
+
+/// The channel workers LISTEN on; a commit with new deliveries notifies it.
+pub const NOTIFY_CHANNEL: &str = "hookgate_deliveries";
+
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub id: MessageId,
+    pub event_id: Option<String>,
+    pub event_type: String,
+    pub channels: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+    pub payload: Vec<u8>,
+    pub content_type: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A message to publish.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub id: MessageId,
+    pub event_id: Option<String>,
+    pub event_type: String,
+    pub channels: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+    pub payload: Vec<u8>,
+    pub content_type: String,
+}
+
+/// Filters of message lists.
+#[derive(Debug, Clone, Default)]
+pub struct MessageFilter {
+    pub channel: Option<String>,
+    pub event_types: Option<Vec<String>>,
+    pub before: Option<DateTime<Utc>>,
+    pub after: Option<DateTime<Utc>>,
+}
+
+pub(super) const COLUMNS: &str = "id, event_id, event_type, channels, tags, payload, content_type, created_at";
+
+pub(super) fn from_row(r: &Row) -> Message {
+    Message {
+        id: MessageId::from_db(r.get(0)),
+        event_id: r.get(1),
+        event_type: r.get(2),
+        channels: r.get(3),
+        tags: r.get(4),
+        payload: r.get(5),
+        content_type: r.get(6),
+        created_at: r.get(7),
+    }
+}
+
+/// Inserts the message and one due delivery per matching, enabled endpoint, and
+/// notifies the workers; all inside the caller's transaction. Returns the message
+/// and how many deliveries were created.
+pub async fn insert_with_deliveries(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    m: &NewMessage,
+) -> Result<(Message, u64), StoreError> {
+    let sql = format!(
+        "INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {COLUMNS}"
+    );
+    let row = tx
+        .query_one(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &m.id.as_str(),
+                &m.event_id,
+                &m.event_type,
+                &m.channels,
+                &m.tags,
+                &m.payload,
+                &m.content_type,
+            ],
+        )
+        .await?;
+    let message = from_row(&row);
+    let fanned = tx
+        .execute(
+            "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+             SELECT e.tenant_id, e.app_id, $3, e.id, now() FROM endpoints e
+             WHERE e.tenant_id = $1 AND e.app_id = $2 AND NOT e.disabled
+               AND (e.event_types IS NULL OR $4 = ANY (e.event_types))
+               AND (e.channels IS NULL OR e.channels && $5::text[])",
+            &[&tenant.as_str(), &app.as_str(), &m.id.as_str(), &m.event_type, &m.channels],
+        )
+        .await?;
+    if fanned > 0 {
+        tx.execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL]).await?;
+    }
+    Ok((message, fanned))
+}
+
+/// A message by id or by its `eventId`.
+pub async fn get(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id_or_event_id: &str,
+) -> Result<Option<Message>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM messages WHERE tenant_id = $1 AND app_id = $2 AND (id = $3 OR event_id = $3)
+         ORDER BY (id = $3) DESC LIMIT 1"
+    );
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id_or_event_id]).await?.as_ref().map(from_row))
+}
+
+/// Newest first, as Svix lists messages.
+pub async fn list(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    page: &PageRequest,
+    f: &MessageFilter,
+) -> Result<Page<Message>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM messages WHERE tenant_id = $1 AND app_id = $2
+           AND ($3::text IS NULL OR id < $3)
+           AND ($4::text IS NULL OR $4 = ANY (channels))
+           AND ($5::text[] IS NULL OR event_type = ANY ($5))
+           AND ($6::timestamptz IS NULL OR created_at < $6)
+           AND ($7::timestamptz IS NULL OR created_at > $7)
+         ORDER BY id DESC LIMIT $8"
+    );
+    let rows = db
+        .query(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &page.after,
+                &f.channel,
+                &f.event_types,
+                &f.before,
+                &f.after,
+                &page.fetch_limit(),
+            ],
+        )
+        .await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |m| m.id.to_string()))
+}
