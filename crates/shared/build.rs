@@ -16,15 +16,8 @@ fn main() {
         let version = f.file_stem().unwrap().to_string_lossy();
         let path = f.canonicalize().unwrap();
         println!("cargo:rerun-if-changed={}", path.display());
-        out += &format!(
-            "    ({version:?}, include_str!({:?})),\n",
-            path.display().to_string()
-        );
+        out += &format!("    ({version:?}, include_str!({:?})),\n", path.display().to_string());
     }
     out += "];\n";
-    fs::write(
-        PathBuf::from(env::var("OUT_DIR").unwrap()).join("migrations.rs"),
-        out,
-    )
-    .unwrap();
+    fs::write(PathBuf::from(env::var("OUT_DIR").unwrap()).join("migrations.rs"), out).unwrap();
 }

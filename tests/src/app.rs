@@ -31,10 +31,7 @@ pub fn default_env(db: &TestDb) -> HashMap<String, String> {
     env.insert("HOOKGATE_LISTEN".into(), "127.0.0.1:0".into());
     env.insert("HOOKGATE_ADMIN_TOKEN".into(), ADMIN_TOKEN.into());
     env.insert("HOOKGATE_MASTER_KEY".into(), MasterKey::generate_base64());
-    env.insert(
-        "HOOKGATE_EGRESS_ALLOW_NETWORKS".into(),
-        "127.0.0.1/32".into(),
-    );
+    env.insert("HOOKGATE_EGRESS_ALLOW_NETWORKS".into(), "127.0.0.1/32".into());
     env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "2000".into());
     env
 }
@@ -53,17 +50,16 @@ impl TestApp {
     }
 
     pub async fn spawn_on(db: TestDb, env: HashMap<String, String>) -> Self {
+        Self::spawn_role(db, env, Role::All).await
+    }
+
+    /// Spawns one role only, e.g. an API without workers, or a second worker.
+    pub async fn spawn_role(db: TestDb, env: HashMap<String, String>, role: Role) -> Self {
         let config = Config::from_sources(None, &env).expect("test config is valid");
-        let app = Application::build(config, Role::All).expect("app builds");
+        let app = Application::build(config, role).expect("app builds");
         let port = app.port();
-        tokio::spawn(app.run(Role::All));
-        TestApp {
-            base: format!("http://127.0.0.1:{port}"),
-            port,
-            db,
-            http: reqwest::Client::new(),
-            env,
-        }
+        tokio::spawn(app.run(role));
+        TestApp { base: format!("http://127.0.0.1:{port}"), port, db, http: reqwest::Client::new(), env }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -72,9 +68,7 @@ impl TestApp {
 
     /// A request with the operator's token.
     pub fn admin(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http
-            .request(method, self.url(path))
-            .bearer_auth(ADMIN_TOKEN)
+        self.http.request(method, self.url(path)).bearer_auth(ADMIN_TOKEN)
     }
 
     /// A request with a tenant API key.
@@ -84,13 +78,64 @@ impl TestApp {
 
     /// Creates a tenant through the admin API; returns its JSON (with `apiKey`).
     pub async fn create_tenant(&self, name: &str) -> Value {
-        let res = self
-            .admin(Method::POST, "/admin/v1/tenant")
-            .json(&json!({ "name": name }))
-            .send()
-            .await
-            .unwrap();
+        let res = self.admin(Method::POST, "/admin/v1/tenant").json(&json!({ "name": name })).send().await.unwrap();
         assert_eq!(res.status(), 201, "tenant creation failed");
         res.json().await.unwrap()
+    }
+}
+
+/// A tenant of a test app, with helpers for the egress API.
+pub struct Tenant<'a> {
+    pub app: &'a TestApp,
+    pub id: String,
+    pub key: String,
+}
+
+impl TestApp {
+    /// A new tenant with its key.
+    pub async fn tenant(&self) -> Tenant<'_> {
+        let t = self.create_tenant("Tenant").await;
+        Tenant { app: self, id: t["id"].as_str().unwrap().into(), key: t["apiKey"].as_str().unwrap().into() }
+    }
+}
+
+impl Tenant<'_> {
+    pub fn req(&self, method: Method, path: &str) -> RequestBuilder {
+        self.app.api(&self.key, method, path)
+    }
+
+    /// POSTs JSON and asserts the status; returns the body.
+    pub async fn post(&self, path: &str, body: Value, status: u16) -> Value {
+        let res = self.req(Method::POST, path).json(&body).send().await.unwrap();
+        let got = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        assert_eq!(got, status, "POST {path}: {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        let res = self.req(Method::GET, path).send().await.unwrap();
+        assert_eq!(res.status(), 200, "GET {path}");
+        res.json().await.unwrap()
+    }
+
+    /// Creates an application; returns its id.
+    pub async fn application(&self) -> String {
+        let app = self.post("/api/v1/app", json!({"name": "App"}), 201).await;
+        app["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Creates an endpoint with `extra` fields merged in; returns its JSON.
+    pub async fn endpoint(&self, app: &str, url: &str, extra: Value) -> Value {
+        let mut body = json!({ "url": url });
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        self.post(&format!("/api/v1/app/{app}/endpoint"), body, 201).await
+    }
+
+    /// Publishes a message; returns its JSON.
+    pub async fn message(&self, app: &str, event_type: &str, payload: Value) -> Value {
+        self.post(&format!("/api/v1/app/{app}/msg"), json!({"eventType": event_type, "payload": payload}), 202).await
     }
 }

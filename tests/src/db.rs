@@ -14,21 +14,18 @@ pub fn base_url() -> String {
 
 /// `url` with its database name replaced.
 pub fn with_database(url: &str, db: &str) -> String {
-    let (server, _) = url
-        .rsplit_once('/')
-        .expect("a database URL ends in /<name>");
+    let (server, _) = url.rsplit_once('/').expect("a database URL ends in /<name>");
     format!("{server}/{db}")
 }
 
 pub async fn connect(url: &str) -> Client {
-    let (client, conn) = tokio_postgres::connect(url, NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    let (client, conn) = tokio_postgres::connect(url, NoTls).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
     tokio::spawn(conn);
     client
 }
 
 /// One test's own database.
+#[derive(Clone)]
 pub struct TestDb {
     pub name: String,
     pub url: String,
@@ -49,27 +46,15 @@ impl TestDb {
         let base = base_url();
         let admin = connect(&with_database(&base, "postgres")).await;
         let name = format!("t_{}", ulid::Ulid::new().to_string().to_lowercase());
-        admin
-            .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
-            .await
-            .unwrap();
+        admin.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY]).await.unwrap();
         if migrated {
             ensure_template(&admin, &base).await;
             clone_template(&admin, &name).await;
         } else {
-            admin
-                .batch_execute(&format!("CREATE DATABASE {name}"))
-                .await
-                .unwrap();
+            admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
         }
-        admin
-            .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
-            .await
-            .unwrap();
-        TestDb {
-            url: with_database(&base, &name),
-            name,
-        }
+        admin.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await.unwrap();
+        TestDb { url: with_database(&base, &name), name }
     }
 
     pub async fn client(&self) -> Client {
@@ -78,25 +63,15 @@ impl TestDb {
 }
 
 async fn ensure_template(admin: &Client, base: &str) {
-    let exists = admin
-        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&TEMPLATE])
-        .await
-        .unwrap();
+    let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&TEMPLATE]).await.unwrap();
     if exists.is_none() {
-        admin
-            .batch_execute(&format!("CREATE DATABASE {TEMPLATE}"))
-            .await
-            .unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {TEMPLATE}")).await.unwrap();
     }
     // Migrating each time is cheap when nothing is pending, and keeps a template
     // left by an earlier run up to date.
-    let (mut client, conn) = tokio_postgres::connect(&with_database(base, TEMPLATE), NoTls)
-        .await
-        .unwrap();
+    let (mut client, conn) = tokio_postgres::connect(&with_database(base, TEMPLATE), NoTls).await.unwrap();
     let task = tokio::spawn(conn);
-    hookgate_shared::migrate::run(&mut client)
-        .await
-        .expect("migrations apply to the template");
+    hookgate_shared::migrate::run(&mut client).await.expect("migrations apply to the template");
     drop(client);
     let _ = task.await;
 }
@@ -104,10 +79,7 @@ async fn ensure_template(admin: &Client, base: &str) {
 async fn clone_template(admin: &Client, name: &str) {
     // The template's last connection may take a moment to go away after closing.
     for attempt in 0.. {
-        match admin
-            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
-            .await
-        {
+        match admin.batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {TEMPLATE}")).await {
             Ok(()) => return,
             Err(e) if attempt < 100 && e.to_string().contains("being accessed by other users") => {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await

@@ -19,11 +19,9 @@ pub use sink::Sink;
 pub fn error_text(body: &serde_json::Value) -> String {
     match &body["detail"] {
         serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Array(items) => items
-            .iter()
-            .filter_map(|i| i["msg"].as_str())
-            .collect::<Vec<_>>()
-            .join("; "),
+        serde_json::Value::Array(items) => {
+            items.iter().filter_map(|i| i["msg"].as_str()).collect::<Vec<_>>().join("; ")
+        }
         other => other.to_string(),
     }
 }

@@ -9,20 +9,12 @@ use std::{
 
 /// A free port on 127.0.0.1 (bound and released; the window for a clash is tiny).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn is_root() -> bool {
     // Root runs CI; Postgres refuses to run as root.
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0\n"))
-        .unwrap_or(false)
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
 }
 
 /// Runs a Postgres binary, as the `postgres` user when we are root (it refuses root).
@@ -37,16 +29,8 @@ fn pg_command(bin: &str) -> Command {
 }
 
 fn run(mut cmd: Command, what: &str) {
-    let out = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A Postgres cluster of one test's own, so the test may stop and start it.
@@ -66,21 +50,9 @@ impl PgServer {
         }
         let data = dir.join("data");
         let mut init = pg_command("initdb");
-        init.args([
-            "-D",
-            data.to_str().unwrap(),
-            "-U",
-            "hookgate",
-            "--auth=trust",
-            "--no-locale",
-            "-E",
-            "UTF8",
-        ]);
+        init.args(["-D", data.to_str().unwrap(), "-U", "hookgate", "--auth=trust", "--no-locale", "-E", "UTF8"]);
         run(init, "initdb");
-        let server = PgServer {
-            dir,
-            port: free_port(),
-        };
+        let server = PgServer { dir, port: free_port() };
         server.start_again();
         let mut create = Command::new("psql");
         create.args([
@@ -109,23 +81,12 @@ impl PgServer {
 
     pub fn stop(&self) {
         let mut c = pg_command("pg_ctl");
-        c.args([
-            "-D",
-            self.data().to_str().unwrap(),
-            "-m",
-            "immediate",
-            "-w",
-            "stop",
-        ]);
+        c.args(["-D", self.data().to_str().unwrap(), "-m", "immediate", "-w", "stop"]);
         run(c, "pg_ctl stop");
     }
 
     pub fn start_again(&self) {
-        let opts = format!(
-            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off",
-            self.port,
-            self.dir.display()
-        );
+        let opts = format!("-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off", self.port, self.dir.display());
         let mut c = pg_command("pg_ctl");
         c.args([
             "-D",
@@ -144,13 +105,7 @@ impl PgServer {
 impl Drop for PgServer {
     fn drop(&mut self) {
         let mut c = pg_command("pg_ctl");
-        c.args([
-            "-D",
-            self.data().to_str().unwrap(),
-            "-m",
-            "immediate",
-            "stop",
-        ]);
+        c.args(["-D", self.data().to_str().unwrap(), "-m", "immediate", "stop"]);
         let _ = c.stdout(Stdio::null()).stderr(Stdio::null()).status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -164,10 +119,7 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> Self {
-        let mut s = RedisServer {
-            port: free_port(),
-            child: None,
-        };
+        let mut s = RedisServer { port: free_port(), child: None };
         s.start_again();
         s
     }
@@ -178,16 +130,7 @@ impl RedisServer {
 
     pub fn start_again(&mut self) {
         let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

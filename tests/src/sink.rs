@@ -22,9 +22,7 @@ pub struct Received {
 
 impl Received {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .get(&name.to_ascii_lowercase())
-            .map(String::as_str)
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
     }
 }
 
@@ -40,12 +38,7 @@ pub struct Behaviour {
 
 impl Default for Behaviour {
     fn default() -> Self {
-        Behaviour {
-            status: 200,
-            delay: Duration::ZERO,
-            fail_first: 0,
-            headers: Vec::new(),
-        }
+        Behaviour { status: 200, delay: Duration::ZERO, fail_first: 0, headers: Vec::new() }
     }
 }
 
@@ -81,10 +74,7 @@ impl Sink {
         .disable_signals()
         .run();
         tokio::spawn(server);
-        Sink {
-            url: format!("http://127.0.0.1:{port}"),
-            inner,
-        }
+        Sink { url: format!("http://127.0.0.1:{port}"), inner }
     }
 
     pub fn set(&self, behaviour: Behaviour) {
@@ -103,30 +93,17 @@ impl Sink {
             if got.len() >= n {
                 return got;
             }
-            assert!(
-                Instant::now() < deadline,
-                "sink got {} of {n} requests in {timeout:?}",
-                got.len()
-            );
+            assert!(Instant::now() < deadline, "sink got {} of {n} requests in {timeout:?}", got.len());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
 
-async fn record(
-    req: HttpRequest,
-    body: web::Bytes,
-    inner: web::Data<Mutex<Inner>>,
-) -> HttpResponse {
+async fn record(req: HttpRequest, body: web::Bytes, inner: web::Data<Mutex<Inner>>) -> HttpResponse {
     let headers: HashMap<String, String> = req
         .headers()
         .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
+        .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
     let behaviour = {
         let mut g = inner.lock().unwrap();
@@ -150,8 +127,7 @@ async fn record(
     if !behaviour.delay.is_zero() {
         tokio::time::sleep(behaviour.delay).await;
     }
-    let mut res =
-        HttpResponse::build(actix_web::http::StatusCode::from_u16(behaviour.status).unwrap());
+    let mut res = HttpResponse::build(actix_web::http::StatusCode::from_u16(behaviour.status).unwrap());
     for (k, v) in &behaviour.headers {
         res.insert_header((k.as_str(), v.as_str()));
     }

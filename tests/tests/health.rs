@@ -18,42 +18,25 @@ async fn readyz(app: &TestApp) -> (u16, Value) {
 #[tokio::test]
 async fn readyz_answers_503_while_postgres_is_stopped_and_200_once_it_is_back() {
     let pg = PgServer::start();
-    let db = TestDb {
-        name: "own".into(),
-        url: pg.url(),
-    };
+    let db = TestDb { name: "own".into(), url: pg.url() };
     let mut env = default_env(&db);
     env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
     let key = env["HOOKGATE_MASTER_KEY"].clone();
-    let out = hookgate_tests::process::hookgate(&[
-        ("DATABASE_URL", &pg.url()),
-        ("HOOKGATE_MASTER_KEY", &key),
-    ])
-    .arg("migrate")
-    .output()
-    .await
-    .unwrap();
+    let out = hookgate_tests::process::hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)])
+        .arg("migrate")
+        .output()
+        .await
+        .unwrap();
     assert!(out.status.success());
     let app = TestApp::spawn_on(db, env).await;
-    assert_eq!(
-        readyz(&app).await,
-        (200, serde_json::json!({"postgres": "up", "redis": "up"}))
-    );
+    assert_eq!(readyz(&app).await, (200, serde_json::json!({"postgres": "up", "redis": "up"})));
 
     pg.stop();
     let (status, body) = readyz(&app).await;
     assert_eq!(status, 503);
     assert_eq!(body["postgres"], "down");
-    let listed = app
-        .admin(Method::GET, "/admin/v1/tenant")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        listed.status(),
-        503,
-        "requests that need Postgres answer 503"
-    );
+    let listed = app.admin(Method::GET, "/admin/v1/tenant").send().await.unwrap();
+    assert_eq!(listed.status(), 503, "requests that need Postgres answer 503");
 
     pg.start_again();
     let mut last = 0;
@@ -65,14 +48,7 @@ async fn readyz_answers_503_while_postgres_is_stopped_and_200_once_it_is_back() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(last, 200, "ready again without a restart");
-    assert_eq!(
-        app.admin(Method::GET, "/admin/v1/tenant")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(app.admin(Method::GET, "/admin/v1/tenant").send().await.unwrap().status(), 200);
 }
 
 #[tokio::test]
@@ -89,15 +65,7 @@ async fn with_redis_down_readyz_reports_it_and_requests_still_succeed() {
     assert_eq!((status, body["redis"].as_str()), (200, Some("down")));
     let t = app.create_tenant("Acme").await;
     assert!(t["apiKey"].is_string());
-    let metrics = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
     let errors = metric(&metrics, "hookgate_redis_errors_total");
     assert!(errors >= 1.0, "redis errors are counted: {errors}");
     redis.start_again();
@@ -118,20 +86,11 @@ async fn without_redis_configured_readyz_says_disabled() {
         env.remove("REDIS_URL");
     })
     .await;
-    assert_eq!(
-        readyz(&app).await,
-        (
-            200,
-            serde_json::json!({"postgres": "up", "redis": "disabled"})
-        )
-    );
+    assert_eq!(readyz(&app).await, (200, serde_json::json!({"postgres": "up", "redis": "disabled"})));
 }
 
 fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    text.lines().filter(|l| l.starts_with(name)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
 }
 
 #[tokio::test]
@@ -144,62 +103,26 @@ async fn every_response_has_a_request_id_and_errors_are_json() {
 
     let missing = app.http.get(app.url("/nowhere")).send().await.unwrap();
     assert_eq!(missing.status(), 404);
-    let other = missing.headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let other = missing.headers()["x-request-id"].to_str().unwrap().to_owned();
     assert_ne!(id, other);
     let body: Value = missing.json().await.unwrap();
     assert_eq!(body["code"], "not_found");
     assert!(body["detail"].is_string());
 
-    let unauth = app
-        .http
-        .get(app.url("/admin/v1/tenant"))
-        .send()
-        .await
-        .unwrap();
+    let unauth = app.http.get(app.url("/admin/v1/tenant")).send().await.unwrap();
     assert!(unauth.headers().contains_key("x-request-id"));
-    assert_eq!(
-        app.http
-            .get(app.url("/api/v1/health"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        204
-    );
+    assert_eq!(app.http.get(app.url("/api/v1/health")).send().await.unwrap().status(), 204);
 }
 
 #[tokio::test]
 async fn metrics_count_requests_by_route_pattern_and_status() {
     let app = TestApp::spawn().await;
     let t = app.create_tenant("Acme").await;
-    app.admin(
-        Method::GET,
-        &format!("/admin/v1/tenant/{}", t["id"].as_str().unwrap()),
-    )
-    .send()
-    .await
-    .unwrap();
+    app.admin(Method::GET, &format!("/admin/v1/tenant/{}", t["id"].as_str().unwrap())).send().await.unwrap();
     let res = app.http.get(app.url("/metrics")).send().await.unwrap();
-    assert!(res.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("text/plain"));
+    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
     let text = res.text().await.unwrap();
-    assert!(
-        text.contains(
-            r#"hookgate_http_requests_total{route="/admin/v1/tenant/{id}",status="200"} 1"#
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"hookgate_http_requests_total{route="/admin/v1/tenant",status="201"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains("hookgate_db_pool_connections{state=\"max\"}"),
-        "{text}"
-    );
+    assert!(text.contains(r#"hookgate_http_requests_total{route="/admin/v1/tenant/{id}",status="200"} 1"#), "{text}");
+    assert!(text.contains(r#"hookgate_http_requests_total{route="/admin/v1/tenant",status="201"} 1"#), "{text}");
+    assert!(text.contains("hookgate_db_pool_connections{state=\"max\"}"), "{text}");
 }

@@ -5,61 +5,33 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 fn create(app: &TestApp, key: &str, body: Value) -> reqwest::RequestBuilder {
-    app.admin(Method::POST, "/admin/v1/tenant")
-        .header("Idempotency-Key", key)
-        .json(&body)
+    app.admin(Method::POST, "/admin/v1/tenant").header("Idempotency-Key", key).json(&body)
 }
 
 #[tokio::test]
 async fn the_same_key_and_body_replays_the_first_response() {
     let app = TestApp::spawn().await;
-    let first = create(&app, "k1", json!({"name": "Acme"}))
-        .send()
-        .await
-        .unwrap();
+    let first = create(&app, "k1", json!({"name": "Acme"})).send().await.unwrap();
     assert_eq!(first.status(), 201);
     assert!(first.headers().get("idempotent-replayed").is_none());
     let first: Value = first.json().await.unwrap();
 
-    let again = create(&app, "k1", json!({"name": "Acme"}))
-        .send()
-        .await
-        .unwrap();
+    let again = create(&app, "k1", json!({"name": "Acme"})).send().await.unwrap();
     assert_eq!(again.status(), 201);
     assert_eq!(again.headers()["idempotent-replayed"], "true");
     assert!(again.headers().contains_key("x-request-id"));
     let again: Value = again.json().await.unwrap();
-    assert_eq!(
-        again, first,
-        "the very same tenant and key, not a second one"
-    );
+    assert_eq!(again, first, "the very same tenant and key, not a second one");
 
-    let listed: Value = app
-        .admin(Method::GET, "/admin/v1/tenant")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = app.admin(Method::GET, "/admin/v1/tenant").send().await.unwrap().json().await.unwrap();
     assert_eq!(listed["data"].as_array().unwrap().len(), 1);
 }
 
 #[tokio::test]
 async fn the_same_key_with_a_different_body_answers_422() {
     let app = TestApp::spawn().await;
-    assert_eq!(
-        create(&app, "k2", json!({"name": "Acme"}))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        201
-    );
-    let res = create(&app, "k2", json!({"name": "Other"}))
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(create(&app, "k2", json!({"name": "Acme"})).send().await.unwrap().status(), 201);
+    let res = create(&app, "k2", json!({"name": "Other"})).send().await.unwrap();
     assert_eq!(res.status(), 422);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["code"], "idempotency_key_reused");
@@ -72,34 +44,24 @@ async fn the_same_key_while_the_first_request_runs_answers_409() {
     // after it has claimed its key.
     let mut db = app.db.client().await;
     let tx = db.transaction().await.unwrap();
-    tx.batch_execute("LOCK TABLE tenants IN EXCLUSIVE MODE")
-        .await
-        .unwrap();
+    tx.batch_execute("LOCK TABLE tenants IN EXCLUSIVE MODE").await.unwrap();
 
     let first = tokio::spawn(create(&app, "k3", json!({"name": "Slow"})).send());
     // Wait until the first request has claimed its key (it then blocks on the lock).
     let probe = app.db.client().await;
     for _ in 0..250 {
-        let n: i64 = probe
-            .query_one(
-                "SELECT count(*) FROM idempotency_keys WHERE key = 'k3'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let n: i64 =
+            probe.query_one("SELECT count(*) FROM idempotency_keys WHERE key = 'k3'", &[]).await.unwrap().get(0);
         if n == 1 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let second = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        create(&app, "k3", json!({"name": "Slow"})).send(),
-    )
-    .await
-    .expect("the second request is answered at once, not queued behind the first")
-    .unwrap();
+    let second =
+        tokio::time::timeout(std::time::Duration::from_secs(10), create(&app, "k3", json!({"name": "Slow"})).send())
+            .await
+            .expect("the second request is answered at once, not queued behind the first")
+            .unwrap();
     assert_eq!(second.status(), 409);
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["code"], "idempotency_in_flight");
@@ -107,10 +69,7 @@ async fn the_same_key_while_the_first_request_runs_answers_409() {
     tx.rollback().await.unwrap();
     let first = first.await.unwrap().unwrap();
     assert_eq!(first.status(), 201);
-    let third = create(&app, "k3", json!({"name": "Slow"}))
-        .send()
-        .await
-        .unwrap();
+    let third = create(&app, "k3", json!({"name": "Slow"})).send().await.unwrap();
     assert_eq!(third.headers()["idempotent-replayed"], "true");
 }
 
@@ -120,23 +79,12 @@ async fn keys_are_scoped_to_the_caller() {
     let a = app.create_tenant("A").await;
     let b = app.create_tenant("B").await;
     let post = |key: &str| {
-        app.api(key, Method::POST, "/api/v1/app")
-            .header("Idempotency-Key", "shared")
-            .json(&json!({"name": "x"}))
+        app.api(key, Method::POST, "/api/v1/app").header("Idempotency-Key", "shared").json(&json!({"name": "x"}))
     };
-    let ra: Value = post(a["apiKey"].as_str().unwrap())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ra: Value = post(a["apiKey"].as_str().unwrap()).send().await.unwrap().json().await.unwrap();
     let rb = post(b["apiKey"].as_str().unwrap()).send().await.unwrap();
     assert_eq!(rb.status(), 201);
-    assert!(
-        rb.headers().get("idempotent-replayed").is_none(),
-        "B's request is not A's replay"
-    );
+    assert!(rb.headers().get("idempotent-replayed").is_none(), "B's request is not A's replay");
     let rb: Value = rb.json().await.unwrap();
     assert_ne!(ra["id"], rb["id"]);
 }
@@ -144,21 +92,11 @@ async fn keys_are_scoped_to_the_caller() {
 #[tokio::test]
 async fn an_over_long_key_is_refused_and_nothing_is_created() {
     let app = TestApp::spawn().await;
-    let res = create(&app, &"k".repeat(256), json!({"name": "Acme"}))
-        .send()
-        .await
-        .unwrap();
+    let res = create(&app, &"k".repeat(256), json!({"name": "Acme"})).send().await.unwrap();
     assert_eq!(res.status(), 400);
     let body: Value = res.json().await.unwrap();
     assert!(body["detail"].as_str().unwrap().contains("255"), "{body}");
-    let listed: Value = app
-        .admin(Method::GET, "/admin/v1/tenant")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = app.admin(Method::GET, "/admin/v1/tenant").send().await.unwrap().json().await.unwrap();
     assert_eq!(listed["data"].as_array().unwrap().len(), 0);
 }
 
@@ -168,18 +106,9 @@ async fn an_expired_key_runs_the_request_again() {
         env.insert("HOOKGATE_IDEMPOTENCY_TTL_SECS".into(), "1".into());
     })
     .await;
-    let first: Value = create(&app, "k4", json!({"name": "Acme"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let first: Value = create(&app, "k4", json!({"name": "Acme"})).send().await.unwrap().json().await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let second = create(&app, "k4", json!({"name": "Acme"}))
-        .send()
-        .await
-        .unwrap();
+    let second = create(&app, "k4", json!({"name": "Acme"})).send().await.unwrap();
     assert_eq!(second.status(), 201);
     assert!(second.headers().get("idempotent-replayed").is_none());
     let second: Value = second.json().await.unwrap();

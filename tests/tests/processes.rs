@@ -9,39 +9,17 @@ use serde_json::Value;
 async fn migrate_run_twice_at_once_applies_once_and_then_changes_nothing() {
     let db = TestDb::empty().await;
     let key = MasterKey::generate_base64();
-    let env = [
-        ("DATABASE_URL", db.url.as_str()),
-        ("HOOKGATE_MASTER_KEY", key.as_str()),
-    ];
-    let (a, b) = tokio::join!(
-        hookgate(&env).arg("migrate").output(),
-        hookgate(&env).arg("migrate").output()
-    );
+    let env = [("DATABASE_URL", db.url.as_str()), ("HOOKGATE_MASTER_KEY", key.as_str())];
+    let (a, b) = tokio::join!(hookgate(&env).arg("migrate").output(), hookgate(&env).arg("migrate").output());
     let (a, b) = (a.unwrap(), b.unwrap());
     assert!(a.status.success() && b.status.success(), "{a:?} {b:?}");
-    let outs = [
-        String::from_utf8_lossy(&a.stdout).into_owned(),
-        String::from_utf8_lossy(&b.stdout).into_owned(),
-    ];
-    assert_eq!(
-        outs.iter().filter(|o| o.starts_with("applied")).count(),
-        1,
-        "exactly one applied: {outs:?}"
-    );
-    assert_eq!(
-        outs.iter()
-            .filter(|o| o.starts_with("migrations up to date"))
-            .count(),
-        1,
-        "{outs:?}"
-    );
+    let outs = [String::from_utf8_lossy(&a.stdout).into_owned(), String::from_utf8_lossy(&b.stdout).into_owned()];
+    assert_eq!(outs.iter().filter(|o| o.starts_with("applied")).count(), 1, "exactly one applied: {outs:?}");
+    assert_eq!(outs.iter().filter(|o| o.starts_with("migrations up to date")).count(), 1, "{outs:?}");
 
     let client = db.client().await;
     let before: Vec<(String, String)> = client
-        .query(
-            "SELECT version, applied_at::text FROM hookgate_migrations ORDER BY version",
-            &[],
-        )
+        .query("SELECT version, applied_at::text FROM hookgate_migrations ORDER BY version", &[])
         .await
         .unwrap()
         .iter()
@@ -51,10 +29,7 @@ async fn migrate_run_twice_at_once_applies_once_and_then_changes_nothing() {
     let third = hookgate(&env).arg("migrate").output().await.unwrap();
     assert!(String::from_utf8_lossy(&third.stdout).starts_with("migrations up to date"));
     let after: Vec<(String, String)> = client
-        .query(
-            "SELECT version, applied_at::text FROM hookgate_migrations ORDER BY version",
-            &[],
-        )
+        .query("SELECT version, applied_at::text FROM hookgate_migrations ORDER BY version", &[])
         .await
         .unwrap()
         .iter()
@@ -66,11 +41,7 @@ async fn migrate_run_twice_at_once_applies_once_and_then_changes_nothing() {
 #[tokio::test]
 async fn a_missing_database_url_fails_at_start_naming_the_setting() {
     let key = MasterKey::generate_base64();
-    let out = hookgate(&[("HOOKGATE_MASTER_KEY", key.as_str())])
-        .arg("serve")
-        .output()
-        .await
-        .unwrap();
+    let out = hookgate(&[("HOOKGATE_MASTER_KEY", key.as_str())]).arg("serve").output().await.unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("DATABASE_URL"), "{err}");
@@ -79,14 +50,11 @@ async fn a_missing_database_url_fails_at_start_naming_the_setting() {
 #[tokio::test]
 async fn a_bad_master_key_fails_at_start_naming_the_setting() {
     for bad in ["not-base64!", "c2hvcnQ="] {
-        let out = hookgate(&[
-            ("DATABASE_URL", "postgres://x@127.0.0.1:1/x"),
-            ("HOOKGATE_MASTER_KEY", bad),
-        ])
-        .arg("serve")
-        .output()
-        .await
-        .unwrap();
+        let out = hookgate(&[("DATABASE_URL", "postgres://x@127.0.0.1:1/x"), ("HOOKGATE_MASTER_KEY", bad)])
+            .arg("serve")
+            .output()
+            .await
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("HOOKGATE_MASTER_KEY"), "{err}");
@@ -100,15 +68,8 @@ async fn a_config_file_is_read_and_the_environment_overrides_it() {
     let file = dir.join("hookgate.toml");
     std::fs::write(&file, "log_format = \"yaml\"\n").unwrap();
     let key = MasterKey::generate_base64();
-    let env = [
-        ("DATABASE_URL", "postgres://x@127.0.0.1:1/x"),
-        ("HOOKGATE_MASTER_KEY", key.as_str()),
-    ];
-    let out = hookgate(&env)
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .output()
-        .await
-        .unwrap();
+    let env = [("DATABASE_URL", "postgres://x@127.0.0.1:1/x"), ("HOOKGATE_MASTER_KEY", key.as_str())];
+    let out = hookgate(&env).args(["--config", file.to_str().unwrap(), "serve"]).output().await.unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("HOOKGATE_LOG_FORMAT"));
 }
@@ -116,35 +77,14 @@ async fn a_config_file_is_read_and_the_environment_overrides_it() {
 #[tokio::test]
 async fn the_tenant_cli_creates_a_tenant_whose_key_works() {
     let app = TestApp::spawn().await;
-    let env: Vec<(&str, &str)> = ["DATABASE_URL", "HOOKGATE_MASTER_KEY"]
-        .iter()
-        .map(|k| (*k, app.env[*k].as_str()))
-        .collect();
-    let out = hookgate(&env)
-        .args(["tenant", "create", "--name", "From CLI"])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let env: Vec<(&str, &str)> =
+        ["DATABASE_URL", "HOOKGATE_MASTER_KEY"].iter().map(|k| (*k, app.env[*k].as_str())).collect();
+    let out = hookgate(&env).args(["tenant", "create", "--name", "From CLI"]).output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let created: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(created["name"], "From CLI");
     let key = created["apiKey"].as_str().unwrap();
-    assert_eq!(
-        app.api(key, Method::GET, "/api/v1/app")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    let listed = hookgate(&env)
-        .args(["tenant", "list"])
-        .output()
-        .await
-        .unwrap();
+    assert_eq!(app.api(key, Method::GET, "/api/v1/app").send().await.unwrap().status(), 200);
+    let listed = hookgate(&env).args(["tenant", "list"]).output().await.unwrap();
     assert!(String::from_utf8_lossy(&listed.stdout).contains("From CLI"));
 }

@@ -5,12 +5,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 async fn create_app(app: &TestApp, key: &str, name: &str) -> Value {
-    let res = app
-        .api(key, Method::POST, "/api/v1/app")
-        .json(&json!({ "name": name }))
-        .send()
-        .await
-        .unwrap();
+    let res = app.api(key, Method::POST, "/api/v1/app").json(&json!({ "name": name })).send().await.unwrap();
     assert_eq!(res.status(), 201);
     res.json().await.unwrap()
 }
@@ -23,34 +18,18 @@ async fn the_database_holds_no_api_key_in_clear() {
     let secret = key.rsplit_once('_').unwrap().1;
     let db = app.db.client().await;
     // Every row of every table of ours, as text: the key must appear nowhere.
-    let tables = db
-        .query(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'",
-            &[],
-        )
-        .await
-        .unwrap();
+    let tables = db.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'", &[]).await.unwrap();
     assert!(tables.len() >= 3);
     for t in tables {
         let name: String = t.get(0);
-        let rows = db
-            .query(&format!("SELECT t::text FROM {name} t"), &[])
-            .await
-            .unwrap();
+        let rows = db.query(&format!("SELECT t::text FROM {name} t"), &[]).await.unwrap();
         for r in rows {
             let text: String = r.get(0);
             assert!(!text.contains(secret), "table {name} holds the key: {text}");
-            assert!(
-                !text.contains(&hex_of(secret)),
-                "table {name} holds the key's bytes"
-            );
+            assert!(!text.contains(&hex_of(secret)), "table {name} holds the key's bytes");
         }
     }
-    let hashes: i64 = db
-        .query_one("SELECT count(*) FROM api_keys", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let hashes: i64 = db.query_one("SELECT count(*) FROM api_keys", &[]).await.unwrap().get(0);
     assert_eq!(hashes, 1);
 }
 
@@ -69,49 +48,18 @@ async fn a_tenants_key_used_on_another_tenants_id_answers_404() {
 
     let foreign = app.api(ka, Method::GET, &path).send().await.unwrap();
     assert_eq!(foreign.status(), 404);
-    let missing = app
-        .api(
-            ka,
-            Method::GET,
-            "/api/v1/app/app_01JAAAAAAAAAAAAAAAAAAAAAAA",
-        )
-        .send()
-        .await
-        .unwrap();
+    let missing = app.api(ka, Method::GET, "/api/v1/app/app_01JAAAAAAAAAAAAAAAAAAAAAAA").send().await.unwrap();
     assert_eq!(missing.status(), 404);
     let (fb, mb): (Value, Value) = (foreign.json().await.unwrap(), missing.json().await.unwrap());
-    assert_eq!(
-        fb, mb,
-        "a foreign id is indistinguishable from a missing one"
-    );
+    assert_eq!(fb, mb, "a foreign id is indistinguishable from a missing one");
 
     for method in [Method::DELETE, Method::PATCH] {
-        let res = app
-            .api(ka, method.clone(), &path)
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap();
+        let res = app.api(ka, method.clone(), &path).json(&json!({})).send().await.unwrap();
         assert_eq!(res.status(), 404, "{method}");
     }
-    let listed: Value = app
-        .api(ka, Method::GET, "/api/v1/app")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = app.api(ka, Method::GET, "/api/v1/app").send().await.unwrap().json().await.unwrap();
     assert_eq!(listed["data"].as_array().unwrap().len(), 0);
-    assert_eq!(
-        app.api(kb, Method::GET, &path)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200,
-        "B still sees its app"
-    );
+    assert_eq!(app.api(kb, Method::GET, &path).send().await.unwrap().status(), 200, "B still sees its app");
 }
 
 #[tokio::test]
@@ -120,60 +68,18 @@ async fn a_revoked_key_stops_working_and_a_new_one_works() {
     let t = app.create_tenant("Acme").await;
     let id = t["id"].as_str().unwrap();
     let old = t["apiKey"].as_str().unwrap();
-    assert_eq!(
-        app.api(old, Method::GET, "/api/v1/app")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(app.api(old, Method::GET, "/api/v1/app").send().await.unwrap().status(), 200);
 
-    let res = app
-        .admin(Method::POST, &format!("/admin/v1/tenant/{id}/api-key"))
-        .send()
-        .await
-        .unwrap();
+    let res = app.admin(Method::POST, &format!("/admin/v1/tenant/{id}/api-key")).send().await.unwrap();
     assert_eq!(res.status(), 201);
     let new: Value = res.json().await.unwrap();
     let new_key = new["apiKey"].as_str().unwrap();
 
-    let revoke = format!(
-        "/admin/v1/tenant/{id}/api-key/{}",
-        t["apiKeyId"].as_str().unwrap()
-    );
-    assert_eq!(
-        app.admin(Method::DELETE, &revoke)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        204
-    );
-    assert_eq!(
-        app.admin(Method::DELETE, &revoke)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
-    assert_eq!(
-        app.api(old, Method::GET, "/api/v1/app")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
-    assert_eq!(
-        app.api(new_key, Method::GET, "/api/v1/app")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    let revoke = format!("/admin/v1/tenant/{id}/api-key/{}", t["apiKeyId"].as_str().unwrap());
+    assert_eq!(app.admin(Method::DELETE, &revoke).send().await.unwrap().status(), 204);
+    assert_eq!(app.admin(Method::DELETE, &revoke).send().await.unwrap().status(), 404);
+    assert_eq!(app.api(old, Method::GET, "/api/v1/app").send().await.unwrap().status(), 401);
+    assert_eq!(app.api(new_key, Method::GET, "/api/v1/app").send().await.unwrap().status(), 200);
 }
 
 #[tokio::test]
@@ -183,41 +89,12 @@ async fn a_disabled_or_deleted_tenants_keys_stop_working() {
     let path = format!("/admin/v1/tenant/{}", t["id"].as_str().unwrap());
     let key = t["apiKey"].as_str().unwrap();
 
-    app.admin(Method::PATCH, &path)
-        .json(&json!({"disabled": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        app.api(key, Method::GET, "/api/v1/app")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
-    app.admin(Method::PATCH, &path)
-        .json(&json!({"disabled": false}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        app.api(key, Method::GET, "/api/v1/app")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    app.admin(Method::PATCH, &path).json(&json!({"disabled": true})).send().await.unwrap();
+    assert_eq!(app.api(key, Method::GET, "/api/v1/app").send().await.unwrap().status(), 401);
+    app.admin(Method::PATCH, &path).json(&json!({"disabled": false})).send().await.unwrap();
+    assert_eq!(app.api(key, Method::GET, "/api/v1/app").send().await.unwrap().status(), 200);
     app.admin(Method::DELETE, &path).send().await.unwrap();
-    assert_eq!(
-        app.api(key, Method::GET, "/api/v1/app")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
+    assert_eq!(app.api(key, Method::GET, "/api/v1/app").send().await.unwrap().status(), 401);
 }
 
 #[tokio::test]
@@ -228,11 +105,7 @@ async fn malformed_or_unknown_keys_answer_401_with_a_reason() {
     let mut forged = key.to_owned();
     forged.replace_range(forged.len() - 4.., "0000");
     for bad in ["", "nope", forged.as_str()] {
-        let res = app
-            .api(bad, Method::GET, "/api/v1/app")
-            .send()
-            .await
-            .unwrap();
+        let res = app.api(bad, Method::GET, "/api/v1/app").send().await.unwrap();
         assert_eq!(res.status(), 401, "{bad:?}");
         let body: Value = res.json().await.unwrap();
         assert_eq!(body["code"], "authentication_failed");

@@ -5,3 +5,7 @@
 //! It is the only crate that makes outbound HTTP requests.
 
 pub mod api;
+pub mod deliver;
+pub mod metrics;
+pub mod signing;
+pub mod ssrf;

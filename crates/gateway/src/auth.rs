@@ -29,9 +29,7 @@ pub fn reject(req: ServiceRequest, e: ApiError) -> Result<ServiceResponse<BoxBod
 }
 
 fn state(req: &ServiceRequest) -> web::Data<AppState> {
-    req.app_data::<web::Data<AppState>>()
-        .cloned()
-        .expect("AppState is registered on the app")
+    req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered on the app")
 }
 
 /// Admits the operator, by constant-time comparison with `HOOKGATE_ADMIN_TOKEN`.
@@ -43,20 +41,13 @@ pub async fn require_operator(
     let Some(expected) = state.config.admin_token.as_deref() else {
         return reject(
             req,
-            ApiError::Unauthorized(
-                "the admin API is disabled: HOOKGATE_ADMIN_TOKEN is not set".into(),
-            ),
+            ApiError::Unauthorized("the admin API is disabled: HOOKGATE_ADMIN_TOKEN is not set".into()),
         );
     };
     match bearer(&req) {
         Some(token) if secrets_equal(token.as_bytes(), expected.as_bytes()) => {}
         Some(_) => return reject(req, ApiError::Unauthorized("invalid admin token".into())),
-        None => {
-            return reject(
-                req,
-                ApiError::Unauthorized("missing `Authorization: Bearer <admin token>`".into()),
-            )
-        }
+        None => return reject(req, ApiError::Unauthorized("missing `Authorization: Bearer <admin token>`".into())),
     }
     req.extensions_mut().insert(Principal::Operator);
     Ok(next.call(req).await?.map_into_boxed_body())
@@ -76,18 +67,11 @@ pub async fn require_tenant(
 }
 
 async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Principal, ApiError> {
-    let key = key.ok_or_else(|| {
-        ApiError::Unauthorized("missing `Authorization: Bearer <API key>`".into())
-    })?;
+    let key = key.ok_or_else(|| ApiError::Unauthorized("missing `Authorization: Bearer <API key>`".into()))?;
     let invalid = || ApiError::Unauthorized("invalid API key".into());
     let tenant = api_keys::tenant_of_key(key).ok_or_else(invalid)?;
     let hash = state.api_keys.hash(key);
     let db = hookgate_shared::db::conn(&state.db).await?;
-    let key_id = api_keys::authenticate(&**db, &tenant, &hash)
-        .await?
-        .ok_or_else(invalid)?;
-    Ok(Principal::Tenant {
-        tenant,
-        key: key_id,
-    })
+    let key_id = api_keys::authenticate(&**db, &tenant, &hash).await?.ok_or_else(invalid)?;
+    Ok(Principal::Tenant { tenant, key: key_id })
 }

@@ -37,20 +37,11 @@ pub async fn idempotency(
         Ok(k) => k,
         Err(e) => return reject(req, e),
     };
-    let scope = req
-        .extensions()
-        .get::<Principal>()
-        .map(|p| p.scope().to_owned());
+    let scope = req.extensions().get::<Principal>().map(|p| p.scope().to_owned());
     let Some(scope) = scope else {
-        return reject(
-            req,
-            ApiError::Unauthorized("authentication is required".into()),
-        );
+        return reject(req, ApiError::Unauthorized("authentication is required".into()));
     };
-    let state = req
-        .app_data::<web::Data<AppState>>()
-        .cloned()
-        .expect("AppState is registered");
+    let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered");
     let body = match claim(&mut req, &state, &scope, &key).await {
         Ok(Ok(body)) => body,
         Ok(Err(stored)) => return Ok(req.into_response(replay(stored))),
@@ -75,20 +66,9 @@ async fn claim(
     key: &str,
 ) -> Result<Result<web::Bytes, StoredResponse>, ApiError> {
     let body = read_body(req, state.config.max_body).await?;
-    let fingerprint = fingerprint(
-        req.method(),
-        req.uri().path_and_query().map_or("", |p| p.as_str()),
-        &body,
-    );
+    let fingerprint = fingerprint(req.method(), req.uri().path_and_query().map_or("", |p| p.as_str()), &body);
     let conn = db::conn(&state.db).await?;
-    let claim = idempotency::claim(
-        &**conn,
-        scope,
-        key,
-        &fingerprint,
-        state.config.idempotency_ttl,
-    )
-    .await?;
+    let claim = idempotency::claim(&**conn, scope, key, &fingerprint, state.config.idempotency_ttl).await?;
     // No connection is held while the handler runs.
     drop(conn);
     match claim {
@@ -110,8 +90,7 @@ async fn forget(state: &AppState, scope: &str, key: &str) {
 }
 
 fn parse_key(raw: &[u8]) -> Result<String, ApiError> {
-    let ok =
-        !raw.is_empty() && raw.len() <= MAX_KEY_LEN && raw.iter().all(|b| b.is_ascii_graphic());
+    let ok = !raw.is_empty() && raw.len() <= MAX_KEY_LEN && raw.iter().all(|b| b.is_ascii_graphic());
     if !ok {
         return Err(ApiError::BadRequest(format!(
             "Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"
@@ -125,8 +104,7 @@ async fn read_body(req: &mut ServiceRequest, limit: usize) -> Result<web::Bytes,
     let mut buf = web::BytesMut::new();
     use futures_util::StreamExt;
     while let Some(chunk) = payload.next().await {
-        let chunk =
-            chunk.map_err(|e| ApiError::BadRequest(format!("cannot read request body: {e}")))?;
+        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("cannot read request body: {e}")))?;
         if buf.len() + chunk.len() > limit {
             return Err(ApiError::TooLarge(limit));
         }
@@ -148,12 +126,7 @@ fn fingerprint(method: &Method, path: &str, body: &[u8]) -> Vec<u8> {
 
 /// Keeps the response for replay, or releases the key after a server-side failure
 /// so that the client's retry runs again.
-async fn remember(
-    state: &AppState,
-    scope: &str,
-    key: &str,
-    res: ServiceResponse<BoxBody>,
-) -> ServiceResponse<BoxBody> {
+async fn remember(state: &AppState, scope: &str, key: &str, res: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
     let status = res.status();
     let (http_req, response) = res.into_parts();
     let (head, body) = response.into_parts();
@@ -167,11 +140,7 @@ async fn remember(
     }
     let outcome = match db::conn(&state.db).await {
         Ok(conn) => {
-            let stored = StoredResponse {
-                status: status.as_u16(),
-                headers: kept_headers(&head),
-                body: bytes.to_vec(),
-            };
+            let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: bytes.to_vec() };
             idempotency::finish(&**conn, scope, key, &stored).await
         }
         Err(e) => Err(e),

@@ -87,11 +87,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             if outcome.applied.is_empty() {
                 println!("migrations up to date ({} applied before)", outcome.already);
             } else {
-                println!(
-                    "applied {} migration(s): {}",
-                    outcome.applied.len(),
-                    outcome.applied.join(", ")
-                );
+                println!("applied {} migration(s): {}", outcome.applied.len(), outcome.applied.join(", "));
             }
         }
         Command::Tenant(cmd) => tenant(cmd, config).await?,
@@ -101,9 +97,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
 
 async fn tenant(cmd: TenantCommand, config: Config) -> anyhow::Result<()> {
     let state = AppState::new(config)?;
-    let mut conn = db::conn(&state.db)
-        .await
-        .context("cannot reach Postgres (DATABASE_URL)")?;
+    let mut conn = db::conn(&state.db).await.context("cannot reach Postgres (DATABASE_URL)")?;
     match cmd {
         TenantCommand::Create { name, uid } => {
             let tx = conn.transaction().await?;
@@ -122,12 +116,7 @@ async fn tenant(cmd: TenantCommand, config: Config) -> anyhow::Result<()> {
             loop {
                 let p = tenants::list(&**conn, &page).await?;
                 for t in &p.data {
-                    println!(
-                        "{}\t{}\t{}",
-                        t.id,
-                        t.name,
-                        if t.disabled { "disabled" } else { "enabled" }
-                    );
+                    println!("{}\t{}\t{}", t.id, t.name, if t.disabled { "disabled" } else { "enabled" });
                 }
                 if p.done {
                     break;

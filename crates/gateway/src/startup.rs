@@ -12,6 +12,8 @@ use actix_web::{
 };
 use hookgate_shared::{db, http::ApiError, store::idempotency, Config};
 
+use hookgate_egress::{deliver::Worker, metrics::EgressMetrics};
+
 use crate::{auth, idempotency::idempotency, routes, telemetry, AppState};
 
 /// What a process serves. Every role serves health and metrics.
@@ -42,32 +44,29 @@ pub struct Application {
     port: u16,
     server: Server,
     state: AppState,
+    egress_metrics: EgressMetrics,
 }
 
 impl Application {
     /// Binds `config.listen` and builds the server; nothing runs until [`run`](Self::run).
     pub fn build(config: Config, role: Role) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind(config.listen).map_err(|e| {
-            anyhow::anyhow!("cannot listen on {} (HOOKGATE_LISTEN): {e}", config.listen)
-        })?;
+        let listener = TcpListener::bind(config.listen)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {} (HOOKGATE_LISTEN): {e}", config.listen))?;
         let port = listener.local_addr()?.port();
         let shutdown = config.shutdown_timeout;
         let state = AppState::new(config)?;
+        let egress_metrics = EgressMetrics::register(&state.metrics);
         let data = Data::new(state.clone());
+        let egress_data = Data::new(egress_metrics.clone());
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
             App::new()
                 .app_data(data.clone())
+                .app_data(egress_data.clone())
                 .app_data(json_config(max_body))
                 .app_data(web::PayloadConfig::new(max_body))
-                .app_data(
-                    web::QueryConfig::default()
-                        .error_handler(|e, _| ApiError::Validation(e.to_string()).into()),
-                )
-                .app_data(
-                    web::PathConfig::default()
-                        .error_handler(|e, _| ApiError::Validation(e.to_string()).into()),
-                )
+                .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
+                .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
                 .wrap(from_fn(telemetry::observe))
                 .service(routes::health::healthz)
                 .service(routes::health::readyz)
@@ -89,18 +88,12 @@ impl Application {
                         );
                     }
                 })
-                .default_service(web::to(|| async {
-                    Err::<actix_web::HttpResponse, _>(ApiError::NotFound("route"))
-                }))
+                .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(ApiError::NotFound("route")) }))
         })
         .listen(listener)?
         .shutdown_timeout(shutdown.as_secs())
         .run();
-        Ok(Application {
-            port,
-            server,
-            state,
-        })
+        Ok(Application { port, server, state, egress_metrics })
     }
 
     pub fn port(&self) -> u16 {
@@ -109,11 +102,14 @@ impl Application {
 
     /// Serves until the process is told to stop; background tasks stop with it.
     pub async fn run(self, role: Role) -> std::io::Result<()> {
-        let background = role
-            .runs_background()
-            .then(|| tokio::spawn(prune_idempotency_keys(self.state.clone())));
+        let mut background = Vec::new();
+        if role.runs_background() {
+            background.push(tokio::spawn(prune_idempotency_keys(self.state.clone())));
+            background.push(tokio::spawn(Worker::new(self.state.clone(), self.egress_metrics.clone()).run()));
+        }
         let result = self.server.await;
-        if let Some(task) = background {
+        // In-flight deliveries are simply abandoned: their leases bring them back.
+        for task in background {
             task.abort();
         }
         result
@@ -121,22 +117,17 @@ impl Application {
 }
 
 fn json_config(limit: usize) -> web::JsonConfig {
-    web::JsonConfig::default()
-        .limit(limit)
-        .error_handler(move |err, _| {
-            let e = match &err {
-                JsonPayloadError::Overflow { .. }
-                | JsonPayloadError::OverflowKnownLength { .. } => ApiError::TooLarge(limit),
-                JsonPayloadError::ContentType => {
-                    ApiError::BadRequest("expected `Content-Type: application/json`".into())
-                }
-                JsonPayloadError::Deserialize(d) if d.is_data() => {
-                    ApiError::Validation(d.to_string())
-                }
-                other => ApiError::BadRequest(format!("invalid JSON body: {other}")),
-            };
-            e.into()
-        })
+    web::JsonConfig::default().limit(limit).error_handler(move |err, _| {
+        let e = match &err {
+            JsonPayloadError::Overflow { .. } | JsonPayloadError::OverflowKnownLength { .. } => {
+                ApiError::TooLarge(limit)
+            }
+            JsonPayloadError::ContentType => ApiError::BadRequest("expected `Content-Type: application/json`".into()),
+            JsonPayloadError::Deserialize(d) if d.is_data() => ApiError::Validation(d.to_string()),
+            other => ApiError::BadRequest(format!("invalid JSON body: {other}")),
+        };
+        e.into()
+    })
 }
 
 /// Deletes expired Idempotency-Keys in bounded batches, so no long lock is taken.
@@ -164,10 +155,9 @@ async fn prune_idempotency_keys(state: AppState) {
 /// Runs migrations over a dedicated connection (not the pool: the advisory lock is
 /// per session).
 pub async fn migrate(config: &Config) -> anyhow::Result<hookgate_shared::migrate::Outcome> {
-    let (mut client, connection) =
-        tokio_postgres::connect(&config.database_url, tokio_postgres::NoTls)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {e}"))?;
+    let (mut client, connection) = tokio_postgres::connect(&config.database_url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {e}"))?;
     let conn_task = tokio::spawn(connection);
     let outcome = hookgate_shared::migrate::run(&mut client).await?;
     drop(client);

@@ -19,9 +19,7 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Installs the global subscriber; `RUST_LOG` filters, default `info`.
 pub fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     // A second init (tests start many apps in one process) is harmless.
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
@@ -39,20 +37,10 @@ pub async fn observe(
     // Middleware below answers its refusals as responses, so an `Err` here is
     // actix's own and rare; it passes through.
     let mut res = next.call(req).instrument(span).await?.map_into_boxed_body();
-    res.headers_mut().insert(
-        REQUEST_ID,
-        HeaderValue::from_str(&request_id).expect("ids are ASCII"),
-    );
+    res.headers_mut().insert(REQUEST_ID, HeaderValue::from_str(&request_id).expect("ids are ASCII"));
     if let Some(state) = res.request().app_data::<web::Data<AppState>>() {
-        let route = res
-            .request()
-            .match_pattern()
-            .unwrap_or_else(|| "unmatched".to_owned());
-        state
-            .metrics
-            .http_requests
-            .with_label_values(&[route.as_str(), res.status().as_str()])
-            .inc();
+        let route = res.request().match_pattern().unwrap_or_else(|| "unmatched".to_owned());
+        state.metrics.http_requests.with_label_values(&[route.as_str(), res.status().as_str()]).inc();
     }
     Ok(res)
 }

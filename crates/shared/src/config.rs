@@ -47,6 +47,10 @@ settings! {
     "egress_allow_networks", "HOOKGATE_EGRESS_ALLOW_NETWORKS", Some(""), "CIDRs that endpoints may resolve to despite the SSRF guard, comma-separated.";
     "egress_connect_timeout_secs", "HOOKGATE_EGRESS_CONNECT_TIMEOUT_SECS", Some("5"), "Connect timeout of one delivery.";
     "egress_timeout_secs", "HOOKGATE_EGRESS_TIMEOUT_SECS", Some("15"), "Total timeout of one delivery.";
+    "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it. Must exceed the egress timeout.";
+    "worker_concurrency", "HOOKGATE_WORKER_CONCURRENCY", Some("64"), "Deliveries in flight at once per worker process.";
+    "worker_poll_ms", "HOOKGATE_WORKER_POLL_MS", Some("1000"), "How often a worker looks for due deliveries without a notification.";
+    "disable_after_secs", "HOOKGATE_DISABLE_AFTER_SECS", Some("432000"), "An endpoint failing without a success for this long is disabled (5 days).";
     "metrics_tenant_label", "HOOKGATE_METRICS_TENANT_LABEL", Some("true"), "Label metrics by tenant; switch off for very many tenants.";
     "log_format", "HOOKGATE_LOG_FORMAT", Some("text"), "`text` or `json`.";
 }
@@ -78,6 +82,10 @@ pub struct Config {
     pub egress_allow_networks: Vec<IpNet>,
     pub egress_connect_timeout: Duration,
     pub egress_timeout: Duration,
+    pub delivery_lease: Duration,
+    pub worker_concurrency: usize,
+    pub worker_poll: Duration,
+    pub disable_after: Duration,
     pub metrics_tenant_label: bool,
     pub log_format: LogFormat,
 }
@@ -97,16 +105,9 @@ impl std::fmt::Debug for Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{env} (`{key}`) is required but not set")]
-    Missing {
-        key: &'static str,
-        env: &'static str,
-    },
+    Missing { key: &'static str, env: &'static str },
     #[error("{env} (`{key}`) is invalid: {reason}")]
-    Invalid {
-        key: &'static str,
-        env: &'static str,
-        reason: String,
-    },
+    Invalid { key: &'static str, env: &'static str, reason: String },
     #[error("cannot read config file {path}: {reason}")]
     File { path: String, reason: String },
 }
@@ -116,34 +117,21 @@ struct Raw(HashMap<&'static str, String>);
 
 impl Raw {
     fn setting(key: &str) -> &'static Setting {
-        SETTINGS
-            .iter()
-            .find(|s| s.key == key)
-            .expect("setting is declared in SETTINGS")
+        SETTINGS.iter().find(|s| s.key == key).expect("setting is declared in SETTINGS")
     }
 
     fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .get(key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
+        self.0.get(key).map(String::as_str).filter(|v| !v.is_empty())
     }
 
     fn required(&self, key: &str) -> Result<&str, ConfigError> {
         let s = Self::setting(key);
-        self.get(key).ok_or(ConfigError::Missing {
-            key: s.key,
-            env: s.env,
-        })
+        self.get(key).ok_or(ConfigError::Missing { key: s.key, env: s.env })
     }
 
     fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
         let s = Self::setting(key);
-        ConfigError::Invalid {
-            key: s.key,
-            env: s.env,
-            reason: reason.into(),
-        }
+        ConfigError::Invalid { key: s.key, env: s.env, reason: reason.into() }
     }
 
     fn parse<T: std::str::FromStr>(&self, key: &str) -> Result<T, ConfigError>
@@ -151,9 +139,7 @@ impl Raw {
         T::Err: std::fmt::Display,
     {
         let v = self.required(key)?;
-        v.trim()
-            .parse()
-            .map_err(|e: T::Err| Self::invalid(key, format!("`{v}`: {e}")))
+        v.trim().parse().map_err(|e: T::Err| Self::invalid(key, format!("`{v}`: {e}")))
     }
 
     fn secs(&self, key: &str) -> Result<Duration, ConfigError> {
@@ -173,10 +159,7 @@ impl Config {
     }
 
     /// Loads from an optional TOML file and the given environment; tests use this.
-    pub fn from_sources(
-        file: Option<&Path>,
-        env: &HashMap<String, String>,
-    ) -> Result<Self, ConfigError> {
+    pub fn from_sources(file: Option<&Path>, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
         let table = match file {
             Some(path) => read_table(path)?,
             None => toml::Table::new(),
@@ -205,45 +188,43 @@ impl Config {
         let master_key = MasterKey::from_base64(raw.required("master_key")?)
             .map_err(|e| Raw::invalid("master_key", e.to_string()))?;
         let database_url = raw.required("database_url")?.to_owned();
-        database_url
-            .parse::<tokio_postgres::Config>()
-            .map_err(|e| Raw::invalid("database_url", e.to_string()))?;
+        database_url.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_url", e.to_string()))?;
         let redis_url = raw.get("redis_url").map(str::to_owned);
         if let Some(url) = &redis_url {
-            ::redis::Client::open(url.as_str())
-                .map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
+            ::redis::Client::open(url.as_str()).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
         }
         let admin_token = raw.get("admin_token").map(str::to_owned);
         if admin_token.as_ref().is_some_and(|t| t.len() < 16) {
-            return Err(Raw::invalid(
-                "admin_token",
-                "must be at least 16 characters",
-            ));
+            return Err(Raw::invalid("admin_token", "must be at least 16 characters"));
         }
         let retry_schedule = parse_list(raw.get("retry_schedule").unwrap_or(""), |s| {
-            s.parse::<u64>()
-                .map(Duration::from_secs)
-                .map_err(|e| e.to_string())
+            s.parse::<u64>().map(Duration::from_secs).map_err(|e| e.to_string())
         })
         .map_err(|e| Raw::invalid("retry_schedule", e))?;
-        let egress_allow_networks =
-            parse_list(raw.get("egress_allow_networks").unwrap_or(""), |s| {
-                s.parse::<IpNet>().map_err(|e| e.to_string())
-            })
-            .map_err(|e| Raw::invalid("egress_allow_networks", e))?;
+        let egress_allow_networks = parse_list(raw.get("egress_allow_networks").unwrap_or(""), |s| {
+            s.parse::<IpNet>().map_err(|e| e.to_string())
+        })
+        .map_err(|e| Raw::invalid("egress_allow_networks", e))?;
         let log_format = match raw.required("log_format")? {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
-            other => {
-                return Err(Raw::invalid(
-                    "log_format",
-                    format!("`{other}`: expected text or json"),
-                ))
-            }
+            other => return Err(Raw::invalid("log_format", format!("`{other}`: expected text or json"))),
         };
         let db_pool_size: usize = raw.parse("db_pool_size")?;
         if db_pool_size == 0 {
             return Err(Raw::invalid("db_pool_size", "must be at least 1"));
+        }
+        let egress_timeout = raw.secs("egress_timeout_secs")?;
+        let delivery_lease = raw.secs("delivery_lease_secs")?;
+        if delivery_lease <= egress_timeout {
+            return Err(Raw::invalid(
+                "delivery_lease_secs",
+                "must be longer than HOOKGATE_EGRESS_TIMEOUT_SECS, or a slow delivery would be sent twice",
+            ));
+        }
+        let worker_concurrency: usize = raw.parse("worker_concurrency")?;
+        if worker_concurrency == 0 {
+            return Err(Raw::invalid("worker_concurrency", "must be at least 1"));
         }
         Ok(Config {
             database_url,
@@ -262,7 +243,11 @@ impl Config {
             sync_lease: raw.secs("sync_lease_secs")?,
             egress_allow_networks,
             egress_connect_timeout: raw.secs("egress_connect_timeout_secs")?,
-            egress_timeout: raw.secs("egress_timeout_secs")?,
+            egress_timeout,
+            delivery_lease,
+            worker_concurrency,
+            worker_poll: raw.millis("worker_poll_ms")?,
+            disable_after: raw.secs("disable_after_secs")?,
             metrics_tenant_label: raw.parse("metrics_tenant_label")?,
             log_format,
         })
@@ -270,10 +255,7 @@ impl Config {
 }
 
 fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
-    let err = |reason: String| ConfigError::File {
-        path: path.display().to_string(),
-        reason,
-    };
+    let err = |reason: String| ConfigError::File { path: path.display().to_string(), reason };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     text.parse::<toml::Table>().map_err(|e| err(e.to_string()))
 }
@@ -282,11 +264,7 @@ fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
 fn toml_to_string(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
-        toml::Value::Array(items) => items
-            .iter()
-            .map(toml_to_string)
-            .collect::<Vec<_>>()
-            .join(","),
+        toml::Value::Array(items) => items.iter().map(toml_to_string).collect::<Vec<_>>().join(","),
         toml::Value::Integer(i) => i.to_string(),
         toml::Value::Float(f) => f.to_string(),
         toml::Value::Boolean(b) => b.to_string(),
@@ -296,11 +274,7 @@ fn toml_to_string(v: &toml::Value) -> String {
 }
 
 fn parse_list<T>(s: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| item(p).map_err(|e| format!("`{p}`: {e}")))
-        .collect()
+    s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(|p| item(p).map_err(|e| format!("`{p}`: {e}"))).collect()
 }
 
 #[cfg(test)]
@@ -310,17 +284,11 @@ mod tests {
     const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn minimal() -> Vec<(&'static str, &'static str)> {
-        vec![
-            ("DATABASE_URL", "postgres://u@127.0.0.1/db"),
-            ("HOOKGATE_MASTER_KEY", KEY),
-        ]
+        vec![("DATABASE_URL", "postgres://u@127.0.0.1/db"), ("HOOKGATE_MASTER_KEY", KEY)]
     }
 
     #[test]
@@ -346,10 +314,7 @@ mod tests {
         pairs[1] = ("HOOKGATE_MASTER_KEY", "c2hvcnQ=");
         let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
         let text = e.to_string();
-        assert!(
-            text.contains("HOOKGATE_MASTER_KEY") && text.contains("32 bytes"),
-            "{text}"
-        );
+        assert!(text.contains("HOOKGATE_MASTER_KEY") && text.contains("32 bytes"), "{text}");
     }
 
     #[test]
@@ -357,20 +322,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hg-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("hookgate.toml");
-        std::fs::write(
-            &path,
-            "listen = \"127.0.0.1:9000\"\nsync_lease_secs = 10\nretry_schedule = [1, 2]\n",
-        )
-        .unwrap();
+        std::fs::write(&path, "listen = \"127.0.0.1:9000\"\nsync_lease_secs = 10\nretry_schedule = [1, 2]\n").unwrap();
         let mut pairs = minimal();
         pairs.push(("HOOKGATE_SYNC_LEASE_SECS", "20"));
         let c = Config::from_sources(Some(&path), &env(&pairs)).unwrap();
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.sync_lease, Duration::from_secs(20));
-        assert_eq!(
-            c.retry_schedule,
-            vec![Duration::from_secs(1), Duration::from_secs(2)]
-        );
+        assert_eq!(c.retry_schedule, vec![Duration::from_secs(1), Duration::from_secs(2)]);
     }
 
     #[test]

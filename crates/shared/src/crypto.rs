@@ -37,13 +37,8 @@ pub enum CryptoError {
 
 impl MasterKey {
     pub fn from_base64(s: &str) -> Result<Self, CryptoError> {
-        let bytes = STANDARD
-            .decode(s.trim())
-            .map_err(|_| CryptoError::NotBase64)?;
-        let arr: [u8; 32] = bytes
-            .as_slice()
-            .try_into()
-            .map_err(|_| CryptoError::WrongLength(bytes.len()))?;
+        let bytes = STANDARD.decode(s.trim()).map_err(|_| CryptoError::NotBase64)?;
+        let arr: [u8; 32] = bytes.as_slice().try_into().map_err(|_| CryptoError::WrongLength(bytes.len()))?;
         Ok(Self(arr))
     }
 
@@ -84,13 +79,7 @@ impl TenantKey {
         let mut nonce = [0u8; NONCE_LEN];
         rand::rng().fill_bytes(&mut nonce);
         let ct = cipher
-            .encrypt(
-                Nonce::from_slice(&nonce),
-                Payload {
-                    msg: plaintext,
-                    aad: purpose.as_bytes(),
-                },
-            )
+            .encrypt(Nonce::from_slice(&nonce), Payload { msg: plaintext, aad: purpose.as_bytes() })
             .expect("ChaCha20-Poly1305 encryption does not fail for in-memory buffers");
         [nonce.as_slice(), &ct].concat()
     }
@@ -101,13 +90,7 @@ impl TenantKey {
         }
         let (nonce, ct) = sealed.split_at(NONCE_LEN);
         ChaCha20Poly1305::new(Key::from_slice(&self.0))
-            .decrypt(
-                Nonce::from_slice(nonce),
-                Payload {
-                    msg: ct,
-                    aad: purpose.as_bytes(),
-                },
-            )
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: ct, aad: purpose.as_bytes() })
             .map_err(|_| CryptoError::Undecryptable)
     }
 }
@@ -119,8 +102,7 @@ pub struct ApiKeyHasher([u8; 32]);
 
 impl ApiKeyHasher {
     pub fn hash(&self, key: &str) -> Vec<u8> {
-        let mut mac =
-            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
         mac.update(key.as_bytes());
         mac.finalize().into_bytes().to_vec()
     }
@@ -152,27 +134,11 @@ mod tests {
         let mk = key();
         let t1 = TenantId::generate();
         let t2 = TenantId::generate();
-        let sealed = mk
-            .tenant_key(&t1)
-            .seal("endpoint-secret:ep_1", b"whsec_abc");
-        assert_eq!(
-            mk.tenant_key(&t1)
-                .open("endpoint-secret:ep_1", &sealed)
-                .unwrap(),
-            b"whsec_abc"
-        );
-        assert_eq!(
-            mk.tenant_key(&t2).open("endpoint-secret:ep_1", &sealed),
-            Err(CryptoError::Undecryptable)
-        );
-        assert_eq!(
-            mk.tenant_key(&t1).open("endpoint-secret:ep_2", &sealed),
-            Err(CryptoError::Undecryptable)
-        );
-        assert_eq!(
-            key().tenant_key(&t1).open("endpoint-secret:ep_1", &sealed),
-            Err(CryptoError::Undecryptable)
-        );
+        let sealed = mk.tenant_key(&t1).seal("endpoint-secret:ep_1", b"whsec_abc");
+        assert_eq!(mk.tenant_key(&t1).open("endpoint-secret:ep_1", &sealed).unwrap(), b"whsec_abc");
+        assert_eq!(mk.tenant_key(&t2).open("endpoint-secret:ep_1", &sealed), Err(CryptoError::Undecryptable));
+        assert_eq!(mk.tenant_key(&t1).open("endpoint-secret:ep_2", &sealed), Err(CryptoError::Undecryptable));
+        assert_eq!(key().tenant_key(&t1).open("endpoint-secret:ep_1", &sealed), Err(CryptoError::Undecryptable));
     }
 
     #[test]
@@ -202,14 +168,8 @@ mod tests {
 
     #[test]
     fn master_keys_must_be_32_bytes_of_base64() {
-        assert_eq!(
-            MasterKey::from_base64("not base64!").err(),
-            Some(CryptoError::NotBase64)
-        );
-        assert_eq!(
-            MasterKey::from_base64("c2hvcnQ=").err(),
-            Some(CryptoError::WrongLength(5))
-        );
+        assert_eq!(MasterKey::from_base64("not base64!").err(), Some(CryptoError::NotBase64));
+        assert_eq!(MasterKey::from_base64("c2hvcnQ=").err(), Some(CryptoError::WrongLength(5)));
     }
 
     #[test]

@@ -17,13 +17,7 @@ pub fn pool(url: &str, size: usize, timeout: Duration) -> Result<Pool, StoreErro
     if pg.get_application_name().is_none() {
         pg.application_name("hookgate");
     }
-    let manager = Manager::from_config(
-        pg,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let manager = Manager::from_config(pg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(size)
         .runtime(Runtime::Tokio1)

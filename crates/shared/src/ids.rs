@@ -108,14 +108,8 @@ mod tests {
     #[test]
     fn an_id_of_another_kind_is_refused_by_its_prefix() {
         let app = AppId::generate();
-        assert_eq!(
-            TenantId::parse(app.as_str()),
-            Err(IdError::WrongPrefix { expected: "tnt" })
-        );
-        assert_eq!(
-            TenantId::parse("tnt_nope"),
-            Err(IdError::BadBody { prefix: "tnt" })
-        );
+        assert_eq!(TenantId::parse(app.as_str()), Err(IdError::WrongPrefix { expected: "tnt" }));
+        assert_eq!(TenantId::parse("tnt_nope"), Err(IdError::BadBody { prefix: "tnt" }));
         assert!(TenantId::parse("tnt").is_err());
     }
 }

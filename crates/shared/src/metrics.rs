@@ -21,18 +21,12 @@ impl Metrics {
     pub fn new(tenant_label: bool) -> Self {
         let registry = Registry::new();
         let http_requests = IntCounterVec::new(
-            Opts::new(
-                "hookgate_http_requests_total",
-                "HTTP requests answered, by route pattern and status.",
-            ),
+            Opts::new("hookgate_http_requests_total", "HTTP requests answered, by route pattern and status."),
             &["route", "status"],
         )
         .expect("valid metric");
         let db_pool_connections = IntGaugeVec::new(
-            Opts::new(
-                "hookgate_db_pool_connections",
-                "Postgres pool connections by state (idle, in_use, max).",
-            ),
+            Opts::new("hookgate_db_pool_connections", "Postgres pool connections by state (idle, in_use, max)."),
             &["state"],
         )
         .expect("valid metric");
@@ -41,22 +35,10 @@ impl Metrics {
             "Redis calls that failed or timed out; Postgres decided instead.",
         )
         .expect("valid metric");
-        registry
-            .register(Box::new(http_requests.clone()))
-            .expect("registered once");
-        registry
-            .register(Box::new(db_pool_connections.clone()))
-            .expect("registered once");
-        registry
-            .register(Box::new(redis_errors.clone()))
-            .expect("registered once");
-        Metrics {
-            registry,
-            http_requests,
-            db_pool_connections,
-            redis_errors,
-            tenant_label,
-        }
+        registry.register(Box::new(http_requests.clone())).expect("registered once");
+        registry.register(Box::new(db_pool_connections.clone())).expect("registered once");
+        registry.register(Box::new(redis_errors.clone())).expect("registered once");
+        Metrics { registry, http_requests, db_pool_connections, redis_errors, tenant_label }
     }
 
     /// The value to put in a `tenant` label.
@@ -72,23 +54,15 @@ impl Metrics {
     pub fn observe_pool(&self, pool: &deadpool_postgres::Pool) {
         let s = pool.status();
         let idle = s.available as i64;
-        self.db_pool_connections
-            .with_label_values(&["idle"])
-            .set(idle);
-        self.db_pool_connections
-            .with_label_values(&["in_use"])
-            .set(s.size as i64 - idle);
-        self.db_pool_connections
-            .with_label_values(&["max"])
-            .set(s.max_size as i64);
+        self.db_pool_connections.with_label_values(&["idle"]).set(idle);
+        self.db_pool_connections.with_label_values(&["in_use"]).set(s.size as i64 - idle);
+        self.db_pool_connections.with_label_values(&["max"]).set(s.max_size as i64);
     }
 
     /// The registry in the Prometheus text format.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&self.registry.gather(), &mut buf)
-            .expect("text encoding into a Vec does not fail");
+        TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding into a Vec does not fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
     }
 }

@@ -23,14 +23,10 @@ pub struct Outcome {
 
 /// Runs every pending migration; safe to call from many processes at once.
 pub async fn run(client: &mut Client) -> Result<Outcome, StoreError> {
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
-        .await?;
+    client.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY]).await?;
     let result = apply_pending(client).await;
     // Unlock even when a migration failed; the connection may be reused.
-    let unlock = client
-        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
-        .await;
+    let unlock = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await;
     let outcome = result?;
     unlock?;
     Ok(outcome)
@@ -46,15 +42,9 @@ async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
             )",
         )
         .await?;
-    let rows = client
-        .query("SELECT version, checksum FROM hookgate_migrations", &[])
-        .await?;
-    let done: std::collections::HashMap<String, String> =
-        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let mut outcome = Outcome {
-        applied: Vec::new(),
-        already: 0,
-    };
+    let rows = client.query("SELECT version, checksum FROM hookgate_migrations", &[]).await?;
+    let done: std::collections::HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let mut outcome = Outcome { applied: Vec::new(), already: 0 };
     for (version, sql) in MIGRATIONS {
         let checksum = hex::encode(Sha256::digest(sql.as_bytes()));
         match done.get(*version) {
@@ -64,10 +54,7 @@ async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
                 let tx = client.transaction().await?;
                 tx.batch_execute(sql)
                     .await
-                    .map_err(|e| StoreError::Migration {
-                        version: version.to_string(),
-                        source: e,
-                    })?;
+                    .map_err(|e| StoreError::Migration { version: version.to_string(), source: e })?;
                 tx.execute(
                     "INSERT INTO hookgate_migrations (version, checksum) VALUES ($1, $2)",
                     &[version, &checksum],

@@ -12,7 +12,8 @@ use std::{
 };
 
 use prometheus::IntCounter;
-use redis::{aio::ConnectionManager, aio::ConnectionManagerConfig, Client, RedisResult};
+pub use redis::{aio::ConnectionManager, RedisResult, Script};
+use redis::{aio::ConnectionManagerConfig, Client};
 use tokio::sync::Mutex;
 
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
@@ -48,26 +49,13 @@ enum Connection {
 
 impl Redis {
     /// A Redis handle; `url: None` gives one whose every call returns `None`.
-    pub fn new(
-        url: Option<&str>,
-        prefix: &str,
-        timeout: Duration,
-        errors: IntCounter,
-    ) -> RedisResult<Self> {
+    pub fn new(url: Option<&str>, prefix: &str, timeout: Duration, errors: IntCounter) -> RedisResult<Self> {
         let Some(url) = url else {
             return Ok(Self { inner: None });
         };
         let client = Client::open(url)?;
-        let inner = Inner {
-            client,
-            prefix: prefix.to_owned(),
-            timeout,
-            errors,
-            conn: Mutex::new(Connection::Never),
-        };
-        Ok(Self {
-            inner: Some(Arc::new(inner)),
-        })
+        let inner = Inner { client, prefix: prefix.to_owned(), timeout, errors, conn: Mutex::new(Connection::Never) };
+        Ok(Self { inner: Some(Arc::new(inner)) })
     }
 
     pub fn disabled() -> Self {
@@ -114,9 +102,7 @@ impl Redis {
         if self.inner.is_none() {
             return RedisState::Disabled;
         }
-        let pong: Option<String> = self
-            .call(|mut c| async move { redis::cmd("PING").query_async(&mut c).await })
-            .await;
+        let pong: Option<String> = self.call(|mut c| async move { redis::cmd("PING").query_async(&mut c).await }).await;
         if pong.is_some() {
             RedisState::Up
         } else {

@@ -31,12 +31,6 @@ impl AppState {
             tracing::warn!("REDIS_URL is unset: running without Redis, Postgres alone decides");
         }
         let api_keys = config.master_key.api_key_hasher();
-        Ok(AppState {
-            config: Arc::new(config),
-            db,
-            redis,
-            metrics,
-            api_keys,
-        })
+        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys })
     }
 }

@@ -16,12 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::validate;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(list)
-        .service(create)
-        .service(get_app)
-        .service(update)
-        .service(patch_app)
-        .service(delete_app);
+    cfg.service(list).service(create).service(get_app).service(update).service(patch_app).service(delete_app);
 }
 
 #[derive(Deserialize)]
@@ -94,15 +89,9 @@ impl AppIn {
 }
 
 /// Looks up an application of this tenant by id or uid; 404 if it is not theirs.
-pub(crate) async fn find(
-    state: &AppState,
-    tenant: &TenantAuth,
-    id_or_uid: &str,
-) -> Result<Application, ApiError> {
+pub(crate) async fn find(state: &AppState, tenant: &TenantAuth, id_or_uid: &str) -> Result<Application, ApiError> {
     let conn = db::conn(&state.db).await?;
-    applications::get(&**conn, &tenant.0, id_or_uid)
-        .await?
-        .ok_or(ApiError::NotFound("application"))
+    applications::get(&**conn, &tenant.0, id_or_uid).await?.ok_or(ApiError::NotFound("application"))
 }
 
 #[get("/app")]
@@ -172,10 +161,7 @@ async fn patch_app(
     let merged = AppIn {
         name: p.name.unwrap_or(app.name),
         uid: p.uid.into_update().unwrap_or(app.uid),
-        throttle_rate: p
-            .throttle_rate
-            .into_update()
-            .unwrap_or(app.throttle_rate.map(i64::from)),
+        throttle_rate: p.throttle_rate.into_update().unwrap_or(app.throttle_rate.map(i64::from)),
         metadata: match p.metadata {
             Some(m) => m,
             None => serde_json::from_value(app.metadata).unwrap_or_default(),

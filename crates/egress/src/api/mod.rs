@@ -4,6 +4,11 @@
 //! [`TenantAuth`]: hookgate_shared::http::TenantAuth
 
 mod applications;
+mod attempts;
+mod endpoint_extras;
+pub(crate) mod endpoints;
+mod event_types;
+mod messages;
 mod validate;
 
 use actix_web::web;
@@ -11,4 +16,10 @@ use actix_web::web;
 /// Registers the routes; the caller wraps them in tenant authentication.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     applications::configure(cfg);
+    endpoints::configure(cfg);
+    endpoint_extras::configure(cfg);
+    event_types::configure(cfg);
+    messages::configure(cfg);
+    attempts::configure(cfg);
 }
+pub(crate) use endpoints::secret_purpose;

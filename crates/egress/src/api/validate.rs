@@ -4,23 +4,17 @@ use hookgate_shared::http::ApiError;
 
 /// Svix's `uid` pattern: 1 to 256 of `a-zA-Z0-9-_.`.
 pub fn uid(field: &str, value: &str) -> Result<(), ApiError> {
-    let ok = (1..=256).contains(&value.len())
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    let ok =
+        (1..=256).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     if !ok {
-        return Err(ApiError::Validation(format!(
-            "`{field}` must be 1 to 256 of a-z A-Z 0-9 - _ ."
-        )));
+        return Err(ApiError::Validation(format!("`{field}` must be 1 to 256 of a-z A-Z 0-9 - _ .")));
     }
     Ok(())
 }
 
 pub fn name(field: &str, value: &str) -> Result<(), ApiError> {
     if value.is_empty() || value.len() > 256 {
-        return Err(ApiError::Validation(format!(
-            "`{field}` must be 1 to 256 characters"
-        )));
+        return Err(ApiError::Validation(format!("`{field}` must be 1 to 256 characters")));
     }
     Ok(())
 }
@@ -30,9 +24,7 @@ pub fn throttle_rate(value: Option<i64>) -> Result<Option<i32>, ApiError> {
     match value {
         None => Ok(None),
         Some(v) if (1..=u16::MAX as i64).contains(&v) => Ok(Some(v as i32)),
-        Some(_) => Err(ApiError::Validation(
-            "`throttleRate` must be between 1 and 65535".into(),
-        )),
+        Some(_) => Err(ApiError::Validation("`throttleRate` must be between 1 and 65535".into())),
     }
 }
 

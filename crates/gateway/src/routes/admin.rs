@@ -82,18 +82,14 @@ struct CreatedKey {
 
 fn check_name(name: &str) -> Result<(), ApiError> {
     if name.trim().is_empty() || name.len() > 256 {
-        return Err(ApiError::Validation(
-            "`name` must be 1 to 256 characters".into(),
-        ));
+        return Err(ApiError::Validation("`name` must be 1 to 256 characters".into()));
     }
     Ok(())
 }
 
 fn check_uid(uid: &str) -> Result<(), ApiError> {
     let ok = (1..=256).contains(&uid.len())
-        && uid
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         && !uid.starts_with("tnt_");
     if !ok {
         return Err(ApiError::Validation(
@@ -105,9 +101,7 @@ fn check_uid(uid: &str) -> Result<(), ApiError> {
 
 fn uid_conflict(e: ApiError) -> ApiError {
     match e {
-        ApiError::Conflict(_) => {
-            ApiError::Conflict("a tenant with this `uid` already exists".into())
-        }
+        ApiError::Conflict(_) => ApiError::Conflict("a tenant with this `uid` already exists".into()),
         other => other,
     }
 }
@@ -124,18 +118,12 @@ async fn create_tenant(
         check_uid(uid)?;
     }
     let mut conn = db::conn(&state.db).await?;
-    let tx = conn
-        .transaction()
-        .await
-        .map_err(hookgate_shared::store::StoreError::from)?;
+    let tx = conn.transaction().await.map_err(hookgate_shared::store::StoreError::from)?;
     let id = TenantId::generate();
-    let tenant = tenants::insert(&*tx, &id, body.name.trim(), body.uid.as_deref())
-        .await
-        .map_err(|e| uid_conflict(e.into()))?;
+    let tenant =
+        tenants::insert(&*tx, &id, body.name.trim(), body.uid.as_deref()).await.map_err(|e| uid_conflict(e.into()))?;
     let key = api_keys::issue(&*tx, &id, &state.api_keys).await?;
-    tx.commit()
-        .await
-        .map_err(hookgate_shared::store::StoreError::from)?;
+    tx.commit().await.map_err(hookgate_shared::store::StoreError::from)?;
     tracing::info!(tenant = %id, "tenant created");
     Ok(HttpResponse::Created().json(CreatedTenant {
         tenant: tenant.into(),
@@ -157,17 +145,11 @@ async fn list_tenants(
 
 async fn find(state: &AppState, id_or_uid: &str) -> Result<Tenant, ApiError> {
     let conn = db::conn(&state.db).await?;
-    tenants::get(&**conn, id_or_uid)
-        .await?
-        .ok_or(ApiError::NotFound("tenant"))
+    tenants::get(&**conn, id_or_uid).await?.ok_or(ApiError::NotFound("tenant"))
 }
 
 #[get("/tenant/{id}")]
-async fn get_tenant(
-    _: Operator,
-    state: web::Data<AppState>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get_tenant(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(TenantOut::from(find(&state, &id).await?)))
 }
 
@@ -192,12 +174,8 @@ async fn patch_tenant(
         disabled: body.disabled,
     };
     let conn = db::conn(&state.db).await?;
-    let updated = tenants::update(&**conn, &tenant.id, &patch)
-        .await
-        .map_err(|e| uid_conflict(e.into()))?;
-    Ok(HttpResponse::Ok().json(TenantOut::from(
-        updated.ok_or(ApiError::NotFound("tenant"))?,
-    )))
+    let updated = tenants::update(&**conn, &tenant.id, &patch).await.map_err(|e| uid_conflict(e.into()))?;
+    Ok(HttpResponse::Ok().json(TenantOut::from(updated.ok_or(ApiError::NotFound("tenant"))?)))
 }
 
 #[delete("/tenant/{id}")]
@@ -216,11 +194,7 @@ async fn delete_tenant(
 }
 
 #[post("/tenant/{id}/api-key")]
-async fn create_key(
-    _: Operator,
-    state: web::Data<AppState>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn create_key(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
     let conn = db::conn(&state.db).await?;
     let key = api_keys::issue(&**conn, &tenant.id, &state.api_keys).await?;

@@ -32,9 +32,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 #[get("/metrics")]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     state.metrics.observe_pool(&state.db);
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(state.metrics.render())
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4; charset=utf-8").body(state.metrics.render())
 }
 
 /// `GET /api/v1/health`, Svix's unauthenticated health check: 204.

@@ -51,9 +51,7 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Validation(_) | ApiError::IdempotencyMismatch => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            ApiError::Validation(_) | ApiError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) | ApiError::IdempotencyInFlight => StatusCode::CONFLICT,
@@ -79,8 +77,7 @@ impl ResponseError for ApiError {
             }
             other => json!(other.to_string()),
         };
-        HttpResponse::build(self.status_code())
-            .json(json!({ "code": self.code(), "detail": detail }))
+        HttpResponse::build(self.status_code()).json(json!({ "code": self.code(), "detail": detail }))
     }
 }
 

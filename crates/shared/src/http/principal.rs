@@ -55,9 +55,7 @@ impl FromRequest for TenantAuth {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(match principal(req) {
             Some(Principal::Tenant { tenant, .. }) => Ok(TenantAuth(tenant)),
-            _ => Err(ApiError::Unauthorized(
-                "a tenant API key is required".into(),
-            )),
+            _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
         })
     }
 }

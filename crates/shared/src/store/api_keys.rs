@@ -32,11 +32,7 @@ pub fn tenant_of_key(key: &str) -> Option<TenantId> {
     TenantId::parse(tenant).ok()
 }
 
-pub async fn issue(
-    db: &impl GenericClient,
-    tenant: &TenantId,
-    hasher: &ApiKeyHasher,
-) -> Result<IssuedKey, StoreError> {
+pub async fn issue(db: &impl GenericClient, tenant: &TenantId, hasher: &ApiKeyHasher) -> Result<IssuedKey, StoreError> {
     let id = ApiKeyId::generate();
     let key = format!("{KEY_PREFIX}{tenant}_{}", random_hex(32));
     let row = db
@@ -45,11 +41,7 @@ pub async fn issue(
             &[&tenant.as_str(), &id.as_str(), &hasher.hash(&key)],
         )
         .await?;
-    Ok(IssuedKey {
-        id,
-        key,
-        created_at: row.get(0),
-    })
+    Ok(IssuedKey { id, key, created_at: row.get(0) })
 }
 
 /// The key's id, if the key is live and its tenant is live and enabled.
@@ -70,11 +62,7 @@ pub async fn authenticate(
 }
 
 /// Revokes a key; returns whether a live key of this tenant had that id.
-pub async fn revoke(
-    db: &impl GenericClient,
-    tenant: &TenantId,
-    key: &ApiKeyId,
-) -> Result<bool, StoreError> {
+pub async fn revoke(db: &impl GenericClient, tenant: &TenantId, key: &ApiKeyId) -> Result<bool, StoreError> {
     let n = db
         .execute(
             "UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",

@@ -54,19 +54,8 @@ pub async fn insert(
         "INSERT INTO applications (tenant_id, id, uid, name, throttle_rate, metadata)
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
     );
-    let row = db
-        .query_one(
-            &sql,
-            &[
-                &tenant.as_str(),
-                &id.as_str(),
-                &f.uid,
-                &f.name,
-                &f.throttle_rate,
-                &f.metadata,
-            ],
-        )
-        .await?;
+    let row =
+        db.query_one(&sql, &[&tenant.as_str(), &id.as_str(), &f.uid, &f.name, &f.throttle_rate, &f.metadata]).await?;
     Ok(from_row(&row))
 }
 
@@ -80,11 +69,7 @@ pub async fn get(
         "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2)
          ORDER BY (id = $2) DESC LIMIT 1"
     );
-    Ok(db
-        .query_opt(&sql, &[&tenant.as_str(), &id_or_uid])
-        .await?
-        .as_ref()
-        .map(from_row))
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &id_or_uid]).await?.as_ref().map(from_row))
 }
 
 pub async fn list(
@@ -96,14 +81,8 @@ pub async fn list(
         "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2)
          ORDER BY id LIMIT $3"
     );
-    let rows = db
-        .query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()])
-        .await?;
-    Ok(Page::from_rows(
-        rows.iter().map(from_row).collect(),
-        page,
-        |a| a.id.to_string(),
-    ))
+    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |a| a.id.to_string()))
 }
 
 /// Replaces every writable field.
@@ -117,32 +96,14 @@ pub async fn replace(
         "UPDATE applications SET uid = $3, name = $4, throttle_rate = $5, metadata = $6, updated_at = now()
          WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
     );
-    let row = db
-        .query_opt(
-            &sql,
-            &[
-                &tenant.as_str(),
-                &id.as_str(),
-                &f.uid,
-                &f.name,
-                &f.throttle_rate,
-                &f.metadata,
-            ],
-        )
-        .await?;
+    let row =
+        db.query_opt(&sql, &[&tenant.as_str(), &id.as_str(), &f.uid, &f.name, &f.throttle_rate, &f.metadata]).await?;
     Ok(row.as_ref().map(from_row))
 }
 
-pub async fn delete(
-    db: &impl GenericClient,
-    tenant: &TenantId,
-    id: &AppId,
-) -> Result<bool, StoreError> {
+pub async fn delete(db: &impl GenericClient, tenant: &TenantId, id: &AppId) -> Result<bool, StoreError> {
     let n = db
-        .execute(
-            "DELETE FROM applications WHERE tenant_id = $1 AND id = $2",
-            &[&tenant.as_str(), &id.as_str()],
-        )
+        .execute("DELETE FROM applications WHERE tenant_id = $1 AND id = $2", &[&tenant.as_str(), &id.as_str()])
         .await?;
     Ok(n == 1)
 }

@@ -109,6 +109,7 @@ pub async fn get(
     msg: &MessageId,
     id: &str,
 ) -> Result<Option<Attempt>, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM attempts WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND id = $4");
+    let sql =
+        format!("SELECT {COLUMNS} FROM attempts WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND id = $4");
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &id]).await?.as_ref().map(from_row))
 }

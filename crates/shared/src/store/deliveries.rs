@@ -33,6 +33,8 @@ pub struct Claimed {
     /// Attempts made so far in this schedule run.
     pub attempts: i32,
     pub trigger: i16,
+    /// When the delivery fell due: the start of its lag.
+    pub due_at: DateTime<Utc>,
     pub payload: Vec<u8>,
     pub content_type: String,
     /// `None` if the endpoint was deleted since the message was created.
@@ -55,7 +57,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
     let rows = db
         .query(
             "WITH due AS (
-                SELECT tenant_id, app_id, msg_id, endpoint_id FROM deliveries
+                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at FROM deliveries
                 WHERE status IN (1, 3) AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
              ), claimed AS (
@@ -63,11 +65,12 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 FROM due
                 WHERE d.tenant_id = due.tenant_id AND d.app_id = due.app_id
                   AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
-                RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger
+                RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger,
+                    due.next_attempt_at AS due_at
              )
              SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
                     m.payload, m.content_type,
-                    e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until
+                    e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at
              FROM claimed c
              JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
              LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id",
@@ -85,6 +88,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 endpoint_id: EndpointId::from_db(r.get(3)),
                 attempts: r.get(4),
                 trigger: r.get(5),
+                due_at: r.get(15),
                 payload: r.get(6),
                 content_type: r.get(7),
                 endpoint: url.map(|url| ClaimedEndpoint {

@@ -38,7 +38,8 @@ pub async fn destinations(
          WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = $3 AND ($4::text IS NULL OR e.id > $4)
          ORDER BY e.id LIMIT $5"
     );
-    let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &page.after, &page.fetch_limit()]).await?;
+    let rows =
+        db.query(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &page.after, &page.fetch_limit()]).await?;
     let items = rows
         .iter()
         .map(|r| (endpoints::from_row(r), DeliveryState { status: r.get(n), next_attempt_at: r.get(n + 1) }))

@@ -166,7 +166,12 @@ pub async fn replace(
     Ok(row.as_ref().map(from_row))
 }
 
-pub async fn delete(db: &impl GenericClient, tenant: &TenantId, app: &AppId, id: &EndpointId) -> Result<bool, StoreError> {
+pub async fn delete(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+) -> Result<bool, StoreError> {
     let n = db
         .execute(
             "DELETE FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3",

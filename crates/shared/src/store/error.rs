@@ -14,10 +14,7 @@ pub enum StoreError {
     #[error("conflict on {0}")]
     Conflict(String),
     #[error("migration {version} failed: {source}")]
-    Migration {
-        version: String,
-        source: tokio_postgres::Error,
-    },
+    Migration { version: String, source: tokio_postgres::Error },
     #[error("migration {0} was changed after it was applied")]
     MigrationChanged(String),
     #[error("database error: {0}")]

@@ -52,7 +52,11 @@ pub async fn insert(db: &impl GenericClient, tenant: &TenantId, e: &EventType) -
 }
 
 /// Inserts or replaces (PUT); returns the row and whether it was created.
-pub async fn upsert(db: &impl GenericClient, tenant: &TenantId, e: &EventType) -> Result<(EventType, bool), StoreError> {
+pub async fn upsert(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    e: &EventType,
+) -> Result<(EventType, bool), StoreError> {
     let sql = format!(
         "INSERT INTO event_types (tenant_id, name, description, archived, deprecated, schemas, feature_flag)
          VALUES ($1, $2, $3, $4, $5, $6, $7)

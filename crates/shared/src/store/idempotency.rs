@@ -82,11 +82,7 @@ pub async fn claim(
     let status: i16 = row.get(2);
     let headers: serde_json::Value = row.get(3);
     let headers = serde_json::from_value(headers).unwrap_or_default();
-    Ok(Claim::Replay(StoredResponse {
-        status: status as u16,
-        headers,
-        body: row.get(4),
-    }))
+    Ok(Claim::Replay(StoredResponse { status: status as u16, headers, body: row.get(4) }))
 }
 
 /// Stores the response of a claimed key for later replays.
@@ -100,13 +96,7 @@ pub async fn finish(
     db.execute(
         "UPDATE idempotency_keys SET state = 'done', status = $3, headers = $4, body = $5
          WHERE tenant_id = $1 AND key = $2",
-        &[
-            &scope,
-            &key,
-            &(response.status as i16),
-            &headers,
-            &response.body,
-        ],
+        &[&scope, &key, &(response.status as i16), &headers, &response.body],
     )
     .await?;
     Ok(())
@@ -114,11 +104,8 @@ pub async fn finish(
 
 /// Forgets a claimed key whose request failed on our side, so a retry runs again.
 pub async fn release(db: &impl GenericClient, scope: &str, key: &str) -> Result<(), StoreError> {
-    db.execute(
-        "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND state = 'running'",
-        &[&scope, &key],
-    )
-    .await?;
+    db.execute("DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND state = 'running'", &[&scope, &key])
+        .await?;
     Ok(())
 }
 

@@ -10,8 +10,8 @@ pub mod deliveries;
 pub mod delivery_views;
 pub mod endpoints;
 pub mod event_types;
-pub mod messages;
 pub mod idempotency;
+pub mod messages;
 pub mod page;
 pub mod tenants;
 

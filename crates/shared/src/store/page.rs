@@ -16,10 +16,7 @@ pub struct PageRequest {
 
 impl PageRequest {
     pub fn new(limit: Option<i64>, iterator: Option<String>) -> Self {
-        Self {
-            limit: limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT),
-            after: iterator.filter(|s| !s.is_empty()),
-        }
+        Self { limit: limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT), after: iterator.filter(|s| !s.is_empty()) }
     }
 
     /// One row more than the page, to learn whether another page follows.
@@ -45,12 +42,7 @@ impl<T> Page<T> {
         rows.truncate(req.limit as usize);
         let iterator = rows.last().map(&id);
         let prev_iterator = rows.first().map(|r| format!("-{}", id(r)));
-        Page {
-            data: rows,
-            iterator,
-            prev_iterator,
-            done,
-        }
+        Page { data: rows, iterator, prev_iterator, done }
     }
 
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {

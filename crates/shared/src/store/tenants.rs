@@ -47,8 +47,7 @@ pub async fn insert(
     name: &str,
     uid: Option<&str>,
 ) -> Result<Tenant, StoreError> {
-    let sql =
-        format!("INSERT INTO tenants (id, name, uid) VALUES ($1, $2, $3) RETURNING {COLUMNS}");
+    let sql = format!("INSERT INTO tenants (id, name, uid) VALUES ($1, $2, $3) RETURNING {COLUMNS}");
     let row = db.query_one(&sql, &[&tenant.as_str(), &name, &uid]).await?;
     Ok(from_row(&row))
 }
@@ -59,11 +58,7 @@ pub async fn get(db: &impl GenericClient, id_or_uid: &str) -> Result<Option<Tena
         "SELECT {COLUMNS} FROM tenants WHERE (id = $1 OR uid = $1) AND deleted_at IS NULL
          ORDER BY (id = $1) DESC LIMIT 1"
     );
-    Ok(db
-        .query_opt(&sql, &[&id_or_uid])
-        .await?
-        .as_ref()
-        .map(from_row))
+    Ok(db.query_opt(&sql, &[&id_or_uid]).await?.as_ref().map(from_row))
 }
 
 pub async fn list(db: &impl GenericClient, page: &PageRequest) -> Result<Page<Tenant>, StoreError> {
@@ -72,11 +67,7 @@ pub async fn list(db: &impl GenericClient, page: &PageRequest) -> Result<Page<Te
          ORDER BY id LIMIT $2"
     );
     let rows = db.query(&sql, &[&page.after, &page.fetch_limit()]).await?;
-    Ok(Page::from_rows(
-        rows.iter().map(from_row).collect(),
-        page,
-        |t| t.id.to_string(),
-    ))
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |t| t.id.to_string()))
 }
 
 pub async fn update(
@@ -95,18 +86,7 @@ pub async fn update(
     );
     let set_uid = patch.uid.is_some();
     let uid = patch.uid.clone().flatten();
-    let row = db
-        .query_opt(
-            &sql,
-            &[
-                &tenant.as_str(),
-                &patch.name,
-                &set_uid,
-                &uid,
-                &patch.disabled,
-            ],
-        )
-        .await?;
+    let row = db.query_opt(&sql, &[&tenant.as_str(), &patch.name, &set_uid, &uid, &patch.disabled]).await?;
     Ok(row.as_ref().map(from_row))
 }
 

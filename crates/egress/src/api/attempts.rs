@@ -1,0 +1,217 @@
+//! `v1.message-attempt.*`: list by endpoint and by message, get, attempted
+//! destinations, attempted messages, resend.
+
+use actix_web::{get, post, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_shared::{
+    db,
+    http::{ApiError, PageQuery, TenantAuth},
+    store::{
+        attempts::{self, Attempt, AttemptFilter, Scope},
+        deliveries, delivery_views, messages,
+    },
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    applications::find as find_app,
+    endpoints::{self, EndpointOut},
+    messages::{ContentQuery, MessageListQuery, MessageOut},
+};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(by_endpoint)
+        .service(by_msg)
+        .service(get_one)
+        .service(destinations)
+        .service(attempted_messages)
+        .service(resend);
+}
+
+pub(crate) fn status_text(status: i16) -> &'static str {
+    match status {
+        deliveries::SUCCESS => "success",
+        deliveries::PENDING => "pending",
+        deliveries::SENDING => "sending",
+        _ => "fail",
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttemptOut {
+    id: String,
+    msg_id: String,
+    endpoint_id: String,
+    url: String,
+    response: String,
+    response_status_code: i16,
+    response_duration_ms: i64,
+    status: i16,
+    status_text: &'static str,
+    trigger_type: i16,
+    timestamp: DateTime<Utc>,
+}
+
+impl From<Attempt> for AttemptOut {
+    fn from(a: Attempt) -> Self {
+        AttemptOut {
+            id: a.id.to_string(),
+            msg_id: a.msg_id.to_string(),
+            endpoint_id: a.endpoint_id.to_string(),
+            url: a.url,
+            response: a.response,
+            response_status_code: a.response_status_code,
+            response_duration_ms: a.response_duration_ms,
+            status: a.status,
+            status_text: status_text(a.status),
+            trigger_type: a.trigger_type,
+            timestamp: a.created_at,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct AttemptQuery {
+    status: Option<i16>,
+    status_code_class: Option<i16>,
+    endpoint_id: Option<String>,
+    before: Option<DateTime<Utc>>,
+    after: Option<DateTime<Utc>>,
+}
+
+impl AttemptQuery {
+    fn filter(&self) -> AttemptFilter {
+        AttemptFilter {
+            status: self.status,
+            status_code_class: self.status_code_class,
+            endpoint_id: self.endpoint_id.clone(),
+            before: self.before,
+            after: self.after,
+        }
+    }
+}
+
+#[get("/app/{app_id}/attempt/endpoint/{endpoint_id}")]
+async fn by_endpoint(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    page: web::Query<PageQuery>,
+    q: web::Query<AttemptQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let found = attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page(), &q.filter()).await?;
+    Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
+}
+
+#[get("/app/{app_id}/attempt/msg/{msg_id}")]
+async fn by_msg(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    page: web::Query<PageQuery>,
+    q: web::Query<AttemptQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = find_app(&state, &tenant, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    let found = attempts::list(&**conn, &tenant.0, &app.id, Scope::Message(&msg.id), &page.page(), &q.filter()).await?;
+    Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
+}
+
+#[get("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}")]
+async fn get_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let app = find_app(&state, &tenant, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    let a = attempts::get(&**conn, &tenant.0, &app.id, &msg.id, &path.2).await?.ok_or(ApiError::NotFound("attempt"))?;
+    Ok(HttpResponse::Ok().json(AttemptOut::from(a)))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DestinationOut {
+    #[serde(flatten)]
+    endpoint: EndpointOut,
+    status: i16,
+    status_text: &'static str,
+    next_attempt: Option<DateTime<Utc>>,
+}
+
+#[get("/app/{app_id}/msg/{msg_id}/endpoint")]
+async fn destinations(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    page: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = find_app(&state, &tenant, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    let found = delivery_views::destinations(&**conn, &tenant.0, &app.id, &msg.id, &page.page()).await?;
+    Ok(HttpResponse::Ok().json(found.map(|(e, d)| DestinationOut {
+        endpoint: e.into(),
+        status: d.status,
+        status_text: status_text(d.status),
+        next_attempt: d.next_attempt_at.filter(|_| d.status == deliveries::PENDING),
+    })))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EndpointMessageOut {
+    #[serde(flatten)]
+    message: MessageOut,
+    status: i16,
+    status_text: &'static str,
+    next_attempt: Option<DateTime<Utc>>,
+}
+
+#[derive(Deserialize)]
+struct StatusQuery {
+    status: Option<i16>,
+}
+
+#[get("/app/{app_id}/endpoint/{endpoint_id}/msg")]
+async fn attempted_messages(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    page: web::Query<PageQuery>,
+    q: web::Query<MessageListQuery>,
+    s: web::Query<StatusQuery>,
+    c: web::Query<ContentQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let found =
+        delivery_views::attempted_messages(&**conn, &tenant.0, &app, &ep.id, &page.page(), s.status, &q.filter())
+            .await?;
+    Ok(HttpResponse::Ok().json(found.map(|(m, d)| EndpointMessageOut {
+        message: MessageOut::new(m, c.with_content()),
+        status: d.status,
+        status_text: status_text(d.status),
+        next_attempt: d.next_attempt_at.filter(|_| d.status == deliveries::PENDING),
+    })))
+}
+
+/// Schedules one manual attempt; its `webhook-id` is the message id, as on every try.
+#[post("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend")]
+async fn resend(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.2).await?;
+    let conn = db::conn(&state.db).await?;
+    let msg = messages::get(&**conn, &tenant.0, &app, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    deliveries::resend(&**conn, &tenant.0, &app, &msg.id, &ep.id).await?;
+    Ok(HttpResponse::Accepted().finish())
+}

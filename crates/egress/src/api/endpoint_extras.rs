@@ -1,0 +1,215 @@
+//! `v1.endpoint.*` beyond CRUD: secret get and rotate, headers, recover, stats.
+
+use std::collections::{BTreeMap, HashMap};
+
+use actix_web::{get, patch, post, put, web, HttpResponse};
+use chrono::{DateTime, Duration, Utc};
+use hookgate_shared::{
+    db,
+    http::{ApiError, TenantAuth},
+    store::{deliveries, endpoints},
+    AppState,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::endpoints::{find, seal_secret, secret_purpose};
+use crate::signing;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(get_secret)
+        .service(rotate_secret)
+        .service(get_headers)
+        .service(update_headers)
+        .service(patch_headers)
+        .service(recover)
+        .service(stats);
+}
+
+type EpPath = web::Path<(String, String)>;
+
+#[get("/app/{app_id}/endpoint/{endpoint_id}/secret")]
+async fn get_secret(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let key = state
+        .config
+        .master_key
+        .tenant_key(&tenant.0)
+        .open(&secret_purpose(&app, &ep.id), &ep.secret)
+        .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
+    Ok(HttpResponse::Ok().json(json!({ "key": String::from_utf8_lossy(&key) })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RotateIn {
+    key: Option<String>,
+    grace_period_seconds: Option<i64>,
+}
+
+/// The old secret keeps signing, beside the new one, for the grace period (24 h by default).
+#[post("/app/{app_id}/endpoint/{endpoint_id}/secret/rotate")]
+async fn rotate_secret(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: Option<web::Json<RotateIn>>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.map(|b| b.into_inner()).unwrap_or(RotateIn { key: None, grace_period_seconds: None });
+    let grace = body.grace_period_seconds.unwrap_or(86_400);
+    if !(0..=604_800).contains(&grace) {
+        return Err(ApiError::Validation("`gracePeriodSeconds` must be between 0 and 604800".into()));
+    }
+    let secret = match &body.key {
+        Some(k) => signing::normalise_secret(k).map_err(|e| ApiError::Validation(e.to_string()))?,
+        None => signing::generate_secret(),
+    };
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let sealed = seal_secret(&state, &tenant.0, &app, &ep.id, &secret);
+    let conn = db::conn(&state.db).await?;
+    let until = Utc::now() + Duration::seconds(grace);
+    if !endpoints::rotate_secret(&**conn, &tenant.0, &app, &ep.id, &sealed, until).await? {
+        return Err(ApiError::NotFound("endpoint"));
+    }
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Header names Hookgate sets itself; an endpoint may not override them.
+const RESERVED: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "user-agent",
+    "idempotency-key",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+    "svix-id",
+    "svix-timestamp",
+    "svix-signature",
+];
+/// Shown by name only: their values are credentials.
+const SENSITIVE: &[&str] = &["authorization", "proxy-authorization", "cookie", "x-api-key"];
+
+fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError> {
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(ApiError::Validation(format!("header name `{name}` is not valid")));
+        }
+        if RESERVED.contains(&lower.as_str()) {
+            return Err(ApiError::Validation(format!("header `{name}` is set by Hookgate and cannot be overridden")));
+        }
+        if let Some(v) = value {
+            if reqwest::header::HeaderValue::from_str(v).is_err() {
+                return Err(ApiError::Validation(format!("the value of header `{name}` is not valid")));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct HeadersIn {
+    headers: HashMap<String, Option<String>>,
+}
+
+#[get("/app/{app_id}/endpoint/{endpoint_id}/headers")]
+async fn get_headers(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let all: BTreeMap<String, String> = serde_json::from_value(ep.headers).unwrap_or_default();
+    let (sensitive, shown): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        all.into_iter().partition(|(k, _)| SENSITIVE.contains(&k.to_ascii_lowercase().as_str()));
+    Ok(HttpResponse::Ok().json(json!({ "headers": shown, "sensitive": sensitive.keys().collect::<Vec<_>>() })))
+}
+
+#[put("/app/{app_id}/endpoint/{endpoint_id}/headers")]
+async fn update_headers(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<HeadersIn>,
+) -> Result<HttpResponse, ApiError> {
+    check_headers(&body.headers)?;
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let headers: BTreeMap<&String, &String> = body.headers.iter().filter_map(|(k, v)| Some((k, v.as_ref()?))).collect();
+    let conn = db::conn(&state.db).await?;
+    endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &json!(headers)).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// PATCH merges: a `null` value removes that header.
+#[patch("/app/{app_id}/endpoint/{endpoint_id}/headers")]
+async fn patch_headers(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<HeadersIn>,
+) -> Result<HttpResponse, ApiError> {
+    check_headers(&body.headers)?;
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let mut headers: BTreeMap<String, String> = serde_json::from_value(ep.headers).unwrap_or_default();
+    for (k, v) in &body.headers {
+        match v {
+            Some(v) => headers.insert(k.clone(), v.clone()),
+            None => headers.remove(k),
+        };
+    }
+    let conn = db::conn(&state.db).await?;
+    endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &json!(headers)).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[derive(Deserialize)]
+struct RecoverIn {
+    since: DateTime<Utc>,
+    until: Option<DateTime<Utc>>,
+}
+
+/// Re-sends every failed delivery of the endpoint created in the window.
+#[post("/app/{app_id}/endpoint/{endpoint_id}/recover")]
+async fn recover(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<RecoverIn>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let n = deliveries::recover(&**conn, &tenant.0, &app, &ep.id, body.since, body.until).await?;
+    tracing::info!(endpoint = %ep.id, recovered = n, "endpoint recovery scheduled");
+    Ok(HttpResponse::Accepted().json(json!({
+        "id": format!("qtask_{}", ulid::Ulid::new()),
+        "status": "running",
+        "task": "endpoint.recover",
+        "updatedAt": Utc::now(),
+    })))
+}
+
+#[derive(Deserialize)]
+struct StatsQuery {
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+}
+
+#[get("/app/{app_id}/endpoint/{endpoint_id}/stats")]
+async fn stats(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    q: web::Query<StatsQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let counts = deliveries::stats(&**conn, &tenant.0, &app, &ep.id, q.since, q.until).await?;
+    let n = |s| counts.get(&s).copied().unwrap_or(0);
+    Ok(HttpResponse::Ok().json(json!({
+        "success": n(deliveries::SUCCESS),
+        "pending": n(deliveries::PENDING),
+        "sending": n(deliveries::SENDING),
+        "fail": n(deliveries::FAILED),
+        "canceled": 0,
+    })))
+}

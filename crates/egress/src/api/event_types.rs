@@ -1,0 +1,190 @@
+//! `v1.event-type.*`: list, create, get, update (PUT, upserting), patch, delete (archive).
+
+use actix_web::{delete, get, patch, post, put, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_shared::{
+    db,
+    http::{ApiError, Maybe, PageQuery, TenantAuth},
+    store::event_types::{self, EventType},
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+
+use super::validate;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(list).service(create).service(get_one).service(update).service(patch_one).service(delete_one);
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventTypeIn {
+    name: Option<String>,
+    description: String,
+    #[serde(default)]
+    archived: bool,
+    #[serde(default)]
+    deprecated: bool,
+    schemas: Option<serde_json::Value>,
+    feature_flag: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventTypePatch {
+    description: Option<String>,
+    archived: Option<bool>,
+    deprecated: Option<bool>,
+    #[serde(default)]
+    schemas: Maybe<serde_json::Value>,
+    #[serde(default)]
+    feature_flag: Maybe<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventTypeOut {
+    name: String,
+    description: String,
+    archived: bool,
+    deprecated: bool,
+    schemas: Option<serde_json::Value>,
+    feature_flag: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<EventType> for EventTypeOut {
+    fn from(e: EventType) -> Self {
+        EventTypeOut {
+            name: e.name,
+            description: e.description,
+            archived: e.archived,
+            deprecated: e.deprecated,
+            schemas: e.schemas,
+            feature_flag: e.feature_flag,
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+        }
+    }
+}
+
+fn to_row(name: String, b: EventTypeIn) -> Result<EventType, ApiError> {
+    validate::uid("name", &name)?;
+    if let Some(f) = &b.feature_flag {
+        validate::uid("featureFlag", f)?;
+    }
+    let now = Utc::now();
+    Ok(EventType {
+        name,
+        description: b.description,
+        archived: b.archived,
+        deprecated: b.deprecated,
+        schemas: b.schemas,
+        feature_flag: b.feature_flag,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    include_archived: bool,
+}
+
+#[get("/event-type")]
+async fn list(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    q: web::Query<PageQuery>,
+    f: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let page = event_types::list(&**conn, &tenant.0, &q.page(), f.include_archived).await?;
+    Ok(HttpResponse::Ok().json(page.map(EventTypeOut::from)))
+}
+
+#[post("/event-type")]
+async fn create(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    body: web::Json<EventTypeIn>,
+) -> Result<HttpResponse, ApiError> {
+    let mut body = body.into_inner();
+    let name = body.name.take().ok_or_else(|| ApiError::Validation("`name` is required".into()))?;
+    let row = to_row(name, body)?;
+    let conn = db::conn(&state.db).await?;
+    let e = event_types::insert(&**conn, &tenant.0, &row)
+        .await
+        .map_err(|e| validate::conflict("an event type with this name")(e.into()))?;
+    Ok(HttpResponse::Created().json(EventTypeOut::from(e)))
+}
+
+#[get("/event-type/{name}")]
+async fn get_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let e = event_types::get(&**conn, &tenant.0, &name).await?.ok_or(ApiError::NotFound("event type"))?;
+    Ok(HttpResponse::Ok().json(EventTypeOut::from(e)))
+}
+
+/// PUT creates the event type if it does not exist (201), as Svix does.
+#[put("/event-type/{name}")]
+async fn update(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+    body: web::Json<EventTypeIn>,
+) -> Result<HttpResponse, ApiError> {
+    let row = to_row(name.into_inner(), body.into_inner())?;
+    let conn = db::conn(&state.db).await?;
+    let (e, created) = event_types::upsert(&**conn, &tenant.0, &row).await?;
+    let mut res = if created { HttpResponse::Created() } else { HttpResponse::Ok() };
+    Ok(res.json(EventTypeOut::from(e)))
+}
+
+#[patch("/event-type/{name}")]
+async fn patch_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+    body: web::Json<EventTypePatch>,
+) -> Result<HttpResponse, ApiError> {
+    let p = body.into_inner();
+    let conn = db::conn(&state.db).await?;
+    let e = event_types::get(&**conn, &tenant.0, &name).await?.ok_or(ApiError::NotFound("event type"))?;
+    let merged = EventTypeIn {
+        name: None,
+        description: p.description.unwrap_or(e.description),
+        archived: p.archived.unwrap_or(e.archived),
+        deprecated: p.deprecated.unwrap_or(e.deprecated),
+        schemas: p.schemas.into_update().unwrap_or(e.schemas),
+        feature_flag: p.feature_flag.into_update().unwrap_or(e.feature_flag),
+    };
+    let (saved, _) = event_types::upsert(&**conn, &tenant.0, &to_row(e.name, merged)?).await?;
+    Ok(HttpResponse::Ok().json(EventTypeOut::from(saved)))
+}
+
+#[derive(Deserialize)]
+struct DeleteQuery {
+    #[serde(default)]
+    expunge: bool,
+}
+
+#[delete("/event-type/{name}")]
+async fn delete_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+    q: web::Query<DeleteQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    if !event_types::delete(&**conn, &tenant.0, &name, q.expunge).await? {
+        return Err(ApiError::NotFound("event type"));
+    }
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,213 @@
+//! `v1.message.*`: create (the message and its deliveries in one transaction), list, get.
+
+use actix_web::{get, post, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_shared::{
+    db,
+    http::{ApiError, PageQuery, TenantAuth},
+    ids::{AppId, MessageId},
+    store::{
+        applications::{self, ApplicationFields},
+        messages::{self, Message, MessageFilter, NewMessage},
+        StoreError,
+    },
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{applications::find as find_app, validate};
+use crate::metrics::EgressMetrics;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(list).service(create).service(get_one);
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageIn {
+    event_type: String,
+    /// Kept as the exact bytes sent: the body delivered is this, byte for byte.
+    payload: Box<RawValue>,
+    event_id: Option<String>,
+    channels: Option<Vec<String>>,
+    tags: Option<Vec<String>>,
+    application: Option<AppInline>,
+    /// Accepted for compatibility; payloads are kept as long as the message.
+    #[allow(dead_code)]
+    payload_retention_period: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AppInline {
+    name: String,
+    uid: Option<String>,
+    #[serde(alias = "rateLimit")]
+    throttle_rate: Option<i64>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MessageOut {
+    pub id: String,
+    pub event_type: String,
+    pub event_id: Option<String>,
+    pub channels: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+    pub payload: Box<RawValue>,
+    pub timestamp: DateTime<Utc>,
+}
+
+/// The payload as JSON: itself when it is JSON, else a JSON string of its text
+/// (a form-encoded body forwarded by ingress, say).
+pub(crate) fn payload_json(m: &Message, with_content: bool) -> Box<RawValue> {
+    if !with_content {
+        return RawValue::from_string("{}".into()).expect("valid JSON");
+    }
+    match std::str::from_utf8(&m.payload).ok().and_then(|s| RawValue::from_string(s.to_owned()).ok()) {
+        Some(raw) => raw,
+        None => {
+            let text = String::from_utf8_lossy(&m.payload);
+            RawValue::from_string(serde_json::to_string(&text).expect("a string serialises")).expect("valid JSON")
+        }
+    }
+}
+
+impl MessageOut {
+    pub(crate) fn new(m: Message, with_content: bool) -> Self {
+        let payload = payload_json(&m, with_content);
+        MessageOut {
+            id: m.id.to_string(),
+            event_type: m.event_type,
+            event_id: m.event_id,
+            channels: m.channels,
+            tags: m.tags,
+            payload,
+            timestamp: m.created_at,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ContentQuery {
+    with_content: Option<bool>,
+}
+
+impl ContentQuery {
+    pub(crate) fn with_content(&self) -> bool {
+        self.with_content.unwrap_or(true)
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct MessageListQuery {
+    channel: Option<String>,
+    before: Option<DateTime<Utc>>,
+    after: Option<DateTime<Utc>>,
+    event_types: Option<String>,
+}
+
+impl MessageListQuery {
+    /// `event_types` arrives as repeated or comma-separated values.
+    pub(crate) fn filter(&self) -> MessageFilter {
+        MessageFilter {
+            channel: self.channel.clone(),
+            event_types: self.event_types.as_ref().map(|s| s.split(',').map(str::to_owned).collect()),
+            before: self.before,
+            after: self.after,
+        }
+    }
+}
+
+fn check(body: &MessageIn) -> Result<(), ApiError> {
+    validate::uid("eventType", &body.event_type)?;
+    if let Some(id) = &body.event_id {
+        validate::uid("eventId", id)?;
+    }
+    if !body.payload.get().trim_start().starts_with('{') {
+        return Err(ApiError::Validation("`payload` must be a JSON object".into()));
+    }
+    if let Some(ch) = &body.channels {
+        if ch.is_empty() || ch.len() > 5 {
+            return Err(ApiError::Validation("`channels` must hold 1 to 5 items, or be null".into()));
+        }
+        for c in ch {
+            validate::uid("channels", c)?;
+        }
+    }
+    Ok(())
+}
+
+#[post("/app/{app_id}/msg")]
+async fn create(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    metrics: web::Data<EgressMetrics>,
+    path: web::Path<String>,
+    q: web::Query<ContentQuery>,
+    body: web::Json<MessageIn>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    check(&body)?;
+    let new = NewMessage {
+        id: MessageId::generate(),
+        event_id: body.event_id,
+        event_type: body.event_type,
+        channels: body.channels,
+        tags: body.tags,
+        payload: body.payload.get().as_bytes().to_vec(),
+        content_type: "application/json".into(),
+    };
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let app = match applications::get(&*tx, &tenant.0, &path).await? {
+        Some(app) => app,
+        None => match body.application {
+            Some(inline) => {
+                let fields = ApplicationFields {
+                    uid: inline.uid.or_else(|| (!path.starts_with("app_")).then(|| path.clone())),
+                    name: inline.name,
+                    throttle_rate: validate::throttle_rate(inline.throttle_rate)?,
+                    metadata: serde_json::json!({}),
+                };
+                applications::insert(&*tx, &tenant.0, &AppId::generate(), &fields).await?
+            }
+            None => return Err(ApiError::NotFound("application")),
+        },
+    };
+    let (message, _) = messages::insert_with_deliveries(&*tx, &tenant.0, &app.id, &new)
+        .await
+        .map_err(|e| validate::conflict("a message with this eventId")(e.into()))?;
+    tx.commit().await.map_err(StoreError::from)?;
+    metrics.message_created(tenant.0.as_str());
+    Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())))
+}
+
+#[get("/app/{app_id}/msg")]
+async fn list(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    page: web::Query<PageQuery>,
+    q: web::Query<MessageListQuery>,
+    c: web::Query<ContentQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = find_app(&state, &tenant, &path).await?;
+    let conn = db::conn(&state.db).await?;
+    let found = messages::list(&**conn, &tenant.0, &app.id, &page.page(), &q.filter()).await?;
+    Ok(HttpResponse::Ok().json(found.map(|m| MessageOut::new(m, c.with_content()))))
+}
+
+#[get("/app/{app_id}/msg/{msg_id}")]
+async fn get_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    c: web::Query<ContentQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = find_app(&state, &tenant, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let m = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    Ok(HttpResponse::Ok().json(MessageOut::new(m, c.with_content())))
+}

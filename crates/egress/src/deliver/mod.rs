@@ -1,0 +1,191 @@
+//! The delivery worker: claims due deliveries in batches, sends each with bounded
+//! concurrency, and writes the results back in batches.
+//!
+//! No Postgres connection is held while a request is in flight: a connection is
+//! taken to claim, returned, and taken again by the recorder. A delivery whose
+//! worker dies mid-send becomes due again when its lease runs out.
+
+mod listen;
+mod prepare;
+pub mod schedule;
+pub mod send;
+mod throttle;
+
+use std::{sync::Arc, time::Duration};
+
+use hookgate_shared::{
+    db,
+    store::deliveries::{self, Claimed, Outcome},
+    AppState,
+};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+
+use crate::{metrics::EgressMetrics, ssrf::Guard};
+use send::Sender;
+
+/// The worker's settings, read from the process configuration.
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    pub retry_schedule: Vec<Duration>,
+    pub lease: Duration,
+    pub concurrency: usize,
+    pub batch: usize,
+    pub poll: Duration,
+    pub disable_after: Duration,
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+}
+
+impl DeliveryConfig {
+    pub fn from_config(c: &hookgate_shared::Config) -> Self {
+        DeliveryConfig {
+            retry_schedule: c.retry_schedule.clone(),
+            lease: c.delivery_lease,
+            concurrency: c.worker_concurrency,
+            batch: c.worker_concurrency.min(500),
+            poll: c.worker_poll,
+            disable_after: c.disable_after,
+            connect_timeout: c.egress_connect_timeout,
+            timeout: c.egress_timeout,
+        }
+    }
+}
+
+/// One process's delivery worker.
+pub struct Worker {
+    state: AppState,
+    metrics: EgressMetrics,
+    cfg: DeliveryConfig,
+    sender: Sender,
+    throttle: Arc<throttle::Throttle>,
+}
+
+type Done = (Outcome, OwnedSemaphorePermit);
+
+impl Worker {
+    pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
+        let cfg = DeliveryConfig::from_config(&state.config);
+        let guard = Guard::new(state.config.egress_allow_networks.clone());
+        let sender = Sender::new(guard, cfg.connect_timeout, cfg.timeout);
+        let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
+        Worker { state, metrics, cfg, sender, throttle }
+    }
+
+    /// Runs until the task is dropped.
+    pub async fn run(self) {
+        let wake = Arc::new(Notify::new());
+        let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
+        // Helpers live exactly as long as this future: dropping it stops them.
+        let _helpers = AbortOnDrop(vec![
+            tokio::spawn(listen::listen(self.state.config.database_url.clone(), wake.clone())),
+            tokio::spawn(sample_pending(self.state.clone(), self.metrics.clone())),
+            tokio::spawn(record_loop(self.state.clone(), self.metrics.clone(), self.cfg.clone(), done_rx)),
+        ]);
+        let permits = Arc::new(Semaphore::new(self.cfg.concurrency));
+        let this = Arc::new(self);
+        loop {
+            // Wait for room, then claim only as many as there is room for.
+            let first = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
+            let room = (permits.available_permits() + 1).min(this.cfg.batch);
+            let claimed = match this.claim(room).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming deliveries failed; retrying");
+                    drop(first);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if claimed.is_empty() {
+                drop(first);
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(this.cfg.poll) => {}
+                }
+                continue;
+            }
+            let mut first = Some(first);
+            for c in claimed {
+                let permit = match first.take() {
+                    Some(p) => p,
+                    None => permits.clone().acquire_owned().await.expect("the semaphore is never closed"),
+                };
+                let (this, done_tx) = (this.clone(), done_tx.clone());
+                tokio::spawn(async move {
+                    let outcome = this.deliver(c).await;
+                    let _ = done_tx.send((outcome, permit));
+                });
+            }
+        }
+    }
+
+    async fn claim(&self, n: usize) -> Result<Vec<Claimed>, hookgate_shared::store::StoreError> {
+        let conn = db::conn(&self.state.db).await?;
+        deliveries::claim(&**conn, n as i64, self.cfg.lease).await
+    }
+
+    async fn deliver(&self, c: Claimed) -> Outcome {
+        prepare::deliver(self, c).await
+    }
+}
+
+/// Writes finished deliveries in batches; a batch that cannot be written is
+/// retried, and if the process dies first the leases bring the deliveries back.
+async fn record_loop(
+    state: AppState,
+    metrics: EgressMetrics,
+    cfg: DeliveryConfig,
+    mut rx: mpsc::UnboundedReceiver<Done>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < 1000 {
+            match rx.try_recv() {
+                Ok(d) => batch.push(d),
+                Err(_) => break,
+            }
+        }
+        let outcomes: Vec<Outcome> = batch.iter().map(|(o, _)| o.clone()).collect();
+        loop {
+            let written = match db::conn(&state.db).await {
+                Ok(mut conn) => deliveries::record(&mut conn, &outcomes, cfg.disable_after).await,
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(disabled) => {
+                    metrics.endpoints_disabled.inc_by(disabled);
+                    let failed = outcomes.iter().filter(|o| o.status == deliveries::FAILED).count();
+                    metrics.failed.inc_by(failed as u64);
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, n = outcomes.len(), "recording delivery results failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        drop(batch);
+    }
+}
+
+async fn sample_pending(state: AppState, metrics: EgressMetrics) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tick.tick().await;
+        if let Ok(conn) = db::conn(&state.db).await {
+            if let Ok(n) = deliveries::pending_count(&**conn).await {
+                metrics.pending.set(n);
+            }
+        }
+    }
+}
+
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}

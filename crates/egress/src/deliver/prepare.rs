@@ -1,0 +1,123 @@
+//! Delivering one claimed row: the endpoint's checks, signing, the attempt, and
+//! what the delivery's next state is.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use hookgate_shared::{
+    ids::AttemptId,
+    store::deliveries::{self, AttemptRecord, Claimed, Outcome},
+};
+use rand::Rng;
+use reqwest::header::HeaderMap;
+
+use super::{
+    schedule,
+    send::{self, Request},
+    Worker,
+};
+use crate::{api::secret_purpose, signing};
+
+/// Delivers one claimed row and says what became of it.
+pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
+    let mut out = Outcome {
+        tenant_id: c.tenant_id.clone(),
+        app_id: c.app_id.clone(),
+        msg_id: c.msg_id.clone(),
+        endpoint_id: c.endpoint_id.clone(),
+        trigger: c.trigger,
+        attempt: None,
+        status: deliveries::FAILED,
+        next_attempt_at: None,
+        disable_endpoint: false,
+    };
+    // Deleted or disabled since the message was created: nothing to send to.
+    let Some(ep) = c.endpoint.as_ref().filter(|e| !e.disabled) else {
+        return out;
+    };
+    if let Some(rate) = ep.throttle_rate {
+        let key = format!("{}:{}:{}", c.tenant_id, c.app_id, c.endpoint_id);
+        if let Some(wait) = w.throttle.check(&key, rate).await {
+            // Spread the waiting deliveries so they do not all return at once.
+            let spread = Duration::from_millis(rand::rng().random_range(0..1000));
+            out.status = deliveries::PENDING;
+            out.next_attempt_at = Some(Utc::now() + (wait + spread));
+            return out;
+        }
+    }
+    let keys = match secrets(w, &c) {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::error!(endpoint = %c.endpoint_id, error = %e, "endpoint secret cannot be opened; delivery failed");
+            return out;
+        }
+    };
+    let timestamp = Utc::now().timestamp();
+    let msg_id = c.msg_id.as_str();
+    let mut headers = HeaderMap::new();
+    if let Some(custom) = ep.headers.as_object() {
+        for (k, v) in custom {
+            if let Some(v) = v.as_str() {
+                send::header(&mut headers, k, v);
+            }
+        }
+    }
+    let signature = signing::signature_header(&keys, msg_id, timestamp, &c.payload);
+    let ts = timestamp.to_string();
+    for (name, value) in [
+        ("content-type", c.content_type.as_str()),
+        ("webhook-id", msg_id),
+        ("webhook-timestamp", &ts),
+        ("webhook-signature", &signature),
+        ("svix-id", msg_id),
+        ("svix-timestamp", &ts),
+        ("svix-signature", &signature),
+        ("idempotency-key", msg_id),
+    ] {
+        send::header(&mut headers, name, value);
+    }
+    let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
+    w.metrics.lag.observe(lag.as_secs_f64());
+    let sent = w.sender.send(Request { url: ep.url.clone(), headers, body: c.payload.clone() }).await;
+    w.metrics.duration.observe(sent.duration.as_secs_f64());
+    w.metrics.attempt(c.tenant_id.as_str(), sent.outcome.label());
+
+    let success = sent.outcome == send::Outcome::Success;
+    out.attempt = Some(AttemptRecord {
+        id: AttemptId::generate(),
+        url: ep.url.clone(),
+        success,
+        status_code: sent.status as i16,
+        response: sent.body,
+        duration_ms: sent.duration.as_millis() as i64,
+    });
+    out.disable_endpoint = sent.status == 410;
+    if success {
+        out.status = deliveries::SUCCESS;
+    } else if c.trigger != deliveries::TRIGGER_MANUAL && !out.disable_endpoint {
+        let made = c.attempts as usize + 1;
+        if let Some(delay) = schedule::next_delay(&w.cfg.retry_schedule, made, sent.retry_after) {
+            out.status = deliveries::PENDING;
+            out.next_attempt_at = Some(Utc::now() + delay);
+        }
+    }
+    out
+}
+
+/// The keys that sign: the current secret, and the previous one during its grace period.
+fn secrets(w: &Worker, c: &Claimed) -> Result<Vec<Vec<u8>>, String> {
+    let ep = c.endpoint.as_ref().expect("checked by the caller");
+    let tenant_key = w.state.config.master_key.tenant_key(&c.tenant_id);
+    let purpose = secret_purpose(&c.app_id, &c.endpoint_id);
+    let open = |sealed: &[u8]| -> Result<Vec<u8>, String> {
+        let text = tenant_key.open(&purpose, sealed).map_err(|e| e.to_string())?;
+        signing::key_bytes(&String::from_utf8_lossy(&text)).map_err(|e| e.to_string())
+    };
+    let mut keys = vec![open(&ep.secret)?];
+    if let (Some(old), Some(until)) = (&ep.old_secret, ep.old_secret_until) {
+        if until > Utc::now() {
+            keys.push(open(old)?);
+        }
+    }
+    Ok(keys)
+}

@@ -1,0 +1,207 @@
+//! One HTTP attempt: sign, send through the SSRF-guarded client, classify, and
+//! keep the first 4 KiB of the response.
+
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use reqwest::{
+    dns::{Addrs, Name, Resolve, Resolving},
+    header::{HeaderMap, HeaderName, HeaderValue},
+    redirect, StatusCode,
+};
+
+use crate::ssrf::{Blocked, Guard};
+
+/// Response bytes kept per attempt.
+pub const KEEP_RESPONSE: usize = 4096;
+
+/// How an attempt ended, as `hookgate_delivery_attempts_total{outcome}` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Http4xx,
+    Http5xx,
+    /// A status that is neither 2xx, 4xx nor 5xx (1xx, 3xx): not a success.
+    HttpOther,
+    Timeout,
+    ConnectError,
+    Blocked,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Http4xx => "http_4xx",
+            Outcome::Http5xx => "http_5xx",
+            Outcome::HttpOther => "http_other",
+            Outcome::Timeout => "timeout",
+            Outcome::ConnectError => "connect_error",
+            Outcome::Blocked => "blocked",
+        }
+    }
+}
+
+/// What one attempt produced.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub outcome: Outcome,
+    /// 0 when no response arrived.
+    pub status: u16,
+    pub body: String,
+    pub duration: Duration,
+    /// `Retry-After` in seconds, on 429 and 503.
+    pub retry_after: Option<Duration>,
+}
+
+/// A request ready to send.
+pub struct Request {
+    pub url: String,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+/// The shared HTTP client: one connection pool for every delivery of the process.
+#[derive(Clone)]
+pub struct Sender {
+    client: reqwest::Client,
+    guard: Guard,
+}
+
+/// Resolves names and drops the addresses the guard refuses, so the check holds
+/// for the very address that is dialled.
+struct GuardedResolver {
+    guard: Guard,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let guard = self.guard.clone();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let allowed = guard.filter(addrs)?;
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
+
+impl Sender {
+    pub fn new(guard: Guard, connect_timeout: Duration, timeout: Duration) -> Self {
+        let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(GuardedResolver { guard: guard.clone() }))
+            .connect_timeout(connect_timeout)
+            .timeout(timeout)
+            // A redirect could lead anywhere; receivers must answer themselves.
+            .redirect(redirect::Policy::none())
+            .user_agent(concat!("Hookgate/", env!("CARGO_PKG_VERSION")))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .expect("the HTTP client builds with static settings");
+        Sender { client, guard }
+    }
+
+    pub async fn send(&self, req: Request) -> Sent {
+        let started = Instant::now();
+        let blocked = |b: Blocked| Sent {
+            outcome: Outcome::Blocked,
+            status: 0,
+            body: b.to_string(),
+            duration: started.elapsed(),
+            retry_after: None,
+        };
+        let url = match url::Url::parse(&req.url) {
+            Ok(u) => u,
+            Err(e) => return failed(Outcome::ConnectError, format!("invalid URL: {e}"), started),
+        };
+        if let Err(b) = self.guard.check_url(&url) {
+            return blocked(b);
+        }
+        let result = self.client.post(url).headers(req.headers).body(req.body).send().await;
+        let mut res = match result {
+            Ok(res) => res,
+            Err(e) => {
+                if let Some(b) = find_blocked(&e) {
+                    return blocked(b);
+                }
+                let outcome = if e.is_timeout() { Outcome::Timeout } else { Outcome::ConnectError };
+                return failed(outcome, describe(&e), started);
+            }
+        };
+        let status = res.status();
+        let retry_after = retry_after(status, res.headers());
+        let mut body = Vec::new();
+        loop {
+            match res.chunk().await {
+                Ok(Some(chunk)) => {
+                    let room = KEEP_RESPONSE - body.len();
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    if body.len() >= KEEP_RESPONSE {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                // The status arrived; a body cut short does not change the verdict.
+                Err(_) => break,
+            }
+        }
+        let outcome = match status.as_u16() {
+            200..=299 => Outcome::Success,
+            400..=499 => Outcome::Http4xx,
+            500..=599 => Outcome::Http5xx,
+            _ => Outcome::HttpOther,
+        };
+        Sent {
+            outcome,
+            status: status.as_u16(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+            duration: started.elapsed(),
+            retry_after,
+        }
+    }
+}
+
+fn failed(outcome: Outcome, body: String, started: Instant) -> Sent {
+    Sent { outcome, status: 0, body, duration: started.elapsed(), retry_after: None }
+}
+
+fn find_blocked(e: &(dyn std::error::Error + 'static)) -> Option<Blocked> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(b) = err.downcast_ref::<Blocked>() {
+            return Some(b.clone());
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// The error and its causes in one line, for the attempt's `response`.
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = if e.is_timeout() { "timed out".to_owned() } else { "connection failed".to_owned() };
+    let mut cur = std::error::Error::source(e);
+    while let Some(err) = cur {
+        text.push_str(": ");
+        text.push_str(&err.to_string());
+        cur = err.source();
+    }
+    text
+}
+
+/// `Retry-After: <seconds>` on 429 and 503.
+fn retry_after(status: StatusCode, headers: &HeaderMap) -> Option<Duration> {
+    if status != StatusCode::TOO_MANY_REQUESTS && status != StatusCode::SERVICE_UNAVAILABLE {
+        return None;
+    }
+    let secs: u64 = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs(secs))
+}
+
+/// Builds a header map, skipping what is not a valid header (checked at write time).
+pub fn header(map: &mut HeaderMap, name: &str, value: &str) {
+    if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+        map.insert(n, v);
+    }
+}

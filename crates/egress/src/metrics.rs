@@ -1,0 +1,83 @@
+//! The send side's metrics (SPEC §7), registered into the process registry.
+
+use hookgate_shared::metrics::Metrics;
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts};
+
+#[derive(Clone)]
+pub struct EgressMetrics {
+    pub messages_created: IntCounterVec,
+    pub attempts: IntCounterVec,
+    pub duration: Histogram,
+    pub lag: Histogram,
+    pub pending: IntGauge,
+    pub failed: IntCounter,
+    pub endpoints_disabled: IntCounter,
+    shared: Metrics,
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+impl EgressMetrics {
+    pub fn register(shared: &Metrics) -> Self {
+        let m = EgressMetrics {
+            messages_created: counter_vec(
+                "hookgate_messages_created_total",
+                "Messages accepted for delivery.",
+                &["tenant"],
+            ),
+            attempts: counter_vec(
+                "hookgate_delivery_attempts_total",
+                "Delivery attempts by outcome: success, http_4xx, http_5xx, timeout, connect_error, blocked.",
+                &["tenant", "outcome"],
+            ),
+            duration: Histogram::with_opts(
+                HistogramOpts::new(
+                    "hookgate_delivery_duration_seconds",
+                    "Time of one delivery attempt, request to response.",
+                )
+                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0]),
+            )
+            .expect("valid metric"),
+            lag: Histogram::with_opts(
+                HistogramOpts::new(
+                    "hookgate_delivery_lag_seconds",
+                    "From a delivery falling due to its attempt being sent.",
+                )
+                .buckets(vec![0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]),
+            )
+            .expect("valid metric"),
+            pending: IntGauge::new("hookgate_deliveries_pending", "Deliveries waiting for an attempt or in flight.")
+                .expect("valid metric"),
+            failed: IntCounter::new(
+                "hookgate_deliveries_failed_total",
+                "Deliveries that ended failed after their last attempt.",
+            )
+            .expect("valid metric"),
+            endpoints_disabled: IntCounter::new(
+                "hookgate_endpoints_disabled_total",
+                "Endpoints disabled automatically (410 Gone, or failing for disable_after).",
+            )
+            .expect("valid metric"),
+            shared: shared.clone(),
+        };
+        let r = &shared.registry;
+        r.register(Box::new(m.messages_created.clone())).expect("registered once");
+        r.register(Box::new(m.attempts.clone())).expect("registered once");
+        r.register(Box::new(m.duration.clone())).expect("registered once");
+        r.register(Box::new(m.lag.clone())).expect("registered once");
+        r.register(Box::new(m.pending.clone())).expect("registered once");
+        r.register(Box::new(m.failed.clone())).expect("registered once");
+        r.register(Box::new(m.endpoints_disabled.clone())).expect("registered once");
+        m
+    }
+
+    pub fn message_created(&self, tenant: &str) {
+        self.messages_created.with_label_values(&[self.shared.tenant(tenant)]).inc();
+    }
+
+    pub fn attempt(&self, tenant: &str, outcome: &str) {
+        self.attempts.with_label_values(&[self.shared.tenant(tenant), outcome]).inc();
+    }
+}

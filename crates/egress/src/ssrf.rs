@@ -1,0 +1,207 @@
+//! The outbound safety guard: endpoints may not reach loopback, private,
+//! link-local, CGNAT, multicast or other non-global addresses, unless the
+//! operator allow-lists the network (`HOOKGATE_EGRESS_ALLOW_NETWORKS`).
+//!
+//! It is applied twice: to IP-literal URLs before a request, and inside the HTTP
+//! client's DNS resolver, so a name is checked on the addresses actually dialled
+//! (no DNS rebinding between check and connect).
+
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::Arc,
+};
+
+use ipnet::IpNet;
+
+/// Why an address may not be dialled.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{addr} is a {class} address, not allowed for endpoints (allow it with HOOKGATE_EGRESS_ALLOW_NETWORKS)")]
+pub struct Blocked {
+    pub addr: IpAddr,
+    pub class: &'static str,
+}
+
+/// The guard with the operator's allow-list.
+#[derive(Debug, Clone, Default)]
+pub struct Guard {
+    allow: Arc<Vec<IpNet>>,
+}
+
+impl Guard {
+    pub fn new(allow: Vec<IpNet>) -> Self {
+        Guard { allow: Arc::new(allow) }
+    }
+
+    /// `Ok` if the address may be dialled.
+    pub fn check(&self, addr: IpAddr) -> Result<(), Blocked> {
+        let addr = canonical(addr);
+        if self.allow.iter().any(|n| n.contains(&addr)) {
+            return Ok(());
+        }
+        match classify(addr) {
+            None => Ok(()),
+            Some(class) => Err(Blocked { addr, class }),
+        }
+    }
+
+    /// Checks a URL's host when it is an IP literal or `localhost`; names are
+    /// checked by the resolver at connect time.
+    pub fn check_url(&self, url: &url::Url) -> Result<(), Blocked> {
+        match url.host() {
+            Some(url::Host::Ipv4(ip)) => self.check(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => self.check(IpAddr::V6(ip)),
+            Some(url::Host::Domain(d)) if d.eq_ignore_ascii_case("localhost") || d.ends_with(".localhost") => {
+                self.check(IpAddr::V4(Ipv4Addr::LOCALHOST))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Keeps the allowed addresses of a resolution, or says why none is.
+    pub fn filter(&self, addrs: impl IntoIterator<Item = SocketAddr>) -> Result<Vec<SocketAddr>, Blocked> {
+        let mut first_block = None;
+        let allowed: Vec<SocketAddr> = addrs
+            .into_iter()
+            .filter(|a| match self.check(a.ip()) {
+                Ok(()) => true,
+                Err(b) => {
+                    first_block.get_or_insert(b);
+                    false
+                }
+            })
+            .collect();
+        match (allowed.is_empty(), first_block) {
+            (true, Some(b)) => Err(b),
+            _ => Ok(allowed),
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 (`::ffff:10.0.0.1`) is judged as the IPv4 address it maps.
+fn canonical(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(addr),
+        v4 => v4,
+    }
+}
+
+/// The class of a non-global address, or `None` for a global one.
+pub fn classify(addr: IpAddr) -> Option<&'static str> {
+    match canonical(addr) {
+        IpAddr::V4(ip) => classify_v4(ip),
+        IpAddr::V6(ip) => classify_v6(ip),
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let o = ip.octets();
+    Some(match o {
+        _ if ip.is_unspecified() || o[0] == 0 => "unspecified",
+        _ if ip.is_loopback() => "loopback",
+        _ if ip.is_private() => "private",
+        _ if ip.is_link_local() => "link-local",
+        [100, b, ..] if (64..128).contains(&b) => "CGNAT",
+        _ if ip.is_multicast() => "multicast",
+        _ if ip.is_broadcast() => "broadcast",
+        [192, 0, 0, _] => "IETF protocol assignment",
+        [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "documentation",
+        [198, b, ..] if b == 18 || b == 19 => "benchmarking",
+        [a, ..] if a >= 240 => "reserved",
+        _ => return None,
+    })
+}
+
+fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    let s = ip.segments();
+    Some(match s {
+        _ if ip.is_unspecified() => "unspecified",
+        _ if ip.is_loopback() => "loopback",
+        _ if ip.is_multicast() => "multicast",
+        [a, ..] if a & 0xfe00 == 0xfc00 => "private (unique local)",
+        [a, ..] if a & 0xffc0 == 0xfe80 => "link-local",
+        [a, ..] if a & 0xffc0 == 0xfec0 => "site-local",
+        [0x2001, 0xdb8, ..] => "documentation",
+        [0x64, 0xff9b, ..] => "NAT64",
+        [0x2002, ..] => "6to4",
+        [0x2001, b, ..] if b < 0x200 => "IETF protocol assignment",
+        [0x100, 0, 0, 0, ..] => "discard-only",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn every_blocked_range_is_classified_as_values_never_dialled() {
+        for (addr, class) in [
+            ("10.0.0.1", "private"),
+            ("172.16.5.4", "private"),
+            ("192.168.1.1", "private"),
+            ("127.0.0.1", "loopback"),
+            ("127.0.0.2", "loopback"),
+            ("169.254.169.254", "link-local"),
+            ("100.64.0.1", "CGNAT"),
+            ("100.127.255.254", "CGNAT"),
+            ("0.0.0.0", "unspecified"),
+            ("224.0.0.1", "multicast"),
+            ("255.255.255.255", "broadcast"),
+            ("240.0.0.1", "reserved"),
+            ("192.0.2.10", "documentation"),
+            ("198.18.0.1", "benchmarking"),
+            ("::1", "loopback"),
+            ("::", "unspecified"),
+            ("fd00::1", "private (unique local)"),
+            ("fc00::1", "private (unique local)"),
+            ("fe80::1", "link-local"),
+            ("ff02::1", "multicast"),
+            ("::ffff:10.0.0.1", "private"),
+            ("::ffff:127.0.0.1", "loopback"),
+            ("2001:db8::1", "documentation"),
+            ("64:ff9b::a00:1", "NAT64"),
+        ] {
+            assert_eq!(classify(ip(addr)), Some(class), "{addr}");
+            assert!(Guard::default().check(ip(addr)).is_err(), "{addr}");
+        }
+    }
+
+    #[test]
+    fn global_addresses_pass() {
+        for addr in ["8.8.8.8", "1.1.1.1", "100.63.255.255", "100.128.0.1", "2606:4700::1111", "172.32.0.1"] {
+            assert_eq!(classify(ip(addr)), None, "{addr}");
+        }
+    }
+
+    #[test]
+    fn the_allow_list_opens_only_its_networks() {
+        let g = Guard::new(vec!["127.0.0.1/32".parse().unwrap()]);
+        assert!(g.check(ip("127.0.0.1")).is_ok());
+        let err = g.check(ip("127.0.0.2")).unwrap_err();
+        assert_eq!(err.class, "loopback");
+        assert!(err.to_string().contains("HOOKGATE_EGRESS_ALLOW_NETWORKS"));
+        assert!(g.check(ip("::1")).is_err());
+    }
+
+    #[test]
+    fn urls_with_blocked_literals_or_localhost_are_refused() {
+        let g = Guard::default();
+        for u in ["http://127.0.0.2:9/x", "http://[::1]:9/", "http://localhost:9/", "http://a.localhost/"] {
+            assert!(g.check_url(&u.parse().unwrap()).is_err(), "{u}");
+        }
+        assert!(g.check_url(&"https://example.com/hook".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn resolution_keeps_allowed_addresses_and_names_the_block_otherwise() {
+        let g = Guard::new(vec!["127.0.0.1/32".parse().unwrap()]);
+        let both: Vec<SocketAddr> = vec!["127.0.0.1:80".parse().unwrap(), "[::1]:80".parse().unwrap()];
+        assert_eq!(g.filter(both).unwrap(), vec!["127.0.0.1:80".parse().unwrap()]);
+        let blocked = g.filter(vec!["10.1.2.3:80".parse().unwrap()]).unwrap_err();
+        assert_eq!(blocked.addr, ip("10.1.2.3"));
+    }
+}
