@@ -10,7 +10,7 @@ use actix_web::{
 };
 use hookgate_shared::{
     crypto::secrets_equal,
-    http::{ApiError, Principal},
+    http::{portal_allows, ApiError, Principal},
     store::api_keys,
 };
 
@@ -59,15 +59,36 @@ pub async fn require_tenant(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let state = state(&req);
-    match authenticate_tenant(&state, bearer(&req)).await {
-        Ok(principal) => req.extensions_mut().insert(principal),
+    let principal = match authenticate_tenant(&state, bearer(&req)).await {
+        Ok(p) => p,
         Err(e) => return reject(req, e),
     };
+    if let Principal::Portal { app_id, app_uid, .. } = &principal {
+        if !portal_allows(app_id, app_uid.as_deref(), req.method().as_str(), req.path()) {
+            return reject(req, ApiError::Forbidden("this app-portal token does not grant that request".into()));
+        }
+    }
+    req.extensions_mut().insert(principal);
     Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Principal, ApiError> {
     let key = key.ok_or_else(|| ApiError::Unauthorized("missing `Authorization: Bearer <API key>`".into()))?;
+    if key.starts_with("hgp_") {
+        let claims = state
+            .config
+            .master_key
+            .portal_signer()
+            .verify(key, chrono::Utc::now().timestamp())
+            .ok_or_else(|| ApiError::Unauthorized("invalid or expired app-portal token".into()))?;
+        // A portal token dies with its tenant's access.
+        let db = hookgate_shared::db::conn(&state.db).await?;
+        let live = hookgate_shared::store::tenants::get(&**db, claims.tenant.as_str()).await?;
+        if !live.is_some_and(|t| !t.disabled) {
+            return Err(ApiError::Unauthorized("invalid or expired app-portal token".into()));
+        }
+        return Ok(Principal::Portal { tenant: claims.tenant, app_id: claims.app_id, app_uid: claims.app_uid });
+    }
     let invalid = || ApiError::Unauthorized("invalid API key".into());
     let tenant = api_keys::tenant_of_key(key).ok_or_else(invalid)?;
     let hash = state.api_keys.hash(key);

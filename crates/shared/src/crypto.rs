@@ -63,6 +63,11 @@ impl MasterKey {
         TenantKey(self.derive(&info))
     }
 
+    /// The key that signs app-portal tokens.
+    pub fn portal_signer(&self) -> PortalSigner {
+        PortalSigner(self.derive(b"portal-token"))
+    }
+
     /// The pepper of API key hashes.
     pub fn api_key_hasher(&self) -> ApiKeyHasher {
         ApiKeyHasher(self.derive(b"api-key-hash"))
@@ -105,6 +110,50 @@ impl ApiKeyHasher {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
         mac.update(key.as_bytes());
         mac.finalize().into_bytes().to_vec()
+    }
+}
+
+/// Signs and checks app-portal tokens: `hgp_<hex claims>_<hex MAC>`, stateless,
+/// scoped to one tenant's one application, with an expiry.
+#[derive(Clone)]
+pub struct PortalSigner([u8; 32]);
+
+/// What a portal token grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortalClaims {
+    pub tenant: TenantId,
+    pub app_id: String,
+    pub app_uid: Option<String>,
+    pub expires: i64,
+}
+
+impl PortalSigner {
+    fn mac(&self, claims: &[u8]) -> Vec<u8> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(claims);
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    pub fn issue(&self, c: &PortalClaims) -> String {
+        let claims = format!("{}\n{}\n{}\n{}", c.tenant, c.app_id, c.app_uid.as_deref().unwrap_or(""), c.expires);
+        format!("hgp_{}_{}", hex::encode(&claims), hex::encode(self.mac(claims.as_bytes())))
+    }
+
+    /// The claims of a genuine, unexpired token; `None` otherwise.
+    pub fn verify(&self, token: &str, now: i64) -> Option<PortalClaims> {
+        let (claims_hex, mac_hex) = token.strip_prefix("hgp_")?.split_once('_')?;
+        let claims = hex::decode(claims_hex).ok()?;
+        let mac = hex::decode(mac_hex).ok()?;
+        if !secrets_equal(&mac, &self.mac(&claims)) {
+            return None;
+        }
+        let text = String::from_utf8(claims).ok()?;
+        let mut parts = text.split('\n');
+        let tenant = TenantId::parse(parts.next()?).ok()?;
+        let app_id = parts.next()?.to_owned();
+        let app_uid = Some(parts.next()?.to_owned()).filter(|u| !u.is_empty());
+        let expires: i64 = parts.next()?.parse().ok()?;
+        (expires > now).then_some(PortalClaims { tenant, app_id, app_uid, expires })
     }
 }
 
@@ -170,6 +219,24 @@ mod tests {
     fn master_keys_must_be_32_bytes_of_base64() {
         assert_eq!(MasterKey::from_base64("not base64!").err(), Some(CryptoError::NotBase64));
         assert_eq!(MasterKey::from_base64("c2hvcnQ=").err(), Some(CryptoError::WrongLength(5)));
+    }
+
+    #[test]
+    fn a_portal_token_verifies_until_it_expires_and_not_when_altered() {
+        let signer = key().portal_signer();
+        let claims = PortalClaims {
+            tenant: TenantId::generate(),
+            app_id: "app_x".into(),
+            app_uid: Some("my-app".into()),
+            expires: 1000,
+        };
+        let token = signer.issue(&claims);
+        assert_eq!(signer.verify(&token, 999), Some(claims.clone()));
+        assert_eq!(signer.verify(&token, 1000), None, "expired");
+        let mut forged = token.clone();
+        forged.replace_range(5..7, "00");
+        assert_eq!(signer.verify(&forged, 0), None);
+        assert_eq!(key().portal_signer().verify(&token, 0), None, "another master key");
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod endpoint_extras;
 pub(crate) mod endpoints;
 mod event_types;
 mod messages;
+mod portal;
 mod validate;
 
 use actix_web::web;
@@ -21,5 +22,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     event_types::configure(cfg);
     messages::configure(cfg);
     attempts::configure(cfg);
+    portal::configure(cfg);
 }
 pub(crate) use endpoints::secret_purpose;

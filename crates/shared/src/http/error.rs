@@ -14,6 +14,8 @@ pub enum ApiError {
     Validation(String),
     #[error("{0}")]
     Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0} not found")]
     NotFound(&'static str),
     #[error("{0}")]
@@ -36,6 +38,7 @@ impl ApiError {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::Validation(_) => "validation",
             ApiError::Unauthorized(_) => "authentication_failed",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::IdempotencyMismatch => "idempotency_key_reused",
@@ -53,6 +56,7 @@ impl ResponseError for ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Validation(_) | ApiError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) | ApiError::IdempotencyInFlight => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,

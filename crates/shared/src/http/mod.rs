@@ -10,7 +10,7 @@ mod principal;
 
 pub use error::ApiError;
 pub use patch::Maybe;
-pub use principal::{Operator, Principal, TenantAuth};
+pub use principal::{portal_allows, KeyAuth, Operator, Principal, TenantAuth};
 
 use serde::Deserialize;
 

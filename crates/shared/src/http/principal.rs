@@ -14,6 +14,8 @@ pub enum Principal {
     Operator,
     /// A tenant, with one of its API keys.
     Tenant { tenant: TenantId, key: ApiKeyId },
+    /// A tenant's customer, with an app-portal token for one application.
+    Portal { tenant: TenantId, app_id: String, app_uid: Option<String> },
 }
 
 impl Principal {
@@ -21,7 +23,7 @@ impl Principal {
     pub fn scope(&self) -> &str {
         match self {
             Principal::Operator => "operator",
-            Principal::Tenant { tenant, .. } => tenant.as_str(),
+            Principal::Tenant { tenant, .. } | Principal::Portal { tenant, .. } => tenant.as_str(),
         }
     }
 }
@@ -46,6 +48,8 @@ impl FromRequest for Operator {
 }
 
 /// Extracts the calling tenant; every `/api/v1` handler scopes its queries by it.
+/// A portal token yields its tenant too: the auth middleware has already confined
+/// it to its application's routes.
 pub struct TenantAuth(pub TenantId);
 
 impl FromRequest for TenantAuth {
@@ -54,8 +58,68 @@ impl FromRequest for TenantAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(match principal(req) {
-            Some(Principal::Tenant { tenant, .. }) => Ok(TenantAuth(tenant)),
+            Some(Principal::Tenant { tenant, .. }) | Some(Principal::Portal { tenant, .. }) => Ok(TenantAuth(tenant)),
             _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
         })
+    }
+}
+
+/// Extracts a tenant that authenticated with an API key, not a portal token: for
+/// what only the tenant itself may do (issuing portal tokens, say).
+pub struct KeyAuth(pub TenantId);
+
+impl FromRequest for KeyAuth {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(match principal(req) {
+            Some(Principal::Tenant { tenant, .. }) => Ok(KeyAuth(tenant)),
+            Some(Principal::Portal { .. }) => Err(ApiError::Forbidden("an app-portal token cannot do this".into())),
+            _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
+        })
+    }
+}
+
+/// Whether a portal principal may make this request: only its own application's
+/// endpoints, messages and attempts, and reading event types.
+pub fn portal_allows(app_id: &str, app_uid: Option<&str>, method: &str, path: &str) -> bool {
+    let rest = path.trim_end_matches('/');
+    if rest.starts_with("/api/v1/event-type") {
+        return method == "GET";
+    }
+    let Some(after) = rest.strip_prefix("/api/v1/app/") else { return false };
+    let (app, sub) = after.split_once('/').unwrap_or((after, ""));
+    if app != app_id && Some(app) != app_uid {
+        return false;
+    }
+    match sub {
+        // The application itself: read only.
+        "" => method == "GET",
+        // Publishing is the tenant's; customers read, subscribe and resend.
+        "msg" => method == "GET",
+        _ => sub.starts_with("endpoint") || sub.starts_with("msg/") || sub.starts_with("attempt"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::portal_allows;
+
+    #[test]
+    fn a_portal_token_reaches_its_own_application_only() {
+        let ok = |m, p| portal_allows("app_1", Some("mine"), m, p);
+        assert!(ok("GET", "/api/v1/app/app_1"));
+        assert!(ok("GET", "/api/v1/app/mine/endpoint"));
+        assert!(ok("POST", "/api/v1/app/app_1/endpoint"));
+        assert!(ok("POST", "/api/v1/app/app_1/msg/msg_1/endpoint/ep_1/resend"));
+        assert!(ok("GET", "/api/v1/app/app_1/attempt/endpoint/ep_1"));
+        assert!(ok("GET", "/api/v1/event-type"));
+        assert!(!ok("POST", "/api/v1/event-type"));
+        assert!(!ok("GET", "/api/v1/app/app_2/endpoint"));
+        assert!(!ok("GET", "/api/v1/app"));
+        assert!(!ok("DELETE", "/api/v1/app/app_1"));
+        assert!(!ok("POST", "/api/v1/app/app_1/msg"));
+        assert!(!ok("POST", "/api/v1/auth/app-portal-access/app_1"));
     }
 }

@@ -1,0 +1,58 @@
+//! `v1.authentication.app-portal-access`: a token for one application's customer.
+
+use actix_web::{post, web, HttpRequest, HttpResponse};
+use chrono::Utc;
+use hookgate_shared::{
+    crypto::PortalClaims,
+    http::{ApiError, KeyAuth, TenantAuth},
+    AppState,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::applications::find as find_app;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(access);
+}
+
+/// Default lifetime of a portal token: 7 days.
+const DEFAULT_EXPIRY_SECS: i64 = 7 * 86_400;
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct AccessIn {
+    /// Lifetime in seconds.
+    expiry: Option<i64>,
+    #[allow(dead_code)]
+    feature_flags: Option<Vec<String>>,
+}
+
+/// The token reaches that application's endpoints, messages and attempts only.
+/// Hookgate has no hosted portal page: `url` carries the token for one you host.
+#[post("/auth/app-portal-access/{app_id}")]
+async fn access(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: Option<web::Json<AccessIn>>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.map(|b| b.into_inner()).unwrap_or_default();
+    let expiry = body.expiry.unwrap_or(DEFAULT_EXPIRY_SECS);
+    if !(60..=30 * 86_400).contains(&expiry) {
+        return Err(ApiError::Validation("`expiry` must be between 60 seconds and 30 days".into()));
+    }
+    let tenant = TenantAuth(key.0);
+    let app = find_app(&state, &tenant, &path).await?;
+    let claims = PortalClaims {
+        tenant: tenant.0.clone(),
+        app_id: app.id.to_string(),
+        app_uid: app.uid.clone(),
+        expires: Utc::now().timestamp() + expiry,
+    };
+    let token = state.config.master_key.portal_signer().issue(&claims);
+    let info = req.connection_info();
+    let url = format!("{}://{}/portal/{}#key={token}", info.scheme(), info.host(), app.id);
+    Ok(HttpResponse::Ok().json(json!({ "token": token, "url": url })))
+}

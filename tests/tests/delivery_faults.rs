@@ -1,0 +1,125 @@
+//! Delivery under faults: a worker killed mid-send, Redis stopped or flushed, and
+//! a throttled endpoint shared by two workers.
+
+use std::{collections::HashSet, time::Duration};
+
+use hookgate_gateway::Role;
+use hookgate_tests::{
+    app::default_env,
+    process::hookgate,
+    servers::RedisServer,
+    sink::{Behaviour, Sink},
+    TestApp, TestDb,
+};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_worker_killed_with_sigkill_mid_delivery_loses_none_of_1000() {
+    let db = TestDb::new().await;
+    let mut env = default_env(&db);
+    env.insert("HOOKGATE_DELIVERY_LEASE_SECS".into(), "3".into());
+    env.insert("HOOKGATE_EGRESS_TIMEOUT_SECS".into(), "2".into());
+    env.insert("HOOKGATE_WORKER_POLL_MS".into(), "200".into());
+    let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
+    let sink = Sink::start().await;
+    sink.set(Behaviour { delay: Duration::from_millis(20), ..Default::default() });
+    let t = api.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    let mut ids = HashSet::new();
+    for chunk in 0..50 {
+        let sends = (0..20).map(|i| t.message(&a, "bulk", json!({"n": chunk * 20 + i})));
+        for m in futures_util::future::join_all(sends).await {
+            ids.insert(m["id"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(ids.len(), 1000);
+
+    let pairs: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut first = hookgate(&refs).args(["serve", "--role", "worker"]).spawn().unwrap();
+    sink.wait_for(200, Duration::from_secs(60)).await;
+    first.start_kill().unwrap(); // SIGKILL
+    first.wait().await.unwrap();
+    let at_kill = sink.received().len();
+    assert!(at_kill < 1000, "killed mid-way ({at_kill} delivered)");
+
+    let mut second = hookgate(&refs).args(["serve", "--role", "worker"]).spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let delivered = loop {
+        let got: HashSet<String> =
+            sink.received().iter().filter_map(|r| r.header("webhook-id").map(str::to_owned)).collect();
+        if got.len() == ids.len() || std::time::Instant::now() > deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(delivered, ids, "every message delivered at least once");
+    let client = db.client().await;
+    let mut left = -1;
+    for _ in 0..50 {
+        left =
+            client.query_one("SELECT count(*) FROM deliveries WHERE status <> 0", &[]).await.unwrap().get::<_, i64>(0);
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(left, 0, "every delivery recorded as a success");
+    second.start_kill().unwrap();
+}
+
+#[tokio::test]
+async fn with_redis_stopped_or_flushed_creation_and_delivery_go_on() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let app = TestApp::spawn_with(|env| {
+        env.insert("REDIS_URL".into(), url);
+    })
+    .await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({"throttleRate": 1000})).await;
+    t.message(&a, "x", json!({"phase": "up"})).await;
+    sink.wait_for(1, Duration::from_secs(20)).await;
+
+    redis.stop();
+    for i in 0..5 {
+        t.message(&a, "x", json!({"phase": "down", "i": i})).await;
+    }
+    sink.wait_for(6, Duration::from_secs(20)).await;
+
+    redis.start_again();
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    std::io::Write::write_all(&mut conn, b"FLUSHALL\r\n").unwrap();
+    for i in 0..5 {
+        t.message(&a, "x", json!({"phase": "flushed", "i": i})).await;
+    }
+    sink.wait_for(11, Duration::from_secs(20)).await;
+}
+
+#[tokio::test]
+async fn a_throttled_endpoint_never_receives_more_than_its_rate_with_two_workers() {
+    let db = TestDb::new().await;
+    let mut env = default_env(&db);
+    env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
+    let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
+    let _w1 = TestApp::spawn_role(db.clone(), env.clone(), Role::Worker).await;
+    let _w2 = TestApp::spawn_role(db.clone(), env.clone(), Role::Worker).await;
+    let sink = Sink::start().await;
+    let t = api.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({"throttleRate": 5})).await;
+    for i in 0..20 {
+        t.message(&a, "x", json!({"i": i})).await;
+    }
+    let got = sink.wait_for(20, Duration::from_secs(30)).await;
+    let times: Vec<_> = got.iter().map(|r| r.at).collect();
+    for (i, start) in times.iter().enumerate() {
+        let in_window = times[i..].iter().filter(|t| t.duration_since(*start) < Duration::from_secs(1)).count();
+        assert!(in_window <= 5, "{in_window} deliveries within one second from delivery {i}");
+    }
+    let span = times.last().unwrap().duration_since(times[0]);
+    assert!(span >= Duration::from_secs(3), "20 at 5/s take at least 3 s, took {span:?}");
+}
