@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# `make test`: fresh Postgres and Redis on their own ports, then the whole suite.
+# `make test`: fresh Postgres and Redis on their own ports, then the whole suite:
+# the Rust tests (unit and end-to-end) and the Python suite that drives Hookgate
+# with the official Svix SDK and verifiers.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/stack.sh up test
 trap 'scripts/stack.sh down test' EXIT
 eval "export $(scripts/stack.sh env test | sed 's/^/HOOKGATE_TEST_/' | tr '\n' ' ')"
-cargo build -q --bin hookgate
-if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast "$@"
-else
-  cargo test --workspace --no-fail-fast "$@"
+
+# Python clients in a virtual environment of their own, reused across runs.
+venv=target/pyvenv
+if [ ! -x "$venv/bin/pytest" ] || ! cmp -s tests/python/requirements.txt "$venv/requirements.txt"; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r tests/python/requirements.txt
+  cp tests/python/requirements.txt "$venv/requirements.txt"
 fi
+
+cargo build -q --bin hookgate
+status=0
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast "$@" || status=1
+else
+  cargo test --workspace --no-fail-fast "$@" || status=1
+fi
+"$venv/bin/pytest" -q tests/python || status=1
+exit $status

@@ -136,7 +136,8 @@ async fn get_app(
     Ok(HttpResponse::Ok().json(AppOut::from(find(&state, &tenant, &path).await?)))
 }
 
-/// PUT: replaces every writable field of the application.
+/// PUT: replaces every writable field; an application that does not exist is
+/// created with the path as its `uid` (201), as Svix does.
 #[put("/app/{app_id}")]
 async fn update(
     tenant: TenantAuth,
@@ -144,9 +145,19 @@ async fn update(
     path: web::Path<String>,
     body: web::Json<AppIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let fields = body.into_inner().into_fields()?;
-    let app = find(&state, &tenant, &path).await?;
-    save(&state, &tenant, &app.id, &fields).await
+    let mut fields = body.into_inner().into_fields()?;
+    match find(&state, &tenant, &path).await {
+        Ok(app) => save(&state, &tenant, &app.id, &fields).await,
+        Err(ApiError::NotFound(_)) if !path.starts_with("app_") && validate::uid("app_id", &path).is_ok() => {
+            fields.uid = Some(fields.uid.unwrap_or_else(|| path.clone()));
+            let conn = db::conn(&state.db).await?;
+            let app = applications::insert(&**conn, &tenant.0, &AppId::generate(), &fields)
+                .await
+                .map_err(|e| validate::conflict("an application with this uid")(e.into()))?;
+            Ok(HttpResponse::Created().json(AppOut::from(app)))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[patch("/app/{app_id}")]

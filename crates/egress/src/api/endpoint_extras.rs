@@ -48,6 +48,7 @@ struct RotateIn {
 }
 
 /// The old secret keeps signing, beside the new one, for the grace period (24 h by default).
+/// Answers 200 with the new key: current Svix SDKs parse a body here.
 #[post("/app/{app_id}/endpoint/{endpoint_id}/secret/rotate")]
 async fn rotate_secret(
     tenant: TenantAuth,
@@ -71,7 +72,7 @@ async fn rotate_secret(
     if !endpoints::rotate_secret(&**conn, &tenant.0, &app, &ep.id, &sealed, until).await? {
         return Err(ApiError::NotFound("endpoint"));
     }
-    Ok(HttpResponse::NoContent().finish())
+    Ok(HttpResponse::Ok().json(json!({ "key": secret })))
 }
 
 /// Header names Hookgate sets itself; an endpoint may not override them.
@@ -112,8 +113,12 @@ fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiErr
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct HeadersIn {
     headers: HashMap<String, Option<String>>,
+    /// PATCH only: names to remove (a `null` value removes too).
+    #[serde(default)]
+    delete_headers: Vec<String>,
 }
 
 #[get("/app/{app_id}/endpoint/{endpoint_id}/headers")]
@@ -140,7 +145,7 @@ async fn update_headers(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// PATCH merges: a `null` value removes that header.
+/// PATCH merges: a `null` value, or a name in `deleteHeaders`, removes that header.
 #[patch("/app/{app_id}/endpoint/{endpoint_id}/headers")]
 async fn patch_headers(
     tenant: TenantAuth,
@@ -156,6 +161,9 @@ async fn patch_headers(
             Some(v) => headers.insert(k.clone(), v.clone()),
             None => headers.remove(k),
         };
+    }
+    for k in &body.delete_headers {
+        headers.retain(|name, _| !name.eq_ignore_ascii_case(k));
     }
     let conn = db::conn(&state.db).await?;
     endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &json!(headers)).await?;
@@ -182,7 +190,7 @@ async fn recover(
     tracing::info!(endpoint = %ep.id, recovered = n, "endpoint recovery scheduled");
     Ok(HttpResponse::Accepted().json(json!({
         "id": format!("qtask_{}", ulid::Ulid::new()),
-        "status": "running",
+        "status": "finished",
         "task": "endpoint.recover",
         "updatedAt": Utc::now(),
     })))

@@ -182,15 +182,25 @@ async fn create(
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let fields = body.fields(&state)?;
-    let secret = match &body.secret {
+    insert(&state, &tenant, &path, &fields, body.secret.as_deref()).await
+}
+
+async fn insert(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &str,
+    fields: &EndpointFields,
+    secret: Option<&str>,
+) -> Result<HttpResponse, ApiError> {
+    let secret = match secret {
         Some(s) => signing::normalise_secret(s).map_err(|e| ApiError::Validation(e.to_string()))?,
         None => signing::generate_secret(),
     };
-    let app = applications::find(&state, &tenant, &path).await?;
+    let app = applications::find(state, tenant, app).await?;
     let id = EndpointId::generate();
-    let sealed = seal_secret(&state, &tenant.0, &app.id, &id, &secret);
+    let sealed = seal_secret(state, &tenant.0, &app.id, &id, &secret);
     let conn = db::conn(&state.db).await?;
-    let ep = endpoints::insert(&**conn, &tenant.0, &app.id, &id, &fields, &sealed)
+    let ep = endpoints::insert(&**conn, &tenant.0, &app.id, &id, fields, &sealed)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?;
     Ok(HttpResponse::Created().json(EndpointOut::from(ep)))
@@ -206,6 +216,7 @@ async fn get_one(
     Ok(HttpResponse::Ok().json(EndpointOut::from(ep)))
 }
 
+/// PUT: replaces the endpoint, or creates it with the path as its `uid` (201).
 #[put("/app/{app_id}/endpoint/{endpoint_id}")]
 async fn update(
     tenant: TenantAuth,
@@ -213,9 +224,17 @@ async fn update(
     path: web::Path<(String, String)>,
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let fields = body.fields(&state)?;
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    save(&state, &tenant, &app, &ep.id, &fields).await
+    let mut fields = body.fields(&state)?;
+    match find(&state, &tenant, &path.0, &path.1).await {
+        Ok((app, ep)) => save(&state, &tenant, &app, &ep.id, &fields).await,
+        Err(ApiError::NotFound("endpoint"))
+            if !path.1.starts_with("ep_") && validate::uid("endpoint_id", &path.1).is_ok() =>
+        {
+            fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.clone()));
+            insert(&state, &tenant, &path.0, &fields, body.secret.as_deref()).await
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[patch("/app/{app_id}/endpoint/{endpoint_id}")]

@@ -1,0 +1,174 @@
+"""Fixtures: a real Hookgate process on a fresh database, a recording sink, tenants.
+
+Only loopback addresses are used. `make test` sets HOOKGATE_TEST_DATABASE_URL and
+HOOKGATE_TEST_REDIS_URL and builds target/debug/hookgate first.
+"""
+import base64
+import json
+import os
+import secrets
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / "target" / "debug" / "hookgate"
+ADMIN_TOKEN = "py-admin-token-0123456789abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database_url() -> str:
+    url = os.environ.get("HOOKGATE_TEST_DATABASE_URL")
+    if not url:
+        pytest.fail("HOOKGATE_TEST_DATABASE_URL is unset: run the suite with `make test`")
+    return url
+
+
+def fresh_database() -> str:
+    base = database_url()
+    name = "py_" + uuid.uuid4().hex[:16]
+    server = base.rsplit("/", 1)[0]
+    subprocess.run(["psql", f"{server}/postgres", "-qc", f"CREATE DATABASE {name}"], check=True)
+    return f"{server}/{name}"
+
+
+class Hookgate:
+    def __init__(self, env: dict):
+        self.env = env
+        self.port = int(env["HOOKGATE_LISTEN"].rsplit(":", 1)[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([str(BIN), "serve", "--migrate"], env=env)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("hookgate did not start")
+
+    def admin(self, method: str, path: str, body=None):
+        req = urllib.request.Request(self.url + path, method=method)
+        req.add_header("Authorization", f"Bearer {ADMIN_TOKEN}")
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, data=data, timeout=10) as res:
+            return json.loads(res.read() or b"null")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def hookgate():
+    assert BIN.exists(), f"{BIN} is missing: run `cargo build --bin hookgate` (make test does)"
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "DATABASE_URL": fresh_database(),
+        "HOOKGATE_LISTEN": f"127.0.0.1:{free_port()}",
+        "HOOKGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+        "HOOKGATE_MASTER_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
+        "HOOKGATE_EGRESS_ALLOW_NETWORKS": "127.0.0.1/32",
+        "HOOKGATE_RETRY_SCHEDULE": "1,1",
+        "HOOKGATE_WORKER_POLL_MS": "100",
+        "RUST_LOG": "warn",
+    }
+    if os.environ.get("HOOKGATE_TEST_REDIS_URL"):
+        env["REDIS_URL"] = os.environ["HOOKGATE_TEST_REDIS_URL"]
+        env["HOOKGATE_REDIS_PREFIX"] = "py-" + uuid.uuid4().hex[:8] + ":"
+    hg = Hookgate(env)
+    yield hg
+    hg.stop()
+
+
+class Sink:
+    """A real HTTP server on 127.0.0.1 that records requests and answers `status`."""
+
+    def __init__(self):
+        self.received = []
+        self.status = 200
+        self.fail_first = 0
+        self._tries = {}
+        self._lock = threading.Lock()
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with sink._lock:
+                    wid = headers.get("webhook-id", "")
+                    sink._tries[wid] = sink._tries.get(wid, 0) + 1
+                    status = 500 if sink._tries[wid] <= sink.fail_first else sink.status
+                    sink.received.append({"headers": headers, "body": body, "path": self.path})
+                self.send_response(status)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, n: int, timeout: float = 20.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self._lock:
+                if len(self.received) >= n:
+                    return list(self.received)
+            time.sleep(0.05)
+        raise AssertionError(f"sink got {len(self.received)} of {n} requests")
+
+
+@pytest.fixture
+def sink():
+    s = Sink()
+    yield s
+    s.server.shutdown()
+
+
+@pytest.fixture
+def tenant(hookgate):
+    return hookgate.admin("POST", "/admin/v1/tenant", {"name": "py-" + uuid.uuid4().hex[:6]})
+
+
+@pytest.fixture
+def svix(hookgate, tenant):
+    from svix.api import Svix, SvixOptions
+
+    return Svix(tenant["apiKey"], SvixOptions(server_url=hookgate.url, retry_schedule=[]))
+
+
+def eventually(check, timeout: float = 15.0):
+    """Retries `check` until it returns a truthy value or raises nothing."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except AssertionError as e:
+            last = e
+        time.sleep(0.1)
+    if last:
+        raise last
+    raise AssertionError("condition never held")
