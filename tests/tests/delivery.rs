@@ -279,3 +279,58 @@ async fn custom_headers_are_sent_and_a_rotated_secret_signs_with_both_keys() {
         assert!(sigs.contains(&expected.as_str()), "{secret} signs too");
     }
 }
+
+#[tokio::test]
+async fn an_endpoint_failing_longer_than_disable_after_is_disabled() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_RETRY_SCHEDULE".into(), "1,1,1,1".into());
+        env.insert("HOOKGATE_DISABLE_AFTER_SECS".into(), "1".into());
+        env.insert("HOOKGATE_WORKER_POLL_MS".into(), "100".into());
+    })
+    .await;
+    let sink = Sink::start().await;
+    sink.set(Behaviour { status: 500, ..Default::default() });
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let ep = t.endpoint(&a, &sink.url, json!({})).await;
+    t.message(&a, "x", json!({})).await;
+    let path = format!("/api/v1/app/{a}/endpoint/{}", ep["id"].as_str().unwrap());
+    let mut disabled = false;
+    for _ in 0..100 {
+        disabled = t.get(&path).await["disabled"].as_bool().unwrap();
+        if disabled {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(disabled, "disabled after failing for over a second");
+    let n = sink.received().len();
+    assert!((2..=4).contains(&n), "{n} attempts: the streak began at the first, disabled at a later one");
+}
+
+#[tokio::test]
+async fn an_applications_throttle_rate_is_shared_by_its_endpoints() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
+    })
+    .await;
+    let (s1, s2) = (Sink::start().await, Sink::start().await);
+    let t = app.tenant().await;
+    let a = t.post("/api/v1/app", json!({"name": "slow", "throttleRate": 4}), 201).await;
+    let a = a["id"].as_str().unwrap();
+    t.endpoint(a, &s1.url, json!({})).await;
+    t.endpoint(a, &s2.url, json!({})).await;
+    for i in 0..6 {
+        t.message(a, "x", json!({"i": i})).await;
+    }
+    let started = std::time::Instant::now();
+    s1.wait_for(6, WAIT).await;
+    s2.wait_for(6, WAIT).await;
+    let mut times: Vec<_> = s1.received().iter().chain(s2.received().iter()).map(|r| r.at).collect();
+    times.sort();
+    for (i, start) in times.iter().enumerate() {
+        let n = times[i..].iter().filter(|t| t.duration_since(*start) < Duration::from_secs(1)).count();
+        assert!(n <= 4, "{n} deliveries of the application within one second");
+    }
+    assert!(started.elapsed() >= Duration::from_secs(2));
+}

@@ -35,8 +35,13 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
     let Some(ep) = c.endpoint.as_ref().filter(|e| !e.disabled) else {
         return out;
     };
-    if let Some(rate) = ep.throttle_rate {
-        let key = format!("{}:{}:{}", c.tenant_id, c.app_id, c.endpoint_id);
+    // The endpoint's own rate, then the application's, shared by its endpoints.
+    let limits = [
+        (ep.throttle_rate, format!("{}:{}:{}", c.tenant_id, c.app_id, c.endpoint_id)),
+        (c.app_throttle_rate, format!("{}:{}", c.tenant_id, c.app_id)),
+    ];
+    for (rate, key) in limits {
+        let Some(rate) = rate else { continue };
         if let Some(wait) = w.throttle.check(&key, rate).await {
             // Spread the waiting deliveries so they do not all return at once.
             let spread = Duration::from_millis(rand::rng().random_range(0..1000));

@@ -35,6 +35,8 @@ pub struct Claimed {
     pub trigger: i16,
     /// When the delivery fell due: the start of its lag.
     pub due_at: DateTime<Utc>,
+    /// The application's `throttleRate`, shared by all its endpoints.
+    pub app_throttle_rate: Option<i32>,
     pub payload: Vec<u8>,
     pub content_type: String,
     /// `None` if the endpoint was deleted since the message was created.
@@ -70,8 +72,10 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
              )
              SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
                     m.payload, m.content_type,
-                    e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at
+                    e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
+                    a.throttle_rate
              FROM claimed c
+             JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
              JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
              LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id",
             &[&limit, &lease.as_secs_f64()],
@@ -89,6 +93,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 attempts: r.get(4),
                 trigger: r.get(5),
                 due_at: r.get(15),
+                app_throttle_rate: r.get(16),
                 payload: r.get(6),
                 content_type: r.get(7),
                 endpoint: url.map(|url| ClaimedEndpoint {
