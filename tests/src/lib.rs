@@ -25,3 +25,4 @@ pub fn error_text(body: &serde_json::Value) -> String {
         other => other.to_string(),
     }
 }
+pub mod providers;

@@ -12,7 +12,11 @@ use actix_web::{
 };
 use hookgate_shared::{db, http::ApiError, store::idempotency, Config};
 
-use hookgate_egress::{deliver::Worker, metrics::EgressMetrics};
+use hookgate_egress::{
+    deliver::{forward::Forwarder, Worker},
+    metrics::EgressMetrics,
+};
+use hookgate_ingress::metrics::IngressMetrics;
 
 use crate::{auth, idempotency::idempotency, routes, telemetry, AppState};
 
@@ -32,6 +36,10 @@ pub enum Role {
 impl Role {
     fn serves_api(self) -> bool {
         matches!(self, Role::All | Role::Api)
+    }
+
+    fn serves_ingress(self) -> bool {
+        matches!(self, Role::All | Role::Ingress)
     }
 
     fn runs_background(self) -> bool {
@@ -58,11 +66,15 @@ impl Application {
         let egress_metrics = EgressMetrics::register(&state.metrics);
         let data = Data::new(state.clone());
         let egress_data = Data::new(egress_metrics.clone());
+        let ingress_data = Data::new(IngressMetrics::register(&state.metrics));
+        let forwarder = Data::new(Forwarder::new(state.clone(), egress_metrics.clone()));
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
             App::new()
                 .app_data(data.clone())
                 .app_data(egress_data.clone())
+                .app_data(ingress_data.clone())
+                .app_data(forwarder.clone())
                 .app_data(json_config(max_body))
                 .app_data(web::PayloadConfig::new(max_body))
                 .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
@@ -84,8 +96,12 @@ impl Application {
                             web::scope("/api/v1")
                                 .wrap(from_fn(idempotency))
                                 .wrap(from_fn(auth::require_tenant))
-                                .configure(hookgate_egress::api::configure),
+                                .configure(hookgate_egress::api::configure)
+                                .configure(hookgate_ingress::api::configure),
                         );
+                    }
+                    if role.serves_ingress() {
+                        cfg.configure(hookgate_ingress::configure_receive);
                     }
                 })
                 .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(ApiError::NotFound("route")) }))
@@ -106,6 +122,7 @@ impl Application {
         if role.runs_background() {
             background.push(tokio::spawn(prune_idempotency_keys(self.state.clone())));
             background.push(tokio::spawn(Worker::new(self.state.clone(), self.egress_metrics.clone()).run()));
+            background.push(tokio::spawn(hookgate_ingress::prune::run(self.state.clone(), Duration::from_secs(600))));
         }
         let result = self.server.await;
         // In-flight deliveries are simply abandoned: their leases bring them back.

@@ -1,14 +1,22 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! `hookgate-ingress` owns the receive side: sources, the provider-facing
+//! `POST /in/{source_id}`, signature verification, idempotency keys, exactly-once
+//! admission (async and sync modes), inbound-event listing and replay, and the
+//! retention pruner.
+//!
+//! The dedupe decision is one `INSERT … ON CONFLICT DO NOTHING`; Redis only ever
+//! answers a duplicate for a key that Postgres has already committed.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod admit;
+pub mod api;
+pub mod extract;
+pub mod metrics;
+pub mod prune;
+pub mod receive;
+pub mod verify;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
+use actix_web::web;
+
+/// Registers `POST /in/{source_id}`; it takes no credential but the signature.
+pub fn configure_receive(cfg: &mut web::ServiceConfig) {
+    cfg.service(receive::receive);
 }

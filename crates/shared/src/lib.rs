@@ -11,6 +11,7 @@ pub mod crypto;
 pub mod db;
 pub mod http;
 pub mod ids;
+pub mod inbound_key;
 pub mod metrics;
 pub mod migrate;
 pub mod redis;

@@ -12,7 +12,7 @@ use std::{
 };
 
 use prometheus::IntCounter;
-pub use redis::{aio::ConnectionManager, RedisResult, Script};
+pub use redis::{aio::ConnectionManager, cmd, pipe, RedisResult, Script};
 use redis::{aio::ConnectionManagerConfig, Client};
 use tokio::sync::Mutex;
 

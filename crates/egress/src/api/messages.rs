@@ -158,6 +158,7 @@ async fn create(
         tags: body.tags,
         payload: body.payload.get().as_bytes().to_vec(),
         content_type: "application/json".into(),
+        idempotency_key: None,
     };
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;

@@ -5,6 +5,7 @@
 //! taken to claim, returned, and taken again by the recorder. A delivery whose
 //! worker dies mid-send becomes due again when its lease runs out.
 
+pub mod forward;
 mod listen;
 mod prepare;
 pub mod schedule;
@@ -126,6 +127,10 @@ impl Worker {
 
     async fn deliver(&self, c: Claimed) -> Outcome {
         prepare::deliver(self, c).await
+    }
+
+    fn state(&self) -> &AppState {
+        &self.state
     }
 }
 

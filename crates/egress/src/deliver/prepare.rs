@@ -50,40 +50,25 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
             return out;
         }
     }
-    let keys = match secrets(w, &c) {
+    let keys = match endpoint_keys(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, ep) {
         Ok(k) => k,
         Err(e) => {
             tracing::error!(endpoint = %c.endpoint_id, error = %e, "endpoint secret cannot be opened; delivery failed");
             return out;
         }
     };
-    let timestamp = Utc::now().timestamp();
-    let msg_id = c.msg_id.as_str();
-    let mut headers = HeaderMap::new();
-    if let Some(custom) = ep.headers.as_object() {
-        for (k, v) in custom {
-            if let Some(v) = v.as_str() {
-                send::header(&mut headers, k, v);
-            }
-        }
-    }
-    let signature = signing::signature_header(&keys, msg_id, timestamp, &c.payload);
-    let ts = timestamp.to_string();
-    for (name, value) in [
-        ("content-type", c.content_type.as_str()),
-        ("webhook-id", msg_id),
-        ("webhook-timestamp", &ts),
-        ("webhook-signature", &signature),
-        ("svix-id", msg_id),
-        ("svix-timestamp", &ts),
-        ("svix-signature", &signature),
-        ("idempotency-key", msg_id),
-    ] {
-        send::header(&mut headers, name, value);
-    }
+    let request = signed_request(
+        &ep.url,
+        &ep.headers,
+        &keys,
+        c.msg_id.as_str(),
+        &c.content_type,
+        c.idempotency_key.as_deref(),
+        c.payload.clone(),
+    );
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
     w.metrics.lag.observe(lag.as_secs_f64());
-    let sent = w.sender.send(Request { url: ep.url.clone(), headers, body: c.payload.clone() }).await;
+    let sent = w.sender.send(request).await;
     w.metrics.duration.observe(sent.duration.as_secs_f64());
     w.metrics.attempt(c.tenant_id.as_str(), sent.outcome.label());
 
@@ -109,11 +94,52 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
     out
 }
 
+/// A delivery request: custom headers first, then Hookgate's own, which win.
+pub(crate) fn signed_request(
+    url: &str,
+    custom: &serde_json::Value,
+    keys: &[Vec<u8>],
+    msg_id: &str,
+    content_type: &str,
+    idempotency_key: Option<&str>,
+    body: Vec<u8>,
+) -> Request {
+    let timestamp = Utc::now().timestamp();
+    let mut headers = HeaderMap::new();
+    if let Some(custom) = custom.as_object() {
+        for (k, v) in custom {
+            if let Some(v) = v.as_str() {
+                send::header(&mut headers, k, v);
+            }
+        }
+    }
+    let signature = signing::signature_header(keys, msg_id, timestamp, &body);
+    let ts = timestamp.to_string();
+    for (name, value) in [
+        ("content-type", content_type),
+        ("webhook-id", msg_id),
+        ("webhook-timestamp", &ts),
+        ("webhook-signature", &signature),
+        ("svix-id", msg_id),
+        ("svix-timestamp", &ts),
+        ("svix-signature", &signature),
+        ("idempotency-key", idempotency_key.unwrap_or(msg_id)),
+    ] {
+        send::header(&mut headers, name, value);
+    }
+    Request { url: url.to_owned(), headers, body }
+}
+
 /// The keys that sign: the current secret, and the previous one during its grace period.
-fn secrets(w: &Worker, c: &Claimed) -> Result<Vec<Vec<u8>>, String> {
-    let ep = c.endpoint.as_ref().expect("checked by the caller");
-    let tenant_key = w.state.config.master_key.tenant_key(&c.tenant_id);
-    let purpose = secret_purpose(&c.app_id, &c.endpoint_id);
+pub(crate) fn endpoint_keys(
+    state: &hookgate_shared::AppState,
+    tenant: &hookgate_shared::ids::TenantId,
+    app: &hookgate_shared::ids::AppId,
+    endpoint: &hookgate_shared::ids::EndpointId,
+    ep: &deliveries::ClaimedEndpoint,
+) -> Result<Vec<Vec<u8>>, String> {
+    let tenant_key = state.config.master_key.tenant_key(tenant);
+    let purpose = secret_purpose(app, endpoint);
     let open = |sealed: &[u8]| -> Result<Vec<u8>, String> {
         let text = tenant_key.open(&purpose, sealed).map_err(|e| e.to_string())?;
         signing::key_bytes(&String::from_utf8_lossy(&text)).map_err(|e| e.to_string())

@@ -30,6 +30,9 @@ pub enum ApiError {
     Unavailable,
     #[error("internal error")]
     Internal(String),
+    /// A status and code of a side's own (ingress's `invalid_signature`, say).
+    #[error("{detail}")]
+    Coded { status: StatusCode, code: &'static str, detail: String },
 }
 
 impl ApiError {
@@ -46,6 +49,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "payload_too_large",
             ApiError::Unavailable => "unavailable",
             ApiError::Internal(_) => "internal",
+            ApiError::Coded { code, .. } => code,
         }
     }
 }
@@ -62,6 +66,7 @@ impl ResponseError for ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Coded { status, .. } => *status,
         }
     }
 

@@ -39,6 +39,8 @@ pub struct Claimed {
     pub app_throttle_rate: Option<i32>,
     pub payload: Vec<u8>,
     pub content_type: String,
+    /// The message's `Idempotency-Key`, when it is not the message id.
+    pub idempotency_key: Option<String>,
     /// `None` if the endpoint was deleted since the message was created.
     pub endpoint: Option<ClaimedEndpoint>,
 }
@@ -73,7 +75,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
              SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
                     m.payload, m.content_type,
                     e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
-                    a.throttle_rate
+                    a.throttle_rate, m.idempotency_key
              FROM claimed c
              JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
              JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
@@ -94,6 +96,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 trigger: r.get(5),
                 due_at: r.get(15),
                 app_throttle_rate: r.get(16),
+                idempotency_key: r.get(17),
                 payload: r.get(6),
                 content_type: r.get(7),
                 endpoint: url.map(|url| ClaimedEndpoint {
@@ -258,6 +261,25 @@ pub async fn resend(
     .await?;
     db.execute("SELECT pg_notify($1, '')", &[&super::messages::NOTIFY_CHANNEL]).await?;
     Ok(())
+}
+
+/// Schedules one manual attempt of a message to every endpoint it went to (a replay).
+/// Returns how many deliveries.
+pub async fn replay_message(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    msg: &MessageId,
+) -> Result<u64, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE deliveries SET status = 1, next_attempt_at = now(), trigger = 1
+             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3",
+            &[&tenant.as_str(), &app.as_str(), &msg.as_str()],
+        )
+        .await?;
+    db.execute("SELECT pg_notify($1, '')", &[&super::messages::NOTIFY_CHANNEL]).await?;
+    Ok(n)
 }
 
 /// Re-schedules the endpoint's failed deliveries created in `[since, until)` for a

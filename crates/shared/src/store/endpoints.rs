@@ -116,6 +116,22 @@ pub async fn get(
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id_or_uid]).await?.as_ref().map(from_row))
 }
 
+/// The enabled endpoints of an application that subscribe to `event_type` (and
+/// take messages without channels).
+pub async fn matching(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    event_type: &str,
+) -> Result<Vec<Endpoint>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND NOT disabled
+           AND (event_types IS NULL OR $3 = ANY (event_types)) AND channels IS NULL"
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &event_type]).await?;
+    Ok(rows.iter().map(from_row).collect())
+}
+
 pub async fn list(
     db: &impl GenericClient,
     tenant: &TenantId,

@@ -35,6 +35,8 @@ pub struct NewMessage {
     pub tags: Option<Vec<String>>,
     pub payload: Vec<u8>,
     pub content_type: String,
+    /// Sent as `Idempotency-Key`; `None` sends the message id.
+    pub idempotency_key: Option<String>,
 }
 
 /// Filters of message lists.
@@ -71,8 +73,9 @@ pub async fn insert_with_deliveries(
     m: &NewMessage,
 ) -> Result<(Message, u64), StoreError> {
     let sql = format!(
-        "INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {COLUMNS}"
+        "INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type,
+            idempotency_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
     );
     let row = tx
         .query_one(
@@ -87,6 +90,7 @@ pub async fn insert_with_deliveries(
                 &m.tags,
                 &m.payload,
                 &m.content_type,
+                &m.idempotency_key,
             ],
         )
         .await?;

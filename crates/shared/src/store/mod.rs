@@ -11,8 +11,10 @@ pub mod delivery_views;
 pub mod endpoints;
 pub mod event_types;
 pub mod idempotency;
+pub mod inbound_events;
 pub mod messages;
 pub mod page;
+pub mod sources;
 pub mod tenants;
 
 mod error;

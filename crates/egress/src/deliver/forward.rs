@@ -1,0 +1,84 @@
+//! Sending one event to every matching endpoint now, for ingress's sync mode: the
+//! provider waits for the answer, and its own retry is the retry.
+
+use futures_util::future::join_all;
+use hookgate_shared::{
+    db,
+    ids::{AppId, TenantId},
+    store::{deliveries::ClaimedEndpoint, endpoints, StoreError},
+    AppState,
+};
+
+use super::{
+    prepare::{endpoint_keys, signed_request},
+    send::{Outcome, Sender},
+};
+use crate::{metrics::EgressMetrics, ssrf::Guard};
+
+/// One event to forward.
+pub struct Event<'a> {
+    pub tenant: &'a TenantId,
+    pub app: &'a AppId,
+    /// Stable for the event: the same on the provider's every retry.
+    pub webhook_id: &'a str,
+    pub event_type: &'a str,
+    pub content_type: &'a str,
+    pub idempotency_key: &'a str,
+    pub payload: &'a [u8],
+}
+
+#[derive(Clone)]
+pub struct Forwarder {
+    state: AppState,
+    metrics: EgressMetrics,
+    sender: Sender,
+}
+
+impl Forwarder {
+    pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
+        let c = &state.config;
+        let sender =
+            Sender::new(Guard::new(c.egress_allow_networks.clone()), c.egress_connect_timeout, c.egress_timeout);
+        Forwarder { state, metrics, sender }
+    }
+
+    /// Whether every matching endpoint answered 2xx (true when none matches).
+    pub async fn forward(&self, e: &Event<'_>) -> Result<bool, StoreError> {
+        let targets = {
+            let conn = db::conn(&self.state.db).await?;
+            endpoints::matching(&**conn, e.tenant, e.app, e.event_type).await?
+        };
+        let sends = targets.into_iter().map(|ep| async move {
+            let claimed = ClaimedEndpoint {
+                url: ep.url.clone(),
+                disabled: ep.disabled,
+                throttle_rate: ep.throttle_rate,
+                headers: ep.headers.clone(),
+                secret: ep.secret.clone(),
+                old_secret: ep.old_secret.clone(),
+                old_secret_until: ep.old_secret_until,
+            };
+            let keys = match endpoint_keys(&self.state, e.tenant, e.app, &ep.id, &claimed) {
+                Ok(k) => k,
+                Err(err) => {
+                    tracing::error!(endpoint = %ep.id, error = %err, "endpoint secret cannot be opened");
+                    return false;
+                }
+            };
+            let req = signed_request(
+                &ep.url,
+                &ep.headers,
+                &keys,
+                e.webhook_id,
+                e.content_type,
+                Some(e.idempotency_key),
+                e.payload.to_vec(),
+            );
+            let sent = self.sender.send(req).await;
+            self.metrics.duration.observe(sent.duration.as_secs_f64());
+            self.metrics.attempt(e.tenant.as_str(), sent.outcome.label());
+            sent.outcome == Outcome::Success
+        });
+        Ok(join_all(sends).await.into_iter().all(|ok| ok))
+    }
+}

@@ -1,0 +1,231 @@
+//! Exactly-once admission of one verified, keyed event: async (committed with its
+//! message, then answered) or sync (forwarded before answering, leased).
+//!
+//! Invariants (SPEC §6): a 2xx follows a commit in Postgres, by this request or an
+//! earlier one; the decision is the insert; Redis is consulted only for keys it
+//! was told about after their commit, and trouble with it changes nothing here.
+
+use std::time::Duration;
+
+use hookgate_egress::deliver::forward::{Event, Forwarder};
+use hookgate_shared::{
+    db,
+    ids::{InboundEventId, MessageId},
+    redis::Redis,
+    store::{
+        inbound_events::{self, NewInbound},
+        messages::{self, NewMessage},
+        sources::Source,
+        StoreError,
+    },
+};
+
+/// Which layer knew that a copy was a duplicate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    Redis,
+    Postgres,
+}
+
+impl Layer {
+    pub fn label(self) -> &'static str {
+        match self {
+            Layer::Redis => "redis",
+            Layer::Postgres => "postgres",
+        }
+    }
+}
+
+/// What became of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admitted {
+    Accepted(InboundEventId),
+    Duplicate(Option<InboundEventId>, Layer),
+    /// Sync mode: another copy is being forwarded right now.
+    InFlight,
+    /// Sync mode: an endpoint did not take it; the row is released for the retry.
+    ForwardFailed,
+}
+
+/// A keyed event ready to admit.
+pub struct Candidate<'a> {
+    pub source: &'a Source,
+    pub key: String,
+    pub event_type: String,
+    pub content_type: String,
+    pub payload: Vec<u8>,
+}
+
+fn redis_key(redis: &Redis, key: &str) -> String {
+    redis.key(&format!("in:{key}"))
+}
+
+/// The fast path: a key Redis was told about after its commit.
+pub async fn seen(redis: &Redis, key: &str) -> Option<InboundEventId> {
+    let k = redis_key(redis, key);
+    let got: Option<Option<String>> =
+        redis.call(|mut c| async move { hookgate_shared::redis::cmd("GET").arg(k).query_async(&mut c).await }).await;
+    got.flatten().map(InboundEventId::from_db)
+}
+
+/// Counts a duplicate that Redis answered; the events API adds these counts to
+/// Postgres's. Informational: a Redis flush loses them.
+pub async fn count_duplicate(redis: &Redis, key: &str, retention_days: i32) {
+    let k = redis.key(&format!("in-dup:{key}"));
+    let ttl = (retention_days.max(1) as u64) * 86_400;
+    let _: Option<()> = redis
+        .call(|mut c| async move {
+            hookgate_shared::redis::pipe()
+                .incr(&k, 1)
+                .ignore()
+                .expire(&k, ttl as i64)
+                .ignore()
+                .query_async(&mut c)
+                .await
+        })
+        .await;
+}
+
+/// The duplicate counts Redis holds for these keys (0 where it holds none).
+pub async fn redis_duplicates(redis: &Redis, keys: &[String]) -> Vec<i64> {
+    if keys.is_empty() || !redis.is_enabled() {
+        return vec![0; keys.len()];
+    }
+    let ks: Vec<String> = keys.iter().map(|k| redis.key(&format!("in-dup:{k}"))).collect();
+    let got: Option<Vec<Option<i64>>> =
+        redis.call(|mut c| async move { hookgate_shared::redis::cmd("MGET").arg(&ks).query_async(&mut c).await }).await;
+    match got {
+        Some(v) if v.len() == keys.len() => v.into_iter().map(|n| n.unwrap_or(0)).collect(),
+        _ => vec![0; keys.len()],
+    }
+}
+
+/// Tells Redis about a committed key, for the source's retention. Best effort.
+async fn remember(redis: &Redis, key: &str, id: &InboundEventId, retention_days: i32) {
+    let k = redis_key(redis, key);
+    let ttl = (retention_days.max(1) as u64) * 86_400;
+    let id = id.to_string();
+    let _: Option<()> = redis
+        .call(|mut c| async move {
+            hookgate_shared::redis::cmd("SET").arg(k).arg(id).arg("EX").arg(ttl).query_async(&mut c).await
+        })
+        .await;
+}
+
+/// Async mode: the inbound event, its message and the message's deliveries commit
+/// in one transaction; only then is the provider answered.
+pub async fn admit_async(
+    pool: &deadpool_postgres::Pool,
+    redis: &Redis,
+    c: Candidate<'_>,
+) -> Result<Admitted, StoreError> {
+    let src = c.source;
+    let evt = InboundEventId::generate();
+    let msg = MessageId::generate();
+    let mut conn = db::conn(pool).await?;
+    let tx = conn.transaction().await?;
+    let new = NewInbound {
+        id: evt.clone(),
+        key: c.key.clone(),
+        app_id: src.app_id.clone(),
+        msg_id: Some(msg.clone()),
+        event_type: c.event_type.clone(),
+        content_type: c.content_type.clone(),
+        payload: c.payload.clone(),
+    };
+    if inbound_events::admit(&*tx, &src.tenant_id, &src.id, &new, "accepted", None).await? {
+        let message = NewMessage {
+            id: msg,
+            event_id: Some(c.key.clone()),
+            event_type: c.event_type,
+            channels: None,
+            tags: None,
+            payload: c.payload,
+            content_type: c.content_type,
+            idempotency_key: Some(c.key.clone()),
+        };
+        messages::insert_with_deliveries(&*tx, &src.tenant_id, &src.app_id, &message).await?;
+        tx.commit().await?;
+        remember(redis, &c.key, &evt, src.retention_days).await;
+        return Ok(Admitted::Accepted(evt));
+    }
+    drop(tx);
+    let existing = inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key).await?;
+    let id = existing.map(|e| e.id);
+    if let Some(id) = &id {
+        remember(redis, &c.key, id, src.retention_days).await;
+    }
+    Ok(Admitted::Duplicate(id, Layer::Postgres))
+}
+
+/// Sync mode: insert as `processing` with a lease, forward, then complete (200) or
+/// release (502) so the provider's own retry drives it.
+pub async fn admit_sync(
+    pool: &deadpool_postgres::Pool,
+    redis: &Redis,
+    forwarder: &Forwarder,
+    lease: Duration,
+    c: Candidate<'_>,
+) -> Result<Admitted, StoreError> {
+    let src = c.source;
+    let mut evt = InboundEventId::generate();
+    let new = NewInbound {
+        id: evt.clone(),
+        key: c.key.clone(),
+        app_id: src.app_id.clone(),
+        msg_id: None,
+        event_type: c.event_type.clone(),
+        content_type: c.content_type.clone(),
+        payload: c.payload.clone(),
+    };
+    let mut owner = false;
+    for _ in 0..2 {
+        let conn = db::conn(pool).await?;
+        if inbound_events::admit(&**conn, &src.tenant_id, &src.id, &new, "processing", Some(lease)).await? {
+            owner = true;
+            break;
+        }
+        match inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key).await? {
+            // Released since our insert lost: try the insert once more.
+            None => continue,
+            Some(e) if e.status == "completed" => {
+                remember(redis, &c.key, &e.id, src.retention_days).await;
+                return Ok(Admitted::Duplicate(Some(e.id), Layer::Postgres));
+            }
+            Some(e) if e.lease_expired => {
+                if inbound_events::take_over(&**conn, &src.tenant_id, &src.id, &c.key, lease).await? {
+                    evt = e.id;
+                    owner = true;
+                    break;
+                }
+                return Ok(Admitted::InFlight);
+            }
+            Some(_) => return Ok(Admitted::InFlight),
+        }
+    }
+    if !owner {
+        return Ok(Admitted::InFlight);
+    }
+    // Stable across the provider's retries, even after a release.
+    let webhook_id = format!("in_{}", &c.key[..32.min(c.key.len())]);
+    let ok = forwarder
+        .forward(&Event {
+            tenant: &src.tenant_id,
+            app: &src.app_id,
+            webhook_id: &webhook_id,
+            event_type: &c.event_type,
+            content_type: &c.content_type,
+            idempotency_key: &c.key,
+            payload: &c.payload,
+        })
+        .await?;
+    let conn = db::conn(pool).await?;
+    if ok {
+        inbound_events::complete(&**conn, &src.tenant_id, &src.id, &c.key).await?;
+        remember(redis, &c.key, &evt, src.retention_days).await;
+        Ok(Admitted::Accepted(evt))
+    } else {
+        inbound_events::release(&**conn, &src.tenant_id, &src.id, &c.key).await?;
+        Ok(Admitted::ForwardFailed)
+    }
+}

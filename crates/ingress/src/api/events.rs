@@ -1,0 +1,128 @@
+//! `/api/v1/source/{id}/event`: what a source admitted, with status and duplicate
+//! count, and replay.
+
+use actix_web::{get, post, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_egress::deliver::forward::{Event, Forwarder};
+use hookgate_shared::{
+    db,
+    http::{ApiError, KeyAuth, PageQuery},
+    store::{deliveries, inbound_events, inbound_events::InboundEvent, sources},
+    AppState,
+};
+use serde::Serialize;
+use serde_json::{json, value::RawValue};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(list).service(get_one).service(replay);
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventOut {
+    id: String,
+    key: String,
+    status: String,
+    event_type: String,
+    app_id: String,
+    msg_id: Option<String>,
+    duplicates: i32,
+    received_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_type: Option<String>,
+    /// The body: itself when it is JSON, else its text as a JSON string.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<Box<RawValue>>,
+}
+
+fn out(e: InboundEvent, with_content: bool) -> EventOut {
+    let payload = with_content.then(|| {
+        std::str::from_utf8(&e.payload).ok().and_then(|s| RawValue::from_string(s.to_owned()).ok()).unwrap_or_else(
+            || {
+                let text = serde_json::to_string(&String::from_utf8_lossy(&e.payload)).expect("a string serialises");
+                RawValue::from_string(text).expect("valid JSON")
+            },
+        )
+    });
+    EventOut {
+        id: e.id.to_string(),
+        key: e.key,
+        status: e.status,
+        event_type: e.event_type,
+        app_id: e.app_id.to_string(),
+        msg_id: e.msg_id.map(|m| m.to_string()),
+        duplicates: e.duplicates,
+        received_at: e.received_at,
+        content_type: with_content.then_some(e.content_type),
+        payload,
+    }
+}
+
+async fn source(state: &AppState, key: &KeyAuth, id: &str) -> Result<sources::Source, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    sources::get(&**conn, &key.0, id).await?.ok_or(ApiError::NotFound("source"))
+}
+
+#[get("/source/{id}/event")]
+async fn list(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let s = source(&state, &key, &id).await?;
+    let conn = db::conn(&state.db).await?;
+    let page = inbound_events::list(&**conn, &key.0, &s.id, &q.page()).await?;
+    let keys: Vec<String> = page.data.iter().map(|e| e.key.clone()).collect();
+    let mut extra = crate::admit::redis_duplicates(&state.redis, &keys).await.into_iter();
+    Ok(HttpResponse::Ok().json(page.map(|mut e| {
+        e.duplicates += extra.next().unwrap_or(0) as i32;
+        out(e, false)
+    })))
+}
+
+#[get("/source/{id}/event/{event_id}")]
+async fn get_one(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let s = source(&state, &key, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let mut e =
+        inbound_events::get(&**conn, &key.0, &s.id, &path.1).await?.ok_or(ApiError::NotFound("inbound event"))?;
+    e.duplicates += crate::admit::redis_duplicates(&state.redis, std::slice::from_ref(&e.key)).await[0] as i32;
+    Ok(HttpResponse::Ok().json(out(e, true)))
+}
+
+/// Async events: their message goes again to every endpoint it went to, with the
+/// same `webhook-id`. Sync events: forwarded again now.
+#[post("/source/{id}/event/{event_id}/replay")]
+async fn replay(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    forwarder: web::Data<Forwarder>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let s = source(&state, &key, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let e = inbound_events::get(&**conn, &key.0, &s.id, &path.1).await?.ok_or(ApiError::NotFound("inbound event"))?;
+    if let Some(msg) = &e.msg_id {
+        let n = deliveries::replay_message(&**conn, &key.0, &e.app_id, msg).await?;
+        return Ok(HttpResponse::Accepted().json(json!({ "msgId": msg, "deliveries": n })));
+    }
+    drop(conn);
+    let webhook_id = format!("in_{}", &e.key[..32.min(e.key.len())]);
+    let ok = forwarder
+        .forward(&Event {
+            tenant: &key.0,
+            app: &e.app_id,
+            webhook_id: &webhook_id,
+            event_type: &e.event_type,
+            content_type: &e.content_type,
+            idempotency_key: &e.key,
+            payload: &e.payload,
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(json!({ "forwarded": ok })))
+}

@@ -1,0 +1,185 @@
+//! `POST /in/{source_id}`: the provider-facing door. Bad input is answered exactly
+//! as SPEC §6's table says, and nothing is stored for it.
+
+use std::time::Instant;
+
+use actix_web::{http::StatusCode, post, web, HttpRequest, HttpResponse};
+use futures_util::StreamExt;
+use hookgate_egress::deliver::forward::Forwarder;
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    inbound_key,
+    store::{sources, StoreError},
+    AppState,
+};
+use serde_json::json;
+
+use crate::{
+    admit::{self, Admitted, Candidate, Layer},
+    api::sources::source_secrets,
+    extract::{self, KeySpec},
+    metrics::IngressMetrics,
+    verify::Provider,
+};
+
+/// One request's outcome, as the metric and the answer name it.
+enum Refusal {
+    TooLarge(usize),
+    Signature(crate::verify::VerifyError),
+    BadRequest(String),
+    Unavailable,
+    Internal(String),
+}
+
+impl Refusal {
+    fn outcome(&self) -> &'static str {
+        match self {
+            Refusal::TooLarge(_) => "too_large",
+            Refusal::Signature(_) => "invalid_signature",
+            Refusal::BadRequest(_) => "bad_request",
+            Refusal::Unavailable => "unavailable",
+            Refusal::Internal(_) => "error",
+        }
+    }
+
+    fn into_api(self) -> ApiError {
+        match self {
+            Refusal::TooLarge(n) => ApiError::TooLarge(n),
+            Refusal::Signature(e) => {
+                ApiError::Coded { status: StatusCode::UNAUTHORIZED, code: e.code(), detail: e.to_string() }
+            }
+            Refusal::BadRequest(detail) => {
+                ApiError::Coded { status: StatusCode::BAD_REQUEST, code: "idempotency_key_missing", detail }
+            }
+            Refusal::Unavailable => ApiError::Unavailable,
+            Refusal::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Self {
+        if e.is_unavailable() {
+            Refusal::Unavailable
+        } else {
+            Refusal::Internal(e.to_string())
+        }
+    }
+}
+
+async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, Refusal> {
+    let mut body = Vec::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| Refusal::BadRequest(format!("cannot read the body: {e}")))?;
+        if body.len() + chunk.len() > limit {
+            return Err(Refusal::TooLarge(limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+#[post("/in/{source_id}")]
+pub async fn receive(
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    metrics: web::Data<IngressMetrics>,
+    forwarder: web::Data<Forwarder>,
+) -> Result<HttpResponse, ApiError> {
+    let started = Instant::now();
+    let source = match db::conn(&state.db).await {
+        Ok(conn) => sources::resolve(&**conn, &path).await,
+        Err(e) => Err(e),
+    };
+    let source = match source {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(ApiError::NotFound("source")),
+        Err(e) => return Err(Refusal::from(e).into_api()),
+    };
+    let result = handle(&req, payload, &state, &forwarder, &source).await;
+    metrics.duration.observe(started.elapsed().as_secs_f64());
+    let (tenant, src) = (source.tenant_id.as_str(), source.id.as_str());
+    match result {
+        Ok((admitted, key)) => {
+            let (status, outcome, body_status, id, duplicate) = match admitted {
+                Admitted::Accepted(id) => (StatusCode::OK, "accepted", "accepted", Some(id), false),
+                Admitted::Duplicate(id, layer) => {
+                    metrics.duplicates.with_label_values(&[layer.label()]).inc();
+                    (StatusCode::OK, "duplicate", "duplicate", id, true)
+                }
+                Admitted::InFlight => {
+                    metrics.request(tenant, src, "conflict");
+                    return Err(ApiError::Coded {
+                        status: StatusCode::CONFLICT,
+                        code: "in_flight",
+                        detail: "this event is being processed by another request; retry later".into(),
+                    });
+                }
+                Admitted::ForwardFailed => {
+                    metrics.request(tenant, src, "forward_failed");
+                    return Err(ApiError::Coded {
+                        status: StatusCode::BAD_GATEWAY,
+                        code: "forward_failed",
+                        detail: "an endpoint did not accept the event; retry to process it again".into(),
+                    });
+                }
+            };
+            metrics.request(tenant, src, outcome);
+            Ok(HttpResponse::build(status)
+                .insert_header(("Hookgate-Duplicate", if duplicate { "true" } else { "false" }))
+                .json(json!({ "status": body_status, "eventId": id, "key": key })))
+        }
+        Err(refusal) => {
+            metrics.request(tenant, src, refusal.outcome());
+            Err(refusal.into_api())
+        }
+    }
+}
+
+async fn handle(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+    forwarder: &Forwarder,
+    source: &sources::Source,
+) -> Result<(Admitted, String), Refusal> {
+    let body = read_body(payload, state.config.max_body).await?;
+    let provider = Provider::parse(&source.provider, &source.verify).map_err(Refusal::Internal)?;
+    let secrets = source_secrets(state, source).map_err(Refusal::Internal)?;
+    provider.verify(&secrets, req.headers(), &body, chrono::Utc::now().timestamp()).map_err(Refusal::Signature)?;
+    let spec = KeySpec::parse(source.idempotency.as_ref()).map_err(Refusal::Internal)?;
+    let key = match extract::key_value(&provider, &spec, req.headers(), &body).map_err(|e| Refusal::BadRequest(e.0))? {
+        Some((kind, value)) => inbound_key::derive(&source.tenant_id, &source.id, kind, &value),
+        // Idempotency disabled: every request is its own event.
+        None => inbound_key::derive(
+            &source.tenant_id,
+            &source.id,
+            inbound_key::KeyKind::Body,
+            ulid::Ulid::new().to_string().as_bytes(),
+        ),
+    };
+    if !matches!(spec, KeySpec::Disabled(_)) {
+        if let Some(id) = admit::seen(&state.redis, &key).await {
+            admit::count_duplicate(&state.redis, &key, source.retention_days).await;
+            return Ok((Admitted::Duplicate(Some(id), Layer::Redis), key));
+        }
+    }
+    let content_type = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream")
+        .to_owned();
+    let event_type =
+        extract::event_type(&provider, &source.provider, source.event_type_path.as_deref(), req.headers(), &body);
+    let candidate = Candidate { source, key: key.clone(), event_type, content_type, payload: body };
+    let admitted = if source.mode == "sync" {
+        admit::admit_sync(&state.db, &state.redis, forwarder, state.config.sync_lease, candidate).await?
+    } else {
+        admit::admit_async(&state.db, &state.redis, candidate).await?
+    };
+    Ok((admitted, key))
+}

@@ -1,0 +1,211 @@
+//! The `inbound_events` table: what each source admitted, once per key.
+//!
+//! Admission is one `INSERT … ON CONFLICT DO NOTHING` against the key: of any
+//! number of concurrent copies, on any number of instances, exactly one inserts.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::{AppId, InboundEventId, MessageId, SourceId, TenantId};
+
+#[derive(Debug, Clone)]
+pub struct InboundEvent {
+    pub id: InboundEventId,
+    pub key: String,
+    pub status: String,
+    pub app_id: AppId,
+    pub msg_id: Option<MessageId>,
+    pub event_type: String,
+    pub content_type: String,
+    pub payload: Vec<u8>,
+    pub duplicates: i32,
+    pub received_at: DateTime<Utc>,
+}
+
+/// An event to admit.
+#[derive(Debug, Clone)]
+pub struct NewInbound {
+    pub id: InboundEventId,
+    pub key: String,
+    pub app_id: AppId,
+    pub msg_id: Option<MessageId>,
+    pub event_type: String,
+    pub content_type: String,
+    pub payload: Vec<u8>,
+}
+
+/// What an earlier copy left, for a request that lost the insert.
+#[derive(Debug, Clone)]
+pub struct Existing {
+    pub id: InboundEventId,
+    pub status: String,
+    /// A `processing` row whose lease ran out: its holder is presumed dead.
+    pub lease_expired: bool,
+}
+
+const COLUMNS: &str = "id, key, status, app_id, msg_id, event_type, content_type, payload, duplicates, received_at";
+
+fn from_row(r: &Row) -> InboundEvent {
+    let msg: Option<String> = r.get(4);
+    InboundEvent {
+        id: InboundEventId::from_db(r.get(0)),
+        key: r.get(1),
+        status: r.get(2),
+        app_id: AppId::from_db(r.get(3)),
+        msg_id: msg.map(MessageId::from_db),
+        event_type: r.get(5),
+        content_type: r.get(6),
+        payload: r.get(7),
+        duplicates: r.get(8),
+        received_at: r.get(9),
+    }
+}
+
+/// The dedupe decision: inserts the event with `status` unless its key exists.
+/// `lease` is set for `processing` rows. Returns whether this call inserted it.
+pub async fn admit(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    source: &SourceId,
+    e: &NewInbound,
+    status: &str,
+    lease: Option<Duration>,
+) -> Result<bool, StoreError> {
+    let lease_secs = lease.map(|l| l.as_secs_f64());
+    let n = db
+        .execute(
+            "INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
+                content_type, payload, lease_until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11))
+             ON CONFLICT (tenant_id, source_id, key) DO NOTHING",
+            &[
+                &tenant.as_str(),
+                &source.as_str(),
+                &e.key,
+                &e.id.as_str(),
+                &status,
+                &e.app_id.as_str(),
+                &e.msg_id.as_ref().map(|m| m.as_str()),
+                &e.event_type,
+                &e.content_type,
+                &e.payload,
+                &lease_secs,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Counts a duplicate and reports what the first copy left; `None` if the row was
+/// released (a failed sync attempt) since the insert lost.
+pub async fn duplicate(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    source: &SourceId,
+    key: &str,
+) -> Result<Option<Existing>, StoreError> {
+    let row = db
+        .query_opt(
+            "UPDATE inbound_events SET duplicates = duplicates + 1
+             WHERE tenant_id = $1 AND source_id = $2 AND key = $3
+             RETURNING id, status, COALESCE(lease_until < now(), false)",
+            &[&tenant.as_str(), &source.as_str(), &key],
+        )
+        .await?;
+    Ok(row.map(|r| Existing { id: InboundEventId::from_db(r.get(0)), status: r.get(1), lease_expired: r.get(2) }))
+}
+
+/// Takes over a `processing` row whose lease ran out; true if this call got it.
+pub async fn take_over(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    source: &SourceId,
+    key: &str,
+    lease: Duration,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE inbound_events SET lease_until = now() + make_interval(secs => $4)
+             WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing' AND lease_until < now()",
+            &[&tenant.as_str(), &source.as_str(), &key, &lease.as_secs_f64()],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn complete(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    source: &SourceId,
+    key: &str,
+) -> Result<(), StoreError> {
+    db.execute(
+        "UPDATE inbound_events SET status = 'completed', lease_until = NULL
+         WHERE tenant_id = $1 AND source_id = $2 AND key = $3",
+        &[&tenant.as_str(), &source.as_str(), &key],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Releases a `processing` row after a failed forward, so the provider's retry runs again.
+pub async fn release(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    source: &SourceId,
+    key: &str,
+) -> Result<(), StoreError> {
+    db.execute(
+        "DELETE FROM inbound_events WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing'",
+        &[&tenant.as_str(), &source.as_str(), &key],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn list(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    source: &SourceId,
+    page: &PageRequest,
+) -> Result<Page<InboundEvent>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM inbound_events WHERE tenant_id = $1 AND source_id = $2
+           AND ($3::text IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &source.as_str(), &page.after, &page.fetch_limit()]).await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.id.to_string()))
+}
+
+pub async fn get(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    source: &SourceId,
+    id: &str,
+) -> Result<Option<InboundEvent>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM inbound_events WHERE tenant_id = $1 AND source_id = $2 AND id = $3");
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &id]).await?.as_ref().map(from_row))
+}
+
+/// Deletes up to `batch` events older than their source's retention; the pruner
+/// calls it until it returns less than `batch`, so no long lock is held.
+pub async fn prune(db: &impl GenericClient, batch: i64) -> Result<u64, StoreError> {
+    let n = db
+        .execute(
+            "DELETE FROM inbound_events WHERE ctid IN (
+                SELECT e.ctid FROM inbound_events e
+                JOIN sources s ON s.tenant_id = e.tenant_id AND s.id = e.source_id
+                WHERE e.received_at < now() - make_interval(days => s.retention_days)
+                  AND e.status <> 'processing'
+                LIMIT $1)",
+            &[&batch],
+        )
+        .await?;
+    Ok(n)
+}

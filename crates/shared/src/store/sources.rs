@@ -1,0 +1,183 @@
+//! The `sources` table: a tenant's receiving addresses, one provider each.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::{AppId, SourceId, TenantId};
+
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub tenant_id: TenantId,
+    pub id: SourceId,
+    pub name: String,
+    pub provider: String,
+    pub secret: Option<Vec<u8>>,
+    pub old_secret: Option<Vec<u8>>,
+    pub old_secret_until: Option<DateTime<Utc>>,
+    pub verify: Value,
+    pub idempotency: Option<Value>,
+    pub mode: String,
+    pub app_id: AppId,
+    pub event_type_path: Option<String>,
+    pub retention_days: i32,
+    pub disabled: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The writable fields of a source (the secret is set apart).
+#[derive(Debug, Clone)]
+pub struct SourceFields {
+    pub name: String,
+    pub provider: String,
+    pub verify: Value,
+    pub idempotency: Option<Value>,
+    pub mode: String,
+    pub app_id: AppId,
+    pub event_type_path: Option<String>,
+    pub retention_days: i32,
+    pub disabled: bool,
+}
+
+const COLUMNS: &str = "tenant_id, id, name, provider, secret, old_secret, old_secret_until, verify, idempotency,
+    mode, app_id, event_type_path, retention_days, disabled, created_at, updated_at";
+
+fn from_row(r: &Row) -> Source {
+    Source {
+        tenant_id: TenantId::from_db(r.get(0)),
+        id: SourceId::from_db(r.get(1)),
+        name: r.get(2),
+        provider: r.get(3),
+        secret: r.get(4),
+        old_secret: r.get(5),
+        old_secret_until: r.get(6),
+        verify: r.get(7),
+        idempotency: r.get(8),
+        mode: r.get(9),
+        app_id: AppId::from_db(r.get(10)),
+        event_type_path: r.get(11),
+        retention_days: r.get(12),
+        disabled: r.get(13),
+        created_at: r.get(14),
+        updated_at: r.get(15),
+    }
+}
+
+pub async fn insert(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+    f: &SourceFields,
+    sealed_secret: Option<&[u8]>,
+) -> Result<Source, StoreError> {
+    let sql = format!(
+        "INSERT INTO sources (tenant_id, id, name, provider, secret, verify, idempotency, mode, app_id,
+            event_type_path, retention_days, disabled)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {COLUMNS}"
+    );
+    let row = db
+        .query_one(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &id.as_str(),
+                &f.name,
+                &f.provider,
+                &sealed_secret,
+                &f.verify,
+                &f.idempotency,
+                &f.mode,
+                &f.app_id.as_str(),
+                &f.event_type_path,
+                &f.retention_days,
+                &f.disabled,
+            ],
+        )
+        .await?;
+    Ok(from_row(&row))
+}
+
+pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &str) -> Result<Option<Source>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM sources WHERE tenant_id = $1 AND id = $2");
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &id]).await?.as_ref().map(from_row))
+}
+
+/// The one lookup that does not start from a tenant: `/in/{source_id}` names only
+/// the source. Returns a live source of a live, enabled tenant.
+pub async fn resolve(db: &impl GenericClient, source_id: &str) -> Result<Option<Source>, StoreError> {
+    let cols = COLUMNS.split(',').map(|c| format!("s.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "SELECT {cols} FROM sources s JOIN tenants t ON t.id = s.tenant_id
+         WHERE s.id = $1 AND NOT s.disabled AND NOT t.disabled AND t.deleted_at IS NULL"
+    );
+    Ok(db.query_opt(&sql, &[&source_id]).await?.as_ref().map(from_row))
+}
+
+pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest) -> Result<Page<Source>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sources WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2) ORDER BY id LIMIT $3"
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |s| s.id.to_string()))
+}
+
+pub async fn replace(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+    f: &SourceFields,
+) -> Result<Option<Source>, StoreError> {
+    let sql = format!(
+        "UPDATE sources SET name = $3, provider = $4, verify = $5, idempotency = $6, mode = $7, app_id = $8,
+            event_type_path = $9, retention_days = $10, disabled = $11, updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
+    );
+    let row = db
+        .query_opt(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &id.as_str(),
+                &f.name,
+                &f.provider,
+                &f.verify,
+                &f.idempotency,
+                &f.mode,
+                &f.app_id.as_str(),
+                &f.event_type_path,
+                &f.retention_days,
+                &f.disabled,
+            ],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+pub async fn delete(db: &impl GenericClient, tenant: &TenantId, id: &SourceId) -> Result<bool, StoreError> {
+    let n =
+        db.execute("DELETE FROM sources WHERE tenant_id = $1 AND id = $2", &[&tenant.as_str(), &id.as_str()]).await?;
+    Ok(n == 1)
+}
+
+/// Makes `new_secret` current; the current one is still accepted until `old_until`.
+pub async fn rotate_secret(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+    new_secret: &[u8],
+    old_until: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE sources SET old_secret = secret, old_secret_until = $4, secret = $3, updated_at = now()
+             WHERE tenant_id = $1 AND id = $2",
+            &[&tenant.as_str(), &id.as_str(), &new_secret, &old_until],
+        )
+        .await?;
+    Ok(n == 1)
+}
