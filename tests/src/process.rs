@@ -21,3 +21,38 @@ pub fn hookgate(env: &[(&str, &str)]) -> tokio::process::Command {
     cmd.kill_on_drop(true);
     cmd
 }
+
+/// A `hookgate serve` process on its own port, killed when dropped.
+pub struct Served {
+    pub child: tokio::process::Child,
+    pub port: u16,
+}
+
+impl Served {
+    /// Starts `hookgate serve --role <role>` with `env` and waits until it answers.
+    pub async fn start(env: &std::collections::HashMap<String, String>, role: &str) -> Self {
+        let port = crate::servers::free_port();
+        let mut env = env.clone();
+        env.insert("HOOKGATE_LISTEN".into(), format!("127.0.0.1:{port}"));
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let child = hookgate(&pairs).args(["serve", "--role", role]).spawn().expect("hookgate starts");
+        let url = format!("http://127.0.0.1:{port}/healthz");
+        for _ in 0..200 {
+            if reqwest::get(&url).await.is_ok_and(|r| r.status().is_success()) {
+                return Served { child, port };
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("hookgate serve did not answer on port {port}");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// SIGKILL: no shutdown, no goodbye.
+    pub async fn kill(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}

@@ -1,0 +1,164 @@
+//! The race: 1,000 distinct events, each sent 5 times concurrently, spread over 3
+//! Hookgate processes sharing one Postgres and Redis, under faults in the middle.
+//! Every run: exactly 1,000 events admitted, every copy answered 200 (retried
+//! until it was), each event delivered at least once and recorded once.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use hookgate_gateway::Role;
+use hookgate_tests::{app::default_env, process::Served, providers, servers::RedisServer, sink::Sink, TestApp, TestDb};
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+const EVENTS: usize = 1000;
+const COPIES: usize = 5;
+const SECRET: &str = "whsec_race";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    FlushRedis,
+    StopRedis,
+    KillProcess,
+}
+
+async fn race(fault: Fault) {
+    let db = TestDb::new().await;
+    let mut redis = RedisServer::start();
+    let mut env = default_env(&db);
+    env.insert("REDIS_URL".into(), redis.url());
+    env.insert("HOOKGATE_WORKER_POLL_MS".into(), "200".into());
+    env.insert("HOOKGATE_DB_POOL_SIZE".into(), "24".into());
+    let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
+    let sink = Sink::start().await;
+    let t = api.tenant().await;
+    let app = t.application().await;
+    t.endpoint(&app, &sink.url, json!({})).await;
+    let source =
+        t.post("/api/v1/source", json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": app}), 201).await;
+    let path = format!("/in/{}", source["id"].as_str().unwrap());
+
+    let mut procs = Vec::new();
+    for _ in 0..3 {
+        procs.push(Served::start(&env, "all").await);
+    }
+    let urls: Arc<Vec<String>> = Arc::new(procs.iter().map(|p| p.url(&path)).collect());
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let non_200 = Arc::new(AtomicUsize::new(0));
+    let killed = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new(Semaphore::new(150));
+
+    let mut copies = Vec::new();
+    for e in 0..EVENTS {
+        let body = format!(r#"{{"id":"evt_{e}","type":"race.test","data":{{"n":{e}}}}}"#);
+        for c in 0..COPIES {
+            copies.push((e, c, body.clone()));
+        }
+    }
+    let mut tasks = Vec::new();
+    for (e, c, body) in copies {
+        let (urls, http, done, non_200, killed, gate) =
+            (urls.clone(), http.clone(), done.clone(), non_200.clone(), killed.clone(), gate.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await.unwrap();
+            let mut target = (e + c) % 3;
+            for attempt in 0.. {
+                assert!(attempt < 400, "a copy never got its 200");
+                if killed.load(Ordering::Relaxed) && target == 0 {
+                    target = 1;
+                }
+                let sig = providers::stripe(SECRET, providers::now(), body.as_bytes());
+                let res = http
+                    .post(&urls[target])
+                    .header("content-type", "application/json")
+                    .header("Stripe-Signature", sig)
+                    .body(body.clone())
+                    .send()
+                    .await;
+                match res {
+                    Ok(r) if r.status() == 200 => break,
+                    Ok(r) => {
+                        assert!(matches!(r.status().as_u16(), 409 | 503), "only retryable answers: {}", r.status());
+                        non_200.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        non_200.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                // The caller retries, on another instance.
+                target = (target + 1) % 3;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            done.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+
+    // The fault, in the middle of the run.
+    while done.load(Ordering::Relaxed) < EVENTS * COPIES * 2 / 5 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    match fault {
+        Fault::None => {}
+        Fault::FlushRedis => {
+            let mut conn = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+            std::io::Write::write_all(&mut conn, b"FLUSHALL\r\n").unwrap();
+        }
+        Fault::StopRedis => redis.stop(),
+        Fault::KillProcess => {
+            killed.store(true, Ordering::Relaxed);
+            procs[0].kill().await;
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(done.load(Ordering::Relaxed), EVENTS * COPIES, "every copy answered 200");
+
+    let client = db.client().await;
+    let admitted: i64 = client.query_one("SELECT count(*) FROM inbound_events", &[]).await.unwrap().get(0);
+    assert_eq!(admitted, EVENTS as i64, "exactly one admitted per event");
+    let messages: i64 = client.query_one("SELECT count(*) FROM messages", &[]).await.unwrap().get(0);
+    assert_eq!(messages, EVENTS as i64, "recorded once: one message per event");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let ids: HashSet<String> =
+            sink.received().iter().filter_map(|r| r.header("webhook-id").map(str::to_owned)).collect();
+        if ids.len() == EVENTS {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{} of {EVENTS} events delivered", ids.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for mut p in procs {
+        p.kill().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_of_5000_copies_over_3_instances_admits_each_event_once() {
+    race(Fault::None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_with_redis_flushed_in_the_middle_admits_each_event_once() {
+    race(Fault::FlushRedis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_with_redis_stopped_in_the_middle_admits_each_event_once() {
+    race(Fault::StopRedis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_with_an_instance_killed_in_the_middle_admits_each_event_once() {
+    race(Fault::KillProcess).await;
+}
