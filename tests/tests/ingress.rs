@@ -419,3 +419,47 @@ async fn inbound_events_past_retention_are_pruned_in_batches() {
     assert_eq!((first, second), (2, 1), "bounded batches");
     assert_eq!(s.stored().await, 1);
 }
+
+#[tokio::test]
+async fn with_postgres_down_ingress_answers_503_and_admits_the_retries_once_when_it_returns() {
+    use hookgate_tests::{app::default_env, process::hookgate, servers::PgServer, TestDb};
+    let pg = PgServer::start();
+    let db = TestDb { name: "own".into(), url: pg.url() };
+    let mut env = default_env(&db);
+    env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
+    let key = env["HOOKGATE_MASTER_KEY"].clone();
+    let out = hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
+    assert!(out.status.success());
+    let app = TestApp::spawn_on(db, env).await;
+    let sink = Sink::start().await;
+    let s = stripe_source(&app, &sink, json!({})).await;
+
+    pg.stop();
+    let bodies: Vec<String> = (0..5).map(|i| event(&format!("evt_down_{i}"))).collect();
+    for b in &bodies {
+        let res = s.stripe(b).await;
+        assert_eq!(res.status(), 503);
+        assert_eq!(res.json::<Value>().await.unwrap()["code"], "unavailable");
+    }
+    pg.start_again();
+    let mut statuses = Vec::new();
+    for b in &bodies {
+        let mut got = 0;
+        for _ in 0..50 {
+            let res = s.stripe(b).await;
+            if res.status() == 200 {
+                got = 200;
+                statuses.push(res.json::<Value>().await.unwrap()["status"].as_str().unwrap().to_owned());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(got, 200, "admitted once Postgres is back");
+        let again: Value = s.stripe(b).await.json().await.unwrap();
+        assert_eq!(again["status"], "duplicate");
+    }
+    assert_eq!(statuses, vec!["accepted"; 5], "nothing had been admitted while it was down");
+    assert_eq!(s.stored().await, 5);
+    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"hookgate_ingress_requests_total{outcome="unavailable",source="",tenant=""} 5"#), "{metrics}");
+}

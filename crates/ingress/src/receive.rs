@@ -97,7 +97,12 @@ pub async fn receive(
     let source = match source {
         Ok(Some(s)) => s,
         Ok(None) => return Err(ApiError::NotFound("source")),
-        Err(e) => return Err(Refusal::from(e).into_api()),
+        Err(e) => {
+            // The source is unknown while Postgres is: no tenant or source label.
+            let refusal = Refusal::from(e);
+            metrics.request("", "", refusal.outcome());
+            return Err(refusal.into_api());
+        }
     };
     let result = handle(&req, payload, &state, &forwarder, &source).await;
     metrics.duration.observe(started.elapsed().as_secs_f64());
