@@ -17,6 +17,11 @@ if [ ! -x "$venv/bin/pytest" ] || ! cmp -s tests/python/requirements.txt "$venv/
   cp tests/python/requirements.txt "$venv/requirements.txt"
 fi
 
+# Provider signing code from the providers' own npm packages (Stripe, Octokit).
+if [ ! -d tests/node/node_modules ] || [ tests/node/package-lock.json -nt tests/node/node_modules ]; then
+  (cd tests/node && npm ci --no-audit --no-fund --silent)
+fi
+
 cargo build -q --bin hookgate
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
