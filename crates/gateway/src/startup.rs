@@ -84,6 +84,7 @@ impl Application {
                 .service(routes::health::readyz)
                 .service(routes::health::metrics)
                 .service(routes::health::api_health)
+                .service(routes::health::openapi)
                 .configure(|cfg| {
                     if role.serves_api() {
                         cfg.service(

@@ -35,6 +35,13 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; version=0.0.4; charset=utf-8").body(state.metrics.render())
 }
 
+/// `GET /openapi.json`: Hookgate's own routes (admin, sources, inbound events, `/in`).
+/// The Svix-compatible routes are described by Svix's own OpenAPI document.
+#[get("/openapi.json")]
+pub async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(include_str!("../openapi.json"))
+}
+
 /// `GET /api/v1/health`, Svix's unauthenticated health check: 204.
 #[get("/api/v1/health")]
 pub async fn api_health() -> HttpResponse {
