@@ -10,6 +10,11 @@ test:
 stop:
 	scripts/stack.sh down run
 
+# Release build, own Postgres/Redis/sink on loopback, baselines and scenarios in one run.
+bench:
+	cargo build --release --bin hookgate --bin hookgate-bench
+	target/release/hookgate-bench
+
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings

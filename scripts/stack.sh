@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Starts or stops a local Postgres and Redis on loopback for `make run` or `make test`.
-#   scripts/stack.sh up|down|env run|test
-# `run` keeps its data under .data/ across runs; `test` starts fresh each time.
+#   scripts/stack.sh up|down|env run|test|bench
+# `run` keeps its data under .data/ across runs; `test` and `bench` start fresh each time.
 set -euo pipefail
 
-cmd=${1:?usage: stack.sh up|down|env run|test}
-profile=${2:?usage: stack.sh up|down|env run|test}
+cmd=${1:?usage: stack.sh up|down|env run|test|bench}
+profile=${2:?usage: stack.sh up|down|env run|test|bench}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 case "$profile" in
   run)  pg_port=${HOOKGATE_PG_PORT:-55432}; redis_port=${HOOKGATE_REDIS_PORT:-56379}; dir="$root/.data" ;;
   test) pg_port=${HOOKGATE_TEST_PG_PORT:-55433}; redis_port=${HOOKGATE_TEST_REDIS_PORT:-56380}; dir="$root/target/test-stack" ;;
-  *) echo "stack.sh: unknown profile '$profile' (run or test)" >&2; exit 2 ;;
+  bench) pg_port=${HOOKGATE_BENCH_PG_PORT:-55434}; redis_port=${HOOKGATE_BENCH_REDIS_PORT:-56381}; dir="$root/target/bench-stack" ;;
+  *) echo "stack.sh: unknown profile '$profile' (run, test or bench)" >&2; exit 2 ;;
 esac
 
 # Postgres refuses to run as root: run its binaries as the `postgres` user then.
@@ -48,7 +49,7 @@ up() {
   need redis-server "run: apt-get install -y redis-server"
   mkdir -p "$dir"
   local pgd; pgd=$(pg_dir)
-  if [ "$profile" = test ]; then
+  if [ "$profile" != run ]; then
     down >/dev/null 2>&1 || true
     rm -rf "$pgd" "$dir/redis"
   fi
@@ -60,6 +61,9 @@ up() {
   if ! as_pg pg_ctl -D "$pgd" status >/dev/null 2>&1; then
     local opts="-c listen_addresses=127.0.0.1 -p $pg_port -k $(dirname "$pgd") -c max_connections=400"
     [ "$profile" = test ] && opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    # Benchmarks keep Postgres durable (fsync, synchronous commit): the baseline and
+    # Hookgate pay the same commit cost. Memory settings suit the 24 GiB machine.
+    [ "$profile" = bench ] && opts="$opts -c shared_buffers=1GB -c max_wal_size=4GB -c checkpoint_timeout=15min"
     as_pg pg_ctl -D "$pgd" -l "$(dirname "$pgd")/postgres.log" -o "$opts" -w start >/dev/null
   fi
   as_pg psql -h 127.0.0.1 -p "$pg_port" -U hookgate -d postgres -tAc \

@@ -1,0 +1,64 @@
+//! The delivery sink: a real HTTP server on 127.0.0.1 that answers 200 at once,
+//! counts what it receives, and records the lag of payloads stamped with `t`.
+
+use std::{
+    net::TcpListener,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+};
+
+use actix_web::{web, App, HttpResponse, HttpServer};
+use hdrhistogram::Histogram;
+
+#[derive(Clone)]
+pub struct Sink {
+    pub url: String,
+    pub received: Arc<AtomicU64>,
+    pub lag: Arc<Mutex<Histogram<u64>>>,
+}
+
+/// Microseconds since the epoch: payloads carry it as `t` when lag is measured.
+pub fn now_micros() -> u64 {
+    chrono::Utc::now().timestamp_micros() as u64
+}
+
+impl Sink {
+    pub async fn start() -> anyhow::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
+        let sink = Sink { url, received: Arc::new(AtomicU64::new(0)), lag: Arc::new(Mutex::new(crate::load::histogram())) };
+        let data = web::Data::new(sink.clone());
+        let server = HttpServer::new(move || {
+            App::new().app_data(data.clone()).default_service(web::to(|s: web::Data<Sink>, body: web::Bytes| async move {
+                s.received.fetch_add(1, Ordering::Relaxed);
+                if let Some(t) = stamp(&body) {
+                    let _ = s.lag.lock().expect("lag lock").record(now_micros().saturating_sub(t).max(1));
+                }
+                HttpResponse::Ok().finish()
+            }))
+        })
+        .workers(2)
+        .disable_signals()
+        .listen(listener)?
+        .run();
+        tokio::spawn(server);
+        Ok(sink)
+    }
+
+    pub fn count(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    pub fn reset_lag(&self) {
+        self.lag.lock().expect("lag lock").reset();
+    }
+}
+
+/// `"t":<micros>` at the start of a payload, without a JSON parse.
+fn stamp(body: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(body).ok()?;
+    let rest = text.strip_prefix("{\"t\":")?;
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
