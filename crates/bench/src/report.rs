@@ -33,7 +33,8 @@ pub fn render(rows: &[Row], s: &Settings) -> String {
     for r in rows {
         let ms = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
         let ratio = r.ratio.as_ref().map(|(x, b)| format!("{x:.2} x {b}")).unwrap_or_else(|| "-".into());
-        let bar = r.bar.as_ref().map(|(b, ok)| format!("{b} {}", if *ok { "met" } else { "MISSED" })).unwrap_or_default();
+        let bar =
+            r.bar.as_ref().map(|(b, ok)| format!("{b} {}", if *ok { "met" } else { "MISSED" })).unwrap_or_default();
         out += &format!(
             "{:<44} {:>5} {:>11.0} {:>9} {:>9} {:>16} {:>18}  {}\n",
             r.name,

@@ -74,7 +74,8 @@ async fn publish(t: &Arc<Tenant>, app: &str, n: usize, clients: usize) -> anyhow
         let (t, next, app) = (t.clone(), next.clone(), app.to_owned());
         tasks.push(tokio::spawn(async move {
             while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
-                let _ = t.post(&format!("/api/v1/app/{app}/msg"), json!({"eventType": "bench", "payload": {"k": 1}})).await;
+                let _ =
+                    t.post(&format!("/api/v1/app/{app}/msg"), json!({"eventType": "bench", "payload": {"k": 1}})).await;
             }
         }));
     }
@@ -134,7 +135,8 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
         .await?
         .json()
         .await?;
-    let tenant = Arc::new(Tenant { http: http.clone(), api: api.url(""), key: admin["apiKey"].as_str().unwrap().into() });
+    let tenant =
+        Arc::new(Tenant { http: http.clone(), api: api.url(""), key: admin["apiKey"].as_str().unwrap().into() });
     let app1 = tenant.post("/api/v1/app", json!({"name": "one"})).await?["id"].as_str().unwrap().to_owned();
     tenant.post(&format!("/api/v1/app/{app1}/endpoint"), json!({"url": format!("{}/one", sink.url)})).await?;
     let source = tenant
@@ -156,7 +158,14 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
         })
         .await
     };
-    rows.push(row("ingress: unique Stripe-signed events", c, &unique, Some((unique.rate() / p, "P")), Some((1.0, unique.rate() / p)), "admitted/s"));
+    rows.push(row(
+        "ingress: unique Stripe-signed events",
+        c,
+        &unique,
+        Some((unique.rate() / p, "P")),
+        Some((1.0, unique.rate() / p)),
+        "admitted/s",
+    ));
 
     eprintln!("ingress: 90% duplicates");
     let dups = {
@@ -175,7 +184,14 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
         .await
     };
     let dup_ratio = dups.rate() / unique.rate();
-    rows.push(row("ingress: 90 % duplicates", c, &dups, Some((dup_ratio, "unique")), Some((3.0, dup_ratio)), "answered/s"));
+    rows.push(row(
+        "ingress: 90 % duplicates",
+        c,
+        &dups,
+        Some((dup_ratio, "unique")),
+        Some((3.0, dup_ratio)),
+        "answered/s",
+    ));
 
     eprintln!("egress: message creation");
     let created = {
@@ -186,7 +202,14 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
         })
         .await
     };
-    rows.push(row("egress: message creation (API)", c, &created, Some((created.rate() / p, "P")), Some((1.0, created.rate() / p)), "created/s, 1 endpoint each"));
+    rows.push(row(
+        "egress: message creation (API)",
+        c,
+        &created,
+        Some((created.rate() / p, "P")),
+        Some((1.0, created.rate() / p)),
+        "created/s, 1 endpoint each",
+    ));
 
     // Deliveries: start from an empty outbox, publish with no worker running, then
     // time a worker draining it.

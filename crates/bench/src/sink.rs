@@ -28,16 +28,19 @@ impl Sink {
     pub async fn start() -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let url = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
-        let sink = Sink { url, received: Arc::new(AtomicU64::new(0)), lag: Arc::new(Mutex::new(crate::load::histogram())) };
+        let sink =
+            Sink { url, received: Arc::new(AtomicU64::new(0)), lag: Arc::new(Mutex::new(crate::load::histogram())) };
         let data = web::Data::new(sink.clone());
         let server = HttpServer::new(move || {
-            App::new().app_data(data.clone()).default_service(web::to(|s: web::Data<Sink>, body: web::Bytes| async move {
-                s.received.fetch_add(1, Ordering::Relaxed);
-                if let Some(t) = stamp(&body) {
-                    let _ = s.lag.lock().expect("lag lock").record(now_micros().saturating_sub(t).max(1));
-                }
-                HttpResponse::Ok().finish()
-            }))
+            App::new().app_data(data.clone()).default_service(web::to(
+                |s: web::Data<Sink>, body: web::Bytes| async move {
+                    s.received.fetch_add(1, Ordering::Relaxed);
+                    if let Some(t) = stamp(&body) {
+                        let _ = s.lag.lock().expect("lag lock").record(now_micros().saturating_sub(t).max(1));
+                    }
+                    HttpResponse::Ok().finish()
+                },
+            ))
         })
         .workers(2)
         .disable_signals()

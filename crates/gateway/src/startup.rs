@@ -16,7 +16,7 @@ use hookgate_egress::{
     deliver::{forward::Forwarder, Worker},
     metrics::EgressMetrics,
 };
-use hookgate_ingress::metrics::IngressMetrics;
+use hookgate_ingress::{commit::GroupCommit, metrics::IngressMetrics};
 
 use crate::{auth, idempotency::idempotency, routes, telemetry, AppState};
 
@@ -68,6 +68,7 @@ impl Application {
         let egress_data = Data::new(egress_metrics.clone());
         let ingress_data = Data::new(IngressMetrics::register(&state.metrics));
         let forwarder = Data::new(Forwarder::new(state.clone(), egress_metrics.clone()));
+        let group_commit = Data::new(GroupCommit::start(state.clone()));
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
             App::new()
@@ -75,6 +76,7 @@ impl Application {
                 .app_data(egress_data.clone())
                 .app_data(ingress_data.clone())
                 .app_data(forwarder.clone())
+                .app_data(group_commit.clone())
                 .app_data(json_config(max_body))
                 .app_data(web::PayloadConfig::new(max_body))
                 .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))

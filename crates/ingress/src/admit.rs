@@ -1,5 +1,5 @@
-//! Exactly-once admission of one verified, keyed event: async (committed with its
-//! message, then answered) or sync (forwarded before answering, leased).
+//! Exactly-once admission of one verified, keyed event. Async mode commits in
+//! groups (`commit.rs`); sync mode, here, forwards before answering, leased.
 //!
 //! Invariants (SPEC §6): a 2xx follows a commit in Postgres, by this request or an
 //! earlier one; the decision is the insert; Redis is consulted only for keys it
@@ -10,11 +10,10 @@ use std::time::Duration;
 use hookgate_egress::deliver::forward::{Event, Forwarder};
 use hookgate_shared::{
     db,
-    ids::{InboundEventId, MessageId},
+    ids::InboundEventId,
     redis::Redis,
     store::{
         inbound_events::{self, NewInbound},
-        messages::{self, NewMessage},
         sources::Source,
         StoreError,
     },
@@ -112,50 +111,16 @@ async fn remember(redis: &Redis, key: &str, id: &InboundEventId, retention_days:
         .await;
 }
 
-/// Async mode: the inbound event, its message and the message's deliveries commit
-/// in one transaction; only then is the provider answered.
-pub async fn admit_async(
-    pool: &deadpool_postgres::Pool,
-    redis: &Redis,
-    c: Candidate<'_>,
-) -> Result<Admitted, StoreError> {
-    let src = c.source;
-    let evt = InboundEventId::generate();
-    let msg = MessageId::generate();
-    let mut conn = db::conn(pool).await?;
-    let tx = conn.transaction().await?;
-    let new = NewInbound {
-        id: evt.clone(),
-        key: c.key.clone(),
-        app_id: src.app_id.clone(),
-        msg_id: Some(msg.clone()),
-        event_type: c.event_type.clone(),
-        content_type: c.content_type.clone(),
-        payload: c.payload.clone(),
-    };
-    if inbound_events::admit(&*tx, &src.tenant_id, &src.id, &new, "accepted", None).await? {
-        let message = NewMessage {
-            id: msg,
-            event_id: Some(c.key.clone()),
-            event_type: c.event_type,
-            channels: None,
-            tags: None,
-            payload: c.payload,
-            content_type: c.content_type,
-            idempotency_key: Some(c.key.clone()),
-        };
-        messages::insert_with_deliveries(&*tx, &src.tenant_id, &src.app_id, &message).await?;
-        tx.commit().await?;
-        remember(redis, &c.key, &evt, src.retention_days).await;
-        return Ok(Admitted::Accepted(evt));
+/// Tells Redis about a batch's committed keys in one round trip. Best effort.
+pub async fn remember_many(redis: &Redis, committed: &[(String, String, i32)]) {
+    if committed.is_empty() || !redis.is_enabled() {
+        return;
     }
-    drop(tx);
-    let existing = inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key).await?;
-    let id = existing.map(|e| e.id);
-    if let Some(id) = &id {
-        remember(redis, &c.key, id, src.retention_days).await;
+    let mut pipe = hookgate_shared::redis::pipe();
+    for (key, id, days) in committed {
+        pipe.cmd("SET").arg(redis_key(redis, key)).arg(id).arg("EX").arg((*days).max(1) as u64 * 86_400).ignore();
     }
-    Ok(Admitted::Duplicate(id, Layer::Postgres))
+    let _: Option<()> = redis.call(|mut c| async move { pipe.query_async(&mut c).await }).await;
 }
 
 /// Sync mode: insert as `processing` with a lease, forward, then complete (200) or

@@ -8,6 +8,7 @@
 
 pub mod admit;
 pub mod api;
+pub mod commit;
 pub mod extract;
 pub mod metrics;
 pub mod prune;

@@ -18,6 +18,7 @@ use serde_json::json;
 use crate::{
     admit::{self, Admitted, Candidate, Layer},
     api::sources::source_secrets,
+    commit::GroupCommit,
     extract::{self, KeySpec},
     metrics::IngressMetrics,
     verify::Provider,
@@ -88,6 +89,7 @@ pub async fn receive(
     state: web::Data<AppState>,
     metrics: web::Data<IngressMetrics>,
     forwarder: web::Data<Forwarder>,
+    group: web::Data<GroupCommit>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     let source = match db::conn(&state.db).await {
@@ -104,7 +106,7 @@ pub async fn receive(
             return Err(refusal.into_api());
         }
     };
-    let result = handle(&req, payload, &state, &forwarder, &source).await;
+    let result = handle(&req, payload, &state, &forwarder, &group, &source).await;
     metrics.duration.observe(started.elapsed().as_secs_f64());
     let (tenant, src) = (source.tenant_id.as_str(), source.id.as_str());
     match result {
@@ -149,6 +151,7 @@ async fn handle(
     payload: web::Payload,
     state: &AppState,
     forwarder: &Forwarder,
+    group: &GroupCommit,
     source: &sources::Source,
 ) -> Result<(Admitted, String), Refusal> {
     let body = read_body(payload, state.config.max_body).await?;
@@ -184,7 +187,13 @@ async fn handle(
     let admitted = if source.mode == "sync" {
         admit::admit_sync(&state.db, &state.redis, forwarder, state.config.sync_lease, candidate).await?
     } else {
-        admit::admit_async(&state.db, &state.redis, candidate).await?
+        group.admit(candidate).await.map_err(|e| {
+            if e.unavailable {
+                Refusal::Unavailable
+            } else {
+                Refusal::Internal(e.detail)
+            }
+        })?
     };
     Ok((admitted, key))
 }

@@ -11,6 +11,7 @@ pub mod delivery_views;
 pub mod endpoints;
 pub mod event_types;
 pub mod idempotency;
+pub mod inbound_batch;
 pub mod inbound_events;
 pub mod messages;
 pub mod page;
