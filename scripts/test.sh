@@ -22,12 +22,17 @@ if [ ! -d tests/node/node_modules ] || [ tests/node/package-lock.json -nt tests/
   (cd tests/node && npm ci --no-audit --no-fund --silent)
 fi
 
-cargo build -q --bin hookgate
+cargo build -q --bin hookgate --bin hookgate-bench
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@" || status=1
 else
   cargo test --workspace --no-fail-fast "$@" || status=1
 fi
+# One short smoke run of the load generator, so that `make bench` keeps working.
+HOOKGATE_BIN=target/debug/hookgate BENCH_SECS=1 BENCH_CONCURRENCY=4 BENCH_DELIVERIES=200 \
+  target/debug/hookgate-bench >target/bench-smoke.txt 2>&1 || { cat target/bench-smoke.txt; status=1; }
+# The deployment files: promtool rules tests, parsing, metric names.
+deploy/check.sh || status=1
 "$venv/bin/pytest" -q tests/python || status=1
 exit $status
