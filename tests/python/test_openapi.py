@@ -334,8 +334,11 @@ def test_sources_and_ingress_responses_match_the_document(hookgate, doc, tenant,
     status, _, page = call(hookgate, doc, "get", "/api/v1/source", token=key)
     assert status == 200 and {s["id"] for s in page["data"]} == {src["id"], hm["id"]} and page["done"] is True
     status, _, stripe = call(hookgate, doc, "post", "/api/v1/source", token=key,
-                             body={"name": "st", "provider": "stripe", "appId": app.id, "idempotency": "provider"})
-    assert status == 201 and stripe["idempotency"] == "provider" and stripe["provider"] == "stripe"
+                             body={"name": "st", "provider": "stripe", "appId": app.id, "idempotency": None})
+    assert status == 201 and stripe["idempotency"] is None and stripe["provider"] == "stripe"
+    status, _, err = call(hookgate, doc, "post", "/api/v1/source", token=key,
+                          body={"name": "st", "provider": "stripe", "appId": app.id, "idempotency": "provider"})
+    assert status == 422 and "idempotency" in str(err["detail"])
 
     one = "/api/v1/source/{id}"
     assert call(hookgate, doc, "get", one, f"/api/v1/source/{src['id']}", token=key)[2] == src

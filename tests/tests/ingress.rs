@@ -428,7 +428,8 @@ async fn with_postgres_down_ingress_answers_503_and_admits_the_retries_once_when
     let mut env = default_env(&db);
     env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
     let key = env["HOOKGATE_MASTER_KEY"].clone();
-    let out = hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
+    let out =
+        hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
     assert!(out.status.success());
     let app = TestApp::spawn_on(db, env).await;
     let sink = Sink::start().await;
@@ -461,5 +462,8 @@ async fn with_postgres_down_ingress_answers_503_and_admits_the_retries_once_when
     assert_eq!(statuses, vec!["accepted"; 5], "nothing had been admitted while it was down");
     assert_eq!(s.stored().await, 5);
     let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains(r#"hookgate_ingress_requests_total{outcome="unavailable",source="",tenant=""} 5"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"hookgate_ingress_requests_total{outcome="unavailable",source="",tenant=""} 5"#),
+        "{metrics}"
+    );
 }

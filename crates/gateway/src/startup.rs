@@ -68,7 +68,7 @@ impl Application {
         let egress_data = Data::new(egress_metrics.clone());
         let ingress_data = Data::new(IngressMetrics::register(&state.metrics));
         let forwarder = Data::new(Forwarder::new(state.clone(), egress_metrics.clone()));
-        let group_commit = Data::new(GroupCommit::start(state.clone()));
+        let group_commit = Data::new(GroupCommit::start(state.clone(), egress_metrics.clone()));
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
             App::new()

@@ -5,6 +5,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
+use hookgate_egress::metrics::EgressMetrics;
 use hookgate_shared::{
     db,
     ids::{InboundEventId, MessageId},
@@ -48,12 +49,13 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the committers on the current runtime.
-    pub fn start(state: AppState) -> Self {
+    /// Starts the committers on the current runtime. Admitted events' messages
+    /// count in `hookgate_messages_created_total`, as the API's do.
+    pub fn start(state: AppState, metrics: EgressMetrics) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..COMMITTERS {
-            tokio::spawn(committer(state.clone(), rx.clone()));
+            tokio::spawn(committer(state.clone(), metrics.clone(), rx.clone()));
         }
         GroupCommit { jobs: tx }
     }
@@ -77,7 +79,7 @@ impl GroupCommit {
     }
 }
 
-async fn committer(state: AppState, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
+async fn committer(state: AppState, metrics: EgressMetrics, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
     loop {
         let jobs = {
             let mut rx = rx.lock().await;
@@ -91,7 +93,7 @@ async fn committer(state: AppState, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>
             }
             jobs
         };
-        run_batch(&state, jobs).await;
+        run_batch(&state, &metrics, jobs).await;
     }
 }
 
@@ -103,7 +105,7 @@ async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreE
     Ok(admitted)
 }
 
-async fn run_batch(state: &AppState, jobs: Vec<Job>) {
+async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) {
     // The first job of each key goes into the batch; later copies in the same batch
     // are duplicates of it.
     let mut first_of: HashMap<(String, String, String), usize> = HashMap::new();
@@ -128,7 +130,11 @@ async fn run_batch(state: &AppState, jobs: Vec<Job>) {
             for j in jobs {
                 let one = commit(state, std::slice::from_ref(&j.row)).await;
                 let answer = match one {
-                    Ok(a) if a[0] => Ok(Admitted::Accepted(InboundEventId::from_db(j.row.id.clone()))),
+                    Ok(a) if a[0] => {
+                        state.wake.poke();
+                        metrics.message_created(&j.row.tenant_id);
+                        Ok(Admitted::Accepted(InboundEventId::from_db(j.row.id.clone())))
+                    }
                     Ok(_) => duplicate_of(state, &j.row).await,
                     Err(e) => Err(e.into()),
                 };
@@ -159,6 +165,7 @@ async fn run_batch(state: &AppState, jobs: Vec<Job>) {
     let mut winners = Vec::new();
     for (j, (i, first)) in jobs.into_iter().zip(slot) {
         let answer = if first && admitted[i] {
+            metrics.message_created(&j.row.tenant_id);
             winners.push((j.row.key.clone(), j.row.id.clone(), j.retention_days));
             Admitted::Accepted(InboundEventId::from_db(j.row.id))
         } else {
@@ -166,6 +173,9 @@ async fn run_batch(state: &AppState, jobs: Vec<Job>) {
             Admitted::Duplicate(id.map(InboundEventId::from_db), Layer::Postgres)
         };
         let _ = j.reply.send(Ok(answer));
+    }
+    if !winners.is_empty() {
+        state.wake.poke();
     }
     admit::remember_many(&state.redis, &winners).await;
 }

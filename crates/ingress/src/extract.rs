@@ -27,6 +27,9 @@ impl KeySpec {
     /// Parses the stored or requested setting; `None` is the provider's id.
     pub fn parse(v: Option<&Value>) -> Result<Self, String> {
         let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(KeySpec::Provider) };
+        if !v.is_object() {
+            return Err("`idempotency` must be an object such as {\"header\": NAME}, or null".into());
+        }
         let spec: KeySpec = serde_json::from_value(v.clone()).map_err(|_| {
             "`idempotency` must be one of {header: NAME}, {jsonPointer: \"/a/b\"}, {fields: [\"/a\", …]}, \
              {body: true}, {disabled: true}"

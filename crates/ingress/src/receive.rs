@@ -28,6 +28,7 @@ use crate::{
 enum Refusal {
     TooLarge(usize),
     Signature(crate::verify::VerifyError),
+    KeyMissing(String),
     BadRequest(String),
     Unavailable,
     Internal(String),
@@ -38,7 +39,7 @@ impl Refusal {
         match self {
             Refusal::TooLarge(_) => "too_large",
             Refusal::Signature(_) => "invalid_signature",
-            Refusal::BadRequest(_) => "bad_request",
+            Refusal::KeyMissing(_) | Refusal::BadRequest(_) => "bad_request",
             Refusal::Unavailable => "unavailable",
             Refusal::Internal(_) => "error",
         }
@@ -50,9 +51,10 @@ impl Refusal {
             Refusal::Signature(e) => {
                 ApiError::Coded { status: StatusCode::UNAUTHORIZED, code: e.code(), detail: e.to_string() }
             }
-            Refusal::BadRequest(detail) => {
+            Refusal::KeyMissing(detail) => {
                 ApiError::Coded { status: StatusCode::BAD_REQUEST, code: "idempotency_key_missing", detail }
             }
+            Refusal::BadRequest(detail) => ApiError::BadRequest(detail),
             Refusal::Unavailable => ApiError::Unavailable,
             Refusal::Internal(e) => ApiError::Internal(e),
         }
@@ -159,7 +161,7 @@ async fn handle(
     let secrets = source_secrets(state, source).map_err(Refusal::Internal)?;
     provider.verify(&secrets, req.headers(), &body, chrono::Utc::now().timestamp()).map_err(Refusal::Signature)?;
     let spec = KeySpec::parse(source.idempotency.as_ref()).map_err(Refusal::Internal)?;
-    let key = match extract::key_value(&provider, &spec, req.headers(), &body).map_err(|e| Refusal::BadRequest(e.0))? {
+    let key = match extract::key_value(&provider, &spec, req.headers(), &body).map_err(|e| Refusal::KeyMissing(e.0))? {
         Some((kind, value)) => inbound_key::derive(&source.tenant_id, &source.id, kind, &value),
         // Idempotency disabled: every request is its own event.
         None => inbound_key::derive(

@@ -17,6 +17,7 @@ pub mod migrate;
 pub mod redis;
 pub mod state;
 pub mod store;
+pub mod wake;
 
 pub use config::Config;
 pub use ids::TenantId;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::{crypto::ApiKeyHasher, db, metrics::Metrics, redis::Redis, store::StoreError, Config};
+use crate::{crypto::ApiKeyHasher, db, metrics::Metrics, redis::Redis, store::StoreError, wake::Wake, Config};
 
 /// Shared, cheaply cloned state of one process.
 #[derive(Clone)]
@@ -13,6 +13,8 @@ pub struct AppState {
     pub redis: Redis,
     pub metrics: Metrics,
     pub api_keys: ApiKeyHasher,
+    /// Wakes delivery workers after a commit that added deliveries.
+    pub wake: Wake,
 }
 
 impl AppState {
@@ -31,6 +33,7 @@ impl AppState {
             tracing::warn!("REDIS_URL is unset: running without Redis, Postgres alone decides");
         }
         let api_keys = config.master_key.api_key_hasher();
-        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys })
+        let wake = Wake::new(db.clone());
+        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys, wake })
     }
 }

@@ -213,6 +213,7 @@ async fn resend(
     let conn = db::conn(&state.db).await?;
     let msg = messages::get(&**conn, &tenant.0, &app, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
     deliveries::resend(&**conn, &tenant.0, &app, &msg.id, &ep.id).await?;
+    state.wake.poke();
     // `{}`: current Svix SDKs parse the body of this 202.
     Ok(HttpResponse::Accepted().json(serde_json::json!({})))
 }

@@ -6,7 +6,7 @@ use actix_web::{get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Duration, Utc};
 use hookgate_shared::{
     db,
-    http::{ApiError, TenantAuth},
+    http::{optional_json, ApiError, TenantAuth},
     store::{deliveries, endpoints},
     AppState,
 };
@@ -40,8 +40,8 @@ async fn get_secret(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath
     Ok(HttpResponse::Ok().json(json!({ "key": String::from_utf8_lossy(&key) })))
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RotateIn {
     key: Option<String>,
     grace_period_seconds: Option<i64>,
@@ -54,9 +54,9 @@ async fn rotate_secret(
     tenant: TenantAuth,
     state: web::Data<AppState>,
     path: EpPath,
-    body: Option<web::Json<RotateIn>>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.map(|b| b.into_inner()).unwrap_or(RotateIn { key: None, grace_period_seconds: None });
+    let body: RotateIn = optional_json(&body)?;
     let grace = body.grace_period_seconds.unwrap_or(86_400);
     if !(0..=604_800).contains(&grace) {
         return Err(ApiError::Validation("`gracePeriodSeconds` must be between 0 and 604800".into()));
@@ -187,6 +187,9 @@ async fn recover(
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let n = deliveries::recover(&**conn, &tenant.0, &app, &ep.id, body.since, body.until).await?;
+    if n > 0 {
+        state.wake.poke();
+    }
     tracing::info!(endpoint = %ep.id, recovered = n, "endpoint recovery scheduled");
     Ok(HttpResponse::Accepted().json(json!({
         "id": format!("qtask_{}", ulid::Ulid::new()),

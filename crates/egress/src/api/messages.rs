@@ -177,10 +177,13 @@ async fn create(
             None => return Err(ApiError::NotFound("application")),
         },
     };
-    let (message, _) = messages::insert_with_deliveries(&*tx, &tenant.0, &app.id, &new)
+    let (message, fanned) = messages::insert_with_deliveries(&*tx, &tenant.0, &app.id, &new)
         .await
         .map_err(|e| validate::conflict("a message with this eventId")(e.into()))?;
     tx.commit().await.map_err(StoreError::from)?;
+    if fanned > 0 {
+        state.wake.poke();
+    }
     metrics.message_created(tenant.0.as_str());
     Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())))
 }

@@ -4,7 +4,7 @@ use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use hookgate_shared::{
     crypto::PortalClaims,
-    http::{ApiError, KeyAuth, TenantAuth},
+    http::{optional_json, ApiError, KeyAuth, TenantAuth},
     AppState,
 };
 use serde::Deserialize;
@@ -36,9 +36,9 @@ async fn access(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: Option<web::Json<AccessIn>>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.map(|b| b.into_inner()).unwrap_or_default();
+    let body: AccessIn = optional_json(&body)?;
     let expiry = body.expiry.unwrap_or(DEFAULT_EXPIRY_SECS);
     if !(60..=30 * 86_400).contains(&expiry) {
         return Err(ApiError::Validation("`expiry` must be between 60 seconds and 30 days".into()));

@@ -82,6 +82,7 @@ impl Worker {
             tokio::spawn(sample_pending(self.state.clone(), self.metrics.clone())),
             tokio::spawn(record_loop(self.state.clone(), self.metrics.clone(), self.cfg.clone(), done_rx)),
         ]);
+        let local = self.state.wake.local();
         let permits = Arc::new(Semaphore::new(self.cfg.concurrency));
         let this = Arc::new(self);
         loop {
@@ -101,6 +102,7 @@ impl Worker {
                 drop(first);
                 tokio::select! {
                     _ = wake.notified() => {}
+                    _ = local.notified() => {}
                     _ = tokio::time::sleep(this.cfg.poll) => {}
                 }
                 continue;

@@ -109,6 +109,7 @@ async fn replay(
     let e = inbound_events::get(&**conn, &key.0, &s.id, &path.1).await?.ok_or(ApiError::NotFound("inbound event"))?;
     if let Some(msg) = &e.msg_id {
         let n = deliveries::replay_message(&**conn, &key.0, &e.app_id, msg).await?;
+        state.wake.poke();
         return Ok(HttpResponse::Accepted().json(json!({ "msgId": msg, "deliveries": n })));
     }
     drop(conn);

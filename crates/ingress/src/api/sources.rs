@@ -4,7 +4,7 @@ use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Duration, Utc};
 use hookgate_shared::{
     db,
-    http::{ApiError, KeyAuth, Maybe, PageQuery},
+    http::{optional_json, ApiError, KeyAuth, Maybe, PageQuery},
     ids::{SourceId, TenantId},
     store::{
         applications,
@@ -297,7 +297,7 @@ async fn get_secret(key: KeyAuth, state: web::Data<AppState>, id: web::Path<Stri
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RotateIn {
     key: Option<String>,
     grace_period_seconds: Option<i64>,
@@ -309,9 +309,9 @@ async fn rotate_secret(
     key: KeyAuth,
     state: web::Data<AppState>,
     id: web::Path<String>,
-    body: Option<web::Json<RotateIn>>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.map(|b| b.into_inner()).unwrap_or_default();
+    let body: RotateIn = optional_json(&body)?;
     let grace = body.grace_period_seconds.unwrap_or(86_400);
     if !(0..=604_800).contains(&grace) {
         return Err(ApiError::Validation("`gracePeriodSeconds` must be between 0 and 604800".into()));

@@ -28,3 +28,13 @@ impl PageQuery {
         PageRequest::new(self.limit, self.iterator.clone())
     }
 }
+
+/// A JSON body that may be absent: empty means `T::default()`, anything else must
+/// parse (unknown fields refused where `T` says so). `Option<Json<T>>` would
+/// silently drop a malformed body; this answers 422 naming what was wrong.
+pub fn optional_json<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::Validation(format!("invalid body: {e}")))
+}

@@ -259,7 +259,6 @@ pub async fn resend(
         &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &endpoint.as_str()],
     )
     .await?;
-    db.execute("SELECT pg_notify($1, '')", &[&super::messages::NOTIFY_CHANNEL]).await?;
     Ok(())
 }
 
@@ -278,7 +277,6 @@ pub async fn replay_message(
             &[&tenant.as_str(), &app.as_str(), &msg.as_str()],
         )
         .await?;
-    db.execute("SELECT pg_notify($1, '')", &[&super::messages::NOTIFY_CHANNEL]).await?;
     Ok(n)
 }
 
@@ -300,9 +298,7 @@ pub async fn recover(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
         )
         .await?;
-    if n > 0 {
-        db.execute("SELECT pg_notify($1, '')", &[&super::messages::NOTIFY_CHANNEL]).await?;
-    }
+    if n > 0 {}
     Ok(n)
 }
 

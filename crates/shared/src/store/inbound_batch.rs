@@ -7,7 +7,7 @@
 
 use tokio_postgres::GenericClient;
 
-use super::{messages::NOTIFY_CHANNEL, StoreError};
+use super::StoreError;
 
 /// One admission of a batch; `msg_id` is the message it creates if it wins.
 #[derive(Debug, Clone)]
@@ -23,8 +23,8 @@ pub struct BatchRow {
     pub payload: Vec<u8>,
 }
 
-/// Inserts the rows whose key is new, their messages and their deliveries, and
-/// notifies the workers, all in the caller's transaction. Returns, per input row,
+/// Inserts the rows whose key is new, their messages and their deliveries, in the
+/// caller's transaction (the caller wakes the workers after its commit). Returns, per input row,
 /// whether it was the one admitted. Rows must not repeat a key (the caller keeps
 /// the first of each key).
 pub async fn admit_batch(tx: &impl GenericClient, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
@@ -86,19 +86,15 @@ pub async fn admit_batch(tx: &impl GenericClient, rows: &[BatchRow]) -> Result<V
         ],
     )
     .await?;
-    let fanned = tx
-        .execute(
-            "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+    tx.execute(
+        "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
              SELECT e.tenant_id, e.app_id, u.m, e.id, now()
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(t, a, m, et)
              JOIN endpoints e ON e.tenant_id = u.t AND e.app_id = u.a
              WHERE NOT e.disabled AND (e.event_types IS NULL OR u.et = ANY (e.event_types)) AND e.channels IS NULL",
-            &[&wcol(|r| &r.tenant_id), &wcol(|r| &r.app_id), &wcol(|r| &r.msg_id), &wcol(|r| &r.event_type)],
-        )
-        .await?;
-    if fanned > 0 {
-        tx.execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL]).await?;
-    }
+        &[&wcol(|r| &r.tenant_id), &wcol(|r| &r.app_id), &wcol(|r| &r.msg_id), &wcol(|r| &r.event_type)],
+    )
+    .await?;
     Ok(admitted)
 }
 

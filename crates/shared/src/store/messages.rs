@@ -10,7 +10,7 @@ use super::{
 };
 use crate::ids::{AppId, MessageId, TenantId};
 
-/// The channel workers LISTEN on; a commit with new deliveries notifies it.
+/// The channel workers LISTEN on; `wake::Wake` notifies it after commits.
 pub const NOTIFY_CHANNEL: &str = "hookgate_deliveries";
 
 #[derive(Debug, Clone)]
@@ -63,8 +63,8 @@ pub(super) fn from_row(r: &Row) -> Message {
     }
 }
 
-/// Inserts the message and one due delivery per matching, enabled endpoint, and
-/// notifies the workers; all inside the caller's transaction. Returns the message
+/// Inserts the message and one due delivery per matching, enabled endpoint, inside
+/// the caller's transaction; the caller wakes the workers after its commit. Returns the message
 /// and how many deliveries were created.
 pub async fn insert_with_deliveries(
     tx: &impl GenericClient,
@@ -105,9 +105,6 @@ pub async fn insert_with_deliveries(
             &[&tenant.as_str(), &app.as_str(), &m.id.as_str(), &m.event_type, &m.channels],
         )
         .await?;
-    if fanned > 0 {
-        tx.execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL]).await?;
-    }
     Ok((message, fanned))
 }
 

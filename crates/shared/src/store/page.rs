@@ -41,8 +41,9 @@ impl<T> Page<T> {
         let done = rows.len() as i64 <= req.limit;
         rows.truncate(req.limit as usize);
         let iterator = rows.last().map(&id);
-        let prev_iterator = rows.first().map(|r| format!("-{}", id(r)));
-        Page { data: rows, iterator, prev_iterator, done }
+        // Paging backwards is not supported: say so rather than hand out an
+        // iterator that would page forwards from the start.
+        Page { data: rows, iterator, prev_iterator: None, done }
     }
 
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
