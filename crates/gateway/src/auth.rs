@@ -92,7 +92,15 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
     let invalid = || ApiError::Unauthorized("invalid API key".into());
     let tenant = api_keys::tenant_of_key(key).ok_or_else(invalid)?;
     let hash = state.api_keys.hash(key);
-    let db = hookgate_shared::db::conn(&state.db).await?;
-    let key_id = api_keys::authenticate(&**db, &tenant, &hash).await?.ok_or_else(invalid)?;
+    let found = match state.caches.keys.get(&hash) {
+        Some(cached) => cached,
+        None => {
+            let db = hookgate_shared::db::conn(&state.db).await?;
+            let found = api_keys::authenticate(&**db, &tenant, &hash).await?.map(|id| (tenant.clone(), id));
+            state.caches.keys.insert(hash, found.clone());
+            found
+        }
+    };
+    let (tenant, key_id) = found.ok_or_else(invalid)?;
     Ok(Principal::Tenant { tenant, key: key_id })
 }

@@ -21,8 +21,9 @@ use crate::admit::{self, Admitted, Candidate, Layer};
 
 /// Largest batch one transaction takes.
 const MAX_BATCH: usize = 256;
-/// Committer tasks per process: batches in flight at once.
-const COMMITTERS: usize = 4;
+/// Committer tasks per process: batches in flight at once. Enough that Postgres's
+/// own group commit of WAL flushes has company.
+const COMMITTERS: usize = 16;
 
 /// Why a batched admission failed; `unavailable` maps to 503.
 #[derive(Debug, Clone)]

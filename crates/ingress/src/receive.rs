@@ -94,9 +94,18 @@ pub async fn receive(
     group: web::Data<GroupCommit>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
-    let source = match db::conn(&state.db).await {
-        Ok(conn) => sources::resolve(&**conn, &path).await,
-        Err(e) => Err(e),
+    let source = match state.caches.sources.get(&*path) {
+        Some(cached) => Ok(cached),
+        None => {
+            let found = match db::conn(&state.db).await {
+                Ok(conn) => sources::resolve(&**conn, &path).await,
+                Err(e) => Err(e),
+            };
+            if let Ok(f) = &found {
+                state.caches.sources.insert(path.to_string(), f.clone());
+            }
+            found
+        }
     };
     let source = match source {
         Ok(Some(s)) => s,

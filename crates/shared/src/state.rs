@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::{crypto::ApiKeyHasher, db, metrics::Metrics, redis::Redis, store::StoreError, wake::Wake, Config};
+use crate::{
+    cache::Caches, crypto::ApiKeyHasher, db, metrics::Metrics, redis::Redis, store::StoreError, wake::Wake, Config,
+};
 
 /// Shared, cheaply cloned state of one process.
 #[derive(Clone)]
@@ -15,6 +17,8 @@ pub struct AppState {
     pub api_keys: ApiKeyHasher,
     /// Wakes delivery workers after a commit that added deliveries.
     pub wake: Wake,
+    /// Hot lookups, kept for a second (see `cache.rs`).
+    pub caches: Caches,
 }
 
 impl AppState {
@@ -34,6 +38,6 @@ impl AppState {
         }
         let api_keys = config.master_key.api_key_hasher();
         let wake = Wake::new(db.clone());
-        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys, wake })
+        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys, wake, caches: Caches::default() })
     }
 }

@@ -206,5 +206,7 @@ async fn delete_app(
     if !applications::delete(&**conn, &tenant.0, &app.id).await? {
         return Err(ApiError::NotFound("application"));
     }
+    // Its sources went with it.
+    state.caches.sources.clear();
     Ok(HttpResponse::NoContent().finish())
 }

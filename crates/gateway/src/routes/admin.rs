@@ -175,6 +175,7 @@ async fn patch_tenant(
     };
     let conn = db::conn(&state.db).await?;
     let updated = tenants::update(&**conn, &tenant.id, &patch).await.map_err(|e| uid_conflict(e.into()))?;
+    state.caches.clear();
     Ok(HttpResponse::Ok().json(TenantOut::from(updated.ok_or(ApiError::NotFound("tenant"))?)))
 }
 
@@ -189,6 +190,7 @@ async fn delete_tenant(
     if !tenants::delete(&**conn, &tenant.id).await? {
         return Err(ApiError::NotFound("tenant"));
     }
+    state.caches.clear();
     tracing::info!(tenant = %tenant.id, "tenant deleted");
     Ok(HttpResponse::NoContent().finish())
 }
@@ -218,5 +220,6 @@ async fn revoke_key(
     if !api_keys::revoke(&**conn, &tenant.id, &key_id).await? {
         return Err(ApiError::NotFound("API key"));
     }
+    state.caches.clear();
     Ok(HttpResponse::NoContent().finish())
 }

@@ -276,6 +276,7 @@ async fn patch_one(
     let f = fields(&state, &key.0, &merged).await?;
     let conn = db::conn(&state.db).await?;
     let saved = sources::replace(&**conn, &key.0, &s.id, &f).await?.ok_or(ApiError::NotFound("source"))?;
+    state.caches.sources.clear();
     Ok(HttpResponse::Ok().json(out(&req, saved)))
 }
 
@@ -286,6 +287,7 @@ async fn delete_one(key: KeyAuth, state: web::Data<AppState>, id: web::Path<Stri
     if !sources::delete(&**conn, &key.0, &s.id).await? {
         return Err(ApiError::NotFound("source"));
     }
+    state.caches.sources.clear();
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -327,5 +329,6 @@ async fn rotate_secret(
     let sealed = seal(&state, &key.0, &s.id, &secret);
     let conn = db::conn(&state.db).await?;
     sources::rotate_secret(&**conn, &key.0, &s.id, &sealed, Utc::now() + Duration::seconds(grace)).await?;
+    state.caches.sources.clear();
     Ok(HttpResponse::Ok().json(json!({ "key": secret })))
 }
