@@ -98,12 +98,10 @@ async fn committer(state: AppState, metrics: EgressMetrics, rx: Arc<Mutex<mpsc::
     }
 }
 
+/// One statement, so one implicit transaction: atomic, and one commit.
 async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
-    let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await?;
-    let admitted = inbound_batch::admit_batch(&*tx, rows).await?;
-    tx.commit().await?;
-    Ok(admitted)
+    let conn = db::conn(&state.db).await?;
+    inbound_batch::admit_batch(&**conn, rows).await
 }
 
 async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) {

@@ -160,32 +160,45 @@ async fn create(
         content_type: "application/json".into(),
         idempotency_key: None,
     };
-    let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let app = match applications::get(&*tx, &tenant.0, &path).await? {
-        Some(app) => app,
-        None => match body.application {
-            Some(inline) => {
-                let fields = ApplicationFields {
-                    uid: inline.uid.or_else(|| (!path.starts_with("app_")).then(|| path.clone())),
-                    name: inline.name,
-                    throttle_rate: validate::throttle_rate(inline.throttle_rate)?,
-                    metadata: serde_json::json!({}),
-                };
-                applications::insert(&*tx, &tenant.0, &AppId::generate(), &fields).await?
+    let conflict = validate::conflict("a message with this eventId");
+    let conn = db::conn(&state.db).await?;
+    // The common case, the application exists: one statement.
+    let (message, fanned) =
+        match messages::publish(&**conn, &tenant.0, &path, &new).await.map_err(|e| conflict(e.into()))? {
+            Some(done) => done,
+            None => {
+                drop(conn);
+                let inline = body.application.ok_or(ApiError::NotFound("application"))?;
+                create_with_app(&state, &tenant, &path, inline, &new).await.map_err(conflict)?
             }
-            None => return Err(ApiError::NotFound("application")),
-        },
-    };
-    let (message, fanned) = messages::insert_with_deliveries(&*tx, &tenant.0, &app.id, &new)
-        .await
-        .map_err(|e| validate::conflict("a message with this eventId")(e.into()))?;
-    tx.commit().await.map_err(StoreError::from)?;
+        };
     if fanned > 0 {
         state.wake.poke();
     }
     metrics.message_created(tenant.0.as_str());
     Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())))
+}
+
+/// `MessageIn.application`: creates the application, then the message, in one transaction.
+async fn create_with_app(
+    state: &AppState,
+    tenant: &TenantAuth,
+    path: &str,
+    inline: AppInline,
+    new: &NewMessage,
+) -> Result<(Message, u64), ApiError> {
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let fields = ApplicationFields {
+        uid: inline.uid.or_else(|| (!path.starts_with("app_")).then(|| path.to_owned())),
+        name: inline.name,
+        throttle_rate: validate::throttle_rate(inline.throttle_rate)?,
+        metadata: serde_json::json!({}),
+    };
+    let app = applications::insert(&*tx, &tenant.0, &AppId::generate(), &fields).await?;
+    let done = messages::insert_with_deliveries(&*tx, &tenant.0, &app.id, new).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(done)
 }
 
 #[get("/app/{app_id}/msg")]

@@ -23,11 +23,12 @@ pub struct BatchRow {
     pub payload: Vec<u8>,
 }
 
-/// Inserts the rows whose key is new, their messages and their deliveries, in the
-/// caller's transaction (the caller wakes the workers after its commit). Returns, per input row,
-/// whether it was the one admitted. Rows must not repeat a key (the caller keeps
-/// the first of each key).
-pub async fn admit_batch(tx: &impl GenericClient, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
+/// Inserts the rows whose key is new, their messages and their deliveries, in one
+/// statement: alone (autocommit) it is one round trip and one commit for the
+/// whole batch, as cheap for the database as a single bare insert. The caller
+/// wakes the workers afterwards. Returns, per input row, whether it was the one
+/// admitted. Rows must not repeat a key (the caller keeps the first of each key).
+pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
         (&rows[a].tenant_id, &rows[a].source_id, &rows[a].key).cmp(&(
@@ -38,16 +39,31 @@ pub async fn admit_batch(tx: &impl GenericClient, rows: &[BatchRow]) -> Result<V
     });
     let col = |f: fn(&BatchRow) -> &str| order.iter().map(|&i| f(&rows[i]).to_owned()).collect::<Vec<String>>();
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
-    let inserted = tx
+    // The message's eventId and Idempotency-Key are the inbound key.
+    let inserted = db
         .query(
-            "INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
-                content_type, payload)
-             SELECT t, s, k, i, 'accepted', a, m, e, c, p
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                         $8::text[], $9::bytea[]) WITH ORDINALITY AS u(t, s, k, i, a, m, e, c, p, n)
-             ORDER BY n
-             ON CONFLICT (tenant_id, source_id, key) DO NOTHING
-             RETURNING id",
+            "WITH input AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::text[], $8::text[], $9::bytea[]) WITH ORDINALITY AS u(t, s, k, i, a, m, e, c, p, n)
+             ), ins AS (
+                INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
+                    content_type, payload)
+                SELECT t, s, k, i, 'accepted', a, m, e, c, p FROM input ORDER BY n
+                ON CONFLICT (tenant_id, source_id, key) DO NOTHING
+                RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload
+             ), msgs AS (
+                INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type,
+                    idempotency_key)
+                SELECT tenant_id, app_id, msg_id, key, event_type, payload, content_type, key FROM ins
+                RETURNING tenant_id, app_id, id, event_type
+             ), dels AS (
+                INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+                SELECT e.tenant_id, e.app_id, m.id, e.id, now()
+                FROM msgs m JOIN endpoints e ON e.tenant_id = m.tenant_id AND e.app_id = m.app_id
+                WHERE NOT e.disabled AND (e.event_types IS NULL OR m.event_type = ANY (e.event_types))
+                  AND e.channels IS NULL
+             )
+             SELECT id FROM ins",
             &[
                 &col(|r| &r.tenant_id),
                 &col(|r| &r.source_id),
@@ -62,40 +78,7 @@ pub async fn admit_batch(tx: &impl GenericClient, rows: &[BatchRow]) -> Result<V
         )
         .await?;
     let won: std::collections::HashSet<String> = inserted.iter().map(|r| r.get(0)).collect();
-    let admitted: Vec<bool> = rows.iter().map(|r| won.contains(&r.id)).collect();
-    let winners: Vec<&BatchRow> = rows.iter().zip(&admitted).filter(|(_, w)| **w).map(|(r, _)| r).collect();
-    if winners.is_empty() {
-        return Ok(admitted);
-    }
-    let wcol = |f: fn(&BatchRow) -> &str| winners.iter().map(|r| f(r).to_owned()).collect::<Vec<String>>();
-    let wpayloads: Vec<&[u8]> = winners.iter().map(|r| r.payload.as_slice()).collect();
-    // The message's eventId and Idempotency-Key are the inbound key.
-    tx.execute(
-        "INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, idempotency_key)
-         SELECT t, a, m, k, e, p, c, k
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[])
-            AS u(t, a, m, k, e, p, c)",
-        &[
-            &wcol(|r| &r.tenant_id),
-            &wcol(|r| &r.app_id),
-            &wcol(|r| &r.msg_id),
-            &wcol(|r| &r.key),
-            &wcol(|r| &r.event_type),
-            &wpayloads,
-            &wcol(|r| &r.content_type),
-        ],
-    )
-    .await?;
-    tx.execute(
-        "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
-             SELECT e.tenant_id, e.app_id, u.m, e.id, now()
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(t, a, m, et)
-             JOIN endpoints e ON e.tenant_id = u.t AND e.app_id = u.a
-             WHERE NOT e.disabled AND (e.event_types IS NULL OR u.et = ANY (e.event_types)) AND e.channels IS NULL",
-        &[&wcol(|r| &r.tenant_id), &wcol(|r| &r.app_id), &wcol(|r| &r.msg_id), &wcol(|r| &r.event_type)],
-    )
-    .await?;
-    Ok(admitted)
+    Ok(rows.iter().map(|r| won.contains(&r.id)).collect())
 }
 
 /// Counts duplicates of a batch's losing rows and returns each one's existing

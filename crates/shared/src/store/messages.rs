@@ -108,6 +108,58 @@ pub async fn insert_with_deliveries(
     Ok((message, fanned))
 }
 
+/// The fast path of publishing: finds the application by id or uid, inserts the
+/// message and its deliveries, in one statement (one round trip, one implicit
+/// transaction). `None` if the tenant has no such application.
+pub async fn publish(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app_id_or_uid: &str,
+    m: &NewMessage,
+) -> Result<Option<(Message, u64)>, StoreError> {
+    let cols = COLUMNS.split(',').map(|c| format!("msg.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "WITH app AS (
+            SELECT id FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2)
+            ORDER BY (id = $2) DESC LIMIT 1
+         ), msg AS (
+            INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type,
+                idempotency_key)
+            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10 FROM app
+            RETURNING {COLUMNS}, app_id
+         ), dels AS (
+            INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+            SELECT e.tenant_id, e.app_id, msg.id, e.id, now() FROM msg
+            JOIN endpoints e ON e.tenant_id = $1 AND e.app_id = msg.app_id
+            WHERE NOT e.disabled AND (e.event_types IS NULL OR msg.event_type = ANY (e.event_types))
+              AND (e.channels IS NULL OR e.channels && msg.channels)
+            RETURNING 1
+         )
+         SELECT {cols}, (SELECT count(*) FROM dels) FROM msg"
+    );
+    let row = db
+        .query_opt(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app_id_or_uid,
+                &m.id.as_str(),
+                &m.event_id,
+                &m.event_type,
+                &m.channels,
+                &m.tags,
+                &m.payload,
+                &m.content_type,
+                &m.idempotency_key,
+            ],
+        )
+        .await?;
+    Ok(row.map(|r| {
+        let fanned: i64 = r.get(COLUMNS.split(',').count());
+        (from_row(&r), fanned as u64)
+    }))
+}
+
 /// A message by id or by its `eventId`.
 pub async fn get(
     db: &impl GenericClient,
