@@ -334,3 +334,24 @@ async fn an_applications_throttle_rate_is_shared_by_its_endpoints() {
     }
     assert!(started.elapsed() >= Duration::from_secs(2));
 }
+
+#[tokio::test]
+async fn a_tenant_can_turn_the_svix_header_aliases_off() {
+    let app = TestApp::spawn().await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let res = app
+        .admin(Method::PATCH, &format!("/admin/v1/tenant/{}", t.id))
+        .json(&json!({"svixHeaders": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.json::<Value>().await.unwrap()["svixHeaders"], false);
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    let msg = t.message(&a, "x", json!({})).await;
+    let r = &sink.wait_for(1, WAIT).await[0];
+    assert_eq!(r.header("webhook-id"), msg["id"].as_str());
+    assert!(r.header("webhook-signature").is_some());
+    assert_eq!((r.header("svix-id"), r.header("svix-signature")), (None, None));
+}

@@ -123,6 +123,12 @@ pub async fn remember_many(redis: &Redis, committed: &[(String, String, i32)]) {
     let _: Option<()> = redis.call(|mut c| async move { pipe.query_async(&mut c).await }).await;
 }
 
+/// The `webhook-id` of a sync-mode event: derived from its key, so it is stable
+/// across the provider's retries, even after a failed attempt released the row.
+pub fn sync_webhook_id(key: &str) -> String {
+    format!("in_{}", &key[..32.min(key.len())])
+}
+
 /// Sync mode: insert as `processing` with a lease, forward, then complete (200) or
 /// release (502) so the provider's own retry drives it.
 pub async fn admit_sync(
@@ -171,8 +177,7 @@ pub async fn admit_sync(
     if !owner {
         return Ok(Admitted::InFlight);
     }
-    // Stable across the provider's retries, even after a release.
-    let webhook_id = format!("in_{}", &c.key[..32.min(c.key.len())]);
+    let webhook_id = sync_webhook_id(&c.key);
     let ok = forwarder
         .forward(&Event {
             tenant: &src.tenant_id,

@@ -5,7 +5,7 @@ use futures_util::future::join_all;
 use hookgate_shared::{
     db,
     ids::{AppId, TenantId},
-    store::{deliveries::ClaimedEndpoint, endpoints, StoreError},
+    store::{deliveries::ClaimedEndpoint, endpoints, tenants, StoreError},
     AppState,
 };
 
@@ -44,9 +44,10 @@ impl Forwarder {
 
     /// Whether every matching endpoint answered 2xx (true when none matches).
     pub async fn forward(&self, e: &Event<'_>) -> Result<bool, StoreError> {
-        let targets = {
+        let (targets, svix_aliases) = {
             let conn = db::conn(&self.state.db).await?;
-            endpoints::matching(&**conn, e.tenant, e.app, e.event_type).await?
+            let aliases = tenants::get(&**conn, e.tenant.as_str()).await?.is_none_or(|t| t.svix_headers);
+            (endpoints::matching(&**conn, e.tenant, e.app, e.event_type).await?, aliases)
         };
         let sends = targets.into_iter().map(|ep| async move {
             let claimed = ClaimedEndpoint {
@@ -72,6 +73,7 @@ impl Forwarder {
                 e.webhook_id,
                 e.content_type,
                 Some(e.idempotency_key),
+                svix_aliases,
                 e.payload.to_vec(),
             );
             let sent = self.sender.send(req).await;

@@ -64,6 +64,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
         c.msg_id.as_str(),
         &c.content_type,
         c.idempotency_key.as_deref(),
+        c.svix_headers,
         c.payload.clone(),
     );
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
@@ -102,6 +103,7 @@ pub(crate) fn signed_request(
     msg_id: &str,
     content_type: &str,
     idempotency_key: Option<&str>,
+    svix_aliases: bool,
     body: Vec<u8>,
 ) -> Request {
     let timestamp = Utc::now().timestamp();
@@ -120,12 +122,14 @@ pub(crate) fn signed_request(
         ("webhook-id", msg_id),
         ("webhook-timestamp", &ts),
         ("webhook-signature", &signature),
-        ("svix-id", msg_id),
-        ("svix-timestamp", &ts),
-        ("svix-signature", &signature),
         ("idempotency-key", idempotency_key.unwrap_or(msg_id)),
     ] {
         send::header(&mut headers, name, value);
+    }
+    if svix_aliases {
+        for (name, value) in [("svix-id", msg_id), ("svix-timestamp", &ts), ("svix-signature", &signature)] {
+            send::header(&mut headers, name, value);
+        }
     }
     Request { url: url.to_owned(), headers, body }
 }

@@ -37,6 +37,9 @@ struct TenantPatchIn {
     #[serde(default)]
     uid: Maybe<String>,
     disabled: Option<bool>,
+    /// Whether deliveries carry the `svix-*` header aliases (default true).
+    #[serde(rename = "svixHeaders")]
+    svix_headers: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -46,6 +49,7 @@ struct TenantOut {
     name: String,
     uid: Option<String>,
     disabled: bool,
+    svix_headers: bool,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -57,6 +61,7 @@ impl From<Tenant> for TenantOut {
             name: t.name,
             uid: t.uid,
             disabled: t.disabled,
+            svix_headers: t.svix_headers,
             created_at: t.created_at,
             updated_at: t.updated_at,
         }
@@ -172,6 +177,7 @@ async fn patch_tenant(
         name: body.name.map(|n| n.trim().to_owned()),
         uid: body.uid.into_update(),
         disabled: body.disabled,
+        svix_headers: body.svix_headers,
     };
     let conn = db::conn(&state.db).await?;
     let updated = tenants::update(&**conn, &tenant.id, &patch).await.map_err(|e| uid_conflict(e.into()))?;

@@ -113,7 +113,7 @@ async fn replay(
         return Ok(HttpResponse::Accepted().json(json!({ "msgId": msg, "deliveries": n })));
     }
     drop(conn);
-    let webhook_id = format!("in_{}", &e.key[..32.min(e.key.len())]);
+    let webhook_id = crate::admit::sync_webhook_id(&e.key);
     let ok = forwarder
         .forward(&Event {
             tenant: &key.0,

@@ -41,6 +41,8 @@ pub struct Claimed {
     pub content_type: String,
     /// The message's `Idempotency-Key`, when it is not the message id.
     pub idempotency_key: Option<String>,
+    /// The tenant's choice: also send the `svix-*` header aliases.
+    pub svix_headers: bool,
     /// `None` if the endpoint was deleted since the message was created.
     pub endpoint: Option<ClaimedEndpoint>,
 }
@@ -75,8 +77,9 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
              SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
                     m.payload, m.content_type,
                     e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
-                    a.throttle_rate, m.idempotency_key
+                    a.throttle_rate, m.idempotency_key, t.svix_headers
              FROM claimed c
+             JOIN tenants t ON t.id = c.tenant_id
              JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
              JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
              LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id",
@@ -97,6 +100,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 due_at: r.get(15),
                 app_throttle_rate: r.get(16),
                 idempotency_key: r.get(17),
+                svix_headers: r.get(18),
                 payload: r.get(6),
                 content_type: r.get(7),
                 endpoint: url.map(|url| ClaimedEndpoint {

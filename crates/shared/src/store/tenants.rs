@@ -16,6 +16,8 @@ pub struct Tenant {
     pub name: String,
     pub uid: Option<String>,
     pub disabled: bool,
+    /// Deliveries carry the `svix-*` header aliases too.
+    pub svix_headers: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -26,9 +28,10 @@ pub struct TenantPatch {
     pub name: Option<String>,
     pub uid: Option<Option<String>>,
     pub disabled: Option<bool>,
+    pub svix_headers: Option<bool>,
 }
 
-const COLUMNS: &str = "id, name, uid, disabled, created_at, updated_at";
+const COLUMNS: &str = "id, name, uid, disabled, created_at, updated_at, svix_headers";
 
 fn from_row(r: &Row) -> Tenant {
     Tenant {
@@ -38,6 +41,7 @@ fn from_row(r: &Row) -> Tenant {
         disabled: r.get(3),
         created_at: r.get(4),
         updated_at: r.get(5),
+        svix_headers: r.get(6),
     }
 }
 
@@ -80,13 +84,16 @@ pub async fn update(
             name = COALESCE($2, name),
             uid = CASE WHEN $3 THEN $4 ELSE uid END,
             disabled = COALESCE($5, disabled),
+            svix_headers = COALESCE($6, svix_headers),
             updated_at = now()
          WHERE id = $1 AND deleted_at IS NULL
          RETURNING {COLUMNS}"
     );
     let set_uid = patch.uid.is_some();
     let uid = patch.uid.clone().flatten();
-    let row = db.query_opt(&sql, &[&tenant.as_str(), &patch.name, &set_uid, &uid, &patch.disabled]).await?;
+    let row = db
+        .query_opt(&sql, &[&tenant.as_str(), &patch.name, &set_uid, &uid, &patch.disabled, &patch.svix_headers])
+        .await?;
     Ok(row.as_ref().map(from_row))
 }
 
