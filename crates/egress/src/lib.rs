@@ -7,5 +7,6 @@
 pub mod api;
 pub mod deliver;
 pub mod metrics;
+pub mod publish;
 pub mod signing;
 pub mod ssrf;

@@ -15,6 +15,7 @@ use hookgate_shared::{db, http::ApiError, store::idempotency, Config};
 use hookgate_egress::{
     deliver::{forward::Forwarder, Worker},
     metrics::EgressMetrics,
+    publish::Publisher,
 };
 use hookgate_ingress::{commit::GroupCommit, metrics::IngressMetrics};
 
@@ -69,6 +70,7 @@ impl Application {
         let ingress_data = Data::new(IngressMetrics::register(&state.metrics));
         let forwarder = Data::new(Forwarder::new(state.clone(), egress_metrics.clone()));
         let group_commit = Data::new(GroupCommit::start(state.clone(), egress_metrics.clone()));
+        let publisher = Data::new(Publisher::start(state.clone()));
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
             App::new()
@@ -77,6 +79,7 @@ impl Application {
                 .app_data(ingress_data.clone())
                 .app_data(forwarder.clone())
                 .app_data(group_commit.clone())
+                .app_data(publisher.clone())
                 .app_data(json_config(max_body))
                 .app_data(web::PayloadConfig::new(max_body))
                 .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))

@@ -6,6 +6,7 @@
 //! function takes the tenant id as its first argument, so a query can never forget
 //! the tenant it is acting for.
 
+pub mod batch;
 pub mod cache;
 pub mod config;
 pub mod crypto;

@@ -9,6 +9,7 @@ use hookgate_shared::{
     store::{
         applications::{self, ApplicationFields},
         messages::{self, Message, MessageFilter, NewMessage},
+        publish_batch::{PublishRow, Published},
         StoreError,
     },
     AppState,
@@ -17,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::{applications::find as find_app, validate};
-use crate::metrics::EgressMetrics;
+use crate::{metrics::EgressMetrics, publish::Publisher};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(list).service(create).service(get_one);
@@ -144,6 +145,7 @@ async fn create(
     tenant: TenantAuth,
     state: web::Data<AppState>,
     metrics: web::Data<EgressMetrics>,
+    publisher: web::Data<Publisher>,
     path: web::Path<String>,
     q: web::Query<ContentQuery>,
     body: web::Json<MessageIn>,
@@ -161,8 +163,38 @@ async fn create(
         idempotency_key: None,
     };
     let conflict = validate::conflict("a message with this eventId");
+    // The common case goes through group commit: no channels or tags to carry.
+    if new.channels.is_none() && new.tags.is_none() {
+        let row = PublishRow {
+            tenant_id: tenant.0.to_string(),
+            app: path.clone(),
+            msg_id: new.id.to_string(),
+            event_id: new.event_id.clone(),
+            event_type: new.event_type.clone(),
+            payload: new.payload.clone(),
+        };
+        match publisher.publish(row).await {
+            Ok(Published::Created { created_at, .. }) => {
+                metrics.message_created(tenant.0.as_str());
+                let message = Message {
+                    id: new.id,
+                    event_id: new.event_id,
+                    event_type: new.event_type,
+                    channels: None,
+                    tags: None,
+                    payload: new.payload,
+                    content_type: new.content_type,
+                    created_at,
+                };
+                return Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())));
+            }
+            Ok(Published::Conflict) => return Err(conflict(ApiError::Conflict(String::new()))),
+            Ok(Published::NoApplication) => {}
+            Err(e) if e.unavailable => return Err(ApiError::Unavailable),
+            Err(e) => return Err(ApiError::Internal(e.detail)),
+        }
+    }
     let conn = db::conn(&state.db).await?;
-    // The common case, the application exists: one statement.
     let (message, fanned) =
         match messages::publish(&**conn, &tenant.0, &path, &new).await.map_err(|e| conflict(e.into()))? {
             Some(done) => done,

@@ -15,6 +15,7 @@ pub mod inbound_batch;
 pub mod inbound_events;
 pub mod messages;
 pub mod page;
+pub mod publish_batch;
 pub mod sources;
 pub mod tenants;
 

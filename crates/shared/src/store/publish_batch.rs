@@ -1,0 +1,92 @@
+//! Group commit for the API's message creation: many requests' messages and their
+//! deliveries in one statement, so one commit. Rows carry their tenant id.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+
+/// One message of a batch: no channels or tags (those take the single path).
+#[derive(Debug, Clone)]
+pub struct PublishRow {
+    pub tenant_id: String,
+    /// The application's id or uid, as the path gave it.
+    pub app: String,
+    pub msg_id: String,
+    pub event_id: Option<String>,
+    pub event_type: String,
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    Created {
+        app_id: String,
+        created_at: DateTime<Utc>,
+        deliveries: i64,
+    },
+    /// The `eventId` exists for the application (or repeats within the batch).
+    Conflict,
+    NoApplication,
+}
+
+pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
+    // Unique-index locks in one order across concurrent batches.
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&rows[a].tenant_id, &rows[a].app, &rows[a].event_id).cmp(&(
+            &rows[b].tenant_id,
+            &rows[b].app,
+            &rows[b].event_id,
+        ))
+    });
+    let s = |f: fn(&PublishRow) -> String| order.iter().map(|&i| f(&rows[i])).collect::<Vec<String>>();
+    let event_ids: Vec<Option<String>> = order.iter().map(|&i| rows[i].event_id.clone()).collect();
+    let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
+    let found = db
+        .query(
+            "WITH input AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[])
+                    WITH ORDINALITY AS u(t, aref, m, eid, et, p, n)
+             ), resolved AS (
+                SELECT DISTINCT ON (i.n) i.*, a.id AS app FROM input i
+                JOIN applications a ON a.tenant_id = i.t AND (a.id = i.aref OR a.uid = i.aref)
+                ORDER BY i.n, (a.id = i.aref) DESC
+             ), msg AS (
+                INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type)
+                SELECT t, app, m, eid, et, p, 'application/json' FROM resolved ORDER BY n
+                ON CONFLICT (tenant_id, app_id, event_id) WHERE event_id IS NOT NULL DO NOTHING
+                RETURNING tenant_id, app_id, id, event_type, created_at
+             ), dels AS (
+                INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+                SELECT e.tenant_id, e.app_id, msg.id, e.id, now() FROM msg
+                JOIN endpoints e ON e.tenant_id = msg.tenant_id AND e.app_id = msg.app_id
+                WHERE NOT e.disabled AND (e.event_types IS NULL OR msg.event_type = ANY (e.event_types))
+                  AND e.channels IS NULL
+                RETURNING msg_id
+             )
+             SELECT r.m, r.app, msg.created_at, (SELECT count(*) FROM dels d WHERE d.msg_id = r.m)
+             FROM resolved r LEFT JOIN msg ON msg.id = r.m",
+            &[
+                &s(|r| r.tenant_id.clone()),
+                &s(|r| r.app.clone()),
+                &s(|r| r.msg_id.clone()),
+                &event_ids,
+                &s(|r| r.event_type.clone()),
+                &payloads,
+            ],
+        )
+        .await?;
+    let by_id: std::collections::HashMap<String, Published> = found
+        .iter()
+        .map(|r| {
+            let created: Option<DateTime<Utc>> = r.get(2);
+            let p = match created {
+                Some(created_at) => Published::Created { app_id: r.get(1), created_at, deliveries: r.get(3) },
+                None => Published::Conflict,
+            };
+            (r.get::<_, String>(0), p)
+        })
+        .collect();
+    Ok(rows.iter().map(|r| by_id.get(&r.msg_id).cloned().unwrap_or(Published::NoApplication)).collect())
+}
