@@ -8,10 +8,12 @@ cmd=${1:?usage: stack.sh up|down|env run|test|bench}
 profile=${2:?usage: stack.sh up|down|env run|test|bench}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
+# Ports below Linux's ephemeral range (32768-60999): a busy test run's outgoing
+# connections can hold any port in that range and make a later bind fail.
 case "$profile" in
-  run)  pg_port=${HOOKGATE_PG_PORT:-55432}; redis_port=${HOOKGATE_REDIS_PORT:-56379}; dir="$root/.data" ;;
-  test) pg_port=${HOOKGATE_TEST_PG_PORT:-55433}; redis_port=${HOOKGATE_TEST_REDIS_PORT:-56380}; dir="$root/target/test-stack" ;;
-  bench) pg_port=${HOOKGATE_BENCH_PG_PORT:-55434}; redis_port=${HOOKGATE_BENCH_REDIS_PORT:-56381}; dir="$root/target/bench-stack" ;;
+  run)  pg_port=${HOOKGATE_PG_PORT:-15432}; redis_port=${HOOKGATE_REDIS_PORT:-16379}; dir="$root/.data" ;;
+  test) pg_port=${HOOKGATE_TEST_PG_PORT:-15433}; redis_port=${HOOKGATE_TEST_REDIS_PORT:-16380}; dir="$root/target/test-stack" ;;
+  bench) pg_port=${HOOKGATE_BENCH_PG_PORT:-15434}; redis_port=${HOOKGATE_BENCH_REDIS_PORT:-16381}; dir="$root/target/bench-stack" ;;
   *) echo "stack.sh: unknown profile '$profile' (run, test or bench)" >&2; exit 2 ;;
 esac
 
