@@ -3,10 +3,11 @@
 //! answer each request after the commit that holds its rows. Under load a batch
 //! forms while the previous one commits; alone, a request commits by itself.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use hookgate_egress::metrics::EgressMetrics;
 use hookgate_shared::{
+    batch::Batcher,
     db,
     ids::{InboundEventId, MessageId},
     store::{
@@ -15,7 +16,6 @@ use hookgate_shared::{
     },
     AppState,
 };
-use tokio::sync::{mpsc, oneshot, Mutex};
 
 use crate::admit::{self, Admitted, Candidate, Layer};
 
@@ -38,27 +38,23 @@ impl From<StoreError> for CommitError {
     }
 }
 
-struct Job {
-    row: BatchRow,
-    retention_days: i32,
-    reply: oneshot::Sender<Result<Admitted, CommitError>>,
-}
+/// One admission and the source's retention (for the Redis fast path).
+type Job = (BatchRow, i32);
 
 #[derive(Clone)]
 pub struct GroupCommit {
-    jobs: mpsc::UnboundedSender<Job>,
+    batcher: Batcher<Job, Result<Admitted, CommitError>>,
 }
 
 impl GroupCommit {
     /// Starts the committers on the current runtime. Admitted events' messages
     /// count in `hookgate_messages_created_total`, as the API's do.
     pub fn start(state: AppState, metrics: EgressMetrics) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let rx = Arc::new(Mutex::new(rx));
-        for _ in 0..COMMITTERS {
-            tokio::spawn(committer(state.clone(), metrics.clone(), rx.clone()));
-        }
-        GroupCommit { jobs: tx }
+        let batcher = Batcher::start(COMMITTERS, MAX_BATCH, move |jobs: Vec<Job>| {
+            let (state, metrics) = (state.clone(), metrics.clone());
+            async move { run_batch(&state, &metrics, jobs).await }
+        });
+        GroupCommit { batcher }
     }
 
     pub async fn admit(&self, c: Candidate<'_>) -> Result<Admitted, CommitError> {
@@ -73,28 +69,10 @@ impl GroupCommit {
             content_type: c.content_type,
             payload: c.payload,
         };
-        let (reply, answer) = oneshot::channel();
-        let job = Job { row, retention_days: c.source.retention_days, reply };
-        self.jobs.send(job).map_err(|_| CommitError { unavailable: true, detail: "committers stopped".into() })?;
-        answer.await.map_err(|_| CommitError { unavailable: true, detail: "committer ended".into() })?
-    }
-}
-
-async fn committer(state: AppState, metrics: EgressMetrics, rx: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
-    loop {
-        let jobs = {
-            let mut rx = rx.lock().await;
-            let Some(first) = rx.recv().await else { return };
-            let mut jobs = vec![first];
-            while jobs.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(j) => jobs.push(j),
-                    Err(_) => break,
-                }
-            }
-            jobs
-        };
-        run_batch(&state, &metrics, jobs).await;
+        self.batcher
+            .submit((row, c.source.retention_days))
+            .await
+            .unwrap_or_else(|| Err(CommitError { unavailable: true, detail: "committers stopped".into() }))
     }
 }
 
@@ -104,20 +82,21 @@ async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreE
     inbound_batch::admit_batch(&**conn, rows).await
 }
 
-async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) {
+/// Admits a batch; one answer per job, in order.
+async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) -> Vec<Result<Admitted, CommitError>> {
     // The first job of each key goes into the batch; later copies in the same batch
     // are duplicates of it.
     let mut first_of: HashMap<(String, String, String), usize> = HashMap::new();
     let mut rows = Vec::new();
     let mut slot = Vec::with_capacity(jobs.len());
-    for j in &jobs {
-        let k = (j.row.tenant_id.clone(), j.row.source_id.clone(), j.row.key.clone());
+    for (row, _) in &jobs {
+        let k = (row.tenant_id.clone(), row.source_id.clone(), row.key.clone());
         match first_of.get(&k) {
             Some(&i) => slot.push((i, false)),
             None => {
                 first_of.insert(k, rows.len());
                 slot.push((rows.len(), true));
-                rows.push(j.row.clone());
+                rows.push(row.clone());
             }
         }
     }
@@ -126,32 +105,25 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) {
         Err(e) if !e.is_unavailable() && jobs.len() > 1 => {
             // One bad row must not fail its neighbours: admit them one by one.
             tracing::warn!(error = %e, n = jobs.len(), "batched admission failed; admitting one by one");
-            for j in jobs {
-                let one = commit(state, std::slice::from_ref(&j.row)).await;
-                let answer = match one {
+            let mut answers = Vec::with_capacity(jobs.len());
+            for (row, _) in &jobs {
+                answers.push(match commit(state, std::slice::from_ref(row)).await {
                     Ok(a) if a[0] => {
                         state.wake.poke();
-                        metrics.message_created(&j.row.tenant_id);
-                        Ok(Admitted::Accepted(InboundEventId::from_db(j.row.id.clone())))
+                        metrics.message_created(&row.tenant_id);
+                        Ok(Admitted::Accepted(InboundEventId::from_db(row.id.clone())))
                     }
-                    Ok(_) => duplicate_of(state, &j.row).await,
+                    Ok(_) => duplicate_of(state, row).await,
                     Err(e) => Err(e.into()),
-                };
-                let _ = j.reply.send(answer);
+                });
             }
-            return;
+            return answers;
         }
-        Err(e) => {
-            let err = CommitError::from(e);
-            for j in jobs {
-                let _ = j.reply.send(Err(err.clone()));
-            }
-            return;
-        }
+        Err(e) => return vec![Err(CommitError::from(e)); jobs.len()],
     };
     // Losers: keys that existed before, and repeats within the batch.
     let losers: Vec<&BatchRow> =
-        jobs.iter().zip(&slot).filter(|(_, (i, first))| !(*first && admitted[*i])).map(|(j, _)| &j.row).collect();
+        jobs.iter().zip(&slot).filter(|(_, (i, first))| !(*first && admitted[*i])).map(|((row, _), _)| row).collect();
     let existing = match db::conn(&state.db).await {
         Ok(conn) => inbound_batch::duplicates_batch(&**conn, &losers).await.map_err(CommitError::from),
         Err(e) => Err(CommitError::from(e)),
@@ -162,21 +134,22 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) {
         Err(_) => vec![None; losers.len()].into_iter(),
     };
     let mut winners = Vec::new();
-    for (j, (i, first)) in jobs.into_iter().zip(slot) {
-        let answer = if first && admitted[i] {
-            metrics.message_created(&j.row.tenant_id);
-            winners.push((j.row.key.clone(), j.row.id.clone(), j.retention_days));
-            Admitted::Accepted(InboundEventId::from_db(j.row.id))
+    let mut answers = Vec::with_capacity(jobs.len());
+    for ((row, retention_days), (i, first)) in jobs.into_iter().zip(slot) {
+        answers.push(Ok(if first && admitted[i] {
+            metrics.message_created(&row.tenant_id);
+            winners.push((row.key.clone(), row.id.clone(), retention_days));
+            Admitted::Accepted(InboundEventId::from_db(row.id))
         } else {
             let id = existing.next().flatten().or_else(|| (!first).then(|| rows[i].id.clone()));
             Admitted::Duplicate(id.map(InboundEventId::from_db), Layer::Postgres)
-        };
-        let _ = j.reply.send(Ok(answer));
+        }));
     }
     if !winners.is_empty() {
         state.wake.poke();
     }
     admit::remember_many(&state.redis, &winners).await;
+    answers
 }
 
 async fn duplicate_of(state: &AppState, row: &BatchRow) -> Result<Admitted, CommitError> {
