@@ -11,6 +11,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -155,6 +156,23 @@ def svix(hookgate, tenant):
     from svix.api import Svix, SvixOptions
 
     return Svix(tenant["apiKey"], SvixOptions(server_url=hookgate.url, retry_schedule=[]))
+
+
+def call(hookgate, method, path, key=None, body=None, headers=None, raw=None):
+    """One request; returns (status, lower-cased headers, parsed JSON body)."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(hookgate.url + path, data=data, method=method)
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=15) as res:
+            return res.status, {k.lower(): v for k, v in res.headers.items()}, json.loads(res.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, json.loads(e.read() or b"null")
 
 
 def eventually(check, timeout: float = 15.0):

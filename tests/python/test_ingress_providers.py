@@ -4,8 +4,6 @@ Forwarded deliveries are checked with the official standardwebhooks verifier."""
 import json
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,28 +12,14 @@ import standardwebhooks
 from slack_sdk.signature import SignatureVerifier
 from svix.api import ApplicationIn, EndpointIn
 
+from conftest import call
+
 NODE_SIGNER = Path(__file__).resolve().parents[1] / "node" / "sign.mjs"
 
 
 def node_sign(provider: str, secret: str, body: bytes, timestamp: int = None) -> str:
     args = ["node", str(NODE_SIGNER), provider, secret] + ([str(timestamp)] if timestamp else [])
     return subprocess.run(args, input=body, capture_output=True, check=True).stdout.decode()
-
-
-def call(hookgate, method, path, key=None, body=None, headers=None, raw=None):
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(hookgate.url + path, data=data, method=method)
-    if key:
-        req.add_header("Authorization", f"Bearer {key}")
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    for k, v in (headers or {}).items():
-        req.add_header(k, v)
-    try:
-        with urllib.request.urlopen(req, timeout=15) as res:
-            return res.status, {k.lower(): v for k, v in res.headers.items()}, json.loads(res.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, {k.lower(): v for k, v in e.headers.items()}, json.loads(e.read() or b"null")
 
 
 @pytest.fixture

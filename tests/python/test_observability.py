@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -26,28 +25,12 @@ import standardwebhooks
 from prometheus_client.parser import text_string_to_metric_families
 from svix.api import ApplicationIn, EndpointIn, MessageIn
 
-from conftest import eventually, free_port
+from conftest import call, eventually, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = ROOT / "deploy" / "check.sh"
 RULES = ROOT / "deploy" / "prometheus" / "rules" / "hookgate.rules.yml"
 PROMETHEUS = Path("/usr/bin/prometheus")
-
-
-def call(hookgate, method, path, key=None, body=None, headers=None, raw=None):
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(hookgate.url + path, data=data, method=method)
-    if key:
-        req.add_header("Authorization", f"Bearer {key}")
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    for k, v in (headers or {}).items():
-        req.add_header(k, v)
-    try:
-        with urllib.request.urlopen(req, timeout=15) as res:
-            return res.status, {k.lower(): v for k, v in res.headers.items()}, json.loads(res.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, {k.lower(): v for k, v in e.headers.items()}, json.loads(e.read() or b"null")
 
 
 def scrape(hookgate) -> str:

@@ -355,3 +355,18 @@ async fn a_tenant_can_turn_the_svix_header_aliases_off() {
     assert!(r.header("webhook-signature").is_some());
     assert_eq!((r.header("svix-id"), r.header("svix-signature")), (None, None));
 }
+
+#[tokio::test]
+async fn a_message_with_an_inline_application_creates_it_under_the_path_uid() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let body = json!({"eventType": "x", "payload": {"a": 1}, "application": {"name": "Made inline"}});
+    let msg = t.post("/api/v1/app/inline-uid/msg", body.clone(), 202).await;
+    assert!(msg["id"].as_str().unwrap().starts_with("msg_"));
+    let created = t.get("/api/v1/app/inline-uid").await;
+    assert_eq!((created["name"].as_str(), created["uid"].as_str()), (Some("Made inline"), Some("inline-uid")));
+    let listed = t.get("/api/v1/app/inline-uid/msg").await;
+    assert_eq!(listed["data"][0]["id"], msg["id"]);
+    let missing = t.post("/api/v1/app/no-such-app/msg", json!({"eventType": "x", "payload": {}}), 404).await;
+    assert_eq!(missing["code"], "not_found");
+}

@@ -101,14 +101,7 @@ pub async fn redis_duplicates(redis: &Redis, keys: &[String]) -> Vec<i64> {
 
 /// Tells Redis about a committed key, for the source's retention. Best effort.
 async fn remember(redis: &Redis, key: &str, id: &InboundEventId, retention_days: i32) {
-    let k = redis_key(redis, key);
-    let ttl = (retention_days.max(1) as u64) * 86_400;
-    let id = id.to_string();
-    let _: Option<()> = redis
-        .call(|mut c| async move {
-            hookgate_shared::redis::cmd("SET").arg(k).arg(id).arg("EX").arg(ttl).query_async(&mut c).await
-        })
-        .await;
+    remember_many(redis, &[(key.to_owned(), id.to_string(), retention_days)]).await;
 }
 
 /// Tells Redis about a batch's committed keys in one round trip. Best effort.

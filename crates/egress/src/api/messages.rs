@@ -228,7 +228,9 @@ async fn create_with_app(
         metadata: serde_json::json!({}),
     };
     let app = applications::insert(&*tx, &tenant.0, &AppId::generate(), &fields).await?;
-    let done = messages::insert_with_deliveries(&*tx, &tenant.0, &app.id, new).await?;
+    let done = messages::publish(&*tx, &tenant.0, app.id.as_str(), new)
+        .await?
+        .ok_or_else(|| ApiError::Internal(format!("application {} not visible in its own transaction", app.id)))?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(done)
 }

@@ -63,54 +63,10 @@ pub(super) fn from_row(r: &Row) -> Message {
     }
 }
 
-/// Inserts the message and one due delivery per matching, enabled endpoint, inside
-/// the caller's transaction; the caller wakes the workers after its commit. Returns the message
-/// and how many deliveries were created.
-pub async fn insert_with_deliveries(
-    tx: &impl GenericClient,
-    tenant: &TenantId,
-    app: &AppId,
-    m: &NewMessage,
-) -> Result<(Message, u64), StoreError> {
-    let sql = format!(
-        "INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type,
-            idempotency_key)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
-    );
-    let row = tx
-        .query_one(
-            &sql,
-            &[
-                &tenant.as_str(),
-                &app.as_str(),
-                &m.id.as_str(),
-                &m.event_id,
-                &m.event_type,
-                &m.channels,
-                &m.tags,
-                &m.payload,
-                &m.content_type,
-                &m.idempotency_key,
-            ],
-        )
-        .await?;
-    let message = from_row(&row);
-    let fanned = tx
-        .execute(
-            "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
-             SELECT e.tenant_id, e.app_id, $3, e.id, now() FROM endpoints e
-             WHERE e.tenant_id = $1 AND e.app_id = $2 AND NOT e.disabled
-               AND (e.event_types IS NULL OR $4 = ANY (e.event_types))
-               AND (e.channels IS NULL OR e.channels && $5::text[])",
-            &[&tenant.as_str(), &app.as_str(), &m.id.as_str(), &m.event_type, &m.channels],
-        )
-        .await?;
-    Ok((message, fanned))
-}
-
-/// The fast path of publishing: finds the application by id or uid, inserts the
-/// message and its deliveries, in one statement (one round trip, one implicit
-/// transaction). `None` if the tenant has no such application.
+/// Publishing: finds the application by id or uid and inserts the message and one
+/// due delivery per matching, enabled endpoint, in one statement (one round trip;
+/// alone, one implicit transaction). `None` if the tenant has no such application.
+/// The caller wakes the workers after the commit.
 pub async fn publish(
     db: &impl GenericClient,
     tenant: &TenantId,
