@@ -1,7 +1,8 @@
-"""SPEC §7 observability, end to end: traffic of every kind the dashboard and the alert
-rules look at, then (a) the saved GET /metrics passes `deploy/check.sh <file>`, and
-(b) a real Prometheus server scrapes the Hookgate process, evaluates the shipped alert
-rules, and answers PromQL queries with the values the traffic must have produced.
+"""Observability (the metrics listed in docs/operations.md), end to end: traffic of every
+kind the dashboard and the alert rules look at, then (a) the saved GET /metrics passes
+`deploy/check.sh <file>`, and (b) a real Prometheus server scrapes the Hookgate process,
+evaluates the shipped alert rules, and answers PromQL queries with the values the traffic
+must have produced.
 
 Everything stays on 127.0.0.1: Prometheus gets no remote write and no Alertmanager,
 and the test checks that its sockets only ever reach loopback."""

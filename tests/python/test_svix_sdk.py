@@ -1,5 +1,6 @@
-"""Hookgate driven by the official Svix Python SDK through every operation of SPEC §3,
-with deliveries verified by the official verifiers (svix.webhooks and standardwebhooks)."""
+"""Hookgate driven by the official Svix Python SDK through every operation that
+docs/guarantees.md (API compatibility) lists as served, with deliveries verified by the
+official verifiers (svix.webhooks and standardwebhooks)."""
 from datetime import datetime, timedelta, timezone
 
 import pytest

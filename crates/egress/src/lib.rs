@@ -1,12 +1,15 @@
-//! `hookgate-egress` owns the send side: the Svix-compatible `/api/v1` API
-//! (applications, endpoints, event types, messages, attempts), the delivery
-//! worker that signs and sends, retries and records attempts, and the SSRF guard.
+//! `hookgate-egress` owns delivery: publishing a message with its deliveries
+//! (the outbox write, [`publish`]), the worker that claims, signs, sends, retries
+//! and records attempts ([`deliver`]), synchronous forwarding for ingress's sync
+//! mode, Standard Webhooks signing, endpoint secrets, throttling, and the SSRF
+//! guard.
 //!
-//! It is the only crate that makes outbound HTTP requests.
+//! It is the only crate that makes outbound HTTP requests, and it imports no
+//! handler: the API crate calls into it, never the other way round.
 
-pub mod api;
 pub mod deliver;
 pub mod metrics;
 pub mod publish;
+pub mod secrets;
 pub mod signing;
 pub mod ssrf;

@@ -1,4 +1,4 @@
-//! The send side's metrics (SPEC §7), registered into the process registry.
+//! The send side's metrics (listed in `docs/operations.md`), registered into the process registry.
 
 use hookgate_shared::metrics::Metrics;
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts};

@@ -1,71 +1,198 @@
-//! Group commit of the API's message creation: concurrent requests' messages and
-//! deliveries go into one statement, and each request is answered after its commit.
+//! Publishing: the one place where "a message for an application" becomes a
+//! message row and its deliveries, committed together (the outbox write).
+//!
+//! The common case (no channels, no tags) goes through group commit: concurrent
+//! requests' messages and deliveries go into one statement, and each request is
+//! answered after its commit. Messages with channels or tags take one statement
+//! of their own; a message that names an application to create (`application` in
+//! the body) creates it in the same transaction. Every path inserts deliveries by
+//! the store's one fan-out rule, and wakes the workers after the commit.
 
+use chrono::{DateTime, Utc};
 use hookgate_shared::{
     batch::Batcher,
     db,
-    store::publish_batch::{publish_batch, PublishRow, Published},
+    ids::{AppId, Ref, TenantId},
+    store::{
+        applications::{self, ApplicationFields},
+        messages::{self, Message, NewMessage},
+        publish_batch::{publish_batch, PublishRow, Published},
+        StoreError,
+    },
     AppState,
 };
 
-/// Why a batched publish failed; `unavailable` answers 503.
-#[derive(Debug, Clone)]
-pub struct PublishError {
-    pub unavailable: bool,
-    pub detail: String,
+use crate::metrics::EgressMetrics;
+
+/// Why a message was not published.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PublishError {
+    #[error("a message with this eventId already exists")]
+    Conflict,
+    #[error("application not found")]
+    NoApplication,
+    #[error("the database is unavailable")]
+    Unavailable,
+    #[error("{0}")]
+    Internal(String),
 }
 
-pub type Outcome = Result<Published, PublishError>;
+impl From<StoreError> for PublishError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(_) => PublishError::Unavailable,
+            StoreError::Conflict(_) => PublishError::Conflict,
+            other => PublishError::Internal(other.to_string()),
+        }
+    }
+}
+
+type Outcome = Result<Published, PublishError>;
 
 #[derive(Clone)]
 pub struct Publisher {
+    state: AppState,
+    metrics: EgressMetrics,
     batcher: Batcher<PublishRow, Outcome>,
 }
 
 const WORKERS: usize = 16;
 const MAX_BATCH: usize = 256;
 
-async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, hookgate_shared::store::StoreError> {
+async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
     let conn = db::conn(&state.db).await?;
     publish_batch(&**conn, rows).await
 }
 
-impl Publisher {
-    pub fn start(state: AppState) -> Self {
-        let batcher = Batcher::start(WORKERS, MAX_BATCH, move |rows: Vec<PublishRow>| {
-            let state = state.clone();
-            async move {
-                let results = match run(&state, &rows).await {
-                    Ok(r) => r.into_iter().map(Ok).collect(),
-                    // One bad row must not fail its neighbours: publish them one by one.
-                    Err(e) if !e.is_unavailable() && rows.len() > 1 => {
-                        let mut out = Vec::with_capacity(rows.len());
-                        for row in &rows {
-                            out.push(match run(&state, std::slice::from_ref(row)).await {
-                                Ok(mut r) => Ok(r.remove(0)),
-                                Err(e) => Err(PublishError { unavailable: e.is_unavailable(), detail: e.to_string() }),
-                            });
-                        }
-                        out
-                    }
-                    Err(e) => {
-                        let err = PublishError { unavailable: e.is_unavailable(), detail: e.to_string() };
-                        vec![Err(err); rows.len()]
-                    }
-                };
-                if results.iter().any(|r| matches!(r, Ok(Published::Created { deliveries, .. }) if *deliveries > 0)) {
-                    state.wake.poke();
-                }
-                results
+/// One batch of the group commit; one outcome per row, in order.
+async fn commit_batch(state: &AppState, rows: Vec<PublishRow>) -> Vec<Outcome> {
+    let results = match run(state, &rows).await {
+        Ok(r) => r.into_iter().map(Ok).collect(),
+        // One bad row must not fail its neighbours: publish them one by one.
+        Err(e) if !e.is_unavailable() && rows.len() > 1 => {
+            let mut out = Vec::with_capacity(rows.len());
+            for row in &rows {
+                out.push(match run(state, std::slice::from_ref(row)).await {
+                    Ok(mut r) => Ok(r.remove(0)),
+                    Err(e) => Err(e.into()),
+                });
             }
+            out
+        }
+        Err(e) => vec![Err(e.into()); rows.len()],
+    };
+    if results.iter().any(|r| matches!(r, Ok(Published::Created { deliveries, .. }) if *deliveries > 0)) {
+        state.wake.poke();
+    }
+    results
+}
+
+impl Publisher {
+    pub fn start(state: AppState, metrics: EgressMetrics) -> Self {
+        let batch_state = state.clone();
+        let batcher = Batcher::start(WORKERS, MAX_BATCH, move |rows: Vec<PublishRow>| {
+            let state = batch_state.clone();
+            async move { commit_batch(&state, rows).await }
         });
-        Publisher { batcher }
+        Publisher { state, metrics, batcher }
     }
 
-    pub async fn publish(&self, row: PublishRow) -> Outcome {
-        self.batcher
-            .submit(row)
-            .await
-            .unwrap_or_else(|| Err(PublishError { unavailable: true, detail: "publishers stopped".into() }))
+    /// Publishes `new` to the application `app`, creating it first from `inline`
+    /// when it does not exist. Answers after the commit that holds the message and
+    /// its deliveries.
+    pub async fn publish(
+        &self,
+        tenant: &TenantId,
+        app: &Ref<AppId>,
+        new: NewMessage,
+        inline: Option<ApplicationFields>,
+    ) -> Result<Message, PublishError> {
+        if new.channels.is_none() && new.tags.is_none() {
+            match self.batched(tenant, app, &new).await? {
+                Some(created_at) => {
+                    self.metrics.message_created(tenant.as_str());
+                    return Ok(Message { created_at, ..message_of(new) });
+                }
+                None if inline.is_none() => return Err(PublishError::NoApplication),
+                None => {}
+            }
+        }
+        let (message, fanned) = match self.single(tenant, app, &new).await? {
+            Some(done) => done,
+            None => {
+                let inline = inline.ok_or(PublishError::NoApplication)?;
+                self.with_new_app(tenant, inline, &new).await?
+            }
+        };
+        if fanned > 0 {
+            self.state.wake.poke();
+        }
+        self.metrics.message_created(tenant.as_str());
+        Ok(message)
+    }
+
+    /// Through group commit; `None` when the tenant has no such application.
+    async fn batched(
+        &self,
+        tenant: &TenantId,
+        app: &Ref<AppId>,
+        new: &NewMessage,
+    ) -> Result<Option<DateTime<Utc>>, PublishError> {
+        let row = PublishRow {
+            tenant_id: tenant.to_string(),
+            app: app.to_string(),
+            msg_id: new.id.to_string(),
+            event_id: new.event_id.clone(),
+            event_type: new.event_type.clone(),
+            payload: new.payload.clone(),
+        };
+        let outcome = self.batcher.submit(row).await.unwrap_or(Err(PublishError::Unavailable))?;
+        match outcome {
+            Published::Created { created_at, .. } => Ok(Some(created_at)),
+            Published::Conflict => Err(PublishError::Conflict),
+            Published::NoApplication => Ok(None),
+        }
+    }
+
+    /// One statement of its own; `None` when the tenant has no such application.
+    async fn single(
+        &self,
+        tenant: &TenantId,
+        app: &Ref<AppId>,
+        new: &NewMessage,
+    ) -> Result<Option<(Message, u64)>, PublishError> {
+        let conn = db::conn(&self.state.db).await?;
+        Ok(messages::publish(&**conn, tenant, app, new).await?)
+    }
+
+    /// Creates the application, then the message, in one transaction.
+    async fn with_new_app(
+        &self,
+        tenant: &TenantId,
+        fields: ApplicationFields,
+        new: &NewMessage,
+    ) -> Result<(Message, u64), PublishError> {
+        let mut conn = db::conn(&self.state.db).await?;
+        let tx = conn.transaction().await.map_err(StoreError::from)?;
+        let app = applications::insert(&*tx, tenant, &AppId::generate(), &fields).await?;
+        let done = messages::publish(&*tx, tenant, &Ref::Id(app.id.clone()), new).await?.ok_or_else(|| {
+            PublishError::Internal(format!("application {} not visible in its own transaction", app.id))
+        })?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(done)
+    }
+}
+
+/// The message a batched publish created, as the API shows it.
+fn message_of(new: NewMessage) -> Message {
+    Message {
+        id: new.id,
+        event_id: new.event_id,
+        event_type: new.event_type,
+        channels: None,
+        tags: None,
+        payload: new.payload,
+        content_type: new.content_type,
+        created_at: Utc::now(),
     }
 }

@@ -3,38 +3,9 @@
 
 use base64::{engine::general_purpose::STANDARD, Engine};
 use hmac::{Hmac, Mac};
-use rand::RngCore;
 use sha2::Sha256;
 
-const PREFIX: &str = "whsec_";
-
-/// A fresh endpoint secret: `whsec_` and 24 random bytes in base64, as Svix issues.
-pub fn generate_secret() -> String {
-    let mut key = [0u8; 24];
-    rand::rng().fill_bytes(&mut key);
-    format!("{PREFIX}{}", STANDARD.encode(key))
-}
-
-/// Why a given secret cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("`secret` must be `whsec_` followed by 32 to 100 base64 characters")]
-pub struct BadSecret;
-
-/// Checks a user-supplied secret (`whsec_` optional, as Svix) and normalises it.
-pub fn normalise_secret(s: &str) -> Result<String, BadSecret> {
-    let body = s.strip_prefix(PREFIX).unwrap_or(s);
-    let ok = (32..=100).contains(&body.len()) && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
-    if !ok || STANDARD.decode(body).is_err() {
-        return Err(BadSecret);
-    }
-    Ok(format!("{PREFIX}{body}"))
-}
-
-/// The HMAC key of a `whsec_` secret.
-pub fn key_bytes(secret: &str) -> Result<Vec<u8>, BadSecret> {
-    let body = secret.strip_prefix(PREFIX).unwrap_or(secret);
-    STANDARD.decode(body).map_err(|_| BadSecret)
-}
+pub use hookgate_shared::whsec::{generate_secret, key_bytes, normalise_secret, BadSecret};
 
 /// One signature entry, `v1,<base64>`.
 pub fn sign(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8]) -> String {

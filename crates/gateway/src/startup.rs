@@ -6,7 +6,7 @@ use std::{net::TcpListener, time::Duration};
 use actix_web::{
     dev::Server,
     error::JsonPayloadError,
-    middleware::from_fn,
+    middleware::{from_fn, NormalizePath},
     web::{self, Data},
     App, HttpServer,
 };
@@ -19,7 +19,7 @@ use hookgate_egress::{
 };
 use hookgate_ingress::{commit::GroupCommit, metrics::IngressMetrics};
 
-use crate::{auth, idempotency::idempotency, routes, telemetry, AppState};
+use crate::{health, telemetry, AppState};
 
 /// What a process serves. Every role serves health and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -70,7 +70,7 @@ impl Application {
         let ingress_data = Data::new(IngressMetrics::register(&state.metrics));
         let forwarder = Data::new(Forwarder::new(state.clone(), egress_metrics.clone()));
         let group_commit = Data::new(GroupCommit::start(state.clone(), egress_metrics.clone()));
-        let publisher = Data::new(Publisher::start(state.clone()));
+        let publisher = Data::new(Publisher::start(state.clone(), egress_metrics.clone()));
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
             App::new()
@@ -84,27 +84,17 @@ impl Application {
                 .app_data(web::PayloadConfig::new(max_body))
                 .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
                 .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
+                // Paths as Svix serves them: `/api/v1/app/{app}/msg/` is `/api/v1/app/{app}/msg`.
+                .wrap(NormalizePath::trim())
                 .wrap(from_fn(telemetry::observe))
-                .service(routes::health::healthz)
-                .service(routes::health::readyz)
-                .service(routes::health::metrics)
-                .service(routes::health::api_health)
-                .service(routes::health::openapi)
+                .service(health::healthz)
+                .service(health::readyz)
+                .service(health::metrics)
+                .service(health::api_health)
+                .service(health::openapi)
                 .configure(|cfg| {
                     if role.serves_api() {
-                        cfg.service(
-                            web::scope("/admin/v1")
-                                .wrap(from_fn(idempotency))
-                                .wrap(from_fn(auth::require_operator))
-                                .configure(routes::admin::configure),
-                        );
-                        cfg.service(
-                            web::scope("/api/v1")
-                                .wrap(from_fn(idempotency))
-                                .wrap(from_fn(auth::require_tenant))
-                                .configure(hookgate_egress::api::configure)
-                                .configure(hookgate_ingress::api::configure),
-                        );
+                        hookgate_api::configure(cfg);
                     }
                     if role.serves_ingress() {
                         cfg.configure(hookgate_ingress::configure_receive);

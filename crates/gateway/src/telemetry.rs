@@ -4,7 +4,7 @@
 use actix_web::{
     body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
-    http::header::{HeaderName, HeaderValue},
+    http::header::HeaderValue,
     middleware::Next,
     web, Error,
 };
@@ -14,7 +14,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::AppState;
 
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub use hookgate_shared::http::REQUEST_ID;
 
 /// Installs the global subscriber; `RUST_LOG` filters, default `info`.
 pub fn init_logging(format: LogFormat) {

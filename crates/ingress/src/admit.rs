@@ -1,7 +1,7 @@
 //! Exactly-once admission of one verified, keyed event. Async mode commits in
 //! groups (`commit.rs`); sync mode, here, forwards before answering, leased.
 //!
-//! Invariants (SPEC §6): a 2xx follows a commit in Postgres, by this request or an
+//! Invariants (`docs/guarantees.md`): a 2xx follows a commit in Postgres, by this request or an
 //! earlier one; the decision is the insert; Redis is consulted only for keys it
 //! was told about after their commit, and trouble with it changes nothing here.
 

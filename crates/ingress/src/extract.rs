@@ -1,53 +1,14 @@
 //! What a request is: its idempotency value (the provider's stable id, or what the
 //! source configured) and its event type.
 
-use hookgate_shared::inbound_key::{fields_value, KeyKind};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::verify::{Headers, Provider};
+pub use hookgate_shared::source::KeySpec;
 
-/// A source's idempotency setting; `null` in the API means [`KeySpec::Provider`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub enum KeySpec {
-    /// The provider's own stable id (the default).
-    Provider,
-    Header(String),
-    JsonPointer(String),
-    /// A hash of several JSON fields, for providers without a stable id.
-    Fields(Vec<String>),
-    /// A hash of the raw body (`{"body": true}`).
-    Body(bool),
-    /// Every request is admitted (`{"disabled": true}`): for naturally idempotent feeds.
-    Disabled(bool),
-}
-
-impl KeySpec {
-    /// Parses the stored or requested setting; `None` is the provider's id.
-    pub fn parse(v: Option<&Value>) -> Result<Self, String> {
-        let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(KeySpec::Provider) };
-        if !v.is_object() {
-            return Err("`idempotency` must be an object such as {\"header\": NAME}, or null".into());
-        }
-        let spec: KeySpec = serde_json::from_value(v.clone()).map_err(|_| {
-            "`idempotency` must be one of {header: NAME}, {jsonPointer: \"/a/b\"}, {fields: [\"/a\", …]}, \
-             {body: true}, {disabled: true}"
-                .to_owned()
-        })?;
-        match &spec {
-            KeySpec::Header(h) if h.trim().is_empty() => Err("`idempotency.header` must name a header".into()),
-            KeySpec::JsonPointer(p) if !p.starts_with('/') => {
-                Err("`idempotency.jsonPointer` must start with `/`".into())
-            }
-            KeySpec::Fields(f) if f.is_empty() || f.iter().any(|p| !p.starts_with('/')) => {
-                Err("`idempotency.fields` must list JSON pointers starting with `/`".into())
-            }
-            KeySpec::Body(false) | KeySpec::Disabled(false) => Err("use `true`, or leave `idempotency` unset".into()),
-            _ => Ok(spec),
-        }
-    }
-}
+use crate::{
+    key::{fields_value, KeyKind},
+    verify::{Headers, Provider},
+};
 
 /// Why no key could be derived: names the missing field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -115,7 +76,7 @@ pub fn key_value(
 
 /// The event type messages carry, so endpoints can filter on it. Characters an
 /// event type may not hold (Shopify's `orders/create`) become `.`.
-pub fn event_type(provider: &Provider, name: &str, path: Option<&str>, headers: &dyn Headers, body: &[u8]) -> String {
+pub fn event_type(provider: &Provider, path: Option<&str>, headers: &dyn Headers, body: &[u8]) -> String {
     let doc = || serde_json::from_slice::<Value>(body).ok();
     let from_body = |p: &str| doc().and_then(|d| d.pointer(p).and_then(Value::as_str).map(str::to_owned));
     let raw = match path {
@@ -135,7 +96,7 @@ pub fn event_type(provider: &Provider, name: &str, path: Option<&str>, headers: 
         .take(256)
         .collect();
     if clean.is_empty() {
-        name.to_owned()
+        provider.name().to_owned()
     } else {
         clean
     }
@@ -189,24 +150,13 @@ mod tests {
     }
 
     #[test]
-    fn the_setting_parses_from_its_json_forms() {
-        use serde_json::json;
-        assert_eq!(KeySpec::parse(None).unwrap(), KeySpec::Provider);
-        assert_eq!(KeySpec::parse(Some(&json!({"header": "X"}))).unwrap(), KeySpec::Header("X".into()));
-        assert_eq!(KeySpec::parse(Some(&json!({"jsonPointer": "/a"}))).unwrap(), KeySpec::JsonPointer("/a".into()));
-        assert_eq!(KeySpec::parse(Some(&json!({"body": true}))).unwrap(), KeySpec::Body(true));
-        assert!(KeySpec::parse(Some(&json!({"jsonPointer": "a"}))).is_err());
-        assert!(KeySpec::parse(Some(&json!({"nope": 1}))).is_err());
-    }
-
-    #[test]
     fn event_types_come_from_the_provider_and_are_made_filterable() {
         let hs = h(&[("x-shopify-topic", "orders/create"), ("x-github-event", "push")]);
-        assert_eq!(event_type(&Provider::Shopify, "shopify", None, &hs, b""), "orders.create");
-        assert_eq!(event_type(&Provider::Github, "github", None, &hs, b""), "push");
-        assert_eq!(event_type(&Provider::Stripe, "stripe", None, &hs, br#"{"type":"invoice.paid"}"#), "invoice.paid");
-        assert_eq!(event_type(&Provider::Slack, "slack", None, &hs, br#"{"event":{"type":"message"}}"#), "message");
-        assert_eq!(event_type(&Provider::None, "none", Some("/kind"), &hs, br#"{"kind":"k1"}"#), "k1");
-        assert_eq!(event_type(&Provider::None, "none", None, &hs, b"x"), "none");
+        assert_eq!(event_type(&Provider::Shopify, None, &hs, b""), "orders.create");
+        assert_eq!(event_type(&Provider::Github, None, &hs, b""), "push");
+        assert_eq!(event_type(&Provider::Stripe, None, &hs, br#"{"type":"invoice.paid"}"#), "invoice.paid");
+        assert_eq!(event_type(&Provider::Slack, None, &hs, br#"{"event":{"type":"message"}}"#), "message");
+        assert_eq!(event_type(&Provider::None, Some("/kind"), &hs, br#"{"kind":"k1"}"#), "k1");
+        assert_eq!(event_type(&Provider::None, None, &hs, b"x"), "none");
     }
 }

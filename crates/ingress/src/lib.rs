@@ -1,18 +1,21 @@
-//! `hookgate-ingress` owns the receive side: sources, the provider-facing
-//! `POST /in/{source_id}`, signature verification, idempotency keys, exactly-once
-//! admission (async and sync modes), inbound-event listing and replay, and the
-//! retention pruner.
+//! `hookgate-ingress` owns the provider-facing hot path: `POST /in/{source_id}`
+//! ([`receive`]), signature verification ([`verify`]), the idempotency value and
+//! event type ([`extract`]) and the derived key ([`key`]), exactly-once admission
+//! in async mode (group commit, [`commit`]) and sync mode ([`admit`]), retention
+//! ([`prune`]), and the source-secret handling that needs ([`secrets`]).
 //!
 //! The dedupe decision is one `INSERT … ON CONFLICT DO NOTHING`; Redis only ever
-//! answers a duplicate for a key that Postgres has already committed.
+//! answers a duplicate for a key that Postgres has already committed. Sync mode
+//! forwards through egress; nothing here imports a management handler.
 
 pub mod admit;
-pub mod api;
 pub mod commit;
 pub mod extract;
+pub mod key;
 pub mod metrics;
 pub mod prune;
 pub mod receive;
+pub mod secrets;
 pub mod verify;
 
 use actix_web::web;

@@ -1,5 +1,5 @@
-//! `POST /in/{source_id}`: the provider-facing door. Bad input is answered exactly
-//! as SPEC §6's table says, and nothing is stored for it.
+//! `POST /in/{source_id}`: the provider-facing door. Bad input is answered as the
+//! table in `docs/guarantees.md` says, and nothing is stored for it.
 
 use std::time::Instant;
 
@@ -9,7 +9,8 @@ use hookgate_egress::deliver::forward::Forwarder;
 use hookgate_shared::{
     db,
     http::ApiError,
-    inbound_key,
+    ids::SourceId,
+    source::{KeySpec, Mode},
     store::{sources, StoreError},
     AppState,
 };
@@ -17,11 +18,11 @@ use serde_json::json;
 
 use crate::{
     admit::{self, Admitted, Candidate, Layer},
-    api::sources::source_secrets,
     commit::GroupCommit,
-    extract::{self, KeySpec},
+    extract,
+    key::{self, KeyKind},
     metrics::IngressMetrics,
-    verify::Provider,
+    secrets, verify,
 };
 
 /// One request's outcome, as the metric and the answer name it.
@@ -94,15 +95,18 @@ pub async fn receive(
     group: web::Data<GroupCommit>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
-    let source = match state.caches.sources.get(&*path) {
+    // Parsed at the edge: a malformed id names no source, and reaches neither the
+    // cache nor Postgres.
+    let Ok(source_id) = SourceId::parse(&path) else { return Err(ApiError::NotFound("source")) };
+    let source = match state.caches.sources.get(&source_id) {
         Some(cached) => Ok(cached),
         None => {
             let found = match db::conn(&state.db).await {
-                Ok(conn) => sources::resolve(&**conn, &path).await,
+                Ok(conn) => sources::resolve(&**conn, &source_id).await.map(|s| s.map(std::sync::Arc::new)),
                 Err(e) => Err(e),
             };
             if let Ok(f) = &found {
-                state.caches.sources.insert(path.to_string(), f.clone());
+                state.caches.sources.insert(source_id, f.clone());
             }
             found
         }
@@ -166,21 +170,17 @@ async fn handle(
     source: &sources::Source,
 ) -> Result<(Admitted, String), Refusal> {
     let body = read_body(payload, state.config.max_body).await?;
-    let provider = Provider::parse(&source.provider, &source.verify).map_err(Refusal::Internal)?;
-    let secrets = source_secrets(state, source).map_err(Refusal::Internal)?;
-    provider.verify(&secrets, req.headers(), &body, chrono::Utc::now().timestamp()).map_err(Refusal::Signature)?;
-    let spec = KeySpec::parse(source.idempotency.as_ref()).map_err(Refusal::Internal)?;
-    let key = match extract::key_value(&provider, &spec, req.headers(), &body).map_err(|e| Refusal::KeyMissing(e.0))? {
-        Some((kind, value)) => inbound_key::derive(&source.tenant_id, &source.id, kind, &value),
+    let secrets = secrets::valid_secrets(state, source).map_err(Refusal::Internal)?;
+    let now = chrono::Utc::now().timestamp();
+    verify::verify(&source.provider, &secrets, req.headers(), &body, now).map_err(Refusal::Signature)?;
+    let extracted = extract::key_value(&source.provider, &source.idempotency, req.headers(), &body)
+        .map_err(|e| Refusal::KeyMissing(e.0))?;
+    let key = match extracted {
+        Some((kind, value)) => key::derive(&source.tenant_id, &source.id, kind, &value),
         // Idempotency disabled: every request is its own event.
-        None => inbound_key::derive(
-            &source.tenant_id,
-            &source.id,
-            inbound_key::KeyKind::Body,
-            ulid::Ulid::new().to_string().as_bytes(),
-        ),
+        None => key::derive(&source.tenant_id, &source.id, KeyKind::Body, ulid::Ulid::new().to_string().as_bytes()),
     };
-    if !matches!(spec, KeySpec::Disabled(_)) {
+    if !matches!(source.idempotency, KeySpec::Disabled(_)) {
         if let Some(id) = admit::seen(&state.redis, &key).await {
             admit::count_duplicate(&state.redis, &key, source.retention_days).await;
             return Ok((Admitted::Duplicate(Some(id), Layer::Redis), key));
@@ -192,10 +192,9 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream")
         .to_owned();
-    let event_type =
-        extract::event_type(&provider, &source.provider, source.event_type_path.as_deref(), req.headers(), &body);
+    let event_type = extract::event_type(&source.provider, source.event_type_path.as_deref(), req.headers(), &body);
     let candidate = Candidate { source, key: key.clone(), event_type, content_type, payload: body };
-    let admitted = if source.mode == "sync" {
+    let admitted = if source.mode == Mode::Sync {
         admit::admit_sync(&state.db, &state.redis, forwarder, state.config.sync_lease, candidate).await?
     } else {
         group.admit(candidate).await.map_err(|e| {

@@ -1,15 +1,24 @@
 //! Short-lived in-process caches of hot lookups (a source by id, an API key by
 //! hash), so that the hot paths do not pay a query per request.
 //!
-//! Entries live one second. A change made through this process (a source patched,
-//! a key revoked, a tenant disabled) clears them at once; a change made through
-//! another instance takes effect here within that second.
+//! Entries live one second. Invalidation lives in one place: the store function
+//! that changes a cached row takes the caches and forgets what it changed (a
+//! source patched, a key revoked, a tenant disabled), so no handler has to
+//! remember to. A change made through another instance takes effect here within
+//! the second. Forgetting happens when the statement ran, before a surrounding
+//! transaction commits; a read in between may cache the old row for one second,
+//! exactly as a change made elsewhere would be seen.
 
 use std::{
     collections::HashMap,
     hash::Hash,
     sync::{Arc, RwLock},
     time::{Duration, Instant},
+};
+
+use crate::{
+    ids::{ApiKeyId, SourceId, TenantId},
+    store::sources::Source,
 };
 
 const TTL: Duration = Duration::from_secs(1);
@@ -47,6 +56,10 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
         map.insert(k, (Instant::now(), v));
     }
 
+    pub fn remove(&self, k: &K) {
+        self.map.write().expect("cache lock is never poisoned").remove(k);
+    }
+
     pub fn clear(&self) {
         self.map.write().expect("cache lock is never poisoned").clear();
     }
@@ -56,14 +69,29 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
 #[derive(Clone, Default)]
 pub struct Caches {
     /// `/in/{source_id}` → the live source, or `None` for an unknown one.
-    pub sources: TtlCache<String, Option<crate::store::sources::Source>>,
+    pub sources: TtlCache<SourceId, Option<Arc<Source>>>,
     /// API key hash → (tenant, key id) of a live key, or `None`.
-    pub keys: TtlCache<Vec<u8>, Option<(crate::ids::TenantId, crate::ids::ApiKeyId)>>,
+    pub keys: TtlCache<Vec<u8>, Option<(TenantId, ApiKeyId)>>,
 }
 
+/// What the stores forget; only they call these.
 impl Caches {
-    /// After any change to tenants, keys or sources made through this process.
-    pub fn clear(&self) {
+    pub(crate) fn forget_source(&self, id: &SourceId) {
+        self.sources.remove(id);
+    }
+
+    /// An application's deletion takes its sources with it.
+    pub(crate) fn forget_sources(&self) {
+        self.sources.clear();
+    }
+
+    /// Keys are cached by hash, not id: a revocation forgets them all.
+    pub(crate) fn forget_keys(&self) {
+        self.keys.clear();
+    }
+
+    /// A tenant's change (disabled, deleted) reaches its sources and its keys.
+    pub(crate) fn forget_tenant(&self) {
         self.sources.clear();
         self.keys.clear();
     }

@@ -32,10 +32,3 @@ pub fn pool(url: &str, size: usize, timeout: Duration) -> Result<Pool, StoreErro
 pub async fn conn(pool: &Pool) -> Result<Client, StoreError> {
     pool.get().await.map_err(StoreError::from)
 }
-
-/// Whether Postgres answers a trivial query now.
-pub async fn ping(pool: &Pool) -> Result<(), StoreError> {
-    let client = conn(pool).await?;
-    client.simple_query("SELECT 1").await?;
-    Ok(())
-}

@@ -49,7 +49,81 @@ macro_rules! prefixed_id {
                 &self.0
             }
         }
+
+        impl Prefixed for $name {
+            const NOUN: &'static str = stringify!($name);
+
+            fn parse(s: &str) -> Result<Self, IdError> {
+                $name::parse(s)
+            }
+        }
+
+        /// Deserialising is parsing: a path or body id of the wrong shape is refused
+        /// here, with words that name the expected prefix.
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                $name::parse(&s).map_err(|e| serde::de::Error::custom(format!("`{}`: {e}", shown(&s))))
+            }
+        }
     };
+}
+
+/// What every prefixed id type can do, for code generic over them ([`Ref`]).
+pub trait Prefixed: Sized + AsRef<str> {
+    const NOUN: &'static str;
+    fn parse(s: &str) -> Result<Self, IdError>;
+}
+
+/// A value shown back in an error: printable, and short.
+fn shown(s: &str) -> String {
+    s.chars().take(64).map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+/// Svix's `uid` pattern: 1 to 256 of `a-z A-Z 0-9 - _ .`.
+pub fn is_uid(s: &str) -> bool {
+    (1..=256).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+/// A row named in a path by its id or by its `uid`, as Svix paths accept either.
+/// Parsed at the edge: anything that is neither never reaches a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ref<T> {
+    Id(T),
+    Uid(String),
+}
+
+impl<T: Prefixed> Ref<T> {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Ok(id) = T::parse(s) {
+            return Ok(Ref::Id(id));
+        }
+        if is_uid(s) {
+            return Ok(Ref::Uid(s.to_owned()));
+        }
+        Err(format!("`{}` is neither an id nor a uid (1 to 256 of a-z A-Z 0-9 - _ .)", shown(s)))
+    }
+
+    /// The value a query compares with both the id and the uid column.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Ref::Id(id) => id.as_ref(),
+            Ref::Uid(uid) => uid,
+        }
+    }
+}
+
+impl<T: Prefixed> fmt::Display for Ref<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<'de, T: Prefixed> serde::Deserialize<'de> for Ref<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ref::parse(&s).map_err(serde::de::Error::custom)
+    }
 }
 
 prefixed_id!(/// A tenant: one client of the operating agency.
@@ -103,6 +177,18 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(2));
         let b = MessageId::generate();
         assert!(a < b, "{a} should sort before {b}");
+    }
+
+    #[test]
+    fn a_reference_is_an_id_a_uid_or_refused() {
+        let app = AppId::generate();
+        assert_eq!(Ref::<AppId>::parse(app.as_str()), Ok(Ref::Id(app.clone())));
+        assert_eq!(Ref::<AppId>::parse("my-app.1"), Ok(Ref::Uid("my-app.1".into())));
+        assert!(Ref::<AppId>::parse("a\0b").is_err());
+        assert!(Ref::<AppId>::parse("").is_err());
+        assert!(Ref::<AppId>::parse(&"x".repeat(257)).is_err());
+        let e = serde_json::from_str::<AppId>("\"ep_1\"").unwrap_err().to_string();
+        assert!(e.contains("app_"), "{e}");
     }
 
     #[test]

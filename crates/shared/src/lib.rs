@@ -13,13 +13,13 @@ pub mod crypto;
 pub mod db;
 pub mod http;
 pub mod ids;
-pub mod inbound_key;
 pub mod metrics;
 pub mod migrate;
 pub mod redis;
+pub mod source;
 pub mod state;
 pub mod store;
-pub mod wake;
+pub mod whsec;
 
 pub use config::Config;
 pub use ids::TenantId;

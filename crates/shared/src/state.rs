@@ -4,7 +4,13 @@
 use std::sync::Arc;
 
 use crate::{
-    cache::Caches, crypto::ApiKeyHasher, db, metrics::Metrics, redis::Redis, store::StoreError, wake::Wake, Config,
+    cache::Caches,
+    crypto::ApiKeyHasher,
+    db,
+    metrics::Metrics,
+    redis::Redis,
+    store::{notify::Wake, StoreError},
+    Config,
 };
 
 /// Shared, cheaply cloned state of one process.

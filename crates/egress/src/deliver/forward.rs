@@ -10,10 +10,10 @@ use hookgate_shared::{
 };
 
 use super::{
-    prepare::{endpoint_keys, signed_request},
+    prepare::{signed_request, Envelope},
     send::{Outcome, Sender},
 };
-use crate::{metrics::EgressMetrics, ssrf::Guard};
+use crate::{metrics::EgressMetrics, secrets, ssrf::Guard};
 
 /// One event to forward.
 pub struct Event<'a> {
@@ -46,7 +46,7 @@ impl Forwarder {
     pub async fn forward(&self, e: &Event<'_>) -> Result<bool, StoreError> {
         let (targets, svix_aliases) = {
             let conn = db::conn(&self.state.db).await?;
-            let aliases = tenants::get(&**conn, e.tenant.as_str()).await?.is_none_or(|t| t.svix_headers);
+            let aliases = tenants::get(&**conn, e.tenant).await?.is_none_or(|t| t.svix_headers);
             (endpoints::matching(&**conn, e.tenant, e.app, e.event_type).await?, aliases)
         };
         let sends = targets.into_iter().map(|ep| async move {
@@ -59,23 +59,20 @@ impl Forwarder {
                 old_secret: ep.old_secret.clone(),
                 old_secret_until: ep.old_secret_until,
             };
-            let keys = match endpoint_keys(&self.state, e.tenant, e.app, &ep.id, &claimed) {
+            let keys = match secrets::signing_keys(&self.state, e.tenant, e.app, &ep.id, &claimed) {
                 Ok(k) => k,
                 Err(err) => {
                     tracing::error!(endpoint = %ep.id, error = %err, "endpoint secret cannot be opened");
                     return false;
                 }
             };
-            let req = signed_request(
-                &ep.url,
-                &ep.headers,
-                &keys,
-                e.webhook_id,
-                e.content_type,
-                Some(e.idempotency_key),
+            let envelope = Envelope {
+                msg_id: e.webhook_id,
+                content_type: e.content_type,
+                idempotency_key: Some(e.idempotency_key),
                 svix_aliases,
-                e.payload.to_vec(),
-            );
+            };
+            let req = signed_request(&ep.url, &ep.headers, &keys, &envelope, e.payload.to_vec());
             let sent = self.sender.send(req).await;
             self.metrics.duration.observe(sent.duration.as_secs_f64());
             self.metrics.attempt(e.tenant.as_str(), sent.outcome.label());

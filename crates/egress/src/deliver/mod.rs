@@ -6,7 +6,6 @@
 //! worker dies mid-send becomes due again when its lease runs out.
 
 pub mod forward;
-mod listen;
 mod prepare;
 pub mod schedule;
 pub mod send;
@@ -78,7 +77,7 @@ impl Worker {
         let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
         // Helpers live exactly as long as this future: dropping it stops them.
         let _helpers = AbortOnDrop(vec![
-            tokio::spawn(listen::listen(self.state.config.database_url.clone(), wake.clone())),
+            tokio::spawn(hookgate_shared::store::notify::listen(self.state.config.database_url.clone(), wake.clone())),
             tokio::spawn(sample_pending(self.state.clone(), self.metrics.clone())),
             tokio::spawn(record_loop(self.state.clone(), self.metrics.clone(), self.cfg.clone(), done_rx)),
         ]);

@@ -16,7 +16,7 @@ use super::{
     send::{self, Request},
     Worker,
 };
-use crate::{api::secret_purpose, signing};
+use crate::{secrets, signing};
 
 /// Delivers one claimed row and says what became of it.
 pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
@@ -50,23 +50,20 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
             return out;
         }
     }
-    let keys = match endpoint_keys(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, ep) {
+    let keys = match secrets::signing_keys(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, ep) {
         Ok(k) => k,
         Err(e) => {
             tracing::error!(endpoint = %c.endpoint_id, error = %e, "endpoint secret cannot be opened; delivery failed");
             return out;
         }
     };
-    let request = signed_request(
-        &ep.url,
-        &ep.headers,
-        &keys,
-        c.msg_id.as_str(),
-        &c.content_type,
-        c.idempotency_key.as_deref(),
-        c.svix_headers,
-        c.payload.clone(),
-    );
+    let envelope = Envelope {
+        msg_id: c.msg_id.as_str(),
+        content_type: &c.content_type,
+        idempotency_key: c.idempotency_key.as_deref(),
+        svix_aliases: c.svix_headers,
+    };
+    let request = signed_request(&ep.url, &ep.headers, &keys, &envelope, c.payload.clone());
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
     w.metrics.lag.observe(lag.as_secs_f64());
     let sent = w.sender.send(request).await;
@@ -95,17 +92,26 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
     out
 }
 
+/// What identifies one event on the wire, whichever endpoint it goes to.
+pub(crate) struct Envelope<'a> {
+    /// The `webhook-id`: stable across retries.
+    pub msg_id: &'a str,
+    pub content_type: &'a str,
+    /// Sent as `Idempotency-Key`; `None` sends the message id.
+    pub idempotency_key: Option<&'a str>,
+    /// Whether the `svix-*` header aliases go too.
+    pub svix_aliases: bool,
+}
+
 /// A delivery request: custom headers first, then Hookgate's own, which win.
 pub(crate) fn signed_request(
     url: &str,
     custom: &serde_json::Value,
     keys: &[Vec<u8>],
-    msg_id: &str,
-    content_type: &str,
-    idempotency_key: Option<&str>,
-    svix_aliases: bool,
+    envelope: &Envelope<'_>,
     body: Vec<u8>,
 ) -> Request {
+    let Envelope { msg_id, content_type, idempotency_key, svix_aliases } = *envelope;
     let timestamp = Utc::now().timestamp();
     let mut headers = HeaderMap::new();
     if let Some(custom) = custom.as_object() {
@@ -132,27 +138,4 @@ pub(crate) fn signed_request(
         }
     }
     Request { url: url.to_owned(), headers, body }
-}
-
-/// The keys that sign: the current secret, and the previous one during its grace period.
-pub(crate) fn endpoint_keys(
-    state: &hookgate_shared::AppState,
-    tenant: &hookgate_shared::ids::TenantId,
-    app: &hookgate_shared::ids::AppId,
-    endpoint: &hookgate_shared::ids::EndpointId,
-    ep: &deliveries::ClaimedEndpoint,
-) -> Result<Vec<Vec<u8>>, String> {
-    let tenant_key = state.config.master_key.tenant_key(tenant);
-    let purpose = secret_purpose(app, endpoint);
-    let open = |sealed: &[u8]| -> Result<Vec<u8>, String> {
-        let text = tenant_key.open(&purpose, sealed).map_err(|e| e.to_string())?;
-        signing::key_bytes(&String::from_utf8_lossy(&text)).map_err(|e| e.to_string())
-    };
-    let mut keys = vec![open(&ep.secret)?];
-    if let (Some(old), Some(until)) = (&ep.old_secret, ep.old_secret_until) {
-        if until > Utc::now() {
-            keys.push(open(old)?);
-        }
-    }
-    Ok(keys)
 }

@@ -6,8 +6,9 @@ mod body_hmac;
 mod timestamped;
 
 use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
 use sha2::{Sha256, Sha512};
+
+pub use hookgate_shared::source::{Algorithm, Encoding, HmacSpec, Provider};
 
 /// Where a verifier reads headers from; lower-case names.
 pub trait Headers {
@@ -48,93 +49,25 @@ impl VerifyError {
     }
 }
 
-/// Options of the generic `hmac` provider.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HmacSpec {
-    /// The header carrying the signature.
-    pub header: String,
-    #[serde(default)]
-    pub algorithm: Algorithm,
-    #[serde(default)]
-    pub encoding: Encoding,
-    /// A prefix before the signature, such as `sha256=`.
-    #[serde(default)]
-    pub prefix: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Algorithm {
-    #[default]
-    Sha256,
-    Sha512,
-}
-
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Encoding {
-    #[default]
-    Hex,
-    Base64,
-}
-
-/// A source's provider, with what its verification needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Provider {
-    Stripe,
-    Github,
-    Shopify,
-    Slack,
-    StandardWebhooks,
-    Hmac(HmacSpec),
-    /// No verification: only with the source's explicit flag.
-    None,
-}
-
 /// Timestamped schemes (Stripe, Slack, Standard Webhooks) accept this much clock skew.
 pub const TOLERANCE_SECS: i64 = 300;
 
-impl Provider {
-    pub const NAMES: &'static [&'static str] =
-        &["stripe", "github", "shopify", "slack", "standard-webhooks", "hmac", "none"];
-
-    /// The provider of a stored or requested `provider` and `verify` pair.
-    pub fn parse(name: &str, verify: &serde_json::Value) -> Result<Self, String> {
-        Ok(match name {
-            "stripe" => Provider::Stripe,
-            "github" => Provider::Github,
-            "shopify" => Provider::Shopify,
-            "slack" => Provider::Slack,
-            "standard-webhooks" => Provider::StandardWebhooks,
-            "hmac" => {
-                let spec: HmacSpec = serde_json::from_value(verify.get("hmac").cloned().unwrap_or_default())
-                    .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
-                if spec.header.trim().is_empty() {
-                    return Err("`hmac.header` must name the signature header".into());
-                }
-                Provider::Hmac(HmacSpec { header: spec.header.to_ascii_lowercase(), ..spec })
-            }
-            "none" => Provider::None,
-            other => return Err(format!("unknown provider `{other}`; expected one of {}", Self::NAMES.join(", "))),
-        })
-    }
-
-    pub fn needs_secret(&self) -> bool {
-        !matches!(self, Provider::None)
-    }
-
-    /// Verifies `body` against any of `secrets` (the secret strings as the tenant gave them).
-    pub fn verify(&self, secrets: &[String], headers: &dyn Headers, body: &[u8], now: i64) -> Result<(), VerifyError> {
-        match self {
-            Provider::Stripe => timestamped::stripe(secrets, headers, body, now),
-            Provider::Slack => timestamped::slack(secrets, headers, body, now),
-            Provider::StandardWebhooks => timestamped::standard(secrets, headers, body, now),
-            Provider::Github => body_hmac::github(secrets, headers, body),
-            Provider::Shopify => body_hmac::shopify(secrets, headers, body),
-            Provider::Hmac(spec) => body_hmac::generic(spec, secrets, headers, body),
-            Provider::None => Ok(()),
-        }
+/// Verifies `body` against any of `secrets` (the secret strings as the tenant gave them).
+pub fn verify(
+    provider: &Provider,
+    secrets: &[String],
+    headers: &dyn Headers,
+    body: &[u8],
+    now: i64,
+) -> Result<(), VerifyError> {
+    match provider {
+        Provider::Stripe => timestamped::stripe(secrets, headers, body, now),
+        Provider::Slack => timestamped::slack(secrets, headers, body, now),
+        Provider::StandardWebhooks => timestamped::standard(secrets, headers, body, now),
+        Provider::Github => body_hmac::github(secrets, headers, body),
+        Provider::Shopify => body_hmac::shopify(secrets, headers, body),
+        Provider::Hmac(spec) => body_hmac::generic(spec, secrets, headers, body),
+        Provider::None => Ok(()),
     }
 }
 

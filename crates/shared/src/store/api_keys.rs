@@ -8,6 +8,7 @@ use tokio_postgres::GenericClient;
 
 use super::StoreError;
 use crate::{
+    cache::Caches,
     crypto::{random_hex, ApiKeyHasher},
     ids::{ApiKeyId, TenantId},
 };
@@ -62,13 +63,19 @@ pub async fn authenticate(
 }
 
 /// Revokes a key; returns whether a live key of this tenant had that id.
-pub async fn revoke(db: &impl GenericClient, tenant: &TenantId, key: &ApiKeyId) -> Result<bool, StoreError> {
+pub async fn revoke(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    key: &ApiKeyId,
+    caches: &Caches,
+) -> Result<bool, StoreError> {
     let n = db
         .execute(
             "UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
             &[&tenant.as_str(), &key.as_str()],
         )
         .await?;
+    caches.forget_keys();
     Ok(n == 1)
 }
 

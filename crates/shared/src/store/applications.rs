@@ -8,7 +8,10 @@ use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::ids::{AppId, TenantId};
+use crate::{
+    cache::Caches,
+    ids::{AppId, Ref, TenantId},
+};
 
 #[derive(Debug, Clone)]
 pub struct Application {
@@ -63,13 +66,13 @@ pub async fn insert(
 pub async fn get(
     db: &impl GenericClient,
     tenant: &TenantId,
-    id_or_uid: &str,
+    app: &Ref<AppId>,
 ) -> Result<Option<Application>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2)
          ORDER BY (id = $2) DESC LIMIT 1"
     );
-    Ok(db.query_opt(&sql, &[&tenant.as_str(), &id_or_uid]).await?.as_ref().map(from_row))
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str()]).await?.as_ref().map(from_row))
 }
 
 pub async fn list(
@@ -101,9 +104,16 @@ pub async fn replace(
     Ok(row.as_ref().map(from_row))
 }
 
-pub async fn delete(db: &impl GenericClient, tenant: &TenantId, id: &AppId) -> Result<bool, StoreError> {
+/// Deletes the application, and with it (by foreign key) its endpoints and sources.
+pub async fn delete(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &AppId,
+    caches: &Caches,
+) -> Result<bool, StoreError> {
     let n = db
         .execute("DELETE FROM applications WHERE tenant_id = $1 AND id = $2", &[&tenant.as_str(), &id.as_str()])
         .await?;
+    caches.forget_sources();
     Ok(n == 1)
 }

@@ -107,9 +107,13 @@ pub async fn get(
     tenant: &TenantId,
     app: &AppId,
     msg: &MessageId,
-    id: &str,
+    id: &AttemptId,
 ) -> Result<Option<Attempt>, StoreError> {
     let sql =
         format!("SELECT {COLUMNS} FROM attempts WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND id = $4");
-    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &id]).await?.as_ref().map(from_row))
+    Ok(db
+        .query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &id.as_str()])
+        .await?
+        .as_ref()
+        .map(from_row))
 }

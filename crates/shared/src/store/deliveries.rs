@@ -302,7 +302,6 @@ pub async fn recover(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
         )
         .await?;
-    if n > 0 {}
     Ok(n)
 }
 

@@ -4,11 +4,12 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_postgres::{GenericClient, Row};
 
+use super::fanout;
 use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::ids::{AppId, EndpointId, TenantId};
+use crate::ids::{AppId, EndpointId, Ref, TenantId};
 
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -107,13 +108,13 @@ pub async fn get(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
-    id_or_uid: &str,
+    endpoint: &Ref<EndpointId>,
 ) -> Result<Option<Endpoint>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND (id = $3 OR uid = $3)
          ORDER BY (id = $3) DESC LIMIT 1"
     );
-    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id_or_uid]).await?.as_ref().map(from_row))
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &endpoint.as_str()]).await?.as_ref().map(from_row))
 }
 
 /// The enabled endpoints of an application that subscribe to `event_type` (and
@@ -124,9 +125,12 @@ pub async fn matching(
     app: &AppId,
     event_type: &str,
 ) -> Result<Vec<Endpoint>, StoreError> {
+    let cols = COLUMNS.split(',').map(|c| format!("e.{}", c.trim())).collect::<Vec<_>>().join(", ");
     let sql = format!(
-        "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND NOT disabled
-           AND (event_types IS NULL OR $3 = ANY (event_types)) AND channels IS NULL"
+        "SELECT {cols} FROM endpoints e,
+            (SELECT $1::text AS tenant_id, $2::text AS app_id, $3::text AS event_type, NULL::text[] AS channels) m
+         WHERE {}",
+        fanout::MATCHES
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &event_type]).await?;
     Ok(rows.iter().map(from_row).collect())

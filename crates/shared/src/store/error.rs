@@ -19,6 +19,9 @@ pub enum StoreError {
     MigrationChanged(String),
     #[error("database error: {0}")]
     Db(tokio_postgres::Error),
+    /// A stored value that no longer parses into its type (written by hand, say).
+    #[error("stored value is invalid: {0}")]
+    Corrupt(String),
 }
 
 impl From<tokio_postgres::Error> for StoreError {

@@ -7,7 +7,7 @@
 
 use tokio_postgres::GenericClient;
 
-use super::StoreError;
+use super::{fanout, StoreError};
 
 /// One admission of a batch; `msg_id` is the message it creates if it wins.
 #[derive(Debug, Clone)]
@@ -42,7 +42,8 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
     // The message's eventId and Idempotency-Key are the inbound key.
     let inserted = db
         .query(
-            "WITH input AS (
+            &format!(
+                "WITH input AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                     $7::text[], $8::text[], $9::bytea[]) WITH ORDINALITY AS u(t, s, k, i, a, m, e, c, p, n)
              ), ins AS (
@@ -55,15 +56,11 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
                 INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type,
                     idempotency_key)
                 SELECT tenant_id, app_id, msg_id, key, event_type, payload, content_type, key FROM ins
-                RETURNING tenant_id, app_id, id, event_type
-             ), dels AS (
-                INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
-                SELECT e.tenant_id, e.app_id, m.id, e.id, now()
-                FROM msgs m JOIN endpoints e ON e.tenant_id = m.tenant_id AND e.app_id = m.app_id
-                WHERE NOT e.disabled AND (e.event_types IS NULL OR m.event_type = ANY (e.event_types))
-                  AND e.channels IS NULL
-             )
+                RETURNING tenant_id, app_id, id, event_type, channels
+             ), dels AS ({})
              SELECT id FROM ins",
+                fanout::insert_deliveries("msgs")
+            ),
             &[
                 &col(|r| &r.tenant_id),
                 &col(|r| &r.source_id),

@@ -187,10 +187,10 @@ pub async fn get(
     db: &impl GenericClient,
     tenant: &TenantId,
     source: &SourceId,
-    id: &str,
+    id: &InboundEventId,
 ) -> Result<Option<InboundEvent>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM inbound_events WHERE tenant_id = $1 AND source_id = $2 AND id = $3");
-    Ok(db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &id]).await?.as_ref().map(from_row))
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &id.as_str()]).await?.as_ref().map(from_row))
 }
 
 /// Deletes up to `batch` events older than their source's retention; the pruner

@@ -4,14 +4,12 @@
 use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Row};
 
+use super::fanout;
 use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::ids::{AppId, MessageId, TenantId};
-
-/// The channel workers LISTEN on; `wake::Wake` notifies it after commits.
-pub const NOTIFY_CHANNEL: &str = "hookgate_deliveries";
+use crate::ids::{AppId, MessageId, Ref, TenantId};
 
 #[derive(Debug, Clone)]
 pub struct Message {
@@ -70,7 +68,7 @@ pub(super) fn from_row(r: &Row) -> Message {
 pub async fn publish(
     db: &impl GenericClient,
     tenant: &TenantId,
-    app_id_or_uid: &str,
+    app: &Ref<AppId>,
     m: &NewMessage,
 ) -> Result<Option<(Message, u64)>, StoreError> {
     let cols = COLUMNS.split(',').map(|c| format!("msg.{}", c.trim())).collect::<Vec<_>>().join(", ");
@@ -82,23 +80,17 @@ pub async fn publish(
             INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type,
                 idempotency_key)
             SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10 FROM app
-            RETURNING {COLUMNS}, app_id
-         ), dels AS (
-            INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
-            SELECT e.tenant_id, e.app_id, msg.id, e.id, now() FROM msg
-            JOIN endpoints e ON e.tenant_id = $1 AND e.app_id = msg.app_id
-            WHERE NOT e.disabled AND (e.event_types IS NULL OR msg.event_type = ANY (e.event_types))
-              AND (e.channels IS NULL OR e.channels && msg.channels)
-            RETURNING 1
-         )
-         SELECT {cols}, (SELECT count(*) FROM dels) FROM msg"
+            RETURNING {COLUMNS}, tenant_id, app_id
+         ), dels AS ({})
+         SELECT {cols}, (SELECT count(*) FROM dels) FROM msg",
+        fanout::insert_deliveries("msg")
     );
     let row = db
         .query_opt(
             &sql,
             &[
                 &tenant.as_str(),
-                &app_id_or_uid,
+                &app.as_str(),
                 &m.id.as_str(),
                 &m.event_id,
                 &m.event_type,
@@ -121,13 +113,13 @@ pub async fn get(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
-    id_or_event_id: &str,
+    msg: &Ref<MessageId>,
 ) -> Result<Option<Message>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM messages WHERE tenant_id = $1 AND app_id = $2 AND (id = $3 OR event_id = $3)
          ORDER BY (id = $3) DESC LIMIT 1"
     );
-    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id_or_event_id]).await?.as_ref().map(from_row))
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str()]).await?.as_ref().map(from_row))
 }
 
 /// Newest first, as Svix lists messages.

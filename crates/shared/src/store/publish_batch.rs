@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use tokio_postgres::GenericClient;
 
-use super::StoreError;
+use super::{fanout, StoreError};
 
 /// One message of a batch: no channels or tags (those take the single path).
 #[derive(Debug, Clone)]
@@ -45,7 +45,8 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
     let found = db
         .query(
-            "WITH input AS (
+            &format!(
+                "WITH input AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[])
                     WITH ORDINALITY AS u(t, aref, m, eid, et, p, n)
              ), resolved AS (
@@ -56,17 +57,12 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
                 INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type)
                 SELECT t, app, m, eid, et, p, 'application/json' FROM resolved ORDER BY n
                 ON CONFLICT (tenant_id, app_id, event_id) WHERE event_id IS NOT NULL DO NOTHING
-                RETURNING tenant_id, app_id, id, event_type, created_at
-             ), dels AS (
-                INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
-                SELECT e.tenant_id, e.app_id, msg.id, e.id, now() FROM msg
-                JOIN endpoints e ON e.tenant_id = msg.tenant_id AND e.app_id = msg.app_id
-                WHERE NOT e.disabled AND (e.event_types IS NULL OR msg.event_type = ANY (e.event_types))
-                  AND e.channels IS NULL
-                RETURNING msg_id
-             )
+                RETURNING tenant_id, app_id, id, event_type, channels, created_at
+             ), dels AS ({})
              SELECT r.m, r.app, msg.created_at, (SELECT count(*) FROM dels d WHERE d.msg_id = r.m)
              FROM resolved r LEFT JOIN msg ON msg.id = r.m",
+                fanout::insert_deliveries("msg")
+            ),
             &[
                 &s(|r| r.tenant_id.clone()),
                 &s(|r| r.app.clone()),

@@ -8,20 +8,25 @@ use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::ids::{AppId, SourceId, TenantId};
+use crate::{
+    cache::Caches,
+    ids::{AppId, SourceId, TenantId},
+    source::{verify_json, KeySpec, Mode, Provider},
+};
 
 #[derive(Debug, Clone)]
 pub struct Source {
     pub tenant_id: TenantId,
     pub id: SourceId,
     pub name: String,
-    pub provider: String,
+    pub provider: Provider,
+    /// Set with provider `none`: the tenant confirmed that nothing is verified.
+    pub allow_unverified: bool,
     pub secret: Option<Vec<u8>>,
     pub old_secret: Option<Vec<u8>>,
     pub old_secret_until: Option<DateTime<Utc>>,
-    pub verify: Value,
-    pub idempotency: Option<Value>,
-    pub mode: String,
+    pub idempotency: KeySpec,
+    pub mode: Mode,
     pub app_id: AppId,
     pub event_type_path: Option<String>,
     pub retention_days: i32,
@@ -34,10 +39,10 @@ pub struct Source {
 #[derive(Debug, Clone)]
 pub struct SourceFields {
     pub name: String,
-    pub provider: String,
-    pub verify: Value,
-    pub idempotency: Option<Value>,
-    pub mode: String,
+    pub provider: Provider,
+    pub allow_unverified: bool,
+    pub idempotency: KeySpec,
+    pub mode: Mode,
     pub app_id: AppId,
     pub event_type_path: Option<String>,
     pub retention_days: i32,
@@ -47,25 +52,36 @@ pub struct SourceFields {
 const COLUMNS: &str = "tenant_id, id, name, provider, secret, old_secret, old_secret_until, verify, idempotency,
     mode, app_id, event_type_path, retention_days, disabled, created_at, updated_at";
 
-fn from_row(r: &Row) -> Source {
-    Source {
+/// Parses a stored row; the API validated every value before it was written.
+fn from_row(r: &Row) -> Result<Source, StoreError> {
+    let id = SourceId::from_db(r.get(1));
+    let corrupt = |e: String| StoreError::Corrupt(format!("source {id}: {e}"));
+    let verify: Value = r.get(7);
+    let provider = Provider::parse(r.get(3), verify.get("hmac")).map_err(corrupt)?;
+    let idempotency: Option<Value> = r.get(8);
+    Ok(Source {
         tenant_id: TenantId::from_db(r.get(0)),
-        id: SourceId::from_db(r.get(1)),
         name: r.get(2),
-        provider: r.get(3),
+        provider,
+        allow_unverified: verify.get("allowUnverified").and_then(Value::as_bool).unwrap_or(false),
         secret: r.get(4),
         old_secret: r.get(5),
         old_secret_until: r.get(6),
-        verify: r.get(7),
-        idempotency: r.get(8),
-        mode: r.get(9),
+        idempotency: KeySpec::parse(idempotency.as_ref()).map_err(corrupt)?,
+        mode: Mode::parse(r.get(9)).map_err(corrupt)?,
         app_id: AppId::from_db(r.get(10)),
         event_type_path: r.get(11),
         retention_days: r.get(12),
         disabled: r.get(13),
         created_at: r.get(14),
         updated_at: r.get(15),
-    }
+        id,
+    })
+}
+
+/// The stored forms of the typed fields: provider name, `verify`, `idempotency`, mode.
+fn stored(f: &SourceFields) -> (&'static str, Value, Option<Value>, &'static str) {
+    (f.provider.name(), verify_json(&f.provider, f.allow_unverified), f.idempotency.to_json(), f.mode.as_str())
 }
 
 pub async fn insert(
@@ -80,6 +96,7 @@ pub async fn insert(
             event_type_path, retention_days, disabled)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {COLUMNS}"
     );
+    let (provider, verify, idempotency, mode) = stored(f);
     let row = db
         .query_one(
             &sql,
@@ -87,11 +104,11 @@ pub async fn insert(
                 &tenant.as_str(),
                 &id.as_str(),
                 &f.name,
-                &f.provider,
+                &provider,
                 &sealed_secret,
-                &f.verify,
-                &f.idempotency,
-                &f.mode,
+                &verify,
+                &idempotency,
+                &mode,
                 &f.app_id.as_str(),
                 &f.event_type_path,
                 &f.retention_days,
@@ -99,23 +116,23 @@ pub async fn insert(
             ],
         )
         .await?;
-    Ok(from_row(&row))
+    from_row(&row)
 }
 
-pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &str) -> Result<Option<Source>, StoreError> {
+pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &SourceId) -> Result<Option<Source>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM sources WHERE tenant_id = $1 AND id = $2");
-    Ok(db.query_opt(&sql, &[&tenant.as_str(), &id]).await?.as_ref().map(from_row))
+    db.query_opt(&sql, &[&tenant.as_str(), &id.as_str()]).await?.as_ref().map(from_row).transpose()
 }
 
 /// The one lookup that does not start from a tenant: `/in/{source_id}` names only
 /// the source. Returns a live source of a live, enabled tenant.
-pub async fn resolve(db: &impl GenericClient, source_id: &str) -> Result<Option<Source>, StoreError> {
+pub async fn resolve(db: &impl GenericClient, source_id: &SourceId) -> Result<Option<Source>, StoreError> {
     let cols = COLUMNS.split(',').map(|c| format!("s.{}", c.trim())).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "SELECT {cols} FROM sources s JOIN tenants t ON t.id = s.tenant_id
          WHERE s.id = $1 AND NOT s.disabled AND NOT t.disabled AND t.deleted_at IS NULL"
     );
-    Ok(db.query_opt(&sql, &[&source_id]).await?.as_ref().map(from_row))
+    db.query_opt(&sql, &[&source_id.as_str()]).await?.as_ref().map(from_row).transpose()
 }
 
 pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest) -> Result<Page<Source>, StoreError> {
@@ -123,7 +140,8 @@ pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest
         "SELECT {COLUMNS} FROM sources WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2) ORDER BY id LIMIT $3"
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
-    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |s| s.id.to_string()))
+    let sources = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::from_rows(sources, page, |s| s.id.to_string()))
 }
 
 pub async fn replace(
@@ -131,12 +149,14 @@ pub async fn replace(
     tenant: &TenantId,
     id: &SourceId,
     f: &SourceFields,
+    caches: &Caches,
 ) -> Result<Option<Source>, StoreError> {
     let sql = format!(
         "UPDATE sources SET name = $3, provider = $4, verify = $5, idempotency = $6, mode = $7, app_id = $8,
             event_type_path = $9, retention_days = $10, disabled = $11, updated_at = now()
          WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
     );
+    let (provider, verify, idempotency, mode) = stored(f);
     let row = db
         .query_opt(
             &sql,
@@ -144,10 +164,10 @@ pub async fn replace(
                 &tenant.as_str(),
                 &id.as_str(),
                 &f.name,
-                &f.provider,
-                &f.verify,
-                &f.idempotency,
-                &f.mode,
+                &provider,
+                &verify,
+                &idempotency,
+                &mode,
                 &f.app_id.as_str(),
                 &f.event_type_path,
                 &f.retention_days,
@@ -155,12 +175,19 @@ pub async fn replace(
             ],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    caches.forget_source(id);
+    row.as_ref().map(from_row).transpose()
 }
 
-pub async fn delete(db: &impl GenericClient, tenant: &TenantId, id: &SourceId) -> Result<bool, StoreError> {
+pub async fn delete(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+    caches: &Caches,
+) -> Result<bool, StoreError> {
     let n =
         db.execute("DELETE FROM sources WHERE tenant_id = $1 AND id = $2", &[&tenant.as_str(), &id.as_str()]).await?;
+    caches.forget_source(id);
     Ok(n == 1)
 }
 
@@ -171,6 +198,7 @@ pub async fn rotate_secret(
     id: &SourceId,
     new_secret: &[u8],
     old_until: DateTime<Utc>,
+    caches: &Caches,
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(
@@ -179,5 +207,6 @@ pub async fn rotate_secret(
             &[&tenant.as_str(), &id.as_str(), &new_secret, &old_until],
         )
         .await?;
+    caches.forget_source(id);
     Ok(n == 1)
 }

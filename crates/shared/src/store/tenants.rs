@@ -7,7 +7,10 @@ use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::ids::TenantId;
+use crate::{
+    cache::Caches,
+    ids::{Ref, TenantId},
+};
 
 /// A tenant as stored.
 #[derive(Debug, Clone)]
@@ -56,13 +59,19 @@ pub async fn insert(
     Ok(from_row(&row))
 }
 
-/// A live (not deleted) tenant by id or by uid.
-pub async fn get(db: &impl GenericClient, id_or_uid: &str) -> Result<Option<Tenant>, StoreError> {
+/// A live (not deleted) tenant.
+pub async fn get(db: &impl GenericClient, tenant: &TenantId) -> Result<Option<Tenant>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM tenants WHERE id = $1 AND deleted_at IS NULL");
+    Ok(db.query_opt(&sql, &[&tenant.as_str()]).await?.as_ref().map(from_row))
+}
+
+/// A live tenant by id or by uid, as the operator names it in `/admin/v1` paths.
+pub async fn find(db: &impl GenericClient, tenant: &Ref<TenantId>) -> Result<Option<Tenant>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM tenants WHERE (id = $1 OR uid = $1) AND deleted_at IS NULL
          ORDER BY (id = $1) DESC LIMIT 1"
     );
-    Ok(db.query_opt(&sql, &[&id_or_uid]).await?.as_ref().map(from_row))
+    Ok(db.query_opt(&sql, &[&tenant.as_str()]).await?.as_ref().map(from_row))
 }
 
 pub async fn list(db: &impl GenericClient, page: &PageRequest) -> Result<Page<Tenant>, StoreError> {
@@ -78,6 +87,7 @@ pub async fn update(
     db: &impl GenericClient,
     tenant: &TenantId,
     patch: &TenantPatch,
+    caches: &Caches,
 ) -> Result<Option<Tenant>, StoreError> {
     let sql = format!(
         "UPDATE tenants SET
@@ -94,11 +104,12 @@ pub async fn update(
     let row = db
         .query_opt(&sql, &[&tenant.as_str(), &patch.name, &set_uid, &uid, &patch.disabled, &patch.svix_headers])
         .await?;
+    caches.forget_tenant();
     Ok(row.as_ref().map(from_row))
 }
 
 /// Marks a tenant deleted; its keys stop working at once. Returns whether it existed.
-pub async fn delete(db: &impl GenericClient, tenant: &TenantId) -> Result<bool, StoreError> {
+pub async fn delete(db: &impl GenericClient, tenant: &TenantId, caches: &Caches) -> Result<bool, StoreError> {
     let n = db
         .execute(
             "UPDATE tenants SET deleted_at = now(), updated_at = now()
@@ -106,5 +117,6 @@ pub async fn delete(db: &impl GenericClient, tenant: &TenantId) -> Result<bool, 
             &[&tenant.as_str()],
         )
         .await?;
+    caches.forget_tenant();
     Ok(n == 1)
 }

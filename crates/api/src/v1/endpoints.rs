@@ -2,19 +2,20 @@
 
 use std::collections::HashMap;
 
+use crate::{Maybe, PageQuery, TenantAuth};
 use actix_web::{delete, get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
-    http::{ApiError, Maybe, PageQuery, TenantAuth},
-    ids::{AppId, EndpointId, TenantId},
+    http::ApiError,
+    ids::{AppId, EndpointId, Ref},
     store::endpoints::{self, Endpoint, EndpointFields},
     AppState,
 };
 use serde::{Deserialize, Serialize};
 
 use super::{applications, validate};
-use crate::{signing, ssrf::Guard};
+use hookgate_egress::{secrets, signing, ssrf::Guard};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(update).service(patch_one).service(delete_one);
@@ -139,21 +140,12 @@ impl EndpointIn {
     }
 }
 
-/// The associated data that binds a sealed secret to its endpoint.
-pub(crate) fn secret_purpose(app: &AppId, ep: &EndpointId) -> String {
-    format!("endpoint-secret:{app}:{ep}")
-}
-
-pub(crate) fn seal_secret(state: &AppState, tenant: &TenantId, app: &AppId, ep: &EndpointId, secret: &str) -> Vec<u8> {
-    state.config.master_key.tenant_key(tenant).seal(&secret_purpose(app, ep), secret.as_bytes())
-}
-
 /// Finds the application, then the endpoint in it; 404 for either missing.
 pub(crate) async fn find(
     state: &AppState,
     tenant: &TenantAuth,
-    app: &str,
-    endpoint: &str,
+    app: &Ref<AppId>,
+    endpoint: &Ref<EndpointId>,
 ) -> Result<(AppId, Endpoint), ApiError> {
     let app = applications::find(state, tenant, app).await?;
     let conn = db::conn(&state.db).await?;
@@ -165,7 +157,7 @@ pub(crate) async fn find(
 async fn list(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = applications::find(&state, &tenant, &path).await?;
@@ -178,7 +170,7 @@ async fn list(
 async fn create(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let fields = body.fields(&state)?;
@@ -188,7 +180,7 @@ async fn create(
 async fn insert(
     state: &AppState,
     tenant: &TenantAuth,
-    app: &str,
+    app: &Ref<AppId>,
     fields: &EndpointFields,
     secret: Option<&str>,
 ) -> Result<HttpResponse, ApiError> {
@@ -198,7 +190,7 @@ async fn insert(
     };
     let app = applications::find(state, tenant, app).await?;
     let id = EndpointId::generate();
-    let sealed = seal_secret(state, &tenant.0, &app.id, &id, &secret);
+    let sealed = secrets::seal(state, &tenant.0, &app.id, &id, &secret);
     let conn = db::conn(&state.db).await?;
     let ep = endpoints::insert(&**conn, &tenant.0, &app.id, &id, fields, &sealed)
         .await
@@ -210,7 +202,7 @@ async fn insert(
 async fn get_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
 ) -> Result<HttpResponse, ApiError> {
     let (_, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     Ok(HttpResponse::Ok().json(EndpointOut::from(ep)))
@@ -221,16 +213,15 @@ async fn get_one(
 async fn update(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let mut fields = body.fields(&state)?;
     match find(&state, &tenant, &path.0, &path.1).await {
         Ok((app, ep)) => save(&state, &tenant, &app, &ep.id, &fields).await,
-        Err(ApiError::NotFound("endpoint"))
-            if !path.1.starts_with("ep_") && validate::uid("endpoint_id", &path.1).is_ok() =>
+        Err(ApiError::NotFound("endpoint")) if matches!(&path.1, Ref::Uid(uid) if !uid.starts_with(EndpointId::PREFIX)) =>
         {
-            fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.clone()));
+            fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.to_string()));
             insert(&state, &tenant, &path.0, &fields, body.secret.as_deref()).await
         }
         Err(e) => Err(e),
@@ -241,7 +232,7 @@ async fn update(
 async fn patch_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<EndpointPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
@@ -280,7 +271,7 @@ async fn save(
 async fn delete_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;

@@ -1,12 +1,10 @@
 //! `v1.authentication.app-portal-access`: a token for one application's customer.
 
+use crate::{optional_json, KeyAuth, TenantAuth};
 use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use hookgate_shared::{
-    crypto::PortalClaims,
-    http::{optional_json, ApiError, KeyAuth, TenantAuth},
-    AppState,
-};
+use hookgate_shared::ids::{AppId, Ref};
+use hookgate_shared::{crypto::PortalClaims, http::ApiError, AppState};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -35,7 +33,7 @@ async fn access(
     key: KeyAuth,
     req: HttpRequest,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let body: AccessIn = optional_json(&body)?;

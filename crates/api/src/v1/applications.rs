@@ -2,12 +2,13 @@
 
 use std::collections::HashMap;
 
+use crate::{Maybe, PageQuery, TenantAuth};
 use actix_web::{delete, get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
-    http::{ApiError, Maybe, PageQuery, TenantAuth},
-    ids::AppId,
+    http::ApiError,
+    ids::{AppId, Ref},
     store::applications::{self, Application, ApplicationFields},
     AppState,
 };
@@ -89,9 +90,9 @@ impl AppIn {
 }
 
 /// Looks up an application of this tenant by id or uid; 404 if it is not theirs.
-pub(crate) async fn find(state: &AppState, tenant: &TenantAuth, id_or_uid: &str) -> Result<Application, ApiError> {
+pub(crate) async fn find(state: &AppState, tenant: &TenantAuth, app: &Ref<AppId>) -> Result<Application, ApiError> {
     let conn = db::conn(&state.db).await?;
-    applications::get(&**conn, &tenant.0, id_or_uid).await?.ok_or(ApiError::NotFound("application"))
+    applications::get(&**conn, &tenant.0, app).await?.ok_or(ApiError::NotFound("application"))
 }
 
 #[get("/app")]
@@ -116,7 +117,7 @@ async fn create(
     let conn = db::conn(&state.db).await?;
     if q.get_if_exists {
         if let Some(uid) = &fields.uid {
-            if let Some(existing) = applications::get(&**conn, &tenant.0, uid).await? {
+            if let Some(existing) = applications::get(&**conn, &tenant.0, &Ref::Uid(uid.clone())).await? {
                 return Ok(HttpResponse::Ok().json(AppOut::from(existing)));
             }
         }
@@ -131,7 +132,7 @@ async fn create(
 async fn get_app(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(AppOut::from(find(&state, &tenant, &path).await?)))
 }
@@ -142,14 +143,15 @@ async fn get_app(
 async fn update(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
     body: web::Json<AppIn>,
 ) -> Result<HttpResponse, ApiError> {
     let mut fields = body.into_inner().into_fields()?;
     match find(&state, &tenant, &path).await {
         Ok(app) => save(&state, &tenant, &app.id, &fields).await,
-        Err(ApiError::NotFound(_)) if !path.starts_with("app_") && validate::uid("app_id", &path).is_ok() => {
-            fields.uid = Some(fields.uid.unwrap_or_else(|| path.clone()));
+        // PUT to a uid that names no application creates it (`app_…` ids are never made up).
+        Err(ApiError::NotFound(_)) if matches!(&*path, Ref::Uid(uid) if !uid.starts_with(AppId::PREFIX)) => {
+            fields.uid = Some(fields.uid.unwrap_or_else(|| path.to_string()));
             let conn = db::conn(&state.db).await?;
             let app = applications::insert(&**conn, &tenant.0, &AppId::generate(), &fields)
                 .await
@@ -164,7 +166,7 @@ async fn update(
 async fn patch_app(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
     body: web::Json<AppPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
@@ -199,14 +201,13 @@ async fn save(
 async fn delete_app(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    if !applications::delete(&**conn, &tenant.0, &app.id).await? {
+    if !applications::delete(&**conn, &tenant.0, &app.id, &state.caches).await? {
         return Err(ApiError::NotFound("application"));
     }
     // Its sources went with it.
-    state.caches.sources.clear();
     Ok(HttpResponse::NoContent().finish())
 }

@@ -1,11 +1,13 @@
 //! `/api/v1/source`: create, list, get, patch, delete, get and rotate the secret.
 
+use crate::{optional_json, KeyAuth, Maybe, PageQuery};
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Duration, Utc};
 use hookgate_shared::{
     db,
-    http::{optional_json, ApiError, KeyAuth, Maybe, PageQuery},
-    ids::{SourceId, TenantId},
+    http::ApiError,
+    ids::{AppId, Ref, SourceId, TenantId},
+    source::{HmacSpec, KeySpec, Mode, Provider},
     store::{
         applications,
         sources::{self, Source, SourceFields},
@@ -15,10 +17,7 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::{
-    extract::KeySpec,
-    verify::{HmacSpec, Provider},
-};
+use hookgate_ingress::secrets;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(patch_one).service(delete_one);
@@ -87,63 +86,18 @@ fn out(req: &HttpRequest, s: Source) -> SourceOut {
         url: format!("{}://{}/in/{}", info.scheme(), info.host(), s.id),
         id: s.id.to_string(),
         name: s.name,
-        provider: s.provider,
-        idempotency: s.idempotency,
-        mode: s.mode,
+        provider: s.provider.name().to_owned(),
+        idempotency: s.idempotency.to_json(),
+        mode: s.mode.as_str().to_owned(),
         app_id: s.app_id.to_string(),
         event_type_path: s.event_type_path,
         retention: s.retention_days,
-        hmac: s.verify.get("hmac").cloned(),
-        allow_unverified: s.verify.get("allowUnverified").and_then(Value::as_bool).unwrap_or(false),
+        hmac: s.provider.hmac().map(|h| serde_json::to_value(h).expect("an hmac spec serialises")),
+        allow_unverified: s.allow_unverified,
         disabled: s.disabled,
         created_at: s.created_at,
         updated_at: s.updated_at,
     }
-}
-
-fn purpose(id: &SourceId) -> String {
-    format!("source-secret:{id}")
-}
-
-fn seal(state: &AppState, tenant: &TenantId, id: &SourceId, secret: &str) -> Vec<u8> {
-    state.config.master_key.tenant_key(tenant).seal(&purpose(id), secret.as_bytes())
-}
-
-/// The secrets a request may be signed with: the current one, and the previous
-/// one during its grace period.
-pub fn source_secrets(state: &AppState, s: &Source) -> Result<Vec<String>, String> {
-    let key = state.config.master_key.tenant_key(&s.tenant_id);
-    let open = |sealed: &[u8]| {
-        key.open(&purpose(&s.id), sealed).map(|b| String::from_utf8_lossy(&b).into_owned()).map_err(|e| e.to_string())
-    };
-    let mut out = Vec::new();
-    if let Some(sealed) = &s.secret {
-        out.push(open(sealed)?);
-    }
-    if let (Some(old), Some(until)) = (&s.old_secret, s.old_secret_until) {
-        if until > Utc::now() {
-            out.push(open(old)?);
-        }
-    }
-    Ok(out)
-}
-
-fn new_secret(provider: &str) -> String {
-    if provider == "standard-webhooks" {
-        hookgate_egress::signing::generate_secret()
-    } else {
-        format!("hgsec_{}", hookgate_shared::crypto::random_hex(24))
-    }
-}
-
-fn check_secret(provider: &str, secret: &str) -> Result<String, ApiError> {
-    if provider == "standard-webhooks" {
-        return hookgate_egress::signing::normalise_secret(secret).map_err(|e| ApiError::Validation(e.to_string()));
-    }
-    if secret.is_empty() || secret.len() > 512 {
-        return Err(ApiError::Validation("`secret` must be 1 to 512 characters".into()));
-    }
-    Ok(secret.to_owned())
 }
 
 /// Validates the request's fields into what is stored.
@@ -151,26 +105,16 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
     if b.name.trim().is_empty() || b.name.len() > 256 {
         return Err(ApiError::Validation("`name` must be 1 to 256 characters".into()));
     }
-    let mut verify = serde_json::Map::new();
-    if let Some(h) = &b.hmac {
-        verify.insert("hmac".into(), serde_json::to_value(h).expect("serialisable"));
-    }
-    if b.allow_unverified {
-        verify.insert("allowUnverified".into(), json!(true));
-    }
-    let verify = Value::Object(verify);
-    let provider = Provider::parse(&b.provider, &verify).map_err(ApiError::Validation)?;
+    let hmac = b.hmac.as_ref().map(|h| serde_json::to_value(h).expect("an hmac spec serialises"));
+    let provider = Provider::parse(&b.provider, hmac.as_ref()).map_err(ApiError::Validation)?;
     if provider == Provider::None && !b.allow_unverified {
         return Err(ApiError::Validation(
             "provider `none` verifies nothing: set `allowUnverified: true` to confirm, for trusted networks only"
                 .into(),
         ));
     }
-    KeySpec::parse(b.idempotency.as_ref()).map_err(ApiError::Validation)?;
-    let mode = b.mode.clone().unwrap_or_else(|| "async".into());
-    if mode != "async" && mode != "sync" {
-        return Err(ApiError::Validation("`mode` must be `async` or `sync`".into()));
-    }
+    let idempotency = KeySpec::parse(b.idempotency.as_ref()).map_err(ApiError::Validation)?;
+    let mode = b.mode.as_deref().map(Mode::parse).transpose().map_err(ApiError::Validation)?.unwrap_or_default();
     if let Some(p) = &b.event_type_path {
         if !p.starts_with('/') {
             return Err(ApiError::Validation("`eventTypePath` must be a JSON pointer starting with `/`".into()));
@@ -180,15 +124,16 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
     if !(1..=90).contains(&retention) {
         return Err(ApiError::Validation("`retention` must be 1 to 90 days".into()));
     }
+    let app_ref = Ref::<AppId>::parse(&b.app_id).map_err(|e| ApiError::Validation(format!("`appId`: {e}")))?;
     let conn = db::conn(&state.db).await?;
-    let app = applications::get(&**conn, tenant, &b.app_id)
+    let app = applications::get(&**conn, tenant, &app_ref)
         .await?
         .ok_or_else(|| ApiError::Validation(format!("`appId`: no application `{}`", b.app_id)))?;
     Ok(SourceFields {
         name: b.name.trim().to_owned(),
-        provider: b.provider.clone(),
-        verify,
-        idempotency: b.idempotency.clone().filter(|v| !v.is_null()),
+        provider,
+        allow_unverified: b.allow_unverified,
+        idempotency,
         mode,
         app_id: app.id,
         event_type_path: b.event_type_path.clone(),
@@ -197,7 +142,7 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
     })
 }
 
-async fn find(state: &AppState, tenant: &TenantId, id: &str) -> Result<Source, ApiError> {
+async fn find(state: &AppState, tenant: &TenantId, id: &SourceId) -> Result<Source, ApiError> {
     let conn = db::conn(&state.db).await?;
     sources::get(&**conn, tenant, id).await?.ok_or(ApiError::NotFound("source"))
 }
@@ -211,13 +156,13 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let f = fields(&state, &key.0, &body).await?;
     let id = SourceId::generate();
-    let sealed = match Provider::parse(&f.provider, &f.verify).map_err(ApiError::Validation)?.needs_secret() {
+    let sealed = match f.provider.needs_secret() {
         true => {
             let secret = match &body.secret {
-                Some(s) => check_secret(&f.provider, s)?,
-                None => new_secret(&f.provider),
+                Some(s) => secrets::check(&f.provider, s).map_err(ApiError::Validation)?,
+                None => secrets::generate(&f.provider),
             };
-            Some(seal(&state, &key.0, &id, &secret))
+            Some(secrets::seal(&state, &key.0, &id, &secret))
         }
         false => None,
     };
@@ -243,7 +188,7 @@ async fn get_one(
     key: KeyAuth,
     req: HttpRequest,
     state: web::Data<AppState>,
-    id: web::Path<String>,
+    id: web::Path<SourceId>,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(out(&req, find(&state, &key.0, &id).await?)))
 }
@@ -253,49 +198,54 @@ async fn patch_one(
     key: KeyAuth,
     req: HttpRequest,
     state: web::Data<AppState>,
-    id: web::Path<String>,
+    id: web::Path<SourceId>,
     body: web::Json<SourcePatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
     let s = find(&state, &key.0, &id).await?;
     let merged = SourceIn {
         name: p.name.unwrap_or(s.name),
-        provider: s.provider,
+        provider: s.provider.name().to_owned(),
         secret: None,
-        idempotency: p.idempotency.into_update().unwrap_or(s.idempotency),
-        mode: Some(p.mode.unwrap_or(s.mode)),
+        idempotency: p.idempotency.into_update().unwrap_or_else(|| s.idempotency.to_json()),
+        mode: Some(p.mode.unwrap_or_else(|| s.mode.as_str().to_owned())),
         app_id: p.app_id.unwrap_or_else(|| s.app_id.to_string()),
         event_type_path: p.event_type_path.into_update().unwrap_or(s.event_type_path),
         retention: Some(p.retention.unwrap_or(s.retention_days)),
-        hmac: p.hmac.or_else(|| s.verify.get("hmac").and_then(|h| serde_json::from_value(h.clone()).ok())),
-        allow_unverified: p
-            .allow_unverified
-            .unwrap_or_else(|| s.verify.get("allowUnverified").and_then(Value::as_bool).unwrap_or(false)),
+        hmac: p.hmac.or_else(|| s.provider.hmac().cloned()),
+        allow_unverified: p.allow_unverified.unwrap_or(s.allow_unverified),
         disabled: p.disabled.unwrap_or(s.disabled),
     };
     let f = fields(&state, &key.0, &merged).await?;
     let conn = db::conn(&state.db).await?;
-    let saved = sources::replace(&**conn, &key.0, &s.id, &f).await?.ok_or(ApiError::NotFound("source"))?;
-    state.caches.sources.clear();
+    let saved =
+        sources::replace(&**conn, &key.0, &s.id, &f, &state.caches).await?.ok_or(ApiError::NotFound("source"))?;
     Ok(HttpResponse::Ok().json(out(&req, saved)))
 }
 
 #[delete("/source/{id}")]
-async fn delete_one(key: KeyAuth, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn delete_one(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    id: web::Path<SourceId>,
+) -> Result<HttpResponse, ApiError> {
     let s = find(&state, &key.0, &id).await?;
     let conn = db::conn(&state.db).await?;
-    if !sources::delete(&**conn, &key.0, &s.id).await? {
+    if !sources::delete(&**conn, &key.0, &s.id, &state.caches).await? {
         return Err(ApiError::NotFound("source"));
     }
-    state.caches.sources.clear();
     Ok(HttpResponse::NoContent().finish())
 }
 
 #[get("/source/{id}/secret")]
-async fn get_secret(key: KeyAuth, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_secret(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    id: web::Path<SourceId>,
+) -> Result<HttpResponse, ApiError> {
     let s = find(&state, &key.0, &id).await?;
-    let secrets = source_secrets(&state, &s).map_err(ApiError::Internal)?;
-    Ok(HttpResponse::Ok().json(json!({ "key": secrets.first() })))
+    let valid = secrets::valid_secrets(&state, &s).map_err(ApiError::Internal)?;
+    Ok(HttpResponse::Ok().json(json!({ "key": valid.first() })))
 }
 
 #[derive(Deserialize, Default)]
@@ -310,7 +260,7 @@ struct RotateIn {
 async fn rotate_secret(
     key: KeyAuth,
     state: web::Data<AppState>,
-    id: web::Path<String>,
+    id: web::Path<SourceId>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
@@ -319,16 +269,16 @@ async fn rotate_secret(
         return Err(ApiError::Validation("`gracePeriodSeconds` must be between 0 and 604800".into()));
     }
     let s = find(&state, &key.0, &id).await?;
-    if s.provider == "none" {
+    if !s.provider.needs_secret() {
         return Err(ApiError::Validation("a source of provider `none` has no secret".into()));
     }
     let secret = match &body.key {
-        Some(k) => check_secret(&s.provider, k)?,
-        None => new_secret(&s.provider),
+        Some(k) => secrets::check(&s.provider, k).map_err(ApiError::Validation)?,
+        None => secrets::generate(&s.provider),
     };
-    let sealed = seal(&state, &key.0, &s.id, &secret);
+    let sealed = secrets::seal(&state, &key.0, &s.id, &secret);
     let conn = db::conn(&state.db).await?;
-    sources::rotate_secret(&**conn, &key.0, &s.id, &sealed, Utc::now() + Duration::seconds(grace)).await?;
-    state.caches.sources.clear();
+    sources::rotate_secret(&**conn, &key.0, &s.id, &sealed, Utc::now() + Duration::seconds(grace), &state.caches)
+        .await?;
     Ok(HttpResponse::Ok().json(json!({ "key": secret })))
 }

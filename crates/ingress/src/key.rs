@@ -4,7 +4,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::ids::{SourceId, TenantId};
+use hookgate_shared::ids::{SourceId, TenantId};
 
 const DOMAIN: &[u8] = b"hookgate/inbound-key/v1";
 

@@ -1,4 +1,4 @@
-//! `Idempotency-Key` on POSTs (SPEC §5): the first request runs and its response
+//! `Idempotency-Key` on POSTs: the first request runs and its response
 //! is kept; the same key with the same request replays it with
 //! `Idempotent-Replayed: true`; with another request it answers 422; while the
 //! first still runs, 409. Keys are scoped to the caller's principal.
@@ -14,12 +14,13 @@ use actix_web::{
 };
 use hookgate_shared::{
     db,
-    http::{ApiError, Principal},
+    http::{ApiError, REQUEST_ID},
     store::idempotency::{self, Claim, StoredResponse},
+    AppState,
 };
 use sha2::{Digest, Sha256};
 
-use crate::{auth::reject, telemetry::REQUEST_ID, AppState};
+use crate::{auth::reject, Principal};
 
 const KEY_HEADER: &str = "idempotency-key";
 const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");

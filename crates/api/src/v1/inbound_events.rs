@@ -1,12 +1,14 @@
 //! `/api/v1/source/{id}/event`: what a source admitted, with status and duplicate
 //! count, and replay.
 
+use crate::{KeyAuth, PageQuery};
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_egress::deliver::forward::{Event, Forwarder};
+use hookgate_shared::ids::{InboundEventId, SourceId};
 use hookgate_shared::{
     db,
-    http::{ApiError, KeyAuth, PageQuery},
+    http::ApiError,
     store::{deliveries, inbound_events, inbound_events::InboundEvent, sources},
     AppState,
 };
@@ -58,7 +60,7 @@ fn out(e: InboundEvent, with_content: bool) -> EventOut {
     }
 }
 
-async fn source(state: &AppState, key: &KeyAuth, id: &str) -> Result<sources::Source, ApiError> {
+async fn source(state: &AppState, key: &KeyAuth, id: &SourceId) -> Result<sources::Source, ApiError> {
     let conn = db::conn(&state.db).await?;
     sources::get(&**conn, &key.0, id).await?.ok_or(ApiError::NotFound("source"))
 }
@@ -67,14 +69,14 @@ async fn source(state: &AppState, key: &KeyAuth, id: &str) -> Result<sources::So
 async fn list(
     key: KeyAuth,
     state: web::Data<AppState>,
-    id: web::Path<String>,
+    id: web::Path<SourceId>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let s = source(&state, &key, &id).await?;
     let conn = db::conn(&state.db).await?;
     let page = inbound_events::list(&**conn, &key.0, &s.id, &q.page()).await?;
     let keys: Vec<String> = page.data.iter().map(|e| e.key.clone()).collect();
-    let mut extra = crate::admit::redis_duplicates(&state.redis, &keys).await.into_iter();
+    let mut extra = hookgate_ingress::admit::redis_duplicates(&state.redis, &keys).await.into_iter();
     Ok(HttpResponse::Ok().json(page.map(|mut e| {
         e.duplicates += extra.next().unwrap_or(0) as i32;
         out(e, false)
@@ -85,13 +87,14 @@ async fn list(
 async fn get_one(
     key: KeyAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(SourceId, InboundEventId)>,
 ) -> Result<HttpResponse, ApiError> {
     let s = source(&state, &key, &path.0).await?;
     let conn = db::conn(&state.db).await?;
     let mut e =
         inbound_events::get(&**conn, &key.0, &s.id, &path.1).await?.ok_or(ApiError::NotFound("inbound event"))?;
-    e.duplicates += crate::admit::redis_duplicates(&state.redis, std::slice::from_ref(&e.key)).await[0] as i32;
+    e.duplicates +=
+        hookgate_ingress::admit::redis_duplicates(&state.redis, std::slice::from_ref(&e.key)).await[0] as i32;
     Ok(HttpResponse::Ok().json(out(e, true)))
 }
 
@@ -102,7 +105,7 @@ async fn replay(
     key: KeyAuth,
     state: web::Data<AppState>,
     forwarder: web::Data<Forwarder>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(SourceId, InboundEventId)>,
 ) -> Result<HttpResponse, ApiError> {
     let s = source(&state, &key, &path.0).await?;
     let conn = db::conn(&state.db).await?;
@@ -113,7 +116,7 @@ async fn replay(
         return Ok(HttpResponse::Accepted().json(json!({ "msgId": msg, "deliveries": n })));
     }
     drop(conn);
-    let webhook_id = crate::admit::sync_webhook_id(&e.key);
+    let webhook_id = hookgate_ingress::admit::sync_webhook_id(&e.key);
     let ok = forwarder
         .forward(&Event {
             tenant: &key.0,

@@ -15,7 +15,6 @@ const SECRET: &str = "whsec_stripe_test_secret";
 struct Setup<'a> {
     app: &'a TestApp,
     key: String,
-    app_id: String,
     source: Value,
 }
 
@@ -26,7 +25,7 @@ async fn stripe_source<'a>(app: &'a TestApp, sink: &Sink, extra: Value) -> Setup
     let mut body = json!({"name": "stripe", "provider": "stripe", "secret": SECRET, "appId": app_id});
     body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     let source = t.post("/api/v1/source", body, 201).await;
-    Setup { app, key: t.key.clone(), app_id, source }
+    Setup { app, key: t.key.clone(), source }
 }
 
 impl Setup<'_> {

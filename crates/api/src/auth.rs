@@ -1,6 +1,7 @@
 //! Authentication middleware: the operator's bearer token for `/admin`, a
 //! tenant API key for `/api/v1`. Each sets the request's [`Principal`].
 
+use crate::{portal_allows, Principal};
 use actix_web::{
     body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
@@ -8,13 +9,9 @@ use actix_web::{
     middleware::Next,
     web, Error, HttpMessage, ResponseError,
 };
-use hookgate_shared::{
-    crypto::secrets_equal,
-    http::{portal_allows, ApiError, Principal},
-    store::api_keys,
-};
+use hookgate_shared::{crypto::secrets_equal, http::ApiError, store::api_keys};
 
-use crate::AppState;
+use hookgate_shared::AppState;
 
 fn bearer(req: &ServiceRequest) -> Option<&str> {
     let value = req.headers().get(AUTHORIZATION)?.to_str().ok()?;
@@ -83,8 +80,8 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             .ok_or_else(|| ApiError::Unauthorized("invalid or expired app-portal token".into()))?;
         // A portal token dies with its tenant's access.
         let db = hookgate_shared::db::conn(&state.db).await?;
-        let live = hookgate_shared::store::tenants::get(&**db, claims.tenant.as_str()).await?;
-        if !live.is_some_and(|t| !t.disabled) {
+        let live = hookgate_shared::store::tenants::get(&**db, &claims.tenant).await?;
+        if live.is_none_or(|t| t.disabled) {
             return Err(ApiError::Unauthorized("invalid or expired app-portal token".into()));
         }
         return Ok(Principal::Portal { tenant: claims.tenant, app_id: claims.app_id, app_uid: claims.app_uid });

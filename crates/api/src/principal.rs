@@ -4,8 +4,8 @@ use std::future::{ready, Ready};
 
 use actix_web::{dev::Payload, FromRequest, HttpMessage, HttpRequest};
 
-use super::ApiError;
-use crate::ids::{ApiKeyId, TenantId};
+use hookgate_shared::http::ApiError;
+use hookgate_shared::ids::{ApiKeyId, TenantId};
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone)]

@@ -1,4 +1,4 @@
-//! `Idempotency-Key` on Hookgate's own POSTs (SPEC §5).
+//! `Idempotency-Key` on Hookgate's own POSTs.
 
 use hookgate_tests::TestApp;
 use reqwest::Method;

@@ -1,4 +1,4 @@
-//! The operator's admin API: authentication, tenants, API keys (SPEC §2).
+//! The operator's admin API, `/admin/v1`: authentication, tenants, API keys.
 
 use hookgate_tests::{error_text, TestApp};
 use reqwest::Method;

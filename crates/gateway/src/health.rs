@@ -1,7 +1,7 @@
 //! `/healthz` (the process lives), `/readyz` (Postgres reachable, Redis reported), `/metrics`.
 
 use actix_web::{get, web, HttpResponse};
-use hookgate_shared::db;
+use hookgate_shared::store;
 use serde_json::json;
 
 use crate::AppState;
@@ -15,7 +15,7 @@ pub async fn healthz() -> HttpResponse {
 /// since every decision falls back to Postgres without it.
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let (pg, redis) = tokio::join!(db::ping(&state.db), state.redis.state());
+    let (pg, redis) = tokio::join!(store::health::ping(&state.db), state.redis.state());
     let body = json!({
         "postgres": if pg.is_ok() { "up" } else { "down" },
         "redis": redis,
@@ -39,7 +39,7 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
 /// The Svix-compatible routes are described by Svix's own OpenAPI document.
 #[get("/openapi.json")]
 pub async fn openapi() -> HttpResponse {
-    HttpResponse::Ok().content_type("application/json").body(include_str!("../openapi.json"))
+    HttpResponse::Ok().content_type("application/json").body(include_str!("openapi.json"))
 }
 
 /// `GET /api/v1/health`, Svix's unauthenticated health check: 204.

@@ -1,10 +1,12 @@
 //! `v1.event-type.*`: list, create, get, update (PUT, upserting), patch, delete (archive).
 
+use crate::path::EventTypeName;
+use crate::{Maybe, PageQuery, TenantAuth};
 use actix_web::{delete, get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
-    http::{ApiError, Maybe, PageQuery, TenantAuth},
+    http::ApiError,
     store::event_types::{self, EventType},
     AppState,
 };
@@ -125,7 +127,7 @@ async fn create(
 async fn get_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    name: web::Path<String>,
+    name: web::Path<EventTypeName>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
     let e = event_types::get(&**conn, &tenant.0, &name).await?.ok_or(ApiError::NotFound("event type"))?;
@@ -137,10 +139,10 @@ async fn get_one(
 async fn update(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    name: web::Path<String>,
+    name: web::Path<EventTypeName>,
     body: web::Json<EventTypeIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let row = to_row(name.into_inner(), body.into_inner())?;
+    let row = to_row(name.to_string(), body.into_inner())?;
     let conn = db::conn(&state.db).await?;
     let (e, created) = event_types::upsert(&**conn, &tenant.0, &row).await?;
     let mut res = if created { HttpResponse::Created() } else { HttpResponse::Ok() };
@@ -151,7 +153,7 @@ async fn update(
 async fn patch_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    name: web::Path<String>,
+    name: web::Path<EventTypeName>,
     body: web::Json<EventTypePatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
@@ -179,7 +181,7 @@ struct DeleteQuery {
 async fn delete_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    name: web::Path<String>,
+    name: web::Path<EventTypeName>,
     q: web::Query<DeleteQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;

@@ -1,4 +1,5 @@
-//! Waking delivery workers after a commit, without serialising commits.
+//! Waking delivery workers after a commit (`NOTIFY`) and listening for it
+//! (`LISTEN`), without serialising commits.
 //!
 //! A `NOTIFY` inside a transaction takes a database-wide lock at commit and holds
 //! it across the WAL flush, so every notifying commit waits for the one before it:
@@ -7,14 +8,20 @@
 //! `NOTIFY` at a time, in its own tiny transaction, for workers elsewhere. Workers
 //! also poll, so a lost wake-up costs latency, never a delivery.
 
-use std::sync::{
-    atomic::{AtomicBool, Ordering},
-    Arc, Once,
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Once,
+    },
+    time::Duration,
 };
 
-use tokio::sync::Notify;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, Notify};
+use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::store::messages::NOTIFY_CHANNEL;
+/// The channel workers LISTEN on; [`Wake`] notifies it after commits.
+pub const NOTIFY_CHANNEL: &str = "hookgate_deliveries";
 
 #[derive(Clone)]
 pub struct Wake {
@@ -71,4 +78,38 @@ async fn notifier(inner: Arc<Inner>) {
             }
         }
     }
+}
+
+/// Wakes `wake` whenever a commit anywhere adds deliveries; reconnects forever.
+/// Polling remains the fallback, so a lost notification only costs latency.
+pub async fn listen(url: String, wake: Arc<Notify>) {
+    loop {
+        if let Err(e) = listen_once(&url, &wake).await {
+            tracing::debug!(error = %e, "delivery LISTEN connection lost; polling until it is back");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn listen_once(url: &str, wake: &Notify) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // The connection must be polled for the LISTEN to complete and for
+    // notifications to arrive; a task drives it and forwards notifications.
+    let driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(m)) = messages.next().await {
+            if let AsyncMessage::Notification(_) = m {
+                let _ = tx.send(());
+            }
+        }
+    });
+    client.batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}")).await?;
+    // Catch up on anything committed before LISTEN took effect.
+    wake.notify_one();
+    while rx.recv().await.is_some() {
+        wake.notify_one();
+    }
+    driver.abort();
+    Ok(())
 }

@@ -1,16 +1,16 @@
 //! `v1.message.*`: create (the message and its deliveries in one transaction), list, get.
 
+use crate::{PageQuery, TenantAuth};
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
+use hookgate_egress::publish::{PublishError, Publisher};
 use hookgate_shared::{
     db,
-    http::{ApiError, PageQuery, TenantAuth},
-    ids::{AppId, MessageId},
+    http::ApiError,
+    ids::{AppId, MessageId, Ref},
     store::{
-        applications::{self, ApplicationFields},
+        applications::ApplicationFields,
         messages::{self, Message, MessageFilter, NewMessage},
-        publish_batch::{PublishRow, Published},
-        StoreError,
     },
     AppState,
 };
@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::{applications::find as find_app, validate};
-use crate::{metrics::EgressMetrics, publish::Publisher};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(list).service(create).service(get_one);
@@ -143,15 +142,25 @@ fn check(body: &MessageIn) -> Result<(), ApiError> {
 #[post("/app/{app_id}/msg")]
 async fn create(
     tenant: TenantAuth,
-    state: web::Data<AppState>,
-    metrics: web::Data<EgressMetrics>,
     publisher: web::Data<Publisher>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
     q: web::Query<ContentQuery>,
     body: web::Json<MessageIn>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     check(&body)?;
+    let inline = match body.application {
+        Some(a) => Some(ApplicationFields {
+            uid: a.uid.or_else(|| match &*path {
+                Ref::Uid(uid) => Some(uid.clone()),
+                Ref::Id(_) => None,
+            }),
+            name: a.name,
+            throttle_rate: validate::throttle_rate(a.throttle_rate)?,
+            metadata: serde_json::json!({}),
+        }),
+        None => None,
+    };
     let new = NewMessage {
         id: MessageId::generate(),
         event_id: body.event_id,
@@ -162,84 +171,20 @@ async fn create(
         content_type: "application/json".into(),
         idempotency_key: None,
     };
-    let conflict = validate::conflict("a message with this eventId");
-    // The common case goes through group commit: no channels or tags to carry.
-    if new.channels.is_none() && new.tags.is_none() {
-        let row = PublishRow {
-            tenant_id: tenant.0.to_string(),
-            app: path.clone(),
-            msg_id: new.id.to_string(),
-            event_id: new.event_id.clone(),
-            event_type: new.event_type.clone(),
-            payload: new.payload.clone(),
-        };
-        match publisher.publish(row).await {
-            Ok(Published::Created { created_at, .. }) => {
-                metrics.message_created(tenant.0.as_str());
-                let message = Message {
-                    id: new.id,
-                    event_id: new.event_id,
-                    event_type: new.event_type,
-                    channels: None,
-                    tags: None,
-                    payload: new.payload,
-                    content_type: new.content_type,
-                    created_at,
-                };
-                return Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())));
-            }
-            Ok(Published::Conflict) => return Err(conflict(ApiError::Conflict(String::new()))),
-            Ok(Published::NoApplication) => {}
-            Err(e) if e.unavailable => return Err(ApiError::Unavailable),
-            Err(e) => return Err(ApiError::Internal(e.detail)),
-        }
-    }
-    let conn = db::conn(&state.db).await?;
-    let (message, fanned) =
-        match messages::publish(&**conn, &tenant.0, &path, &new).await.map_err(|e| conflict(e.into()))? {
-            Some(done) => done,
-            None => {
-                drop(conn);
-                let inline = body.application.ok_or(ApiError::NotFound("application"))?;
-                create_with_app(&state, &tenant, &path, inline, &new).await.map_err(conflict)?
-            }
-        };
-    if fanned > 0 {
-        state.wake.poke();
-    }
-    metrics.message_created(tenant.0.as_str());
+    let message = publisher.publish(&tenant.0, &path, new, inline).await.map_err(|e| match e {
+        PublishError::Conflict => ApiError::Conflict(e.to_string()),
+        PublishError::NoApplication => ApiError::NotFound("application"),
+        PublishError::Unavailable => ApiError::Unavailable,
+        PublishError::Internal(detail) => ApiError::Internal(detail),
+    })?;
     Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())))
-}
-
-/// `MessageIn.application`: creates the application, then the message, in one transaction.
-async fn create_with_app(
-    state: &AppState,
-    tenant: &TenantAuth,
-    path: &str,
-    inline: AppInline,
-    new: &NewMessage,
-) -> Result<(Message, u64), ApiError> {
-    let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let fields = ApplicationFields {
-        uid: inline.uid.or_else(|| (!path.starts_with("app_")).then(|| path.to_owned())),
-        name: inline.name,
-        throttle_rate: validate::throttle_rate(inline.throttle_rate)?,
-        metadata: serde_json::json!({}),
-    };
-    let app = applications::insert(&*tx, &tenant.0, &AppId::generate(), &fields).await?;
-    let done = messages::publish(&*tx, &tenant.0, app.id.as_str(), new)
-        .await?
-        .ok_or_else(|| ApiError::Internal(format!("application {} not visible in its own transaction", app.id)))?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(done)
 }
 
 #[get("/app/{app_id}/msg")]
 async fn list(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<Ref<AppId>>,
     page: web::Query<PageQuery>,
     q: web::Query<MessageListQuery>,
     c: web::Query<ContentQuery>,
@@ -254,7 +199,7 @@ async fn list(
 async fn get_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<MessageId>)>,
     c: web::Query<ContentQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find_app(&state, &tenant, &path.0).await?;

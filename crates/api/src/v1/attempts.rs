@@ -1,11 +1,13 @@
 //! `v1.message-attempt.*`: list by endpoint and by message, get, attempted
 //! destinations, attempted messages, resend.
 
+use crate::{PageQuery, TenantAuth};
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
+use hookgate_shared::ids::{AppId, AttemptId, EndpointId, MessageId, Ref};
 use hookgate_shared::{
     db,
-    http::{ApiError, PageQuery, TenantAuth},
+    http::ApiError,
     store::{
         attempts::{self, Attempt, AttemptFilter, Scope},
         deliveries, delivery_views, messages,
@@ -97,7 +99,7 @@ impl AttemptQuery {
 async fn by_endpoint(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     page: web::Query<PageQuery>,
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -111,7 +113,7 @@ async fn by_endpoint(
 async fn by_msg(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<MessageId>)>,
     page: web::Query<PageQuery>,
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -126,7 +128,7 @@ async fn by_msg(
 async fn get_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<MessageId>, AttemptId)>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find_app(&state, &tenant, &path.0).await?;
     let conn = db::conn(&state.db).await?;
@@ -149,7 +151,7 @@ struct DestinationOut {
 async fn destinations(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<MessageId>)>,
     page: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find_app(&state, &tenant, &path.0).await?;
@@ -183,7 +185,7 @@ struct StatusQuery {
 async fn attempted_messages(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     page: web::Query<PageQuery>,
     q: web::Query<MessageListQuery>,
     s: web::Query<StatusQuery>,
@@ -207,7 +209,7 @@ async fn attempted_messages(
 async fn resend(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(Ref<AppId>, Ref<MessageId>, Ref<EndpointId>)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.2).await?;
     let conn = db::conn(&state.db).await?;

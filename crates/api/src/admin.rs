@@ -1,16 +1,17 @@
-//! The operator's admin API (SPEC §2): tenants and their API keys.
+//! The operator's admin API, `/admin/v1`: tenants and their API keys.
 
+use crate::{Maybe, Operator, PageQuery};
 use actix_web::{delete, get, patch, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
-    http::{ApiError, Maybe, Operator, PageQuery},
-    ids::{ApiKeyId, TenantId},
+    http::ApiError,
+    ids::{ApiKeyId, Ref, TenantId},
     store::{api_keys, tenants, tenants::Tenant, tenants::TenantPatch},
 };
 use serde::{Deserialize, Serialize};
 
-use crate::AppState;
+use hookgate_shared::AppState;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(create_tenant)
@@ -148,13 +149,17 @@ async fn list_tenants(
     Ok(HttpResponse::Ok().json(page.map(TenantOut::from)))
 }
 
-async fn find(state: &AppState, id_or_uid: &str) -> Result<Tenant, ApiError> {
+async fn find(state: &AppState, tenant: &Ref<TenantId>) -> Result<Tenant, ApiError> {
     let conn = db::conn(&state.db).await?;
-    tenants::get(&**conn, id_or_uid).await?.ok_or(ApiError::NotFound("tenant"))
+    tenants::find(&**conn, tenant).await?.ok_or(ApiError::NotFound("tenant"))
 }
 
 #[get("/tenant/{id}")]
-async fn get_tenant(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_tenant(
+    _: Operator,
+    state: web::Data<AppState>,
+    id: web::Path<Ref<TenantId>>,
+) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(TenantOut::from(find(&state, &id).await?)))
 }
 
@@ -162,7 +167,7 @@ async fn get_tenant(_: Operator, state: web::Data<AppState>, id: web::Path<Strin
 async fn patch_tenant(
     _: Operator,
     state: web::Data<AppState>,
-    id: web::Path<String>,
+    id: web::Path<Ref<TenantId>>,
     body: web::Json<TenantPatchIn>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
@@ -180,8 +185,8 @@ async fn patch_tenant(
         svix_headers: body.svix_headers,
     };
     let conn = db::conn(&state.db).await?;
-    let updated = tenants::update(&**conn, &tenant.id, &patch).await.map_err(|e| uid_conflict(e.into()))?;
-    state.caches.clear();
+    let updated =
+        tenants::update(&**conn, &tenant.id, &patch, &state.caches).await.map_err(|e| uid_conflict(e.into()))?;
     Ok(HttpResponse::Ok().json(TenantOut::from(updated.ok_or(ApiError::NotFound("tenant"))?)))
 }
 
@@ -189,20 +194,23 @@ async fn patch_tenant(
 async fn delete_tenant(
     _: Operator,
     state: web::Data<AppState>,
-    id: web::Path<String>,
+    id: web::Path<Ref<TenantId>>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
     let conn = db::conn(&state.db).await?;
-    if !tenants::delete(&**conn, &tenant.id).await? {
+    if !tenants::delete(&**conn, &tenant.id, &state.caches).await? {
         return Err(ApiError::NotFound("tenant"));
     }
-    state.caches.clear();
     tracing::info!(tenant = %tenant.id, "tenant deleted");
     Ok(HttpResponse::NoContent().finish())
 }
 
 #[post("/tenant/{id}/api-key")]
-async fn create_key(_: Operator, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn create_key(
+    _: Operator,
+    state: web::Data<AppState>,
+    id: web::Path<Ref<TenantId>>,
+) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
     let conn = db::conn(&state.db).await?;
     let key = api_keys::issue(&**conn, &tenant.id, &state.api_keys).await?;
@@ -217,15 +225,13 @@ async fn create_key(_: Operator, state: web::Data<AppState>, id: web::Path<Strin
 async fn revoke_key(
     _: Operator,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Ref<TenantId>, ApiKeyId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, key_id) = path.into_inner();
     let tenant = find(&state, &id).await?;
-    let key_id = ApiKeyId::parse(&key_id).map_err(|_| ApiError::NotFound("API key"))?;
     let conn = db::conn(&state.db).await?;
-    if !api_keys::revoke(&**conn, &tenant.id, &key_id).await? {
+    if !api_keys::revoke(&**conn, &tenant.id, &key_id, &state.caches).await? {
         return Err(ApiError::NotFound("API key"));
     }
-    state.caches.clear();
     Ok(HttpResponse::NoContent().finish())
 }

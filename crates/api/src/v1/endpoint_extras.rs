@@ -1,20 +1,22 @@
 //! `v1.endpoint.*` beyond CRUD: secret get and rotate, headers, recover, stats.
 
+use hookgate_shared::ids::{AppId, EndpointId, Ref};
 use std::collections::{BTreeMap, HashMap};
 
+use crate::{optional_json, TenantAuth};
 use actix_web::{get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Duration, Utc};
 use hookgate_shared::{
     db,
-    http::{optional_json, ApiError, TenantAuth},
+    http::ApiError,
     store::{deliveries, endpoints},
     AppState,
 };
 use serde::Deserialize;
 use serde_json::json;
 
-use super::endpoints::{find, seal_secret, secret_purpose};
-use crate::signing;
+use super::endpoints::find;
+use hookgate_egress::{secrets, signing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(get_secret)
@@ -26,18 +28,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(stats);
 }
 
-type EpPath = web::Path<(String, String)>;
+type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
 #[get("/app/{app_id}/endpoint/{endpoint_id}/secret")]
 async fn get_secret(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let key = state
-        .config
-        .master_key
-        .tenant_key(&tenant.0)
-        .open(&secret_purpose(&app, &ep.id), &ep.secret)
+    let key = secrets::open(&state, &tenant.0, &app, &ep.id, &ep.secret)
         .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
-    Ok(HttpResponse::Ok().json(json!({ "key": String::from_utf8_lossy(&key) })))
+    Ok(HttpResponse::Ok().json(json!({ "key": key })))
 }
 
 #[derive(Deserialize, Default)]
@@ -66,7 +64,7 @@ async fn rotate_secret(
         None => signing::generate_secret(),
     };
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let sealed = seal_secret(&state, &tenant.0, &app, &ep.id, &secret);
+    let sealed = secrets::seal(&state, &tenant.0, &app, &ep.id, &secret);
     let conn = db::conn(&state.db).await?;
     let until = Utc::now() + Duration::seconds(grace);
     if !endpoints::rotate_secret(&**conn, &tenant.0, &app, &ep.id, &sealed, until).await? {
@@ -97,14 +95,14 @@ const SENSITIVE: &[&str] = &["authorization", "proxy-authorization", "cookie", "
 fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError> {
     for (name, value) in headers {
         let lower = name.to_ascii_lowercase();
-        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        if actix_web::http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(ApiError::Validation(format!("header name `{name}` is not valid")));
         }
         if RESERVED.contains(&lower.as_str()) {
             return Err(ApiError::Validation(format!("header `{name}` is set by Hookgate and cannot be overridden")));
         }
         if let Some(v) = value {
-            if reqwest::header::HeaderValue::from_str(v).is_err() {
+            if actix_web::http::header::HeaderValue::from_str(v).is_err() {
                 return Err(ApiError::Validation(format!("the value of header `{name}` is not valid")));
             }
         }

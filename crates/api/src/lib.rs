@@ -1,0 +1,64 @@
+//! `hookgate-api` owns the management surface: every `/api/v1` handler (the
+//! Svix-compatible send API, sources and their inbound events) and every
+//! `/admin/v1` handler, with their request and response types, validation, the
+//! auth middleware and extractors, and the `Idempotency-Key` middleware.
+//!
+//! Handlers parse path ids and bodies at the edge ([`path`]), then call the
+//! stores (all SQL lives in `hookgate-shared`), egress's publisher and ingress's
+//! source secrets. Nothing on the delivery or receive hot paths imports this
+//! crate: the arrows run gateway → api → {ingress, egress} → shared.
+
+pub mod admin;
+mod auth;
+mod idempotency;
+mod patch;
+pub mod path;
+mod principal;
+pub mod v1;
+
+use actix_web::{middleware::from_fn, web};
+use hookgate_shared::{http::ApiError, store::page::PageRequest};
+use serde::Deserialize;
+
+pub use patch::Maybe;
+pub use principal::{portal_allows, KeyAuth, Operator, Principal, TenantAuth};
+
+/// Registers `/admin/v1` (the operator's token) and `/api/v1` (a tenant's key or
+/// an app-portal token), each behind its authentication and `Idempotency-Key`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/admin/v1")
+            .wrap(from_fn(idempotency::idempotency))
+            .wrap(from_fn(auth::require_operator))
+            .configure(admin::configure),
+    );
+    cfg.service(
+        web::scope("/api/v1")
+            .wrap(from_fn(idempotency::idempotency))
+            .wrap(from_fn(auth::require_tenant))
+            .configure(v1::configure),
+    );
+}
+
+/// `?limit=&iterator=` as Svix takes them.
+#[derive(Debug, Deserialize)]
+pub struct PageQuery {
+    pub limit: Option<i64>,
+    pub iterator: Option<String>,
+}
+
+impl PageQuery {
+    pub fn page(&self) -> PageRequest {
+        PageRequest::new(self.limit, self.iterator.clone())
+    }
+}
+
+/// A JSON body that may be absent: empty means `T::default()`, anything else must
+/// parse (unknown fields refused where `T` says so). `Option<Json<T>>` would
+/// silently drop a malformed body; this answers 422 naming what was wrong.
+pub fn optional_json<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::Validation(format!("invalid body: {e}")))
+}

@@ -1,0 +1,31 @@
+//! The tenant's `/api/v1` routes: the Svix-compatible send API (applications,
+//! endpoints and their extras, event types, messages, attempts, app-portal
+//! tokens) and the receive side's sources and inbound events. Every handler takes
+//! [`TenantAuth`](crate::TenantAuth) or [`KeyAuth`](crate::KeyAuth) and scopes
+//! every query by it: another tenant's id answers 404 like a missing one.
+
+mod applications;
+mod attempts;
+mod endpoint_extras;
+mod endpoints;
+mod event_types;
+mod inbound_events;
+mod messages;
+mod portal;
+mod sources;
+mod validate;
+
+use actix_web::web;
+
+/// Registers the routes; the caller wraps them in tenant authentication.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    applications::configure(cfg);
+    endpoints::configure(cfg);
+    endpoint_extras::configure(cfg);
+    event_types::configure(cfg);
+    messages::configure(cfg);
+    attempts::configure(cfg);
+    portal::configure(cfg);
+    sources::configure(cfg);
+    inbound_events::configure(cfg);
+}

@@ -1,0 +1,228 @@
+//! What a source is, as typed values: its provider with the provider's options,
+//! its idempotency setting and its mode. Parsed once, where a request or a stored
+//! row enters (the API body, the store's row), never compared as strings later.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Options of the generic `hmac` provider.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HmacSpec {
+    /// The header carrying the signature.
+    pub header: String,
+    #[serde(default)]
+    pub algorithm: Algorithm,
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// A prefix before the signature, such as `sha256=`.
+    #[serde(default)]
+    pub prefix: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    #[default]
+    Sha256,
+    Sha512,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    #[default]
+    Hex,
+    Base64,
+}
+
+/// A source's provider, with what its verification needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provider {
+    Stripe,
+    Github,
+    Shopify,
+    Slack,
+    StandardWebhooks,
+    Hmac(HmacSpec),
+    /// No verification: only with the source's explicit flag.
+    None,
+}
+
+impl Provider {
+    pub const NAMES: &'static [&'static str] =
+        &["stripe", "github", "shopify", "slack", "standard-webhooks", "hmac", "none"];
+
+    /// The provider of a `provider` name and its options (`hmac` needs its spec).
+    pub fn parse(name: &str, hmac: Option<&Value>) -> Result<Self, String> {
+        Ok(match name {
+            "stripe" => Provider::Stripe,
+            "github" => Provider::Github,
+            "shopify" => Provider::Shopify,
+            "slack" => Provider::Slack,
+            "standard-webhooks" => Provider::StandardWebhooks,
+            "hmac" => {
+                let spec: HmacSpec = serde_json::from_value(hmac.cloned().unwrap_or_default())
+                    .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
+                if spec.header.trim().is_empty() {
+                    return Err("`hmac.header` must name the signature header".into());
+                }
+                Provider::Hmac(HmacSpec { header: spec.header.to_ascii_lowercase(), ..spec })
+            }
+            "none" => Provider::None,
+            other => return Err(format!("unknown provider `{other}`; expected one of {}", Self::NAMES.join(", "))),
+        })
+    }
+
+    /// The name the API and the database use.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Provider::Stripe => "stripe",
+            Provider::Github => "github",
+            Provider::Shopify => "shopify",
+            Provider::Slack => "slack",
+            Provider::StandardWebhooks => "standard-webhooks",
+            Provider::Hmac(_) => "hmac",
+            Provider::None => "none",
+        }
+    }
+
+    pub fn hmac(&self) -> Option<&HmacSpec> {
+        match self {
+            Provider::Hmac(spec) => Some(spec),
+            _ => None,
+        }
+    }
+
+    pub fn needs_secret(&self) -> bool {
+        !matches!(self, Provider::None)
+    }
+
+    /// Whether its secrets are `whsec_` secrets (generated and checked as such).
+    pub fn uses_whsec(&self) -> bool {
+        matches!(self, Provider::StandardWebhooks)
+    }
+}
+
+/// How a source's events are admitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Admitted at once, delivered by the workers with retries.
+    #[default]
+    Async,
+    /// Forwarded before the provider gets its answer; the provider's retry is the retry.
+    Sync,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "async" => Ok(Mode::Async),
+            "sync" => Ok(Mode::Sync),
+            _ => Err("`mode` must be `async` or `sync`".into()),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Async => "async",
+            Mode::Sync => "sync",
+        }
+    }
+}
+
+/// A source's idempotency setting; `null` in the API means [`KeySpec::Provider`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum KeySpec {
+    /// The provider's own stable id (the default).
+    #[default]
+    Provider,
+    Header(String),
+    JsonPointer(String),
+    /// A hash of several JSON fields, for providers without a stable id.
+    Fields(Vec<String>),
+    /// A hash of the raw body (`{"body": true}`).
+    Body(bool),
+    /// Every request is admitted (`{"disabled": true}`): for naturally idempotent feeds.
+    Disabled(bool),
+}
+
+impl KeySpec {
+    /// Parses the stored or requested setting; `None` or `null` is the provider's id.
+    pub fn parse(v: Option<&Value>) -> Result<Self, String> {
+        let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(KeySpec::Provider) };
+        if !v.is_object() {
+            return Err("`idempotency` must be an object such as {\"header\": NAME}, or null".into());
+        }
+        let spec: KeySpec = serde_json::from_value(v.clone()).map_err(|_| {
+            "`idempotency` must be one of {header: NAME}, {jsonPointer: \"/a/b\"}, {fields: [\"/a\", …]}, \
+             {body: true}, {disabled: true}"
+                .to_owned()
+        })?;
+        match &spec {
+            KeySpec::Header(h) if h.trim().is_empty() => Err("`idempotency.header` must name a header".into()),
+            KeySpec::JsonPointer(p) if !p.starts_with('/') => {
+                Err("`idempotency.jsonPointer` must start with `/`".into())
+            }
+            KeySpec::Fields(f) if f.is_empty() || f.iter().any(|p| !p.starts_with('/')) => {
+                Err("`idempotency.fields` must list JSON pointers starting with `/`".into())
+            }
+            KeySpec::Body(false) | KeySpec::Disabled(false) => Err("use `true`, or leave `idempotency` unset".into()),
+            _ => Ok(spec),
+        }
+    }
+
+    /// The JSON form the API shows and the database keeps; `None` for the default.
+    pub fn to_json(&self) -> Option<Value> {
+        match self {
+            KeySpec::Provider => None,
+            other => Some(serde_json::to_value(other).expect("a key spec serialises")),
+        }
+    }
+}
+
+/// The stored `verify` column: the provider's options and the explicit opt-out.
+pub fn verify_json(provider: &Provider, allow_unverified: bool) -> Value {
+    let mut verify = serde_json::Map::new();
+    if let Some(h) = provider.hmac() {
+        verify.insert("hmac".into(), serde_json::to_value(h).expect("an hmac spec serialises"));
+    }
+    if allow_unverified {
+        verify.insert("allowUnverified".into(), json!(true));
+    }
+    Value::Object(verify)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_idempotency_setting_parses_from_its_json_forms_and_back() {
+        assert_eq!(KeySpec::parse(None).unwrap(), KeySpec::Provider);
+        assert_eq!(KeySpec::parse(Some(&json!({"header": "X"}))).unwrap(), KeySpec::Header("X".into()));
+        assert_eq!(KeySpec::parse(Some(&json!({"jsonPointer": "/a"}))).unwrap(), KeySpec::JsonPointer("/a".into()));
+        assert_eq!(KeySpec::parse(Some(&json!({"body": true}))).unwrap(), KeySpec::Body(true));
+        assert!(KeySpec::parse(Some(&json!({"jsonPointer": "a"}))).is_err());
+        assert!(KeySpec::parse(Some(&json!({"nope": 1}))).is_err());
+        let spec = KeySpec::Fields(vec!["/a".into()]);
+        assert_eq!(KeySpec::parse(spec.to_json().as_ref()).unwrap(), spec);
+        assert_eq!(KeySpec::Provider.to_json(), None);
+    }
+
+    #[test]
+    fn providers_parse_by_name_and_round_trip_through_their_stored_form() {
+        for name in Provider::NAMES {
+            let hmac = json!({"header": "X-Sig"});
+            let p = Provider::parse(name, Some(&hmac)).unwrap();
+            assert_eq!(p.name(), *name);
+            let stored = verify_json(&p, false);
+            assert_eq!(Provider::parse(p.name(), stored.get("hmac")).unwrap(), p);
+        }
+        assert!(Provider::parse("hmac", None).is_err(), "hmac needs its header");
+        assert!(Provider::parse("paypal", None).unwrap_err().contains("unknown provider"));
+        assert_eq!(Mode::parse("sync"), Ok(Mode::Sync));
+        assert!(Mode::parse("SYNC").is_err());
+    }
+}

@@ -1,0 +1,22 @@
+//! The one fan-out rule: which endpoints of its application a message goes to.
+//! Every statement that creates messages (API publishing, single or batched, and
+//! ingress admission) inserts its deliveries with [`insert_deliveries`], and sync
+//! forwarding selects its targets with [`MATCHES`], so the rule is written once.
+
+/// An endpoint `e` takes a message `m` (a row with `tenant_id`, `app_id`,
+/// `event_type` and `channels`): enabled, subscribed to the event type (or to
+/// all), and sharing a channel with the message (or taking every channel).
+pub(super) const MATCHES: &str = "e.tenant_id = m.tenant_id AND e.app_id = m.app_id AND NOT e.disabled
+    AND (e.event_types IS NULL OR m.event_type = ANY (e.event_types))
+    AND (e.channels IS NULL OR e.channels && m.channels)";
+
+/// A CTE body that inserts one due delivery per matching endpoint for each row of
+/// `messages` (a CTE returning `tenant_id, app_id, id, event_type, channels`),
+/// returning each delivery's `msg_id`.
+pub(super) fn insert_deliveries(messages: &str) -> String {
+    format!(
+        "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+         SELECT e.tenant_id, e.app_id, m.id, e.id, now() FROM {messages} m JOIN endpoints e ON {MATCHES}
+         RETURNING msg_id"
+    )
+}

@@ -1,0 +1,16 @@
+//! The one end-to-end test binary (one link step, one harness): each module is an
+//! area of Hookgate, driven over HTTP against a real Postgres, Redis and sinks on
+//! 127.0.0.1; `tidy` checks the repository's architectural rules.
+
+mod admin;
+mod delivery;
+mod delivery_faults;
+mod health;
+mod idempotency;
+mod ingress;
+mod ingress_race;
+mod paths;
+mod portal;
+mod processes;
+mod tenant_keys;
+mod tidy;

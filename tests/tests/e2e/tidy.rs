@@ -1,0 +1,429 @@
+//! Tidy tests: read the repository's files as text and hold the architecture to its invariants.
+//!
+//! Each test is one rule. They use only the standard library and look at text, not at
+//! types, so they are approximate on purpose: a rule that bites a line wrongly is fixed by
+//! rewording that line or by the exception list next to the rule, never by deleting the rule.
+//! `TIDY_ROOT` points them at another checkout (a scratch copy to try a rule on).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The repository root: `TIDY_ROOT` if set, else the parent of this crate (`tests/`).
+fn root() -> PathBuf {
+    // `option_env!` so the module also compiles under plain `rustc --test`.
+    let root = match (std::env::var_os("TIDY_ROOT"), option_env!("CARGO_MANIFEST_DIR")) {
+        (Some(r), _) => PathBuf::from(r),
+        (None, Some(m)) => Path::new(m).parent().expect("tests/ lives in the repository root").to_path_buf(),
+        (None, None) => panic!("outside cargo, set TIDY_ROOT to the repository root"),
+    };
+    fs::canonicalize(&root).unwrap_or(root)
+}
+
+/// Build output, dependencies and local data: not ours, and large.
+const SKIP_DIRS: &[&str] = &["target", "node_modules", ".git", ".data"];
+
+/// Every file under `rel` (a directory or a single file, relative to the root), as
+/// (path relative to the root with `/` separators, absolute path), sorted for stable output.
+fn files(rel: &str) -> Vec<(String, PathBuf)> {
+    let root = root();
+    let mut out = Vec::new();
+    let mut stack = vec![root.join(rel)];
+    while let Some(p) = stack.pop() {
+        if p.is_file() {
+            let r = p.strip_prefix(&root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
+            out.push((r, p));
+            continue;
+        }
+        let Ok(entries) = fs::read_dir(&p) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if !(is_dir && SKIP_DIRS.iter().any(|s| name.to_str() == Some(s))) {
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The `.rs` files under `rel` with their text.
+fn rust_files(rel: &str) -> Vec<(String, String)> {
+    files(rel).into_iter().filter(|(r, _)| r.ends_with(".rs")).map(|(r, p)| (r, text(&p))).collect()
+}
+
+/// A file's text; lossy, because a rule about text must not stop at a stray byte.
+fn text(p: &Path) -> String {
+    String::from_utf8_lossy(&fs::read(p).unwrap_or_default()).into_owned()
+}
+
+/// A Rust line without its `//` comment, whole-line or trailing: a comment about a call is
+/// not a call. A `//` right after a non-space (as in `"http://"`) is not a comment.
+fn rust_code(line: &str) -> &str {
+    let cut = line.match_indices("//").find(|&(i, _)| i == 0 || line[..i].ends_with(char::is_whitespace));
+    cut.map_or(line, |(i, _)| &line[..i])
+}
+
+/// The identifiers of a line (maximal runs of `[A-Za-z0-9_]`).
+fn idents(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty())
+}
+
+/// Fails with the rule, every offending `file:line`, and how to fix them.
+#[track_caller]
+fn report(rule: &str, fix: &str, problems: &[String]) {
+    assert!(problems.is_empty(), "\nRule: {rule}\n\n  {}\n\nFix: {fix}\n", problems.join("\n  "));
+}
+
+#[test]
+fn only_the_store_runs_sql() {
+    // Exact method names with their `(`: redis' `query_async(` is not SQL and does not match.
+    const CALLS: &[&str] = &[
+        ".query(",
+        ".query_one(",
+        ".query_opt(",
+        ".execute(",
+        ".batch_execute(",
+        ".simple_query(",
+        ".prepare(",
+        ".copy_in(",
+        ".query_raw(",
+    ];
+    let mut problems = Vec::new();
+    for (file, src) in rust_files("crates") {
+        // The bench sets up its own databases; migrations are the store's other half.
+        if file.starts_with("crates/bench/")
+            || file.starts_with("crates/shared/src/store/")
+            || file == "crates/shared/src/migrate.rs"
+        {
+            continue;
+        }
+        for (i, line) in src.lines().enumerate() {
+            for call in CALLS.iter().filter(|c| rust_code(line).contains(*c)) {
+                problems.push(format!("{file}:{}: `{call}` runs SQL outside the store", i + 1));
+            }
+        }
+    }
+    report(
+        "all SQL lives in crates/shared/src/store/ (and the migration runner crates/shared/src/migrate.rs)",
+        "move the statement into a function of a module in crates/shared/src/store/ that takes the \
+         connection and then the tenant, and call that function instead.",
+        &problems,
+    );
+}
+
+#[test]
+fn only_egress_makes_outbound_http_requests() {
+    let mut problems = Vec::new();
+    for (file, path) in files("crates") {
+        // Egress owns outbound HTTP (behind the SSRF guard); the bench is a client by nature.
+        if file.starts_with("crates/egress/") || file.starts_with("crates/bench/") {
+            continue;
+        }
+        let code: fn(&str) -> &str = if file.ends_with("/Cargo.toml") {
+            |l| l.split('#').next().unwrap_or_default()
+        } else if file.ends_with(".rs") {
+            rust_code
+        } else {
+            continue;
+        };
+        for (i, line) in text(&path).lines().enumerate() {
+            if code(line).contains("reqwest") {
+                problems.push(format!("{file}:{}: names `reqwest`", i + 1));
+            }
+        }
+    }
+    report(
+        "only crates/egress (and crates/bench) may use an HTTP client; requests to tenant URLs must \
+         pass egress' SSRF guard",
+        "remove the dependency and call into hookgate-egress for anything that goes out over HTTP.",
+        &problems,
+    );
+}
+
+/// Which workspace crates each crate may depend on (by directory under crates/, the
+/// package being `hookgate-<dir>`). The arrows run one way: shared at the bottom, the
+/// gateway binary on top; the bench measures everything and may use anything.
+const ARROWS: &[(&str, &[&str])] = &[
+    ("shared", &[]),
+    ("egress", &["shared"]),
+    ("ingress", &["egress", "shared"]),
+    ("api", &["ingress", "egress", "shared"]),
+    ("gateway", &["api", "ingress", "egress", "shared"]),
+    ("bench", &["shared", "ingress", "egress", "api", "gateway"]),
+];
+
+#[test]
+fn crate_dependencies_point_one_way() {
+    let known: Vec<&str> = ARROWS.iter().map(|(c, _)| *c).chain(["tests"]).collect();
+    let mut problems = Vec::new();
+    let crates: Vec<String> = files("crates")
+        .into_iter()
+        .filter_map(|(f, _)| f.strip_suffix("/Cargo.toml")?.strip_prefix("crates/").map(str::to_owned))
+        .filter(|c| !c.contains('/'))
+        .collect();
+    for krate in &crates {
+        let Some((_, allowed)) = ARROWS.iter().find(|(c, _)| c == krate) else {
+            problems.push(format!("crates/{krate}/Cargo.toml:1: crate `{krate}` has no entry in ARROWS"));
+            continue;
+        };
+        let may_use = |dep: &str| dep == krate || allowed.contains(&dep);
+        // Cargo.toml: `hookgate-*` keys of any [*dependencies] table, or [dependencies.hookgate-*].
+        let manifest = format!("crates/{krate}/Cargo.toml");
+        let mut in_deps = false;
+        for (i, line) in text(&root().join(&manifest)).lines().enumerate() {
+            let t = line.trim();
+            let dep = if let Some(header) = t.strip_prefix('[') {
+                let header = header.trim_end_matches(']');
+                in_deps = header.ends_with("dependencies");
+                header.rsplit_once("dependencies.").map(|(_, d)| d)
+            } else if in_deps && !t.starts_with('#') {
+                t.split_once('=').map(|(k, _)| k.trim().trim_matches('"'))
+            } else {
+                None
+            };
+            if let Some(dep) = dep.and_then(|d| d.strip_prefix("hookgate-")) {
+                if !may_use(dep) {
+                    problems.push(format!("{manifest}:{}: hookgate-{krate} depends on hookgate-{dep}", i + 1));
+                }
+            }
+        }
+        // Sources: naming `hookgate_<y>` is using it, even in a doc link.
+        for (file, src) in rust_files(&format!("crates/{krate}")) {
+            for (i, line) in src.lines().enumerate() {
+                for dep in idents(line).filter_map(|w| w.strip_prefix("hookgate_")) {
+                    if known.contains(&dep) && !may_use(dep) {
+                        problems.push(format!("{file}:{}: hookgate-{krate} mentions hookgate_{dep}", i + 1));
+                    }
+                }
+            }
+        }
+    }
+    report(
+        "crate arrows run one way: shared <- egress <- ingress <- api <- gateway (bench may use any)",
+        "move the code to the lower crate, or pass a value or closure down instead of reaching up; \
+         the allowed arrows are ARROWS in tests/tests/e2e/tidy.rs.",
+        &problems,
+    );
+}
+
+/// The store's exceptions to "the connection, then `tenant: &TenantId`", as
+/// ("module::function" under crates/shared/src/store/, why it names no single tenant).
+/// A stale entry (gone, renamed, or now tenant-first) fails the test too.
+const EXCEPTIONS: &[(&str, &str)] = &[
+    ("deliveries::claim", "workers claim due rows of every tenant; each claimed row carries its tenant id"),
+    ("deliveries::record", "workers write back outcomes of many tenants; each outcome carries its tenant id"),
+    ("deliveries::pending_count", "the pending-deliveries gauge is one operator metric over all tenants"),
+    ("idempotency::claim", "keys are scoped by the credential's scope (a tenant id, or the operator's)"),
+    ("idempotency::finish", "keys are scoped by the credential's scope (a tenant id, or the operator's)"),
+    ("idempotency::release", "keys are scoped by the credential's scope (a tenant id, or the operator's)"),
+    ("idempotency::prune", "maintenance: the pruner deletes expired keys of all tenants"),
+    ("inbound_batch::admit_batch", "group commit: a batch mixes tenants; each row carries its tenant id"),
+    ("inbound_batch::duplicates_batch", "group commit: a batch mixes tenants; each row carries its tenant id"),
+    ("inbound_events::prune", "maintenance: the pruner applies each source's retention across all tenants"),
+    ("publish_batch::publish_batch", "group commit: a batch mixes tenants; each row carries its tenant id"),
+    ("sources::resolve", "/in/{source_id} names no tenant: the source id is all the provider's request carries"),
+    ("tenants::find", "the operator names a tenant by id or uid in /admin/v1 paths: the tenant's own row, no owner"),
+    ("tenants::list", "the operator lists all tenants; no tenant owns the list"),
+];
+
+/// The parameters of the fn whose name ends at byte `at` of `src`, as (name, type) with
+/// whitespace collapsed; generics before the `(` are skipped, `->` is not a bracket.
+fn params(src: &str, at: usize) -> Vec<(String, String)> {
+    let b = src.as_bytes();
+    let (mut depth, mut i) = (0i32, at);
+    while i < b.len() && !(b[i] == b'(' && depth == 0) {
+        match b[i] {
+            b'<' => depth += 1,
+            b'>' if b[i - 1] != b'-' => depth -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    let (mut out, mut start) = (Vec::new(), i + 1);
+    for j in i + 1..b.len() {
+        match b[j] {
+            b'(' | b'[' | b'{' | b'<' => depth += 1,
+            b'>' if b[j - 1] == b'-' => {}
+            b')' | b']' | b'}' | b'>' if depth > 0 => depth -= 1,
+            b',' | b')' if depth == 0 => {
+                let p = src[start..j].split_whitespace().collect::<Vec<_>>().join(" ");
+                if !p.is_empty() {
+                    // The first `:` that is not half of a `::` separates pattern from type.
+                    let colon = (0..p.len()).find(|&k| {
+                        let pb = p.as_bytes();
+                        pb[k] == b':' && pb.get(k + 1) != Some(&b':') && (k == 0 || pb[k - 1] != b':')
+                    });
+                    let (name, ty) = colon.map_or((p.as_str(), "Self"), |k| (&p[..k], &p[k + 1..]));
+                    out.push((name.trim().trim_start_matches("mut ").to_owned(), ty.trim().to_owned()));
+                }
+                if b[j] == b')' {
+                    break;
+                }
+                start = j + 1;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn store_functions_take_the_tenant_first() {
+    let store = "crates/shared/src/store/";
+    // "module::fn" -> where it violates, if it does.
+    let mut found: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for (file, src) in rust_files(store) {
+        let module = file[store.len()..].trim_end_matches(".rs");
+        let module = if module == "mod" { "" } else { module.strip_suffix("/mod").unwrap_or(module) };
+        let module = module.replace('/', "::");
+        // Unit tests (conventionally last in a file) are not the store's API.
+        let end = src.split_inclusive('\n').take_while(|l| l.trim() != "#[cfg(test)]").map(str::len).sum();
+        let src = &src[..end];
+        let mut offset = 0;
+        for (i, line) in src.split_inclusive('\n').enumerate() {
+            let t = line.trim_start();
+            let decl = ["pub fn ", "pub async fn "].iter().find_map(|p| t.strip_prefix(p).map(|r| (p.len(), r)));
+            if let Some((prefix, rest)) = decl {
+                let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let ps = params(src, offset + (line.len() - t.len()) + prefix + name.len());
+                let key = if module.is_empty() { name } else { format!("{module}::{name}") };
+                let is_conn = |ty: &str| idents(ty).any(|w| ["GenericClient", "Client", "Transaction"].contains(&w));
+                // Only functions that take a connection first are queries.
+                if ps.first().is_some_and(|(_, ty)| is_conn(ty)) {
+                    let second = ps.get(1).map(|(n, ty)| (n.as_str(), ty.replace(' ', "")));
+                    let ok = matches!(&second, Some(("tenant", ty)) if ty == "&TenantId");
+                    let here = format!("{file}:{}", i + 1);
+                    let why = match ps.get(1) {
+                        Some((n, ty)) => format!("{here}: `{key}` takes `{n}: {ty}` after the connection"),
+                        None => format!("{here}: `{key}` takes nothing after the connection"),
+                    };
+                    let slot = found.entry(key).or_default();
+                    if !ok && slot.is_none() {
+                        *slot = Some(why);
+                    }
+                }
+            }
+            offset += line.len();
+        }
+    }
+    // Point stale entries at their line in this file.
+    let me = "tests/tests/e2e/tidy.rs";
+    let own = text(&root().join(me));
+    let line_of = |key: &str| own.lines().position(|l| l.contains(&format!("(\"{key}\","))).map_or(1, |i| i + 1);
+    let mut problems = Vec::new();
+    for (key, violation) in &found {
+        if let (Some(v), false) = (violation, EXCEPTIONS.iter().any(|(k, _)| k == key)) {
+            problems.push(format!("{v}, not `tenant: &TenantId`"));
+        }
+    }
+    for (key, _) in EXCEPTIONS {
+        match found.get(*key) {
+            None => problems.push(format!(
+                "{me}:{}: EXCEPTIONS names `{key}`, no `pub fn` of the store taking a connection: remove or rename it",
+                line_of(key)
+            )),
+            Some(None) => problems.push(format!(
+                "{me}:{}: EXCEPTIONS names `{key}`, which now takes the tenant first: remove it",
+                line_of(key)
+            )),
+            Some(Some(_)) => {}
+        }
+    }
+    report(
+        "a store function taking a connection takes `tenant: &TenantId` right after it, so no query \
+         can forget whose rows it reads",
+        "make the second parameter `tenant: &TenantId` (and filter on it), or, if the function truly \
+         spans or precedes tenants, add (\"module::fn\", \"why\") to EXCEPTIONS in tests/tests/e2e/tidy.rs.",
+        &problems,
+    );
+}
+
+#[test]
+fn every_rust_file_says_what_it_is_for() {
+    let mut problems = Vec::new();
+    for (file, src) in rust_files("crates").into_iter().chain(rust_files("tests")) {
+        if !src.starts_with("//!") {
+            problems.push(format!("{file}:1: does not open with a `//!` line"));
+        }
+    }
+    report(
+        "every .rs file opens with a `//!` doc comment saying what it is for",
+        "add a first line `//! <what this file is for>`.",
+        &problems,
+    );
+}
+
+#[test]
+fn no_rust_file_is_longer_than_700_lines() {
+    const MAX: usize = 700;
+    let mut problems = Vec::new();
+    for (file, src) in rust_files("crates").into_iter().chain(rust_files("tests")) {
+        let n = src.lines().count();
+        if n > MAX {
+            problems.push(format!("{file}:{}: {n} lines", MAX + 1));
+        }
+    }
+    report(
+        "no .rs file is longer than 700 lines",
+        "split the file along a seam (a submodule per concern, tests in their own file).",
+        &problems,
+    );
+}
+
+/// Whether the relative path around `line[at..]` (an occurrence of `..` + `/shared`) resolves,
+/// from `file`'s directory, to something that exists inside the repository. A crate's
+/// `path = ` dependency on its sibling crates/shared does; the team's folder beside the checkout does not.
+fn resolves_inside(root: &Path, file: &Path, line: &str, at: usize) -> bool {
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "._-/".contains(c);
+    let start = line[..at].trim_end_matches(path_char).len();
+    let end = line.len() - line[at..].trim_start_matches(path_char).len();
+    let mut p = file.parent().unwrap_or(root).to_path_buf();
+    for part in line[start..end].split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                p.pop();
+            }
+            s => p.push(s),
+        }
+    }
+    p.starts_with(root) && p.exists()
+}
+
+#[test]
+fn the_repository_stands_alone() {
+    // Migrations are left out on purpose: the runner checksums them, so they never change.
+    const PLACES: &[&str] = &["README.md", "docs", "crates", "tests", "deploy", "scripts", "Makefile", ".ci"];
+    // Built with concat! so this file does not contain what it forbids.
+    let spec_file = concat!("SPEC", ".md");
+    let spec_section = concat!("SPEC", " §");
+    let outside = concat!("..", "/shared");
+    let root = root();
+    let mut problems = Vec::new();
+    for place in PLACES {
+        for (file, path) in files(place) {
+            if file.starts_with("docs/") && !file.ends_with(".md") {
+                continue;
+            }
+            for (i, line) in text(&path).lines().enumerate() {
+                for needle in [spec_file, spec_section] {
+                    if line.contains(needle) {
+                        problems.push(format!("{file}:{}: refers to `{needle}`", i + 1));
+                    }
+                }
+                for (at, _) in line.match_indices(outside) {
+                    if !resolves_inside(&root, &path, line, at) {
+                        problems.push(format!("{file}:{}: refers to `{outside}` outside the repository", i + 1));
+                    }
+                }
+            }
+        }
+    }
+    report(
+        "the repository stands alone: nothing points at the team's spec or folders outside the checkout",
+        "say what is meant in place, or link to the docs/ page that says it.",
+        &problems,
+    );
+}
