@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use hookgate_egress::deliver::forward::{Event, Forwarder};
+use hookgate_shared::status::InboundStatus;
 use hookgate_shared::{
     db,
     ids::InboundEventId,
@@ -145,14 +146,15 @@ pub async fn admit_sync(
     let mut owner = false;
     for _ in 0..2 {
         let conn = db::conn(pool).await?;
-        if inbound_events::admit(&**conn, &src.tenant_id, &src.id, &new, "processing", Some(lease)).await? {
+        if inbound_events::admit(&**conn, &src.tenant_id, &src.id, &new, InboundStatus::Processing, Some(lease)).await?
+        {
             owner = true;
             break;
         }
         match inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key).await? {
             // Released since our insert lost: try the insert once more.
             None => continue,
-            Some(e) if e.status == "completed" => {
+            Some(e) if e.status == InboundStatus::Completed => {
                 remember(redis, &c.key, &e.id, src.retention_days).await;
                 return Ok(Admitted::Duplicate(Some(e.id), Layer::Postgres));
             }

@@ -18,6 +18,7 @@ pub mod migrate;
 pub mod redis;
 pub mod source;
 pub mod state;
+pub mod status;
 pub mod store;
 pub mod whsec;
 

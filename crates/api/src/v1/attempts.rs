@@ -5,6 +5,7 @@ use crate::{PageQuery, TenantAuth};
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, AttemptId, EndpointId, MessageId, Ref};
+use hookgate_shared::status::{DeliveryStatus, Trigger};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -31,15 +32,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resend);
 }
 
-pub(crate) fn status_text(status: i16) -> &'static str {
-    match status {
-        deliveries::SUCCESS => "success",
-        deliveries::PENDING => "pending",
-        deliveries::SENDING => "sending",
-        _ => "fail",
-    }
-}
-
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct AttemptOut {
@@ -50,9 +42,9 @@ struct AttemptOut {
     response: String,
     response_status_code: i16,
     response_duration_ms: i64,
-    status: i16,
+    status: DeliveryStatus,
     status_text: &'static str,
-    trigger_type: i16,
+    trigger_type: Trigger,
     timestamp: DateTime<Utc>,
 }
 
@@ -67,7 +59,7 @@ impl From<Attempt> for AttemptOut {
             response_status_code: a.response_status_code,
             response_duration_ms: a.response_duration_ms,
             status: a.status,
-            status_text: status_text(a.status),
+            status_text: a.status.text(),
             trigger_type: a.trigger_type,
             timestamp: a.created_at,
         }
@@ -84,14 +76,14 @@ struct AttemptQuery {
 }
 
 impl AttemptQuery {
-    fn filter(&self) -> AttemptFilter {
-        AttemptFilter {
-            status: self.status,
+    fn filter(&self) -> Result<AttemptFilter, ApiError> {
+        Ok(AttemptFilter {
+            status: status_filter(self.status)?,
             status_code_class: self.status_code_class,
             endpoint_id: self.endpoint_id.clone(),
             before: self.before,
             after: self.after,
-        }
+        })
     }
 }
 
@@ -105,7 +97,7 @@ async fn by_endpoint(
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
-    let found = attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page(), &q.filter()).await?;
+    let found = attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page(), &q.filter()?).await?;
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
 }
 
@@ -120,7 +112,8 @@ async fn by_msg(
     let app = find_app(&state, &tenant, &path.0).await?;
     let conn = db::conn(&state.db).await?;
     let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    let found = attempts::list(&**conn, &tenant.0, &app.id, Scope::Message(&msg.id), &page.page(), &q.filter()).await?;
+    let found =
+        attempts::list(&**conn, &tenant.0, &app.id, Scope::Message(&msg.id), &page.page(), &q.filter()?).await?;
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
 }
 
@@ -142,7 +135,7 @@ async fn get_one(
 struct DestinationOut {
     #[serde(flatten)]
     endpoint: EndpointOut,
-    status: i16,
+    status: DeliveryStatus,
     status_text: &'static str,
     next_attempt: Option<DateTime<Utc>>,
 }
@@ -161,8 +154,8 @@ async fn destinations(
     Ok(HttpResponse::Ok().json(found.map(|(e, d)| DestinationOut {
         endpoint: e.into(),
         status: d.status,
-        status_text: status_text(d.status),
-        next_attempt: d.next_attempt_at.filter(|_| d.status == deliveries::PENDING),
+        status_text: d.status.text(),
+        next_attempt: d.next_attempt_at.filter(|_| d.status == DeliveryStatus::Pending),
     })))
 }
 
@@ -171,7 +164,7 @@ async fn destinations(
 struct EndpointMessageOut {
     #[serde(flatten)]
     message: MessageOut,
-    status: i16,
+    status: DeliveryStatus,
     status_text: &'static str,
     next_attempt: Option<DateTime<Utc>>,
 }
@@ -179,6 +172,25 @@ struct EndpointMessageOut {
 #[derive(Deserialize)]
 struct StatusQuery {
     status: Option<i16>,
+}
+
+/// A `status` filter: one of Svix's four numbers, or 422 naming it.
+fn status_filter(status: Option<i16>) -> Result<Option<DeliveryStatus>, ApiError> {
+    status
+        .map(|s| {
+            DeliveryStatus::from_code(s).ok_or_else(|| {
+                ApiError::Validation(format!(
+                    "`status` must be 0 (success), 1 (pending), 2 (fail) or 3 (sending), not {s}"
+                ))
+            })
+        })
+        .transpose()
+}
+
+impl StatusQuery {
+    fn status(&self) -> Result<Option<DeliveryStatus>, ApiError> {
+        status_filter(self.status)
+    }
 }
 
 #[get("/app/{app_id}/endpoint/{endpoint_id}/msg")]
@@ -194,13 +206,13 @@ async fn attempted_messages(
     let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let found =
-        delivery_views::attempted_messages(&**conn, &tenant.0, &app, &ep.id, &page.page(), s.status, &q.filter())
+        delivery_views::attempted_messages(&**conn, &tenant.0, &app, &ep.id, &page.page(), s.status()?, &q.filter())
             .await?;
     Ok(HttpResponse::Ok().json(found.map(|(m, d)| EndpointMessageOut {
         message: MessageOut::new(m, c.with_content()),
         status: d.status,
-        status_text: status_text(d.status),
-        next_attempt: d.next_attempt_at.filter(|_| d.status == deliveries::PENDING),
+        status_text: d.status.text(),
+        next_attempt: d.next_attempt_at.filter(|_| d.status == DeliveryStatus::Pending),
     })))
 }
 

@@ -1,6 +1,7 @@
 //! `v1.endpoint.*` beyond CRUD: secret get and rotate, headers, recover, stats.
 
 use hookgate_shared::ids::{AppId, EndpointId, Ref};
+use hookgate_shared::status::DeliveryStatus;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::{optional_json, TenantAuth};
@@ -215,10 +216,10 @@ async fn stats(
     let counts = deliveries::stats(&**conn, &tenant.0, &app, &ep.id, q.since, q.until).await?;
     let n = |s| counts.get(&s).copied().unwrap_or(0);
     Ok(HttpResponse::Ok().json(json!({
-        "success": n(deliveries::SUCCESS),
-        "pending": n(deliveries::PENDING),
-        "sending": n(deliveries::SENDING),
-        "fail": n(deliveries::FAILED),
+        "success": n(DeliveryStatus::Success),
+        "pending": n(DeliveryStatus::Pending),
+        "sending": n(DeliveryStatus::Sending),
+        "fail": n(DeliveryStatus::Failed),
         "canceled": 0,
     })))
 }

@@ -5,12 +5,15 @@ use crate::{KeyAuth, PageQuery};
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_egress::deliver::forward::{Event, Forwarder};
-use hookgate_shared::ids::{InboundEventId, SourceId};
 use hookgate_shared::{
     db,
     http::ApiError,
     store::{deliveries, inbound_events, inbound_events::InboundEvent, sources},
     AppState,
+};
+use hookgate_shared::{
+    ids::{InboundEventId, SourceId},
+    status::InboundStatus,
 };
 use serde::Serialize;
 use serde_json::{json, value::RawValue};
@@ -24,7 +27,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 struct EventOut {
     id: String,
     key: String,
-    status: String,
+    status: InboundStatus,
     event_type: String,
     app_id: String,
     msg_id: Option<String>,

@@ -11,6 +11,7 @@ pub mod schedule;
 pub mod send;
 mod throttle;
 
+use hookgate_shared::status::DeliveryStatus;
 use std::{sync::Arc, time::Duration};
 
 use hookgate_shared::{
@@ -160,7 +161,7 @@ async fn record_loop(
             match written {
                 Ok(disabled) => {
                     metrics.endpoints_disabled.inc_by(disabled);
-                    let failed = outcomes.iter().filter(|o| o.status == deliveries::FAILED).count();
+                    let failed = outcomes.iter().filter(|o| o.status == DeliveryStatus::Failed).count();
                     metrics.failed.inc_by(failed as u64);
                     break;
                 }

@@ -1,12 +1,13 @@
 //! Delivering one claimed row: the endpoint's checks, signing, the attempt, and
 //! what the delivery's next state is.
 
+use hookgate_shared::status::{DeliveryStatus, Trigger};
 use std::time::Duration;
 
 use chrono::Utc;
 use hookgate_shared::{
     ids::AttemptId,
-    store::deliveries::{self, AttemptRecord, Claimed, Outcome},
+    store::deliveries::{AttemptRecord, Claimed, Outcome},
 };
 use rand::Rng;
 use reqwest::header::HeaderMap;
@@ -27,7 +28,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
         endpoint_id: c.endpoint_id.clone(),
         trigger: c.trigger,
         attempt: None,
-        status: deliveries::FAILED,
+        status: DeliveryStatus::Failed,
         next_attempt_at: None,
         disable_endpoint: false,
     };
@@ -45,7 +46,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
         if let Some(wait) = w.throttle.check(&key, rate).await {
             // Spread the waiting deliveries so they do not all return at once.
             let spread = Duration::from_millis(rand::rng().random_range(0..1000));
-            out.status = deliveries::PENDING;
+            out.status = DeliveryStatus::Pending;
             out.next_attempt_at = Some(Utc::now() + (wait + spread));
             return out;
         }
@@ -81,11 +82,11 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
     });
     out.disable_endpoint = sent.status == 410;
     if success {
-        out.status = deliveries::SUCCESS;
-    } else if c.trigger != deliveries::TRIGGER_MANUAL && !out.disable_endpoint {
+        out.status = DeliveryStatus::Success;
+    } else if c.trigger != Trigger::Manual && !out.disable_endpoint {
         let made = c.attempts as usize + 1;
         if let Some(delay) = schedule::next_delay(&w.cfg.retry_schedule, made, sent.retry_after) {
-            out.status = deliveries::PENDING;
+            out.status = DeliveryStatus::Pending;
             out.next_attempt_at = Some(Utc::now() + delay);
         }
     }

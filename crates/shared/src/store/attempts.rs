@@ -7,7 +7,10 @@ use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::ids::{AppId, AttemptId, EndpointId, MessageId, TenantId};
+use crate::{
+    ids::{AppId, AttemptId, EndpointId, MessageId, TenantId},
+    status::{DeliveryStatus, Trigger},
+};
 
 #[derive(Debug, Clone)]
 pub struct Attempt {
@@ -15,8 +18,8 @@ pub struct Attempt {
     pub msg_id: MessageId,
     pub endpoint_id: EndpointId,
     pub url: String,
-    pub status: i16,
-    pub trigger_type: i16,
+    pub status: DeliveryStatus,
+    pub trigger_type: Trigger,
     pub response_status_code: i16,
     pub response: String,
     pub response_duration_ms: i64,
@@ -26,7 +29,7 @@ pub struct Attempt {
 /// Filters of attempt lists.
 #[derive(Debug, Clone, Default)]
 pub struct AttemptFilter {
-    pub status: Option<i16>,
+    pub status: Option<DeliveryStatus>,
     /// 0 (no response), 100, 200, 300, 400 or 500.
     pub status_code_class: Option<i16>,
     pub endpoint_id: Option<String>,
@@ -43,8 +46,8 @@ fn from_row(r: &Row) -> Attempt {
         msg_id: MessageId::from_db(r.get(1)),
         endpoint_id: EndpointId::from_db(r.get(2)),
         url: r.get(3),
-        status: r.get(4),
-        trigger_type: r.get(5),
+        status: DeliveryStatus::from_db(r.get(4)),
+        trigger_type: Trigger::from_db(r.get(5)),
         response_status_code: r.get(6),
         response: r.get(7),
         response_duration_ms: r.get(8),
@@ -90,7 +93,7 @@ pub async fn list(
                 &app.as_str(),
                 &value,
                 &page.after,
-                &f.status,
+                &f.status.map(DeliveryStatus::code),
                 &class_low,
                 &f.endpoint_id,
                 &f.before,

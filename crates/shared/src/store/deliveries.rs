@@ -12,16 +12,10 @@ use serde_json::Value;
 use tokio_postgres::GenericClient;
 
 use super::StoreError;
-use crate::ids::{AppId, AttemptId, EndpointId, MessageId, TenantId};
-
-/// Svix's MessageStatus values.
-pub const SUCCESS: i16 = 0;
-pub const PENDING: i16 = 1;
-pub const FAILED: i16 = 2;
-pub const SENDING: i16 = 3;
-
-pub const TRIGGER_SCHEDULED: i16 = 0;
-pub const TRIGGER_MANUAL: i16 = 1;
+use crate::{
+    ids::{AppId, AttemptId, EndpointId, MessageId, TenantId},
+    status::{DeliveryStatus, Trigger},
+};
 
 /// A claimed delivery with everything needed to send it.
 #[derive(Debug, Clone)]
@@ -32,7 +26,7 @@ pub struct Claimed {
     pub endpoint_id: EndpointId,
     /// Attempts made so far in this schedule run.
     pub attempts: i32,
-    pub trigger: i16,
+    pub trigger: Trigger,
     /// When the delivery fell due: the start of its lag.
     pub due_at: DateTime<Utc>,
     /// The application's `throttleRate`, shared by all its endpoints.
@@ -96,7 +90,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 msg_id: MessageId::from_db(r.get(2)),
                 endpoint_id: EndpointId::from_db(r.get(3)),
                 attempts: r.get(4),
-                trigger: r.get(5),
+                trigger: Trigger::from_db(r.get(5)),
                 due_at: r.get(15),
                 app_throttle_rate: r.get(16),
                 idempotency_key: r.get(17),
@@ -135,11 +129,11 @@ pub struct Outcome {
     pub app_id: AppId,
     pub msg_id: MessageId,
     pub endpoint_id: EndpointId,
-    pub trigger: i16,
+    pub trigger: Trigger,
     /// `None` when no request was made (endpoint gone or disabled).
     pub attempt: Option<AttemptRecord>,
     /// The delivery's new status and, if pending, when it is next due.
-    pub status: i16,
+    pub status: DeliveryStatus,
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// The endpoint answered 410 Gone: disable it.
     pub disable_endpoint: bool,
@@ -170,8 +164,11 @@ pub async fn record(
                 &col(|o| o.msg_id.to_string()),
                 &col(|o| o.endpoint_id.to_string()),
                 &attempted.iter().map(|o| a(o).url).collect::<Vec<_>>(),
-                &attempted.iter().map(|o| if a(o).success { SUCCESS } else { FAILED }).collect::<Vec<i16>>(),
-                &attempted.iter().map(|o| o.trigger).collect::<Vec<i16>>(),
+                &attempted
+                    .iter()
+                    .map(|o| if a(o).success { DeliveryStatus::Success } else { DeliveryStatus::Failed }.code())
+                    .collect::<Vec<i16>>(),
+                &attempted.iter().map(|o| o.trigger.code()).collect::<Vec<i16>>(),
                 &attempted.iter().map(|o| a(o).status_code).collect::<Vec<i16>>(),
                 &attempted.iter().map(|o| a(o).response).collect::<Vec<_>>(),
                 &attempted.iter().map(|o| a(o).duration_ms).collect::<Vec<i64>>(),
@@ -192,7 +189,7 @@ pub async fn record(
             &s(|o| o.app_id.to_string()),
             &s(|o| o.msg_id.to_string()),
             &s(|o| o.endpoint_id.to_string()),
-            &outcomes.iter().map(|o| o.status).collect::<Vec<i16>>(),
+            &outcomes.iter().map(|o| o.status.code()).collect::<Vec<i16>>(),
             &outcomes.iter().map(|o| o.next_attempt_at).collect::<Vec<Option<DateTime<Utc>>>>(),
             &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
         ],
@@ -313,7 +310,7 @@ pub async fn stats(
     endpoint: &EndpointId,
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
-) -> Result<HashMap<i16, i64>, StoreError> {
+) -> Result<HashMap<DeliveryStatus, i64>, StoreError> {
     let rows = db
         .query(
             "SELECT status, count(*) FROM deliveries
@@ -323,5 +320,5 @@ pub async fn stats(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
         )
         .await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    Ok(rows.iter().map(|r| (DeliveryStatus::from_db(r.get(0)), r.get(1))).collect())
 }

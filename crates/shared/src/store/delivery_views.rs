@@ -9,12 +9,15 @@ use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::ids::{AppId, EndpointId, MessageId, TenantId};
+use crate::{
+    ids::{AppId, EndpointId, MessageId, TenantId},
+    status::DeliveryStatus,
+};
 
 /// A delivery's state as lists show it.
 #[derive(Debug, Clone)]
 pub struct DeliveryState {
-    pub status: i16,
+    pub status: DeliveryStatus,
     pub next_attempt_at: Option<DateTime<Utc>>,
 }
 
@@ -42,7 +45,12 @@ pub async fn destinations(
         db.query(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &page.after, &page.fetch_limit()]).await?;
     let items = rows
         .iter()
-        .map(|r| (endpoints::from_row(r), DeliveryState { status: r.get(n), next_attempt_at: r.get(n + 1) }))
+        .map(|r| {
+            (
+                endpoints::from_row(r),
+                DeliveryState { status: DeliveryStatus::from_db(r.get(n)), next_attempt_at: r.get(n + 1) },
+            )
+        })
         .collect();
     Ok(Page::from_rows(items, page, |(e, _)| e.id.to_string()))
 }
@@ -54,7 +62,7 @@ pub async fn attempted_messages(
     app: &AppId,
     endpoint: &EndpointId,
     page: &PageRequest,
-    status: Option<i16>,
+    status: Option<DeliveryStatus>,
     f: &MessageFilter,
 ) -> Result<Page<(Message, DeliveryState)>, StoreError> {
     let cols = prefixed(messages::COLUMNS, "m");
@@ -79,7 +87,7 @@ pub async fn attempted_messages(
                 &app.as_str(),
                 &endpoint.as_str(),
                 &page.after,
-                &status,
+                &status.map(DeliveryStatus::code),
                 &f.channel,
                 &f.event_types,
                 &f.before,
@@ -90,7 +98,12 @@ pub async fn attempted_messages(
         .await?;
     let items = rows
         .iter()
-        .map(|r| (messages::from_row(r), DeliveryState { status: r.get(n), next_attempt_at: r.get(n + 1) }))
+        .map(|r| {
+            (
+                messages::from_row(r),
+                DeliveryState { status: DeliveryStatus::from_db(r.get(n)), next_attempt_at: r.get(n + 1) },
+            )
+        })
         .collect();
     Ok(Page::from_rows(items, page, |(m, _)| m.id.to_string()))
 }

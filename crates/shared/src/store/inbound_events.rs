@@ -12,13 +12,16 @@ use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::ids::{AppId, InboundEventId, MessageId, SourceId, TenantId};
+use crate::{
+    ids::{AppId, InboundEventId, MessageId, SourceId, TenantId},
+    status::InboundStatus,
+};
 
 #[derive(Debug, Clone)]
 pub struct InboundEvent {
     pub id: InboundEventId,
     pub key: String,
-    pub status: String,
+    pub status: InboundStatus,
     pub app_id: AppId,
     pub msg_id: Option<MessageId>,
     pub event_type: String,
@@ -44,7 +47,7 @@ pub struct NewInbound {
 #[derive(Debug, Clone)]
 pub struct Existing {
     pub id: InboundEventId,
-    pub status: String,
+    pub status: InboundStatus,
     /// A `processing` row whose lease ran out: its holder is presumed dead.
     pub lease_expired: bool,
 }
@@ -56,7 +59,7 @@ fn from_row(r: &Row) -> InboundEvent {
     InboundEvent {
         id: InboundEventId::from_db(r.get(0)),
         key: r.get(1),
-        status: r.get(2),
+        status: InboundStatus::from_db(r.get(2)),
         app_id: AppId::from_db(r.get(3)),
         msg_id: msg.map(MessageId::from_db),
         event_type: r.get(5),
@@ -74,7 +77,7 @@ pub async fn admit(
     tenant: &TenantId,
     source: &SourceId,
     e: &NewInbound,
-    status: &str,
+    status: InboundStatus,
     lease: Option<Duration>,
 ) -> Result<bool, StoreError> {
     let lease_secs = lease.map(|l| l.as_secs_f64());
@@ -89,7 +92,7 @@ pub async fn admit(
                 &source.as_str(),
                 &e.key,
                 &e.id.as_str(),
-                &status,
+                &status.as_str(),
                 &e.app_id.as_str(),
                 &e.msg_id.as_ref().map(|m| m.as_str()),
                 &e.event_type,
@@ -118,7 +121,11 @@ pub async fn duplicate(
             &[&tenant.as_str(), &source.as_str(), &key],
         )
         .await?;
-    Ok(row.map(|r| Existing { id: InboundEventId::from_db(r.get(0)), status: r.get(1), lease_expired: r.get(2) }))
+    Ok(row.map(|r| Existing {
+        id: InboundEventId::from_db(r.get(0)),
+        status: InboundStatus::from_db(r.get(1)),
+        lease_expired: r.get(2),
+    }))
 }
 
 /// Takes over a `processing` row whose lease ran out; true if this call got it.

@@ -1,0 +1,148 @@
+//! States as enums: a delivery's status (Svix's `MessageStatus` numbers, which
+//! the API shows), what triggered an attempt, and an inbound event's status.
+//! Stored as numbers or words, checked by the database, parsed where a row is read.
+
+use serde::{Serialize, Serializer};
+
+/// A delivery's (and an attempt's) status, as Svix numbers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryStatus {
+    Success,
+    /// Due now or at `next_attempt_at`.
+    Pending,
+    /// Gave up: the schedule ran out, the endpoint is gone, or a manual resend failed.
+    Failed,
+    /// Claimed by a worker whose lease has not run out.
+    Sending,
+}
+
+impl DeliveryStatus {
+    pub const fn code(self) -> i16 {
+        match self {
+            DeliveryStatus::Success => 0,
+            DeliveryStatus::Pending => 1,
+            DeliveryStatus::Failed => 2,
+            DeliveryStatus::Sending => 3,
+        }
+    }
+
+    /// A status the API was given; `None` for a number Svix does not define.
+    pub fn from_code(code: i16) -> Option<Self> {
+        Some(match code {
+            0 => DeliveryStatus::Success,
+            1 => DeliveryStatus::Pending,
+            2 => DeliveryStatus::Failed,
+            3 => DeliveryStatus::Sending,
+            _ => return None,
+        })
+    }
+
+    /// A stored status; the table's CHECK admits only the four codes.
+    pub fn from_db(code: i16) -> Self {
+        Self::from_code(code).unwrap_or(DeliveryStatus::Failed)
+    }
+
+    /// Svix's `statusText`.
+    pub fn text(self) -> &'static str {
+        match self {
+            DeliveryStatus::Success => "success",
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Failed => "fail",
+            DeliveryStatus::Sending => "sending",
+        }
+    }
+}
+
+impl Serialize for DeliveryStatus {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i16(self.code())
+    }
+}
+
+/// What made an attempt: the retry schedule, or a resend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Trigger {
+    Scheduled,
+    /// A resend: tried once, outside the schedule.
+    Manual,
+}
+
+impl Trigger {
+    pub const fn code(self) -> i16 {
+        match self {
+            Trigger::Scheduled => 0,
+            Trigger::Manual => 1,
+        }
+    }
+
+    /// A stored trigger; the table's CHECK admits only the two codes.
+    pub fn from_db(code: i16) -> Self {
+        if code == 1 {
+            Trigger::Manual
+        } else {
+            Trigger::Scheduled
+        }
+    }
+}
+
+impl Serialize for Trigger {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i16(self.code())
+    }
+}
+
+/// An inbound event's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InboundStatus {
+    /// Async mode: committed with its message.
+    Accepted,
+    /// Sync mode: being forwarded under a lease.
+    Processing,
+    /// Sync mode: forwarded and answered.
+    Completed,
+}
+
+impl InboundStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InboundStatus::Accepted => "accepted",
+            InboundStatus::Processing => "processing",
+            InboundStatus::Completed => "completed",
+        }
+    }
+
+    /// A stored status; the table's CHECK admits only the three words.
+    pub fn from_db(s: &str) -> Self {
+        match s {
+            "accepted" => InboundStatus::Accepted,
+            "completed" => InboundStatus::Completed,
+            _ => InboundStatus::Processing,
+        }
+    }
+}
+
+impl Serialize for InboundStatus {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_their_stored_forms() {
+        for s in [DeliveryStatus::Success, DeliveryStatus::Pending, DeliveryStatus::Failed, DeliveryStatus::Sending] {
+            assert_eq!(DeliveryStatus::from_code(s.code()), Some(s));
+        }
+        assert_eq!(DeliveryStatus::from_code(4), None);
+        for t in [Trigger::Scheduled, Trigger::Manual] {
+            assert_eq!(Trigger::from_db(t.code()), t);
+        }
+        for s in [InboundStatus::Accepted, InboundStatus::Processing, InboundStatus::Completed] {
+            assert_eq!(InboundStatus::from_db(s.as_str()), s);
+        }
+        assert_eq!(serde_json::to_string(&DeliveryStatus::Failed).unwrap(), "2");
+    }
+}
