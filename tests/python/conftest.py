@@ -158,10 +158,10 @@ def svix(hookgate, tenant):
     return Svix(tenant["apiKey"], SvixOptions(server_url=hookgate.url, retry_schedule=[]))
 
 
-def call(hookgate, method, path, key=None, body=None, headers=None, raw=None):
-    """One request; returns (status, lower-cased headers, parsed JSON body)."""
+def raw_call(hookgate, method, path, key=None, body=None, headers=None, raw=None):
+    """One request; returns (status, lower-cased headers, the body's bytes)."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(hookgate.url + path, data=data, method=method)
+    req = urllib.request.Request(hookgate.url + path, data=data, method=method.upper())
     if key:
         req.add_header("Authorization", f"Bearer {key}")
     if body is not None:
@@ -170,9 +170,15 @@ def call(hookgate, method, path, key=None, body=None, headers=None, raw=None):
         req.add_header(k, v)
     try:
         with urllib.request.urlopen(req, timeout=15) as res:
-            return res.status, {k.lower(): v for k, v in res.headers.items()}, json.loads(res.read() or b"null")
+            return res.status, {k.lower(): v for k, v in res.headers.items()}, res.read()
     except urllib.error.HTTPError as e:
-        return e.code, {k.lower(): v for k, v in e.headers.items()}, json.loads(e.read() or b"null")
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def call(hookgate, method, path, key=None, body=None, headers=None, raw=None):
+    """One request; returns (status, lower-cased headers, parsed JSON body)."""
+    status, hdrs, data = raw_call(hookgate, method, path, key=key, body=body, headers=headers, raw=raw)
+    return status, hdrs, json.loads(data or b"null")
 
 
 def eventually(check, timeout: float = 15.0):

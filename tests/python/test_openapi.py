@@ -10,8 +10,6 @@ import copy
 import hashlib
 import hmac as hmac_lib
 import json
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from openapi_schema_validator import OAS30Validator, oas30_format_checker
 from openapi_spec_validator import OpenAPIV30SpecValidator
 from svix.api import AppPortalAccessIn, ApplicationIn, EndpointIn
 
-from conftest import ADMIN_TOKEN
+from conftest import ADMIN_TOKEN, raw_call
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILE = ROOT / "crates" / "gateway" / "src" / "openapi.json"
@@ -57,26 +55,9 @@ METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 # --- fetching and checking -----------------------------------------------------------------
 
 
-def request(hookgate, method, path, token=None, body=None, headers=None, raw=None):
-    """Returns (status, lower-cased headers, raw body bytes)."""
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(hookgate.url + path, data=data, method=method.upper())
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    for k, v in (headers or {}).items():
-        req.add_header(k, v)
-    try:
-        with urllib.request.urlopen(req, timeout=15) as res:
-            return res.status, {k.lower(): v for k, v in res.headers.items()}, res.read()
-    except urllib.error.HTTPError as e:
-        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
-
-
 @pytest.fixture(scope="module")
 def doc(hookgate):
-    status, headers, raw = request(hookgate, "get", "/openapi.json")
+    status, headers, raw = raw_call(hookgate, "get", "/openapi.json")
     assert status == 200
     assert headers["content-type"].startswith("application/json")
     served = json.loads(raw)
@@ -167,7 +148,7 @@ def check(doc, method, path, status, headers, raw):
 
 def call(hookgate, doc, method, template, path=None, token=None, **kw):
     """Makes the request and checks the response against the document."""
-    status, headers, raw = request(hookgate, method, path or template, token=token, **kw)
+    status, headers, raw = raw_call(hookgate, method, path or template, key=token, **kw)
     body = check(doc, method, template, status, headers, raw)
     return status, headers, body
 
@@ -228,7 +209,7 @@ def test_every_documented_route_is_served(hookgate, doc, tenant):
                         .replace("{event_id}", f"evt_{zero}").replace("{source_id}", f"src_{zero}"))
             assert "{" not in concrete, f"{path}: a path parameter this test does not know"
             token = ADMIN_TOKEN if path.startswith("/admin/") else tenant["apiKey"] if path.startswith("/api/") else None
-            status, _, raw = request(hookgate, method, concrete, token=token)
+            status, _, raw = raw_call(hookgate, method, concrete, key=token)
             assert status != 405, f"{method.upper()} {path}: 405"
             if status == 404:
                 assert json.loads(raw)["detail"] != "route not found", f"{method.upper()} {path} is not served"

@@ -1,6 +1,7 @@
-//! The harness every end-to-end test shares: a fresh database per test (cloned from
-//! a migrated template), the app on port 0, a recording HTTP sink, private
-//! Postgres and Redis servers for fault tests, and the `hookgate` binary.
+//! The one harness: what every end-to-end test shares (a fresh database per test
+//! cloned from a migrated template, the app on port 0, a recording HTTP sink,
+//! private Postgres and Redis servers for fault tests) and what `make bench`
+//! shares with them (the `scripts/stack.sh` servers, `hookgate` processes).
 //!
 //! Tests find the shared Postgres and Redis through `HOOKGATE_TEST_DATABASE_URL`
 //! and `HOOKGATE_TEST_REDIS_URL`, which `make test` sets.
@@ -10,6 +11,7 @@ pub mod db;
 pub mod process;
 pub mod servers;
 pub mod sink;
+pub mod stack;
 
 pub use app::TestApp;
 pub use db::TestDb;

@@ -15,7 +15,7 @@ use crate::{
     pgbench,
     report::Row,
     sink::{now_micros, Sink},
-    stack::{self, Hookgate, Stack, ADMIN_TOKEN},
+    stack::{self, Stack, ADMIN_TOKEN},
     Settings,
 };
 
@@ -86,7 +86,7 @@ async fn publish(t: &Arc<Tenant>, app: &str, n: usize, clients: usize) -> anyhow
 }
 
 pub async fn run_all(s: Settings) -> anyhow::Result<Vec<Row>> {
-    let stack = Stack::up()?;
+    let stack = Stack::up("bench")?;
     let result = run(&stack, s).await;
     stack.down();
     result
@@ -95,7 +95,7 @@ pub async fn run_all(s: Settings) -> anyhow::Result<Vec<Row>> {
 async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     let c = s.concurrency;
     let master_key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
-    let env = stack.env(&master_key);
+    let env = stack::env(stack, &master_key);
     stack::migrate(&env)?;
     let mut rows = Vec::new();
 
@@ -125,8 +125,8 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     };
     rows.push(row("H: load generator -> sink", c, &h, None, None, "the loopback HTTP limit"));
 
-    let mut api = Hookgate::start("api", &env).await?;
-    let mut ingress = Hookgate::start("ingress", &env).await?;
+    let mut api = stack::start("api", &env).await;
+    let mut ingress = stack::start("ingress", &env).await;
     let admin: Value = http
         .post(api.url("/admin/v1/tenant"))
         .bearer_auth(ADMIN_TOKEN)
@@ -219,10 +219,10 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     eprintln!("egress: {n} messages to 1 endpoint");
     publish(&tenant, &app1, n, c).await?;
     let before = sink.count();
-    let mut worker = Hookgate::start("worker", &env).await?;
+    let mut worker = stack::start("worker", &env).await;
     let took = wait_for(&sink, before + n as u64, Duration::from_secs(600)).await?;
     let one = n as f64 / took.as_secs_f64();
-    worker.stop();
+    worker.stop().await;
     rows.push(delivery_row(&format!("egress: deliver {n} messages to 1 endpoint"), one, h.rate()));
 
     let app10 = tenant.post("/api/v1/app", json!({"name": "ten"})).await?["id"].as_str().unwrap().to_owned();
@@ -233,16 +233,16 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     eprintln!("egress: {} messages to 10 endpoints", n / 10);
     publish(&tenant, &app10, n / 10, c).await?;
     let before = sink.count();
-    let mut worker = Hookgate::start("worker", &env).await?;
+    let mut worker = stack::start("worker", &env).await;
     let took = wait_for(&sink, before + n as u64, Duration::from_secs(600)).await?;
     let ten = n as f64 / took.as_secs_f64();
-    worker.stop();
+    worker.stop().await;
     rows.push(delivery_row(&format!("egress: deliver {} messages to 10 endpoints", n / 10), ten, h.rate()));
 
     // Lag at half the peak rate: paced publishing, a running worker, payloads
     // stamped at send time (so the lag includes the commit).
     psql("TRUNCATE messages CASCADE")?;
-    let mut worker = Hookgate::start("worker", &env).await?;
+    let mut worker = stack::start("worker", &env).await;
     // Half the peak, where the peak is what both ends sustain: delivery, and creation.
     let rate = (one.min(created.rate()) / 2.0).max(1.0);
     eprintln!("egress: lag at {rate:.0}/s (half the peak)");
@@ -301,9 +301,9 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
             note: format!("{mb:.1} MB"),
         });
     }
-    worker.stop();
-    ingress.stop();
-    api.stop();
+    worker.stop().await;
+    ingress.stop().await;
+    api.stop().await;
     Ok(rows)
 }
 

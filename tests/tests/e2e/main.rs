@@ -5,6 +5,7 @@
 mod admin;
 mod delivery;
 mod delivery_faults;
+mod fanout;
 mod health;
 mod idempotency;
 mod ingress;

@@ -151,7 +151,8 @@ const ARROWS: &[(&str, &[&str])] = &[
     ("ingress", &["egress", "shared"]),
     ("api", &["ingress", "egress", "shared"]),
     ("gateway", &["api", "ingress", "egress", "shared"]),
-    ("bench", &["shared", "ingress", "egress", "api", "gateway"]),
+    // The bench shares the test harness (`tests/src`) for its servers and processes.
+    ("bench", &["shared", "ingress", "egress", "api", "gateway", "tests"]),
 ];
 
 #[test]
