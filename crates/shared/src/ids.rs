@@ -52,6 +52,7 @@ macro_rules! prefixed_id {
 
         impl Prefixed for $name {
             const NOUN: &'static str = stringify!($name);
+            const PREFIX: &'static str = $prefix;
 
             fn parse(s: &str) -> Result<Self, IdError> {
                 $name::parse(s)
@@ -72,7 +73,14 @@ macro_rules! prefixed_id {
 /// What every prefixed id type can do, for code generic over them ([`Ref`]).
 pub trait Prefixed: Sized + AsRef<str> {
     const NOUN: &'static str;
+    /// The prefix before the `_` (`app` for `app_…`).
+    const PREFIX: &'static str;
     fn parse(s: &str) -> Result<Self, IdError>;
+}
+
+/// Whether `s` is shaped like an id of `prefix` (`app_…`), well-formed or not.
+fn looks_like(s: &str, prefix: &str) -> bool {
+    s.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('_'))
 }
 
 /// A value shown back in an error: printable, and short.
@@ -102,6 +110,16 @@ impl<T: Prefixed> Ref<T> {
             return Ok(Ref::Uid(s.to_owned()));
         }
         Err(format!("`{}` is neither an id nor a uid (1 to 256 of a-z A-Z 0-9 - _ .)", shown(s)))
+    }
+
+    /// The uid under which a row this path names may be created (`PUT`, an inline
+    /// application): a uid that does not look like an id of this kind, since ids
+    /// are only ever generated. `None` for an id, or for `app_nope` and the like.
+    pub fn creatable_uid(&self) -> Option<&str> {
+        match self {
+            Ref::Uid(uid) if !looks_like(uid, T::PREFIX) => Some(uid),
+            _ => None,
+        }
     }
 
     /// The value a query compares with both the id and the uid column.
@@ -187,6 +205,9 @@ mod tests {
         assert!(Ref::<AppId>::parse("a\0b").is_err());
         assert!(Ref::<AppId>::parse("").is_err());
         assert!(Ref::<AppId>::parse(&"x".repeat(257)).is_err());
+        assert_eq!(Ref::<AppId>::parse("apple").unwrap().creatable_uid(), Some("apple"));
+        assert_eq!(Ref::<AppId>::parse("app_nope").unwrap().creatable_uid(), None);
+        assert_eq!(Ref::<AppId>::parse(app.as_str()).unwrap().creatable_uid(), None);
         let e = serde_json::from_str::<AppId>("\"ep_1\"").unwrap_err().to_string();
         assert!(e.contains("app_"), "{e}");
     }

@@ -1,10 +1,12 @@
-//! `hookgate-shared` owns everything that more than one side of the gateway needs:
-//! prefixed ids, configuration, key derivation and secret encryption, the Postgres
-//! pool and migrations, the Redis client, the metrics registry, and the stores.
+//! `hookgate-shared` owns the vocabulary and the storage every side shares: typed
+//! ids (parsed at the edge), sources and states as enums, configuration, key
+//! derivation and secret encryption, the Postgres pool and migrations, the Redis
+//! client, the metrics registry, the error mapping, and the stores.
 //!
-//! It is the only crate that writes SQL (see `docs/ARCHITECTURE.md`). Every store
-//! function takes the tenant id as its first argument, so a query can never forget
-//! the tenant it is acting for.
+//! It is the only crate that runs SQL, `LISTEN`/`NOTIFY` included (see
+//! `docs/ARCHITECTURE.md`). Every store function takes the tenant id right after
+//! its connection, so a query can never forget the tenant it is acting for; the
+//! few exceptions are listed, with their reasons, beside the tidy test.
 
 pub mod batch;
 pub mod cache;

@@ -67,7 +67,8 @@ impl Provider {
                 if spec.header.trim().is_empty() {
                     return Err("`hmac.header` must name the signature header".into());
                 }
-                Provider::Hmac(HmacSpec { header: spec.header.to_ascii_lowercase(), ..spec })
+                // Kept as the tenant wrote it (and shown so); verification lower-cases it.
+                Provider::Hmac(spec)
             }
             "none" => Provider::None,
             other => return Err(format!("unknown provider `{other}`; expected one of {}", Self::NAMES.join(", "))),

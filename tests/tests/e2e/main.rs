@@ -13,5 +13,6 @@ mod ingress_race;
 mod paths;
 mod portal;
 mod processes;
+mod sources;
 mod tenant_keys;
 mod tidy;

@@ -70,3 +70,68 @@ async fn a_well_formed_id_that_names_nothing_answers_404() {
         assert_eq!(res.status(), 404, "/in/{id}");
     }
 }
+
+async fn send(t: &hookgate_tests::app::Tenant<'_>, method: Method, path: &str, body: Value) -> (u16, Value) {
+    let res = t.req(method, path).json(&body).send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_put_to_a_uid_that_merely_starts_like_an_application_id_creates_it() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    for uid in ["apple", "appointments-eu"] {
+        let (status, body) = send(&t, Method::PUT, &format!("/api/v1/app/{uid}"), json!({"name": uid})).await;
+        assert_eq!(status, 201, "PUT /api/v1/app/{uid}: {}", error_text(&body));
+        assert_eq!(body["uid"], uid);
+    }
+    // A uid that does not start with `app` is upserted, as before.
+    let (status, _) = send(&t, Method::PUT, "/api/v1/app/shop", json!({"name": "shop"})).await;
+    assert_eq!(status, 201);
+}
+
+#[tokio::test]
+async fn a_put_to_a_uid_that_merely_starts_like_an_endpoint_id_creates_it() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    for uid in ["epic-hook", "eps"] {
+        let body = json!({"url": "http://127.0.0.1:9/hook"});
+        let (status, got) = send(&t, Method::PUT, &format!("/api/v1/app/{a}/endpoint/{uid}"), body).await;
+        assert_eq!(status, 201, "PUT endpoint {uid}: {}", error_text(&got));
+        assert_eq!(got["uid"], uid);
+    }
+}
+
+#[tokio::test]
+async fn an_inline_application_on_an_id_shaped_path_gets_no_made_up_uid() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let body = json!({"eventType": "a.b", "payload": {}, "application": {"name": "X"}});
+    t.post("/api/v1/app/app_x/msg", body, 202).await;
+    let listed = t.get("/api/v1/app").await;
+    assert_eq!(listed["data"][0]["uid"], Value::Null, "{listed}");
+}
+
+#[tokio::test]
+async fn hostile_path_segments_answer_4xx_and_never_reach_a_query() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let long = "x".repeat(257);
+    let paths = [
+        format!("/api/v1/app/{long}"),
+        "/api/v1/app/%C3%A9".to_owned(),
+        "/api/v1/app/a%2Fb".to_owned(),
+        format!("/api/v1/app/{a}/endpoint/a%2F..%2Fb"),
+        format!("/api/v1/app/{a}/msg/%FF"),
+        "/api/v1/source/src_%00/event".to_owned(),
+        "/api/v1/event-type/%E2%80%AE".to_owned(),
+    ];
+    for p in &paths {
+        let res = t.req(Method::GET, p).send().await.unwrap();
+        let s = res.status().as_u16();
+        assert!((400..500).contains(&s), "{p}: {s}");
+    }
+}

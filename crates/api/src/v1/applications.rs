@@ -150,7 +150,7 @@ async fn update(
     match find(&state, &tenant, &path).await {
         Ok(app) => save(&state, &tenant, &app.id, &fields).await,
         // PUT to a uid that names no application creates it (`app_…` ids are never made up).
-        Err(ApiError::NotFound(_)) if matches!(&*path, Ref::Uid(uid) if !uid.starts_with(AppId::PREFIX)) => {
+        Err(ApiError::NotFound(_)) if path.creatable_uid().is_some() => {
             fields.uid = Some(fields.uid.unwrap_or_else(|| path.to_string()));
             let conn = db::conn(&state.db).await?;
             let app = applications::insert(&**conn, &tenant.0, &AppId::generate(), &fields)

@@ -219,8 +219,7 @@ async fn update(
     let mut fields = body.fields(&state)?;
     match find(&state, &tenant, &path.0, &path.1).await {
         Ok((app, ep)) => save(&state, &tenant, &app, &ep.id, &fields).await,
-        Err(ApiError::NotFound("endpoint")) if matches!(&path.1, Ref::Uid(uid) if !uid.starts_with(EndpointId::PREFIX)) =>
-        {
+        Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
             fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.to_string()));
             insert(&state, &tenant, &path.0, &fields, body.secret.as_deref()).await
         }

@@ -151,10 +151,7 @@ async fn create(
     check(&body)?;
     let inline = match body.application {
         Some(a) => Some(ApplicationFields {
-            uid: a.uid.or_else(|| match &*path {
-                Ref::Uid(uid) => Some(uid.clone()),
-                Ref::Id(_) => None,
-            }),
+            uid: a.uid.or_else(|| path.creatable_uid().map(str::to_owned)),
             name: a.name,
             throttle_rate: validate::throttle_rate(a.throttle_rate)?,
             metadata: serde_json::json!({}),

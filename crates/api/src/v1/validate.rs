@@ -4,9 +4,8 @@ use hookgate_shared::http::ApiError;
 
 /// Svix's `uid` pattern: 1 to 256 of `a-zA-Z0-9-_.`.
 pub fn uid(field: &str, value: &str) -> Result<(), ApiError> {
-    let ok =
-        (1..=256).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    if !ok {
+    // The same rule that paths are parsed by, so every stored uid stays reachable.
+    if !hookgate_shared::ids::is_uid(value) {
         return Err(ApiError::Validation(format!("`{field}` must be 1 to 256 of a-z A-Z 0-9 - _ .")));
     }
     Ok(())

@@ -28,7 +28,8 @@ pub fn shopify(secrets: &[String], headers: &dyn Headers, body: &[u8]) -> Result
 
 /// One header, an optional prefix, hex or base64 of HMAC(secret, body).
 pub fn generic(spec: &HmacSpec, secrets: &[String], headers: &dyn Headers, body: &[u8]) -> Result<(), VerifyError> {
-    let value = header(headers, &spec.header)?;
+    // Header names compare case-insensitively; `Headers` takes them lower-cased.
+    let value = header(headers, &spec.header.to_ascii_lowercase())?;
     let sig = match &spec.prefix {
         Some(p) => value.strip_prefix(p.as_str()).ok_or_else(|| VerifyError::Malformed(spec.header.clone()))?,
         None => value,
