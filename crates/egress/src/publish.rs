@@ -139,9 +139,9 @@ impl Publisher {
         new: &NewMessage,
     ) -> Result<Option<DateTime<Utc>>, PublishError> {
         let row = PublishRow {
-            tenant_id: tenant.to_string(),
-            app: app.to_string(),
-            msg_id: new.id.to_string(),
+            tenant_id: tenant.clone(),
+            app: app.clone(),
+            msg_id: new.id.clone(),
             event_id: new.event_id.clone(),
             event_type: new.event_type.clone(),
             payload: new.payload.clone(),

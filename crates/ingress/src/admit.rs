@@ -65,7 +65,8 @@ pub async fn seen(redis: &Redis, key: &str) -> Option<InboundEventId> {
     let k = redis_key(redis, key);
     let got: Option<Option<String>> =
         redis.call(|mut c| async move { hookgate_shared::redis::cmd("GET").arg(k).query_async(&mut c).await }).await;
-    got.flatten().map(InboundEventId::from_db)
+    // Parsed, not trusted: a value Redis lost or garbled is no answer, and Postgres decides.
+    got.flatten().and_then(|s| InboundEventId::parse(&s).ok())
 }
 
 /// Counts a duplicate that Redis answered; the events API adds these counts to

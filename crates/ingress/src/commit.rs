@@ -9,7 +9,7 @@ use hookgate_egress::metrics::EgressMetrics;
 use hookgate_shared::{
     batch::Batcher,
     db,
-    ids::{InboundEventId, MessageId},
+    ids::{InboundEventId, MessageId, SourceId, TenantId},
     store::{
         inbound_batch::{self, BatchRow},
         StoreError,
@@ -59,12 +59,12 @@ impl GroupCommit {
 
     pub async fn admit(&self, c: Candidate<'_>) -> Result<Admitted, CommitError> {
         let row = BatchRow {
-            tenant_id: c.source.tenant_id.to_string(),
-            source_id: c.source.id.to_string(),
+            tenant_id: c.source.tenant_id.clone(),
+            source_id: c.source.id.clone(),
             key: c.key,
-            id: InboundEventId::generate().to_string(),
-            app_id: c.source.app_id.to_string(),
-            msg_id: MessageId::generate().to_string(),
+            id: InboundEventId::generate(),
+            app_id: c.source.app_id.clone(),
+            msg_id: MessageId::generate(),
             event_type: c.event_type,
             content_type: c.content_type,
             payload: c.payload,
@@ -86,7 +86,7 @@ async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreE
 async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) -> Vec<Result<Admitted, CommitError>> {
     // The first job of each key goes into the batch; later copies in the same batch
     // are duplicates of it.
-    let mut first_of: HashMap<(String, String, String), usize> = HashMap::new();
+    let mut first_of: HashMap<(TenantId, SourceId, String), usize> = HashMap::new();
     let mut rows = Vec::new();
     let mut slot = Vec::with_capacity(jobs.len());
     for (row, _) in &jobs {
@@ -110,8 +110,8 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) ->
                 answers.push(match commit(state, std::slice::from_ref(row)).await {
                     Ok(a) if a[0] => {
                         state.wake.poke();
-                        metrics.message_created(&row.tenant_id);
-                        Ok(Admitted::Accepted(InboundEventId::from_db(row.id.clone())))
+                        metrics.message_created(row.tenant_id.as_str());
+                        Ok(Admitted::Accepted(row.id.clone()))
                     }
                     Ok(_) => duplicate_of(state, row).await,
                     Err(e) => Err(e.into()),
@@ -137,12 +137,12 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) ->
     let mut answers = Vec::with_capacity(jobs.len());
     for ((row, retention_days), (i, first)) in jobs.into_iter().zip(slot) {
         answers.push(Ok(if first && admitted[i] {
-            metrics.message_created(&row.tenant_id);
-            winners.push((row.key.clone(), row.id.clone(), retention_days));
-            Admitted::Accepted(InboundEventId::from_db(row.id))
+            metrics.message_created(row.tenant_id.as_str());
+            winners.push((row.key.clone(), row.id.to_string(), retention_days));
+            Admitted::Accepted(row.id)
         } else {
             let id = existing.next().flatten().or_else(|| (!first).then(|| rows[i].id.clone()));
-            Admitted::Duplicate(id.map(InboundEventId::from_db), Layer::Postgres)
+            Admitted::Duplicate(id, Layer::Postgres)
         }));
     }
     if !winners.is_empty() {
@@ -155,5 +155,5 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) ->
 async fn duplicate_of(state: &AppState, row: &BatchRow) -> Result<Admitted, CommitError> {
     let conn = db::conn(&state.db).await?;
     let ids = inbound_batch::duplicates_batch(&**conn, &[row]).await?;
-    Ok(Admitted::Duplicate(ids.into_iter().next().flatten().map(InboundEventId::from_db), Layer::Postgres))
+    Ok(Admitted::Duplicate(ids.into_iter().next().flatten(), Layer::Postgres))
 }

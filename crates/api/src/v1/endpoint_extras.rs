@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::{optional_json, TenantAuth};
 use actix_web::{get, patch, post, put, web, HttpResponse};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::endpoints::find;
+use super::validate::RotateIn;
 use hookgate_egress::{secrets, signing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -39,13 +40,6 @@ async fn get_secret(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath
     Ok(HttpResponse::Ok().json(json!({ "key": key })))
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RotateIn {
-    key: Option<String>,
-    grace_period_seconds: Option<i64>,
-}
-
 /// The old secret keeps signing, beside the new one, for the grace period (24 h by default).
 /// Answers 200 with the new key: current Svix SDKs parse a body here.
 #[post("/app/{app_id}/endpoint/{endpoint_id}/secret/rotate")]
@@ -56,10 +50,7 @@ async fn rotate_secret(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
-    let grace = body.grace_period_seconds.unwrap_or(86_400);
-    if !(0..=604_800).contains(&grace) {
-        return Err(ApiError::Validation("`gracePeriodSeconds` must be between 0 and 604800".into()));
-    }
+    let until = body.old_secret_until()?;
     let secret = match &body.key {
         Some(k) => signing::normalise_secret(k).map_err(|e| ApiError::Validation(e.to_string()))?,
         None => signing::generate_secret(),
@@ -67,7 +58,6 @@ async fn rotate_secret(
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let sealed = secrets::seal(&state, &tenant.0, &app, &ep.id, &secret);
     let conn = db::conn(&state.db).await?;
-    let until = Utc::now() + Duration::seconds(grace);
     if !endpoints::rotate_secret(&**conn, &tenant.0, &app, &ep.id, &sealed, until).await? {
         return Err(ApiError::NotFound("endpoint"));
     }

@@ -2,7 +2,7 @@
 
 use crate::{optional_json, KeyAuth, Maybe, PageQuery};
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use hookgate_ingress::secrets;
+
+use super::validate::RotateIn;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(patch_one).service(delete_one);
@@ -248,13 +250,6 @@ async fn get_secret(
     Ok(HttpResponse::Ok().json(json!({ "key": valid.first() })))
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RotateIn {
-    key: Option<String>,
-    grace_period_seconds: Option<i64>,
-}
-
 /// The previous secret is still accepted for the grace period (24 h by default).
 #[post("/source/{id}/secret/rotate")]
 async fn rotate_secret(
@@ -264,10 +259,7 @@ async fn rotate_secret(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
-    let grace = body.grace_period_seconds.unwrap_or(86_400);
-    if !(0..=604_800).contains(&grace) {
-        return Err(ApiError::Validation("`gracePeriodSeconds` must be between 0 and 604800".into()));
-    }
+    let until = body.old_secret_until()?;
     let s = find(&state, &key.0, &id).await?;
     if !s.provider.needs_secret() {
         return Err(ApiError::Validation("a source of provider `none` has no secret".into()));
@@ -278,7 +270,6 @@ async fn rotate_secret(
     };
     let sealed = secrets::seal(&state, &key.0, &s.id, &secret);
     let conn = db::conn(&state.db).await?;
-    sources::rotate_secret(&**conn, &key.0, &s.id, &sealed, Utc::now() + Duration::seconds(grace), &state.caches)
-        .await?;
+    sources::rotate_secret(&**conn, &key.0, &s.id, &sealed, until, &state.caches).await?;
     Ok(HttpResponse::Ok().json(json!({ "key": secret })))
 }

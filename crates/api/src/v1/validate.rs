@@ -1,6 +1,8 @@
 //! Field checks shared by the API's resources, with messages naming the field.
 
+use chrono::{DateTime, Duration, Utc};
 use hookgate_shared::http::ApiError;
+use serde::Deserialize;
 
 /// Svix's `uid` pattern: 1 to 256 of `a-zA-Z0-9-_.`.
 pub fn uid(field: &str, value: &str) -> Result<(), ApiError> {
@@ -32,5 +34,25 @@ pub fn conflict(what: &'static str) -> impl Fn(ApiError) -> ApiError {
     move |e| match e {
         ApiError::Conflict(_) => ApiError::Conflict(format!("{what} already exists")),
         other => other,
+    }
+}
+
+/// The body of a secret rotation (an endpoint's or a source's): the new key, or
+/// one generated, and how long the old one stays valid.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RotateIn {
+    pub key: Option<String>,
+    grace_period_seconds: Option<i64>,
+}
+
+impl RotateIn {
+    /// Until when the old secret stays valid: 24 h by default, at most 7 days.
+    pub fn old_secret_until(&self) -> Result<DateTime<Utc>, ApiError> {
+        let grace = self.grace_period_seconds.unwrap_or(86_400);
+        if !(0..=604_800).contains(&grace) {
+            return Err(ApiError::Validation("`gracePeriodSeconds` must be between 0 and 604800".into()));
+        }
+        Ok(Utc::now() + Duration::seconds(grace))
     }
 }

@@ -8,16 +8,17 @@
 use tokio_postgres::GenericClient;
 
 use super::{fanout, StoreError};
+use crate::ids::{AppId, InboundEventId, MessageId, SourceId, TenantId};
 
 /// One admission of a batch; `msg_id` is the message it creates if it wins.
 #[derive(Debug, Clone)]
 pub struct BatchRow {
-    pub tenant_id: String,
-    pub source_id: String,
+    pub tenant_id: TenantId,
+    pub source_id: SourceId,
     pub key: String,
-    pub id: String,
-    pub app_id: String,
-    pub msg_id: String,
+    pub id: InboundEventId,
+    pub app_id: AppId,
+    pub msg_id: MessageId,
     pub event_type: String,
     pub content_type: String,
     pub payload: Vec<u8>,
@@ -62,12 +63,12 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
                 fanout::insert_deliveries("msgs")
             ),
             &[
-                &col(|r| &r.tenant_id),
-                &col(|r| &r.source_id),
+                &col(|r| r.tenant_id.as_str()),
+                &col(|r| r.source_id.as_str()),
                 &col(|r| &r.key),
-                &col(|r| &r.id),
-                &col(|r| &r.app_id),
-                &col(|r| &r.msg_id),
+                &col(|r| r.id.as_str()),
+                &col(|r| r.app_id.as_str()),
+                &col(|r| r.msg_id.as_str()),
                 &col(|r| &r.event_type),
                 &col(|r| &r.content_type),
                 &payloads,
@@ -75,12 +76,15 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
         )
         .await?;
     let won: std::collections::HashSet<String> = inserted.iter().map(|r| r.get(0)).collect();
-    Ok(rows.iter().map(|r| won.contains(&r.id)).collect())
+    Ok(rows.iter().map(|r| won.contains(r.id.as_str())).collect())
 }
 
 /// Counts duplicates of a batch's losing rows and returns each one's existing
 /// event id (`None` where the row is gone).
-pub async fn duplicates_batch(db: &impl GenericClient, rows: &[&BatchRow]) -> Result<Vec<Option<String>>, StoreError> {
+pub async fn duplicates_batch(
+    db: &impl GenericClient,
+    rows: &[&BatchRow],
+) -> Result<Vec<Option<InboundEventId>>, StoreError> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -92,10 +96,16 @@ pub async fn duplicates_batch(db: &impl GenericClient, rows: &[&BatchRow]) -> Re
                    GROUP BY t, s, k) AS u
              WHERE e.tenant_id = u.t AND e.source_id = u.s AND e.key = u.k
              RETURNING e.tenant_id, e.source_id, e.key, e.id",
-            &[&col(|r| &r.tenant_id), &col(|r| &r.source_id), &col(|r| &r.key)],
+            &[&col(|r| r.tenant_id.as_str()), &col(|r| r.source_id.as_str()), &col(|r| &r.key)],
         )
         .await?;
     let ids: std::collections::HashMap<(String, String, String), String> =
         found.iter().map(|r| ((r.get(0), r.get(1), r.get(2)), r.get(3))).collect();
-    Ok(rows.iter().map(|r| ids.get(&(r.tenant_id.clone(), r.source_id.clone(), r.key.clone())).cloned()).collect())
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let k = (r.tenant_id.to_string(), r.source_id.to_string(), r.key.clone());
+            ids.get(&k).cloned().map(InboundEventId::from_db)
+        })
+        .collect())
 }

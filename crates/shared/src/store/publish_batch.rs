@@ -5,14 +5,15 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::GenericClient;
 
 use super::{fanout, StoreError};
+use crate::ids::{AppId, MessageId, Ref, TenantId};
 
 /// One message of a batch: no channels or tags (those take the single path).
 #[derive(Debug, Clone)]
 pub struct PublishRow {
-    pub tenant_id: String,
-    /// The application's id or uid, as the path gave it.
-    pub app: String,
-    pub msg_id: String,
+    pub tenant_id: TenantId,
+    /// The application, as the path named it.
+    pub app: Ref<AppId>,
+    pub msg_id: MessageId,
     pub event_id: Option<String>,
     pub event_type: String,
     pub payload: Vec<u8>,
@@ -21,7 +22,7 @@ pub struct PublishRow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Published {
     Created {
-        app_id: String,
+        app_id: AppId,
         created_at: DateTime<Utc>,
         deliveries: i64,
     },
@@ -34,9 +35,9 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
     // Unique-index locks in one order across concurrent batches.
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
-        (&rows[a].tenant_id, &rows[a].app, &rows[a].event_id).cmp(&(
+        (&rows[a].tenant_id, rows[a].app.as_str(), &rows[a].event_id).cmp(&(
             &rows[b].tenant_id,
-            &rows[b].app,
+            rows[b].app.as_str(),
             &rows[b].event_id,
         ))
     });
@@ -64,9 +65,9 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
                 fanout::insert_deliveries("msg")
             ),
             &[
-                &s(|r| r.tenant_id.clone()),
-                &s(|r| r.app.clone()),
-                &s(|r| r.msg_id.clone()),
+                &s(|r| r.tenant_id.to_string()),
+                &s(|r| r.app.to_string()),
+                &s(|r| r.msg_id.to_string()),
                 &event_ids,
                 &s(|r| r.event_type.clone()),
                 &payloads,
@@ -78,11 +79,13 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
         .map(|r| {
             let created: Option<DateTime<Utc>> = r.get(2);
             let p = match created {
-                Some(created_at) => Published::Created { app_id: r.get(1), created_at, deliveries: r.get(3) },
+                Some(created_at) => {
+                    Published::Created { app_id: AppId::from_db(r.get(1)), created_at, deliveries: r.get(3) }
+                }
                 None => Published::Conflict,
             };
             (r.get::<_, String>(0), p)
         })
         .collect();
-    Ok(rows.iter().map(|r| by_id.get(&r.msg_id).cloned().unwrap_or(Published::NoApplication)).collect())
+    Ok(rows.iter().map(|r| by_id.get(r.msg_id.as_str()).cloned().unwrap_or(Published::NoApplication)).collect())
 }
