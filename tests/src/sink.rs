@@ -34,11 +34,13 @@ pub struct Behaviour {
     /// Answer 500 to the first N requests of each `webhook-id` (or of all, if absent).
     pub fail_first: u32,
     pub headers: Vec<(String, String)>,
+    /// The response body; `ok` when unset.
+    pub body: Option<Vec<u8>>,
 }
 
 impl Default for Behaviour {
     fn default() -> Self {
-        Behaviour { status: 200, delay: Duration::ZERO, fail_first: 0, headers: Vec::new() }
+        Behaviour { status: 200, delay: Duration::ZERO, fail_first: 0, headers: Vec::new(), body: None }
     }
 }
 
@@ -131,5 +133,5 @@ async fn record(req: HttpRequest, body: web::Bytes, inner: web::Data<Mutex<Inner
     for (k, v) in &behaviour.headers {
         res.insert_header((k.as_str(), v.as_str()));
     }
-    res.body("ok")
+    res.body(behaviour.body.unwrap_or_else(|| b"ok".to_vec()))
 }

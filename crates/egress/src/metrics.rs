@@ -12,6 +12,7 @@ pub struct EgressMetrics {
     pub pending: IntGauge,
     pub failed: IntCounter,
     pub endpoints_disabled: IntCounter,
+    pub records_quarantined: IntCounter,
     shared: Metrics,
 }
 
@@ -60,6 +61,11 @@ impl EgressMetrics {
                 "Endpoints disabled automatically (410 Gone, or failing for disable_after).",
             )
             .expect("valid metric"),
+            records_quarantined: IntCounter::new(
+                "hookgate_delivery_records_quarantined_total",
+                "Delivery results that could not be recorded after retries; their deliveries were marked failed.",
+            )
+            .expect("valid metric"),
             shared: shared.clone(),
         };
         let r = &shared.registry;
@@ -70,6 +76,7 @@ impl EgressMetrics {
         r.register(Box::new(m.pending.clone())).expect("registered once");
         r.register(Box::new(m.failed.clone())).expect("registered once");
         r.register(Box::new(m.endpoints_disabled.clone())).expect("registered once");
+        r.register(Box::new(m.records_quarantined.clone())).expect("registered once");
         m
     }
 

@@ -11,6 +11,7 @@ mod idempotency;
 mod ingress;
 mod ingress_race;
 mod paths;
+mod poison;
 mod portal;
 mod processes;
 mod sources;

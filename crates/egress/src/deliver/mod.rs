@@ -136,8 +136,8 @@ impl Worker {
     }
 }
 
-/// Writes finished deliveries in batches; a batch that cannot be written is
-/// retried, and if the process dies first the leases bring the deliveries back.
+/// Writes finished deliveries in batches. If the process dies first, the leases
+/// bring the deliveries back.
 async fn record_loop(
     state: AppState,
     metrics: EgressMetrics,
@@ -153,25 +153,80 @@ async fn record_loop(
             }
         }
         let outcomes: Vec<Outcome> = batch.iter().map(|(o, _)| o.clone()).collect();
-        loop {
-            let written = match db::conn(&state.db).await {
-                Ok(mut conn) => deliveries::record(&mut conn, &outcomes, cfg.disable_after).await,
-                Err(e) => Err(e),
-            };
-            match written {
-                Ok(disabled) => {
-                    metrics.endpoints_disabled.inc_by(disabled);
-                    let failed = outcomes.iter().filter(|o| o.status == DeliveryStatus::Failed).count();
-                    metrics.failed.inc_by(failed as u64);
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, n = outcomes.len(), "recording delivery results failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
+        record_batch(&state, &metrics, &cfg, &outcomes).await;
+        // The permits go back only now: while Postgres is away, the worker claims no more.
+        drop(batch);
+    }
+}
+
+/// How often one result that fails alone is written before it is quarantined.
+const RECORD_TRIES: u32 = 3;
+const RECORD_RETRY: Duration = Duration::from_millis(500);
+
+async fn write(
+    state: &AppState,
+    cfg: &DeliveryConfig,
+    outcomes: &[Outcome],
+) -> Result<u64, hookgate_shared::store::StoreError> {
+    let mut conn = db::conn(&state.db).await?;
+    deliveries::record(&mut conn, outcomes, cfg.disable_after).await
+}
+
+fn count(metrics: &EgressMetrics, outcomes: &[Outcome], disabled: u64) {
+    metrics.endpoints_disabled.inc_by(disabled);
+    let failed = outcomes.iter().filter(|o| o.status == DeliveryStatus::Failed).count();
+    metrics.failed.inc_by(failed as u64);
+}
+
+/// Records a batch in one transaction. While Postgres is unavailable it waits and
+/// tries again; any other failure belongs to some row, so the batch is split and
+/// each result recorded alone: one bad row cannot hold the others.
+async fn record_batch(state: &AppState, metrics: &EgressMetrics, cfg: &DeliveryConfig, outcomes: &[Outcome]) {
+    loop {
+        match write(state, cfg, outcomes).await {
+            Ok(disabled) => return count(metrics, outcomes, disabled),
+            Err(e) if e.is_unavailable() => {
+                tracing::warn!(error = %e, n = outcomes.len(), "recording delivery results failed; retrying");
+                tokio::time::sleep(RECORD_RETRY).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
+                break;
             }
         }
-        drop(batch);
+    }
+    for o in outcomes {
+        record_one(state, metrics, cfg, o).await;
+    }
+}
+
+/// Records one result; after [`RECORD_TRIES`] refusals (not outages) it is
+/// quarantined: its delivery is marked failed, counted, and logged here.
+async fn record_one(state: &AppState, metrics: &EgressMetrics, cfg: &DeliveryConfig, o: &Outcome) {
+    let mut refused = 0;
+    loop {
+        match write(state, cfg, std::slice::from_ref(o)).await {
+            Ok(disabled) => return count(metrics, std::slice::from_ref(o), disabled),
+            Err(e) if e.is_unavailable() => tokio::time::sleep(RECORD_RETRY).await,
+            Err(e) => {
+                refused += 1;
+                if refused < RECORD_TRIES {
+                    tokio::time::sleep(RECORD_RETRY).await;
+                    continue;
+                }
+                let marked = match db::conn(&state.db).await {
+                    Ok(conn) => deliveries::quarantine(&**conn, o).await,
+                    Err(e) => Err(e),
+                };
+                metrics.records_quarantined.inc();
+                tracing::error!(
+                    tenant = %o.tenant_id, app = %o.app_id, msg = %o.msg_id, endpoint = %o.endpoint_id,
+                    error = %e, marked_failed = ?marked,
+                    "a delivery result cannot be recorded; quarantined (marked failed, resendable)"
+                );
+                return;
+            }
+        }
     }
 }
 

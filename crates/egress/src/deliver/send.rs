@@ -153,14 +153,14 @@ impl Sender {
             500..=599 => Outcome::Http5xx,
             _ => Outcome::HttpOther,
         };
-        Sent {
-            outcome,
-            status: status.as_u16(),
-            body: String::from_utf8_lossy(&body).into_owned(),
-            duration: started.elapsed(),
-            retry_after,
-        }
+        Sent { outcome, status: status.as_u16(), body: response_text(&body), duration: started.elapsed(), retry_after }
     }
+}
+
+/// What is kept of a response body: text Postgres accepts whatever the endpoint
+/// sent. Invalid UTF-8 and NUL (which `text` refuses) become U+FFFD.
+pub fn response_text(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).replace('\0', "\u{FFFD}")
 }
 
 fn failed(outcome: Outcome, body: String, started: Instant) -> Sent {
@@ -203,5 +203,18 @@ fn retry_after(status: StatusCode, headers: &HeaderMap) -> Option<Duration> {
 pub fn header(map: &mut HeaderMap, name: &str, value: &str) {
     if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
         map.insert(n, v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::response_text;
+
+    #[test]
+    fn any_response_body_becomes_text_postgres_accepts() {
+        assert_eq!(response_text(b"a\0b"), "a\u{FFFD}b");
+        assert_eq!(response_text(b"\xff\xfe{"), "\u{FFFD}\u{FFFD}{");
+        assert_eq!(response_text("ünï".as_bytes()), "ünï");
+        assert!(!response_text(&[0u8; 64]).contains('\0'));
     }
 }

@@ -153,10 +153,17 @@ pub async fn record(
         let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
         let a = |o: &Outcome| o.attempt.clone().expect("filtered");
         tx.execute(
+            // Idempotent (a commit whose acknowledgement was lost is retried with the
+            // same attempt ids), and an attempt of a message deleted meanwhile is
+            // dropped rather than failing the batch on its foreign key.
             "INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
                 response_status_code, response, response_duration_ms)
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[])",
+             SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[])
+                AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms)
+             WHERE EXISTS (SELECT 1 FROM messages m
+                 WHERE m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
+             ON CONFLICT (tenant_id, app_id, id) DO NOTHING",
             &[
                 &col(|o| o.tenant_id.to_string()),
                 &col(|o| o.app_id.to_string()),
@@ -235,6 +242,20 @@ pub async fn record(
     }
     tx.commit().await?;
     Ok(disabled)
+}
+
+/// Marks a claimed delivery failed without an attempt row: the last resort for a
+/// result that cannot be recorded, so that it is neither lost from sight nor sent
+/// again and again. It stays listable and can be resent. Returns whether it existed.
+pub async fn quarantine(db: &impl GenericClient, o: &Outcome) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE deliveries SET status = 2, next_attempt_at = NULL, last_attempt_at = now(), trigger = 0
+             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND endpoint_id = $4 AND status = 3",
+            &[&o.tenant_id.as_str(), &o.app_id.as_str(), &o.msg_id.as_str(), &o.endpoint_id.as_str()],
+        )
+        .await?;
+    Ok(n == 1)
 }
 
 /// Deliveries waiting or in flight, for `hookgate_deliveries_pending`.
