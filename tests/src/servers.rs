@@ -79,6 +79,39 @@ impl PgServer {
         self.dir.join("data")
     }
 
+    /// Every process of the cluster: the postmaster and its children (backends,
+    /// background workers), from `postmaster.pid`'s first line and `/proc`.
+    fn pids(&self) -> Vec<String> {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap_or_default();
+        let Some(master) = pid_file.lines().next().map(|l| l.trim().to_owned()) else { return Vec::new() };
+        let mut pids = vec![master.clone()];
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // `pid (comm) state ppid …`; comm may hold spaces, so split after its `)`.
+            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            if ppid == Some(master.as_str()) {
+                pids.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        pids
+    }
+
+    fn signal(&self, sig: &str) {
+        let mut c = Command::new("kill");
+        c.arg(sig).args(self.pids());
+        run(c, "kill");
+    }
+
+    /// SIGSTOP to every process: connections stay open and the kernel keeps
+    /// acknowledging TCP, but nothing answers. A stalled or partitioned database.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
     pub fn stop(&self) {
         let mut c = pg_command("pg_ctl");
         c.args(["-D", self.data().to_str().unwrap(), "-m", "immediate", "-w", "stop"]);
@@ -104,6 +137,9 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
+        // A test that failed while Postgres was paused must not leave it stopped.
+        let _ =
+            Command::new("kill").arg("-CONT").args(self.pids()).stdout(Stdio::null()).stderr(Stdio::null()).status();
         let mut c = pg_command("pg_ctl");
         c.args(["-D", self.data().to_str().unwrap(), "-m", "immediate", "stop"]);
         let _ = c.stdout(Stdio::null()).stderr(Stdio::null()).status();

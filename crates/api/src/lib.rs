@@ -10,6 +10,7 @@
 
 pub mod admin;
 mod auth;
+mod deadline;
 mod idempotency;
 mod patch;
 pub mod path;
@@ -30,12 +31,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::scope("/admin/v1")
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_operator))
+            .wrap(from_fn(deadline::deadline))
             .configure(admin::configure),
     );
     cfg.service(
         web::scope("/api/v1")
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_tenant))
+            .wrap(from_fn(deadline::deadline))
             .configure(v1::configure),
     );
 }

@@ -60,8 +60,11 @@ const WORKERS: usize = 16;
 const MAX_BATCH: usize = 256;
 
 async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
-    let conn = db::conn(&state.db).await?;
-    publish_batch(&**conn, rows).await
+    db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        publish_batch(&**conn, rows).await
+    })
+    .await
 }
 
 /// One batch of the group commit; one outcome per row, in order.
@@ -161,8 +164,11 @@ impl Publisher {
         app: &Ref<AppId>,
         new: &NewMessage,
     ) -> Result<Option<(Message, u64)>, PublishError> {
-        let conn = db::conn(&self.state.db).await?;
-        Ok(messages::publish(&**conn, tenant, app, new).await?)
+        let published = db::bounded(self.state.db_budget(), async {
+            let conn = db::conn(&self.state.db).await?;
+            messages::publish(&**conn, tenant, app, new).await
+        });
+        Ok(published.await?)
     }
 
     /// Creates the application, then the message, in one transaction.
@@ -172,14 +178,16 @@ impl Publisher {
         fields: ApplicationFields,
         new: &NewMessage,
     ) -> Result<(Message, u64), PublishError> {
-        let mut conn = db::conn(&self.state.db).await?;
-        let tx = conn.transaction().await.map_err(StoreError::from)?;
-        let app = applications::insert(&*tx, tenant, &AppId::generate(), &fields).await?;
-        let done = messages::publish(&*tx, tenant, &Ref::Id(app.id.clone()), new).await?.ok_or_else(|| {
-            PublishError::Internal(format!("application {} not visible in its own transaction", app.id))
-        })?;
-        tx.commit().await.map_err(StoreError::from)?;
-        Ok(done)
+        let done = db::bounded(self.state.db_budget(), async {
+            let mut conn = db::conn(&self.state.db).await?;
+            let tx = conn.transaction().await?;
+            let app = applications::insert(&*tx, tenant, &AppId::generate(), &fields).await?;
+            let done = messages::publish(&*tx, tenant, &Ref::Id(app.id.clone()), new).await?;
+            tx.commit().await?;
+            Ok(done)
+        })
+        .await?;
+        done.ok_or_else(|| PublishError::Internal("the new application is not visible in its own transaction".into()))
     }
 }
 

@@ -15,7 +15,7 @@ pub async fn healthz() -> HttpResponse {
 /// since every decision falls back to Postgres without it.
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let (pg, redis) = tokio::join!(store::health::ping(&state.db), state.redis.state());
+    let (pg, redis) = tokio::join!(store::health::ping(&state.db, state.db_budget()), state.redis.state());
     let body = json!({
         "postgres": if pg.is_ok() { "up" } else { "down" },
         "redis": redis,

@@ -149,10 +149,11 @@ async fn prune_idempotency_keys(state: AppState) {
     loop {
         tick.tick().await;
         loop {
-            let deleted = match db::conn(&state.db).await {
-                Ok(conn) => idempotency::prune(&**conn, state.config.idempotency_ttl, 1000).await,
-                Err(e) => Err(e),
-            };
+            let deleted = db::bounded(state.db_budget(), async {
+                let conn = db::conn(&state.db).await?;
+                idempotency::prune(&**conn, state.config.idempotency_ttl, 1000).await
+            })
+            .await;
             match deleted {
                 Ok(n) if n > 0 => continue,
                 Ok(_) => break,

@@ -34,9 +34,19 @@ pub async fn observe(
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let request_id = format!("req_{}", ulid::Ulid::new());
     let span = tracing::info_span!("request", id = %request_id, method = %req.method(), path = %req.path());
-    // Middleware below answers its refusals as responses, so an `Err` here is
-    // actix's own and rare; it passes through.
-    let mut res = next.call(req).instrument(span).await?.map_into_boxed_body();
+    // Middleware below answers its refusals as responses; an `Err` (actix's own, or
+    // the API's deadline) is answered by actix from the error, and counted here.
+    let state = req.app_data::<web::Data<AppState>>().cloned();
+    let mut res = match next.call(req).instrument(span).await {
+        Ok(res) => res.map_into_boxed_body(),
+        Err(e) => {
+            if let Some(state) = state {
+                let status = e.as_response_error().status_code();
+                state.metrics.http_requests.with_label_values(&["unanswered", status.as_str()]).inc();
+            }
+            return Err(e);
+        }
+    };
     res.headers_mut().insert(REQUEST_ID, HeaderValue::from_str(&request_id).expect("ids are ASCII"));
     if let Some(state) = res.request().app_data::<web::Data<AppState>>() {
         let route = res.request().match_pattern().unwrap_or_else(|| "unmatched".to_owned());

@@ -18,6 +18,7 @@ use hookgate_shared::{
         sources::Source,
         StoreError,
     },
+    AppState,
 };
 
 /// Which layer knew that a copy was a duplicate.
@@ -125,54 +126,16 @@ pub fn sync_webhook_id(key: &str) -> String {
 }
 
 /// Sync mode: insert as `processing` with a lease, forward, then complete (200) or
-/// release (502) so the provider's own retry drives it.
-pub async fn admit_sync(
-    pool: &deadpool_postgres::Pool,
-    redis: &Redis,
-    forwarder: &Forwarder,
-    lease: Duration,
-    c: Candidate<'_>,
-) -> Result<Admitted, StoreError> {
+/// release (502) so the provider's own retry drives it. Each database step is
+/// bounded; the forward is bounded by the egress timeouts.
+pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_>) -> Result<Admitted, StoreError> {
     let src = c.source;
-    let mut evt = InboundEventId::generate();
-    let new = NewInbound {
-        id: evt.clone(),
-        key: c.key.clone(),
-        app_id: src.app_id.clone(),
-        msg_id: None,
-        event_type: c.event_type.clone(),
-        content_type: c.content_type.clone(),
-        payload: c.payload.clone(),
+    let owned =
+        db::bounded(state.db_budget(), claim_sync(&state.db, &state.redis, state.config.sync_lease, &c)).await?;
+    let evt = match owned {
+        Ok(evt) => evt,
+        Err(answer) => return Ok(answer),
     };
-    let mut owner = false;
-    for _ in 0..2 {
-        let conn = db::conn(pool).await?;
-        if inbound_events::admit(&**conn, &src.tenant_id, &src.id, &new, InboundStatus::Processing, Some(lease)).await?
-        {
-            owner = true;
-            break;
-        }
-        match inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key).await? {
-            // Released since our insert lost: try the insert once more.
-            None => continue,
-            Some(e) if e.status == InboundStatus::Completed => {
-                remember(redis, &c.key, &e.id, src.retention_days).await;
-                return Ok(Admitted::Duplicate(Some(e.id), Layer::Postgres));
-            }
-            Some(e) if e.lease_expired => {
-                if inbound_events::take_over(&**conn, &src.tenant_id, &src.id, &c.key, lease).await? {
-                    evt = e.id;
-                    owner = true;
-                    break;
-                }
-                return Ok(Admitted::InFlight);
-            }
-            Some(_) => return Ok(Admitted::InFlight),
-        }
-    }
-    if !owner {
-        return Ok(Admitted::InFlight);
-    }
     let webhook_id = sync_webhook_id(&c.key);
     let ok = forwarder
         .forward(&Event {
@@ -185,13 +148,62 @@ pub async fn admit_sync(
             payload: &c.payload,
         })
         .await?;
-    let conn = db::conn(pool).await?;
+    db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        if ok {
+            inbound_events::complete(&**conn, &src.tenant_id, &src.id, &c.key).await
+        } else {
+            inbound_events::release(&**conn, &src.tenant_id, &src.id, &c.key).await
+        }
+    })
+    .await?;
     if ok {
-        inbound_events::complete(&**conn, &src.tenant_id, &src.id, &c.key).await?;
-        remember(redis, &c.key, &evt, src.retention_days).await;
+        remember(&state.redis, &c.key, &evt, src.retention_days).await;
         Ok(Admitted::Accepted(evt))
     } else {
-        inbound_events::release(&**conn, &src.tenant_id, &src.id, &c.key).await?;
         Ok(Admitted::ForwardFailed)
     }
+}
+
+/// Takes the event's `processing` row: `Ok(id)` when this request owns it now,
+/// `Err(answer)` when another copy decides (done, or in flight).
+async fn claim_sync(
+    pool: &deadpool_postgres::Pool,
+    redis: &Redis,
+    lease: Duration,
+    c: &Candidate<'_>,
+) -> Result<Result<InboundEventId, Admitted>, StoreError> {
+    let src = c.source;
+    let new = NewInbound {
+        id: InboundEventId::generate(),
+        key: c.key.clone(),
+        app_id: src.app_id.clone(),
+        msg_id: None,
+        event_type: c.event_type.clone(),
+        content_type: c.content_type.clone(),
+        payload: c.payload.clone(),
+    };
+    for _ in 0..2 {
+        let conn = db::conn(pool).await?;
+        if inbound_events::admit(&**conn, &src.tenant_id, &src.id, &new, InboundStatus::Processing, Some(lease)).await?
+        {
+            return Ok(Ok(new.id));
+        }
+        match inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key).await? {
+            // Released since our insert lost: try the insert once more.
+            None => continue,
+            Some(e) if e.status == InboundStatus::Completed => {
+                remember(redis, &c.key, &e.id, src.retention_days).await;
+                return Ok(Err(Admitted::Duplicate(Some(e.id), Layer::Postgres)));
+            }
+            Some(e) if e.lease_expired => {
+                if inbound_events::take_over(&**conn, &src.tenant_id, &src.id, &c.key, lease).await? {
+                    return Ok(Ok(e.id));
+                }
+                return Ok(Err(Admitted::InFlight));
+            }
+            Some(_) => return Ok(Err(Admitted::InFlight)),
+        }
+    }
+    Ok(Err(Admitted::InFlight))
 }

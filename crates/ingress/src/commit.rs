@@ -78,8 +78,11 @@ impl GroupCommit {
 
 /// One statement, so one implicit transaction: atomic, and one commit.
 async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
-    let conn = db::conn(&state.db).await?;
-    inbound_batch::admit_batch(&**conn, rows).await
+    db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        inbound_batch::admit_batch(&**conn, rows).await
+    })
+    .await
 }
 
 /// Admits a batch; one answer per job, in order.
@@ -124,10 +127,11 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) ->
     // Losers: keys that existed before, and repeats within the batch.
     let losers: Vec<&BatchRow> =
         jobs.iter().zip(&slot).filter(|(_, (i, first))| !(*first && admitted[*i])).map(|((row, _), _)| row).collect();
-    let existing = match db::conn(&state.db).await {
-        Ok(conn) => inbound_batch::duplicates_batch(&**conn, &losers).await.map_err(CommitError::from),
-        Err(e) => Err(CommitError::from(e)),
-    };
+    let existing = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        inbound_batch::duplicates_batch(&**conn, &losers).await
+    })
+    .await;
     let mut existing = match existing {
         // The event is committed either way: a failed count only loses the count.
         Ok(ids) => ids.into_iter(),
@@ -153,7 +157,10 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) ->
 }
 
 async fn duplicate_of(state: &AppState, row: &BatchRow) -> Result<Admitted, CommitError> {
-    let conn = db::conn(&state.db).await?;
-    let ids = inbound_batch::duplicates_batch(&**conn, &[row]).await?;
+    let ids = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        inbound_batch::duplicates_batch(&**conn, &[row]).await
+    })
+    .await?;
     Ok(Admitted::Duplicate(ids.into_iter().next().flatten(), Layer::Postgres))
 }

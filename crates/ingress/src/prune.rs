@@ -13,10 +13,11 @@ pub async fn run(state: AppState, every: Duration) {
         tick.tick().await;
         let mut total = 0;
         loop {
-            let n = match db::conn(&state.db).await {
-                Ok(conn) => inbound_events::prune(&**conn, BATCH).await,
-                Err(e) => Err(e),
-            };
+            let n = db::bounded(state.db_budget(), async {
+                let conn = db::conn(&state.db).await?;
+                inbound_events::prune(&**conn, BATCH).await
+            })
+            .await;
             match n {
                 Ok(n) => {
                     total += n;

@@ -101,10 +101,11 @@ pub async fn receive(
     let source = match state.caches.sources.get(&source_id) {
         Some(cached) => Ok(cached),
         None => {
-            let found = match db::conn(&state.db).await {
-                Ok(conn) => sources::resolve(&**conn, &source_id).await.map(|s| s.map(std::sync::Arc::new)),
-                Err(e) => Err(e),
-            };
+            let found = db::bounded(state.db_budget(), async {
+                let conn = db::conn(&state.db).await?;
+                Ok(sources::resolve(&**conn, &source_id).await?.map(std::sync::Arc::new))
+            })
+            .await;
             if let Ok(f) = &found {
                 state.caches.sources.insert(source_id, f.clone());
             }
@@ -195,7 +196,7 @@ async fn handle(
     let event_type = extract::event_type(&source.provider, source.event_type_path.as_deref(), req.headers(), &body);
     let candidate = Candidate { source, key: key.clone(), event_type, content_type, payload: body };
     let admitted = if source.mode == Mode::Sync {
-        admit::admit_sync(&state.db, &state.redis, forwarder, state.config.sync_lease, candidate).await?
+        admit::admit_sync(state, forwarder, candidate).await?
     } else {
         group.admit(candidate).await.map_err(|e| {
             if e.unavailable {

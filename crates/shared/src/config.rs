@@ -39,6 +39,7 @@ settings! {
     "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per process.";
     "db_timeout_ms", "HOOKGATE_DB_TIMEOUT_MS", Some("5000"), "Timeout to connect to Postgres or wait for a pooled connection.";
+    "db_statement_timeout_ms", "HOOKGATE_DB_STATEMENT_TIMEOUT_MS", Some("5000"), "Longest one database step may take: Postgres's statement_timeout, and Hookgate's own bound on waiting for an answer, so a stalled database answers 503 rather than hanging.";
     "max_body", "HOOKGATE_MAX_BODY", Some("1048576"), "Largest request body accepted, in bytes.";
     "idempotency_ttl_secs", "HOOKGATE_IDEMPOTENCY_TTL_SECS", Some("86400"), "How long an Idempotency-Key is remembered.";
     "shutdown_timeout_secs", "HOOKGATE_SHUTDOWN_TIMEOUT_SECS", Some("30"), "How long in-flight requests may finish after SIGTERM.";
@@ -74,6 +75,7 @@ pub struct Config {
     pub master_key: MasterKey,
     pub db_pool_size: usize,
     pub db_timeout: Duration,
+    pub db_statement_timeout: Duration,
     pub max_body: usize,
     pub idempotency_ttl: Duration,
     pub shutdown_timeout: Duration,
@@ -236,6 +238,7 @@ impl Config {
             master_key,
             db_pool_size,
             db_timeout: raw.millis("db_timeout_ms")?,
+            db_statement_timeout: raw.millis("db_statement_timeout_ms")?,
             max_body: raw.parse("max_body")?,
             idempotency_ttl: raw.secs("idempotency_ttl_secs")?,
             shutdown_timeout: raw.secs("shutdown_timeout_secs")?,

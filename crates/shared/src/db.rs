@@ -1,6 +1,7 @@
-//! The Postgres connection pool, with timeouts so that a down database answers fast.
+//! The Postgres connection pool, and the bounds on every wait for Postgres: a down
+//! or stalled database answers fast instead of hanging requests.
 
-use std::time::Duration;
+use std::{future::Future, time::Duration};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
@@ -11,12 +12,24 @@ use crate::store::StoreError;
 
 /// Builds the pool; no connection is made until the first query, so a process can
 /// start while Postgres is down and become ready when it returns.
-pub fn pool(url: &str, size: usize, timeout: Duration) -> Result<Pool, StoreError> {
+///
+/// `timeout` bounds connecting and waiting for a pooled connection; `statement`
+/// is sent as `statement_timeout` (a query stuck on a lock ends), and TCP
+/// keepalives and a user timeout drop a connection whose peer vanished.
+pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration) -> Result<Pool, StoreError> {
     let mut pg: tokio_postgres::Config = url.parse().map_err(StoreError::Config)?;
     pg.connect_timeout(timeout);
     if pg.get_application_name().is_none() {
         pg.application_name("hookgate");
     }
+    let options = format!("-c statement_timeout={}", statement.as_millis());
+    let options = match pg.get_options() {
+        Some(given) => format!("{given} {options}"),
+        None => options,
+    };
+    pg.options(options);
+    pg.keepalives(true).keepalives_idle(Duration::from_secs(15)).keepalives_interval(Duration::from_secs(5));
+    pg.keepalives_retries(3).tcp_user_timeout(timeout.max(Duration::from_secs(10)));
     let manager = Manager::from_config(pg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(size)
@@ -31,4 +44,18 @@ pub fn pool(url: &str, size: usize, timeout: Duration) -> Result<Pool, StoreErro
 /// Takes a connection from the pool.
 pub async fn conn(pool: &Pool) -> Result<Client, StoreError> {
     pool.get().await.map_err(StoreError::from)
+}
+
+/// Bounds one piece of database work: past `limit` it ends as `Unavailable`.
+///
+/// A stalled Postgres (paused, or cut off behind a network that still
+/// acknowledges) leaves its connections open and answers nothing, and neither
+/// `statement_timeout` (enforced by the stalled server) nor TCP timeouts (the
+/// kernel still acknowledges) end the wait: only a timer on this side does. The
+/// abandoned work is dropped; a transaction it held is rolled back by Postgres.
+pub async fn bounded<T>(limit: Duration, work: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+    match tokio::time::timeout(limit, work).await {
+        Ok(done) => done,
+        Err(_) => Err(StoreError::Unavailable(format!("no answer from Postgres within {limit:?}"))),
+    }
 }

@@ -28,10 +28,16 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// How long one step of database work may take before it is abandoned as
+    /// `Unavailable` ([`db::bounded`]): waiting for a connection, then the statement.
+    pub fn db_budget(&self) -> std::time::Duration {
+        self.config.db_timeout + self.config.db_statement_timeout
+    }
+
     /// Builds the state; connects to nothing yet, so it works while Postgres is down.
     pub fn new(config: Config) -> Result<Self, StoreError> {
         let metrics = Metrics::new(config.metrics_tenant_label);
-        let db = db::pool(&config.database_url, config.db_pool_size, config.db_timeout)?;
+        let db = db::pool(&config.database_url, config.db_pool_size, config.db_timeout, config.db_statement_timeout)?;
         let redis = Redis::new(
             config.redis_url.as_deref(),
             &config.redis_prefix,
@@ -43,7 +49,7 @@ impl AppState {
             tracing::warn!("REDIS_URL is unset: running without Redis, Postgres alone decides");
         }
         let api_keys = config.master_key.api_key_hasher();
-        let wake = Wake::new(db.clone());
+        let wake = Wake::new(db.clone(), config.db_timeout + config.db_statement_timeout);
         Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys, wake, caches: Caches::default() })
     }
 }

@@ -15,5 +15,6 @@ mod poison;
 mod portal;
 mod processes;
 mod sources;
+mod stall;
 mod tenant_keys;
 mod tidy;

@@ -44,11 +44,12 @@ impl Forwarder {
 
     /// Whether every matching endpoint answered 2xx (true when none matches).
     pub async fn forward(&self, e: &Event<'_>) -> Result<bool, StoreError> {
-        let (targets, svix_aliases) = {
+        let (targets, svix_aliases) = db::bounded(self.state.db_budget(), async {
             let conn = db::conn(&self.state.db).await?;
             let aliases = tenants::get(&**conn, e.tenant).await?.is_none_or(|t| t.svix_headers);
-            (endpoints::matching(&**conn, e.tenant, e.app, e.event_type).await?, aliases)
-        };
+            Ok((endpoints::matching(&**conn, e.tenant, e.app, e.event_type).await?, aliases))
+        })
+        .await?;
         let sends = targets.into_iter().map(|ep| async move {
             let claimed = ClaimedEndpoint {
                 url: ep.url.clone(),

@@ -123,8 +123,11 @@ impl Worker {
     }
 
     async fn claim(&self, n: usize) -> Result<Vec<Claimed>, hookgate_shared::store::StoreError> {
-        let conn = db::conn(&self.state.db).await?;
-        deliveries::claim(&**conn, n as i64, self.cfg.lease).await
+        db::bounded(self.state.db_budget(), async {
+            let conn = db::conn(&self.state.db).await?;
+            deliveries::claim(&**conn, n as i64, self.cfg.lease).await
+        })
+        .await
     }
 
     async fn deliver(&self, c: Claimed) -> Outcome {
@@ -168,8 +171,13 @@ async fn write(
     cfg: &DeliveryConfig,
     outcomes: &[Outcome],
 ) -> Result<u64, hookgate_shared::store::StoreError> {
-    let mut conn = db::conn(&state.db).await?;
-    deliveries::record(&mut conn, outcomes, cfg.disable_after).await
+    // Timed out after the commit went through, the retry writes the same again:
+    // recording is idempotent.
+    db::bounded(state.db_budget(), async {
+        let mut conn = db::conn(&state.db).await?;
+        deliveries::record(&mut conn, outcomes, cfg.disable_after).await
+    })
+    .await
 }
 
 fn count(metrics: &EgressMetrics, outcomes: &[Outcome], disabled: u64) {
@@ -214,10 +222,11 @@ async fn record_one(state: &AppState, metrics: &EgressMetrics, cfg: &DeliveryCon
                     tokio::time::sleep(RECORD_RETRY).await;
                     continue;
                 }
-                let marked = match db::conn(&state.db).await {
-                    Ok(conn) => deliveries::quarantine(&**conn, o).await,
-                    Err(e) => Err(e),
-                };
+                let marked = db::bounded(state.db_budget(), async {
+                    let conn = db::conn(&state.db).await?;
+                    deliveries::quarantine(&**conn, o).await
+                })
+                .await;
                 metrics.records_quarantined.inc();
                 tracing::error!(
                     tenant = %o.tenant_id, app = %o.app_id, msg = %o.msg_id, endpoint = %o.endpoint_id,
@@ -234,10 +243,12 @@ async fn sample_pending(state: AppState, metrics: EgressMetrics) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tick.tick().await;
-        if let Ok(conn) = db::conn(&state.db).await {
-            if let Ok(n) = deliveries::pending_count(&**conn).await {
-                metrics.pending.set(n);
-            }
+        let counted = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            deliveries::pending_count(&**conn).await
+        });
+        if let Ok(n) = counted.await {
+            metrics.pending.set(n);
         }
     }
 }

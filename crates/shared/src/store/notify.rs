@@ -30,6 +30,8 @@ pub struct Wake {
 
 struct Inner {
     pool: deadpool_postgres::Pool,
+    /// Bound of one NOTIFY: a stalled database must not hold the notifier.
+    budget: Duration,
     local: Arc<Notify>,
     kick: Notify,
     pending: AtomicBool,
@@ -37,10 +39,11 @@ struct Inner {
 }
 
 impl Wake {
-    pub fn new(pool: deadpool_postgres::Pool) -> Self {
+    pub fn new(pool: deadpool_postgres::Pool, budget: Duration) -> Self {
         Wake {
             inner: Arc::new(Inner {
                 pool,
+                budget,
                 local: Arc::new(Notify::new()),
                 kick: Notify::new(),
                 pending: AtomicBool::new(false),
@@ -72,10 +75,14 @@ async fn notifier(inner: Arc<Inner>) {
     loop {
         inner.kick.notified().await;
         inner.pending.store(false, Ordering::Release);
-        if let Ok(conn) = inner.pool.get().await {
-            if let Err(e) = conn.execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL]).await {
-                tracing::debug!(error = %e, "NOTIFY failed; workers elsewhere will poll");
-            }
+        let sent = crate::db::bounded(inner.budget, async {
+            let conn = crate::db::conn(&inner.pool).await?;
+            conn.execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL]).await?;
+            Ok(())
+        })
+        .await;
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "NOTIFY failed; workers elsewhere will poll");
         }
     }
 }

@@ -1,0 +1,39 @@
+//! The API's bound on a request: a stalled Postgres answers 503 within the
+//! database budget instead of holding the caller (and a connection) forever.
+
+use actix_web::{
+    body::{BoxBody, MessageBody},
+    dev::{ServiceRequest, ServiceResponse},
+    middleware::Next,
+    web, Error,
+};
+use hookgate_shared::{http::ApiError, AppState};
+
+/// Outermost in the API's scopes, so authentication (a key lookup) is bounded
+/// too. Handlers only wait on Postgres, except the replay of a sync-mode event,
+/// which also forwards it and so may take the egress timeout on top.
+///
+/// A request cut off here may still commit when Postgres resumes; the client's
+/// retry then meets the result (an `eventId` or `Idempotency-Key` conflict, a
+/// duplicate) rather than a second effect, where it sent one.
+pub async fn deadline(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered on the app");
+    let mut limit = state.db_budget();
+    if req.path().ends_with("/replay") {
+        limit += state.config.egress_timeout;
+    }
+    // The request cannot be kept aside to answer with: routing inside the scope
+    // needs it unshared. The error is answered by actix (the same `{code, detail}`
+    // body) and counted by the telemetry middleware.
+    let path = req.path().to_owned();
+    match tokio::time::timeout(limit, next.call(req)).await {
+        Ok(res) => Ok(res?.map_into_boxed_body()),
+        Err(_) => {
+            tracing::warn!(%path, ?limit, "request timed out waiting for Postgres");
+            Err(ApiError::Unavailable.into())
+        }
+    }
+}
