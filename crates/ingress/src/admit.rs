@@ -5,8 +5,6 @@
 //! earlier one; the decision is the insert; Redis is consulted only for keys it
 //! was told about after their commit, and trouble with it changes nothing here.
 
-use std::time::Duration;
-
 use hookgate_egress::deliver::forward::{Event, Forwarder};
 use hookgate_shared::status::InboundStatus;
 use hookgate_shared::{
@@ -14,7 +12,7 @@ use hookgate_shared::{
     ids::InboundEventId,
     redis::Redis,
     store::{
-        inbound_events::{self, NewInbound},
+        inbound_events::{self, Lease, NewInbound},
         sources::Source,
         StoreError,
     },
@@ -130,8 +128,9 @@ pub fn sync_webhook_id(key: &str) -> String {
 /// bounded; the forward is bounded by the egress timeouts.
 pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_>) -> Result<Admitted, StoreError> {
     let src = c.source;
-    let owned =
-        db::bounded(state.db_budget(), claim_sync(&state.db, &state.redis, state.config.sync_lease, &c)).await?;
+    // A fresh token per request: the fence between this request and any successor.
+    let lease = Lease { length: state.config.sync_lease, token: rand::random() };
+    let owned = db::bounded(state.db_budget(), claim_sync(&state.db, &state.redis, lease, &c)).await?;
     let evt = match owned {
         Ok(evt) => evt,
         Err(answer) => return Ok(answer),
@@ -148,20 +147,29 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
             payload: &c.payload,
         })
         .await?;
-    db::bounded(state.db_budget(), async {
+    // Fenced by the lease's token: a request whose lease ran out while it forwarded
+    // can neither complete nor release the row its successor now holds.
+    let still_owner = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         if ok {
-            inbound_events::complete(&**conn, &src.tenant_id, &src.id, &c.key).await
+            inbound_events::complete(&**conn, &src.tenant_id, &src.id, &c.key, lease.token).await
         } else {
-            inbound_events::release(&**conn, &src.tenant_id, &src.id, &c.key).await
+            inbound_events::release(&**conn, &src.tenant_id, &src.id, &c.key, lease.token).await
         }
     })
     .await?;
-    if ok {
-        remember(&state.redis, &c.key, &evt, src.retention_days).await;
-        Ok(Admitted::Accepted(evt))
-    } else {
-        Ok(Admitted::ForwardFailed)
+    match (ok, still_owner) {
+        (true, true) => {
+            remember(&state.redis, &c.key, &evt, src.retention_days).await;
+            Ok(Admitted::Accepted(evt))
+        }
+        // Forwarded, but another request owns the event now: its answer (after its
+        // commit) is the one that counts, so this one says "in flight, retry".
+        (true, false) => {
+            tracing::info!(key = %c.key, "sync forward finished after its lease; the successor answers for it");
+            Ok(Admitted::InFlight)
+        }
+        (false, _) => Ok(Admitted::ForwardFailed),
     }
 }
 
@@ -170,7 +178,7 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
 async fn claim_sync(
     pool: &deadpool_postgres::Pool,
     redis: &Redis,
-    lease: Duration,
+    lease: Lease,
     c: &Candidate<'_>,
 ) -> Result<Result<InboundEventId, Admitted>, StoreError> {
     let src = c.source;

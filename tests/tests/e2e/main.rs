@@ -6,6 +6,7 @@ mod admin;
 mod delivery;
 mod delivery_faults;
 mod fanout;
+mod fencing;
 mod health;
 mod idempotency;
 mod ingress;

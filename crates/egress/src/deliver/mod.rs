@@ -16,7 +16,7 @@ use std::{sync::Arc, time::Duration};
 
 use hookgate_shared::{
     db,
-    store::deliveries::{self, Claimed, Outcome},
+    store::deliveries::{self, Claimed, Outcome, Recorded},
     AppState,
 };
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
@@ -170,7 +170,7 @@ async fn write(
     state: &AppState,
     cfg: &DeliveryConfig,
     outcomes: &[Outcome],
-) -> Result<u64, hookgate_shared::store::StoreError> {
+) -> Result<Recorded, hookgate_shared::store::StoreError> {
     // Timed out after the commit went through, the retry writes the same again:
     // recording is idempotent.
     db::bounded(state.db_budget(), async {
@@ -180,8 +180,13 @@ async fn write(
     .await
 }
 
-fn count(metrics: &EgressMetrics, outcomes: &[Outcome], disabled: u64) {
-    metrics.endpoints_disabled.inc_by(disabled);
+fn count(metrics: &EgressMetrics, outcomes: &[Outcome], recorded: Recorded) {
+    metrics.endpoints_disabled.inc_by(recorded.disabled);
+    if recorded.stale > 0 {
+        // Fencing at work: a claim outlived its lease and another worker owns the
+        // delivery now; its attempt is kept, its verdict is the new owner's to give.
+        tracing::info!(stale = recorded.stale, "results of expired claims were not applied to their deliveries");
+    }
     let failed = outcomes.iter().filter(|o| o.status == DeliveryStatus::Failed).count();
     metrics.failed.inc_by(failed as u64);
 }
@@ -192,7 +197,7 @@ fn count(metrics: &EgressMetrics, outcomes: &[Outcome], disabled: u64) {
 async fn record_batch(state: &AppState, metrics: &EgressMetrics, cfg: &DeliveryConfig, outcomes: &[Outcome]) {
     loop {
         match write(state, cfg, outcomes).await {
-            Ok(disabled) => return count(metrics, outcomes, disabled),
+            Ok(recorded) => return count(metrics, outcomes, recorded),
             Err(e) if e.is_unavailable() => {
                 tracing::warn!(error = %e, n = outcomes.len(), "recording delivery results failed; retrying");
                 tokio::time::sleep(RECORD_RETRY).await;
@@ -214,7 +219,7 @@ async fn record_one(state: &AppState, metrics: &EgressMetrics, cfg: &DeliveryCon
     let mut refused = 0;
     loop {
         match write(state, cfg, std::slice::from_ref(o)).await {
-            Ok(disabled) => return count(metrics, std::slice::from_ref(o), disabled),
+            Ok(recorded) => return count(metrics, std::slice::from_ref(o), recorded),
             Err(e) if e.is_unavailable() => tokio::time::sleep(RECORD_RETRY).await,
             Err(e) => {
                 refused += 1;

@@ -26,6 +26,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
         app_id: c.app_id.clone(),
         msg_id: c.msg_id.clone(),
         endpoint_id: c.endpoint_id.clone(),
+        lease: c.lease,
         trigger: c.trigger,
         attempt: None,
         status: DeliveryStatus::Failed,

@@ -24,6 +24,8 @@ pub struct Claimed {
     pub app_id: AppId,
     pub msg_id: MessageId,
     pub endpoint_id: EndpointId,
+    /// The claim's fencing token: results are written only while it is the row's.
+    pub lease: i64,
     /// Attempts made so far in this schedule run.
     pub attempts: i32,
     pub trigger: Trigger,
@@ -52,8 +54,9 @@ pub struct ClaimedEndpoint {
     pub old_secret_until: Option<DateTime<Utc>>,
 }
 
-/// Claims up to `limit` due deliveries for `lease`.
+/// Claims up to `limit` due deliveries for `lease`, under a fresh fencing token.
 pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Result<Vec<Claimed>, StoreError> {
+    let token: i64 = rand::random();
     let rows = db
         .query(
             "WITH due AS (
@@ -61,7 +64,8 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 WHERE status IN (1, 3) AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
              ), claimed AS (
-                UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $2)
+                UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $2),
+                    lease_token = $3
                 FROM due
                 WHERE d.tenant_id = due.tenant_id AND d.app_id = due.app_id
                   AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
@@ -77,7 +81,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
              JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
              JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
              LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id",
-            &[&limit, &lease.as_secs_f64()],
+            &[&limit, &lease.as_secs_f64(), &token],
         )
         .await?;
     Ok(rows
@@ -89,6 +93,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 app_id: AppId::from_db(r.get(1)),
                 msg_id: MessageId::from_db(r.get(2)),
                 endpoint_id: EndpointId::from_db(r.get(3)),
+                lease: token,
                 attempts: r.get(4),
                 trigger: Trigger::from_db(r.get(5)),
                 due_at: r.get(15),
@@ -129,6 +134,8 @@ pub struct Outcome {
     pub app_id: AppId,
     pub msg_id: MessageId,
     pub endpoint_id: EndpointId,
+    /// The fencing token of the claim this outcome belongs to.
+    pub lease: i64,
     pub trigger: Trigger,
     /// `None` when no request was made (endpoint gone or disabled).
     pub attempt: Option<AttemptRecord>,
@@ -139,14 +146,25 @@ pub struct Outcome {
     pub disable_endpoint: bool,
 }
 
-/// Writes a batch of outcomes in one transaction: attempts, delivery states, and
-/// endpoint health (success clears the failure streak; failing longer than
-/// `disable_after`, or a 410, disables). Returns how many endpoints were disabled.
+/// What a batch of outcomes changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// Endpoints this batch disabled.
+    pub disabled: u64,
+    /// Outcomes whose claim had passed to another worker: their attempts are kept
+    /// (they happened), their delivery state is not written.
+    pub stale: u64,
+}
+
+/// Writes a batch of outcomes in one transaction: attempts, delivery states (each
+/// only while its claim's token is still the row's), and endpoint health (success
+/// clears the failure streak; failing longer than `disable_after`, or a 410,
+/// disables).
 pub async fn record(
     db: &mut deadpool_postgres::Client,
     outcomes: &[Outcome],
     disable_after: Duration,
-) -> Result<u64, StoreError> {
+) -> Result<Recorded, StoreError> {
     let tx = db.transaction().await?;
     let attempted: Vec<&Outcome> = outcomes.iter().filter(|o| o.attempt.is_some()).collect();
     if !attempted.is_empty() {
@@ -184,24 +202,27 @@ pub async fn record(
         .await?;
     }
     let s = |f: fn(&Outcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
-    tx.execute(
-        "UPDATE deliveries d SET status = u.status, next_attempt_at = u.next, last_attempt_at = now(),
-            attempts = d.attempts + u.tried, trigger = 0
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[], $7::int[])
-            AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried)
+    let applied = tx
+        .execute(
+            "UPDATE deliveries d SET status = u.status, next_attempt_at = u.next, last_attempt_at = now(),
+            attempts = d.attempts + u.tried, trigger = 0, lease_token = NULL
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[], $7::int[],
+                $8::bigint[])
+            AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token)
          WHERE d.tenant_id = u.tenant_id AND d.app_id = u.app_id AND d.msg_id = u.msg_id
-           AND d.endpoint_id = u.endpoint_id",
-        &[
-            &s(|o| o.tenant_id.to_string()),
-            &s(|o| o.app_id.to_string()),
-            &s(|o| o.msg_id.to_string()),
-            &s(|o| o.endpoint_id.to_string()),
-            &outcomes.iter().map(|o| o.status.code()).collect::<Vec<i16>>(),
-            &outcomes.iter().map(|o| o.next_attempt_at).collect::<Vec<Option<DateTime<Utc>>>>(),
-            &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
-        ],
-    )
-    .await?;
+           AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token",
+            &[
+                &s(|o| o.tenant_id.to_string()),
+                &s(|o| o.app_id.to_string()),
+                &s(|o| o.msg_id.to_string()),
+                &s(|o| o.endpoint_id.to_string()),
+                &outcomes.iter().map(|o| o.status.code()).collect::<Vec<i16>>(),
+                &outcomes.iter().map(|o| o.next_attempt_at).collect::<Vec<Option<DateTime<Utc>>>>(),
+                &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
+                &outcomes.iter().map(|o| o.lease).collect::<Vec<i64>>(),
+            ],
+        )
+        .await?;
 
     // Endpoint health, one row per endpoint: any success in the batch clears the
     // streak; any 410 disables.
@@ -241,7 +262,7 @@ pub async fn record(
         disabled = rows.iter().filter(|r| r.get::<_, bool>(0) && !r.get::<_, bool>(1)).count() as u64;
     }
     tx.commit().await?;
-    Ok(disabled)
+    Ok(Recorded { disabled, stale: outcomes.len() as u64 - applied })
 }
 
 /// Marks a claimed delivery failed without an attempt row: the last resort for a
@@ -250,9 +271,10 @@ pub async fn record(
 pub async fn quarantine(db: &impl GenericClient, o: &Outcome) -> Result<bool, StoreError> {
     let n = db
         .execute(
-            "UPDATE deliveries SET status = 2, next_attempt_at = NULL, last_attempt_at = now(), trigger = 0
-             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND endpoint_id = $4 AND status = 3",
-            &[&o.tenant_id.as_str(), &o.app_id.as_str(), &o.msg_id.as_str(), &o.endpoint_id.as_str()],
+            "UPDATE deliveries SET status = 2, next_attempt_at = NULL, last_attempt_at = now(), trigger = 0,
+                lease_token = NULL
+             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND endpoint_id = $4 AND lease_token = $5",
+            &[&o.tenant_id.as_str(), &o.app_id.as_str(), &o.msg_id.as_str(), &o.endpoint_id.as_str(), &o.lease],
         )
         .await?;
     Ok(n == 1)

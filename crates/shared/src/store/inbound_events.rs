@@ -70,6 +70,13 @@ fn from_row(r: &Row) -> InboundEvent {
     }
 }
 
+/// A `processing` row's lease: how long, and the fencing token of its holder.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease {
+    pub length: Duration,
+    pub token: i64,
+}
+
 /// The dedupe decision: inserts the event with `status` unless its key exists.
 /// `lease` is set for `processing` rows. Returns whether this call inserted it.
 pub async fn admit(
@@ -78,14 +85,15 @@ pub async fn admit(
     source: &SourceId,
     e: &NewInbound,
     status: InboundStatus,
-    lease: Option<Duration>,
+    lease: Option<Lease>,
 ) -> Result<bool, StoreError> {
-    let lease_secs = lease.map(|l| l.as_secs_f64());
+    let lease_secs = lease.map(|l| l.length.as_secs_f64());
+    let token = lease.map(|l| l.token);
     let n = db
         .execute(
             "INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
-                content_type, payload, lease_until)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11))
+                content_type, payload, lease_until, lease_token)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12)
              ON CONFLICT (tenant_id, source_id, key) DO NOTHING",
             &[
                 &tenant.as_str(),
@@ -99,6 +107,7 @@ pub async fn admit(
                 &e.content_type,
                 &e.payload,
                 &lease_secs,
+                &token,
             ],
         )
         .await?;
@@ -128,52 +137,61 @@ pub async fn duplicate(
     }))
 }
 
-/// Takes over a `processing` row whose lease ran out; true if this call got it.
+/// Takes over a `processing` row whose lease ran out, under the new lease's token;
+/// true if this call got it.
 pub async fn take_over(
     db: &impl GenericClient,
     tenant: &TenantId,
     source: &SourceId,
     key: &str,
-    lease: Duration,
+    lease: Lease,
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(
-            "UPDATE inbound_events SET lease_until = now() + make_interval(secs => $4)
+            "UPDATE inbound_events SET lease_until = now() + make_interval(secs => $4), lease_token = $5
              WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing' AND lease_until < now()",
-            &[&tenant.as_str(), &source.as_str(), &key, &lease.as_secs_f64()],
+            &[&tenant.as_str(), &source.as_str(), &key, &lease.length.as_secs_f64(), &lease.token],
         )
         .await?;
     Ok(n == 1)
 }
 
+/// Marks a forwarded event completed, if `token` still holds its lease: false
+/// when another request took it over (then that one answers for it).
 pub async fn complete(
     db: &impl GenericClient,
     tenant: &TenantId,
     source: &SourceId,
     key: &str,
-) -> Result<(), StoreError> {
-    db.execute(
-        "UPDATE inbound_events SET status = 'completed', lease_until = NULL
-         WHERE tenant_id = $1 AND source_id = $2 AND key = $3",
-        &[&tenant.as_str(), &source.as_str(), &key],
-    )
-    .await?;
-    Ok(())
+    token: i64,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE inbound_events SET status = 'completed', lease_until = NULL, lease_token = NULL
+             WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing' AND lease_token = $4",
+            &[&tenant.as_str(), &source.as_str(), &key, &token],
+        )
+        .await?;
+    Ok(n == 1)
 }
 
-/// Releases a `processing` row after a failed forward, so the provider's retry runs again.
+/// Releases a `processing` row after a failed forward, so the provider's retry
+/// runs again; only while `token` holds its lease (a successor's row stays).
 pub async fn release(
     db: &impl GenericClient,
     tenant: &TenantId,
     source: &SourceId,
     key: &str,
-) -> Result<(), StoreError> {
-    db.execute(
-        "DELETE FROM inbound_events WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing'",
-        &[&tenant.as_str(), &source.as_str(), &key],
-    )
-    .await?;
-    Ok(())
+    token: i64,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "DELETE FROM inbound_events
+             WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing' AND lease_token = $4",
+            &[&tenant.as_str(), &source.as_str(), &key, &token],
+        )
+        .await?;
+    Ok(n == 1)
 }
 
 pub async fn list(

@@ -1,0 +1,117 @@
+//! Fencing: every write after a claim applies only while the claimant still owns
+//! the row. A stale owner (its lease ran out, someone else took over) can neither
+//! overwrite, release nor complete its successor's work.
+
+use std::time::Duration;
+
+use hookgate_gateway::Role;
+use hookgate_shared::{
+    db,
+    ids::AttemptId,
+    status::DeliveryStatus,
+    store::deliveries::{self, AttemptRecord, Outcome},
+};
+use hookgate_tests::{
+    app::default_env,
+    providers,
+    sink::{Behaviour, Sink},
+    TestApp, TestDb,
+};
+use serde_json::{json, Value};
+
+const SECRET: &str = "whsec_fencing_test_secret";
+
+#[tokio::test]
+async fn sync_mode_a_stale_owner_can_neither_release_nor_complete_its_successors_row() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_SYNC_LEASE_SECS".into(), "1".into());
+    })
+    .await;
+    // Each forward takes 2.5 s, longer than the lease; the first one fails.
+    let sink = Sink::start().await;
+    sink.set(Behaviour { delay: Duration::from_millis(2500), fail_first: 1, ..Behaviour::default() });
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    let body = json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": a, "mode": "sync"});
+    let source = t.post("/api/v1/source", body, 201).await;
+    let src = source["id"].as_str().unwrap().to_owned();
+    let event = r#"{"id": "evt_fenced", "type": "invoice.paid"}"#;
+    let send = || {
+        app.http
+            .post(app.url(&format!("/in/{src}")))
+            .header("content-type", "application/json")
+            .header("Stripe-Signature", providers::stripe(SECRET, providers::now(), event.as_bytes()))
+            .body(event)
+            .send()
+    };
+    // A takes the row and forwards; its lease runs out while the endpoint is slow.
+    let first = tokio::spawn(send());
+    tokio::time::sleep(Duration::from_millis(1400)).await;
+    // B, the provider's retry, takes over and forwards again.
+    let second = send().await.unwrap();
+    let first = first.await.unwrap().unwrap();
+    // A's forward failed: it answers 502, but must not release B's row.
+    assert_eq!(first.status(), 502, "{}", first.text().await.unwrap());
+    assert_eq!(second.status(), 200, "{}", second.text().await.unwrap());
+    let events: Value = t.get(&format!("/api/v1/source/{src}/event")).await;
+    let data = events["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1, "B's admission is in Postgres: {events}");
+    assert_eq!(data[0]["status"], "completed");
+    let again = send().await.unwrap();
+    assert_eq!((again.status().as_u16(), again.headers()["hookgate-duplicate"].to_str().unwrap()), (200, "true"));
+}
+
+fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Outcome {
+    Outcome {
+        tenant_id: c.tenant_id.clone(),
+        app_id: c.app_id.clone(),
+        msg_id: c.msg_id.clone(),
+        endpoint_id: c.endpoint_id.clone(),
+        lease: c.lease,
+        trigger: c.trigger,
+        attempt: Some(AttemptRecord {
+            id: AttemptId::generate(),
+            url: "http://127.0.0.1:9/".into(),
+            success,
+            status_code: if success { 200 } else { 500 },
+            response: String::new(),
+            duration_ms: 1,
+        }),
+        status,
+        next_attempt_at: None,
+        disable_endpoint: false,
+    }
+}
+
+#[tokio::test]
+async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_claim() {
+    // No worker in this process: the test claims and records as two workers would.
+    let test_db = TestDb::new().await;
+    let env = default_env(&test_db);
+    let app = TestApp::spawn_role(test_db, env, Role::Api).await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, "http://127.0.0.1:9/hook", json!({})).await;
+    t.message(&a, "x", json!({})).await;
+    let pool = db::pool(&app.db.url, 2, Duration::from_secs(2), Duration::from_secs(5)).unwrap();
+    let mut conn = db::conn(&pool).await.unwrap();
+    let lease = Duration::from_millis(300);
+    let old = deliveries::claim(&**conn, 10, lease).await.unwrap();
+    assert_eq!(old.len(), 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let new = deliveries::claim(&**conn, 10, lease).await.unwrap();
+    assert_eq!(new.len(), 1, "the lease ran out: another worker takes it");
+    deliveries::record(&mut conn, &[outcome(&new[0], DeliveryStatus::Success, true)], Duration::from_secs(3600))
+        .await
+        .unwrap();
+    // The first worker's late failure is refused: the row stays as its owner left it.
+    let late = outcome(&old[0], DeliveryStatus::Failed, false);
+    let applied = deliveries::record(&mut conn, &[late], Duration::from_secs(3600)).await.unwrap();
+    assert_eq!(applied.stale, 1, "the stale write is reported");
+    let state = t.get(&format!("/api/v1/app/{a}/msg/{}/endpoint", new[0].msg_id)).await;
+    assert_eq!(state["data"][0]["status"], 0, "{state}");
+    // Its attempt happened, so it is kept: two attempts, the owner's success first.
+    let attempts = t.get(&format!("/api/v1/app/{a}/attempt/msg/{}", new[0].msg_id)).await;
+    assert_eq!(attempts["data"].as_array().unwrap().len(), 2, "{attempts}");
+}
