@@ -19,3 +19,4 @@ mod sources;
 mod stall;
 mod tenant_keys;
 mod tidy;
+mod window;

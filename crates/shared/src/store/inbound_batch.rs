@@ -40,7 +40,9 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
     });
     let col = |f: fn(&BatchRow) -> &str| order.iter().map(|&i| f(&rows[i]).to_owned()).collect::<Vec<String>>();
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
-    // The message's eventId and Idempotency-Key are the inbound key.
+    // The message's eventId is the inbound event's id (unique per admission, so a
+    // key admitted again after its window gets a new message); its Idempotency-Key
+    // is the inbound key, the same on every admission of the provider's event.
     let inserted = db
         .query(
             &format!(
@@ -56,7 +58,7 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
              ), msgs AS (
                 INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type,
                     idempotency_key)
-                SELECT tenant_id, app_id, msg_id, key, event_type, payload, content_type, key FROM ins
+                SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key FROM ins
                 RETURNING tenant_id, app_id, id, event_type, channels
              ), dels AS ({})
              SELECT id FROM ins",
