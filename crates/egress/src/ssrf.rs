@@ -15,10 +15,24 @@ use ipnet::IpNet;
 
 /// Why an address may not be dialled.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-#[error("{addr} is a {class} address, not allowed for endpoints (allow it with HOOKGATE_EGRESS_ALLOW_NETWORKS)")]
+#[error("{}", self.describe())]
 pub struct Blocked {
     pub addr: IpAddr,
     pub class: &'static str,
+    /// The tenant wrote the address (an IP literal); otherwise it came from DNS
+    /// and is not repeated to the tenant: an internal address is no business of theirs.
+    pub literal: bool,
+}
+
+impl Blocked {
+    fn describe(&self) -> String {
+        let what = if self.literal {
+            format!("{} is a {} address", self.addr, self.class)
+        } else {
+            format!("the endpoint's host name resolves to a {} address", self.class)
+        };
+        format!("{what}, not allowed for endpoints (the operator may allow it with HOOKGATE_EGRESS_ALLOW_NETWORKS)")
+    }
 }
 
 /// The guard with the operator's allow-list.
@@ -40,7 +54,7 @@ impl Guard {
         }
         match classify(addr) {
             None => Ok(()),
-            Some(class) => Err(Blocked { addr, class }),
+            Some(class) => Err(Blocked { addr, class, literal: true }),
         }
     }
 
@@ -50,9 +64,7 @@ impl Guard {
         match url.host() {
             Some(url::Host::Ipv4(ip)) => self.check(IpAddr::V4(ip)),
             Some(url::Host::Ipv6(ip)) => self.check(IpAddr::V6(ip)),
-            Some(url::Host::Domain(d)) if d.eq_ignore_ascii_case("localhost") || d.ends_with(".localhost") => {
-                self.check(IpAddr::V4(Ipv4Addr::LOCALHOST))
-            }
+            Some(url::Host::Domain(d)) if is_localhost(d) => self.check(IpAddr::V4(Ipv4Addr::LOCALHOST)),
             _ => Ok(()),
         }
     }
@@ -65,7 +77,7 @@ impl Guard {
             .filter(|a| match self.check(a.ip()) {
                 Ok(()) => true,
                 Err(b) => {
-                    first_block.get_or_insert(b);
+                    first_block.get_or_insert(Blocked { literal: false, ..b });
                     false
                 }
             })
@@ -77,11 +89,28 @@ impl Guard {
     }
 }
 
-/// IPv4-mapped IPv6 (`::ffff:10.0.0.1`) is judged as the IPv4 address it maps.
+/// `localhost` and its subdomains, with or without the root's trailing dot.
+fn is_localhost(name: &str) -> bool {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost")
+}
+
+/// IPv6 that carries an IPv4 address is judged as that IPv4 address: mapped
+/// (`::ffff:a.b.c.d`), compatible (`::a.b.c.d`, deprecated) and translated
+/// (`::ffff:0:a.b.c.d`). Other embeddings (NAT64, 6to4, Teredo) are refused as
+/// whole ranges by `classify_v6`.
 fn canonical(addr: IpAddr) -> IpAddr {
-    match addr {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(addr),
-        v4 => v4,
+    let IpAddr::V6(v6) = addr else { return addr };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
+    }
+    let s = v6.segments();
+    let v4 = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        // `::` and `::1` are themselves, not 0.0.0.0 and 0.0.0.1.
+        [0, 0, 0, 0, 0, 0, 0, 0] | [0, 0, 0, 0, 0, 0, 0, 1] => addr,
+        [0, 0, 0, 0, 0, 0, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => IpAddr::V4(v4()),
+        _ => addr,
     }
 }
 
@@ -106,6 +135,7 @@ fn classify_v4(ip: Ipv4Addr) -> Option<&'static str> {
         [192, 0, 0, _] => "IETF protocol assignment",
         [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "documentation",
         [198, b, ..] if b == 18 || b == 19 => "benchmarking",
+        [192, 88, 99, _] => "6to4 relay anycast",
         [a, ..] if a >= 240 => "reserved",
         _ => return None,
     })
@@ -120,8 +150,9 @@ fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
         [a, ..] if a & 0xfe00 == 0xfc00 => "private (unique local)",
         [a, ..] if a & 0xffc0 == 0xfe80 => "link-local",
         [a, ..] if a & 0xffc0 == 0xfec0 => "site-local",
-        [0x2001, 0xdb8, ..] => "documentation",
+        [0x2001, 0xdb8, ..] | [0x3fff, 0..=0x0fff, ..] => "documentation",
         [0x64, 0xff9b, ..] => "NAT64",
+        [0x5f00, ..] => "SRv6 segment identifiers",
         [0x2002, ..] => "6to4",
         [0x2001, b, ..] if b < 0x200 => "IETF protocol assignment",
         [0x100, 0, 0, 0, ..] => "discard-only",
@@ -164,6 +195,17 @@ mod tests {
             ("::ffff:127.0.0.1", "loopback"),
             ("2001:db8::1", "documentation"),
             ("64:ff9b::a00:1", "NAT64"),
+            ("64:ff9b:1::a00:1", "NAT64"),
+            ("::10.0.0.1", "private"),
+            ("::ffff:0:10.0.0.1", "private"),
+            ("::ffff:0:127.0.0.1", "loopback"),
+            ("::169.254.169.254", "link-local"),
+            ("2002:a00:1::1", "6to4"),
+            ("2001::1", "IETF protocol assignment"),
+            ("192.88.99.1", "6to4 relay anycast"),
+            ("3fff::1", "documentation"),
+            ("5f00::1", "SRv6 segment identifiers"),
+            ("100::1", "discard-only"),
         ] {
             assert_eq!(classify(ip(addr)), Some(class), "{addr}");
             assert!(Guard::default().check(ip(addr)).is_err(), "{addr}");
@@ -188,9 +230,20 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_names_a_literal_address_but_never_a_resolved_one() {
+        let g = Guard::default();
+        assert!(g.check(ip("10.1.2.3")).unwrap_err().to_string().contains("10.1.2.3"));
+        let resolved = g.filter(vec!["10.1.2.3:80".parse().unwrap()]).unwrap_err().to_string();
+        assert!(!resolved.contains("10.1.2.3") && resolved.contains("private"), "{resolved}");
+    }
+
+    #[test]
     fn urls_with_blocked_literals_or_localhost_are_refused() {
         let g = Guard::default();
-        for u in ["http://127.0.0.2:9/x", "http://[::1]:9/", "http://localhost:9/", "http://a.localhost/"] {
+        let urls = ["http://127.0.0.2:9/x", "http://[::1]:9/", "http://localhost:9/", "http://a.localhost/"];
+        for u in
+            urls.into_iter().chain(["http://LOCALHOST.:9/", "http://[::ffff:0:127.0.0.1]/", "http://[::127.0.0.1]/"])
+        {
             assert!(g.check_url(&u.parse().unwrap()).is_err(), "{u}");
         }
         assert!(g.check_url(&"https://example.com/hook".parse().unwrap()).is_ok());

@@ -48,6 +48,7 @@ settings! {
     "egress_allow_networks", "HOOKGATE_EGRESS_ALLOW_NETWORKS", Some(""), "CIDRs that endpoints may resolve to despite the SSRF guard, comma-separated.";
     "egress_connect_timeout_secs", "HOOKGATE_EGRESS_CONNECT_TIMEOUT_SECS", Some("5"), "Connect timeout of one delivery.";
     "egress_timeout_secs", "HOOKGATE_EGRESS_TIMEOUT_SECS", Some("15"), "Total timeout of one delivery.";
+    "egress_proxy", "HOOKGATE_EGRESS_PROXY", None, "An http:// or https:// proxy that every delivery goes through; unset, deliveries go direct and HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are ignored. The SSRF guard still checks every target.";
     "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it. Must exceed the egress timeout.";
     "worker_concurrency", "HOOKGATE_WORKER_CONCURRENCY", Some("64"), "Deliveries in flight at once per worker process.";
     "worker_poll_ms", "HOOKGATE_WORKER_POLL_MS", Some("1000"), "How often a worker looks for due deliveries without a notification.";
@@ -84,6 +85,7 @@ pub struct Config {
     pub egress_allow_networks: Vec<IpNet>,
     pub egress_connect_timeout: Duration,
     pub egress_timeout: Duration,
+    pub egress_proxy: Option<String>,
     pub delivery_lease: Duration,
     pub worker_concurrency: usize,
     pub worker_poll: Duration,
@@ -224,6 +226,14 @@ impl Config {
                 "must be longer than HOOKGATE_EGRESS_TIMEOUT_SECS, or a slow delivery would be sent twice",
             ));
         }
+        let egress_proxy = raw.get("egress_proxy").filter(|p| !p.is_empty()).map(str::to_owned);
+        if let Some(p) = &egress_proxy {
+            let scheme_ok = p.starts_with("http://") || p.starts_with("https://");
+            let host = p.split_once("://").map(|(_, rest)| rest.split(['/', ':']).next().unwrap_or(""));
+            if !scheme_ok || host.is_none_or(str::is_empty) {
+                return Err(Raw::invalid("egress_proxy", "must be an http:// or https:// URL with a host"));
+            }
+        }
         let worker_concurrency: usize = raw.parse("worker_concurrency")?;
         if worker_concurrency == 0 {
             return Err(Raw::invalid("worker_concurrency", "must be at least 1"));
@@ -247,6 +257,7 @@ impl Config {
             egress_allow_networks,
             egress_connect_timeout: raw.secs("egress_connect_timeout_secs")?,
             egress_timeout,
+            egress_proxy,
             delivery_lease,
             worker_concurrency,
             worker_poll: raw.millis("worker_poll_ms")?,

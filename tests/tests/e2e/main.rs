@@ -5,6 +5,7 @@
 mod admin;
 mod delivery;
 mod delivery_faults;
+mod egress_proxy;
 mod fanout;
 mod fencing;
 mod health;

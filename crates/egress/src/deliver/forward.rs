@@ -37,8 +37,12 @@ pub struct Forwarder {
 impl Forwarder {
     pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
         let c = &state.config;
-        let sender =
-            Sender::new(Guard::new(c.egress_allow_networks.clone()), c.egress_connect_timeout, c.egress_timeout);
+        let sender = Sender::new(
+            Guard::new(c.egress_allow_networks.clone()),
+            c.egress_connect_timeout,
+            c.egress_timeout,
+            c.egress_proxy.as_deref(),
+        );
         Forwarder { state, metrics, sender }
     }
 

@@ -67,7 +67,7 @@ impl Worker {
     pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
         let cfg = DeliveryConfig::from_config(&state.config);
         let guard = Guard::new(state.config.egress_allow_networks.clone());
-        let sender = Sender::new(guard, cfg.connect_timeout, cfg.timeout);
+        let sender = Sender::new(guard, cfg.connect_timeout, cfg.timeout, state.config.egress_proxy.as_deref());
         let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
         Worker { state, metrics, cfg, sender, throttle }
     }

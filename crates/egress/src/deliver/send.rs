@@ -69,29 +69,44 @@ pub struct Request {
 pub struct Sender {
     client: reqwest::Client,
     guard: Guard,
+    /// Deliveries go through the operator's proxy, which resolves the target's
+    /// name itself: the guard then checks the name's addresses before sending.
+    proxied: bool,
 }
 
 /// Resolves names and drops the addresses the guard refuses, so the check holds
-/// for the very address that is dialled.
+/// for the very address that is dialled. The operator's proxy is exempt: it is
+/// usually on a private network by design.
 struct GuardedResolver {
     guard: Guard,
+    proxy_host: Option<String>,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let guard = self.guard.clone();
+        let exempt = self.proxy_host.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(name.as_str()));
         Box::pin(async move {
             let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
-            let allowed = guard.filter(addrs)?;
+            let allowed = if exempt { addrs } else { guard.filter(addrs)? };
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
     }
 }
 
 impl Sender {
-    pub fn new(guard: Guard, connect_timeout: Duration, timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
-            .dns_resolver(Arc::new(GuardedResolver { guard: guard.clone() }))
+    /// `proxy` is the operator's `HOOKGATE_EGRESS_PROXY` (validated at start);
+    /// without it the process's `HTTP_PROXY`-style variables are ignored, since a
+    /// proxy would resolve names past the guard.
+    pub fn new(guard: Guard, connect_timeout: Duration, timeout: Duration, proxy: Option<&str>) -> Self {
+        let proxy_host = proxy.and_then(|p| url::Url::parse(p).ok()?.host_str().map(str::to_owned));
+        let builder = reqwest::Client::builder();
+        let builder = match proxy {
+            Some(p) => builder.proxy(reqwest::Proxy::all(p).expect("HOOKGATE_EGRESS_PROXY is validated at start")),
+            None => builder.no_proxy(),
+        };
+        let client = builder
+            .dns_resolver(Arc::new(GuardedResolver { guard: guard.clone(), proxy_host }))
             .connect_timeout(connect_timeout)
             .timeout(timeout)
             // A redirect could lead anywhere; receivers must answer themselves.
@@ -100,7 +115,25 @@ impl Sender {
             .pool_idle_timeout(Duration::from_secs(60))
             .build()
             .expect("the HTTP client builds with static settings");
-        Sender { client, guard }
+        Sender { client, guard, proxied: proxy.is_some() }
+    }
+
+    /// With a proxy, the target's name is resolved here and checked; the proxy may
+    /// resolve it again (a rebinding window this side cannot close).
+    async fn check_proxied_target(&self, url: &url::Url) -> Result<(), Sent> {
+        let Some(url::Host::Domain(name)) = url.host() else { return Ok(()) };
+        let started = Instant::now();
+        let port = url.port_or_known_default().unwrap_or(80);
+        match tokio::net::lookup_host((name, port)).await {
+            Ok(addrs) => self.guard.filter(addrs).map(|_| ()).map_err(|b| Sent {
+                outcome: Outcome::Blocked,
+                status: 0,
+                body: b.to_string(),
+                duration: started.elapsed(),
+                retry_after: None,
+            }),
+            Err(e) => Err(failed(Outcome::ConnectError, format!("cannot resolve the endpoint's host: {e}"), started)),
+        }
     }
 
     pub async fn send(&self, req: Request) -> Sent {
@@ -118,6 +151,11 @@ impl Sender {
         };
         if let Err(b) = self.guard.check_url(&url) {
             return blocked(b);
+        }
+        if self.proxied {
+            if let Err(refused) = self.check_proxied_target(&url).await {
+                return refused;
+            }
         }
         let result = self.client.post(url).headers(req.headers).body(req.body).send().await;
         let mut res = match result {
