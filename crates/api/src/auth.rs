@@ -9,9 +9,7 @@ use actix_web::{
     middleware::Next,
     web, Error, HttpMessage, ResponseError,
 };
-use hookgate_shared::{crypto::secrets_equal, http::ApiError, store::api_keys};
-
-use hookgate_shared::AppState;
+use hookgate_shared::{crypto::secrets_equal, db, http::ApiError, store::api_keys, AppState};
 
 fn bearer(req: &ServiceRequest) -> Option<&str> {
     let value = req.headers().get(AUTHORIZATION)?.to_str().ok()?;
@@ -79,8 +77,11 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             .verify(key, chrono::Utc::now().timestamp())
             .ok_or_else(|| ApiError::Unauthorized("invalid or expired app-portal token".into()))?;
         // A portal token dies with its tenant's access.
-        let db = hookgate_shared::db::conn(&state.db).await?;
-        let live = hookgate_shared::store::tenants::get(&**db, &claims.tenant).await?;
+        let live = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            hookgate_shared::store::tenants::get(&**conn, &claims.tenant).await
+        })
+        .await?;
         if live.is_none_or(|t| t.disabled) {
             return Err(ApiError::Unauthorized("invalid or expired app-portal token".into()));
         }
@@ -92,8 +93,12 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
     let found = match state.caches.keys.get(&hash) {
         Some(cached) => cached,
         None => {
-            let db = hookgate_shared::db::conn(&state.db).await?;
-            let found = api_keys::authenticate(&**db, &tenant, &hash).await?.map(|id| (tenant.clone(), id));
+            let found = db::bounded(state.db_budget(), async {
+                let conn = db::conn(&state.db).await?;
+                api_keys::authenticate(&**conn, &tenant, &hash).await
+            })
+            .await?
+            .map(|id| (tenant.clone(), id));
             state.caches.keys.insert(hash, found.clone());
             found
         }

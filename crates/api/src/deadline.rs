@@ -9,13 +9,15 @@ use actix_web::{
 };
 use hookgate_shared::{http::ApiError, AppState};
 
-/// Outermost in the API's scopes, so authentication (a key lookup) is bounded
-/// too. Handlers only wait on Postgres, except the replay of a sync-mode event,
-/// which also forwards it and so may take the egress timeout on top.
+/// Innermost in the API's scopes: it bounds the handler, and the
+/// `Idempotency-Key` middleware around it sees the 503 and releases the key.
+/// Handlers only wait on Postgres, except the replay of a sync-mode event, which
+/// also forwards it and so may take the egress timeout on top.
 ///
-/// A request cut off here may still commit when Postgres resumes; the client's
-/// retry then meets the result (an `eventId` or `Idempotency-Key` conflict, a
-/// duplicate) rather than a second effect, where it sent one.
+/// A request cut off here may still commit when Postgres resumes (a group
+/// commit already sent, say): its effect then stands although the client was
+/// told 503. An `eventId` makes the retry of a message safe; an
+/// `Idempotency-Key` alone does not yet (see `docs/guarantees.md`).
 pub async fn deadline(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,

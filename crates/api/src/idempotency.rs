@@ -68,10 +68,12 @@ async fn claim(
 ) -> Result<Result<web::Bytes, StoredResponse>, ApiError> {
     let body = read_body(req, state.config.max_body).await?;
     let fingerprint = fingerprint(req.method(), req.uri().path_and_query().map_or("", |p| p.as_str()), &body);
-    let conn = db::conn(&state.db).await?;
-    let claim = idempotency::claim(&**conn, scope, key, &fingerprint, state.config.idempotency_ttl).await?;
-    // No connection is held while the handler runs.
-    drop(conn);
+    // Bounded like every wait on Postgres; no connection is held while the handler runs.
+    let claim = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        idempotency::claim(&**conn, scope, key, &fingerprint, state.config.idempotency_ttl).await
+    })
+    .await?;
     match claim {
         Claim::Run => Ok(Ok(body)),
         Claim::Replay(stored) => Ok(Err(stored)),
@@ -81,10 +83,11 @@ async fn claim(
 }
 
 async fn forget(state: &AppState, scope: &str, key: &str) {
-    let released = match db::conn(&state.db).await {
-        Ok(conn) => idempotency::release(&**conn, scope, key).await,
-        Err(e) => Err(e),
-    };
+    let released = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        idempotency::release(&**conn, scope, key).await
+    })
+    .await;
     if let Err(e) = released {
         tracing::warn!(error = %e, "could not release an Idempotency-Key; it is taken over after a minute");
     }
@@ -139,13 +142,12 @@ async fn remember(state: &AppState, scope: &str, key: &str, res: ServiceResponse
         forget(state, scope, key).await;
         return ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body());
     }
-    let outcome = match db::conn(&state.db).await {
-        Ok(conn) => {
-            let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: bytes.to_vec() };
-            idempotency::finish(&**conn, scope, key, &stored).await
-        }
-        Err(e) => Err(e),
-    };
+    let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: bytes.to_vec() };
+    let outcome = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        idempotency::finish(&**conn, scope, key, &stored).await
+    })
+    .await;
     if let Err(e) = outcome {
         // The response itself stands; only its replay is lost, and the stale
         // `running` row is taken over after a minute.

@@ -29,16 +29,19 @@ pub use principal::{portal_allows, KeyAuth, Operator, Principal, TenantAuth};
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/admin/v1")
+            // Innermost first: the deadline bounds the handler, so the Idempotency-Key
+            // middleware sees its 503 and releases the key; the middleware's and the
+            // authentication's own queries are bounded where they run.
+            .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_operator))
-            .wrap(from_fn(deadline::deadline))
             .configure(admin::configure),
     );
     cfg.service(
         web::scope("/api/v1")
+            .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_tenant))
-            .wrap(from_fn(deadline::deadline))
             .configure(v1::configure),
     );
 }

@@ -13,9 +13,10 @@ pub async fn healthz() -> HttpResponse {
 
 /// Ready means Postgres answers now; Redis is reported but never makes us unready,
 /// since every decision falls back to Postgres without it.
+/// Bounded by `HOOKGATE_DB_TIMEOUT_MS` alone, to answer within a probe's timeout.
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let (pg, redis) = tokio::join!(store::health::ping(&state.db, state.db_budget()), state.redis.state());
+    let (pg, redis) = tokio::join!(store::health::ping(&state.db, state.config.db_timeout), state.redis.state());
     let body = json!({
         "postgres": if pg.is_ok() { "up" } else { "down" },
         "redis": redis,

@@ -22,7 +22,11 @@ pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration) -> R
     if pg.get_application_name().is_none() {
         pg.application_name("hookgate");
     }
-    let options = format!("-c statement_timeout={}", statement.as_millis());
+    // A session idle in a transaction past twice the statement bound is ended by
+    // Postgres: a client cut off mid-transaction cannot hold its locks for hours.
+    let ms = statement.as_millis();
+    let options =
+        format!("-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}", ms * 2);
     let options = match pg.get_options() {
         Some(given) => format!("{given} {options}"),
         None => options,
@@ -56,6 +60,6 @@ pub async fn conn(pool: &Pool) -> Result<Client, StoreError> {
 pub async fn bounded<T>(limit: Duration, work: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
     match tokio::time::timeout(limit, work).await {
         Ok(done) => done,
-        Err(_) => Err(StoreError::Unavailable(format!("no answer from Postgres within {limit:?}"))),
+        Err(_) => Err(StoreError::TimedOut(format!("no answer from Postgres within {limit:?}"))),
     }
 }

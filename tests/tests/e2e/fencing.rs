@@ -17,6 +17,7 @@ use hookgate_tests::{
     sink::{Behaviour, Sink},
     TestApp, TestDb,
 };
+use reqwest::Method;
 use serde_json::{json, Value};
 
 const SECRET: &str = "whsec_fencing_test_secret";
@@ -114,4 +115,34 @@ async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_
     // Its attempt happened, so it is kept: two attempts, the owner's success first.
     let attempts = t.get(&format!("/api/v1/app/{a}/attempt/msg/{}", new[0].msg_id)).await;
     assert_eq!(attempts["data"].as_array().unwrap().len(), 2, "{attempts}");
+}
+
+/// A resend clears the fencing token, so the worker still holding the delivery
+/// cannot undo it with its late verdict.
+#[tokio::test]
+async fn a_resend_accepted_while_the_delivery_is_in_flight_is_not_undone_by_the_holder() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_WORKER_CONCURRENCY".into(), "1".into());
+        // The in-flight attempt is the last of its schedule.
+        env.insert("HOOKGATE_RETRY_SCHEDULE".into(), "".into());
+        env.insert("HOOKGATE_EGRESS_TIMEOUT_SECS".into(), "5".into());
+        env.insert("HOOKGATE_DELIVERY_LEASE_SECS".into(), "6".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let sink = Sink::start().await;
+    // The endpoint is slow, and its first answer is a 500.
+    sink.set(Behaviour { delay: Duration::from_millis(2000), fail_first: 1, ..Behaviour::default() });
+    let a = t.application().await;
+    let ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    let msg = t.message(&a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
+    sink.wait_for(1, Duration::from_secs(10)).await;
+    // The operator fixed the endpoint and resends, while the first try is in flight.
+    let res = t.req(Method::POST, &format!("/api/v1/app/{a}/msg/{msg}/endpoint/{ep}/resend")).send().await.unwrap();
+    assert_eq!(res.status(), 202);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let d = t.get(&format!("/api/v1/app/{a}/msg/{msg}/endpoint")).await;
+    let got = sink.received().len();
+    eprintln!("after the resend: endpoint got {got} requests, delivery {}", d["data"][0]);
+    assert_eq!(got, 2, "the acknowledged resend was never sent; delivery: {}", d["data"][0]);
 }

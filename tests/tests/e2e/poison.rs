@@ -130,3 +130,58 @@ async fn a_result_postgres_keeps_refusing_is_quarantined_as_failed_and_holds_no_
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!((bad.received().len(), good.received().len()), (1, 1));
 }
+
+async fn attempt_count(t: &Tenant<'_>, app: &str, msg: &str) -> usize {
+    let res = t.req(Method::GET, &format!("/api/v1/app/{app}/attempt/msg/{msg}")).send().await.unwrap();
+    if res.status() != 200 {
+        return 0;
+    }
+    let page: Value = res.json().await.unwrap();
+    page["data"].as_array().map_or(0, Vec::len)
+}
+
+/// A lock on one endpoint's row (a process cut off mid-record, a long statement)
+/// times its batch out: the batch is split, and the others' results land at once.
+#[tokio::test]
+async fn a_locked_row_splits_its_batch_and_stalls_no_other_tenant() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
+        env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "1000".into());
+        env.insert("HOOKGATE_EGRESS_TIMEOUT_SECS".into(), "2".into());
+        env.insert("HOOKGATE_DELIVERY_LEASE_SECS".into(), "3".into());
+    })
+    .await;
+    let (a, b) = (app.tenant().await, app.tenant().await);
+    let (sink_x, sink_y) = (Sink::start().await, Sink::start().await);
+    let app_x = a.application().await;
+    let ex = a.endpoint(&app_x, &sink_x.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    let app_y = b.application().await;
+    b.endpoint(&app_y, &sink_y.url, json!({})).await;
+
+    let mut db = app.db.client().await;
+    let tx = db.transaction().await.unwrap();
+    tx.query("SELECT 1 FROM endpoints WHERE id = $1 FOR UPDATE", &[&ex]).await.unwrap();
+
+    a.message(&app_x, "x", json!({})).await;
+    sink_x.wait_for(1, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Another tenant, another endpoint, nothing wrong with either.
+    let msg_y = b.message(&app_y, "y", json!({})).await["id"].as_str().unwrap().to_owned();
+    sink_y.wait_for(1, Duration::from_secs(10)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut recorded = 0;
+    while Instant::now() < deadline {
+        recorded = attempt_count(&b, &app_y, &msg_y).await;
+        if recorded > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let sent_y = sink_y.received().len();
+    tx.rollback().await.unwrap();
+    eprintln!("while one endpoint row was locked: y recorded={recorded}, y sent {sent_y} times");
+    assert!(
+        recorded > 0 && sent_y == 1,
+        "tenant b's delivery was not recorded within 10 s ({recorded} attempts) and was sent {sent_y} times"
+    );
+}

@@ -7,16 +7,16 @@
 
 pub mod forward;
 mod prepare;
+mod record;
 pub mod schedule;
 pub mod send;
 mod throttle;
 
-use hookgate_shared::status::DeliveryStatus;
 use std::{sync::Arc, time::Duration};
 
 use hookgate_shared::{
     db,
-    store::deliveries::{self, Claimed, Outcome, Recorded},
+    store::deliveries::{self, Claimed, Outcome},
     AppState,
 };
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
@@ -61,6 +61,7 @@ pub struct Worker {
     throttle: Arc<throttle::Throttle>,
 }
 
+/// A finished delivery and the concurrency permit it holds until it is recorded.
 type Done = (Outcome, OwnedSemaphorePermit);
 
 impl Worker {
@@ -80,7 +81,7 @@ impl Worker {
         let _helpers = AbortOnDrop(vec![
             tokio::spawn(hookgate_shared::store::notify::listen(self.state.config.database_url.clone(), wake.clone())),
             tokio::spawn(sample_pending(self.state.clone(), self.metrics.clone())),
-            tokio::spawn(record_loop(self.state.clone(), self.metrics.clone(), self.cfg.clone(), done_rx)),
+            tokio::spawn(record::record_loop(self.state.clone(), self.metrics.clone(), self.cfg.clone(), done_rx)),
         ]);
         let local = self.state.wake.local();
         let permits = Arc::new(Semaphore::new(self.cfg.concurrency));
@@ -136,111 +137,6 @@ impl Worker {
 
     fn state(&self) -> &AppState {
         &self.state
-    }
-}
-
-/// Writes finished deliveries in batches. If the process dies first, the leases
-/// bring the deliveries back.
-async fn record_loop(
-    state: AppState,
-    metrics: EgressMetrics,
-    cfg: DeliveryConfig,
-    mut rx: mpsc::UnboundedReceiver<Done>,
-) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < 1000 {
-            match rx.try_recv() {
-                Ok(d) => batch.push(d),
-                Err(_) => break,
-            }
-        }
-        let outcomes: Vec<Outcome> = batch.iter().map(|(o, _)| o.clone()).collect();
-        record_batch(&state, &metrics, &cfg, &outcomes).await;
-        // The permits go back only now: while Postgres is away, the worker claims no more.
-        drop(batch);
-    }
-}
-
-/// How often one result that fails alone is written before it is quarantined.
-const RECORD_TRIES: u32 = 3;
-const RECORD_RETRY: Duration = Duration::from_millis(500);
-
-async fn write(
-    state: &AppState,
-    cfg: &DeliveryConfig,
-    outcomes: &[Outcome],
-) -> Result<Recorded, hookgate_shared::store::StoreError> {
-    // Timed out after the commit went through, the retry writes the same again:
-    // recording is idempotent.
-    db::bounded(state.db_budget(), async {
-        let mut conn = db::conn(&state.db).await?;
-        deliveries::record(&mut conn, outcomes, cfg.disable_after).await
-    })
-    .await
-}
-
-fn count(metrics: &EgressMetrics, outcomes: &[Outcome], recorded: Recorded) {
-    metrics.endpoints_disabled.inc_by(recorded.disabled);
-    if recorded.stale > 0 {
-        // Fencing at work: a claim outlived its lease and another worker owns the
-        // delivery now; its attempt is kept, its verdict is the new owner's to give.
-        tracing::info!(stale = recorded.stale, "results of expired claims were not applied to their deliveries");
-    }
-    let failed = outcomes.iter().filter(|o| o.status == DeliveryStatus::Failed).count();
-    metrics.failed.inc_by(failed as u64);
-}
-
-/// Records a batch in one transaction. While Postgres is unavailable it waits and
-/// tries again; any other failure belongs to some row, so the batch is split and
-/// each result recorded alone: one bad row cannot hold the others.
-async fn record_batch(state: &AppState, metrics: &EgressMetrics, cfg: &DeliveryConfig, outcomes: &[Outcome]) {
-    loop {
-        match write(state, cfg, outcomes).await {
-            Ok(recorded) => return count(metrics, outcomes, recorded),
-            Err(e) if e.is_unavailable() => {
-                tracing::warn!(error = %e, n = outcomes.len(), "recording delivery results failed; retrying");
-                tokio::time::sleep(RECORD_RETRY).await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
-                break;
-            }
-        }
-    }
-    for o in outcomes {
-        record_one(state, metrics, cfg, o).await;
-    }
-}
-
-/// Records one result; after [`RECORD_TRIES`] refusals (not outages) it is
-/// quarantined: its delivery is marked failed, counted, and logged here.
-async fn record_one(state: &AppState, metrics: &EgressMetrics, cfg: &DeliveryConfig, o: &Outcome) {
-    let mut refused = 0;
-    loop {
-        match write(state, cfg, std::slice::from_ref(o)).await {
-            Ok(recorded) => return count(metrics, std::slice::from_ref(o), recorded),
-            Err(e) if e.is_unavailable() => tokio::time::sleep(RECORD_RETRY).await,
-            Err(e) => {
-                refused += 1;
-                if refused < RECORD_TRIES {
-                    tokio::time::sleep(RECORD_RETRY).await;
-                    continue;
-                }
-                let marked = db::bounded(state.db_budget(), async {
-                    let conn = db::conn(&state.db).await?;
-                    deliveries::quarantine(&**conn, o).await
-                })
-                .await;
-                metrics.records_quarantined.inc();
-                tracing::error!(
-                    tenant = %o.tenant_id, app = %o.app_id, msg = %o.msg_id, endpoint = %o.endpoint_id,
-                    error = %e, marked_failed = ?marked,
-                    "a delivery result cannot be recorded; quarantined (marked failed, resendable)"
-                );
-                return;
-            }
-        }
     }
 }
 

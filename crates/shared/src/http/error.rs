@@ -93,7 +93,7 @@ impl ResponseError for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Unavailable(_) => ApiError::Unavailable,
+            StoreError::Unavailable(_) | StoreError::TimedOut(_) => ApiError::Unavailable,
             StoreError::Conflict(what) => ApiError::Conflict(format!("already exists ({what})")),
             other => ApiError::Internal(other.to_string()),
         }

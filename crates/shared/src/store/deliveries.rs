@@ -287,7 +287,8 @@ pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
 }
 
 /// Schedules one manual attempt of a message to an endpoint, creating the delivery
-/// if the endpoint was not a destination before.
+/// if the endpoint was not a destination before. Clearing the fencing token makes
+/// a worker still holding the delivery stale: its late result cannot undo this.
 pub async fn resend(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -299,7 +300,7 @@ pub async fn resend(
         "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
          VALUES ($1, $2, $3, $4, 1, now(), 1)
          ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
-            SET status = 1, next_attempt_at = now(), trigger = 1",
+            SET status = 1, next_attempt_at = now(), trigger = 1, lease_token = NULL",
         &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &endpoint.as_str()],
     )
     .await?;
@@ -316,7 +317,7 @@ pub async fn replay_message(
 ) -> Result<u64, StoreError> {
     let n = db
         .execute(
-            "UPDATE deliveries SET status = 1, next_attempt_at = now(), trigger = 1
+            "UPDATE deliveries SET status = 1, next_attempt_at = now(), trigger = 1, lease_token = NULL
              WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3",
             &[&tenant.as_str(), &app.as_str(), &msg.as_str()],
         )
@@ -336,7 +337,7 @@ pub async fn recover(
 ) -> Result<u64, StoreError> {
     let n = db
         .execute(
-            "UPDATE deliveries SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0
+            "UPDATE deliveries SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0, lease_token = NULL
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 2
                AND created_at >= $4 AND ($5::timestamptz IS NULL OR created_at < $5)",
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],

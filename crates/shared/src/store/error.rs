@@ -6,6 +6,12 @@ pub enum StoreError {
     /// Postgres cannot be reached or a pooled connection was not available in time.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// A statement ran past its bound: Postgres's `statement_timeout` or lock
+    /// timeout, or Hookgate's own ([`crate::db::bounded`]). Answered like an outage
+    /// (503), but it may be one row's doing (a lock): the delivery recorder splits
+    /// a batch on it rather than waiting.
+    #[error("database step timed out: {0}")]
+    TimedOut(String),
     #[error("invalid database configuration: {0}")]
     Config(tokio_postgres::Error),
     #[error("database pool: {0}")]
@@ -32,6 +38,10 @@ impl From<tokio_postgres::Error> for StoreError {
             }
             // Admin shutdown, crash recovery, too many connections: the database is
             // there but cannot serve us now.
+            // 57014: canceled by statement_timeout (or lock_timeout's 55P03 below).
+            if matches!(db.code().code(), "57014" | "55P03") {
+                return StoreError::TimedOut(e.to_string());
+            }
             let class = &db.code().code()[..2];
             if matches!(class, "08" | "53" | "57") {
                 return StoreError::Unavailable(e.to_string());
@@ -50,7 +60,12 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 }
 
 impl StoreError {
+    /// Whether the answer is "retry later" (503): an outage or a timeout.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+        matches!(self, StoreError::Unavailable(_) | StoreError::TimedOut(_))
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, StoreError::TimedOut(_))
     }
 }
