@@ -33,6 +33,9 @@ pub enum PublishError {
     NoApplication,
     #[error("the database is unavailable")]
     Unavailable,
+    /// A value Postgres cannot store (a NUL in a tag, say): the caller's to fix.
+    #[error("{0}")]
+    Invalid(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -42,6 +45,7 @@ impl From<StoreError> for PublishError {
         match e {
             StoreError::Unavailable(_) => PublishError::Unavailable,
             StoreError::Conflict(_) => PublishError::Conflict,
+            StoreError::InvalidText => PublishError::Invalid(e.to_string()),
             other => PublishError::Internal(other.to_string()),
         }
     }

@@ -19,5 +19,6 @@ mod processes;
 mod sources;
 mod stall;
 mod tenant_keys;
+mod text;
 mod tidy;
 mod window;

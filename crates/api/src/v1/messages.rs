@@ -172,6 +172,7 @@ async fn create(
         PublishError::Conflict => ApiError::Conflict(e.to_string()),
         PublishError::NoApplication => ApiError::NotFound("application"),
         PublishError::Unavailable => ApiError::Unavailable,
+        PublishError::Invalid(detail) => ApiError::Validation(detail),
         PublishError::Internal(detail) => ApiError::Internal(detail),
     })?;
     Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())))

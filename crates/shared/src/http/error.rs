@@ -95,6 +95,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Unavailable(_) | StoreError::TimedOut(_) => ApiError::Unavailable,
             StoreError::Conflict(what) => ApiError::Conflict(format!("already exists ({what})")),
+            StoreError::InvalidText => ApiError::Validation(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }

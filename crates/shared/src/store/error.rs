@@ -25,6 +25,10 @@ pub enum StoreError {
     MigrationChanged(String),
     #[error("database error: {0}")]
     Db(tokio_postgres::Error),
+    /// Postgres refused a text value it cannot store (a NUL, `\u0000`): bad input,
+    /// answered 422, and one row's doing in a batch.
+    #[error("a text value contains a NUL character (\\u0000), which cannot be stored")]
+    InvalidText,
     /// A stored value that no longer parses into its type (written by hand, say).
     #[error("stored value is invalid: {0}")]
     Corrupt(String),
@@ -38,6 +42,10 @@ impl From<tokio_postgres::Error> for StoreError {
             }
             // Admin shutdown, crash recovery, too many connections: the database is
             // there but cannot serve us now.
+            // 22P05 (untranslatable character) and 22021 (not in the repertoire): a NUL.
+            if matches!(db.code().code(), "22P05" | "22021") {
+                return StoreError::InvalidText;
+            }
             // 57014: canceled by statement_timeout (or lock_timeout's 55P03 below).
             if matches!(db.code().code(), "57014" | "55P03") {
                 return StoreError::TimedOut(e.to_string());

@@ -1,0 +1,46 @@
+//! Text Postgres cannot store (a NUL, `\u0000`) is bad input: 422 naming the
+//! problem, never a 500, and in a batch it fails only its own row.
+
+use hookgate_tests::{app::Tenant, error_text, TestApp};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+async fn send(t: &Tenant<'_>, method: Method, path: &str, body: Option<Value>) -> (u16, String) {
+    let mut req = t.req(method, path);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, error_text(&res.json().await.unwrap_or(Value::Null)))
+}
+
+#[tokio::test]
+async fn a_nul_in_a_query_or_a_body_answers_422_and_spoils_no_neighbour() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let cases = [
+        (Method::GET, "/api/v1/app?iterator=a%00b".to_owned(), None),
+        (Method::GET, format!("/api/v1/app/{a}/msg?channel=a%00b"), None),
+        (Method::POST, "/api/v1/app".to_owned(), Some(json!({"name": "a\u{0}b"}))),
+        (Method::POST, "/api/v1/app".to_owned(), Some(json!({"name": "x", "metadata": {"k": "a\u{0}b"}}))),
+        (
+            Method::POST,
+            format!("/api/v1/app/{a}/msg"),
+            Some(json!({"eventType": "a.b", "payload": {}, "tags": ["a\u{0}b"]})),
+        ),
+        (Method::POST, format!("/api/v1/app/{a}/msg"), Some(json!({"eventType": "a\u{0}b", "payload": {}}))),
+    ];
+    for (method, path, body) in cases {
+        let (status, words) = send(&t, method.clone(), &path, body.clone()).await;
+        assert_eq!(status, 422, "{method} {path} {body:?}: {words}");
+        assert!(words.contains("NUL") || words.contains("a-z A-Z"), "{method} {path}: {words}");
+    }
+    // A NUL inside a payload is just bytes: kept and delivered as sent.
+    let msg = json!({"eventType": "a.b", "payload": {"k": "a\u{0}b"}});
+    t.post(&format!("/api/v1/app/{a}/msg"), msg, 202).await;
+    // Nothing half-written: the refused application is not there.
+    let listed = t.get("/api/v1/app").await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
+}
