@@ -1,7 +1,7 @@
 //! Authentication middleware: the operator's bearer token for `/admin`, a
 //! tenant API key for `/api/v1`. Each sets the request's [`Principal`].
 
-use crate::{portal_allows, Principal};
+use crate::{portal_access, PortalAccess, Principal};
 use actix_web::{
     body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
@@ -9,7 +9,14 @@ use actix_web::{
     middleware::Next,
     web, Error, HttpMessage, ResponseError,
 };
-use hookgate_shared::{crypto::secrets_equal, db, http::ApiError, store::api_keys, AppState};
+use hookgate_shared::{
+    crypto::secrets_equal,
+    db,
+    http::ApiError,
+    ids::{AppId, Ref, TenantId},
+    store::{api_keys, applications},
+    AppState,
+};
 
 fn bearer(req: &ServiceRequest) -> Option<&str> {
     let value = req.headers().get(AUTHORIZATION)?.to_str().ok()?;
@@ -58,13 +65,33 @@ pub async fn require_tenant(
         Ok(p) => p,
         Err(e) => return reject(req, e),
     };
-    if let Principal::Portal { app_id, app_uid, .. } = &principal {
-        if !portal_allows(app_id, app_uid.as_deref(), req.method().as_str(), req.path()) {
-            return reject(req, ApiError::Forbidden("this app-portal token does not grant that request".into()));
+    if let Principal::Portal { tenant, app_id, .. } = &principal {
+        let allowed = match portal_access(app_id, req.method().as_str(), req.path()) {
+            PortalAccess::Allowed => Ok(true),
+            PortalAccess::Denied => Ok(false),
+            PortalAccess::IfAppIs(segment) => names_app(&state, tenant, &segment, app_id).await,
+        };
+        match allowed {
+            Ok(true) => {}
+            Ok(false) => {
+                return reject(req, ApiError::Forbidden("this app-portal token does not grant that request".into()))
+            }
+            Err(e) => return reject(req, e),
         }
     }
     req.extensions_mut().insert(principal);
     Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// Whether a path's application segment (a uid) names the token's application now.
+async fn names_app(state: &AppState, tenant: &TenantId, segment: &str, app_id: &str) -> Result<bool, ApiError> {
+    let Ok(app) = Ref::<AppId>::parse(segment) else { return Ok(false) };
+    let found = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        applications::get(&**conn, tenant, &app).await
+    })
+    .await?;
+    Ok(found.is_some_and(|a| a.id.as_str() == app_id))
 }
 
 async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Principal, ApiError> {

@@ -22,7 +22,7 @@ use hookgate_shared::{http::ApiError, store::page::PageRequest};
 use serde::Deserialize;
 
 pub use patch::Maybe;
-pub use principal::{portal_allows, KeyAuth, Operator, Principal, TenantAuth};
+pub use principal::{portal_access, KeyAuth, Operator, PortalAccess, Principal, TenantAuth};
 
 /// Registers `/admin/v1` (the operator's token) and `/api/v1` (a tenant's key or
 /// an app-portal token), each behind its authentication and `Idempotency-Key`.

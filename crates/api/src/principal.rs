@@ -81,42 +81,56 @@ impl FromRequest for KeyAuth {
     }
 }
 
+/// What a portal principal may do with a request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PortalAccess {
+    Allowed,
+    Denied,
+    /// Allowed if this path segment (a uid) names the token's application now:
+    /// a token is bound to the application's id, never to a uid that may move.
+    IfAppIs(String),
+}
+
 /// Whether a portal principal may make this request: only its own application's
 /// endpoints, messages and attempts, and reading event types.
-pub fn portal_allows(app_id: &str, app_uid: Option<&str>, method: &str, path: &str) -> bool {
+pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
+    let allowed = |yes: bool| if yes { PortalAccess::Allowed } else { PortalAccess::Denied };
     let rest = path.trim_end_matches('/');
     if rest.starts_with("/api/v1/event-type") {
-        return method == "GET";
+        return allowed(method == "GET");
     }
-    let Some(after) = rest.strip_prefix("/api/v1/app/") else { return false };
+    let Some(after) = rest.strip_prefix("/api/v1/app/") else { return PortalAccess::Denied };
     let (app, sub) = after.split_once('/').unwrap_or((after, ""));
-    if app != app_id && Some(app) != app_uid {
-        return false;
-    }
-    match sub {
+    let route = match sub {
         // The application itself: read only.
         "" => method == "GET",
         // Publishing is the tenant's; customers read, subscribe and resend.
         "msg" => method == "GET",
         _ => sub.starts_with("endpoint") || sub.starts_with("msg/") || sub.starts_with("attempt"),
+    };
+    match (route, app == app_id) {
+        (false, _) => PortalAccess::Denied,
+        (true, true) => PortalAccess::Allowed,
+        (true, false) => PortalAccess::IfAppIs(app.to_owned()),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::portal_allows;
+    use super::{portal_access, PortalAccess};
 
     #[test]
     fn a_portal_token_reaches_its_own_application_only() {
-        let ok = |m, p| portal_allows("app_1", Some("mine"), m, p);
+        let ok = |m, p| portal_access("app_1", m, p) == PortalAccess::Allowed;
+        assert_eq!(portal_access("app_1", "GET", "/api/v1/app/mine/endpoint"), PortalAccess::IfAppIs("mine".into()));
+        assert_eq!(portal_access("app_1", "POST", "/api/v1/app/mine/msg"), PortalAccess::Denied);
         assert!(ok("GET", "/api/v1/app/app_1"));
-        assert!(ok("GET", "/api/v1/app/mine/endpoint"));
         assert!(ok("POST", "/api/v1/app/app_1/endpoint"));
         assert!(ok("POST", "/api/v1/app/app_1/msg/msg_1/endpoint/ep_1/resend"));
         assert!(ok("GET", "/api/v1/app/app_1/attempt/endpoint/ep_1"));
         assert!(ok("GET", "/api/v1/event-type"));
         assert!(!ok("POST", "/api/v1/event-type"));
-        assert!(!ok("GET", "/api/v1/app/app_2/endpoint"));
+        assert_eq!(portal_access("app_1", "GET", "/api/v1/app/app_2/endpoint"), PortalAccess::IfAppIs("app_2".into()));
         assert!(!ok("GET", "/api/v1/app"));
         assert!(!ok("DELETE", "/api/v1/app/app_1"));
         assert!(!ok("POST", "/api/v1/app/app_1/msg"));

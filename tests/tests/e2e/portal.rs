@@ -46,3 +46,26 @@ async fn a_portal_token_stops_working_when_its_tenant_is_disabled() {
     let res = app.api(token, Method::GET, &format!("/api/v1/app/{mine}")).send().await.unwrap();
     assert_eq!(res.status(), 401);
 }
+
+#[tokio::test]
+async fn a_portal_token_follows_its_application_not_a_uid_another_takes_over() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let mine = t.post("/api/v1/app", json!({"name": "Mine", "uid": "shop"}), 201).await;
+    let mine_id = mine["id"].as_str().unwrap().to_owned();
+    let access = t.post("/api/v1/auth/app-portal-access/shop", json!({}), 200).await;
+    let token = access["token"].as_str().unwrap().to_owned();
+    let status = |p: String| {
+        let req = app.api(&token, Method::GET, &p);
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status("/api/v1/app/shop/endpoint".into()).await, 200, "its uid names it");
+    // The uid moves to another application of the same tenant.
+    let res = t.req(Method::PATCH, &format!("/api/v1/app/{mine_id}")).json(&json!({"uid": "old-shop"})).send().await;
+    assert_eq!(res.unwrap().status(), 200);
+    let other = t.post("/api/v1/app", json!({"name": "Other", "uid": "shop"}), 201).await;
+    assert_ne!(other["id"], mine["id"]);
+    assert_eq!(status("/api/v1/app/shop/endpoint".into()).await, 403, "the uid now names another application");
+    assert_eq!(status(format!("/api/v1/app/{mine_id}/endpoint")).await, 200, "its id still names it");
+    assert_eq!(status("/api/v1/app/old-shop/endpoint".into()).await, 200, "and so does its new uid");
+}
