@@ -45,7 +45,7 @@ pub async fn idempotency(
     let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered");
     let body = match claim(&mut req, &state, &scope, &key).await {
         Ok(Ok(body)) => body,
-        Ok(Err(stored)) => return Ok(req.into_response(replay(stored))),
+        Ok(Err(stored)) => return Ok(req.into_response(replay(&state, &scope, &key, stored))),
         Err(e) => return reject(req, e),
     };
     req.set_payload(Payload::from(body));
@@ -142,7 +142,10 @@ async fn remember(state: &AppState, scope: &str, key: &str, res: ServiceResponse
         forget(state, scope, key).await;
         return ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body());
     }
-    let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: bytes.to_vec() };
+    // Sealed at rest: a replayed body may hold an API key, a signing secret or a
+    // portal token. The purpose binds it to its scope and key.
+    let sealed = state.config.master_key.replay_key(scope).seal(&replay_purpose(scope, key), &bytes);
+    let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: sealed };
     let outcome = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         idempotency::finish(&**conn, scope, key, &stored).await
@@ -164,7 +167,17 @@ fn kept_headers(res: &HttpResponse<()>) -> Vec<(String, String)> {
         .collect()
 }
 
-fn replay(stored: StoredResponse) -> HttpResponse {
+fn replay_purpose(scope: &str, key: &str) -> String {
+    format!("idempotency-replay:{scope}:{key}")
+}
+
+fn replay(state: &AppState, scope: &str, key: &str, mut stored: StoredResponse) -> HttpResponse {
+    match state.config.master_key.replay_key(scope).open(&replay_purpose(scope, key), &stored.body) {
+        Ok(body) => stored.body = body,
+        // Kept before replies were sealed (at most a TTL ago), or under another
+        // master key: replayed as stored.
+        Err(e) => tracing::warn!(error = %e, "an Idempotency-Key replay is not sealed; replayed as stored"),
+    }
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     let mut res = HttpResponse::build(status);
     for (name, value) in &stored.headers {

@@ -63,6 +63,13 @@ impl MasterKey {
         TenantKey(self.derive(&info))
     }
 
+    /// The key that seals the responses kept for `Idempotency-Key` replays of one
+    /// scope (a tenant, or the operator): they may carry API keys and secrets.
+    pub fn replay_key(&self, scope: &str) -> TenantKey {
+        let info = [b"idempotency-replay:".as_slice(), scope.as_bytes()].concat();
+        TenantKey(self.derive(&info))
+    }
+
     /// The key that signs app-portal tokens.
     pub fn portal_signer(&self) -> PortalSigner {
         PortalSigner(self.derive(b"portal-token"))

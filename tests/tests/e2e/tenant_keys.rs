@@ -113,3 +113,29 @@ async fn malformed_or_unknown_keys_answer_401_with_a_reason() {
     let none = app.http.get(app.url("/api/v1/app")).send().await.unwrap();
     assert_eq!(none.status(), 401);
 }
+
+#[tokio::test]
+async fn a_key_in_an_idempotent_replay_is_sealed_at_rest_and_replayed_whole() {
+    let app = TestApp::spawn().await;
+    let create = || {
+        app.admin(Method::POST, "/admin/v1/tenant")
+            .header("Idempotency-Key", "create-acme")
+            .json(&json!({"name": "Acme"}))
+    };
+    let first = create().send().await.unwrap();
+    assert_eq!(first.status(), 201);
+    let first: Value = first.json().await.unwrap();
+    let key = first["apiKey"].as_str().unwrap();
+    let secret = key.rsplit_once('_').unwrap().1;
+    let db = app.db.client().await;
+    let rows = db.query("SELECT t::text FROM idempotency_keys t", &[]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    for r in rows {
+        let text: String = r.get(0);
+        assert!(!text.contains(secret) && !text.contains(&hex_of(secret)), "the replay holds the key: {text}");
+    }
+    let again = create().send().await.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["apiKey"], first["apiKey"], "the replay is the first answer, whole");
+}
