@@ -62,6 +62,20 @@ impl TestApp {
         TestApp { base: format!("http://127.0.0.1:{port}"), port, db, http: reqwest::Client::new(), env }
     }
 
+    /// One role on a fresh database with the default environment.
+    pub async fn spawn_role_default_env(role: Role) -> Self {
+        let db = TestDb::new().await;
+        let env = default_env(&db);
+        Self::spawn_role(db, env, role).await
+    }
+
+    /// Another process-like instance (in this process) of a role on the same
+    /// database and environment, e.g. a worker beside an API.
+    pub async fn spawn_sibling(&self, role: Role) -> TestApp {
+        let db = TestDb { name: self.db.name.clone(), url: self.db.url.clone() };
+        Self::spawn_role(db, self.env.clone(), role).await
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

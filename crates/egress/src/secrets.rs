@@ -1,12 +1,15 @@
-//! Endpoint signing secrets at rest: sealed with the tenant's key and bound to
-//! their endpoint, opened only to sign (the worker, sync forwarding) or to show.
+//! Endpoint secrets at rest: signing secrets and custom headers (credentials by
+//! nature), sealed with the tenant's key and bound to their endpoint, opened only
+//! to send (the worker, sync forwarding) or to show.
 
+use base64::{engine::general_purpose::STANDARD, Engine};
 use chrono::Utc;
 use hookgate_shared::{
     ids::{AppId, EndpointId, TenantId},
-    store::deliveries::ClaimedEndpoint,
+    store::{deliveries::ClaimedEndpoint, endpoints},
     AppState,
 };
+use serde_json::{json, Value};
 
 use crate::signing;
 
@@ -50,4 +53,76 @@ pub fn signing_keys(
         }
     }
     Ok(keys)
+}
+
+/// The one key of a stored headers object that holds the sealed headers. A
+/// headers object without it was stored before headers were sealed.
+pub const SEALED_HEADERS: &str = "$sealed";
+
+fn headers_purpose(app: &AppId, ep: &EndpointId) -> String {
+    format!("endpoint-headers:{app}:{ep}")
+}
+
+/// The stored form of an endpoint's custom headers (a JSON object of names to values).
+pub fn seal_headers(state: &AppState, tenant: &TenantId, app: &AppId, ep: &EndpointId, headers: &Value) -> Value {
+    if headers.as_object().is_none_or(|m| m.is_empty()) {
+        return json!({});
+    }
+    let sealed =
+        state.config.master_key.tenant_key(tenant).seal(&headers_purpose(app, ep), headers.to_string().as_bytes());
+    json!({ SEALED_HEADERS: STANDARD.encode(sealed) })
+}
+
+/// The custom headers, opened from their stored form.
+pub fn open_headers(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+    stored: &Value,
+) -> Result<Value, String> {
+    let Some(b64) = stored.get(SEALED_HEADERS).and_then(Value::as_str) else { return Ok(stored.clone()) };
+    let sealed = STANDARD.decode(b64).map_err(|e| e.to_string())?;
+    let plain = state
+        .config
+        .master_key
+        .tenant_key(tenant)
+        .open(&headers_purpose(app, ep), &sealed)
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&plain).map_err(|e| e.to_string())
+}
+
+/// Seals the custom headers stored before they were sealed, in batches; run once
+/// at a worker's start. Safe on several instances at once: each row is replaced
+/// only if it still holds the clear value read.
+pub async fn seal_stored_headers(state: AppState) {
+    loop {
+        let batch = hookgate_shared::db::bounded(state.db_budget(), async {
+            let conn = hookgate_shared::db::conn(&state.db).await?;
+            endpoints::clear_headers(&**conn, 100).await
+        })
+        .await;
+        let rows = match batch {
+            Ok(rows) if !rows.is_empty() => rows,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "sealing stored endpoint headers postponed to the next start");
+                return;
+            }
+        };
+        let mut sealed = 0;
+        for (tenant, app, ep, clear) in rows {
+            let new = seal_headers(&state, &tenant, &app, &ep, &clear);
+            let done = hookgate_shared::db::bounded(state.db_budget(), async {
+                let conn = hookgate_shared::db::conn(&state.db).await?;
+                endpoints::replace_headers(&**conn, &tenant, &app, &ep, &clear, &new).await
+            })
+            .await;
+            sealed += usize::from(matches!(done, Ok(true)));
+        }
+        tracing::info!(sealed, "sealed endpoint headers stored in clear");
+        if sealed == 0 {
+            return;
+        }
+    }
 }

@@ -117,6 +117,7 @@ impl Application {
         let mut background = Vec::new();
         if role.runs_background() {
             background.push(tokio::spawn(prune_idempotency_keys(self.state.clone())));
+            background.push(tokio::spawn(hookgate_egress::secrets::seal_stored_headers(self.state.clone())));
             background.push(tokio::spawn(Worker::new(self.state.clone(), self.egress_metrics.clone()).run()));
             background.push(tokio::spawn(hookgate_ingress::prune::run(self.state.clone(), Duration::from_secs(600))));
         }

@@ -89,7 +89,7 @@ fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiErr
         if actix_web::http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(ApiError::Validation(format!("header name `{name}` is not valid")));
         }
-        if RESERVED.contains(&lower.as_str()) {
+        if RESERVED.contains(&lower.as_str()) || lower == secrets::SEALED_HEADERS {
             return Err(ApiError::Validation(format!("header `{name}` is set by Hookgate and cannot be overridden")));
         }
         if let Some(v) = value {
@@ -112,8 +112,9 @@ struct HeadersIn {
 
 #[get("/app/{app_id}/endpoint/{endpoint_id}/headers")]
 async fn get_headers(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
-    let (_, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let all: BTreeMap<String, String> = serde_json::from_value(ep.headers).unwrap_or_default();
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let opened = secrets::open_headers(&state, &tenant.0, &app, &ep.id, &ep.headers).map_err(ApiError::Internal)?;
+    let all: BTreeMap<String, String> = serde_json::from_value(opened).unwrap_or_default();
     let (sensitive, shown): (BTreeMap<_, _>, BTreeMap<_, _>) =
         all.into_iter().partition(|(k, _)| SENSITIVE.contains(&k.to_ascii_lowercase().as_str()));
     Ok(HttpResponse::Ok().json(json!({ "headers": shown, "sensitive": sensitive.keys().collect::<Vec<_>>() })))
@@ -129,8 +130,9 @@ async fn update_headers(
     check_headers(&body.headers)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let headers: BTreeMap<&String, &String> = body.headers.iter().filter_map(|(k, v)| Some((k, v.as_ref()?))).collect();
+    let sealed = secrets::seal_headers(&state, &tenant.0, &app, &ep.id, &json!(headers));
     let conn = db::conn(&state.db).await?;
-    endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &json!(headers)).await?;
+    endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &sealed).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -144,7 +146,8 @@ async fn patch_headers(
 ) -> Result<HttpResponse, ApiError> {
     check_headers(&body.headers)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let mut headers: BTreeMap<String, String> = serde_json::from_value(ep.headers).unwrap_or_default();
+    let opened = secrets::open_headers(&state, &tenant.0, &app, &ep.id, &ep.headers).map_err(ApiError::Internal)?;
+    let mut headers: BTreeMap<String, String> = serde_json::from_value(opened).unwrap_or_default();
     for (k, v) in &body.headers {
         match v {
             Some(v) => headers.insert(k.clone(), v.clone()),
@@ -154,8 +157,9 @@ async fn patch_headers(
     for k in &body.delete_headers {
         headers.retain(|name, _| !name.eq_ignore_ascii_case(k));
     }
+    let sealed = secrets::seal_headers(&state, &tenant.0, &app, &ep.id, &json!(headers));
     let conn = db::conn(&state.db).await?;
-    endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &json!(headers)).await?;
+    endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &sealed).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -77,7 +77,14 @@ impl Forwarder {
                 idempotency_key: Some(e.idempotency_key),
                 svix_aliases,
             };
-            let req = signed_request(&ep.url, &ep.headers, &keys, &envelope, e.payload.to_vec());
+            let headers = match secrets::open_headers(&self.state, e.tenant, e.app, &ep.id, &ep.headers) {
+                Ok(h) => h,
+                Err(err) => {
+                    tracing::error!(endpoint = %ep.id, error = %err, "endpoint headers cannot be opened");
+                    return false;
+                }
+            };
+            let req = signed_request(&ep.url, &headers, &keys, &envelope, e.payload.to_vec());
             let sent = self.sender.send(req).await;
             self.metrics.duration.observe(sent.duration.as_secs_f64());
             self.metrics.attempt(e.tenant.as_str(), sent.outcome.label());

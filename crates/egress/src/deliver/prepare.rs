@@ -65,7 +65,14 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
         idempotency_key: c.idempotency_key.as_deref(),
         svix_aliases: c.svix_headers,
     };
-    let request = signed_request(&ep.url, &ep.headers, &keys, &envelope, c.payload.clone());
+    let headers = match secrets::open_headers(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, &ep.headers) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!(endpoint = %c.endpoint_id, error = %e, "endpoint headers cannot be opened; delivery failed");
+            return out;
+        }
+    };
+    let request = signed_request(&ep.url, &headers, &keys, &envelope, c.payload.clone());
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
     w.metrics.lag.observe(lag.as_secs_f64());
     let sent = w.sender.send(request).await;

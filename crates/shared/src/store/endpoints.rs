@@ -217,6 +217,44 @@ pub async fn set_headers(
     Ok(n == 1)
 }
 
+/// Replaces the headers only if they are still `old`: the resealer of headers
+/// stored before sealing must not clobber a change made meanwhile.
+pub async fn replace_headers(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    old: &Value,
+    new: &Value,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE endpoints SET headers = $5 WHERE tenant_id = $1 AND app_id = $2 AND id = $3 AND headers = $4",
+            &[&tenant.as_str(), &app.as_str(), &id.as_str(), old, new],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Endpoints whose custom headers were stored before headers were sealed (no
+/// `$sealed` key), across tenants, for the resealer.
+pub async fn clear_headers(
+    db: &impl GenericClient,
+    limit: i64,
+) -> Result<Vec<(TenantId, AppId, EndpointId, Value)>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT tenant_id, app_id, id, headers FROM endpoints
+             WHERE headers <> '{}'::jsonb AND NOT headers ? '$sealed' LIMIT $1",
+            &[&limit],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (TenantId::from_db(r.get(0)), AppId::from_db(r.get(1)), EndpointId::from_db(r.get(2)), r.get(3)))
+        .collect())
+}
+
 /// Makes `new_secret` current; the current one keeps signing until `old_until`.
 pub async fn rotate_secret(
     db: &impl GenericClient,
