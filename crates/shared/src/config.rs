@@ -50,6 +50,7 @@ settings! {
     "egress_timeout_secs", "HOOKGATE_EGRESS_TIMEOUT_SECS", Some("15"), "Total timeout of one delivery.";
     "egress_proxy", "HOOKGATE_EGRESS_PROXY", None, "An http:// or https:// proxy that every delivery goes through; unset, deliveries go direct and HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are ignored. The SSRF guard still checks every target.";
     "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it. Must exceed the egress timeout.";
+    "max_endpoints_per_app", "HOOKGATE_MAX_ENDPOINTS_PER_APP", Some("100"), "Most endpoints one application may have (fan-out per message is bounded by it).";
     "worker_concurrency", "HOOKGATE_WORKER_CONCURRENCY", Some("64"), "Deliveries in flight at once per worker process.";
     "worker_poll_ms", "HOOKGATE_WORKER_POLL_MS", Some("1000"), "How often a worker looks for due deliveries without a notification.";
     "disable_after_secs", "HOOKGATE_DISABLE_AFTER_SECS", Some("432000"), "An endpoint failing without a success for this long is disabled (5 days).";
@@ -87,6 +88,7 @@ pub struct Config {
     pub egress_timeout: Duration,
     pub egress_proxy: Option<String>,
     pub delivery_lease: Duration,
+    pub max_endpoints_per_app: i64,
     pub worker_concurrency: usize,
     pub worker_poll: Duration,
     pub disable_after: Duration,
@@ -259,6 +261,7 @@ impl Config {
             egress_timeout,
             egress_proxy,
             delivery_lease,
+            max_endpoints_per_app: raw.parse("max_endpoints_per_app")?,
             worker_concurrency,
             worker_poll: raw.millis("worker_poll_ms")?,
             disable_after: raw.secs("disable_after_secs")?,

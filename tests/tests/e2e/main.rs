@@ -13,6 +13,7 @@ mod health;
 mod idempotency;
 mod ingress;
 mod ingress_race;
+mod limits;
 mod paths;
 mod poison;
 mod portal;

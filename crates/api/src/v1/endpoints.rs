@@ -9,7 +9,10 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref},
-    store::endpoints::{self, Endpoint, EndpointFields},
+    store::{
+        endpoints::{self, Endpoint, EndpointFields},
+        StoreError,
+    },
     AppState,
 };
 use serde::{Deserialize, Serialize};
@@ -191,10 +194,19 @@ async fn insert(
     let app = applications::find(state, tenant, app).await?;
     let id = EndpointId::generate();
     let sealed = secrets::seal(state, &tenant.0, &app.id, &id, &secret);
-    let conn = db::conn(&state.db).await?;
-    let ep = endpoints::insert(&**conn, &tenant.0, &app.id, &id, fields, &sealed)
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let cap = state.config.max_endpoints_per_app;
+    let n = endpoints::lock_and_count(&*tx, &tenant.0, &app.id).await?;
+    if n >= cap {
+        return Err(ApiError::Validation(format!(
+            "the application has {n} endpoints, the most allowed (HOOKGATE_MAX_ENDPOINTS_PER_APP is {cap})"
+        )));
+    }
+    let ep = endpoints::insert(&*tx, &tenant.0, &app.id, &id, fields, &sealed)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?;
+    tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::Created().json(EndpointOut::from(ep)))
 }
 

@@ -68,6 +68,23 @@ pub(super) fn from_row(r: &Row) -> Endpoint {
     }
 }
 
+/// Locks the application's row and counts its endpoints: run in the transaction
+/// that inserts one, so that concurrent creations cannot pass a cap together.
+pub async fn lock_and_count(db: &impl GenericClient, tenant: &TenantId, app: &AppId) -> Result<i64, StoreError> {
+    db.query_opt(
+        "SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+        &[&tenant.as_str(), &app.as_str()],
+    )
+    .await?;
+    let row = db
+        .query_one(
+            "SELECT count(*) FROM endpoints WHERE tenant_id = $1 AND app_id = $2",
+            &[&tenant.as_str(), &app.as_str()],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
 pub async fn insert(
     db: &impl GenericClient,
     tenant: &TenantId,
