@@ -7,7 +7,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{ApiKeyId, Ref, TenantId},
-    store::{api_keys, tenants, tenants::Tenant, tenants::TenantPatch},
+    store::{api_keys, deliveries, tenants, tenants::Tenant, tenants::TenantPatch},
 };
 use serde::{Deserialize, Serialize};
 
@@ -187,7 +187,12 @@ async fn patch_tenant(
     let conn = db::conn(&state.db).await?;
     let updated =
         tenants::update(&**conn, &tenant.id, &patch, &state.caches).await.map_err(|e| uid_conflict(e.into()))?;
-    Ok(HttpResponse::Ok().json(TenantOut::from(updated.ok_or(ApiError::NotFound("tenant"))?)))
+    let updated = updated.ok_or(ApiError::NotFound("tenant"))?;
+    // Enabled again: the deliveries paused while it was disabled go out now.
+    if patch.disabled == Some(false) && deliveries::resume_tenant(&**conn, &tenant.id).await? > 0 {
+        state.wake.poke();
+    }
+    Ok(HttpResponse::Ok().json(TenantOut::from(updated)))
 }
 
 #[delete("/tenant/{id}")]

@@ -123,3 +123,30 @@ async fn a_throttled_endpoint_never_receives_more_than_its_rate_with_two_workers
     let span = times.last().unwrap().duration_since(times[0]);
     assert!(span >= Duration::from_secs(3), "20 at 5/s take at least 3 s, took {span:?}");
 }
+
+#[tokio::test]
+async fn a_disabled_tenants_deliveries_pause_and_resume_when_it_is_enabled_again() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_RETRY_SCHEDULE".into(), "1".into());
+    })
+    .await;
+    let sink = Sink::start().await;
+    sink.set(Behaviour { fail_first: 1, ..Default::default() });
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    t.message(&a, "x", json!({})).await;
+    sink.wait_for(1, Duration::from_secs(10)).await;
+    // The first attempt failed; its retry is due in a second. The tenant is disabled first.
+    let set = |disabled: bool| {
+        app.admin(reqwest::Method::PATCH, &format!("/admin/v1/tenant/{}", t.id))
+            .json(&json!({ "disabled": disabled }))
+            .send()
+    };
+    assert_eq!(set(true).await.unwrap().status(), 200);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(sink.received().len(), 1, "nothing is sent for a disabled tenant");
+    assert_eq!(set(false).await.unwrap().status(), 200);
+    let got = sink.wait_for(2, Duration::from_secs(10)).await;
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"), "the same delivery, resumed");
+}

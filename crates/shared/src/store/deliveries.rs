@@ -59,15 +59,24 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
     let token: i64 = rand::random();
     let rows = db
         .query(
+            // A disabled or deleted tenant's due deliveries are paused, not sent:
+            // pending with no due time, until `resume_tenant`.
             "WITH due AS (
-                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at FROM deliveries
-                WHERE status IN (1, 3) AND next_attempt_at <= now()
-                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+                SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at,
+                    (t.disabled OR t.deleted_at IS NOT NULL) AS paused
+                FROM deliveries d JOIN tenants t ON t.id = d.tenant_id
+                WHERE d.status IN (1, 3) AND d.next_attempt_at <= now()
+                ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED
+             ), paused AS (
+                UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
+                FROM due
+                WHERE due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
+                  AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
              ), claimed AS (
                 UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $2),
                     lease_token = $3
                 FROM due
-                WHERE d.tenant_id = due.tenant_id AND d.app_id = due.app_id
+                WHERE NOT due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
                   AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
                 RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger,
                     due.next_attempt_at AS due_at
@@ -263,6 +272,17 @@ pub async fn record(
     }
     tx.commit().await?;
     Ok(Recorded { disabled, stale: outcomes.len() as u64 - applied })
+}
+
+/// Makes a re-enabled tenant's paused deliveries due now; returns how many.
+pub async fn resume_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result<u64, StoreError> {
+    Ok(db
+        .execute(
+            "UPDATE deliveries SET next_attempt_at = now()
+             WHERE tenant_id = $1 AND status = 1 AND next_attempt_at IS NULL",
+            &[&tenant.as_str()],
+        )
+        .await?)
 }
 
 /// Marks a claimed delivery failed without an attempt row: the last resort for a
