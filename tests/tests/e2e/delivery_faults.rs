@@ -150,3 +150,34 @@ async fn a_disabled_tenants_deliveries_pause_and_resume_when_it_is_enabled_again
     let got = sink.wait_for(2, Duration::from_secs(10)).await;
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"), "the same delivery, resumed");
 }
+
+#[tokio::test]
+async fn a_resend_of_a_delivery_still_in_its_schedule_keeps_the_schedule() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_RETRY_SCHEDULE".into(), "30,30".into());
+    })
+    .await;
+    let sink = Sink::start().await;
+    sink.set(Behaviour { fail_first: 10, ..Default::default() });
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    let msg = t.message(&a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
+    sink.wait_for(1, Duration::from_secs(10)).await;
+    // Failed once; its retry is 30 s away. The tenant resends now, and it fails again.
+    let res = t.req(reqwest::Method::POST, &format!("/api/v1/app/{a}/msg/{msg}/endpoint/{ep}/resend")).send().await;
+    assert_eq!(res.unwrap().status(), 202);
+    sink.wait_for(2, Duration::from_secs(10)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let d = t.get(&format!("/api/v1/app/{a}/msg/{msg}/endpoint")).await;
+        let status = d["data"][0]["status"].as_i64().unwrap();
+        if status != 3 {
+            assert_eq!(status, 1, "still pending, its schedule kept: {d}");
+            assert!(d["data"][0]["nextAttempt"].is_string(), "{d}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{d}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -307,7 +307,10 @@ pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
 }
 
 /// Schedules one manual attempt of a message to an endpoint, creating the delivery
-/// if the endpoint was not a destination before. Clearing the fencing token makes
+/// if the endpoint was not a destination before. A delivery still in its retry
+/// schedule (pending or sending) keeps it: the resend brings its next attempt
+/// forward, and if that fails the schedule goes on; a finished one gets one
+/// manual attempt. Clearing the fencing token makes
 /// a worker still holding the delivery stale: its late result cannot undo this.
 pub async fn resend(
     db: &impl GenericClient,
@@ -320,14 +323,16 @@ pub async fn resend(
         "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
          VALUES ($1, $2, $3, $4, 1, now(), 1)
          ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
-            SET status = 1, next_attempt_at = now(), trigger = 1, lease_token = NULL",
+            SET status = 1, next_attempt_at = now(), lease_token = NULL,
+                trigger = CASE WHEN deliveries.status IN (1, 3) THEN deliveries.trigger ELSE 1 END",
         &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &endpoint.as_str()],
     )
     .await?;
     Ok(())
 }
 
-/// Schedules one manual attempt of a message to every endpoint it went to (a replay).
+/// Schedules one manual attempt of a message to every endpoint it went to (a replay);
+/// deliveries still in their schedule keep it, as with `resend`.
 /// Returns how many deliveries.
 pub async fn replay_message(
     db: &impl GenericClient,
@@ -337,7 +342,8 @@ pub async fn replay_message(
 ) -> Result<u64, StoreError> {
     let n = db
         .execute(
-            "UPDATE deliveries SET status = 1, next_attempt_at = now(), trigger = 1, lease_token = NULL
+            "UPDATE deliveries SET status = 1, next_attempt_at = now(), lease_token = NULL,
+                trigger = CASE WHEN status IN (1, 3) THEN trigger ELSE 1 END
              WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3",
             &[&tenant.as_str(), &app.as_str(), &msg.as_str()],
         )
