@@ -200,7 +200,8 @@ async fn claim_sync(
         match inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key).await? {
             // Released since our insert lost: try the insert once more.
             None => continue,
-            Some(e) if e.status == InboundStatus::Completed => {
+            // Done, by sync (`completed`) or by async mode before a switch (`accepted`).
+            Some(e) if e.status != InboundStatus::Processing => {
                 remember(redis, &c.key, &e.id, src.retention_days).await;
                 return Ok(Err(Admitted::Duplicate(Some(e.id), Layer::Postgres)));
             }

@@ -10,6 +10,7 @@ use hookgate_shared::{
     batch::Batcher,
     db,
     ids::{InboundEventId, MessageId, SourceId, TenantId},
+    status::InboundStatus,
     store::{
         inbound_batch::{self, BatchRow},
         StoreError,
@@ -139,15 +140,43 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) ->
     };
     let mut winners = Vec::new();
     let mut answers = Vec::with_capacity(jobs.len());
+    // Keys a sync-mode request left `processing` (the source switched to async):
+    // in flight while its lease runs, then taken over and admitted here.
+    let mut abandoned = Vec::new();
     for ((row, retention_days), (i, first)) in jobs.into_iter().zip(slot) {
         answers.push(Ok(if first && admitted[i] {
             metrics.message_created(row.tenant_id.as_str());
             winners.push((row.key.clone(), row.id.to_string(), retention_days));
             Admitted::Accepted(row.id)
         } else {
-            let id = existing.next().flatten().or_else(|| (!first).then(|| rows[i].id.clone()));
-            Admitted::Duplicate(id, Layer::Postgres)
+            match existing.next().flatten() {
+                Some(e) if e.status == InboundStatus::Processing => {
+                    if e.lease_expired && first {
+                        abandoned.push((answers.len(), row, retention_days));
+                    }
+                    Admitted::InFlight
+                }
+                Some(e) => Admitted::Duplicate(Some(e.id), Layer::Postgres),
+                None => Admitted::Duplicate((!first).then(|| rows[i].id.clone()), Layer::Postgres),
+            }
         }));
+    }
+    for (at, row, retention_days) in abandoned {
+        let taken = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            inbound_batch::take_over_async(&**conn, &row).await
+        })
+        .await;
+        match taken {
+            Ok(Some(id)) => {
+                metrics.message_created(row.tenant_id.as_str());
+                winners.push((row.key.clone(), id.to_string(), retention_days));
+                answers[at] = Ok(Admitted::Accepted(id));
+            }
+            // Taken by another request meanwhile, or no longer abandoned: in flight.
+            Ok(None) => {}
+            Err(e) => answers[at] = Err(e.into()),
+        }
     }
     if !winners.is_empty() {
         state.wake.poke();
@@ -162,5 +191,8 @@ async fn duplicate_of(state: &AppState, row: &BatchRow) -> Result<Admitted, Comm
         inbound_batch::duplicates_batch(&**conn, &[row]).await
     })
     .await?;
-    Ok(Admitted::Duplicate(ids.into_iter().next().flatten(), Layer::Postgres))
+    Ok(match ids.into_iter().next().flatten() {
+        Some(e) if e.status == InboundStatus::Processing => Admitted::InFlight,
+        found => Admitted::Duplicate(found.map(|e| e.id), Layer::Postgres),
+    })
 }

@@ -14,6 +14,7 @@ mod idempotency;
 mod ingress;
 mod ingress_race;
 mod limits;
+mod modes;
 mod paths;
 mod poison;
 mod portal;

@@ -7,8 +7,12 @@
 
 use tokio_postgres::GenericClient;
 
+use super::inbound_events::Existing;
 use super::{fanout, StoreError};
-use crate::ids::{AppId, InboundEventId, MessageId, SourceId, TenantId};
+use crate::{
+    ids::{AppId, InboundEventId, MessageId, SourceId, TenantId},
+    status::InboundStatus,
+};
 
 /// One admission of a batch; `msg_id` is the message it creates if it wins.
 #[derive(Debug, Clone)]
@@ -81,12 +85,12 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
     Ok(rows.iter().map(|r| won.contains(r.id.as_str())).collect())
 }
 
-/// Counts duplicates of a batch's losing rows and returns each one's existing
-/// event id (`None` where the row is gone).
+/// Counts duplicates of a batch's losing rows and returns what each one's key
+/// holds (`None` where the row is gone).
 pub async fn duplicates_batch(
     db: &impl GenericClient,
     rows: &[&BatchRow],
-) -> Result<Vec<Option<InboundEventId>>, StoreError> {
+) -> Result<Vec<Option<Existing>>, StoreError> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -97,17 +101,61 @@ pub async fn duplicates_batch(
              FROM (SELECT t, s, k, count(*)::int AS n FROM unnest($1::text[], $2::text[], $3::text[]) AS x(t, s, k)
                    GROUP BY t, s, k) AS u
              WHERE e.tenant_id = u.t AND e.source_id = u.s AND e.key = u.k
-             RETURNING e.tenant_id, e.source_id, e.key, e.id",
+             RETURNING e.tenant_id, e.source_id, e.key, e.id, e.status, COALESCE(e.lease_until < now(), false)",
             &[&col(|r| r.tenant_id.as_str()), &col(|r| r.source_id.as_str()), &col(|r| &r.key)],
         )
         .await?;
-    let ids: std::collections::HashMap<(String, String, String), String> =
-        found.iter().map(|r| ((r.get(0), r.get(1), r.get(2)), r.get(3))).collect();
-    Ok(rows
+    let found: std::collections::HashMap<(String, String, String), Existing> = found
         .iter()
         .map(|r| {
-            let k = (r.tenant_id.to_string(), r.source_id.to_string(), r.key.clone());
-            ids.get(&k).cloned().map(InboundEventId::from_db)
+            let existing = Existing {
+                id: InboundEventId::from_db(r.get(3)),
+                status: InboundStatus::from_db(r.get(4)),
+                lease_expired: r.get(5),
+            };
+            ((r.get(0), r.get(1), r.get(2)), existing)
         })
+        .collect();
+    Ok(rows
+        .iter()
+        .map(|r| found.get(&(r.tenant_id.to_string(), r.source_id.to_string(), r.key.clone())).cloned())
         .collect())
+}
+
+/// Async admission of a key whose row a sync-mode request left `processing` and
+/// abandoned (its lease ran out; the source is async now): the row becomes the
+/// admitted event, with its message and deliveries, in one statement. `None`
+/// when the row is not such a row (any more).
+pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<Option<InboundEventId>, StoreError> {
+    let found = db
+        .query_opt(
+            &format!(
+                "WITH ins AS (
+                    UPDATE inbound_events SET status = 'accepted', msg_id = $4, app_id = $5, event_type = $6,
+                        content_type = $7, payload = $8, lease_until = NULL, lease_token = NULL
+                    WHERE tenant_id = $1 AND source_id = $2 AND key = $3
+                      AND status = 'processing' AND lease_until < now()
+                    RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload
+                 ), msgs AS (
+                    INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type,
+                        idempotency_key)
+                    SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key FROM ins
+                    RETURNING tenant_id, app_id, id, event_type, channels
+                 ), dels AS ({})
+                 SELECT id FROM ins",
+                fanout::insert_deliveries("msgs")
+            ),
+            &[
+                &row.tenant_id.as_str(),
+                &row.source_id.as_str(),
+                &row.key,
+                &row.msg_id.as_str(),
+                &row.app_id.as_str(),
+                &row.event_type,
+                &row.content_type,
+                &row.payload,
+            ],
+        )
+        .await?;
+    Ok(found.map(|r| InboundEventId::from_db(r.get(0))))
 }
