@@ -223,6 +223,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("idempotency::prune", "maintenance: the pruner deletes expired keys of all tenants"),
     ("inbound_batch::admit_batch", "group commit: a batch mixes tenants; each row carries its tenant id"),
     ("inbound_batch::duplicates_batch", "group commit: a batch mixes tenants; each row carries its tenant id"),
+    ("inbound_batch::take_over_async", "a loser of a group-commit batch; the row carries its tenant id"),
     ("inbound_events::prune", "maintenance: the pruner applies each source's retention across all tenants"),
     ("publish_batch::publish_batch", "group commit: a batch mixes tenants; each row carries its tenant id"),
     ("endpoints::clear_headers", "the resealer of headers stored before sealing scans every tenant once at start"),
