@@ -13,3 +13,6 @@ pub mod publish;
 pub mod secrets;
 pub mod signing;
 pub mod ssrf;
+
+#[cfg(test)]
+mod props;

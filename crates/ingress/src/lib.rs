@@ -18,6 +18,9 @@ pub mod receive;
 pub mod secrets;
 pub mod verify;
 
+#[cfg(test)]
+mod props;
+
 use actix_web::web;
 
 /// Registers `POST /in/{source_id}`; it takes no credential but the signature.

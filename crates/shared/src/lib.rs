@@ -24,6 +24,9 @@ pub mod status;
 pub mod store;
 pub mod whsec;
 
+#[cfg(test)]
+mod props;
+
 pub use config::Config;
 pub use ids::TenantId;
 pub use state::AppState;

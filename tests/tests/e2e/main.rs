@@ -10,6 +10,7 @@ mod egress_proxy;
 mod fanout;
 mod fencing;
 mod health;
+mod hostile;
 mod idempotency;
 mod ingress;
 mod ingress_race;
