@@ -50,6 +50,9 @@ class Hookgate:
         self.env = env
         self.port = int(env["HOOKGATE_LISTEN"].rsplit(":", 1)[1])
         self.url = f"http://127.0.0.1:{self.port}"
+        # /metrics is served on a listener of its own, off the public port.
+        self.metrics_port = int(env["HOOKGATE_METRICS_LISTEN"].rsplit(":", 1)[1])
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.proc = subprocess.Popen([str(BIN), "serve", "--migrate"], env=env)
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -82,6 +85,7 @@ def hookgate():
         "PATH": os.environ.get("PATH", ""),
         "DATABASE_URL": fresh_database(),
         "HOOKGATE_LISTEN": f"127.0.0.1:{free_port()}",
+        "HOOKGATE_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
         "HOOKGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "HOOKGATE_MASTER_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "HOOKGATE_EGRESS_ALLOW_NETWORKS": "127.0.0.1/32",

@@ -35,7 +35,7 @@ PROMETHEUS = Path("/usr/bin/prometheus")
 
 
 def scrape(hookgate) -> str:
-    with urllib.request.urlopen(hookgate.url + "/metrics", timeout=10) as res:
+    with urllib.request.urlopen(hookgate.metrics_url, timeout=10) as res:
         assert res.status == 200
         assert res.headers["content-type"].startswith("text/plain; version=0.0.4")
         return res.read().decode()
@@ -271,7 +271,7 @@ def is_loopback_or_unconnected(ip: str) -> bool:
 @pytest.fixture
 def prometheus(hookgate, tmp_path):
     ensure_prometheus()
-    prom = Prometheus(hookgate.port, tmp_path)
+    prom = Prometheus(hookgate.metrics_port, tmp_path)
     yield prom
     prom.stop()
     outside = {p for p in prom.peers if not is_loopback_or_unconnected(p[0])}
@@ -281,7 +281,7 @@ def prometheus(hookgate, tmp_path):
 def test_prometheus_scrapes_hookgate_and_answers_for_the_traffic(hookgate, tenant, svix, sink, prometheus):
     targets = eventually(lambda: [t for t in prometheus.api("targets")["activeTargets"]
                                   if t["labels"]["job"] == "hookgate" and t["health"] == "up"], timeout=30)
-    assert targets[0]["scrapeUrl"] == f"http://127.0.0.1:{hookgate.port}/metrics"
+    assert targets[0]["scrapeUrl"] == f"http://127.0.0.1:{hookgate.metrics_port}/metrics"
 
     t = produce_traffic(hookgate, tenant, svix, sink)
 
@@ -345,4 +345,4 @@ def test_prometheus_scrapes_hookgate_and_answers_for_the_traffic(hookgate, tenan
     assert {r["name"] for r in rules} >= {"HookgateDeliveriesFailing", "HookgatePostgresUnreachable"}
     state = {r["name"]: r["state"] for r in rules}
     assert state["HookgatePostgresUnreachable"] == "inactive", "the target is up and Postgres answers"
-    assert ("127.0.0.1", hookgate.port) in prometheus.peers, "the sockets of prometheus were inspected"
+    assert ("127.0.0.1", hookgate.metrics_port) in prometheus.peers, "the sockets of prometheus were inspected"

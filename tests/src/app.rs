@@ -15,6 +15,8 @@ pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 pub struct TestApp {
     pub base: String,
     pub port: u16,
+    /// Where `/metrics` is served: its own listener, not `port`.
+    pub metrics_port: u16,
     pub db: TestDb,
     pub http: reqwest::Client,
     pub env: HashMap<String, String>,
@@ -29,6 +31,7 @@ pub fn default_env(db: &TestDb) -> HashMap<String, String> {
     }
     env.insert("HOOKGATE_REDIS_PREFIX".into(), format!("{}:", db.name));
     env.insert("HOOKGATE_LISTEN".into(), "127.0.0.1:0".into());
+    env.insert("HOOKGATE_METRICS_LISTEN".into(), "127.0.0.1:0".into());
     env.insert("HOOKGATE_ADMIN_TOKEN".into(), ADMIN_TOKEN.into());
     env.insert("HOOKGATE_MASTER_KEY".into(), MasterKey::generate_base64());
     env.insert("HOOKGATE_EGRESS_ALLOW_NETWORKS".into(), "127.0.0.1/32".into());
@@ -58,8 +61,9 @@ impl TestApp {
         let config = Config::from_sources(None, &env).expect("test config is valid");
         let app = Application::build(config, role).expect("app builds");
         let port = app.port();
+        let metrics_port = app.metrics_port().unwrap_or(0);
         tokio::spawn(app.run(role));
-        TestApp { base: format!("http://127.0.0.1:{port}"), port, db, http: reqwest::Client::new(), env }
+        TestApp { base: format!("http://127.0.0.1:{port}"), port, metrics_port, db, http: reqwest::Client::new(), env }
     }
 
     /// One role on a fresh database with the default environment.
@@ -78,6 +82,11 @@ impl TestApp {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// `/metrics`, on the metrics listener.
+    pub fn metrics_url(&self) -> String {
+        format!("http://127.0.0.1:{}/metrics", self.metrics_port)
     }
 
     /// A request with the operator's token.

@@ -19,6 +19,8 @@ pub fn env(stack: &Stack, master_key: &str) -> HashMap<String, String> {
         ("HOOKGATE_DB_POOL_SIZE".into(), "32".into()),
         ("HOOKGATE_WORKER_CONCURRENCY".into(), "128".into()),
         ("RUST_LOG".into(), "warn".into()),
+        // Three processes on one host: each its own metrics port.
+        ("HOOKGATE_METRICS_LISTEN".into(), "127.0.0.1:0".into()),
     ])
 }
 

@@ -79,7 +79,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 startup::migrate(&config).await?;
             }
             let app = Application::build(config, role)?;
-            tracing::info!(port = app.port(), ?role, "hookgate serving");
+            tracing::info!(port = app.port(), metrics_port = ?app.metrics_port(), ?role, "hookgate serving");
             app.run(role).await?;
         }
         Command::Migrate => {

@@ -54,6 +54,8 @@ pub struct Application {
     server: Server,
     state: AppState,
     egress_metrics: EgressMetrics,
+    /// `/metrics` on its own listener, off the public ports.
+    metrics: Option<(u16, Server)>,
 }
 
 impl Application {
@@ -62,6 +64,13 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .map_err(|e| anyhow::anyhow!("cannot listen on {} (HOOKGATE_LISTEN): {e}", config.listen))?;
         let port = listener.local_addr()?.port();
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (HOOKGATE_METRICS_LISTEN): {e}"))?,
+            ),
+            None => None,
+        };
         let shutdown = config.shutdown_timeout;
         let state = AppState::new(config)?;
         let egress_metrics = EgressMetrics::register(&state.metrics);
@@ -89,7 +98,6 @@ impl Application {
                 .wrap(from_fn(telemetry::observe))
                 .service(health::healthz)
                 .service(health::readyz)
-                .service(health::metrics)
                 .service(health::api_health)
                 .service(health::openapi)
                 .configure(|cfg| {
@@ -105,11 +113,29 @@ impl Application {
         .listen(listener)?
         .shutdown_timeout(shutdown.as_secs())
         .run();
-        Ok(Application { port, server, state, egress_metrics })
+        let metrics = match metrics_listener {
+            Some(listener) => {
+                let metrics_port = listener.local_addr()?.port();
+                let data = Data::new(state.clone());
+                let server = HttpServer::new(move || App::new().app_data(data.clone()).service(health::metrics))
+                    .workers(1)
+                    .disable_signals()
+                    .listen(listener)?
+                    .run();
+                Some((metrics_port, server))
+            }
+            None => None,
+        };
+        Ok(Application { port, server, state, egress_metrics, metrics })
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The port `/metrics` is served on, if it is.
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics.as_ref().map(|(p, _)| *p)
     }
 
     /// Serves until the process is told to stop; background tasks stop with it.
@@ -121,7 +147,15 @@ impl Application {
             background.push(tokio::spawn(Worker::new(self.state.clone(), self.egress_metrics.clone()).run()));
             background.push(tokio::spawn(hookgate_ingress::prune::run(self.state.clone(), Duration::from_secs(600))));
         }
+        let metrics = self.metrics.map(|(_, server)| {
+            let handle = server.handle();
+            tokio::spawn(server);
+            handle
+        });
         let result = self.server.await;
+        if let Some(handle) = metrics {
+            handle.stop(false).await;
+        }
         // In-flight deliveries are simply abandoned: their leases bring them back.
         for task in background {
             task.abort();

@@ -35,6 +35,7 @@ settings! {
     "redis_prefix", "HOOKGATE_REDIS_PREFIX", Some("hg:"), "Prefix of every Redis key, so instances can share a Redis.";
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
     "listen", "HOOKGATE_LISTEN", Some("127.0.0.1:8080"), "Address to serve on.";
+    "metrics_listen", "HOOKGATE_METRICS_LISTEN", Some("127.0.0.1:9464"), "Address of the /metrics listener, apart from the public ports (its labels name tenants and sources); empty serves no metrics.";
     "admin_token", "HOOKGATE_ADMIN_TOKEN", None, "The operator's bearer token; unset disables /admin.";
     "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per process.";
@@ -73,6 +74,7 @@ pub struct Config {
     pub redis_prefix: String,
     pub redis_timeout: Duration,
     pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
     pub admin_token: Option<String>,
     pub master_key: MasterKey,
     pub db_pool_size: usize,
@@ -246,6 +248,10 @@ impl Config {
             redis_prefix: raw.get("redis_prefix").unwrap_or("").to_owned(),
             redis_timeout: raw.millis("redis_timeout_ms")?,
             listen: raw.parse("listen")?,
+            metrics_listen: match raw.get("metrics_listen") {
+                Some("") | None => None,
+                Some(_) => Some(raw.parse("metrics_listen")?),
+            },
             admin_token,
             master_key,
             db_pool_size,

@@ -237,7 +237,7 @@ async fn a_410_disables_the_endpoint_and_later_messages_do_not_go_there() {
     t.message(&a, "x", json!({})).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(sink.received().len(), 1);
-    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("hookgate_endpoints_disabled_total 1"), "{metrics}");
 }
 

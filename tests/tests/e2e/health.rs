@@ -65,7 +65,7 @@ async fn with_redis_down_readyz_reports_it_and_requests_still_succeed() {
     assert_eq!((status, body["redis"].as_str()), (200, Some("down")));
     let t = app.create_tenant("Acme").await;
     assert!(t["apiKey"].is_string());
-    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     let errors = metric(&metrics, "hookgate_redis_errors_total");
     assert!(errors >= 1.0, "redis errors are counted: {errors}");
     redis.start_again();
@@ -119,10 +119,12 @@ async fn metrics_count_requests_by_route_pattern_and_status() {
     let app = TestApp::spawn().await;
     let t = app.create_tenant("Acme").await;
     app.admin(Method::GET, &format!("/admin/v1/tenant/{}", t["id"].as_str().unwrap())).send().await.unwrap();
-    let res = app.http.get(app.url("/metrics")).send().await.unwrap();
+    let res = app.http.get(app.metrics_url()).send().await.unwrap();
     assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
     let text = res.text().await.unwrap();
     assert!(text.contains(r#"hookgate_http_requests_total{route="/admin/v1/tenant/{id}",status="200"} 1"#), "{text}");
     assert!(text.contains(r#"hookgate_http_requests_total{route="/admin/v1/tenant",status="201"} 1"#), "{text}");
     assert!(text.contains("hookgate_db_pool_connections{state=\"max\"}"), "{text}");
+    // Not on the public port: its labels name tenants and sources.
+    assert_eq!(app.http.get(app.url("/metrics")).send().await.unwrap().status(), 404);
 }

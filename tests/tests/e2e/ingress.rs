@@ -172,7 +172,7 @@ async fn every_row_of_the_bad_input_table_is_answered_and_stores_nothing() {
     app.api(&s.key, Method::DELETE, &path).send().await.unwrap();
     assert_eq!(s.stripe(&event("evt_after")).await.status(), 404, "a deleted source answers 404");
 
-    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     for outcome in ["too_large", "invalid_signature", "bad_request", "accepted"] {
         assert!(metrics.contains(&format!("outcome=\"{outcome}\"")), "{outcome} counted: {metrics}");
     }
@@ -197,7 +197,7 @@ async fn with_redis_the_second_copy_is_answered_by_redis_and_after_a_flush_by_po
     let body = event("evt_layers");
     assert_eq!(s.stripe(&body).await.status(), 200);
     assert_eq!(s.stripe(&body).await.headers()["hookgate-duplicate"], "true");
-    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"hookgate_ingress_duplicates_total{layer="redis"} 1"#), "{metrics}");
     // Flush only this test's keys: they carry its prefix.
     let url = app.env["REDIS_URL"].clone();
@@ -209,7 +209,7 @@ async fn with_redis_the_second_copy_is_answered_by_redis_and_after_a_flush_by_po
     let mut buf = [0u8; 64];
     let _ = conn.read(&mut buf).unwrap();
     assert_eq!(s.stripe(&body).await.headers()["hookgate-duplicate"], "true");
-    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"hookgate_ingress_duplicates_total{layer="postgres"} 1"#), "{metrics}");
 }
 
@@ -460,7 +460,7 @@ async fn with_postgres_down_ingress_answers_503_and_admits_the_retries_once_when
     }
     assert_eq!(statuses, vec!["accepted"; 5], "nothing had been admitted while it was down");
     assert_eq!(s.stored().await, 5);
-    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     assert!(
         metrics.contains(r#"hookgate_ingress_requests_total{outcome="unavailable",source="",tenant=""} 5"#),
         "{metrics}"

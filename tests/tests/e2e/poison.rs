@@ -124,7 +124,7 @@ async fn a_result_postgres_keeps_refusing_is_quarantined_as_failed_and_holds_no_
         assert!(Instant::now() < deadline, "not quarantined: {d}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("hookgate_delivery_records_quarantined_total 1"), "{metrics}");
     // Quarantined is not lost and not repeated: nothing more is sent after the lease.
     tokio::time::sleep(Duration::from_secs(4)).await;
