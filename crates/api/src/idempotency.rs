@@ -23,6 +23,11 @@ use sha2::{Digest, Sha256};
 use crate::{auth::reject, Principal};
 
 const KEY_HEADER: &str = "idempotency-key";
+
+/// The `Idempotency-Key` a request runs under, for handlers that store it with
+/// their effect so that the request cannot run twice.
+#[derive(Debug, Clone)]
+pub struct RequestKey(pub String);
 const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 const MAX_KEY_LEN: usize = 255;
 
@@ -49,6 +54,8 @@ pub async fn idempotency(
         Err(e) => return reject(req, e),
     };
     req.set_payload(Payload::from(body));
+    // Handlers whose effect can carry the key (message creation) make a retry find it.
+    req.extensions_mut().insert(RequestKey(key.clone()));
     match next.call(req).await {
         Ok(res) => Ok(remember(&state, &scope, &key, res.map_into_boxed_body()).await),
         Err(e) => {

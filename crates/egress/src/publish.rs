@@ -29,6 +29,9 @@ use crate::metrics::EgressMetrics;
 pub enum PublishError {
     #[error("a message with this eventId already exists")]
     Conflict,
+    /// The request's `Idempotency-Key` already created a message (found by the caller).
+    #[error("this Idempotency-Key already created a message")]
+    SameRequest,
     #[error("application not found")]
     NoApplication,
     #[error("the database is unavailable")]
@@ -44,6 +47,7 @@ impl From<StoreError> for PublishError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Unavailable(_) => PublishError::Unavailable,
+            StoreError::Conflict(c) if c == "messages_request_key" => PublishError::SameRequest,
             StoreError::Conflict(_) => PublishError::Conflict,
             StoreError::InvalidText => PublishError::Invalid(e.to_string()),
             other => PublishError::Internal(other.to_string()),
@@ -114,6 +118,19 @@ impl Publisher {
         new: NewMessage,
         inline: Option<ApplicationFields>,
     ) -> Result<Message, PublishError> {
+        // A request retried under its Idempotency-Key after its outcome was lost
+        // (a crash, a timeout after the commit) finds its message: it cannot run twice.
+        if let Some(key) = new.request_key.clone() {
+            if let Some(done) = self.by_request_key(tenant, app, &key).await? {
+                return Ok(done);
+            }
+            return match self.single_or_inline(tenant, app, new, inline).await {
+                Err(PublishError::SameRequest) => {
+                    self.by_request_key(tenant, app, &key).await?.ok_or(PublishError::SameRequest)
+                }
+                other => other,
+            };
+        }
         if new.channels.is_none() && new.tags.is_none() {
             match self.batched(tenant, app, &new).await? {
                 Some(created_at) => {
@@ -124,6 +141,30 @@ impl Publisher {
                 None => {}
             }
         }
+        self.single_or_inline(tenant, app, new, inline).await
+    }
+
+    async fn by_request_key(
+        &self,
+        tenant: &TenantId,
+        app: &Ref<AppId>,
+        key: &str,
+    ) -> Result<Option<Message>, PublishError> {
+        let found = db::bounded(self.state.db_budget(), async {
+            let conn = db::conn(&self.state.db).await?;
+            messages::by_request_key(&**conn, tenant, app, key, self.state.config.idempotency_ttl).await
+        });
+        Ok(found.await?)
+    }
+
+    /// One statement, or one transaction with the inline application.
+    async fn single_or_inline(
+        &self,
+        tenant: &TenantId,
+        app: &Ref<AppId>,
+        new: NewMessage,
+        inline: Option<ApplicationFields>,
+    ) -> Result<Message, PublishError> {
         let (message, fanned) = match self.single(tenant, app, &new).await? {
             Some(done) => done,
             None => {

@@ -114,3 +114,59 @@ async fn an_expired_key_runs_the_request_again() {
     let second: Value = second.json().await.unwrap();
     assert_ne!(first["id"], second["id"]);
 }
+
+#[tokio::test]
+async fn a_message_request_whose_outcome_was_lost_does_not_create_a_second_message() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let send = || {
+        t.req(Method::POST, &format!("/api/v1/app/{a}/msg"))
+            .header("Idempotency-Key", "order-42")
+            .json(&json!({"eventType": "order.paid", "payload": {"n": 42}}))
+            .send()
+    };
+    let first = send().await.unwrap();
+    assert_eq!(first.status(), 202);
+    let first: Value = first.json().await.unwrap();
+    // The process died after the message's commit, before the key's response was
+    // stored: the key is left `running`, and a minute later it is taken over.
+    let db = app.db.client().await;
+    let n = db
+        .execute(
+            "UPDATE idempotency_keys SET state = 'running', status = NULL, headers = NULL, body = NULL,
+                created_at = now() - interval '2 minutes'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let retry = send().await.unwrap();
+    assert_eq!(retry.status(), 202);
+    let retry: Value = retry.json().await.unwrap();
+    assert_eq!(retry["id"], first["id"], "the retry finds the message its first run created");
+    let listed = t.get(&format!("/api/v1/app/{a}/msg")).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+#[tokio::test]
+async fn an_expired_key_creates_a_new_message() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_IDEMPOTENCY_TTL_SECS".into(), "1".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let send = || {
+        t.req(Method::POST, &format!("/api/v1/app/{a}/msg"))
+            .header("Idempotency-Key", "daily")
+            .json(&json!({"eventType": "report.ready", "payload": {}}))
+            .send()
+    };
+    let first: Value = send().await.unwrap().json().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let second = send().await.unwrap();
+    assert_eq!(second.status(), 202);
+    let second: Value = second.json().await.unwrap();
+    assert_ne!(first["id"], second["id"], "past its lifetime the key is a new request");
+}

@@ -1,6 +1,6 @@
 //! `v1.message.*`: create (the message and its deliveries in one transaction), list, get.
 
-use crate::{PageQuery, TenantAuth};
+use crate::{idempotency::RequestKey, PageQuery, TenantAuth};
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_egress::publish::{PublishError, Publisher};
@@ -142,6 +142,7 @@ fn check(body: &MessageIn) -> Result<(), ApiError> {
 #[post("/app/{app_id}/msg")]
 async fn create(
     tenant: TenantAuth,
+    request_key: Option<web::ReqData<RequestKey>>,
     publisher: web::Data<Publisher>,
     path: web::Path<Ref<AppId>>,
     q: web::Query<ContentQuery>,
@@ -167,9 +168,10 @@ async fn create(
         payload: body.payload.get().as_bytes().to_vec(),
         content_type: "application/json".into(),
         idempotency_key: None,
+        request_key: request_key.map(|k| k.into_inner().0),
     };
     let message = publisher.publish(&tenant.0, &path, new, inline).await.map_err(|e| match e {
-        PublishError::Conflict => ApiError::Conflict(e.to_string()),
+        PublishError::Conflict | PublishError::SameRequest => ApiError::Conflict(e.to_string()),
         PublishError::NoApplication => ApiError::NotFound("application"),
         PublishError::Unavailable => ApiError::Unavailable,
         PublishError::Invalid(detail) => ApiError::Validation(detail),

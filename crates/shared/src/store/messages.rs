@@ -35,6 +35,9 @@ pub struct NewMessage {
     pub content_type: String,
     /// Sent as `Idempotency-Key`; `None` sends the message id.
     pub idempotency_key: Option<String>,
+    /// The `Idempotency-Key` of the API request that creates it, unique per
+    /// application (a retried request finds its message: [`by_request_key`]).
+    pub request_key: Option<String>,
 }
 
 /// Filters of message lists.
@@ -78,8 +81,8 @@ pub async fn publish(
             ORDER BY (id = $2) DESC LIMIT 1
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type,
-                idempotency_key)
-            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10 FROM app
+                idempotency_key, request_key)
+            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM app
             RETURNING {COLUMNS}, tenant_id, app_id
          ), dels AS ({})
          SELECT {cols}, (SELECT count(*) FROM dels) FROM msg",
@@ -99,6 +102,7 @@ pub async fn publish(
                 &m.payload,
                 &m.content_type,
                 &m.idempotency_key,
+                &m.request_key,
             ],
         )
         .await?;
@@ -106,6 +110,32 @@ pub async fn publish(
         let fanned: i64 = r.get(COLUMNS.split(',').count());
         (from_row(&r), fanned as u64)
     }))
+}
+
+/// The message an API request with this `Idempotency-Key` created within `ttl`,
+/// if any. A key older than that (the key's own lifetime) is let go first, so
+/// that it may create a message again, as an expired `Idempotency-Key` may.
+pub async fn by_request_key(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &Ref<AppId>,
+    key: &str,
+    ttl: std::time::Duration,
+) -> Result<Option<Message>, StoreError> {
+    db.execute(
+        "UPDATE messages m SET request_key = NULL FROM applications a
+         WHERE m.tenant_id = $1 AND a.tenant_id = m.tenant_id AND a.id = m.app_id AND (a.id = $2 OR a.uid = $2)
+           AND m.request_key = $3 AND m.created_at < now() - make_interval(secs => $4)",
+        &[&tenant.as_str(), &app.as_str(), &key, &ttl.as_secs_f64()],
+    )
+    .await?;
+    let cols = COLUMNS.split(',').map(|c| format!("m.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "SELECT {cols} FROM messages m JOIN applications a ON a.tenant_id = m.tenant_id AND a.id = m.app_id
+         WHERE m.tenant_id = $1 AND (a.id = $2 OR a.uid = $2) AND m.request_key = $3
+         ORDER BY (a.id = $2) DESC LIMIT 1"
+    );
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &key]).await?.as_ref().map(from_row))
 }
 
 /// A message by id or by its `eventId`.
