@@ -4,6 +4,7 @@
 
 mod admin;
 mod at_rest;
+mod chaos;
 mod delivery;
 mod delivery_faults;
 mod egress_proxy;
