@@ -48,21 +48,30 @@ pub async fn idempotency(
         return reject(req, ApiError::Unauthorized("authentication is required".into()));
     };
     let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered");
-    let body = match claim(&mut req, &state, &scope, &key).await {
-        Ok(Ok(body)) => body,
+    let (body, token) = match claim(&mut req, &state, &scope, &key).await {
+        Ok(Ok(claimed)) => claimed,
         Ok(Err(stored)) => return Ok(req.into_response(replay(&state, &scope, &key, stored))),
         Err(e) => return reject(req, e),
     };
     req.set_payload(Payload::from(body));
     // Handlers whose effect can carry the key (message creation) make a retry find it.
     req.extensions_mut().insert(RequestKey(key.clone()));
+    let held = Held { scope, key, token };
     match next.call(req).await {
-        Ok(res) => Ok(remember(&state, &scope, &key, res.map_into_boxed_body()).await),
+        Ok(res) => Ok(remember(&state, &held, res.map_into_boxed_body()).await),
         Err(e) => {
-            forget(&state, &scope, &key).await;
+            forget(&state, &held).await;
             Err(e)
         }
     }
+}
+
+/// A claimed key and the fencing token of this request's claim: only the holder
+/// may store the response or release the key.
+struct Held {
+    scope: String,
+    key: String,
+    token: i64,
 }
 
 /// Reads the body and claims the key: `Ok(body)` to run the request,
@@ -72,7 +81,7 @@ async fn claim(
     state: &AppState,
     scope: &str,
     key: &str,
-) -> Result<Result<web::Bytes, StoredResponse>, ApiError> {
+) -> Result<Result<(web::Bytes, i64), StoredResponse>, ApiError> {
     let body = read_body(req, state.config.max_body).await?;
     let fingerprint = fingerprint(req.method(), req.uri().path_and_query().map_or("", |p| p.as_str()), &body);
     // Bounded like every wait on Postgres; no connection is held while the handler runs.
@@ -82,21 +91,23 @@ async fn claim(
     })
     .await?;
     match claim {
-        Claim::Run => Ok(Ok(body)),
+        Claim::Run(token) => Ok(Ok((body, token))),
         Claim::Replay(stored) => Ok(Err(stored)),
         Claim::Mismatch => Err(ApiError::IdempotencyMismatch),
         Claim::Running => Err(ApiError::IdempotencyInFlight),
     }
 }
 
-async fn forget(state: &AppState, scope: &str, key: &str) {
+async fn forget(state: &AppState, held: &Held) {
     let released = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        idempotency::release(&**conn, scope, key).await
+        idempotency::release(&**conn, &held.scope, &held.key, held.token).await
     })
     .await;
-    if let Err(e) = released {
-        tracing::warn!(error = %e, "could not release an Idempotency-Key; it is taken over after a minute");
+    match released {
+        Ok(true) => {}
+        Ok(false) => tracing::info!("an Idempotency-Key was taken over meanwhile; its new holder keeps it"),
+        Err(e) => tracing::warn!(error = %e, "could not release an Idempotency-Key; it is taken over after a minute"),
     }
 }
 
@@ -137,7 +148,8 @@ fn fingerprint(method: &Method, path: &str, body: &[u8]) -> Vec<u8> {
 
 /// Keeps the response for replay, or releases the key after a server-side failure
 /// so that the client's retry runs again.
-async fn remember(state: &AppState, scope: &str, key: &str, res: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
+async fn remember(state: &AppState, held: &Held, res: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
+    let (scope, key) = (held.scope.as_str(), held.key.as_str());
     let status = res.status();
     let (http_req, response) = res.into_parts();
     let (head, body) = response.into_parts();
@@ -146,7 +158,7 @@ async fn remember(state: &AppState, scope: &str, key: &str, res: ServiceResponse
         Err(_) => web::Bytes::new(),
     };
     if status.is_server_error() {
-        forget(state, scope, key).await;
+        forget(state, held).await;
         return ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body());
     }
     // Sealed at rest: a replayed body may hold an API key, a signing secret or a
@@ -155,13 +167,17 @@ async fn remember(state: &AppState, scope: &str, key: &str, res: ServiceResponse
     let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: sealed };
     let outcome = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        idempotency::finish(&**conn, scope, key, &stored).await
+        idempotency::finish(&**conn, scope, key, held.token, &stored).await
     })
     .await;
-    if let Err(e) = outcome {
+    match outcome {
+        Ok(true) => {}
+        // Taken over while this request ran (it outlived the takeover delay): the
+        // successor's response is the one kept.
+        Ok(false) => tracing::info!("an Idempotency-Key was taken over meanwhile; this response is not kept"),
         // The response itself stands; only its replay is lost, and the stale
         // `running` row is taken over after a minute.
-        tracing::warn!(error = %e, "could not record the idempotent response");
+        Err(e) => tracing::warn!(error = %e, "could not record the idempotent response"),
     }
     ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body())
 }

@@ -146,3 +146,33 @@ async fn a_resend_accepted_while_the_delivery_is_in_flight_is_not_undone_by_the_
     eprintln!("after the resend: endpoint got {got} requests, delivery {}", d["data"][0]);
     assert_eq!(got, 2, "the acknowledged resend was never sent; delivery: {}", d["data"][0]);
 }
+
+#[tokio::test]
+async fn a_slow_request_can_neither_release_nor_answer_for_the_key_its_successor_took_over() {
+    use hookgate_shared::store::idempotency::{self, Claim, StoredResponse};
+    let db = TestDb::new().await;
+    let pool = db::pool(&db.url, 2, Duration::from_secs(2), Duration::from_secs(5)).unwrap();
+    let conn = db::conn(&pool).await.unwrap();
+    let ttl = Duration::from_secs(3600);
+    let Claim::Run(first) = idempotency::claim(&**conn, "tnt_x", "k", b"fp", ttl).await.unwrap() else {
+        panic!("the first request runs")
+    };
+    // It runs past the takeover delay: the client's retry takes the key over.
+    let client = db.client().await;
+    client.execute("UPDATE idempotency_keys SET created_at = now() - interval '2 minutes'", &[]).await.unwrap();
+    let Claim::Run(second) = idempotency::claim(&**conn, "tnt_x", "k", b"fp", ttl).await.unwrap() else {
+        panic!("the retry takes the key over")
+    };
+    assert_ne!(first, second);
+    // The first request's failure does not release the key its successor holds...
+    assert!(!idempotency::release(&**conn, "tnt_x", "k", first).await.unwrap());
+    // ...nor does its late answer become the key's.
+    let late = StoredResponse { status: 500, headers: vec![], body: b"late".to_vec() };
+    assert!(!idempotency::finish(&**conn, "tnt_x", "k", first, &late).await.unwrap());
+    let own = StoredResponse { status: 201, headers: vec![], body: b"own".to_vec() };
+    assert!(idempotency::finish(&**conn, "tnt_x", "k", second, &own).await.unwrap());
+    let Claim::Replay(kept) = idempotency::claim(&**conn, "tnt_x", "k", b"fp", ttl).await.unwrap() else {
+        panic!("the key replays")
+    };
+    assert_eq!((kept.status, kept.body), (201, b"own".to_vec()));
+}

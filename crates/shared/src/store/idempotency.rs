@@ -20,8 +20,9 @@ pub struct StoredResponse {
 /// What claiming a key found.
 #[derive(Debug)]
 pub enum Claim {
-    /// This request owns the key and must run, then [`finish`] or [`release`].
-    Run,
+    /// This request owns the key, under this fencing token, and must run, then
+    /// [`finish`] or [`release`] with the token.
+    Run(i64),
     /// The same request already ran: replay its response.
     Replay(StoredResponse),
     /// The key was used for a different request.
@@ -41,24 +42,25 @@ pub async fn claim(
     ttl: Duration,
 ) -> Result<Claim, StoreError> {
     let ttl_secs = ttl.as_secs_f64();
+    let token: i64 = rand::random();
     let stale_secs = STALE_RUNNING.as_secs_f64();
     // Expired keys and abandoned runs are replaced in place rather than deleted
     // first, so that the claim stays one statement.
     let claimed = db
         .query_opt(
-            "INSERT INTO idempotency_keys AS k (tenant_id, key, fingerprint, state)
-             VALUES ($1, $2, $3, 'running')
+            "INSERT INTO idempotency_keys AS k (tenant_id, key, fingerprint, state, claim_token)
+             VALUES ($1, $2, $3, 'running', $6)
              ON CONFLICT (tenant_id, key) DO UPDATE
                 SET fingerprint = EXCLUDED.fingerprint, state = 'running', status = NULL,
-                    headers = NULL, body = NULL, created_at = now()
+                    headers = NULL, body = NULL, created_at = now(), claim_token = EXCLUDED.claim_token
                 WHERE k.created_at < now() - make_interval(secs => $4)
                    OR (k.state = 'running' AND k.created_at < now() - make_interval(secs => $5))
              RETURNING 1",
-            &[&scope, &key, &fingerprint, &ttl_secs, &stale_secs],
+            &[&scope, &key, &fingerprint, &ttl_secs, &stale_secs, &token],
         )
         .await?;
     if claimed.is_some() {
-        return Ok(Claim::Run);
+        return Ok(Claim::Run(token));
     }
     let row = db
         .query_opt(
@@ -85,28 +87,36 @@ pub async fn claim(
     Ok(Claim::Replay(StoredResponse { status: status as u16, headers, body: row.get(4) }))
 }
 
-/// Stores the response of a claimed key for later replays.
+/// Stores the response of a claimed key for later replays, if `token` still
+/// holds the claim; false when it was taken over (the successor's stands).
 pub async fn finish(
     db: &impl GenericClient,
     scope: &str,
     key: &str,
+    token: i64,
     response: &StoredResponse,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let headers = serde_json::to_value(&response.headers).expect("string pairs serialise");
-    db.execute(
-        "UPDATE idempotency_keys SET state = 'done', status = $3, headers = $4, body = $5
-         WHERE tenant_id = $1 AND key = $2",
-        &[&scope, &key, &(response.status as i16), &headers, &response.body],
-    )
-    .await?;
-    Ok(())
+    let n = db
+        .execute(
+            "UPDATE idempotency_keys SET state = 'done', status = $4, headers = $5, body = $6
+             WHERE tenant_id = $1 AND key = $2 AND state = 'running' AND claim_token = $3",
+            &[&scope, &key, &token, &(response.status as i16), &headers, &response.body],
+        )
+        .await?;
+    Ok(n == 1)
 }
 
-/// Forgets a claimed key whose request failed on our side, so a retry runs again.
-pub async fn release(db: &impl GenericClient, scope: &str, key: &str) -> Result<(), StoreError> {
-    db.execute("DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND state = 'running'", &[&scope, &key])
+/// Forgets a claimed key whose request failed on our side, so a retry runs again;
+/// only while `token` holds the claim.
+pub async fn release(db: &impl GenericClient, scope: &str, key: &str, token: i64) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND state = 'running' AND claim_token = $3",
+            &[&scope, &key, &token],
+        )
         .await?;
-    Ok(())
+    Ok(n == 1)
 }
 
 /// Deletes up to `batch` expired keys; the pruner calls it until it returns 0.
