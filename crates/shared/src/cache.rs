@@ -22,7 +22,8 @@ use crate::{
 };
 
 const TTL: Duration = Duration::from_secs(1);
-/// Past this many entries the cache is emptied rather than grown.
+/// Past this many entries, expired ones are dropped, and if that is not enough the
+/// cache is emptied rather than grown.
 const MAX_ENTRIES: usize = 100_000;
 
 /// A map whose entries expire after [`TTL`]. Cheap to clone.
@@ -51,7 +52,12 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     pub fn insert(&self, k: K, v: V) {
         let mut map = self.map.write().expect("cache lock is never poisoned");
         if map.len() >= MAX_ENTRIES {
-            map.clear();
+            // Bounded: expired entries go first (a flood of unknown ids lives one
+            // second), and only a flood within one second empties the cache.
+            map.retain(|_, (at, _)| at.elapsed() < TTL);
+            if map.len() >= MAX_ENTRIES {
+                map.clear();
+            }
         }
         map.insert(k, (Instant::now(), v));
     }
