@@ -16,6 +16,7 @@ if [ ! -f "$secrets" ]; then
 fi
 set -a; . "$secrets"; set +a
 export HOOKGATE_LISTEN=${HOOKGATE_LISTEN:-127.0.0.1:8080}
+export HOOKGATE_METRICS_LISTEN=${HOOKGATE_METRICS_LISTEN:-127.0.0.1:9464}
 cargo build -q --bin hookgate
 bin=target/debug/hookgate
 "$bin" migrate

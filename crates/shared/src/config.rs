@@ -35,7 +35,7 @@ settings! {
     "redis_prefix", "HOOKGATE_REDIS_PREFIX", Some("hg:"), "Prefix of every Redis key, so instances can share a Redis.";
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
     "listen", "HOOKGATE_LISTEN", Some("127.0.0.1:8080"), "Address to serve on.";
-    "metrics_listen", "HOOKGATE_METRICS_LISTEN", Some("127.0.0.1:9464"), "Address of the /metrics listener, apart from the public ports (its labels name tenants and sources); empty serves no metrics.";
+    "metrics_listen", "HOOKGATE_METRICS_LISTEN", Some(""), "Address of the /metrics listener, apart from the public ports (its labels name tenants and sources), e.g. 127.0.0.1:9464; empty (the default) serves no metrics.";
     "admin_token", "HOOKGATE_ADMIN_TOKEN", None, "The operator's bearer token; unset disables /admin.";
     "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per process.";
