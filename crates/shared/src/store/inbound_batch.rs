@@ -28,6 +28,21 @@ pub struct BatchRow {
     pub payload: Vec<u8>,
 }
 
+/// The CTEs that turn the admitted inbound rows of a CTE `ins` (returning `id,
+/// tenant_id, app_id, msg_id, key, event_type, content_type, payload`) into their
+/// messages and deliveries: the message's eventId is the inbound event's id, its
+/// Idempotency-Key the inbound key. One text for both ways an event is admitted.
+fn messages_of_admitted() -> String {
+    format!(
+        "msgs AS (
+            INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, idempotency_key)
+            SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key FROM ins
+            RETURNING tenant_id, app_id, id, event_type, channels
+         ), dels AS ({})",
+        fanout::insert_deliveries("msgs")
+    )
+}
+
 /// Inserts the rows whose key is new, their messages and their deliveries, in one
 /// statement: alone (autocommit) it is one round trip and one commit for the
 /// whole batch, as cheap for the database as a single bare insert. The caller
@@ -59,14 +74,9 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
                 SELECT t, s, k, i, 'accepted', a, m, e, c, p FROM input ORDER BY n
                 ON CONFLICT (tenant_id, source_id, key) DO NOTHING
                 RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload
-             ), msgs AS (
-                INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type,
-                    idempotency_key)
-                SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key FROM ins
-                RETURNING tenant_id, app_id, id, event_type, channels
-             ), dels AS ({})
+             ), {}
              SELECT id FROM ins",
-                fanout::insert_deliveries("msgs")
+                messages_of_admitted()
             ),
             &[
                 &col(|r| r.tenant_id.as_str()),
@@ -136,14 +146,9 @@ pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<
                     WHERE tenant_id = $1 AND source_id = $2 AND key = $3
                       AND status = 'processing' AND lease_until < now()
                     RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload
-                 ), msgs AS (
-                    INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type,
-                        idempotency_key)
-                    SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key FROM ins
-                    RETURNING tenant_id, app_id, id, event_type, channels
-                 ), dels AS ({})
+                 ), {}
                  SELECT id FROM ins",
-                fanout::insert_deliveries("msgs")
+                messages_of_admitted()
             ),
             &[
                 &row.tenant_id.as_str(),
