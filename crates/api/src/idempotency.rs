@@ -121,7 +121,7 @@ fn parse_key(raw: &[u8]) -> Result<String, ApiError> {
     Ok(String::from_utf8(raw.to_vec()).expect("checked ASCII"))
 }
 
-async fn read_body(req: &mut ServiceRequest, limit: usize) -> Result<web::Bytes, ApiError> {
+pub(crate) async fn read_body(req: &mut ServiceRequest, limit: usize) -> Result<web::Bytes, ApiError> {
     let mut payload = req.take_payload();
     let mut buf = web::BytesMut::new();
     use futures_util::StreamExt;

@@ -15,6 +15,7 @@ mod idempotency;
 mod patch;
 pub mod path;
 mod principal;
+mod text;
 pub mod v1;
 
 use actix_web::{middleware::from_fn, web};
@@ -32,6 +33,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             // Innermost first: the deadline bounds the handler, so the Idempotency-Key
             // middleware sees its 503 and releases the key; the middleware's and the
             // authentication's own queries are bounded where they run.
+            .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_operator))
@@ -39,6 +41,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
     cfg.service(
         web::scope("/api/v1")
+            .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_tenant))

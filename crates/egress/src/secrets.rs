@@ -56,8 +56,14 @@ pub fn signing_keys(
 }
 
 /// The one key of a stored headers object that holds the sealed headers. A
-/// headers object without it was stored before headers were sealed.
-pub const SEALED_HEADERS: &str = "$sealed";
+/// leading `:` makes it an invalid header name, so no clear headers object can
+/// carry it (as with HTTP/2's pseudo-headers).
+pub const SEALED_HEADERS: &str = ":sealed";
+
+/// The key the first sealing release used. It is a valid header name, so an object
+/// holding only it is read as sealed only if it opens; otherwise it is a clear
+/// header a tenant set before headers were sealed.
+const LEGACY_SEALED_HEADERS: &str = "$sealed";
 
 fn headers_purpose(app: &AppId, ep: &EndpointId) -> String {
     format!("endpoint-headers:{app}:{ep}")
@@ -81,48 +87,67 @@ pub fn open_headers(
     ep: &EndpointId,
     stored: &Value,
 ) -> Result<Value, String> {
-    let Some(b64) = stored.get(SEALED_HEADERS).and_then(Value::as_str) else { return Ok(stored.clone()) };
-    let sealed = STANDARD.decode(b64).map_err(|e| e.to_string())?;
-    let plain = state
-        .config
-        .master_key
-        .tenant_key(tenant)
-        .open(&headers_purpose(app, ep), &sealed)
-        .map_err(|e| e.to_string())?;
-    serde_json::from_slice(&plain).map_err(|e| e.to_string())
+    let open = |b64: &str| -> Result<Value, String> {
+        let sealed = STANDARD.decode(b64).map_err(|e| e.to_string())?;
+        let plain = state
+            .config
+            .master_key
+            .tenant_key(tenant)
+            .open(&headers_purpose(app, ep), &sealed)
+            .map_err(|e| e.to_string())?;
+        serde_json::from_slice(&plain).map_err(|e| e.to_string())
+    };
+    if let Some(b64) = stored.get(SEALED_HEADERS).and_then(Value::as_str) {
+        return open(b64);
+    }
+    if let Some(b64) = stored.as_object().filter(|m| m.len() == 1).and_then(|m| m.get(LEGACY_SEALED_HEADERS)) {
+        if let Ok(opened) = b64.as_str().ok_or_else(String::new).and_then(open) {
+            return Ok(opened);
+        }
+    }
+    Ok(stored.clone())
 }
 
-/// Seals the custom headers stored before they were sealed, in batches; run once
-/// at a worker's start. Safe on several instances at once: each row is replaced
-/// only if it still holds the clear value read.
+/// Seals the custom headers stored in clear (or under the first release's key),
+/// walking every endpoint once at a worker's start. Safe on several instances at
+/// once: each row is replaced only if it still holds the value read. A row that
+/// cannot be opened is left as it is and logged; the walk goes on past it.
 pub async fn seal_stored_headers(state: AppState) {
+    let mut after = None;
+    let mut sealed = 0usize;
     loop {
         let batch = hookgate_shared::db::bounded(state.db_budget(), async {
             let conn = hookgate_shared::db::conn(&state.db).await?;
-            endpoints::clear_headers(&**conn, 100).await
+            endpoints::unsealed_headers(&**conn, after.as_ref(), 100).await
         })
         .await;
         let rows = match batch {
             Ok(rows) if !rows.is_empty() => rows,
-            Ok(_) => return,
+            Ok(_) => break,
             Err(e) => {
                 tracing::warn!(error = %e, "sealing stored endpoint headers postponed to the next start");
-                return;
+                break;
             }
         };
-        let mut sealed = 0;
-        for (tenant, app, ep, clear) in rows {
-            let new = seal_headers(&state, &tenant, &app, &ep, &clear);
+        for (tenant, app, ep, stored) in &rows {
+            let clear = match open_headers(&state, tenant, app, ep, stored) {
+                Ok(clear) => clear,
+                Err(e) => {
+                    tracing::warn!(endpoint = %ep, error = %e, "stored endpoint headers cannot be opened; left as they are");
+                    continue;
+                }
+            };
+            let new = seal_headers(&state, tenant, app, ep, &clear);
             let done = hookgate_shared::db::bounded(state.db_budget(), async {
                 let conn = hookgate_shared::db::conn(&state.db).await?;
-                endpoints::replace_headers(&**conn, &tenant, &app, &ep, &clear, &new).await
+                endpoints::replace_headers(&**conn, tenant, app, ep, stored, &new).await
             })
             .await;
             sealed += usize::from(matches!(done, Ok(true)));
         }
+        after = rows.last().map(|(t, a, e, _)| (t.clone(), a.clone(), e.clone()));
+    }
+    if sealed > 0 {
         tracing::info!(sealed, "sealed endpoint headers stored in clear");
-        if sealed == 0 {
-            return;
-        }
     }
 }

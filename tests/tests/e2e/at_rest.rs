@@ -31,8 +31,8 @@ async fn custom_endpoint_headers_are_sealed_at_rest_and_sent_as_set() {
     let shown = t.get(&path).await;
     assert_eq!(shown["headers"], json!({"X-Extra": "extra-header-value", "X-Team": "blue-team-value"}));
     assert_eq!(shown["sensitive"], json!(["Authorization"]));
-    // `$sealed` is the stored form's own key, not a header a tenant may set.
-    let res = t.req(Method::PUT, &path).json(&json!({"headers": {"$sealed": "x"}})).send().await.unwrap();
+    // `:sealed`, the stored form's own key, is not a header name, so nobody can set it.
+    let res = t.req(Method::PUT, &path).json(&json!({"headers": {":sealed": "x"}})).send().await.unwrap();
     assert_eq!(res.status(), 422);
 
     t.message(&a, "x", json!({})).await;
@@ -59,7 +59,7 @@ async fn headers_stored_in_clear_before_sealing_are_sealed_when_a_worker_starts(
         let row = db.query_one("SELECT headers::text FROM endpoints WHERE id = $1", &[&ep]).await.unwrap();
         let text: String = row.get(0);
         if !text.contains("legacy-header-value") {
-            assert!(text.contains("$sealed"), "{text}");
+            assert!(text.contains(":sealed"), "{text}");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "still in clear: {text}");
@@ -69,4 +69,51 @@ async fn headers_stored_in_clear_before_sealing_are_sealed_when_a_worker_starts(
     t.message(&a, "x", json!({})).await;
     let got = sink.wait_for(1, Duration::from_secs(10)).await;
     assert_eq!(got[0].header("x-legacy"), Some("legacy-header-value"));
+}
+
+#[tokio::test]
+async fn a_clear_header_named_like_the_first_releases_marker_is_sent_and_resealed_not_misread() {
+    let app = TestApp::spawn_role_default_env(hookgate_gateway::Role::Api).await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let legacy_ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    let sealed_ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    let db = app.db.client().await;
+    // Stored in clear by a release before sealing: `$sealed` is a valid header name.
+    let legacy = json!({"$sealed": "clear-dollar-value"});
+    db.execute("UPDATE endpoints SET headers = $1 WHERE id = $2", &[&legacy, &legacy_ep]).await.unwrap();
+    // Sealed by the first sealing release, whose marker was `$sealed`.
+    let path = format!("/api/v1/app/{a}/endpoint/{sealed_ep}/headers");
+    let body = json!({"headers": {"X-Old": "first-release-value"}});
+    assert_eq!(t.req(Method::PUT, &path).json(&body).send().await.unwrap().status(), 204);
+    db.execute(
+        "UPDATE endpoints SET headers = jsonb_build_object('$sealed', headers->':sealed') WHERE id = $1",
+        &[&sealed_ep],
+    )
+    .await
+    .unwrap();
+    assert_eq!(t.get(&path).await["headers"], json!({"X-Old": "first-release-value"}));
+    let legacy_path = format!("/api/v1/app/{a}/endpoint/{legacy_ep}/headers");
+    assert_eq!(t.get(&legacy_path).await["headers"], legacy);
+
+    let _worker = app.spawn_sibling(hookgate_gateway::Role::Worker).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = db.query("SELECT headers::text FROM endpoints", &[]).await.unwrap();
+        let texts: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        if texts.iter().all(|t| t.contains(":sealed") && !t.contains("$sealed")) {
+            assert!(texts.iter().all(|t| !t.contains("clear-dollar-value")), "{texts:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not all resealed: {texts:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(t.get(&path).await["headers"], json!({"X-Old": "first-release-value"}));
+    assert_eq!(t.get(&legacy_path).await["headers"], legacy);
+    t.message(&a, "x", json!({})).await;
+    let got = sink.wait_for(2, Duration::from_secs(10)).await;
+    let dollar: Vec<_> = got.iter().filter_map(|r| r.header("$sealed")).collect();
+    assert_eq!(dollar, vec!["clear-dollar-value"], "the clear header is sent as set, once");
+    assert_eq!(got.iter().filter_map(|r| r.header("x-old")).collect::<Vec<_>>(), vec!["first-release-value"]);
 }

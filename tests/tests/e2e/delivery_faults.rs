@@ -152,6 +152,40 @@ async fn a_disabled_tenants_deliveries_pause_and_resume_when_it_is_enabled_again
 }
 
 #[tokio::test]
+async fn a_delivery_paused_after_its_tenant_was_resumed_is_resumed_by_the_sweep() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_RETRY_SCHEDULE".into(), "1".into());
+    })
+    .await;
+    let sink = Sink::start().await;
+    sink.set(Behaviour { fail_first: 1, ..Default::default() });
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    t.message(&a, "x", json!({})).await;
+    sink.wait_for(1, Duration::from_secs(10)).await;
+    let res = app
+        .admin(reqwest::Method::PATCH, &format!("/admin/v1/tenant/{}", t.id))
+        .json(&json!({ "disabled": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let client = app.db.client().await;
+    let paused = "SELECT count(*) FROM deliveries WHERE status = 1 AND next_attempt_at IS NULL";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client.query_one(paused, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the retry is paused by a claim");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The race: the operator's resume ran before that claim paused the row, so the
+    // tenant is enabled and nothing made the row due. Modelled by enabling it in SQL.
+    client.execute("UPDATE tenants SET disabled = false", &[]).await.unwrap();
+    let got = sink.wait_for(2, Duration::from_secs(15)).await;
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"), "the same delivery, resumed");
+}
+
+#[tokio::test]
 async fn a_resend_of_a_delivery_still_in_its_schedule_keeps_the_schedule() {
     let app = TestApp::spawn_with(|env| {
         env.insert("HOOKGATE_RETRY_SCHEDULE".into(), "30,30".into());

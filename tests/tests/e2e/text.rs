@@ -20,6 +20,20 @@ async fn a_nul_in_a_query_or_a_body_answers_422_and_spoils_no_neighbour() {
     let app = TestApp::spawn().await;
     let t = app.tenant().await;
     let a = t.application().await;
+    let fields = [
+        ("/api/v1/app".to_owned(), json!({"name": "a\u{0}b"}), "`name`"),
+        ("/api/v1/app".to_owned(), json!({"name": "x", "metadata": {"k": "a\u{0}b"}}), "`metadata.k`"),
+        (
+            format!("/api/v1/app/{a}/msg"),
+            json!({"eventType": "a.b", "payload": {}, "tags": ["ok", "a\u{0}b"]}),
+            "`tags[1]`",
+        ),
+    ];
+    for (path, body, field) in fields {
+        let (status, words) = send(&t, Method::POST, &path, Some(body.clone())).await;
+        assert_eq!(status, 422, "{path} {body}: {words}");
+        assert!(words.contains(field), "{path} {body}: the answer names {field}: {words}");
+    }
     let cases = [
         (Method::GET, "/api/v1/app?iterator=a%00b".to_owned(), None),
         (Method::GET, format!("/api/v1/app/{a}/msg?channel=a%00b"), None),

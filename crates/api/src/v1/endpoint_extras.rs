@@ -89,7 +89,7 @@ fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiErr
         if actix_web::http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(ApiError::Validation(format!("header name `{name}` is not valid")));
         }
-        if RESERVED.contains(&lower.as_str()) || lower == secrets::SEALED_HEADERS {
+        if RESERVED.contains(&lower.as_str()) {
             return Err(ApiError::Validation(format!("header `{name}` is set by Hookgate and cannot be overridden")));
         }
         if let Some(v) = value {

@@ -140,10 +140,21 @@ impl Worker {
     }
 }
 
+/// Every 5 s: samples the pending gauge and resumes deliveries paused by a claim
+/// that raced with their tenant's re-enabling.
 async fn sample_pending(state: AppState, metrics: EgressMetrics) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tick.tick().await;
+        let resumed = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            deliveries::resume_enabled(&**conn, 1000).await
+        });
+        match resumed.await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(resumed = n, "resumed deliveries of re-enabled tenants"),
+            Err(e) => tracing::debug!(error = %e, "resuming paused deliveries postponed"),
+        }
         let counted = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             deliveries::pending_count(&**conn).await

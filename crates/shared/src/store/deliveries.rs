@@ -285,6 +285,26 @@ pub async fn resume_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result
         .await?)
 }
 
+/// Makes paused deliveries of tenants that are enabled again due now, at most
+/// `limit` per call; returns how many. `resume_tenant` does this at once when the
+/// operator re-enables a tenant, but a claim that read the tenant as disabled just
+/// before can pause rows after it ran: this sweep, run periodically, catches those.
+pub async fn resume_enabled(db: &impl GenericClient, limit: i64) -> Result<u64, StoreError> {
+    Ok(db
+        .execute(
+            "UPDATE deliveries d SET next_attempt_at = now()
+             FROM (SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id
+                   FROM deliveries d JOIN tenants t ON t.id = d.tenant_id
+                   WHERE d.status = 1 AND d.next_attempt_at IS NULL
+                     AND NOT t.disabled AND t.deleted_at IS NULL
+                   LIMIT $1 FOR UPDATE OF d SKIP LOCKED) r
+             WHERE d.tenant_id = r.tenant_id AND d.app_id = r.app_id AND d.msg_id = r.msg_id
+               AND d.endpoint_id = r.endpoint_id AND d.status = 1 AND d.next_attempt_at IS NULL",
+            &[&limit],
+        )
+        .await?)
+}
+
 /// Marks a claimed delivery failed without an attempt row: the last resort for a
 /// result that cannot be recorded, so that it is neither lost from sight nor sent
 /// again and again. It stays listable and can be resent. Returns whether it existed.
@@ -302,7 +322,11 @@ pub async fn quarantine(db: &impl GenericClient, o: &Outcome) -> Result<bool, St
 
 /// Deliveries waiting or in flight, for `hookgate_deliveries_pending`.
 pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
-    let row = db.query_one("SELECT count(*) FROM deliveries WHERE status IN (1, 3)", &[]).await?;
+    // Paused deliveries (a disabled or deleted tenant's: no due time) are not
+    // waiting to be sent, so they are not counted.
+    let row = db
+        .query_one("SELECT count(*) FROM deliveries WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL", &[])
+        .await?;
     Ok(row.get(0))
 }
 

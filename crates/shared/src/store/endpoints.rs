@@ -253,17 +253,22 @@ pub async fn replace_headers(
     Ok(n == 1)
 }
 
-/// Endpoints whose custom headers were stored before headers were sealed (no
-/// `$sealed` key), across tenants, for the resealer.
-pub async fn clear_headers(
+/// Endpoints whose custom headers are not under the current sealed key (stored
+/// in clear, or sealed by the first release), across tenants, for the resealer:
+/// up to `limit`, in key order after `after`, so one walk visits each row once.
+pub async fn unsealed_headers(
     db: &impl GenericClient,
+    after: Option<&(TenantId, AppId, EndpointId)>,
     limit: i64,
 ) -> Result<Vec<(TenantId, AppId, EndpointId, Value)>, StoreError> {
+    let (t, a, e) = after.map_or(("", "", ""), |(t, a, e)| (t.as_str(), a.as_str(), e.as_str()));
     let rows = db
         .query(
             "SELECT tenant_id, app_id, id, headers FROM endpoints
-             WHERE headers <> '{}'::jsonb AND NOT headers ? '$sealed' LIMIT $1",
-            &[&limit],
+             WHERE (tenant_id, app_id, id) > ($1, $2, $3)
+               AND headers <> '{}'::jsonb AND NOT headers ? ':sealed'
+             ORDER BY tenant_id, app_id, id LIMIT $4",
+            &[&t, &a, &e, &limit],
         )
         .await?;
     Ok(rows
