@@ -1,8 +1,11 @@
 //! The operator's admin API, `/admin/v1`: tenants and their API keys.
 
+use crate::idempotency::{answer, RequestKey};
 use crate::{Maybe, Operator, PageQuery};
+use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
+use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -117,6 +120,7 @@ async fn create_tenant(
     _: Operator,
     state: web::Data<AppState>,
     body: web::Json<TenantIn>,
+    request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     check_name(&body.name)?;
@@ -124,18 +128,16 @@ async fn create_tenant(
         check_uid(uid)?;
     }
     let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(hookgate_shared::store::StoreError::from)?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
     let id = TenantId::generate();
     let tenant =
         tenants::insert(&*tx, &id, body.name.trim(), body.uid.as_deref()).await.map_err(|e| uid_conflict(e.into()))?;
     let key = api_keys::issue(&*tx, &id, &state.api_keys).await?;
-    tx.commit().await.map_err(hookgate_shared::store::StoreError::from)?;
+    let created = CreatedTenant { tenant: tenant.into(), api_key: key.key, api_key_id: key.id.to_string() };
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &created).await?;
+    tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(tenant = %id, "tenant created");
-    Ok(HttpResponse::Created().json(CreatedTenant {
-        tenant: tenant.into(),
-        api_key: key.key,
-        api_key_id: key.id.to_string(),
-    }))
+    Ok(res)
 }
 
 #[get("/tenant")]
@@ -215,15 +217,16 @@ async fn create_key(
     _: Operator,
     state: web::Data<AppState>,
     id: web::Path<Ref<TenantId>>,
+    request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
-    let conn = db::conn(&state.db).await?;
-    let key = api_keys::issue(&**conn, &tenant.id, &state.api_keys).await?;
-    Ok(HttpResponse::Created().json(CreatedKey {
-        id: key.id.to_string(),
-        api_key: key.key,
-        created_at: key.created_at,
-    }))
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let key = api_keys::issue(&*tx, &tenant.id, &state.api_keys).await?;
+    let created = CreatedKey { id: key.id.to_string(), api_key: key.key, created_at: key.created_at };
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &created).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
 }
 
 #[delete("/tenant/{id}/api-key/{key_id}")]

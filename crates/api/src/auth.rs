@@ -57,7 +57,7 @@ pub async fn require_operator(
 
 /// Admits a tenant by one of its live API keys.
 pub async fn require_tenant(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let state = state(&req);
@@ -69,7 +69,12 @@ pub async fn require_tenant(
         let allowed = match portal_access(app_id, req.method().as_str(), req.path()) {
             PortalAccess::Allowed => Ok(true),
             PortalAccess::Denied => Ok(false),
-            PortalAccess::IfAppIs(segment) => names_app(&state, tenant, &segment, app_id).await,
+            PortalAccess::IfAppIs(segment) => match names_app(&state, tenant, &segment, app_id).await {
+                // The handler then finds the application by the id checked here, not
+                // by a uid that another application may take in between.
+                Ok(true) => Ok(pin_app(&mut req, &segment, app_id)),
+                other => other,
+            },
         };
         match allowed {
             Ok(true) => {}
@@ -81,6 +86,22 @@ pub async fn require_tenant(
     }
     req.extensions_mut().insert(principal);
     Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// Rewrites `/api/v1/app/{uid}/…` to `/api/v1/app/{app_id}/…`; false if the path
+/// does not have that shape (then the request is refused).
+fn pin_app(req: &mut ServiceRequest, segment: &str, app_id: &str) -> bool {
+    let prefix = format!("/api/v1/app/{segment}");
+    let Some(rest) = req.path().strip_prefix(&prefix).map(str::to_owned) else { return false };
+    let query = req.query_string();
+    let pinned = match query.is_empty() {
+        true => format!("/api/v1/app/{app_id}{rest}"),
+        false => format!("/api/v1/app/{app_id}{rest}?{query}"),
+    };
+    let Ok(uri) = pinned.parse::<actix_web::http::Uri>() else { return false };
+    req.match_info_mut().get_mut().update(&uri);
+    req.head_mut().uri = uri;
+    true
 }
 
 /// Whether a path's application segment (a uid) names the token's application now.

@@ -18,16 +18,57 @@ use hookgate_shared::{
     store::idempotency::{self, Claim, StoredResponse},
     AppState,
 };
+use serde::Serialize;
 use sha2::{Digest, Sha256};
+use tokio_postgres::GenericClient;
 
 use crate::{auth::reject, Principal};
 
 const KEY_HEADER: &str = "idempotency-key";
 
-/// The `Idempotency-Key` a request runs under, for handlers that store it with
-/// their effect so that the request cannot run twice.
+/// The `Idempotency-Key` a request runs under and this request's claim on it, for
+/// handlers that commit their response with their effect ([`answer`]) or store
+/// the key on it (message creation), so that the request cannot run twice.
 #[derive(Debug, Clone)]
-pub struct RequestKey(pub String);
+pub struct RequestKey {
+    pub key: String,
+    scope: String,
+    token: i64,
+}
+
+/// Set on a response whose handler already kept it under its key, in its own
+/// transaction: the middleware does not store it again.
+#[derive(Debug, Clone, Copy)]
+struct Kept;
+
+/// A handler's JSON answer, kept under its `Idempotency-Key` (if the request has
+/// one) by `tx`, the handler's own transaction, before it commits. The effect and
+/// its replay commit together: a crash before the commit leaves neither (the
+/// retry runs), after it both (the retry replays), never the effect alone. If
+/// this request's claim was taken over meanwhile, it fails with 409 and the
+/// handler's transaction, dropped uncommitted, leaves no effect.
+pub async fn answer(
+    tx: &impl GenericClient,
+    state: &AppState,
+    key: Option<&RequestKey>,
+    status: StatusCode,
+    body: &impl Serialize,
+) -> Result<HttpResponse, ApiError> {
+    let bytes = serde_json::to_vec(body).map_err(|e| ApiError::Internal(e.to_string()))?;
+    if let Some(k) = key {
+        let stored = StoredResponse {
+            status: status.as_u16(),
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: state.config.master_key.replay_key(&k.scope).seal(&replay_purpose(&k.scope, &k.key), &bytes),
+        };
+        if !idempotency::finish(tx, &k.scope, &k.key, k.token, &stored).await? {
+            return Err(ApiError::IdempotencyInFlight);
+        }
+    }
+    let mut res = HttpResponse::build(status).content_type("application/json").body(bytes);
+    res.extensions_mut().insert(Kept);
+    Ok(res)
+}
 const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 const MAX_KEY_LEN: usize = 255;
 
@@ -55,7 +96,7 @@ pub async fn idempotency(
     };
     req.set_payload(Payload::from(body));
     // Handlers whose effect can carry the key (message creation) make a retry find it.
-    req.extensions_mut().insert(RequestKey(key.clone()));
+    req.extensions_mut().insert(RequestKey { key: key.clone(), scope: scope.clone(), token });
     let held = Held { scope, key, token };
     match next.call(req).await {
         Ok(res) => Ok(remember(&state, &held, res.map_into_boxed_body()).await),
@@ -149,6 +190,9 @@ fn fingerprint(method: &Method, path: &str, body: &[u8]) -> Vec<u8> {
 /// Keeps the response for replay, or releases the key after a server-side failure
 /// so that the client's retry runs again.
 async fn remember(state: &AppState, held: &Held, res: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
+    if res.response().extensions().get::<Kept>().is_some() {
+        return res;
+    }
     let (scope, key) = (held.scope.as_str(), held.key.as_str());
     let status = res.status();
     let (http_req, response) = res.into_parts();

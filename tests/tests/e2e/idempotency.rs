@@ -150,6 +150,35 @@ async fn a_message_request_whose_outcome_was_lost_does_not_create_a_second_messa
 }
 
 #[tokio::test]
+async fn an_abandoned_key_reused_with_another_body_answers_422_not_the_first_message() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let send = |n: i64| {
+        t.req(Method::POST, &format!("/api/v1/app/{a}/msg"))
+            .header("Idempotency-Key", "order-43")
+            .json(&json!({"eventType": "order.paid", "payload": {"n": n}}))
+            .send()
+    };
+    assert_eq!(send(1).await.unwrap().status(), 202);
+    // Its outcome was lost (left `running`), and a minute has passed.
+    let db = app.db.client().await;
+    db.execute(
+        "UPDATE idempotency_keys SET state = 'running', status = NULL, headers = NULL, body = NULL,
+            created_at = now() - interval '2 minutes'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let other = send(2).await.unwrap();
+    assert_eq!(other.status(), 422, "another request under the key, not the first one's message");
+    let same = send(1).await.unwrap();
+    assert_eq!(same.status(), 202, "the same request still takes the key over");
+    let listed = t.get(&format!("/api/v1/app/{a}/msg")).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+#[tokio::test]
 async fn an_expired_key_creates_a_new_message() {
     let app = TestApp::spawn_with(|env| {
         env.insert("HOOKGATE_IDEMPOTENCY_TTL_SECS".into(), "1".into());
@@ -169,4 +198,87 @@ async fn an_expired_key_creates_a_new_message() {
     assert_eq!(second.status(), 202);
     let second: Value = second.json().await.unwrap();
     assert_ne!(first["id"], second["id"], "past its lifetime the key is a new request");
+}
+
+#[tokio::test]
+async fn a_request_killed_before_its_commit_leaves_nothing_and_its_retry_runs_once() {
+    use hookgate_tests::process::Served;
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let db = app.db.client().await;
+    // Storing the response sleeps, then fails: the process is killed after the
+    // application's insert ran and while its key's response is being stored, and
+    // that storing never lands. Before the response was stored in the handler's
+    // transaction, the application had committed by then and the retry, taking the
+    // key over, created a second one.
+    db.batch_execute(
+        "CREATE FUNCTION slow_finish() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.state = 'done' THEN PERFORM pg_sleep(4); RAISE EXCEPTION 'the process died'; END IF;
+         RETURN NEW; END $$;
+         CREATE TRIGGER slow_finish BEFORE UPDATE ON idempotency_keys
+         FOR EACH ROW EXECUTE FUNCTION slow_finish();",
+    )
+    .await
+    .unwrap();
+    let mut doomed = Served::start(&app.env, "api").await;
+    let body = json!({"name": "Once"});
+    let request = app
+        .http
+        .post(doomed.url("/api/v1/app"))
+        .bearer_auth(&t.key)
+        .header("Idempotency-Key", "app-once")
+        .json(&body)
+        .send();
+    let sent = tokio::spawn(request);
+    let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'UPDATE idempotency_keys%'
+                    AND state = 'active' AND pid <> pg_backend_pid()";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.query_one(sleeping, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the request reaches the storing of its response");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    doomed.kill().await;
+    assert!(sent.await.unwrap().is_err(), "the killed process answered nothing");
+    db.batch_execute("DROP TRIGGER slow_finish ON idempotency_keys").await.unwrap();
+    // A minute later the abandoned key is taken over (waits for the dead
+    // transaction's row lock, then ages the key).
+    db.execute("UPDATE idempotency_keys SET created_at = now() - interval '2 minutes'", &[]).await.unwrap();
+    let retry = t.req(Method::POST, "/api/v1/app").header("Idempotency-Key", "app-once").json(&body).send().await;
+    let retry = retry.unwrap();
+    assert_eq!(retry.status(), 201);
+    let created: Value = retry.json().await.unwrap();
+    let again = t.req(Method::POST, "/api/v1/app").header("Idempotency-Key", "app-once").json(&body).send().await;
+    let again = again.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.json::<Value>().await.unwrap()["id"], created["id"]);
+    let listed = t.get("/api/v1/app").await;
+    let names: Vec<_> = listed["data"].as_array().unwrap().iter().map(|a| a["name"].clone()).collect();
+    assert_eq!(names, vec![json!("Once")], "exactly one application: {listed}");
+}
+
+#[tokio::test]
+async fn a_stale_holder_whose_key_was_taken_over_leaves_no_effect() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let db = app.db.client().await;
+    // The key is taken over while the first request runs (it outlived the takeover
+    // delay): its response cannot be stored, so its effect rolls back.
+    // As a successor's claim does: the token this request holds is not the row's.
+    db.batch_execute(
+        "CREATE FUNCTION moved() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN NEW.claim_token := NEW.claim_token + 1; RETURN NEW; END $$;
+         CREATE TRIGGER moved BEFORE INSERT ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION moved();",
+    )
+    .await
+    .unwrap();
+    let res = t
+        .req(Method::POST, "/api/v1/app")
+        .header("Idempotency-Key", "taken")
+        .json(&json!({"name": "Stale"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 409, "the stale holder is told it no longer holds the key");
+    let listed = t.get("/api/v1/app").await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 0, "its application rolled back: {listed}");
 }

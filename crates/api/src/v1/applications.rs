@@ -2,9 +2,12 @@
 
 use std::collections::HashMap;
 
+use crate::idempotency::{answer, RequestKey};
 use crate::{Maybe, PageQuery, TenantAuth};
+use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
+use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -112,20 +115,24 @@ async fn create(
     state: web::Data<AppState>,
     q: web::Query<CreateQuery>,
     body: web::Json<AppIn>,
+    key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let fields = body.into_inner().into_fields()?;
-    let conn = db::conn(&state.db).await?;
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
     if q.get_if_exists {
         if let Some(uid) = &fields.uid {
-            if let Some(existing) = applications::get(&**conn, &tenant.0, &Ref::Uid(uid.clone())).await? {
+            if let Some(existing) = applications::get(&*tx, &tenant.0, &Ref::Uid(uid.clone())).await? {
                 return Ok(HttpResponse::Ok().json(AppOut::from(existing)));
             }
         }
     }
-    let app = applications::insert(&**conn, &tenant.0, &AppId::generate(), &fields)
+    let app = applications::insert(&*tx, &tenant.0, &AppId::generate(), &fields)
         .await
         .map_err(|e| validate::conflict("an application with this uid")(e.into()))?;
-    Ok(HttpResponse::Created().json(AppOut::from(app)))
+    let res = answer(&*tx, &state, key.as_deref(), StatusCode::CREATED, &AppOut::from(app)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
 }
 
 #[get("/app/{app_id}")]

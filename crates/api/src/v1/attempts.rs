@@ -1,11 +1,14 @@
 //! `v1.message-attempt.*`: list by endpoint and by message, get, attempted
 //! destinations, attempted messages, resend.
 
+use crate::idempotency::{answer, RequestKey};
 use crate::{PageQuery, TenantAuth};
+use actix_web::http::StatusCode;
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, AttemptId, EndpointId, MessageId, Ref};
 use hookgate_shared::status::{DeliveryStatus, Trigger};
+use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -222,12 +225,16 @@ async fn resend(
     tenant: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<(Ref<AppId>, Ref<MessageId>, Ref<EndpointId>)>,
+    key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.2).await?;
-    let conn = db::conn(&state.db).await?;
-    let msg = messages::get(&**conn, &tenant.0, &app, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    deliveries::resend(&**conn, &tenant.0, &app, &msg.id, &ep.id).await?;
-    state.wake.poke();
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let msg = messages::get(&*tx, &tenant.0, &app, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    deliveries::resend(&*tx, &tenant.0, &app, &msg.id, &ep.id).await?;
     // `{}`: current Svix SDKs parse the body of this 202.
-    Ok(HttpResponse::Accepted().json(serde_json::json!({})))
+    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &serde_json::json!({})).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    state.wake.poke();
+    Ok(res)
 }

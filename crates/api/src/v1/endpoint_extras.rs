@@ -4,9 +4,12 @@ use hookgate_shared::ids::{AppId, EndpointId, Ref};
 use hookgate_shared::status::DeliveryStatus;
 use std::collections::{BTreeMap, HashMap};
 
+use crate::idempotency::{answer, RequestKey};
 use crate::{optional_json, TenantAuth};
+use actix_web::http::StatusCode;
 use actix_web::{get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
+use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -48,6 +51,7 @@ async fn rotate_secret(
     state: web::Data<AppState>,
     path: EpPath,
     body: web::Bytes,
+    key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
     let until = body.old_secret_until()?;
@@ -57,11 +61,14 @@ async fn rotate_secret(
     };
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let sealed = secrets::seal(&state, &tenant.0, &app, &ep.id, &secret);
-    let conn = db::conn(&state.db).await?;
-    if !endpoints::rotate_secret(&**conn, &tenant.0, &app, &ep.id, &sealed, until).await? {
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    if !endpoints::rotate_secret(&*tx, &tenant.0, &app, &ep.id, &sealed, until).await? {
         return Err(ApiError::NotFound("endpoint"));
     }
-    Ok(HttpResponse::Ok().json(json!({ "key": secret })))
+    let res = answer(&*tx, &state, key.as_deref(), StatusCode::OK, &json!({ "key": secret })).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
 }
 
 /// Header names Hookgate sets itself; an endpoint may not override them.
@@ -176,20 +183,25 @@ async fn recover(
     state: web::Data<AppState>,
     path: EpPath,
     body: web::Json<RecoverIn>,
+    key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let conn = db::conn(&state.db).await?;
-    let n = deliveries::recover(&**conn, &tenant.0, &app, &ep.id, body.since, body.until).await?;
-    if n > 0 {
-        state.wake.poke();
-    }
-    tracing::info!(endpoint = %ep.id, recovered = n, "endpoint recovery scheduled");
-    Ok(HttpResponse::Accepted().json(json!({
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let n = deliveries::recover(&*tx, &tenant.0, &app, &ep.id, body.since, body.until).await?;
+    let task = json!({
         "id": format!("qtask_{}", ulid::Ulid::new()),
         "status": "finished",
         "task": "endpoint.recover",
         "updatedAt": Utc::now(),
-    })))
+    });
+    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &task).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    if n > 0 {
+        state.wake.poke();
+    }
+    tracing::info!(endpoint = %ep.id, recovered = n, "endpoint recovery scheduled");
+    Ok(res)
 }
 
 #[derive(Deserialize)]

@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
+use crate::idempotency::{answer, RequestKey};
 use crate::{Maybe, PageQuery, TenantAuth};
+use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
@@ -175,9 +177,10 @@ async fn create(
     state: web::Data<AppState>,
     path: web::Path<Ref<AppId>>,
     body: web::Json<EndpointIn>,
+    key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let fields = body.fields(&state)?;
-    insert(&state, &tenant, &path, &fields, body.secret.as_deref()).await
+    insert(&state, &tenant, &path, &fields, body.secret.as_deref(), key.as_deref()).await
 }
 
 async fn insert(
@@ -186,6 +189,7 @@ async fn insert(
     app: &Ref<AppId>,
     fields: &EndpointFields,
     secret: Option<&str>,
+    key: Option<&RequestKey>,
 ) -> Result<HttpResponse, ApiError> {
     let secret = match secret {
         Some(s) => signing::normalise_secret(s).map_err(|e| ApiError::Validation(e.to_string()))?,
@@ -206,8 +210,9 @@ async fn insert(
     let ep = endpoints::insert(&*tx, &tenant.0, &app.id, &id, fields, &sealed)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?;
+    let res = answer(&*tx, state, key, StatusCode::CREATED, &EndpointOut::from(ep)).await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(HttpResponse::Created().json(EndpointOut::from(ep)))
+    Ok(res)
 }
 
 #[get("/app/{app_id}/endpoint/{endpoint_id}")]
@@ -233,7 +238,7 @@ async fn update(
         Ok((app, ep)) => save(&state, &tenant, &app, &ep.id, &fields).await,
         Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
             fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.to_string()));
-            insert(&state, &tenant, &path.0, &fields, body.secret.as_deref()).await
+            insert(&state, &tenant, &path.0, &fields, body.secret.as_deref(), None).await
         }
         Err(e) => Err(e),
     }

@@ -1,9 +1,12 @@
 //! `v1.event-type.*`: list, create, get, update (PUT, upserting), patch, delete (archive).
 
+use crate::idempotency::{answer, RequestKey};
 use crate::path::EventTypeName;
 use crate::{Maybe, PageQuery, TenantAuth};
+use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
+use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -112,15 +115,19 @@ async fn create(
     tenant: TenantAuth,
     state: web::Data<AppState>,
     body: web::Json<EventTypeIn>,
+    key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let mut body = body.into_inner();
     let name = body.name.take().ok_or_else(|| ApiError::Validation("`name` is required".into()))?;
     let row = to_row(name, body)?;
-    let conn = db::conn(&state.db).await?;
-    let e = event_types::insert(&**conn, &tenant.0, &row)
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let e = event_types::insert(&*tx, &tenant.0, &row)
         .await
         .map_err(|e| validate::conflict("an event type with this name")(e.into()))?;
-    Ok(HttpResponse::Created().json(EventTypeOut::from(e)))
+    let res = answer(&*tx, &state, key.as_deref(), StatusCode::CREATED, &EventTypeOut::from(e)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
 }
 
 #[get("/event-type/{name}")]

@@ -1,10 +1,13 @@
 //! `/api/v1/source/{id}/event`: what a source admitted, with status and duplicate
 //! count, and replay.
 
+use crate::idempotency::{answer, RequestKey};
 use crate::{KeyAuth, PageQuery};
+use actix_web::http::StatusCode;
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_egress::deliver::forward::{Event, Forwarder};
+use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -109,15 +112,22 @@ async fn replay(
     state: web::Data<AppState>,
     forwarder: web::Data<Forwarder>,
     path: web::Path<(SourceId, InboundEventId)>,
+    request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let s = source(&state, &key, &path.0).await?;
-    let conn = db::conn(&state.db).await?;
+    let mut conn = db::conn(&state.db).await?;
     let e = inbound_events::get(&**conn, &key.0, &s.id, &path.1).await?.ok_or(ApiError::NotFound("inbound event"))?;
     if let Some(msg) = &e.msg_id {
-        let n = deliveries::replay_message(&**conn, &key.0, &e.app_id, msg).await?;
+        let tx = conn.transaction().await.map_err(StoreError::from)?;
+        let n = deliveries::replay_message(&*tx, &key.0, &e.app_id, msg).await?;
+        let body = json!({ "msgId": msg, "deliveries": n });
+        let res = answer(&*tx, &state, request.as_deref(), StatusCode::ACCEPTED, &body).await?;
+        tx.commit().await.map_err(StoreError::from)?;
         state.wake.poke();
-        return Ok(HttpResponse::Accepted().json(json!({ "msgId": msg, "deliveries": n })));
+        return Ok(res);
     }
+    // Sync mode: the effect is the forward itself, which no transaction holds; a
+    // retry whose first run's outcome was lost forwards again (at least once).
     drop(conn);
     let webhook_id = hookgate_ingress::admit::sync_webhook_id(&e.key);
     let ok = forwarder

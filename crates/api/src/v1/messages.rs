@@ -168,7 +168,7 @@ async fn create(
         payload: body.payload.get().as_bytes().to_vec(),
         content_type: "application/json".into(),
         idempotency_key: None,
-        request_key: request_key.map(|k| k.into_inner().0),
+        request_key: request_key.map(|k| k.into_inner().key),
     };
     let message = publisher.publish(&tenant.0, &path, new, inline).await.map_err(|e| match e {
         PublishError::Conflict | PublishError::SameRequest => ApiError::Conflict(e.to_string()),

@@ -1,8 +1,11 @@
 //! `/api/v1/source`: create, list, get, patch, delete, get and rotate the secret.
 
+use crate::idempotency::{answer, RequestKey};
 use crate::{optional_json, KeyAuth, Maybe, PageQuery};
+use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
+use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -155,6 +158,7 @@ async fn create(
     req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Json<SourceIn>,
+    request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let f = fields(&state, &key.0, &body).await?;
     let id = SourceId::generate();
@@ -168,9 +172,12 @@ async fn create(
         }
         false => None,
     };
-    let conn = db::conn(&state.db).await?;
-    let s = sources::insert(&**conn, &key.0, &id, &f, sealed.as_deref()).await?;
-    Ok(HttpResponse::Created().json(out(&req, s)))
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let s = sources::insert(&*tx, &key.0, &id, &f, sealed.as_deref()).await?;
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &out(&req, s)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
 }
 
 #[get("/source")]
@@ -257,6 +264,7 @@ async fn rotate_secret(
     state: web::Data<AppState>,
     id: web::Path<SourceId>,
     body: web::Bytes,
+    request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
     let until = body.old_secret_until()?;
@@ -269,7 +277,10 @@ async fn rotate_secret(
         None => secrets::generate(&s.provider),
     };
     let sealed = secrets::seal(&state, &key.0, &s.id, &secret);
-    let conn = db::conn(&state.db).await?;
-    sources::rotate_secret(&**conn, &key.0, &s.id, &sealed, until, &state.caches).await?;
-    Ok(HttpResponse::Ok().json(json!({ "key": secret })))
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    sources::rotate_secret(&*tx, &key.0, &s.id, &sealed, until, &state.caches).await?;
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &json!({ "key": secret })).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
 }

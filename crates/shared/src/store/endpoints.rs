@@ -72,7 +72,9 @@ pub(super) fn from_row(r: &Row) -> Endpoint {
 /// that inserts one, so that concurrent creations cannot pass a cap together.
 pub async fn lock_and_count(db: &impl GenericClient, tenant: &TenantId, app: &AppId) -> Result<i64, StoreError> {
     db.query_opt(
-        "SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+        // NO KEY: it serialises endpoint creations of one application without
+        // blocking the publishes that reference the row (they take KEY SHARE).
+        "SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE",
         &[&tenant.as_str(), &app.as_str()],
     )
     .await?;

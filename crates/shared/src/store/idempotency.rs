@@ -45,7 +45,9 @@ pub async fn claim(
     let token: i64 = rand::random();
     let stale_secs = STALE_RUNNING.as_secs_f64();
     // Expired keys and abandoned runs are replaced in place rather than deleted
-    // first, so that the claim stays one statement.
+    // first, so that the claim stays one statement. An abandoned run is taken over
+    // only by the same request: another body under its key is answered 422, as
+    // it would be had the first run finished (its effect may have committed).
     let claimed = db
         .query_opt(
             "INSERT INTO idempotency_keys AS k (tenant_id, key, fingerprint, state, claim_token)
@@ -54,7 +56,8 @@ pub async fn claim(
                 SET fingerprint = EXCLUDED.fingerprint, state = 'running', status = NULL,
                     headers = NULL, body = NULL, created_at = now(), claim_token = EXCLUDED.claim_token
                 WHERE k.created_at < now() - make_interval(secs => $4)
-                   OR (k.state = 'running' AND k.created_at < now() - make_interval(secs => $5))
+                   OR (k.state = 'running' AND k.created_at < now() - make_interval(secs => $5)
+                       AND k.fingerprint = EXCLUDED.fingerprint)
              RETURNING 1",
             &[&scope, &key, &fingerprint, &ttl_secs, &stale_secs, &token],
         )
