@@ -10,7 +10,7 @@ use actix_web::{
     dev::{Payload, ServiceRequest, ServiceResponse},
     http::{header::HeaderName, Method, StatusCode},
     middleware::Next,
-    web, Error, HttpMessage, HttpResponse,
+    web, Error, HttpMessage, HttpResponse, ResponseError,
 };
 use hookgate_shared::{
     db,
@@ -241,9 +241,19 @@ fn replay_purpose(scope: &str, key: &str) -> String {
 fn replay(state: &AppState, scope: &str, key: &str, mut stored: StoredResponse) -> HttpResponse {
     match state.config.master_key.replay_key(scope).open(&replay_purpose(scope, key), &stored.body) {
         Ok(body) => stored.body = body,
-        // Kept before replies were sealed (at most a TTL ago), or under another
-        // master key: replayed as stored.
-        Err(e) => tracing::warn!(error = %e, "an Idempotency-Key replay is not sealed; replayed as stored"),
+        // Kept in clear before replies were sealed (at most a TTL ago): JSON, or empty.
+        Err(_) if stored.body.is_empty() || serde_json::from_slice::<serde::de::IgnoredAny>(&stored.body).is_ok() => {}
+        // Sealed under another master key: ciphertext is no answer to replay.
+        Err(e) => {
+            tracing::error!(error = %e, "a kept Idempotency-Key response cannot be opened");
+            return ApiError::Coded {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                code: "idempotency_replay_unreadable",
+                detail: "the response kept for this Idempotency-Key cannot be opened; was HOOKGATE_MASTER_KEY changed?"
+                    .into(),
+            }
+            .error_response();
+        }
     }
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     let mut res = HttpResponse::build(status);

@@ -44,7 +44,10 @@ pub async fn observe(
                 let status = e.as_response_error().status_code();
                 state.metrics.http_requests.with_label_values(&["unanswered", status.as_str()]).inc();
             }
-            return Err(e);
+            // Answered with the same body, and the request id every answer carries.
+            let mut answer = e.error_response();
+            answer.headers_mut().insert(REQUEST_ID, HeaderValue::from_str(&request_id).expect("ids are ASCII"));
+            return Err(actix_web::error::InternalError::from_response(e.to_string(), answer).into());
         }
     };
     res.headers_mut().insert(REQUEST_ID, HeaderValue::from_str(&request_id).expect("ids are ASCII"));

@@ -282,3 +282,22 @@ async fn a_stale_holder_whose_key_was_taken_over_leaves_no_effect() {
     let listed = t.get("/api/v1/app").await;
     assert_eq!(listed["data"].as_array().unwrap().len(), 0, "its application rolled back: {listed}");
 }
+
+#[tokio::test]
+async fn a_kept_response_that_cannot_be_opened_is_not_replayed_as_ciphertext() {
+    let app = TestApp::spawn().await;
+    assert_eq!(create(&app, "k9", json!({"name": "Acme"})).send().await.unwrap().status(), 201);
+    let db = app.db.client().await;
+    // Kept in clear by a release before replies were sealed: replayed as stored.
+    db.execute("UPDATE idempotency_keys SET body = '{\"legacy\":true}'::bytea", &[]).await.unwrap();
+    let res = create(&app, "k9", json!({"name": "Acme"})).send().await.unwrap();
+    assert_eq!(res.status(), 201);
+    assert_eq!(res.json::<Value>().await.unwrap(), json!({"legacy": true}));
+    // Sealed under another master key: ciphertext is not an answer.
+    db.execute("UPDATE idempotency_keys SET body = '\\x00ff13a7c4d2'::bytea", &[]).await.unwrap();
+    let res = create(&app, "k9", json!({"name": "Acme"})).send().await.unwrap();
+    assert_eq!(res.status(), 500);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["code"], "idempotency_replay_unreadable", "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("HOOKGATE_MASTER_KEY"), "{body}");
+}

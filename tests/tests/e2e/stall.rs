@@ -52,6 +52,7 @@ async fn a_stalled_postgres_answers_503_within_seconds_and_the_retry_is_admitted
     let started = Instant::now();
     let res = t.req(Method::GET, "/api/v1/app").send().await.unwrap();
     assert_eq!((res.status().as_u16(), started.elapsed() < Duration::from_secs(10)), (503, true), "the API");
+    assert!(res.headers().contains_key("x-request-id"), "a 503 carries its request id too");
     let started = Instant::now();
     let res = http.get(app.url("/readyz")).send().await.unwrap();
     assert_eq!((res.status().as_u16(), started.elapsed() < Duration::from_secs(10)), (503, true), "/readyz");
