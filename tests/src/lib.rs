@@ -7,6 +7,7 @@
 //! and `HOOKGATE_TEST_REDIS_URL`, which `make test` sets.
 
 pub mod app;
+pub mod certs;
 pub mod db;
 pub mod process;
 pub mod servers;

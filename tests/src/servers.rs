@@ -41,6 +41,54 @@ pub struct PgServer {
 
 impl PgServer {
     pub fn start() -> Self {
+        Self::start_configured(|_| {})
+    }
+
+    /// A cluster that speaks TLS only (`hostssl` lines alone over TCP) with the
+    /// test CA's server certificate. The role `certuser` must also present a
+    /// client certificate signed by that CA.
+    pub fn start_tls(certs: &crate::certs::TestCerts) -> Self {
+        let server = Self::start_configured(|data| {
+            for f in ["server.crt", "server.key", "ca.crt"] {
+                std::fs::copy(certs.dir.join(f), data.join(f)).unwrap();
+            }
+            let mut conf = std::fs::OpenOptions::new().append(true).open(data.join("postgresql.conf")).unwrap();
+            use std::io::Write;
+            writeln!(
+                conf,
+                "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\nssl_ca_file = 'ca.crt'"
+            )
+            .unwrap();
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\n\
+                 hostssl all certuser 127.0.0.1/32 trust clientcert=verify-ca\n\
+                 hostssl all all 127.0.0.1/32 trust\n",
+            )
+            .unwrap();
+            if is_root() {
+                let mut chown = Command::new("chown");
+                chown.args(["-R", "postgres:", data.to_str().unwrap()]);
+                run(chown, "chown");
+            }
+            let mut chmod = Command::new("chmod");
+            chmod.args(["600", data.join("server.key").to_str().unwrap()]);
+            run(chmod, "chmod");
+        });
+        server.psql("CREATE ROLE certuser LOGIN SUPERUSER");
+        server
+    }
+
+    fn psql(&self, sql: &str) {
+        let mut c = Command::new("psql");
+        let port = self.port.to_string();
+        c.args(["-h", "127.0.0.1", "-p", &port, "-U", "hookgate", "-d", "postgres", "-qc", sql]);
+        run(c, "psql");
+    }
+
+    /// Initialises a cluster, lets `configure` change its data directory, starts it
+    /// and creates the `hookgate` database.
+    fn start_configured(configure: impl FnOnce(&std::path::Path)) -> Self {
         let dir = std::env::temp_dir().join(format!("hookgate-pg-{}", ulid::Ulid::new()));
         std::fs::create_dir_all(&dir).unwrap();
         if is_root() {
@@ -52,22 +100,10 @@ impl PgServer {
         let mut init = pg_command("initdb");
         init.args(["-D", data.to_str().unwrap(), "-U", "hookgate", "--auth=trust", "--no-locale", "-E", "UTF8"]);
         run(init, "initdb");
+        configure(&data);
         let server = PgServer { dir, port: free_port() };
         server.start_again();
-        let mut create = Command::new("psql");
-        create.args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &server.port.to_string(),
-            "-U",
-            "hookgate",
-            "-d",
-            "postgres",
-            "-qc",
-            "CREATE DATABASE hookgate",
-        ]);
-        run(create, "create database");
+        server.psql("CREATE DATABASE hookgate");
         server
     }
 

@@ -77,6 +77,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Serve { role, migrate } => {
             if migrate {
                 startup::migrate(&config).await?;
+            } else {
+                startup::check_tls(&config).await?;
             }
             let app = Application::build(config, role)?;
             tracing::info!(port = app.port(), metrics_port = ?app.metrics_port(), ?role, "hookgate serving");

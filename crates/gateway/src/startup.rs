@@ -204,12 +204,47 @@ async fn prune_idempotency_keys(state: AppState) {
 /// Runs migrations over a dedicated connection (not the pool: the advisory lock is
 /// per session).
 pub async fn migrate(config: &Config) -> anyhow::Result<hookgate_shared::migrate::Outcome> {
-    let (mut client, connection) = tokio_postgres::connect(&config.database_url, tokio_postgres::NoTls)
+    let (mut client, connection) = hookgate_shared::db::connect(&config.database_url)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {}", error_chain(&e)))?;
     let conn_task = tokio::spawn(connection);
     let outcome = hookgate_shared::migrate::run(&mut client).await?;
     drop(client);
     let _ = conn_task.await;
     Ok(outcome)
+}
+
+/// Fails the start when Postgres answers but TLS to it cannot be set up (a refused
+/// certificate, a server that does not offer TLS under `sslmode=require`): that
+/// is a configuration error, not an outage. A Postgres that does not answer at
+/// all is not an error here: the process starts and becomes ready when it does.
+pub async fn check_tls(config: &Config) -> anyhow::Result<()> {
+    let limit = config.db_timeout;
+    match tokio::time::timeout(limit, hookgate_shared::db::connect(&config.database_url)).await {
+        Ok(Err(e)) if is_tls_failure(&e) => {
+            anyhow::bail!("cannot connect to DATABASE_URL: {}", error_chain(&e))
+        }
+        Ok(Err(hookgate_shared::store::StoreError::Tls(e))) => anyhow::bail!("{e}"),
+        _ => Ok(()),
+    }
+}
+
+fn is_tls_failure(e: &hookgate_shared::store::StoreError) -> bool {
+    let text = error_chain(e);
+    text.contains("TLS") || text.contains("certificate") || text.contains("SSL")
+}
+
+/// An error with its causes, for messages at start: a TLS failure's reason (a
+/// refused certificate) sits in the source chain, not in the top message.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }

@@ -30,7 +30,7 @@ macro_rules! settings {
 }
 
 settings! {
-    "database_url", "DATABASE_URL", None, "Postgres connection string (required).";
+    "database_url", "DATABASE_URL", None, "Postgres connection string (required); TLS as libpq reads it: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.";
     "redis_url", "REDIS_URL", None, "Redis URL; unset runs without Redis (Postgres alone decides).";
     "redis_prefix", "HOOKGATE_REDIS_PREFIX", Some("hg:"), "Prefix of every Redis key, so instances can share a Redis.";
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
@@ -196,7 +196,11 @@ impl Config {
         let master_key = MasterKey::from_base64(raw.required("master_key")?)
             .map_err(|e| Raw::invalid("master_key", e.to_string()))?;
         let database_url = raw.required("database_url")?.to_owned();
-        database_url.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_url", e.to_string()))?;
+        // The TLS settings (`sslmode=verify-full`, `sslrootcert`, …) are read apart;
+        // their files are checked when the pool is built.
+        let (plain_url, _) =
+            crate::db::tls::split(&database_url).map_err(|e| Raw::invalid("database_url", e.to_string()))?;
+        plain_url.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_url", e.to_string()))?;
         let redis_url = raw.get("redis_url").map(str::to_owned);
         if let Some(url) = &redis_url {
             ::redis::Client::open(url.as_str()).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;

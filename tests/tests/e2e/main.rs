@@ -18,6 +18,7 @@ mod ingress_race;
 mod limits;
 mod modes;
 mod paths;
+mod pg_tls;
 mod poison;
 mod portal;
 mod processes;

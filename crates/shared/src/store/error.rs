@@ -14,6 +14,9 @@ pub enum StoreError {
     TimedOut(String),
     #[error("invalid database configuration: {0}")]
     Config(tokio_postgres::Error),
+    /// `DATABASE_URL`'s TLS settings cannot be used; the message names the setting.
+    #[error("{0}")]
+    Tls(String),
     #[error("database pool: {0}")]
     Pool(String),
     /// A unique constraint said no; the string names the constraint.
@@ -23,7 +26,7 @@ pub enum StoreError {
     Migration { version: String, source: tokio_postgres::Error },
     #[error("migration {0} was changed after it was applied")]
     MigrationChanged(String),
-    #[error("database error: {0}")]
+    #[error("database error: {}", with_causes(.0))]
     Db(tokio_postgres::Error),
     /// Postgres refused a text value it cannot store (a NUL, `\u0000`): bad input,
     /// answered 422, and one row's doing in a batch.
@@ -52,18 +55,18 @@ impl From<tokio_postgres::Error> for StoreError {
             }
             let class = &db.code().code()[..2];
             if matches!(class, "08" | "53" | "57") {
-                return StoreError::Unavailable(e.to_string());
+                return StoreError::Unavailable(with_causes(&e));
             }
             return StoreError::Db(e);
         }
         // No server error: the connection itself failed or closed.
-        StoreError::Unavailable(e.to_string())
+        StoreError::Unavailable(with_causes(&e))
     }
 }
 
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        StoreError::Unavailable(e.to_string())
+        StoreError::Unavailable(with_causes(&e))
     }
 }
 
@@ -76,4 +79,20 @@ impl StoreError {
     pub fn is_timeout(&self) -> bool {
         matches!(self, StoreError::TimedOut(_))
     }
+}
+
+/// An error's message with its causes: tokio-postgres says only "db error" or
+/// "error performing TLS handshake" at the top; the reason (Postgres's own
+/// message, a refused certificate) is in the source chain.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }

@@ -18,7 +18,7 @@ use std::{
 
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, Notify};
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 /// The channel workers LISTEN on; [`Wake`] notifies it after commits.
 pub const NOTIFY_CHANNEL: &str = "hookgate_deliveries";
@@ -98,8 +98,8 @@ pub async fn listen(url: String, wake: Arc<Notify>) {
     }
 }
 
-async fn listen_once(url: &str, wake: &Notify) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+async fn listen_once(url: &str, wake: &Notify) -> Result<(), crate::store::StoreError> {
+    let (client, mut connection) = crate::db::connect(url).await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     // The connection must be polled for the LISTEN to complete and for
     // notifications to arrive; a task drives it and forwards notifications.

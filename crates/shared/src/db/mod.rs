@@ -4,11 +4,35 @@
 use std::{future::Future, time::Duration};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 pub use deadpool_postgres::{Client, Transaction};
 
 use crate::store::StoreError;
+
+pub mod tls;
+
+/// A single connection's driver, as [`connect`] returns it.
+pub type Connection = tokio_postgres::Connection<
+    tokio_postgres::Socket,
+    <MakeRustlsConnect as MakeTlsConnect<tokio_postgres::Socket>>::Stream,
+>;
+
+/// Parses `DATABASE_URL` with its TLS settings into a config and a connector.
+pub fn target(url: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), StoreError> {
+    let (url, settings) = tls::split(url)?;
+    let mut pg: tokio_postgres::Config = url.parse().map_err(StoreError::Config)?;
+    pg.ssl_mode(settings.mode);
+    Ok((pg, tls::connector(&settings)?))
+}
+
+/// One connection outside the pool (migrations' advisory lock, the worker's
+/// LISTEN), with the same TLS as the pool's.
+pub async fn connect(url: &str) -> Result<(tokio_postgres::Client, Connection), StoreError> {
+    let (pg, tls) = target(url)?;
+    pg.connect(tls).await.map_err(StoreError::from)
+}
 
 /// Builds the pool; no connection is made until the first query, so a process can
 /// start while Postgres is down and become ready when it returns.
@@ -17,7 +41,7 @@ use crate::store::StoreError;
 /// is sent as `statement_timeout` (a query stuck on a lock ends), and TCP
 /// keepalives and a user timeout drop a connection whose peer vanished.
 pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration) -> Result<Pool, StoreError> {
-    let mut pg: tokio_postgres::Config = url.parse().map_err(StoreError::Config)?;
+    let (mut pg, tls) = target(url)?;
     pg.connect_timeout(timeout);
     if pg.get_application_name().is_none() {
         pg.application_name("hookgate");
@@ -34,7 +58,7 @@ pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration) -> R
     pg.options(options);
     pg.keepalives(true).keepalives_idle(Duration::from_secs(15)).keepalives_interval(Duration::from_secs(5));
     pg.keepalives_retries(3).tcp_user_timeout(timeout.max(Duration::from_secs(10)));
-    let manager = Manager::from_config(pg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let manager = Manager::from_config(pg, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(size)
         .runtime(Runtime::Tokio1)

@@ -1,0 +1,93 @@
+//! Postgres over TLS, as libpq reads `DATABASE_URL`: `verify-full` against a CA
+//! made by the test connects and encrypts every connection; a certificate from
+//! another CA fails the start naming the setting; `sslmode=disable` against a
+//! server that takes TLS only is refused; a client certificate (`sslcert`,
+//! `sslkey`) opens what requires one.
+
+use std::time::Duration;
+
+use hookgate_tests::{app::default_env, certs::TestCerts, process::hookgate, servers::PgServer, TestApp, TestDb};
+
+async fn migrate(url: &str) -> std::process::Output {
+    let cmd = hookgate(&[
+        ("DATABASE_URL", url),
+        ("HOOKGATE_MASTER_KEY", &hookgate_shared::crypto::MasterKey::generate_base64()),
+    ])
+    .arg("migrate")
+    .output();
+    tokio::time::timeout(Duration::from_secs(30), cmd).await.expect("migrate ends").unwrap()
+}
+
+#[tokio::test]
+async fn verify_full_against_the_test_ca_connects_and_every_connection_is_encrypted() {
+    let certs = TestCerts::make();
+    let pg = PgServer::start_tls(&certs);
+    let url = format!("{}?sslmode=verify-full&sslrootcert={}", pg.url(), certs.path("ca.crt"));
+    let out = migrate(&url).await;
+    assert!(out.status.success(), "migrate over TLS: {}", String::from_utf8_lossy(&out.stderr));
+    let db = TestDb { name: "pgtls".into(), url: url.clone() };
+    let env = default_env(&db);
+    let app = TestApp::spawn_on(db, env).await;
+    let t = app.tenant().await;
+    t.application().await;
+
+    let (client, conn) = hookgate_shared::db::connect(&url).await.unwrap();
+    tokio::spawn(conn);
+    let rows = client
+        .query(
+            "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+             WHERE a.application_name = 'hookgate' OR a.pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(rows.len() >= 2, "the app's connections and ours: {}", rows.len());
+    assert!(rows.iter().all(|r| r.get::<_, bool>(0)), "every connection is encrypted");
+}
+
+#[tokio::test]
+async fn a_certificate_from_another_ca_fails_the_start_naming_the_setting() {
+    let certs = TestCerts::make();
+    let pg = PgServer::start_tls(&certs);
+    let url = format!("{}?sslmode=verify-full&sslrootcert={}", pg.url(), certs.path("other-ca.crt"));
+    let key = hookgate_shared::crypto::MasterKey::generate_base64();
+    let serve = hookgate(&[("DATABASE_URL", &url), ("HOOKGATE_MASTER_KEY", &key), ("HOOKGATE_LISTEN", "127.0.0.1:0")])
+        .args(["serve", "--role", "api"])
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), serve).await.expect("serve gives up at start").unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sslmode=verify-full") && err.contains("sslrootcert"), "{err}");
+    // A file that is not there is named before any connection is tried.
+    let missing = format!("{}?sslmode=verify-ca&sslrootcert=/nonexistent/root.crt", pg.url());
+    let err = String::from_utf8_lossy(&migrate(&missing).await.stderr).into_owned();
+    assert!(err.contains("sslrootcert `/nonexistent/root.crt`"), "{err}");
+}
+
+#[tokio::test]
+async fn sslmode_disable_is_refused_by_a_server_that_takes_tls_only() {
+    let certs = TestCerts::make();
+    let pg = PgServer::start_tls(&certs);
+    let out = migrate(&format!("{}?sslmode=disable", pg.url())).await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no encryption"), "Postgres's own refusal is shown: {err}");
+    // `require` without a root certificate encrypts without checking, as libpq does.
+    let out = migrate(&format!("{}?sslmode=require", pg.url())).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn a_client_certificate_opens_a_role_that_requires_one() {
+    let certs = TestCerts::make();
+    let pg = PgServer::start_tls(&certs);
+    let base = pg.url().replace("hookgate@", "certuser@");
+    let without = format!("{base}?sslmode=verify-full&sslrootcert={}", certs.path("ca.crt"));
+    let out = migrate(&without).await;
+    assert!(!out.status.success(), "certuser needs a client certificate");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("client certificate"), "{err}");
+    let with = format!("{without}&sslcert={}&sslkey={}", certs.path("client.crt"), certs.path("client.key"));
+    let out = migrate(&with).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
