@@ -9,7 +9,7 @@ use hookgate_egress::deliver::forward::{Event, Forwarder};
 use hookgate_shared::status::InboundStatus;
 use hookgate_shared::{
     db,
-    ids::InboundEventId,
+    ids::{InboundEventId, TenantId},
     redis::Redis,
     store::{
         inbound_events::{self, Lease, NewInbound},
@@ -55,13 +55,19 @@ pub struct Candidate<'a> {
     pub payload: Vec<u8>,
 }
 
-fn redis_key(redis: &Redis, key: &str) -> String {
-    redis.key(&format!("in:{key}"))
+/// An inbound key's Redis key: the tenant is its hash tag, so a page of one
+/// tenant's keys is one slot of a Redis Cluster.
+fn redis_key(redis: &Redis, tenant: &TenantId, key: &str) -> String {
+    redis.tenant_key(tenant.as_str(), &format!("in:{key}"))
+}
+
+fn duplicates_key(redis: &Redis, tenant: &TenantId, key: &str) -> String {
+    redis.tenant_key(tenant.as_str(), &format!("in-dup:{key}"))
 }
 
 /// The fast path: a key Redis was told about after its commit.
-pub async fn seen(redis: &Redis, key: &str) -> Option<InboundEventId> {
-    let k = redis_key(redis, key);
+pub async fn seen(redis: &Redis, tenant: &TenantId, key: &str) -> Option<InboundEventId> {
+    let k = redis_key(redis, tenant, key);
     let got: Option<Option<String>> =
         redis.call(|mut c| async move { hookgate_shared::redis::cmd("GET").arg(k).query_async(&mut c).await }).await;
     // Parsed, not trusted: a value Redis lost or garbled is no answer, and Postgres decides.
@@ -70,8 +76,8 @@ pub async fn seen(redis: &Redis, key: &str) -> Option<InboundEventId> {
 
 /// Counts a duplicate that Redis answered; the events API adds these counts to
 /// Postgres's. Informational: a Redis flush loses them.
-pub async fn count_duplicate(redis: &Redis, key: &str, retention_days: i32) {
-    let k = redis.key(&format!("in-dup:{key}"));
+pub async fn count_duplicate(redis: &Redis, tenant: &TenantId, key: &str, retention_days: i32) {
+    let k = duplicates_key(redis, tenant, key);
     let ttl = (retention_days.max(1) as u64) * 86_400;
     let _: Option<()> = redis
         .call(|mut c| async move {
@@ -86,12 +92,12 @@ pub async fn count_duplicate(redis: &Redis, key: &str, retention_days: i32) {
         .await;
 }
 
-/// The duplicate counts Redis holds for these keys (0 where it holds none).
-pub async fn redis_duplicates(redis: &Redis, keys: &[String]) -> Vec<i64> {
+/// The duplicate counts Redis holds for these keys of one tenant (0 where it holds none).
+pub async fn redis_duplicates(redis: &Redis, tenant: &TenantId, keys: &[String]) -> Vec<i64> {
     if keys.is_empty() || !redis.is_enabled() {
         return vec![0; keys.len()];
     }
-    let ks: Vec<String> = keys.iter().map(|k| redis.key(&format!("in-dup:{k}"))).collect();
+    let ks: Vec<String> = keys.iter().map(|k| duplicates_key(redis, tenant, k)).collect();
     let got: Option<Vec<Option<i64>>> =
         redis.call(|mut c| async move { hookgate_shared::redis::cmd("MGET").arg(&ks).query_async(&mut c).await }).await;
     match got {
@@ -100,21 +106,45 @@ pub async fn redis_duplicates(redis: &Redis, keys: &[String]) -> Vec<i64> {
     }
 }
 
-/// Tells Redis about a committed key, for the source's retention. Best effort.
-async fn remember(redis: &Redis, key: &str, id: &InboundEventId, retention_days: i32) {
-    remember_many(redis, &[(key.to_owned(), id.to_string(), retention_days)]).await;
+/// A key committed in Postgres, to tell Redis about.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub tenant: TenantId,
+    pub key: String,
+    pub id: InboundEventId,
+    pub retention_days: i32,
 }
 
-/// Tells Redis about a batch's committed keys in one round trip. Best effort.
-pub async fn remember_many(redis: &Redis, committed: &[(String, String, i32)]) {
+/// Tells Redis about a committed key, for the source's retention. Best effort.
+async fn remember(redis: &Redis, tenant: &TenantId, key: &str, id: &InboundEventId, retention_days: i32) {
+    let one = Committed { tenant: tenant.clone(), key: key.to_owned(), id: id.clone(), retention_days };
+    remember_many(redis, std::slice::from_ref(&one)).await;
+}
+
+/// Tells Redis about a batch's committed keys: one pipeline on a single server;
+/// on a Redis Cluster one per tenant (a pipeline must stay in one slot), all at
+/// once. Best effort.
+pub async fn remember_many(redis: &Redis, committed: &[Committed]) {
     if committed.is_empty() || !redis.is_enabled() {
         return;
     }
-    let mut pipe = hookgate_shared::redis::pipe();
-    for (key, id, days) in committed {
-        pipe.cmd("SET").arg(redis_key(redis, key)).arg(id).arg("EX").arg((*days).max(1) as u64 * 86_400).ignore();
+    let mut pipes: Vec<(&TenantId, hookgate_shared::redis::Pipeline)> = Vec::new();
+    for c in committed {
+        let at = match redis.is_cluster() {
+            true => pipes.iter().position(|(t, _)| *t == &c.tenant),
+            false => (!pipes.is_empty()).then_some(0),
+        };
+        let at = at.unwrap_or_else(|| {
+            pipes.push((&c.tenant, hookgate_shared::redis::pipe()));
+            pipes.len() - 1
+        });
+        let ttl = c.retention_days.max(1) as u64 * 86_400;
+        pipes[at].1.cmd("SET").arg(redis_key(redis, &c.tenant, &c.key)).arg(c.id.as_str()).arg("EX").arg(ttl).ignore();
     }
-    let _: Option<()> = redis.call(|mut c| async move { pipe.query_async(&mut c).await }).await;
+    let sends = pipes.into_iter().map(|(_, pipe)| async move {
+        let _: Option<()> = redis.call(|mut c| async move { pipe.query_async(&mut c).await }).await;
+    });
+    futures_util::future::join_all(sends).await;
 }
 
 /// The `webhook-id` of a sync-mode event: derived from its key, so it is stable
@@ -160,7 +190,7 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
     .await?;
     match (ok, still_owner) {
         (true, true) => {
-            remember(&state.redis, &c.key, &evt, src.retention_days).await;
+            remember(&state.redis, &src.tenant_id, &c.key, &evt, src.retention_days).await;
             Ok(Admitted::Accepted(evt))
         }
         // Forwarded, but another request owns the event now: its answer (after its
@@ -202,7 +232,7 @@ async fn claim_sync(
             None => continue,
             // Done, by sync (`completed`) or by async mode before a switch (`accepted`).
             Some(e) if e.status != InboundStatus::Processing => {
-                remember(redis, &c.key, &e.id, src.retention_days).await;
+                remember(redis, &src.tenant_id, &c.key, &e.id, src.retention_days).await;
                 return Ok(Err(Admitted::Duplicate(Some(e.id), Layer::Postgres)));
             }
             Some(e) if e.lease_expired => {

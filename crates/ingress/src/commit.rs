@@ -146,7 +146,12 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) ->
     for ((row, retention_days), (i, first)) in jobs.into_iter().zip(slot) {
         answers.push(Ok(if first && admitted[i] {
             metrics.message_created(row.tenant_id.as_str());
-            winners.push((row.key.clone(), row.id.to_string(), retention_days));
+            winners.push(admit::Committed {
+                tenant: row.tenant_id.clone(),
+                key: row.key.clone(),
+                id: row.id.clone(),
+                retention_days,
+            });
             Admitted::Accepted(row.id)
         } else {
             match existing.next().flatten() {
@@ -170,7 +175,12 @@ async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) ->
         match taken {
             Ok(Some(id)) => {
                 metrics.message_created(row.tenant_id.as_str());
-                winners.push((row.key.clone(), id.to_string(), retention_days));
+                winners.push(admit::Committed {
+                    tenant: row.tenant_id.clone(),
+                    key: row.key.clone(),
+                    id: id.clone(),
+                    retention_days,
+                });
                 answers[at] = Ok(Admitted::Accepted(id));
             }
             // Taken by another request meanwhile, or no longer abandoned: in flight.

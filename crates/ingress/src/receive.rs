@@ -182,8 +182,8 @@ async fn handle(
         None => key::derive(&source.tenant_id, &source.id, KeyKind::Body, ulid::Ulid::new().to_string().as_bytes()),
     };
     if !matches!(source.idempotency, KeySpec::Disabled(_)) {
-        if let Some(id) = admit::seen(&state.redis, &key).await {
-            admit::count_duplicate(&state.redis, &key, source.retention_days).await;
+        if let Some(id) = admit::seen(&state.redis, &source.tenant_id, &key).await {
+            admit::count_duplicate(&state.redis, &source.tenant_id, &key, source.retention_days).await;
             return Ok((Admitted::Duplicate(Some(id), Layer::Redis), key));
         }
     }

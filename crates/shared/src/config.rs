@@ -31,8 +31,10 @@ macro_rules! settings {
 
 settings! {
     "database_url", "DATABASE_URL", None, "Postgres connection string (required); TLS as libpq reads it: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.";
-    "redis_url", "REDIS_URL", None, "Redis URL; unset runs without Redis (Postgres alone decides).";
-    "redis_prefix", "HOOKGATE_REDIS_PREFIX", Some("hg:"), "Prefix of every Redis key, so instances can share a Redis.";
+    "redis_url", "REDIS_URL", None, "Redis URL (`redis://` or `rediss://` for TLS); with HOOKGATE_REDIS_CLUSTER, one or more seed nodes separated by commas; unset runs without Redis (Postgres alone decides).";
+    "redis_cluster", "HOOKGATE_REDIS_CLUSTER", Some("false"), "Talk to a Redis Cluster: REDIS_URL names seed nodes, keys carry the tenant as hash tag.";
+    "redis_ca_file", "HOOKGATE_REDIS_CA_FILE", None, "A PEM file of roots trusted for `rediss://`, besides the system's.";
+    "redis_prefix", "HOOKGATE_REDIS_PREFIX", Some("hg:"), "Prefix of every Redis key, so instances can share a Redis (no `{` or `}`: keys carry hash tags).";
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
     "listen", "HOOKGATE_LISTEN", Some("127.0.0.1:8080"), "Address to serve on.";
     "metrics_listen", "HOOKGATE_METRICS_LISTEN", Some(""), "Address of the /metrics listener, apart from the public ports (its labels name tenants and sources), e.g. 127.0.0.1:9464; empty (the default) serves no metrics.";
@@ -71,6 +73,8 @@ pub enum LogFormat {
 pub struct Config {
     pub database_url: String,
     pub redis_url: Option<String>,
+    pub redis_cluster: bool,
+    pub redis_ca_file: Option<String>,
     pub redis_prefix: String,
     pub redis_timeout: Duration,
     pub listen: SocketAddr,
@@ -202,8 +206,19 @@ impl Config {
             crate::db::tls::split(&database_url).map_err(|e| Raw::invalid("database_url", e.to_string()))?;
         plain_url.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_url", e.to_string()))?;
         let redis_url = raw.get("redis_url").map(str::to_owned);
+        let redis_cluster: bool = raw.parse("redis_cluster")?;
         if let Some(url) = &redis_url {
-            ::redis::Client::open(url.as_str()).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
+            let seeds: Vec<&str> = if redis_cluster { url.split(',').map(str::trim).collect() } else { vec![url] };
+            for seed in seeds {
+                ::redis::Client::open(seed).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
+            }
+        }
+        let redis_ca_file = raw.get("redis_ca_file").filter(|p| !p.is_empty()).map(str::to_owned);
+        if let Some(path) = &redis_ca_file {
+            std::fs::metadata(path).map_err(|e| Raw::invalid("redis_ca_file", format!("`{path}`: {e}")))?;
+        }
+        if raw.get("redis_prefix").is_some_and(|p| p.contains(['{', '}'])) {
+            return Err(Raw::invalid("redis_prefix", "must not contain `{` or `}` (keys carry hash tags)"));
         }
         let admin_token = raw.get("admin_token").map(str::to_owned);
         if admin_token.as_ref().is_some_and(|t| t.len() < 16) {
@@ -249,6 +264,8 @@ impl Config {
         Ok(Config {
             database_url,
             redis_url,
+            redis_cluster,
+            redis_ca_file,
             redis_prefix: raw.get("redis_prefix").unwrap_or("").to_owned(),
             redis_timeout: raw.millis("redis_timeout_ms")?,
             listen: raw.parse("listen")?,

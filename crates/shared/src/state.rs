@@ -8,7 +8,7 @@ use crate::{
     crypto::ApiKeyHasher,
     db,
     metrics::Metrics,
-    redis::Redis,
+    redis::{Redis, RedisTarget},
     store::{notify::Wake, StoreError},
     Config,
 };
@@ -38,13 +38,14 @@ impl AppState {
     pub fn new(config: Config) -> Result<Self, StoreError> {
         let metrics = Metrics::new(config.metrics_tenant_label);
         let db = db::pool(&config.database_url, config.db_pool_size, config.db_timeout, config.db_statement_timeout)?;
-        let redis = Redis::new(
-            config.redis_url.as_deref(),
-            &config.redis_prefix,
-            config.redis_timeout,
-            metrics.redis_errors.clone(),
-        )
-        .map_err(|e| StoreError::Pool(format!("redis: {e}")))?;
+        let target = config.redis_url.as_ref().map(|url| RedisTarget {
+            url: url.clone(),
+            cluster: config.redis_cluster,
+            ca_file: config.redis_ca_file.clone(),
+        });
+        let redis =
+            Redis::new(target.as_ref(), &config.redis_prefix, config.redis_timeout, metrics.redis_errors.clone())
+                .map_err(|e| StoreError::Pool(format!("redis: {e}")))?;
         if !redis.is_enabled() {
             tracing::warn!("REDIS_URL is unset: running without Redis, Postgres alone decides");
         }

@@ -101,9 +101,27 @@ async fn with_redis_stopped_or_flushed_creation_and_delivery_go_on() {
 
 #[tokio::test]
 async fn a_throttled_endpoint_never_receives_more_than_its_rate_with_two_workers() {
+    throttled_by_two_workers(|_| {}).await;
+}
+
+#[tokio::test]
+async fn on_a_redis_cluster_the_throttle_holds_across_two_workers() {
+    let cluster = hookgate_tests::redis_cluster::RedisCluster::start();
+    throttled_by_two_workers(|env| {
+        env.insert("REDIS_URL".into(), cluster.url());
+        env.insert("HOOKGATE_REDIS_CLUSTER".into(), "true".into());
+    })
+    .await;
+    // Every delivery asked the cluster (the script runs as EVALSHA, or EVAL once loaded).
+    let asked = cluster.calls("evalsha") + cluster.calls("eval");
+    assert!(asked >= 20, "the spacing lives in the cluster: {asked} script calls");
+}
+
+async fn throttled_by_two_workers(edit: impl FnOnce(&mut std::collections::HashMap<String, String>)) {
     let db = TestDb::new().await;
     let mut env = default_env(&db);
     env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
+    edit(&mut env);
     let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
     let _w1 = TestApp::spawn_role(db.clone(), env.clone(), Role::Worker).await;
     let _w2 = TestApp::spawn_role(db.clone(), env.clone(), Role::Worker).await;

@@ -13,7 +13,10 @@ use std::{
 };
 
 use hookgate_gateway::Role;
-use hookgate_tests::{app::default_env, process::Served, providers, servers::RedisServer, sink::Sink, TestApp, TestDb};
+use hookgate_tests::{
+    app::default_env, process::Served, providers, redis_cluster::RedisCluster, servers::RedisServer, sink::Sink,
+    TestApp, TestDb,
+};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -27,13 +30,32 @@ enum Fault {
     FlushRedis,
     StopRedis,
     KillProcess,
+    /// On a Redis Cluster: SIGKILL one master; its replica takes over.
+    KillClusterMaster,
+}
+
+/// What the race runs against: one Redis, or a Redis Cluster.
+enum Backing {
+    Single(RedisServer),
+    Cluster(RedisCluster),
 }
 
 async fn race(fault: Fault) {
+    race_on(Backing::Single(RedisServer::start()), fault).await;
+}
+
+async fn race_on(mut redis: Backing, fault: Fault) {
     let db = TestDb::new().await;
-    let mut redis = RedisServer::start();
     let mut env = default_env(&db);
-    env.insert("REDIS_URL".into(), redis.url());
+    match &redis {
+        Backing::Single(r) => {
+            env.insert("REDIS_URL".into(), r.url());
+        }
+        Backing::Cluster(c) => {
+            env.insert("REDIS_URL".into(), c.url());
+            env.insert("HOOKGATE_REDIS_CLUSTER".into(), "true".into());
+        }
+    }
     env.insert("HOOKGATE_WORKER_POLL_MS".into(), "200".into());
     env.insert("HOOKGATE_DB_POOL_SIZE".into(), "24".into());
     let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
@@ -110,17 +132,22 @@ async fn race(fault: Fault) {
     while done.load(Ordering::Relaxed) < EVENTS * COPIES * 2 / 5 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    match fault {
-        Fault::None => {}
-        Fault::FlushRedis => {
-            let mut conn = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    match (fault, &mut redis) {
+        (Fault::None, _) => {}
+        (Fault::FlushRedis, Backing::Single(r)) => {
+            let mut conn = std::net::TcpStream::connect(("127.0.0.1", r.port)).unwrap();
             std::io::Write::write_all(&mut conn, b"FLUSHALL\r\n").unwrap();
         }
-        Fault::StopRedis => redis.stop(),
-        Fault::KillProcess => {
+        (Fault::StopRedis, Backing::Single(r)) => r.stop(),
+        (Fault::KillProcess, _) => {
             killed.store(true, Ordering::Relaxed);
             procs[0].kill().await;
         }
+        (Fault::KillClusterMaster, Backing::Cluster(c)) => {
+            let master = c.masters()[0];
+            c.kill(master);
+        }
+        _ => panic!("this fault needs the other kind of Redis"),
     }
     for t in tasks {
         t.await.unwrap();
@@ -142,6 +169,11 @@ async fn race(fault: Fault) {
         }
         assert!(std::time::Instant::now() < deadline, "{} of {EVENTS} events delivered", ids.len());
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if let (Fault::None, Backing::Cluster(c)) = (fault, &redis) {
+        // Redis was used: the committed keys are in the cluster, spread by tenant tag.
+        let keys = c.count_keys("*}:in:*");
+        assert!(keys >= EVENTS, "{keys} inbound keys in the cluster");
     }
     for mut p in procs {
         p.kill().await;
@@ -166,4 +198,14 @@ async fn race_with_redis_stopped_in_the_middle_admits_each_event_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn race_with_an_instance_killed_in_the_middle_admits_each_event_once() {
     race(Fault::KillProcess).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_over_a_redis_cluster_admits_each_event_once() {
+    race_on(Backing::Cluster(RedisCluster::start()), Fault::None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_over_a_redis_cluster_with_a_master_killed_in_the_middle_admits_each_event_once() {
+    race_on(Backing::Cluster(RedisCluster::start()), Fault::KillClusterMaster).await;
 }

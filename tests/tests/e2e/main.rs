@@ -22,6 +22,7 @@ mod pg_tls;
 mod poison;
 mod portal;
 mod processes;
+mod redis_tls;
 mod sources;
 mod stall;
 mod tenant_keys;

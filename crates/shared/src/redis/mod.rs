@@ -1,4 +1,5 @@
 //! The Redis client: a fast, optional helper that degrades instead of failing requests.
+//! A single server or a Redis Cluster, over TLS or not ([`conn`]).
 //!
 //! Nothing that must be correct depends on Redis. Every call has a short timeout;
 //! a failure counts in `hookgate_redis_errors_total` and returns `None`, and the
@@ -12,9 +13,13 @@ use std::{
 };
 
 use prometheus::IntCounter;
-pub use redis::{aio::ConnectionManager, cmd, pipe, RedisResult, Script};
-use redis::{aio::ConnectionManagerConfig, Client};
+pub use redis::{cmd, pipe, Pipeline, RedisResult, Script};
 use tokio::sync::Mutex;
+
+mod conn;
+
+use conn::Connector;
+pub use conn::{Conn, RedisTarget};
 
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 
@@ -34,7 +39,8 @@ pub struct Redis {
 }
 
 struct Inner {
-    client: Client,
+    connector: Connector,
+    cluster: bool,
     prefix: String,
     timeout: Duration,
     errors: IntCounter,
@@ -42,20 +48,33 @@ struct Inner {
 }
 
 enum Connection {
-    Ready(ConnectionManager),
+    Ready(Conn),
     Failed(Instant),
     Never,
 }
 
 impl Redis {
     /// A Redis handle; `url: None` gives one whose every call returns `None`.
-    pub fn new(url: Option<&str>, prefix: &str, timeout: Duration, errors: IntCounter) -> RedisResult<Self> {
-        let Some(url) = url else {
+    pub fn new(target: Option<&RedisTarget>, prefix: &str, timeout: Duration, errors: IntCounter) -> RedisResult<Self> {
+        let Some(target) = target else {
             return Ok(Self { inner: None });
         };
-        let client = Client::open(url)?;
-        let inner = Inner { client, prefix: prefix.to_owned(), timeout, errors, conn: Mutex::new(Connection::Never) };
+        let connector = Connector::new(target, timeout)?;
+        let inner = Inner {
+            connector,
+            cluster: target.cluster,
+            prefix: prefix.to_owned(),
+            timeout,
+            errors,
+            conn: Mutex::new(Connection::Never),
+        };
         Ok(Self { inner: Some(Arc::new(inner)) })
+    }
+
+    /// Whether this is a Redis Cluster: a pipeline must then stay within one hash
+    /// slot, so callers batch per tenant ([`Redis::tenant_key`]).
+    pub fn is_cluster(&self) -> bool {
+        self.inner.as_ref().is_some_and(|i| i.cluster)
     }
 
     pub fn disabled() -> Self {
@@ -74,10 +93,17 @@ impl Redis {
         }
     }
 
+    /// A key of one tenant's: the tenant id is its hash tag, so that every key of a
+    /// tenant lives in one slot of a Redis Cluster and multi-key commands and
+    /// pipelines over them are allowed.
+    pub fn tenant_key(&self, tenant: &str, suffix: &str) -> String {
+        self.key(&format!("{{{tenant}}}:{suffix}"))
+    }
+
     /// Runs one call with the timeout; `None` when Redis is disabled, down or slow.
     pub async fn call<T, F, Fut>(&self, f: F) -> Option<T>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let inner = self.inner.as_ref()?;
@@ -112,18 +138,14 @@ impl Redis {
 }
 
 impl Inner {
-    async fn connection(&self) -> Option<ConnectionManager> {
+    async fn connection(&self) -> Option<Conn> {
         let mut guard = self.conn.lock().await;
         match &*guard {
             Connection::Ready(c) => return Some(c.clone()),
             Connection::Failed(at) if at.elapsed() < RECONNECT_EVERY => return None,
             _ => {}
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            .set_number_of_retries(1);
-        let connect = self.client.get_connection_manager_with_config(config);
+        let connect = self.connector.connect(self.timeout);
         match tokio::time::timeout(self.timeout * 2, connect).await {
             Ok(Ok(c)) => {
                 *guard = Connection::Ready(c.clone());
