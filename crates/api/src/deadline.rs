@@ -16,8 +16,8 @@ use hookgate_shared::{http::ApiError, AppState};
 ///
 /// A request cut off here may still commit when Postgres resumes (a group
 /// commit already sent, say): its effect then stands although the client was
-/// told 503. An `eventId` makes the retry of a message safe; an
-/// `Idempotency-Key` alone does not yet (see `docs/guarantees.md`).
+/// told 503. Its retry is safe under an `Idempotency-Key` (the answer commits
+/// with the effect, so the retry replays it) or, for a message, an `eventId`.
 pub async fn deadline(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,

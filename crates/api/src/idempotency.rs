@@ -62,7 +62,10 @@ pub async fn answer(
             body: state.config.master_key.replay_key(&k.scope).seal(&replay_purpose(&k.scope, &k.key), &bytes),
         };
         if !idempotency::finish(tx, &k.scope, &k.key, k.token, &stored).await? {
-            return Err(ApiError::IdempotencyInFlight);
+            return Err(ApiError::Conflict(
+                "this request outlived its Idempotency-Key, which a retry has taken over; its effect was rolled back"
+                    .into(),
+            ));
         }
     }
     let mut res = HttpResponse::build(status).content_type("application/json").body(bytes);

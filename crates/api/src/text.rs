@@ -5,7 +5,7 @@
 use actix_web::{
     body::{BoxBody, MessageBody},
     dev::{Payload, ServiceRequest, ServiceResponse},
-    http::Method,
+    http::{header::CONTENT_ENCODING, Method, StatusCode},
     middleware::Next,
     web, Error,
 };
@@ -24,6 +24,19 @@ pub async fn reject_nul(
     if !matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH) {
         return Ok(next.call(req).await?.map_into_boxed_body());
     }
+    // The extractors would inflate a compressed body after this check has looked
+    // at its compressed bytes: Hookgate's API takes bodies as sent.
+    if let Some(enc) = req.headers().get(CONTENT_ENCODING).filter(|v| v.as_bytes() != b"identity") {
+        let enc = String::from_utf8_lossy(enc.as_bytes()).into_owned();
+        return reject(
+            req,
+            ApiError::Coded {
+                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                code: "unsupported_content_encoding",
+                detail: format!("`Content-Encoding: {enc}` is not accepted; send the body uncompressed"),
+            },
+        );
+    }
     let limit = req.app_data::<web::Data<AppState>>().map_or(usize::MAX, |s| s.config.max_body);
     let body = match read_body(&mut req, limit).await {
         Ok(b) => b,
@@ -31,11 +44,15 @@ pub async fn reject_nul(
     };
     // The byte scan keeps the common case to one pass; only a hit parses the body.
     if body.windows(ESCAPED_NUL.len()).any(|w| w == ESCAPED_NUL) {
-        if let Some(field) = serde_json::from_slice::<Value>(&body).ok().and_then(|v| nul_field(&v)) {
-            return reject(
-                req,
-                ApiError::Validation(format!("`{field}` contains a NUL character (\\u0000), which text cannot hold")),
-            );
+        let refusal = match serde_json::from_slice::<Value>(&body) {
+            Ok(v) => nul_field(&v)
+                .map(|field| format!("`{field}` contains a NUL character (\\u0000), which text cannot hold")),
+            // Where a NUL is, only a parse can tell; a body that will not parse
+            // (a lone surrogate, nesting past 128) is refused rather than let by.
+            Err(e) => Some(format!("the body contains `\\u0000` and cannot be checked: {e}")),
+        };
+        if let Some(why) = refusal {
+            return reject(req, ApiError::Validation(why));
         }
     }
     req.set_payload(Payload::from(body));

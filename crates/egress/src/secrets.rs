@@ -55,15 +55,17 @@ pub fn signing_keys(
     Ok(keys)
 }
 
-/// The one key of a stored headers object that holds the sealed headers. A
-/// leading `:` makes it an invalid header name, so no clear headers object can
-/// carry it (as with HTTP/2's pseudo-headers).
-pub const SEALED_HEADERS: &str = ":sealed";
+/// The one key of a stored headers object that holds the sealed headers:
+/// `{"$sealed": "<base64>"}`, the form every release since sealing writes and
+/// reads (so old and new processes can run side by side, and roll back).
+///
+/// `$sealed` is a valid header name, so a clear object holding only it, stored
+/// before sealing, looks alike: such an object is sealed only if it opens, or
+/// if its value is too short to be a ciphertext (then it is clear headers).
+pub const SEALED_HEADERS: &str = "$sealed";
 
-/// The key the first sealing release used. It is a valid header name, so an object
-/// holding only it is read as sealed only if it opens; otherwise it is a clear
-/// header a tenant set before headers were sealed.
-const LEGACY_SEALED_HEADERS: &str = "$sealed";
+/// Nonce and tag: no sealed value is shorter.
+const MIN_SEALED_LEN: usize = 12 + 16;
 
 fn headers_purpose(app: &AppId, ep: &EndpointId) -> String {
     format!("endpoint-headers:{app}:{ep}")
@@ -79,7 +81,24 @@ pub fn seal_headers(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpo
     json!({ SEALED_HEADERS: STANDARD.encode(sealed) })
 }
 
-/// The custom headers, opened from their stored form.
+/// The form of a stored headers object.
+enum Stored<'a> {
+    /// `{"$sealed": "<base64>"}` whose value could be a ciphertext.
+    Sealed(&'a [u8]),
+    /// Anything else: clear headers, stored before sealing.
+    Clear,
+}
+
+fn stored_form(stored: &Value) -> Stored<'_> {
+    let sole = stored.as_object().filter(|m| m.len() == 1).and_then(|m| m.get(SEALED_HEADERS)?.as_str());
+    match sole {
+        Some(b64) if b64.len() >= MIN_SEALED_LEN * 4 / 3 => Stored::Sealed(b64.as_bytes()),
+        _ => Stored::Clear,
+    }
+}
+
+/// The custom headers, opened from their stored form. A sealed form that does
+/// not open (another master key) is an error, never sent as a header.
 pub fn open_headers(
     state: &AppState,
     tenant: &TenantId,
@@ -87,7 +106,8 @@ pub fn open_headers(
     ep: &EndpointId,
     stored: &Value,
 ) -> Result<Value, String> {
-    let open = |b64: &str| -> Result<Value, String> {
+    let Stored::Sealed(b64) = stored_form(stored) else { return Ok(stored.clone()) };
+    let open = || -> Result<Value, String> {
         let sealed = STANDARD.decode(b64).map_err(|e| e.to_string())?;
         let plain = state
             .config
@@ -97,21 +117,14 @@ pub fn open_headers(
             .map_err(|e| e.to_string())?;
         serde_json::from_slice(&plain).map_err(|e| e.to_string())
     };
-    if let Some(b64) = stored.get(SEALED_HEADERS).and_then(Value::as_str) {
-        return open(b64);
-    }
-    if let Some(b64) = stored.as_object().filter(|m| m.len() == 1).and_then(|m| m.get(LEGACY_SEALED_HEADERS)) {
-        if let Ok(opened) = b64.as_str().ok_or_else(String::new).and_then(open) {
-            return Ok(opened);
-        }
-    }
-    Ok(stored.clone())
+    open()
+        .map_err(|e| format!("the endpoint's sealed headers cannot be opened (was HOOKGATE_MASTER_KEY changed?): {e}"))
 }
 
-/// Seals the custom headers stored in clear (or under the first release's key),
-/// walking every endpoint once at a worker's start. Safe on several instances at
-/// once: each row is replaced only if it still holds the value read. A row that
-/// cannot be opened is left as it is and logged; the walk goes on past it.
+/// Seals the custom headers stored in clear before sealing, walking every
+/// endpoint once at a worker's start. Safe on several instances at once: each
+/// row is replaced only if it still holds the value read. Rows already in the
+/// sealed form are never touched, whether or not this process can open them.
 pub async fn seal_stored_headers(state: AppState) {
     let mut after = None;
     let mut sealed = 0usize;
@@ -130,14 +143,10 @@ pub async fn seal_stored_headers(state: AppState) {
             }
         };
         for (tenant, app, ep, stored) in &rows {
-            let clear = match open_headers(&state, tenant, app, ep, stored) {
-                Ok(clear) => clear,
-                Err(e) => {
-                    tracing::warn!(endpoint = %ep, error = %e, "stored endpoint headers cannot be opened; left as they are");
-                    continue;
-                }
-            };
-            let new = seal_headers(&state, tenant, app, ep, &clear);
+            if matches!(stored_form(stored), Stored::Sealed(_)) {
+                continue;
+            }
+            let new = seal_headers(&state, tenant, app, ep, stored);
             let done = hookgate_shared::db::bounded(state.db_budget(), async {
                 let conn = hookgate_shared::db::conn(&state.db).await?;
                 endpoints::replace_headers(&**conn, tenant, app, ep, stored, &new).await

@@ -59,7 +59,7 @@ async fn headers_stored_in_clear_before_sealing_are_sealed_when_a_worker_starts(
         let row = db.query_one("SELECT headers::text FROM endpoints WHERE id = $1", &[&ep]).await.unwrap();
         let text: String = row.get(0);
         if !text.contains("legacy-header-value") {
-            assert!(text.contains(":sealed"), "{text}");
+            assert!(text.contains("$sealed"), "{text}");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "still in clear: {text}");
@@ -72,7 +72,7 @@ async fn headers_stored_in_clear_before_sealing_are_sealed_when_a_worker_starts(
 }
 
 #[tokio::test]
-async fn a_clear_header_named_like_the_first_releases_marker_is_sent_and_resealed_not_misread() {
+async fn a_clear_header_named_like_the_marker_is_sent_as_set_and_sealed_rows_are_left_alone() {
     let app = TestApp::spawn_role_default_env(hookgate_gateway::Role::Api).await;
     let sink = Sink::start().await;
     let t = app.tenant().await;
@@ -80,40 +80,59 @@ async fn a_clear_header_named_like_the_first_releases_marker_is_sent_and_reseale
     let legacy_ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
     let sealed_ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
     let db = app.db.client().await;
-    // Stored in clear by a release before sealing: `$sealed` is a valid header name.
+    // Stored in clear before sealing: `$sealed` is a valid header name.
     let legacy = json!({"$sealed": "clear-dollar-value"});
     db.execute("UPDATE endpoints SET headers = $1 WHERE id = $2", &[&legacy, &legacy_ep]).await.unwrap();
-    // Sealed by the first sealing release, whose marker was `$sealed`.
     let path = format!("/api/v1/app/{a}/endpoint/{sealed_ep}/headers");
-    let body = json!({"headers": {"X-Old": "first-release-value"}});
+    let body = json!({"headers": {"X-Kept": "sealed-value"}});
     assert_eq!(t.req(Method::PUT, &path).json(&body).send().await.unwrap().status(), 204);
-    db.execute(
-        "UPDATE endpoints SET headers = jsonb_build_object('$sealed', headers->':sealed') WHERE id = $1",
-        &[&sealed_ep],
-    )
-    .await
-    .unwrap();
-    assert_eq!(t.get(&path).await["headers"], json!({"X-Old": "first-release-value"}));
+    let sealed_before: String =
+        db.query_one("SELECT headers::text FROM endpoints WHERE id = $1", &[&sealed_ep]).await.unwrap().get(0);
     let legacy_path = format!("/api/v1/app/{a}/endpoint/{legacy_ep}/headers");
-    assert_eq!(t.get(&legacy_path).await["headers"], legacy);
+    assert_eq!(t.get(&legacy_path).await["headers"], legacy, "read as clear, not as a sealed value");
 
     let _worker = app.spawn_sibling(hookgate_gateway::Role::Worker).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let rows = db.query("SELECT headers::text FROM endpoints", &[]).await.unwrap();
-        let texts: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-        if texts.iter().all(|t| t.contains(":sealed") && !t.contains("$sealed")) {
-            assert!(texts.iter().all(|t| !t.contains("clear-dollar-value")), "{texts:?}");
+        let row = db.query_one("SELECT headers::text FROM endpoints WHERE id = $1", &[&legacy_ep]).await.unwrap();
+        let text: String = row.get(0);
+        if !text.contains("clear-dollar-value") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "not all resealed: {texts:?}");
+        assert!(std::time::Instant::now() < deadline, "still in clear: {text}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(t.get(&path).await["headers"], json!({"X-Old": "first-release-value"}));
+    let sealed_after: String =
+        db.query_one("SELECT headers::text FROM endpoints WHERE id = $1", &[&sealed_ep]).await.unwrap().get(0);
+    assert_eq!(sealed_after, sealed_before, "a sealed row is not sealed again");
     assert_eq!(t.get(&legacy_path).await["headers"], legacy);
+    assert_eq!(t.get(&path).await["headers"], json!({"X-Kept": "sealed-value"}));
     t.message(&a, "x", json!({})).await;
     let got = sink.wait_for(2, Duration::from_secs(10)).await;
     let dollar: Vec<_> = got.iter().filter_map(|r| r.header("$sealed")).collect();
     assert_eq!(dollar, vec!["clear-dollar-value"], "the clear header is sent as set, once");
-    assert_eq!(got.iter().filter_map(|r| r.header("x-old")).collect::<Vec<_>>(), vec!["first-release-value"]);
+    assert_eq!(got.iter().filter_map(|r| r.header("x-kept")).collect::<Vec<_>>(), vec!["sealed-value"]);
+}
+
+#[tokio::test]
+async fn sealed_headers_under_another_master_key_fail_the_delivery_and_are_never_sent_or_resealed() {
+    let app = TestApp::spawn().await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/v1/app/{a}/endpoint/{ep}/headers");
+    let body = json!({"headers": {"Authorization": "Bearer under-the-old-key"}});
+    assert_eq!(t.req(Method::PUT, &path).json(&body).send().await.unwrap().status(), 204);
+    // A ciphertext no key here opens, as after a wrong HOOKGATE_MASTER_KEY.
+    let foreign = json!({"$sealed": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, [7u8; 64])});
+    let db = app.db.client().await;
+    db.execute("UPDATE endpoints SET headers = $1 WHERE id = $2", &[&foreign, &ep]).await.unwrap();
+    let _sibling = app.spawn_sibling(hookgate_gateway::Role::Worker).await;
+    t.message(&a, "x", json!({})).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(sink.received().is_empty(), "nothing sent without its headers, nor with ciphertext as one");
+    let stored: serde_json::Value =
+        db.query_one("SELECT headers FROM endpoints WHERE id = $1", &[&ep]).await.unwrap().get(0);
+    assert_eq!(stored, foreign, "left as it was for the right key to open");
 }

@@ -58,3 +58,33 @@ async fn a_nul_in_a_query_or_a_body_answers_422_and_spoils_no_neighbour() {
     let listed = t.get("/api/v1/app").await;
     assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
 }
+
+#[tokio::test]
+async fn a_nul_cannot_slip_past_in_a_compressed_or_unparsable_body() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let gz = t
+        .req(Method::POST, "/api/v1/app")
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(vec![0x1f, 0x8b, 0x08, 0x00])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gz.status(), 415, "compressed bodies are refused, not inflated past the check");
+    // A lone surrogate inside the payload: the handler would take it, the check cannot parse it.
+    let body = r#"{"eventType":"a.b","payload":{"x":"\udc00"},"tags":["a\u0000"]}"#;
+    let res = t
+        .req(Method::POST, &format!("/api/v1/app/{a}/msg"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 422);
+    let words = error_text(&res.json().await.unwrap());
+    assert!(words.contains("u0000"), "{words}");
+    let listed = t.get(&format!("/api/v1/app/{a}/msg")).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 0, "nothing written: {listed}");
+}

@@ -279,7 +279,10 @@ async fn rotate_secret(
     let sealed = secrets::seal(&state, &key.0, &s.id, &secret);
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    sources::rotate_secret(&*tx, &key.0, &s.id, &sealed, until, &state.caches).await?;
+    if !sources::rotate_secret(&*tx, &key.0, &s.id, &sealed, until, &state.caches).await? {
+        // Deleted meanwhile: no key was stored, so none is answered (or kept for replay).
+        return Err(ApiError::NotFound("source"));
+    }
     let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &json!({ "key": secret })).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(res)

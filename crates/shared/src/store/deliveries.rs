@@ -285,18 +285,21 @@ pub async fn resume_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result
         .await?)
 }
 
-/// Makes paused deliveries of tenants that are enabled again due now, at most
+/// Makes paused deliveries of tenants enabled again lately due now, at most
 /// `limit` per call; returns how many. `resume_tenant` does this at once when the
 /// operator re-enables a tenant, but a claim that read the tenant as disabled just
-/// before can pause rows after it ran: this sweep, run periodically, catches those.
+/// before (a statement of at most a few seconds) can pause rows after it ran:
+/// this sweep, run periodically, catches those. It looks only at tenants changed
+/// in the last two minutes, so the paused rows of tenants still disabled (or
+/// deleted) cost it nothing.
 pub async fn resume_enabled(db: &impl GenericClient, limit: i64) -> Result<u64, StoreError> {
     Ok(db
         .execute(
             "UPDATE deliveries d SET next_attempt_at = now()
              FROM (SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id
-                   FROM deliveries d JOIN tenants t ON t.id = d.tenant_id
-                   WHERE d.status = 1 AND d.next_attempt_at IS NULL
-                     AND NOT t.disabled AND t.deleted_at IS NULL
+                   FROM tenants t JOIN deliveries d ON d.tenant_id = t.id
+                   WHERE NOT t.disabled AND t.deleted_at IS NULL AND t.updated_at > now() - interval '2 minutes'
+                     AND d.status = 1 AND d.next_attempt_at IS NULL
                    LIMIT $1 FOR UPDATE OF d SKIP LOCKED) r
              WHERE d.tenant_id = r.tenant_id AND d.app_id = r.app_id AND d.msg_id = r.msg_id
                AND d.endpoint_id = r.endpoint_id AND d.status = 1 AND d.next_attempt_at IS NULL",

@@ -255,9 +255,9 @@ pub async fn replace_headers(
     Ok(n == 1)
 }
 
-/// Endpoints whose custom headers are not under the current sealed key (stored
-/// in clear, or sealed by the first release), across tenants, for the resealer:
-/// up to `limit`, in key order after `after`, so one walk visits each row once.
+/// Endpoints whose custom headers may be stored in clear (not the sole-`$sealed`
+/// form), across tenants, for the resealer: up to `limit`, in key order after
+/// `after`, so one walk visits each row once.
 pub async fn unsealed_headers(
     db: &impl GenericClient,
     after: Option<&(TenantId, AppId, EndpointId)>,
@@ -268,7 +268,9 @@ pub async fn unsealed_headers(
         .query(
             "SELECT tenant_id, app_id, id, headers FROM endpoints
              WHERE (tenant_id, app_id, id) > ($1, $2, $3)
-               AND headers <> '{}'::jsonb AND NOT headers ? ':sealed'
+               AND headers <> '{}'::jsonb
+               AND NOT (headers ? '$sealed' AND (SELECT count(*) FROM jsonb_object_keys(headers)) = 1
+                        AND length(headers->>'$sealed') >= 37)
              ORDER BY tenant_id, app_id, id LIMIT $4",
             &[&t, &a, &e, &limit],
         )
