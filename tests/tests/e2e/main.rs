@@ -23,6 +23,7 @@ mod poison;
 mod portal;
 mod processes;
 mod redis_tls;
+mod schema;
 mod sources;
 mod stall;
 mod tenant_keys;

@@ -1,0 +1,91 @@
+//! Citus-ready, checked on the catalog: every primary key and unique constraint
+//! (or unique index) of every table holds the tenant id, and every foreign key
+//! between tenant tables carries it on both sides, so each table can be
+//! distributed by `tenant_id` (docs/operations.md shows the calls). The
+//! exceptions are listed here with their reasons.
+
+use std::collections::BTreeMap;
+
+use hookgate_tests::TestDb;
+
+/// Tables that are not distributed by `tenant_id`, and why.
+const NOT_DISTRIBUTED: &[(&str, &str)] = &[
+    ("tenants", "a reference table (small, copied to every node); its key is the tenant id itself and `uid` is unique across tenants"),
+    ("hookgate_migrations", "Hookgate's own bookkeeping, on the coordinator only"),
+];
+
+#[tokio::test]
+async fn every_key_and_unique_index_of_a_distributed_table_holds_the_tenant_id() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let tables: Vec<String> = client
+        .query(
+            "SELECT relname::text FROM pg_class WHERE relkind IN ('r', 'p') AND relnamespace = 'public'::regnamespace",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(tables.len() >= 10, "the schema is there: {tables:?}");
+    // Every unique index, whether it backs a primary key, a unique constraint or stands alone.
+    let rows = client
+        .query(
+            "SELECT t.relname::text, i.relname::text,
+                    array(SELECT a.attname::text FROM unnest(x.indkey) k JOIN pg_attribute a
+                          ON a.attrelid = x.indrelid AND a.attnum = k)
+             FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+             WHERE x.indisunique AND t.relnamespace = 'public'::regnamespace",
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut problems = Vec::new();
+    let mut keyed: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &rows {
+        let (table, index, cols): (String, String, Vec<String>) = (r.get(0), r.get(1), r.get(2));
+        if NOT_DISTRIBUTED.iter().any(|(t, _)| *t == table) {
+            continue;
+        }
+        *keyed.entry(table.clone()).or_default() += 1;
+        if !cols.iter().any(|c| c == "tenant_id") {
+            problems.push(format!("{table}: unique index {index} on {cols:?} lacks tenant_id"));
+        }
+    }
+    for t in &tables {
+        let listed = NOT_DISTRIBUTED.iter().any(|(n, _)| n == t);
+        if !listed && !keyed.contains_key(t) {
+            problems.push(format!("{t}: no primary key"));
+        }
+    }
+    // Foreign keys between distributed tables must join on the tenant id too.
+    let fks = client
+        .query(
+            "SELECT c.conrelid::regclass::text, c.confrelid::regclass::text, c.conname::text,
+                    array(SELECT a.attname::text FROM unnest(c.conkey) k JOIN pg_attribute a
+                          ON a.attrelid = c.conrelid AND a.attnum = k),
+                    array(SELECT a.attname::text FROM unnest(c.confkey) k JOIN pg_attribute a
+                          ON a.attrelid = c.confrelid AND a.attnum = k)
+             FROM pg_constraint c WHERE c.contype = 'f' AND c.connamespace = 'public'::regnamespace",
+            &[],
+        )
+        .await
+        .unwrap();
+    for r in &fks {
+        let (from, to, name, cols, refs): (String, String, String, Vec<String>, Vec<String>) =
+            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+        if NOT_DISTRIBUTED.iter().any(|(t, _)| *t == to) {
+            continue; // to a reference table: allowed from any node
+        }
+        let pos = cols.iter().position(|c| c == "tenant_id");
+        if pos.is_none() || pos.map(|p| refs[p].as_str()) != Some("tenant_id") {
+            problems
+                .push(format!("{from}: foreign key {name} to {to} does not join on tenant_id ({cols:?} -> {refs:?})"));
+        }
+    }
+    assert!(problems.is_empty(), "not distributable by tenant_id:\n{}", problems.join("\n"));
+    for (t, _) in NOT_DISTRIBUTED {
+        assert!(tables.iter().any(|x| x == t), "NOT_DISTRIBUTED names `{t}`, which is no table: remove it");
+    }
+}
