@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts or stops a local Postgres and Redis on loopback for `make run` or `make test`.
-#   scripts/stack.sh up|down|env run|test|bench
+#   scripts/stack.sh up|down|env|pgbin run|test|bench
 # `run` keeps its data under .data/ across runs; `test` and `bench` start fresh each time.
 set -euo pipefail
 
@@ -43,11 +43,49 @@ need() {
   exit 1
 }
 
+# PostgreSQL's server binaries: on PATH, else the versioned directory Debian's and
+# Ubuntu's `postgresql` package puts them in (/usr/lib/postgresql/<version>/bin,
+# off PATH), else installed with apt-get when we are root. The directory found is
+# put first on PATH for this script (`stack.sh pgbin` prints it for others).
+pg_bin_dir() {
+  local found
+  if found=$(command -v initdb 2>/dev/null); then dirname "$found"; return 0; fi
+  found=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  if [ -n "$found" ] && [ -x "$found/initdb" ]; then echo "$found"; return 0; fi
+  return 1
+}
+
+ensure_pg() {
+  local d
+  if d=$(pg_bin_dir); then
+    case ":$PATH:" in *":$d:"*) ;; *) [ "${1:-}" = quiet ] || echo "using PostgreSQL from $d" >&2 ;; esac
+    export PATH="$d:$PATH"
+    return 0
+  fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "PostgreSQL is not installed: installing it with apt-get (package postgresql, no cluster of its own)…" >&2
+    # Hookgate runs its own cluster on its own port: the package's default one is not wanted.
+    mkdir -p /etc/postgresql-common
+    [ -f /etc/postgresql-common/createcluster.conf ] ||
+      echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      -o Dpkg::Options::=--force-confold postgresql) >&2
+    if d=$(pg_bin_dir); then
+      echo "installed; using PostgreSQL from $d" >&2
+      export PATH="$d:$PATH"
+      return 0
+    fi
+  fi
+  echo "stack.sh: PostgreSQL server binaries (initdb, pg_ctl, postgres) not found;" \
+    "install PostgreSQL 15 or later (apt-get install postgresql) or put its bin directory on PATH" >&2
+  exit 1
+}
+
 database_url="postgres://hookgate@127.0.0.1:$pg_port/hookgate"
 redis_url="redis://127.0.0.1:$redis_port/"
 
 up() {
-  need initdb "install PostgreSQL 15 server binaries (initdb, pg_ctl, postgres)"
+  ensure_pg
   need redis-server "run: apt-get install -y redis-server"
   mkdir -p "$dir"
   local pgd; pgd=$(pg_dir)
@@ -80,6 +118,7 @@ up() {
 }
 
 down() {
+  ensure_pg quiet
   local pgd; pgd=$(pg_dir)
   if [ -f "$pgd/PG_VERSION" ]; then as_pg pg_ctl -D "$pgd" -m fast -w stop >/dev/null 2>&1 || true; fi
   redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
@@ -90,5 +129,6 @@ case "$cmd" in
   up) up ;;
   down) down ;;
   env) echo "DATABASE_URL=$database_url"; echo "REDIS_URL=$redis_url" ;;
+  pgbin) ensure_pg quiet; pg_bin_dir ;;
   *) echo "stack.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac

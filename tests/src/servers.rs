@@ -17,11 +17,28 @@ fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
 }
 
+/// Where PostgreSQL's server binaries are: on PATH, or Debian's versioned
+/// directory (`scripts/stack.sh pgbin` knows both, and installs them if need be).
+fn pg_bin(bin: &str) -> String {
+    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let script = crate::stack::root().join("scripts/stack.sh");
+        let out = Command::new(script).args(["pgbin", "test"]).output().expect("scripts/stack.sh runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    });
+    if dir.is_empty() {
+        bin.to_owned()
+    } else {
+        format!("{dir}/{bin}")
+    }
+}
+
 /// Runs a Postgres binary, as the `postgres` user when we are root (it refuses root).
 fn pg_command(bin: &str) -> Command {
+    let bin = pg_bin(bin);
     if is_root() {
         let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--", bin]);
+        c.args(["-u", "postgres", "--", &bin]);
         c
     } else {
         Command::new(bin)

@@ -28,6 +28,15 @@ impl Stack {
             .lines()
             .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
             .collect();
+        // PostgreSQL's tools (pgbench, initdb) may live off PATH, in Debian's versioned directory.
+        let bin = Command::new(&script).args(["pgbin", profile]).output()?;
+        let bin = String::from_utf8_lossy(&bin.stdout).trim().to_owned();
+        if !bin.is_empty() {
+            let path = std::env::var("PATH").unwrap_or_default();
+            if !path.split(':').any(|p| p == bin) {
+                std::env::set_var("PATH", format!("{bin}:{path}"));
+            }
+        }
         let get = |k: &str| vars.get(k).cloned().ok_or_else(|| anyhow::anyhow!("stack.sh env {profile}: no {k}"));
         Ok(Stack { profile: profile.to_owned(), database_url: get("DATABASE_URL")?, redis_url: get("REDIS_URL")? })
     }
