@@ -19,8 +19,9 @@ use hookgate_shared::{
         publish_batch::{publish_batch, PublishRow, Published},
         StoreError,
     },
-    AppState,
+    trace, AppState,
 };
+use tracing::Instrument;
 
 use crate::metrics::EgressMetrics;
 
@@ -115,6 +116,23 @@ impl Publisher {
         &self,
         tenant: &TenantId,
         app: &Ref<AppId>,
+        mut new: NewMessage,
+        inline: Option<ApplicationFields>,
+    ) -> Result<Message, PublishError> {
+        let span = tracing::info_span!("message.create", tenant = %tenant, msg = %new.id);
+        async move {
+            // The message keeps this span's context: its deliveries continue the trace.
+            new.traceparent = trace::current_traceparent();
+            self.publish_in_span(tenant, app, new, inline).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn publish_in_span(
+        &self,
+        tenant: &TenantId,
+        app: &Ref<AppId>,
         new: NewMessage,
         inline: Option<ApplicationFields>,
     ) -> Result<Message, PublishError> {
@@ -193,6 +211,7 @@ impl Publisher {
             event_id: new.event_id.clone(),
             event_type: new.event_type.clone(),
             payload: new.payload.clone(),
+            traceparent: new.traceparent.clone(),
         };
         let outcome = self.batcher.submit(row).await.unwrap_or(Err(PublishError::Unavailable))?;
         match outcome {

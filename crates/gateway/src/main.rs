@@ -61,8 +61,17 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    hookgate_gateway::telemetry::init_logging(config.log_format);
+    let exporter = match hookgate_gateway::telemetry::init(config.log_format) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("hookgate: configuration error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let result = actix_web::rt::System::new().block_on(run(cli.command, config));
+    if let Some(exporter) = exporter {
+        exporter.shutdown();
+    }
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

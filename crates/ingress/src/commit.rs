@@ -15,8 +15,10 @@ use hookgate_shared::{
         inbound_batch::{self, BatchRow},
         StoreError,
     },
-    AppState,
+    trace, AppState,
 };
+
+use tracing::Instrument;
 
 use crate::admit::{self, Admitted, Candidate, Layer};
 
@@ -69,6 +71,8 @@ impl GroupCommit {
             event_type: c.event_type,
             content_type: c.content_type,
             payload: c.payload,
+            // The admitting span's context: the message's deliveries continue its trace.
+            traceparent: trace::current_traceparent(),
         };
         self.batcher
             .submit((row, c.source.retention_days))
@@ -86,8 +90,17 @@ async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreE
     .await
 }
 
-/// Admits a batch; one answer per job, in order.
+/// Admits a batch in its own span, linked to each request it answers.
 async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) -> Vec<Result<Admitted, CommitError>> {
+    let span = tracing::info_span!("ingress.commit", rows = jobs.len());
+    for (row, _) in &jobs {
+        trace::add_link(&span, row.traceparent.as_deref());
+    }
+    commit_jobs(state, metrics, jobs).instrument(span).await
+}
+
+/// Admits a batch; one answer per job, in order.
+async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) -> Vec<Result<Admitted, CommitError>> {
     // The first job of each key goes into the batch; later copies in the same batch
     // are duplicates of it.
     let mut first_of: HashMap<(TenantId, SourceId, String), usize> = HashMap::new();

@@ -15,6 +15,7 @@ use hookgate_shared::{
     AppState,
 };
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::{
     admit::{self, Admitted, Candidate, Layer},
@@ -173,16 +174,20 @@ async fn handle(
     let body = read_body(payload, state.config.max_body).await?;
     let secrets = secrets::valid_secrets(state, source).map_err(Refusal::Internal)?;
     let now = chrono::Utc::now().timestamp();
-    verify::verify(&source.provider, &secrets, req.headers(), &body, now).map_err(Refusal::Signature)?;
-    let extracted = extract::key_value(&source.provider, &source.idempotency, req.headers(), &body)
-        .map_err(|e| Refusal::KeyMissing(e.0))?;
+    let extracted = {
+        let _verify = tracing::info_span!("ingress.verify", source = %source.id).entered();
+        verify::verify(&source.provider, &secrets, req.headers(), &body, now).map_err(Refusal::Signature)?;
+        extract::key_value(&source.provider, &source.idempotency, req.headers(), &body)
+            .map_err(|e| Refusal::KeyMissing(e.0))?
+    };
     let key = match extracted {
         Some((kind, value)) => key::derive(&source.tenant_id, &source.id, kind, &value),
         // Idempotency disabled: every request is its own event.
         None => key::derive(&source.tenant_id, &source.id, KeyKind::Body, ulid::Ulid::new().to_string().as_bytes()),
     };
     if !matches!(source.idempotency, KeySpec::Disabled(_)) {
-        if let Some(id) = admit::seen(&state.redis, &source.tenant_id, &key).await {
+        let seen = admit::seen(&state.redis, &source.tenant_id, &key).instrument(tracing::info_span!("ingress.seen"));
+        if let Some(id) = seen.await {
             admit::count_duplicate(&state.redis, &source.tenant_id, &key, source.retention_days).await;
             return Ok((Admitted::Duplicate(Some(id), Layer::Redis), key));
         }
@@ -195,16 +200,21 @@ async fn handle(
         .to_owned();
     let event_type = extract::event_type(&source.provider, source.event_type_path.as_deref(), req.headers(), &body);
     let candidate = Candidate { source, key: key.clone(), event_type, content_type, payload: body };
-    let admitted = if source.mode == Mode::Sync {
-        admit::admit_sync(state, forwarder, candidate).await?
-    } else {
-        group.admit(candidate).await.map_err(|e| {
-            if e.unavailable {
-                Refusal::Unavailable
-            } else {
-                Refusal::Internal(e.detail)
-            }
-        })?
-    };
+    let span = tracing::info_span!("ingress.admit", mode = source.mode.as_str());
+    let admitted = async {
+        if source.mode == Mode::Sync {
+            Ok(admit::admit_sync(state, forwarder, candidate).await?)
+        } else {
+            group.admit(candidate).await.map_err(|e| {
+                if e.unavailable {
+                    Refusal::Unavailable
+                } else {
+                    Refusal::Internal(e.detail)
+                }
+            })
+        }
+    }
+    .instrument(span)
+    .await?;
     Ok((admitted, key))
 }

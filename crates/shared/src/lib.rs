@@ -22,6 +22,7 @@ pub mod source;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod trace;
 pub mod whsec;
 
 #[cfg(test)]

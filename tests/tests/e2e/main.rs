@@ -17,6 +17,7 @@ mod ingress;
 mod ingress_race;
 mod limits;
 mod modes;
+mod otel;
 mod paths;
 mod pg_tls;
 mod poison;

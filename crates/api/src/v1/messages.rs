@@ -169,6 +169,8 @@ async fn create(
         content_type: "application/json".into(),
         idempotency_key: None,
         request_key: request_key.map(|k| k.into_inner().key),
+        // Set by the publisher, inside its span.
+        traceparent: None,
     };
     let message = publisher.publish(&tenant.0, &path, new, inline).await.map_err(|e| match e {
         PublishError::Conflict | PublishError::SameRequest => ApiError::Conflict(e.to_string()),

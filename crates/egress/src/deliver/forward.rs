@@ -11,7 +11,7 @@ use hookgate_shared::{
 
 use super::{
     prepare::{signed_request, Envelope},
-    send::{Outcome, Sender},
+    send::{self, Outcome, Sender},
 };
 use crate::{metrics::EgressMetrics, secrets, ssrf::Guard};
 
@@ -85,7 +85,8 @@ impl Forwarder {
                 }
             };
             let req = signed_request(&ep.url, &headers, &keys, &envelope, e.payload.to_vec());
-            let sent = self.sender.send(req).await;
+            let span = send::attempt_span(e.webhook_id, ep.id.as_str(), 1);
+            let sent = self.sender.send_traced(req, span).await;
             self.metrics.duration.observe(sent.duration.as_secs_f64());
             self.metrics.attempt(e.tenant.as_str(), sent.outcome.label());
             sent.outcome == Outcome::Success

@@ -12,11 +12,15 @@ pub mod schedule;
 pub mod send;
 mod throttle;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use hookgate_shared::{
     db,
     store::deliveries::{self, Claimed, Outcome},
+    trace::{self, KeyValue},
     AppState,
 };
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
@@ -90,6 +94,7 @@ impl Worker {
             // Wait for room, then claim only as many as there is room for.
             let first = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
             let room = (permits.available_permits() + 1).min(this.cfg.batch);
+            let started = SystemTime::now();
             let claimed = match this.claim(room).await {
                 Ok(c) => c,
                 Err(e) => {
@@ -108,15 +113,23 @@ impl Worker {
                 }
                 continue;
             }
+            // A span for each claim that found work (an idle poll leaves none); the
+            // attempts link to it.
+            let claim: Option<Arc<str>> = trace::finished_span(
+                "delivery.claim",
+                started,
+                vec![KeyValue::new("claimed", claimed.len() as i64), KeyValue::new("limit", room as i64)],
+            )
+            .map(Arc::from);
             let mut first = Some(first);
             for c in claimed {
                 let permit = match first.take() {
                     Some(p) => p,
                     None => permits.clone().acquire_owned().await.expect("the semaphore is never closed"),
                 };
-                let (this, done_tx) = (this.clone(), done_tx.clone());
+                let (this, done_tx, claim) = (this.clone(), done_tx.clone(), claim.clone());
                 tokio::spawn(async move {
-                    let outcome = this.deliver(c).await;
+                    let outcome = this.deliver(c, claim).await;
                     let _ = done_tx.send((outcome, permit));
                 });
             }
@@ -131,8 +144,8 @@ impl Worker {
         .await
     }
 
-    async fn deliver(&self, c: Claimed) -> Outcome {
-        prepare::deliver(self, c).await
+    async fn deliver(&self, c: Claimed, claim: Option<Arc<str>>) -> Outcome {
+        prepare::deliver(self, c, claim).await
     }
 
     fn state(&self) -> &AppState {

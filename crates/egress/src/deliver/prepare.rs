@@ -2,12 +2,13 @@
 //! what the delivery's next state is.
 
 use hookgate_shared::status::{DeliveryStatus, Trigger};
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use chrono::Utc;
 use hookgate_shared::{
     ids::AttemptId,
     store::deliveries::{AttemptRecord, Claimed, Outcome},
+    trace,
 };
 use rand::Rng;
 use reqwest::header::HeaderMap;
@@ -20,7 +21,7 @@ use super::{
 use crate::{secrets, signing};
 
 /// Delivers one claimed row and says what became of it.
-pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
+pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> Outcome {
     let mut out = Outcome {
         tenant_id: c.tenant_id.clone(),
         app_id: c.app_id.clone(),
@@ -75,7 +76,12 @@ pub(super) async fn deliver(w: &Worker, c: Claimed) -> Outcome {
     let request = signed_request(&ep.url, &headers, &keys, &envelope, c.payload.clone());
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
     w.metrics.lag.observe(lag.as_secs_f64());
-    let sent = w.sender.send(request).await;
+    // The attempt continues the trace of the request that created the message, and
+    // links to the claim that picked it up.
+    let span = send::attempt_span(c.msg_id.as_str(), c.endpoint_id.as_str(), c.attempts + 1);
+    trace::set_parent(&span, c.traceparent.as_deref());
+    trace::add_link(&span, claim.as_deref());
+    let sent = w.sender.send_traced(request, span).await;
     w.metrics.duration.observe(sent.duration.as_secs_f64());
     w.metrics.attempt(c.tenant_id.as_str(), sent.outcome.label());
 

@@ -13,7 +13,24 @@ use reqwest::{
     redirect, StatusCode,
 };
 
+use tracing::Instrument;
+
 use crate::ssrf::{Blocked, Guard};
+
+/// The span of one delivery attempt (a client span; a child of what the caller
+/// makes its parent). Never the URL: an endpoint's URL may carry a token.
+pub fn attempt_span(msg: &str, endpoint: &str, attempt: i32) -> tracing::Span {
+    tracing::info_span!(
+        "delivery.attempt",
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        msg,
+        endpoint,
+        attempt,
+        http.response.status_code = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    )
+}
 
 /// Response bytes kept per attempt.
 pub const KEEP_RESPONSE: usize = 4096;
@@ -134,6 +151,17 @@ impl Sender {
             }),
             Err(e) => Err(failed(Outcome::ConnectError, format!("cannot resolve the endpoint's host: {e}"), started)),
         }
+    }
+
+    /// [`send`](Self::send) inside `span` (from [`attempt_span`]), which records the outcome.
+    pub async fn send_traced(&self, req: Request, span: tracing::Span) -> Sent {
+        let sent = self.send(req).instrument(span.clone()).await;
+        span.record("http.response.status_code", sent.status);
+        span.record("outcome", sent.outcome.label());
+        if sent.outcome != Outcome::Success {
+            span.record("otel.status_code", "error");
+        }
+        sent
     }
 
     pub async fn send(&self, req: Request) -> Sent {

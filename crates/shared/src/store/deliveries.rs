@@ -39,6 +39,8 @@ pub struct Claimed {
     pub idempotency_key: Option<String>,
     /// The tenant's choice: also send the `svix-*` header aliases.
     pub svix_headers: bool,
+    /// The W3C trace context of the request that created the message, if traced.
+    pub traceparent: Option<String>,
     /// `None` if the endpoint was deleted since the message was created.
     pub endpoint: Option<ClaimedEndpoint>,
 }
@@ -84,7 +86,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
              SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
                     m.payload, m.content_type,
                     e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
-                    a.throttle_rate, m.idempotency_key, t.svix_headers
+                    a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent
              FROM claimed c
              JOIN tenants t ON t.id = c.tenant_id
              JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
@@ -109,6 +111,7 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                 app_throttle_rate: r.get(16),
                 idempotency_key: r.get(17),
                 svix_headers: r.get(18),
+                traceparent: r.get(19),
                 payload: r.get(6),
                 content_type: r.get(7),
                 endpoint: url.map(|url| ClaimedEndpoint {

@@ -26,17 +26,20 @@ pub struct BatchRow {
     pub event_type: String,
     pub content_type: String,
     pub payload: Vec<u8>,
+    /// The admitting request's W3C trace context, kept for the message's delivery.
+    pub traceparent: Option<String>,
 }
 
 /// The CTEs that turn the admitted inbound rows of a CTE `ins` (returning `id,
-/// tenant_id, app_id, msg_id, key, event_type, content_type, payload`) into their
+/// tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent`) into their
 /// messages and deliveries: the message's eventId is the inbound event's id, its
 /// Idempotency-Key the inbound key. One text for both ways an event is admitted.
 fn messages_of_admitted() -> String {
     format!(
         "msgs AS (
-            INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, idempotency_key)
-            SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key FROM ins
+            INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, idempotency_key,
+                traceparent)
+            SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key, traceparent FROM ins
             RETURNING tenant_id, app_id, id, event_type, channels
          ), dels AS ({})",
         fanout::insert_deliveries("msgs")
@@ -59,6 +62,7 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
     });
     let col = |f: fn(&BatchRow) -> &str| order.iter().map(|&i| f(&rows[i]).to_owned()).collect::<Vec<String>>();
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
+    let traces: Vec<Option<&str>> = order.iter().map(|&i| rows[i].traceparent.as_deref()).collect();
     // The message's eventId is the inbound event's id (unique per admission, so a
     // key admitted again after its window gets a new message); its Idempotency-Key
     // is the inbound key, the same on every admission of the provider's event.
@@ -67,13 +71,13 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
             &format!(
                 "WITH input AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                    $7::text[], $8::text[], $9::bytea[]) WITH ORDINALITY AS u(t, s, k, i, a, m, e, c, p, n)
+                    $7::text[], $8::text[], $9::bytea[], $10::text[]) WITH ORDINALITY AS u(t, s, k, i, a, m, e, c, p, tp, n)
              ), ins AS (
                 INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
-                    content_type, payload)
-                SELECT t, s, k, i, 'accepted', a, m, e, c, p FROM input ORDER BY n
+                    content_type, payload, traceparent)
+                SELECT t, s, k, i, 'accepted', a, m, e, c, p, tp FROM input ORDER BY n
                 ON CONFLICT (tenant_id, source_id, key) DO NOTHING
-                RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload
+                RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent
              ), {}
              SELECT id FROM ins",
                 messages_of_admitted()
@@ -88,6 +92,7 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
                 &col(|r| &r.event_type),
                 &col(|r| &r.content_type),
                 &payloads,
+                &traces,
             ],
         )
         .await?;
@@ -142,10 +147,10 @@ pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<
             &format!(
                 "WITH ins AS (
                     UPDATE inbound_events SET status = 'accepted', msg_id = $4, app_id = $5, event_type = $6,
-                        content_type = $7, payload = $8, lease_until = NULL, lease_token = NULL
+                        content_type = $7, payload = $8, traceparent = $9, lease_until = NULL, lease_token = NULL
                     WHERE tenant_id = $1 AND source_id = $2 AND key = $3
                       AND status = 'processing' AND lease_until < now()
-                    RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload
+                    RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent
                  ), {}
                  SELECT id FROM ins",
                 messages_of_admitted()
@@ -159,6 +164,7 @@ pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<
                 &row.event_type,
                 &row.content_type,
                 &row.payload,
+                &row.traceparent,
             ],
         )
         .await?;

@@ -38,6 +38,8 @@ pub struct NewMessage {
     /// The `Idempotency-Key` of the API request that creates it, unique per
     /// application (a retried request finds its message: [`by_request_key`]).
     pub request_key: Option<String>,
+    /// The creating request's W3C trace context, kept for the delivery spans.
+    pub traceparent: Option<String>,
 }
 
 /// Filters of message lists.
@@ -81,8 +83,8 @@ pub async fn publish(
             ORDER BY (id = $2) DESC LIMIT 1
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type,
-                idempotency_key, request_key)
-            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM app
+                idempotency_key, request_key, traceparent)
+            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM app
             RETURNING {COLUMNS}, tenant_id, app_id
          ), dels AS ({})
          SELECT {cols}, (SELECT count(*) FROM dels) FROM msg",
@@ -103,6 +105,7 @@ pub async fn publish(
                 &m.content_type,
                 &m.idempotency_key,
                 &m.request_key,
+                &m.traceparent,
             ],
         )
         .await?;
