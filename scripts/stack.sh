@@ -45,13 +45,21 @@ need() {
 
 # PostgreSQL's server binaries: on PATH, else the versioned directory Debian's and
 # Ubuntu's `postgresql` package puts them in (/usr/lib/postgresql/<version>/bin,
-# off PATH), else installed with apt-get when we are root. The directory found is
+# off PATH), else (`up` only) installed with apt-get when we are root. The directory found is
 # put first on PATH for this script (`stack.sh pgbin` prints it for others).
 pg_bin_dir() {
   local found
   if found=$(command -v initdb 2>/dev/null); then dirname "$found"; return 0; fi
-  found=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-  if [ -n "$found" ] && [ -x "$found/initdb" ]; then echo "$found"; return 0; fi
+  # Only directories with a server in them: a client-only package makes one too.
+  # The newest one, unless a cluster of this profile was made by another version.
+  local d want=""
+  [ -f "$(pg_dir)/PG_VERSION" ] && want=$(cat "$(pg_dir)/PG_VERSION")
+  if [ -n "$want" ] && [ -x "/usr/lib/postgresql/$want/bin/initdb" ]; then echo "/usr/lib/postgresql/$want/bin"; return 0; fi
+  found=""
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V); do
+    [ -x "$d/initdb" ] && found=$d
+  done
+  if [ -n "$found" ]; then echo "$found"; return 0; fi
   return 1
 }
 
@@ -65,9 +73,9 @@ ensure_pg() {
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "PostgreSQL is not installed: installing it with apt-get (package postgresql, no cluster of its own)…" >&2
     # Hookgate runs its own cluster on its own port: the package's default one is not wanted.
-    mkdir -p /etc/postgresql-common
-    [ -f /etc/postgresql-common/createcluster.conf ] ||
-      echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+    # A drop-in (read after createcluster.conf, so it holds even where that file exists).
+    mkdir -p /etc/postgresql-common/createcluster.d
+    echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/hookgate.conf
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
       -o Dpkg::Options::=--force-confold postgresql) >&2
     if d=$(pg_bin_dir); then
@@ -118,9 +126,11 @@ up() {
 }
 
 down() {
-  ensure_pg quiet
   local pgd; pgd=$(pg_dir)
-  if [ -f "$pgd/PG_VERSION" ]; then as_pg pg_ctl -D "$pgd" -m fast -w stop >/dev/null 2>&1 || true; fi
+  # Stopping never installs anything: without PostgreSQL there is nothing to stop.
+  if [ -f "$pgd/PG_VERSION" ] && d=$(pg_bin_dir); then
+    as_pg "$d/pg_ctl" -D "$pgd" -m fast -w stop >/dev/null 2>&1 || true
+  fi
   redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
   echo "stopped postgres :$pg_port and redis :$redis_port" >&2
 }
@@ -129,6 +139,7 @@ case "$cmd" in
   up) up ;;
   down) down ;;
   env) echo "DATABASE_URL=$database_url"; echo "REDIS_URL=$redis_url" ;;
-  pgbin) ensure_pg quiet; pg_bin_dir ;;
+  # Finds, never installs (tests call it from many processes at once): `up` installs.
+  pgbin) pg_bin_dir || { echo "stack.sh: PostgreSQL not found; run scripts/stack.sh up $profile first" >&2; exit 1; } ;;
   *) echo "stack.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac

@@ -5,11 +5,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+trap 'scripts/stack.sh down test' EXIT
 scripts/stack.sh up test
 # Tests start Postgres clusters of their own: the server binaries go on PATH.
 PATH="$(scripts/stack.sh pgbin test):$PATH"
 export PATH
-trap 'scripts/stack.sh down test' EXIT
 eval "export $(scripts/stack.sh env test | sed 's/^/HOOKGATE_TEST_/' | tr '\n' ' ')"
 
 # Python clients in a virtual environment of their own, reused across runs.

@@ -119,7 +119,7 @@ impl Publisher {
         mut new: NewMessage,
         inline: Option<ApplicationFields>,
     ) -> Result<Message, PublishError> {
-        let span = tracing::info_span!("message.create", tenant = %tenant, msg = %new.id);
+        let span = hookgate_shared::otel_span!("message.create", tenant = %tenant, msg = %new.id);
         async move {
             // The message keeps this span's context: its deliveries continue the trace.
             new.traceparent = trace::current_traceparent();

@@ -92,7 +92,7 @@ async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreE
 
 /// Admits a batch in its own span, linked to each request it answers.
 async fn run_batch(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) -> Vec<Result<Admitted, CommitError>> {
-    let span = tracing::info_span!("ingress.commit", rows = jobs.len());
+    let span = hookgate_shared::otel_span!("ingress.commit", rows = jobs.len());
     for (row, _) in &jobs {
         trace::add_link(&span, row.traceparent.as_deref());
     }

@@ -175,7 +175,7 @@ async fn handle(
     let secrets = secrets::valid_secrets(state, source).map_err(Refusal::Internal)?;
     let now = chrono::Utc::now().timestamp();
     let extracted = {
-        let _verify = tracing::info_span!("ingress.verify", source = %source.id).entered();
+        let _verify = hookgate_shared::otel_span!("ingress.verify", source = %source.id).entered();
         verify::verify(&source.provider, &secrets, req.headers(), &body, now).map_err(Refusal::Signature)?;
         extract::key_value(&source.provider, &source.idempotency, req.headers(), &body)
             .map_err(|e| Refusal::KeyMissing(e.0))?
@@ -186,7 +186,8 @@ async fn handle(
         None => key::derive(&source.tenant_id, &source.id, KeyKind::Body, ulid::Ulid::new().to_string().as_bytes()),
     };
     if !matches!(source.idempotency, KeySpec::Disabled(_)) {
-        let seen = admit::seen(&state.redis, &source.tenant_id, &key).instrument(tracing::info_span!("ingress.seen"));
+        let seen =
+            admit::seen(&state.redis, &source.tenant_id, &key).instrument(hookgate_shared::otel_span!("ingress.seen"));
         if let Some(id) = seen.await {
             admit::count_duplicate(&state.redis, &source.tenant_id, &key, source.retention_days).await;
             return Ok((Admitted::Duplicate(Some(id), Layer::Redis), key));
@@ -200,7 +201,7 @@ async fn handle(
         .to_owned();
     let event_type = extract::event_type(&source.provider, source.event_type_path.as_deref(), req.headers(), &body);
     let candidate = Candidate { source, key: key.clone(), event_type, content_type, payload: body };
-    let span = tracing::info_span!("ingress.admit", mode = source.mode.as_str());
+    let span = hookgate_shared::otel_span!("ingress.admit", mode = source.mode.as_str());
     let admitted = async {
         if source.mode == Mode::Sync {
             Ok(admit::admit_sync(state, forwarder, candidate).await?)

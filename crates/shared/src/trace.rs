@@ -26,6 +26,15 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 /// The header (and column) name.
 pub const TRACEPARENT: &str = "traceparent";
 
+/// An `info` span that exists only while tracing is on; off, it is
+/// `Span::none()`, which costs nothing and leaves the logs as they were.
+#[macro_export]
+macro_rules! otel_span {
+    ($($arg:tt)*) => {
+        if $crate::trace::enabled() { ::tracing::info_span!($($arg)*) } else { ::tracing::Span::none() }
+    };
+}
+
 /// Called once by the binary after it installs the OpenTelemetry layer and the
 /// W3C propagator as the global one.
 pub fn enable() {

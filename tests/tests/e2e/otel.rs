@@ -229,6 +229,23 @@ async fn one_event_is_one_trace_from_its_request_to_its_delivery_attempt_across_
     let attempt = one(&all, &trace, "delivery.attempt");
     assert!(descends(&all, attempt, create), "the API's message is delivered in its request's trace");
     assert_eq!(attempt.attr("msg"), Some(&json!(msg)));
+
+    // What is stored: the creating span's own traceparent, in the caller's trace;
+    // nothing from a process with tracing off (the untraced set-up API).
+    let untraced = t.message(&app, "order.paid", json!({"n": 2})).await["id"].as_str().unwrap().to_owned();
+    let client = setup.db.client().await;
+    let stored = |id: String| {
+        let client = &client;
+        async move {
+            let row = client.query_one("SELECT traceparent FROM messages WHERE id = $1", &[&id]).await.unwrap();
+            row.get::<_, Option<String>>(0)
+        }
+    };
+    let traced = stored(msg).await.expect("a traced message keeps its traceparent");
+    assert_eq!(traced.len(), 55, "{traced}");
+    assert!(traced.starts_with(&format!("00-{api_trace}-")) && traced.ends_with("-01"), "{traced}");
+    assert_eq!(traced[36..52], create.id, "the parent is the message.create span");
+    assert_eq!(stored(untraced).await, None, "tracing off stores nothing");
 }
 
 #[tokio::test]
@@ -239,25 +256,46 @@ async fn a_malformed_traceparent_starts_a_new_trace_and_refuses_nothing() {
     env.insert("OTEL_EXPORTER_OTLP_ENDPOINT".into(), collector.url.clone());
     env.insert("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "http/json".into());
     env.insert("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into());
-    env.insert("OTEL_SERVICE_NAME".into(), "gateway-eu".into());
+    env.insert("OTEL_RESOURCE_ATTRIBUTES".into(), "service.name=gateway-eu,deployment.environment=test".into());
     let api = Served::start(&env, "api").await;
-    let res = reqwest::Client::new()
-        .get(api.url("/healthz"))
-        .header("traceparent", "00-not-a-trace-01")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let malformed = [
+        "00-not-a-trace-01".to_owned(),
+        // Upper-case hex, an all-zero trace id, an unknown version with a bad length,
+        // and a valid one buried in a header far too long.
+        format!("00-{}-00f067aa0ba902b7-01", trace.to_uppercase()),
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01".to_owned(),
+        format!("ff-{trace}-00f067aa0ba902b7-01"),
+        format!("00-{trace}-00f067aa0ba902b7-01-{}", "x".repeat(8000)),
+    ];
+    let http = reqwest::Client::new();
+    for value in &malformed {
+        let res = http.get(api.url("/openapi.json")).header("traceparent", value).send().await.unwrap();
+        assert_eq!(res.status(), 200, "a trace header never refuses a request");
+    }
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let span = loop {
-        if let Some(s) = spans(&collector).into_iter().find(|s| s.name == "GET /healthz") {
-            break s;
+    let got = loop {
+        let got: Vec<Span> = spans(&collector).into_iter().filter(|s| s.name == "GET /openapi.json").collect();
+        if got.len() == malformed.len() {
+            break got;
         }
-        assert!(std::time::Instant::now() < deadline, "no span for GET /healthz");
+        assert!(std::time::Instant::now() < deadline, "{} of {} spans arrived", got.len(), malformed.len());
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(span.parent.is_empty() && span.trace.len() == 32, "{span:#?}");
-    assert_eq!(span.service, "gateway-eu", "OTEL_SERVICE_NAME names the service");
+    for span in &got {
+        assert!(span.parent.is_empty() && span.trace.len() == 32, "a new trace: {span:#?}");
+        assert_ne!(span.trace, trace, "the malformed header's trace id is not taken");
+        assert_eq!(span.service, "gateway-eu", "service.name from OTEL_RESOURCE_ATTRIBUTES");
+    }
+    // A method outside the standard ones cannot mint span names.
+    let res = http.request(reqwest::Method::from_bytes(b"FOO123").unwrap(), api.url("/healthz")).send().await.unwrap();
+    assert!(res.status().is_client_error(), "{}", res.status());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !spans(&collector).iter().any(|s| s.name.starts_with("_OTHER ")) {
+        assert!(std::time::Instant::now() < deadline, "no `_OTHER` span: {:#?}", spans(&collector));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!spans(&collector).iter().any(|s| s.name.contains("FOO123")));
 }
 
 #[tokio::test]

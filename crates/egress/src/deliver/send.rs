@@ -18,9 +18,9 @@ use tracing::Instrument;
 use crate::ssrf::{Blocked, Guard};
 
 /// The span of one delivery attempt (a client span; a child of what the caller
-/// makes its parent). Never the URL: an endpoint's URL may carry a token.
+/// makes its parent), while tracing is on. Never the URL: an endpoint's URL may carry a token.
 pub fn attempt_span(msg: &str, endpoint: &str, attempt: i32) -> tracing::Span {
-    tracing::info_span!(
+    hookgate_shared::otel_span!(
         "delivery.attempt",
         otel.kind = "client",
         otel.status_code = tracing::field::Empty,
@@ -156,7 +156,9 @@ impl Sender {
     /// [`send`](Self::send) inside `span` (from [`attempt_span`]), which records the outcome.
     pub async fn send_traced(&self, req: Request, span: tracing::Span) -> Sent {
         let sent = self.send(req).instrument(span.clone()).await;
-        span.record("http.response.status_code", sent.status);
+        if sent.status != 0 {
+            span.record("http.response.status_code", sent.status);
+        }
         span.record("outcome", sent.outcome.label());
         if sent.outcome != Outcome::Success {
             span.record("otel.status_code", "error");

@@ -5,13 +5,18 @@
 use actix_web::{
     body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
-    http::header::HeaderValue,
+    http::{header::HeaderValue, Method},
     middleware::Next,
     web, Error,
 };
-use hookgate_shared::config::LogFormat;
+use hookgate_shared::{config::LogFormat, trace};
 use tracing::Instrument;
-use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
+use tracing_subscriber::{
+    filter::{filter_fn, LevelFilter},
+    layer::SubscriberExt,
+    util::SubscriberInitExt,
+    EnvFilter, Layer,
+};
 
 use crate::AppState;
 
@@ -26,7 +31,9 @@ pub use hookgate_shared::http::REQUEST_ID;
 /// names the variable that is wrong. Must run outside the async runtime.
 pub fn init(format: LogFormat) -> Result<Option<Otel>, String> {
     let settings = otel::settings(|name| std::env::var(name).ok())?;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // The trace exporter's own complaints (a collector that refuses) at `warn`.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry_otlp=warn"));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = match format {
         LogFormat::Json => fmt.json().boxed(),
@@ -36,7 +43,7 @@ pub fn init(format: LogFormat) -> Result<Option<Otel>, String> {
     let (exporter, layer) = match settings {
         Some(s) => {
             let (exporter, layer) = Otel::install(&s)?;
-            (Some(exporter), Some(layer.with_filter(filter_fn(otel::exported))))
+            (Some(exporter), Some(layer.with_filter(filter_fn(otel::exported).with_max_level_hint(LevelFilter::INFO))))
         }
         None => (None, None),
     };
@@ -51,20 +58,36 @@ pub async fn observe(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let request_id = format!("req_{}", ulid::Ulid::new());
-    let route = req.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
     let span = tracing::info_span!(
         "request",
-        otel.name = %format_args!("{} {route}", req.method()),
-        otel.kind = "server",
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
         id = %request_id,
         method = %req.method(),
         path = %req.path(),
         http.response.status_code = tracing::field::Empty,
     );
-    // A caller's W3C `traceparent` makes this request part of its trace.
-    let parent = req.headers().get(hookgate_shared::trace::TRACEPARENT).and_then(|v| v.to_str().ok());
-    hookgate_shared::trace::set_parent(&span, parent);
+    if trace::enabled() {
+        // Named by route pattern, as OpenTelemetry's HTTP conventions say; a method
+        // outside the standard ones is `_OTHER`, so callers cannot mint span names.
+        let method = match *req.method() {
+            Method::GET
+            | Method::POST
+            | Method::PUT
+            | Method::PATCH
+            | Method::DELETE
+            | Method::HEAD
+            | Method::OPTIONS => req.method().as_str(),
+            _ => "_OTHER",
+        };
+        let route = req.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
+        span.record("otel.name", format!("{method} {route}"));
+        span.record("otel.kind", "server");
+        // A caller's W3C `traceparent` makes this request part of its trace.
+        let parent = req.headers().get(trace::TRACEPARENT).and_then(|v| v.to_str().ok());
+        trace::set_parent(&span, parent);
+    }
     // Middleware below answers its refusals as responses; an `Err` (actix's own, or
     // the API's deadline) is answered by actix from the error, and counted here.
     let state = req.app_data::<web::Data<AppState>>().cloned();
@@ -85,6 +108,7 @@ pub async fn observe(
     res.headers_mut().insert(REQUEST_ID, HeaderValue::from_str(&request_id).expect("ids are ASCII"));
     record_status(&span, res.status());
     if let Some(state) = res.request().app_data::<web::Data<AppState>>() {
+        let route = res.request().match_pattern().unwrap_or_else(|| "unmatched".to_owned());
         state.metrics.http_requests.with_label_values(&[route.as_str(), res.status().as_str()]).inc();
     }
     Ok(res)

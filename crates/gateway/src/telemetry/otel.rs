@@ -1,7 +1,7 @@
 //! OpenTelemetry traces over OTLP/HTTP, off unless the standard variables ask for
 //! them. Prometheus metrics are unaffected either way.
 
-use opentelemetry::{global, trace::TracerProvider as _};
+use opentelemetry::{global, trace::TracerProvider as _, Key};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider, Resource};
 
@@ -32,6 +32,17 @@ pub fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Option<OtelSetti
         Some(v) => ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", v),
         None => ("OTEL_EXPORTER_OTLP_PROTOCOL", set("OTEL_EXPORTER_OTLP_PROTOCOL").unwrap_or("http/protobuf".into())),
     };
+    for name in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] {
+        if let Some(url) = set(name) {
+            // The exporter would fall back to localhost on a URL it cannot read.
+            let ok = url.parse::<actix_web::http::Uri>().is_ok_and(|u| {
+                matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty())
+            });
+            if !ok {
+                return Err(format!("{name}={url} is not an http:// or https:// URL"));
+            }
+        }
+    }
     let protocol = match value.as_str() {
         "http/protobuf" => Protocol::HttpBinary,
         "http/json" => Protocol::HttpJson,
@@ -45,12 +56,11 @@ pub fn settings(var: impl Fn(&str) -> Option<String>) -> Result<Option<OtelSetti
 }
 
 /// What becomes part of a trace: Hookgate's own spans at `info` and above (those
-/// listed in `docs/operations.md`), and its warnings and errors as span events.
-/// Not the libraries' spans (a connection pool's, an HTTP client's), nor
-/// `RUST_LOG`'s choice, which is for logs.
+/// listed in `docs/operations.md`). Not log events (an error's text can quote a
+/// stored row, payload included), not the libraries' spans (a connection
+/// pool's, an HTTP client's), and not `RUST_LOG`'s choice, which is for logs.
 pub fn exported(meta: &tracing::Metadata<'_>) -> bool {
-    let level = if meta.is_span() { tracing::Level::INFO } else { tracing::Level::WARN };
-    meta.target().starts_with("hookgate") && *meta.level() <= level
+    meta.is_span() && meta.target().starts_with("hookgate") && *meta.level() <= tracing::Level::INFO
 }
 
 /// The installed exporter; [`shutdown`](Self::shutdown) flushes what is queued.
@@ -73,12 +83,14 @@ impl Otel {
             .with_protocol(s.protocol)
             .build()
             .map_err(|e| format!("the OTLP exporter cannot be built: {e}"))?;
-        let mut resource = Resource::builder();
-        if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
-            resource = resource.with_service_name("hookgate");
+        // `OTEL_SERVICE_NAME`, else `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, else
+        // `hookgate` (rather than the SDK's `unknown_service`).
+        let mut resource = Resource::builder().build();
+        let named = resource.get(&Key::new("service.name")).is_some_and(|v| !v.as_str().starts_with("unknown_service"));
+        if !named {
+            resource = Resource::builder().with_service_name("hookgate").build();
         }
-        let provider =
-            SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource.build()).build();
+        let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
         global::set_text_map_propagator(TraceContextPropagator::new());
         global::set_tracer_provider(provider.clone());
         let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("hookgate"));
@@ -130,6 +142,14 @@ mod tests {
         let err = read(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4317"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")])
             .unwrap_err();
         assert!(err.contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc"), "{err}");
+    }
+
+    #[test]
+    fn an_endpoint_that_is_no_url_is_refused_with_the_variable_named() {
+        for bad in ["collector:4318", "ftp://collector", "http://"] {
+            let err = read(&[("OTEL_EXPORTER_OTLP_ENDPOINT", bad)]).unwrap_err();
+            assert!(err.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{bad}: {err}");
+        }
     }
 
     #[test]
