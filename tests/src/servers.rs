@@ -2,7 +2,7 @@
 
 use std::{
     net::TcpListener,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
     time::Duration,
 };
@@ -43,6 +43,16 @@ fn pg_command(bin: &str) -> Command {
     } else {
         Command::new(bin)
     }
+}
+
+/// `pg_dump` of a database, as text: what a backup of it would hold.
+pub fn pg_dump(url: &str) -> Vec<u8> {
+    let bin = pg_bin("pg_dump");
+    // The client may live apart from the server binaries (Debian's wrapper on PATH).
+    let bin = if Path::new(&bin).exists() { bin } else { "pg_dump".to_owned() };
+    let out = Command::new(bin).arg(url).output().expect("pg_dump runs");
+    assert!(out.status.success(), "pg_dump failed: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
 }
 
 fn run(mut cmd: Command, what: &str) {

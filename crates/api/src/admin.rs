@@ -44,6 +44,33 @@ struct TenantPatchIn {
     /// Whether deliveries carry the `svix-*` header aliases (default true).
     #[serde(rename = "svixHeaders")]
     svix_headers: Option<bool>,
+    /// `{"inboundDays", "messageDays"}`, each a number or `null` for the default.
+    retention: Option<RetentionIn>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RetentionIn {
+    #[serde(default)]
+    inbound_days: Maybe<i32>,
+    #[serde(default)]
+    message_days: Maybe<i32>,
+}
+
+/// A tenant's retention: as set (`null` follows the operator's default), and in effect.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RetentionOut {
+    inbound_days: Option<i32>,
+    message_days: Option<i32>,
+    effective: Effective,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Effective {
+    inbound_days: i32,
+    message_days: i32,
 }
 
 #[derive(Serialize)]
@@ -54,18 +81,27 @@ struct TenantOut {
     uid: Option<String>,
     disabled: bool,
     svix_headers: bool,
+    retention: RetentionOut,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
 
-impl From<Tenant> for TenantOut {
-    fn from(t: Tenant) -> Self {
+impl TenantOut {
+    fn new(t: Tenant, config: &hookgate_shared::Config) -> Self {
         TenantOut {
             id: t.id.to_string(),
             name: t.name,
             uid: t.uid,
             disabled: t.disabled,
             svix_headers: t.svix_headers,
+            retention: RetentionOut {
+                inbound_days: t.inbound_days,
+                message_days: t.message_days,
+                effective: Effective {
+                    inbound_days: t.inbound_days.unwrap_or(config.retention_inbound_days),
+                    message_days: t.message_days.unwrap_or(config.retention_message_days),
+                },
+            },
             created_at: t.created_at,
             updated_at: t.updated_at,
         }
@@ -133,7 +169,11 @@ async fn create_tenant(
     let tenant =
         tenants::insert(&*tx, &id, body.name.trim(), body.uid.as_deref()).await.map_err(|e| uid_conflict(e.into()))?;
     let key = api_keys::issue(&*tx, &id, &state.api_keys).await?;
-    let created = CreatedTenant { tenant: tenant.into(), api_key: key.key, api_key_id: key.id.to_string() };
+    let created = CreatedTenant {
+        tenant: TenantOut::new(tenant, &state.config),
+        api_key: key.key,
+        api_key_id: key.id.to_string(),
+    };
     let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &created).await?;
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(tenant = %id, "tenant created");
@@ -148,7 +188,7 @@ async fn list_tenants(
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
     let page = tenants::list(&**conn, &q.page()).await?;
-    Ok(HttpResponse::Ok().json(page.map(TenantOut::from)))
+    Ok(HttpResponse::Ok().json(page.map(|t| TenantOut::new(t, &state.config))))
 }
 
 async fn find(state: &AppState, tenant: &Ref<TenantId>) -> Result<Tenant, ApiError> {
@@ -162,7 +202,7 @@ async fn get_tenant(
     state: web::Data<AppState>,
     id: web::Path<Ref<TenantId>>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(TenantOut::from(find(&state, &id).await?)))
+    Ok(HttpResponse::Ok().json(TenantOut::new(find(&state, &id).await?, &state.config)))
 }
 
 #[patch("/tenant/{id}")]
@@ -179,12 +219,28 @@ async fn patch_tenant(
     if let Some(uid) = body.uid.value() {
         check_uid(uid)?;
     }
+    let (inbound_days, message_days) = match body.retention {
+        Some(r) => {
+            let check = |v: &Maybe<i32>, name: &str, max: i32| match v.value() {
+                Some(d) if !(1..=max).contains(d) => Err(ApiError::Validation(format!(
+                    "`retention.{name}` must be 1 to {max} days, or null for the default"
+                ))),
+                _ => Ok(()),
+            };
+            check(&r.inbound_days, "inboundDays", 90)?;
+            check(&r.message_days, "messageDays", 3650)?;
+            (r.inbound_days.into_update(), r.message_days.into_update())
+        }
+        None => (None, None),
+    };
     let tenant = find(&state, &id).await?;
     let patch = TenantPatch {
         name: body.name.map(|n| n.trim().to_owned()),
         uid: body.uid.into_update(),
         disabled: body.disabled,
         svix_headers: body.svix_headers,
+        inbound_days,
+        message_days,
     };
     let conn = db::conn(&state.db).await?;
     let updated =
@@ -194,7 +250,7 @@ async fn patch_tenant(
     if patch.disabled == Some(false) && deliveries::resume_tenant(&**conn, &tenant.id).await? > 0 {
         state.wake.poke();
     }
-    Ok(HttpResponse::Ok().json(TenantOut::from(updated)))
+    Ok(HttpResponse::Ok().json(TenantOut::new(updated, &state.config)))
 }
 
 #[delete("/tenant/{id}")]

@@ -2,13 +2,14 @@
 //! (the outbox write, [`publish`]), the worker that claims, signs, sends, retries
 //! and records attempts ([`deliver`]), synchronous forwarding for ingress's sync
 //! mode, Standard Webhooks signing, endpoint secrets, throttling, and the SSRF
-//! guard.
+//! guard, and pruning messages past retention ([`prune`]).
 //!
 //! It is the only crate that makes outbound HTTP requests, and it imports no
 //! handler: the API crate calls into it, never the other way round.
 
 pub mod deliver;
 pub mod metrics;
+pub mod prune;
 pub mod publish;
 pub mod secrets;
 pub mod signing;

@@ -212,6 +212,7 @@ impl Publisher {
             event_type: new.event_type.clone(),
             payload: new.payload.clone(),
             traceparent: new.traceparent.clone(),
+            payload_expires_at: new.payload_expires_at,
         };
         let outcome = self.batcher.submit(row).await.unwrap_or(Err(PublishError::Unavailable))?;
         match outcome {
@@ -263,7 +264,7 @@ fn message_of(new: NewMessage) -> Message {
         event_type: new.event_type,
         channels: None,
         tags: None,
-        payload: new.payload,
+        payload: Some(new.payload),
         content_type: new.content_type,
         created_at: Utc::now(),
     }

@@ -1,7 +1,7 @@
 //! Builds the server for a role: binds first (port 0 in tests), then serves until
 //! SIGTERM/SIGINT, letting in-flight requests finish.
 
-use std::{net::TcpListener, time::Duration};
+use std::net::TcpListener;
 
 use actix_web::{
     dev::Server,
@@ -10,7 +10,12 @@ use actix_web::{
     web::{self, Data},
     App, HttpServer,
 };
-use hookgate_shared::{db, http::ApiError, store::idempotency, Config};
+use hookgate_shared::{
+    http::ApiError,
+    prune::{drain, BATCH},
+    store::idempotency,
+    Config,
+};
 
 use hookgate_egress::{
     deliver::{forward::Forwarder, Worker},
@@ -145,7 +150,8 @@ impl Application {
             background.push(tokio::spawn(prune_idempotency_keys(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::secrets::seal_stored_headers(self.state.clone())));
             background.push(tokio::spawn(Worker::new(self.state.clone(), self.egress_metrics.clone()).run()));
-            background.push(tokio::spawn(hookgate_ingress::prune::run(self.state.clone(), Duration::from_secs(600))));
+            background.push(tokio::spawn(hookgate_ingress::prune::run(self.state.clone())));
+            background.push(tokio::spawn(hookgate_egress::prune::run(self.state.clone())));
         }
         let metrics = self.metrics.map(|(_, server)| {
             let handle = server.handle();
@@ -180,29 +186,14 @@ fn json_config(limit: usize) -> web::JsonConfig {
 
 /// Deletes expired Idempotency-Keys in bounded batches, so no long lock is taken.
 async fn prune_idempotency_keys(state: AppState) {
-    let mut tick = tokio::time::interval(Duration::from_secs(300));
+    let mut tick = tokio::time::interval(state.config.prune_interval);
+    let ttl = state.config.idempotency_ttl;
     loop {
         tick.tick().await;
-        loop {
-            let deleted = db::bounded(state.db_budget(), async {
-                let conn = db::conn(&state.db).await?;
-                idempotency::prune(&**conn, state.config.idempotency_ttl, 1000).await
-            })
-            .await;
-            match deleted {
-                Ok(n) if n > 0 => continue,
-                Ok(_) => break,
-                Err(e) => {
-                    tracing::debug!(error = %e, "idempotency pruning skipped");
-                    break;
-                }
-            }
-        }
+        drain(&state, "idempotency_keys", |conn| async move { idempotency::prune(&**conn, ttl, BATCH).await }).await;
     }
 }
 
-/// Runs migrations over a dedicated connection (not the pool: the advisory lock is
-/// per session).
 pub async fn migrate(config: &Config) -> anyhow::Result<hookgate_shared::migrate::Outcome> {
     let (mut client, connection) = hookgate_shared::db::connect(&config.database_url)
         .await

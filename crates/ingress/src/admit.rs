@@ -49,6 +49,8 @@ pub enum Admitted {
 /// A keyed event ready to admit.
 pub struct Candidate<'a> {
     pub source: &'a Source,
+    /// The source's effective retention: its dedupe window, also Redis's.
+    pub retention_days: i32,
     pub key: String,
     pub event_type: String,
     pub content_type: String,
@@ -190,7 +192,7 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
     .await?;
     match (ok, still_owner) {
         (true, true) => {
-            remember(&state.redis, &src.tenant_id, &c.key, &evt, src.retention_days).await;
+            remember(&state.redis, &src.tenant_id, &c.key, &evt, c.retention_days).await;
             Ok(Admitted::Accepted(evt))
         }
         // Forwarded, but another request owns the event now: its answer (after its
@@ -232,7 +234,7 @@ async fn claim_sync(
             None => continue,
             // Done, by sync (`completed`) or by async mode before a switch (`accepted`).
             Some(e) if e.status != InboundStatus::Processing => {
-                remember(redis, &src.tenant_id, &c.key, &e.id, src.retention_days).await;
+                remember(redis, &src.tenant_id, &c.key, &e.id, c.retention_days).await;
                 return Ok(Err(Admitted::Duplicate(Some(e.id), Layer::Postgres)));
             }
             Some(e) if e.lease_expired => {

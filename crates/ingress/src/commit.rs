@@ -75,7 +75,7 @@ impl GroupCommit {
             traceparent: trace::current_traceparent(),
         };
         self.batcher
-            .submit((row, c.source.retention_days))
+            .submit((row, c.retention_days))
             .await
             .unwrap_or_else(|| Err(CommitError { unavailable: true, detail: "committers stopped".into() }))
     }

@@ -185,11 +185,12 @@ async fn handle(
         // Idempotency disabled: every request is its own event.
         None => key::derive(&source.tenant_id, &source.id, KeyKind::Body, ulid::Ulid::new().to_string().as_bytes()),
     };
+    let retention_days = source.retention(state.config.retention_inbound_days);
     if !matches!(source.idempotency, KeySpec::Disabled(_)) {
         let seen =
             admit::seen(&state.redis, &source.tenant_id, &key).instrument(hookgate_shared::otel_span!("ingress.seen"));
         if let Some(id) = seen.await {
-            admit::count_duplicate(&state.redis, &source.tenant_id, &key, source.retention_days).await;
+            admit::count_duplicate(&state.redis, &source.tenant_id, &key, retention_days).await;
             return Ok((Admitted::Duplicate(Some(id), Layer::Redis), key));
         }
     }
@@ -200,7 +201,7 @@ async fn handle(
         .unwrap_or("application/octet-stream")
         .to_owned();
     let event_type = extract::event_type(&source.provider, source.event_type_path.as_deref(), req.headers(), &body);
-    let candidate = Candidate { source, key: key.clone(), event_type, content_type, payload: body };
+    let candidate = Candidate { source, retention_days, key: key.clone(), event_type, content_type, payload: body };
     let span = hookgate_shared::otel_span!("ingress.admit", mode = source.mode.as_str());
     let admitted = async {
         if source.mode == Mode::Sync {

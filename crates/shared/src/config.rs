@@ -45,6 +45,9 @@ settings! {
     "db_statement_timeout_ms", "HOOKGATE_DB_STATEMENT_TIMEOUT_MS", Some("5000"), "Longest one database step may take: Postgres's statement_timeout, and Hookgate's own bound on waiting for an answer, so a stalled database answers 503 rather than hanging.";
     "max_body", "HOOKGATE_MAX_BODY", Some("1048576"), "Largest request body accepted, in bytes.";
     "idempotency_ttl_secs", "HOOKGATE_IDEMPOTENCY_TTL_SECS", Some("86400"), "How long an Idempotency-Key is remembered.";
+    "retention_inbound_days", "HOOKGATE_RETENTION_INBOUND_DAYS", Some("30"), "Days an inbound event is kept (its dedupe window), 1-90, for tenants and sources that set none.";
+    "retention_message_days", "HOOKGATE_RETENTION_MESSAGE_DAYS", Some("90"), "Days a message is kept with its deliveries and attempts, 1-3650, for tenants that set none.";
+    "prune_interval_secs", "HOOKGATE_PRUNE_INTERVAL_SECS", Some("60"), "How often the pruners look for rows past their retention.";
     "shutdown_timeout_secs", "HOOKGATE_SHUTDOWN_TIMEOUT_SECS", Some("30"), "How long in-flight requests may finish after SIGTERM.";
     "retry_schedule", "HOOKGATE_RETRY_SCHEDULE", Some("5,300,1800,7200,18000,36000,36000"), "Delays in seconds between delivery attempts.";
     "sync_lease_secs", "HOOKGATE_SYNC_LEASE_SECS", Some("60"), "Age after which a `processing` inbound event may be taken over.";
@@ -86,6 +89,9 @@ pub struct Config {
     pub db_statement_timeout: Duration,
     pub max_body: usize,
     pub idempotency_ttl: Duration,
+    pub retention_inbound_days: i32,
+    pub retention_message_days: i32,
+    pub prune_interval: Duration,
     pub shutdown_timeout: Duration,
     pub retry_schedule: Vec<Duration>,
     pub sync_lease: Duration,
@@ -257,6 +263,19 @@ impl Config {
                 return Err(Raw::invalid("egress_proxy", "must be an http:// or https:// URL with a host"));
             }
         }
+        let days = |key: &'static str, max: i32| -> Result<i32, ConfigError> {
+            let d: i32 = raw.parse(key)?;
+            if !(1..=max).contains(&d) {
+                return Err(Raw::invalid(key, format!("must be 1 to {max} days")));
+            }
+            Ok(d)
+        };
+        let retention_inbound_days = days("retention_inbound_days", 90)?;
+        let retention_message_days = days("retention_message_days", 3650)?;
+        let prune_interval = raw.secs("prune_interval_secs")?;
+        if prune_interval.is_zero() {
+            return Err(Raw::invalid("prune_interval_secs", "must be at least 1"));
+        }
         let worker_concurrency: usize = raw.parse("worker_concurrency")?;
         if worker_concurrency == 0 {
             return Err(Raw::invalid("worker_concurrency", "must be at least 1"));
@@ -280,6 +299,9 @@ impl Config {
             db_statement_timeout: raw.millis("db_statement_timeout_ms")?,
             max_body: raw.parse("max_body")?,
             idempotency_ttl: raw.secs("idempotency_ttl_secs")?,
+            retention_inbound_days,
+            retention_message_days,
+            prune_interval,
             shutdown_timeout: raw.secs("shutdown_timeout_secs")?,
             retry_schedule,
             sync_lease: raw.secs("sync_lease_secs")?,

@@ -1,7 +1,8 @@
 //! The Prometheus registry of one process and the metrics every side shares.
 //!
 //! Ingress and egress register their own metrics into [`Metrics::registry`]; this
-//! file holds only what belongs to no side: HTTP, the Postgres pool and Redis.
+//! file holds only what belongs to no side: HTTP, the Postgres pool, Redis and
+//! pruning.
 
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
@@ -12,6 +13,9 @@ pub struct Metrics {
     pub http_requests: IntCounterVec,
     pub db_pool_connections: IntGaugeVec,
     pub redis_errors: IntCounter,
+    /// Rows removed past retention, by family (`inbound_events`, `messages`,
+    /// `payloads`, `idempotency_keys`).
+    pub pruned_rows: IntCounterVec,
     tenant_label: bool,
 }
 
@@ -35,10 +39,16 @@ impl Metrics {
             "Redis calls that failed or timed out; Postgres decided instead.",
         )
         .expect("valid metric");
+        let pruned_rows = IntCounterVec::new(
+            Opts::new("hookgate_pruned_rows_total", "Rows removed past their retention, by family."),
+            &["family"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(pruned_rows.clone())).expect("registered once");
         registry.register(Box::new(http_requests.clone())).expect("registered once");
         registry.register(Box::new(db_pool_connections.clone())).expect("registered once");
         registry.register(Box::new(redis_errors.clone())).expect("registered once");
-        Metrics { registry, http_requests, db_pool_connections, redis_errors, tenant_label }
+        Metrics { registry, http_requests, db_pool_connections, redis_errors, pruned_rows, tenant_label }
     }
 
     /// The value to put in a `tenant` label.

@@ -1,8 +1,18 @@
 //! Applies `migrations/*.sql` in order, once each, recorded in `hookgate_migrations`.
 //!
-//! A session-level advisory lock serialises concurrent runners: the second waits,
-//! then finds everything applied and changes nothing. Each migration runs in its
-//! own transaction together with its record, so a failed one leaves no trace.
+//! A session-level advisory lock serialises concurrent runners: the others poll
+//! for it, then find everything applied and change nothing. Each migration runs in
+//! its own transaction together with its record, so a failed one leaves no trace.
+//!
+//! A migration whose first line is [`NO_TRANSACTION`] runs statement by statement
+//! outside a transaction, for what cannot run inside one (`CREATE INDEX
+//! CONCURRENTLY`, which builds an index without blocking writes). Its record is
+//! written after its last statement, so a runner that dies midway runs it again
+//! from the start: such a migration must be written to be re-run (`DROP INDEX
+//! CONCURRENTLY IF EXISTS` before each `CREATE INDEX CONCURRENTLY`, which also
+//! clears an invalid index a failed build left).
+
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
@@ -21,9 +31,29 @@ pub struct Outcome {
     pub already: usize,
 }
 
+/// The first line of a migration that must run outside a transaction.
+pub const NO_TRANSACTION: &str = "-- hookgate:no-transaction";
+
+/// How long a runner waits for another one to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(3600);
+
 /// Runs every pending migration; safe to call from many processes at once.
 pub async fn run(client: &mut Client) -> Result<Outcome, StoreError> {
-    client.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY]).await?;
+    // Polled, not waited for: a session blocked in `pg_advisory_lock` is a running
+    // statement, which `CREATE INDEX CONCURRENTLY` in the holder would wait for.
+    let started = Instant::now();
+    loop {
+        let got: bool = client.query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY]).await?.get(0);
+        if got {
+            break;
+        }
+        if started.elapsed() > LOCK_WAIT {
+            return Err(StoreError::TimedOut(
+                "another `hookgate migrate` has held the migration lock for an hour".into(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let result = apply_pending(client).await;
     // Unlock even when a migration failed; the connection may be reused.
     let unlock = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await;
@@ -50,6 +80,22 @@ async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
         match done.get(*version) {
             Some(c) if *c == checksum => outcome.already += 1,
             Some(_) => return Err(StoreError::MigrationChanged(version.to_string())),
+            None if sql.starts_with(NO_TRANSACTION) => {
+                for statement in statements(sql) {
+                    client
+                        .batch_execute(statement)
+                        .await
+                        .map_err(|e| StoreError::Migration { version: version.to_string(), source: e })?;
+                }
+                client
+                    .execute(
+                        "INSERT INTO hookgate_migrations (version, checksum) VALUES ($1, $2)",
+                        &[version, &checksum],
+                    )
+                    .await?;
+                tracing::info!(version, "applied migration (outside a transaction)");
+                outcome.applied.push(version);
+            }
             None => {
                 let tx = client.transaction().await?;
                 tx.batch_execute(sql)
@@ -67,4 +113,59 @@ async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
         }
     }
     Ok(outcome)
+}
+
+/// A no-transaction migration's statements: each ends with `;` at the end of a
+/// line (these migrations hold no function bodies); comments are dropped.
+fn statements(sql: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (at, _) in sql.match_indices(";\n").chain(sql.ends_with(';').then_some((sql.len() - 1, ";"))) {
+        let text = sql[start..=at].trim();
+        let code: String = text.lines().filter(|l| !l.trim_start().starts_with("--")).collect();
+        if !code.trim().trim_end_matches(';').trim().is_empty() {
+            out.push(text);
+        }
+        start = at + 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_no_transaction_migration_splits_into_its_statements() {
+        let sql = "-- hookgate:no-transaction\n-- why\nDROP INDEX CONCURRENTLY IF EXISTS a;\nCREATE INDEX CONCURRENTLY a\n    ON t (x);\n-- end\n";
+        assert_eq!(
+            statements(sql),
+            vec![
+                "-- hookgate:no-transaction\n-- why\nDROP INDEX CONCURRENTLY IF EXISTS a;",
+                "CREATE INDEX CONCURRENTLY a\n    ON t (x);"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_no_transaction_migration_is_rerunnable() {
+        for (version, sql) in MIGRATIONS.iter().filter(|(_, s)| s.starts_with(NO_TRANSACTION)) {
+            for st in statements(sql) {
+                let code: String = st
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("--"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .to_uppercase();
+                if code.contains("CREATE INDEX") {
+                    let name = code.split_whitespace().skip_while(|w| *w != "CONCURRENTLY").nth(1).unwrap_or_default();
+                    assert!(code.contains("CONCURRENTLY"), "{version}: {st}");
+                    let dropped = statements(sql)
+                        .iter()
+                        .any(|d| d.to_uppercase().contains(&format!("DROP INDEX CONCURRENTLY IF EXISTS {name};")));
+                    assert!(dropped, "{version}: `{name}` is not dropped first, so a failed build blocks a re-run");
+                }
+            }
+        }
+    }
 }

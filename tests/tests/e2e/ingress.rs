@@ -413,8 +413,8 @@ async fn inbound_events_past_retention_are_pruned_in_batches() {
     db.execute("UPDATE inbound_events SET received_at = now() - interval '2 days' WHERE convert_from(payload, 'UTF8') NOT LIKE '%evt_new%'", &[])
         .await
         .unwrap();
-    let first = hookgate_shared::store::inbound_events::prune(&db, 2).await.unwrap();
-    let second = hookgate_shared::store::inbound_events::prune(&db, 2).await.unwrap();
+    let first = hookgate_shared::store::retention::prune_inbound(&db, 30, 2).await.unwrap();
+    let second = hookgate_shared::store::retention::prune_inbound(&db, 30, 2).await.unwrap();
     assert_eq!((first, second), (2, 1), "bounded batches");
     assert_eq!(s.stored().await, 1);
 }

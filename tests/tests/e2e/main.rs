@@ -24,6 +24,7 @@ mod poison;
 mod portal;
 mod processes;
 mod redis_tls;
+mod retention;
 mod schema;
 mod sources;
 mod stall;

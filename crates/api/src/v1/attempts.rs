@@ -4,11 +4,11 @@
 use crate::idempotency::{answer, RequestKey};
 use crate::{PageQuery, TenantAuth};
 use actix_web::http::StatusCode;
-use actix_web::{get, post, web, HttpResponse};
+use actix_web::{delete, get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, AttemptId, EndpointId, MessageId, Ref};
 use hookgate_shared::status::{DeliveryStatus, Trigger};
-use hookgate_shared::store::StoreError;
+use hookgate_shared::store::{retention, StoreError};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -32,7 +32,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(get_one)
         .service(destinations)
         .service(attempted_messages)
-        .service(resend);
+        .service(resend)
+        .service(expunge_content);
 }
 
 #[derive(Serialize)]
@@ -231,10 +232,30 @@ async fn resend(
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let msg = messages::get(&*tx, &tenant.0, &app, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    if msg.payload.is_none() {
+        return Err(ApiError::Conflict("the message's payload expired or was expunged: it cannot be resent".into()));
+    }
     deliveries::resend(&*tx, &tenant.0, &app, &msg.id, &ep.id).await?;
     // `{}`: current Svix SDKs parse the body of this 202.
     let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &serde_json::json!({})).await?;
     tx.commit().await.map_err(StoreError::from)?;
     state.wake.poke();
     Ok(res)
+}
+
+/// Svix's `v1.message-attempt.expunge-content`: the response body the endpoint
+/// returned is erased; the attempt reads `EXPUNGED`.
+#[delete("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content")]
+async fn expunge_content(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<MessageId>, AttemptId)>,
+) -> Result<HttpResponse, ApiError> {
+    let app = find_app(&state, &tenant, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    if !retention::expunge_attempt(&**conn, &tenant.0, &app.id, &msg.id, &path.2).await? {
+        return Err(ApiError::NotFound("attempt"));
+    }
+    Ok(HttpResponse::NoContent().finish())
 }

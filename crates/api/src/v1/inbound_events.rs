@@ -44,13 +44,15 @@ struct EventOut {
 }
 
 fn out(e: InboundEvent, with_content: bool) -> EventOut {
-    let payload = with_content.then(|| {
-        std::str::from_utf8(&e.payload).ok().and_then(|s| RawValue::from_string(s.to_owned()).ok()).unwrap_or_else(
-            || {
-                let text = serde_json::to_string(&String::from_utf8_lossy(&e.payload)).expect("a string serialises");
+    let payload = with_content.then(|| match &e.payload {
+        // Expunged with its message's content.
+        None => RawValue::from_string(r#"{"expired":true}"#.into()).expect("valid JSON"),
+        Some(p) => {
+            std::str::from_utf8(p).ok().and_then(|s| RawValue::from_string(s.to_owned()).ok()).unwrap_or_else(|| {
+                let text = serde_json::to_string(&String::from_utf8_lossy(p)).expect("a string serialises");
                 RawValue::from_string(text).expect("valid JSON")
-            },
-        )
+            })
+        }
     });
     EventOut {
         id: e.id.to_string(),
@@ -129,6 +131,9 @@ async fn replay(
     // Sync mode: the effect is the forward itself, which no transaction holds; a
     // retry whose first run's outcome was lost forwards again (at least once).
     drop(conn);
+    let Some(payload) = &e.payload else {
+        return Err(ApiError::Conflict("the event's content was expunged: it cannot be forwarded again".into()));
+    };
     let webhook_id = hookgate_ingress::admit::sync_webhook_id(&e.key);
     let ok = forwarder
         .forward(&Event {
@@ -138,7 +143,7 @@ async fn replay(
             event_type: &e.event_type,
             content_type: &e.content_type,
             idempotency_key: &e.key,
-            payload: &e.payload,
+            payload,
         })
         .await?;
     Ok(HttpResponse::Ok().json(json!({ "forwarded": ok })))

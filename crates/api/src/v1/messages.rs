@@ -1,7 +1,7 @@
 //! `v1.message.*`: create (the message and its deliveries in one transaction), list, get.
 
 use crate::{idempotency::RequestKey, PageQuery, TenantAuth};
-use actix_web::{get, post, web, HttpResponse};
+use actix_web::{delete, get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_egress::publish::{PublishError, Publisher};
 use hookgate_shared::{
@@ -11,6 +11,7 @@ use hookgate_shared::{
     store::{
         applications::ApplicationFields,
         messages::{self, Message, MessageFilter, NewMessage},
+        retention,
     },
     AppState,
 };
@@ -20,7 +21,7 @@ use serde_json::value::RawValue;
 use super::{applications::find as find_app, validate};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(list).service(create).service(get_one);
+    cfg.service(list).service(create).service(get_one).service(expunge_content);
 }
 
 #[derive(Deserialize)]
@@ -33,9 +34,32 @@ struct MessageIn {
     channels: Option<Vec<String>>,
     tags: Option<Vec<String>>,
     application: Option<AppInline>,
-    /// Accepted for compatibility; payloads are kept as long as the message.
-    #[allow(dead_code)]
+    /// Days the payload is kept (5 to 90, as Svix): after it the message reads
+    /// `{"expired": true}` and cannot be resent. Absent: as long as the message.
     payload_retention_period: Option<i64>,
+    /// The same in hours (1 to 2160), for SDKs that send it; not with the above.
+    payload_retention_hours: Option<i64>,
+}
+
+/// When the payload is dropped, from `payloadRetentionPeriod` or `payloadRetentionHours`.
+fn payload_expiry(days: Option<i64>, hours: Option<i64>) -> Result<Option<DateTime<Utc>>, ApiError> {
+    let hours = match (days, hours) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::Validation(
+                "`payloadRetentionPeriod` and `payloadRetentionHours` are mutually exclusive".into(),
+            ))
+        }
+        (Some(d), None) if !(5..=90).contains(&d) => {
+            return Err(ApiError::Validation("`payloadRetentionPeriod` must be 5 to 90 days".into()))
+        }
+        (None, Some(h)) if !(1..=2160).contains(&h) => {
+            return Err(ApiError::Validation("`payloadRetentionHours` must be 1 to 2160 hours".into()))
+        }
+        (Some(d), None) => d * 24,
+        (None, Some(h)) => h,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(Utc::now() + chrono::Duration::hours(hours)))
 }
 
 #[derive(Deserialize)]
@@ -61,14 +85,18 @@ pub(crate) struct MessageOut {
 
 /// The payload as JSON: itself when it is JSON, else a JSON string of its text
 /// (a form-encoded body forwarded by ingress, say).
+/// An expired or expunged payload reads `{"expired": true}`, as Svix answers.
 pub(crate) fn payload_json(m: &Message, with_content: bool) -> Box<RawValue> {
     if !with_content {
         return RawValue::from_string("{}".into()).expect("valid JSON");
     }
-    match std::str::from_utf8(&m.payload).ok().and_then(|s| RawValue::from_string(s.to_owned()).ok()) {
+    let Some(payload) = &m.payload else {
+        return RawValue::from_string(r#"{"expired":true}"#.into()).expect("valid JSON");
+    };
+    match std::str::from_utf8(payload).ok().and_then(|s| RawValue::from_string(s.to_owned()).ok()) {
         Some(raw) => raw,
         None => {
-            let text = String::from_utf8_lossy(&m.payload);
+            let text = String::from_utf8_lossy(payload);
             RawValue::from_string(serde_json::to_string(&text).expect("a string serialises")).expect("valid JSON")
         }
     }
@@ -159,6 +187,7 @@ async fn create(
         }),
         None => None,
     };
+    let payload_expires_at = payload_expiry(body.payload_retention_period, body.payload_retention_hours)?;
     let new = NewMessage {
         id: MessageId::generate(),
         event_id: body.event_id,
@@ -171,6 +200,7 @@ async fn create(
         request_key: request_key.map(|k| k.into_inner().key),
         // Set by the publisher, inside its span.
         traceparent: None,
+        payload_expires_at,
     };
     let message = publisher.publish(&tenant.0, &path, new, inline).await.map_err(|e| match e {
         PublishError::Conflict | PublishError::SameRequest => ApiError::Conflict(e.to_string()),
@@ -208,4 +238,22 @@ async fn get_one(
     let conn = db::conn(&state.db).await?;
     let m = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
     Ok(HttpResponse::Ok().json(MessageOut::new(m, c.with_content())))
+}
+
+/// Svix's `v1.message.expunge-content`: the payload is erased from the database
+/// (and the inbound event's copy, when ingress created the message); the message
+/// reads `{"expired": true}` and can no longer be resent or replayed.
+#[delete("/app/{app_id}/msg/{msg_id}/content")]
+async fn expunge_content(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<MessageId>)>,
+) -> Result<HttpResponse, ApiError> {
+    let app = find_app(&state, &tenant, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let m = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
+    if !retention::expunge_message(&**conn, &tenant.0, &app.id, &m.id).await? {
+        return Err(ApiError::NotFound("message"));
+    }
+    Ok(HttpResponse::NoContent().finish())
 }

@@ -39,7 +39,8 @@ struct SourceIn {
     mode: Option<String>,
     app_id: String,
     event_type_path: Option<String>,
-    /// Days inbound events are kept; also the dedupe window.
+    /// Days inbound events are kept; also the dedupe window. Absent or `null`
+    /// follows the tenant's retention.
     retention: Option<i32>,
     hmac: Option<HmacSpec>,
     /// Required with provider `none`: no verification, for trusted networks only.
@@ -59,7 +60,9 @@ struct SourcePatch {
     app_id: Option<String>,
     #[serde(default)]
     event_type_path: Maybe<String>,
-    retention: Option<i32>,
+    /// `null` makes the source follow its tenant's retention again.
+    #[serde(default)]
+    retention: Maybe<i32>,
     hmac: Option<HmacSpec>,
     allow_unverified: Option<bool>,
     disabled: Option<bool>,
@@ -76,7 +79,10 @@ struct SourceOut {
     mode: String,
     app_id: String,
     event_type_path: Option<String>,
+    /// Days its inbound events are kept (the dedupe window), wherever it is set.
     retention: i32,
+    /// Whether `retention` is the tenant's (or the operator's default), not the source's own.
+    retention_inherited: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     hmac: Option<Value>,
     allow_unverified: bool,
@@ -85,8 +91,9 @@ struct SourceOut {
     updated_at: DateTime<Utc>,
 }
 
-fn out(req: &HttpRequest, s: Source) -> SourceOut {
+fn out(req: &HttpRequest, state: &AppState, s: Source) -> SourceOut {
     let info = req.connection_info();
+    let retention = s.retention(state.config.retention_inbound_days);
     SourceOut {
         url: format!("{}://{}/in/{}", info.scheme(), info.host(), s.id),
         id: s.id.to_string(),
@@ -96,7 +103,8 @@ fn out(req: &HttpRequest, s: Source) -> SourceOut {
         mode: s.mode.as_str().to_owned(),
         app_id: s.app_id.to_string(),
         event_type_path: s.event_type_path,
-        retention: s.retention_days,
+        retention,
+        retention_inherited: s.retention_days.is_none(),
         hmac: s.provider.hmac().map(|h| serde_json::to_value(h).expect("an hmac spec serialises")),
         allow_unverified: s.allow_unverified,
         disabled: s.disabled,
@@ -125,9 +133,8 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
             return Err(ApiError::Validation("`eventTypePath` must be a JSON pointer starting with `/`".into()));
         }
     }
-    let retention = b.retention.unwrap_or(30);
-    if !(1..=90).contains(&retention) {
-        return Err(ApiError::Validation("`retention` must be 1 to 90 days".into()));
+    if b.retention.is_some_and(|r| !(1..=90).contains(&r)) {
+        return Err(ApiError::Validation("`retention` must be 1 to 90 days, or null to follow the tenant's".into()));
     }
     let app_ref = Ref::<AppId>::parse(&b.app_id).map_err(|e| ApiError::Validation(format!("`appId`: {e}")))?;
     let conn = db::conn(&state.db).await?;
@@ -142,7 +149,7 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
         mode,
         app_id: app.id,
         event_type_path: b.event_type_path.clone(),
-        retention_days: retention,
+        retention_days: b.retention,
         disabled: b.disabled,
     })
 }
@@ -175,7 +182,7 @@ async fn create(
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let s = sources::insert(&*tx, &key.0, &id, &f, sealed.as_deref()).await?;
-    let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &out(&req, s)).await?;
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &out(&req, &state, s)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(res)
 }
@@ -189,7 +196,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
     let page = sources::list(&**conn, &key.0, &q.page()).await?;
-    Ok(HttpResponse::Ok().json(page.map(|s| out(&req, s))))
+    Ok(HttpResponse::Ok().json(page.map(|s| out(&req, &state, s))))
 }
 
 #[get("/source/{id}")]
@@ -199,7 +206,7 @@ async fn get_one(
     state: web::Data<AppState>,
     id: web::Path<SourceId>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(out(&req, find(&state, &key.0, &id).await?)))
+    Ok(HttpResponse::Ok().json(out(&req, &state, find(&state, &key.0, &id).await?)))
 }
 
 #[patch("/source/{id}")]
@@ -220,7 +227,7 @@ async fn patch_one(
         mode: Some(p.mode.unwrap_or_else(|| s.mode.as_str().to_owned())),
         app_id: p.app_id.unwrap_or_else(|| s.app_id.to_string()),
         event_type_path: p.event_type_path.into_update().unwrap_or(s.event_type_path),
-        retention: Some(p.retention.unwrap_or(s.retention_days)),
+        retention: p.retention.into_update().unwrap_or(s.retention_days),
         hmac: p.hmac.or_else(|| s.provider.hmac().cloned()),
         allow_unverified: p.allow_unverified.unwrap_or(s.allow_unverified),
         disabled: p.disabled.unwrap_or(s.disabled),
@@ -229,7 +236,7 @@ async fn patch_one(
     let conn = db::conn(&state.db).await?;
     let saved =
         sources::replace(&**conn, &key.0, &s.id, &f, &state.caches).await?.ok_or(ApiError::NotFound("source"))?;
-    Ok(HttpResponse::Ok().json(out(&req, saved)))
+    Ok(HttpResponse::Ok().json(out(&req, &state, saved)))
 }
 
 #[delete("/source/{id}")]

@@ -38,6 +38,11 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     let Some(ep) = c.endpoint.as_ref().filter(|e| !e.disabled) else {
         return out;
     };
+    // Its payload expired or was expunged: nothing to send (it ends failed, unattempted).
+    let Some(payload) = c.payload.as_ref() else {
+        tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, "payload expired or expunged; delivery ends unsent");
+        return out;
+    };
     // The endpoint's own rate, then the application's, shared by its endpoints.
     let limits = [
         (ep.throttle_rate, format!("{}:{}:{}", c.tenant_id, c.app_id, c.endpoint_id)),
@@ -73,7 +78,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             return out;
         }
     };
-    let request = signed_request(&ep.url, &headers, &keys, &envelope, c.payload.clone());
+    let request = signed_request(&ep.url, &headers, &keys, &envelope, payload.clone());
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
     w.metrics.lag.observe(lag.as_secs_f64());
     // The attempt continues the trace of the request that created the message, and

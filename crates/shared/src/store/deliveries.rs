@@ -33,7 +33,8 @@ pub struct Claimed {
     pub due_at: DateTime<Utc>,
     /// The application's `throttleRate`, shared by all its endpoints.
     pub app_throttle_rate: Option<i32>,
-    pub payload: Vec<u8>,
+    /// `None` when the payload expired or was expunged: nothing is sent.
+    pub payload: Option<Vec<u8>>,
     pub content_type: String,
     /// The message's `Idempotency-Key`, when it is not the message id.
     pub idempotency_key: Option<String>,
@@ -395,7 +396,9 @@ pub async fn recover(
         .execute(
             "UPDATE deliveries SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0, lease_token = NULL
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 2
-               AND created_at >= $4 AND ($5::timestamptz IS NULL OR created_at < $5)",
+               AND created_at >= $4 AND ($5::timestamptz IS NULL OR created_at < $5)
+               AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = deliveries.tenant_id
+                   AND m.app_id = deliveries.app_id AND m.id = deliveries.msg_id AND m.payload IS NOT NULL)",
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
         )
         .await?;

@@ -26,7 +26,8 @@ pub struct InboundEvent {
     pub msg_id: Option<MessageId>,
     pub event_type: String,
     pub content_type: String,
-    pub payload: Vec<u8>,
+    /// `None` once its message's content was expunged.
+    pub payload: Option<Vec<u8>>,
     pub duplicates: i32,
     pub received_at: DateTime<Utc>,
 }
@@ -216,21 +217,4 @@ pub async fn get(
 ) -> Result<Option<InboundEvent>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM inbound_events WHERE tenant_id = $1 AND source_id = $2 AND id = $3");
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &id.as_str()]).await?.as_ref().map(from_row))
-}
-
-/// Deletes up to `batch` events older than their source's retention; the pruner
-/// calls it until it returns less than `batch`, so no long lock is held.
-pub async fn prune(db: &impl GenericClient, batch: i64) -> Result<u64, StoreError> {
-    let n = db
-        .execute(
-            "DELETE FROM inbound_events WHERE ctid IN (
-                SELECT e.ctid FROM inbound_events e
-                JOIN sources s ON s.tenant_id = e.tenant_id AND s.id = e.source_id
-                WHERE e.received_at < now() - make_interval(days => s.retention_days)
-                  AND e.status <> 'processing'
-                LIMIT $1)",
-            &[&batch],
-        )
-        .await?;
-    Ok(n)
 }

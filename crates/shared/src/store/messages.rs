@@ -18,7 +18,8 @@ pub struct Message {
     pub event_type: String,
     pub channels: Option<Vec<String>>,
     pub tags: Option<Vec<String>>,
-    pub payload: Vec<u8>,
+    /// `None` once expired (`payloadRetentionPeriod`) or expunged.
+    pub payload: Option<Vec<u8>>,
     pub content_type: String,
     pub created_at: DateTime<Utc>,
 }
@@ -40,6 +41,9 @@ pub struct NewMessage {
     pub request_key: Option<String>,
     /// The creating request's W3C trace context, kept for the delivery spans.
     pub traceparent: Option<String>,
+    /// When the payload is dropped (`payloadRetentionPeriod`); `None` keeps it as
+    /// long as the message.
+    pub payload_expires_at: Option<DateTime<Utc>>,
 }
 
 /// Filters of message lists.
@@ -83,8 +87,8 @@ pub async fn publish(
             ORDER BY (id = $2) DESC LIMIT 1
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type,
-                idempotency_key, request_key, traceparent)
-            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM app
+                idempotency_key, request_key, traceparent, payload_expires_at)
+            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM app
             RETURNING {COLUMNS}, tenant_id, app_id
          ), dels AS ({})
          SELECT {cols}, (SELECT count(*) FROM dels) FROM msg",
@@ -106,6 +110,7 @@ pub async fn publish(
                 &m.idempotency_key,
                 &m.request_key,
                 &m.traceparent,
+                &m.payload_expires_at,
             ],
         )
         .await?;

@@ -19,6 +19,7 @@ pub mod messages;
 pub mod notify;
 pub mod page;
 pub mod publish_batch;
+pub mod retention;
 pub mod sources;
 pub mod tenants;
 

@@ -19,6 +19,7 @@ pub struct PublishRow {
     pub payload: Vec<u8>,
     /// The creating request's W3C trace context, kept for the delivery spans.
     pub traceparent: Option<String>,
+    pub payload_expires_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,19 +48,21 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
     let event_ids: Vec<Option<String>> = order.iter().map(|&i| rows[i].event_id.clone()).collect();
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
     let traces: Vec<Option<&str>> = order.iter().map(|&i| rows[i].traceparent.as_deref()).collect();
+    let expiries: Vec<Option<DateTime<Utc>>> = order.iter().map(|&i| rows[i].payload_expires_at).collect();
     let found = db
         .query(
             &format!(
                 "WITH input AS (
-                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[])
-                    WITH ORDINALITY AS u(t, aref, m, eid, et, p, tp, n)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
+                    $8::timestamptz[]) WITH ORDINALITY AS u(t, aref, m, eid, et, p, tp, px, n)
              ), resolved AS (
                 SELECT DISTINCT ON (i.n) i.*, a.id AS app FROM input i
                 JOIN applications a ON a.tenant_id = i.t AND (a.id = i.aref OR a.uid = i.aref)
                 ORDER BY i.n, (a.id = i.aref) DESC
              ), msg AS (
-                INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, traceparent)
-                SELECT t, app, m, eid, et, p, 'application/json', tp FROM resolved ORDER BY n
+                INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, traceparent,
+                    payload_expires_at)
+                SELECT t, app, m, eid, et, p, 'application/json', tp, px FROM resolved ORDER BY n
                 ON CONFLICT (tenant_id, app_id, event_id) WHERE event_id IS NOT NULL DO NOTHING
                 RETURNING tenant_id, app_id, id, event_type, channels, created_at
              ), dels AS ({})
@@ -75,6 +78,7 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
                 &s(|r| r.event_type.clone()),
                 &payloads,
                 &traces,
+                &expiries,
             ],
         )
         .await?;

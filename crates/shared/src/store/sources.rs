@@ -29,7 +29,10 @@ pub struct Source {
     pub mode: Mode,
     pub app_id: AppId,
     pub event_type_path: Option<String>,
-    pub retention_days: i32,
+    /// The source's own retention (its dedupe window); `None` follows the tenant's.
+    pub retention_days: Option<i32>,
+    /// The tenant's `inboundDays`; `None` follows the operator's default.
+    pub tenant_inbound_days: Option<i32>,
     pub disabled: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -45,12 +48,28 @@ pub struct SourceFields {
     pub mode: Mode,
     pub app_id: AppId,
     pub event_type_path: Option<String>,
-    pub retention_days: i32,
+    /// `None` follows the tenant's retention.
+    pub retention_days: Option<i32>,
     pub disabled: bool,
 }
 
 const COLUMNS: &str = "tenant_id, id, name, provider, secret, old_secret, old_secret_until, verify, idempotency,
     mode, app_id, event_type_path, retention_days, disabled, created_at, updated_at";
+
+/// The select list: the columns of `sources` as `table` names it, and the tenant's
+/// inbound retention.
+fn columns(table: &str) -> String {
+    let cols = COLUMNS.split(',').map(|c| format!("{table}.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    format!("{cols}, (SELECT ti.inbound_days FROM tenants ti WHERE ti.id = {table}.tenant_id)")
+}
+
+impl Source {
+    /// Days its inbound events are kept, which is also its dedupe window: its own
+    /// setting, else its tenant's, else `default` (the operator's).
+    pub fn retention(&self, default: i32) -> i32 {
+        self.retention_days.or(self.tenant_inbound_days).unwrap_or(default)
+    }
+}
 
 /// Parses a stored row; the API validated every value before it was written.
 fn from_row(r: &Row) -> Result<Source, StoreError> {
@@ -72,6 +91,7 @@ fn from_row(r: &Row) -> Result<Source, StoreError> {
         app_id: AppId::from_db(r.get(10)),
         event_type_path: r.get(11),
         retention_days: r.get(12),
+        tenant_inbound_days: r.get(16),
         disabled: r.get(13),
         created_at: r.get(14),
         updated_at: r.get(15),
@@ -94,7 +114,8 @@ pub async fn insert(
     let sql = format!(
         "INSERT INTO sources (tenant_id, id, name, provider, secret, verify, idempotency, mode, app_id,
             event_type_path, retention_days, disabled)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {}",
+        columns("sources")
     );
     let (provider, verify, idempotency, mode) = stored(f);
     let row = db
@@ -120,14 +141,14 @@ pub async fn insert(
 }
 
 pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &SourceId) -> Result<Option<Source>, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM sources WHERE tenant_id = $1 AND id = $2");
+    let sql = format!("SELECT {} FROM sources WHERE tenant_id = $1 AND id = $2", columns("sources"));
     db.query_opt(&sql, &[&tenant.as_str(), &id.as_str()]).await?.as_ref().map(from_row).transpose()
 }
 
 /// The one lookup that does not start from a tenant: `/in/{source_id}` names only
 /// the source. Returns a live source of a live, enabled tenant.
 pub async fn resolve(db: &impl GenericClient, source_id: &SourceId) -> Result<Option<Source>, StoreError> {
-    let cols = COLUMNS.split(',').map(|c| format!("s.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    let cols = columns("s");
     let sql = format!(
         "SELECT {cols} FROM sources s JOIN tenants t ON t.id = s.tenant_id
          WHERE s.id = $1 AND NOT s.disabled AND NOT t.disabled AND t.deleted_at IS NULL"
@@ -137,7 +158,8 @@ pub async fn resolve(db: &impl GenericClient, source_id: &SourceId) -> Result<Op
 
 pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest) -> Result<Page<Source>, StoreError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM sources WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2) ORDER BY id LIMIT $3"
+        "SELECT {} FROM sources WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2) ORDER BY id LIMIT $3",
+        columns("sources")
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
     let sources = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
@@ -154,7 +176,8 @@ pub async fn replace(
     let sql = format!(
         "UPDATE sources SET name = $3, provider = $4, verify = $5, idempotency = $6, mode = $7, app_id = $8,
             event_type_path = $9, retention_days = $10, disabled = $11, updated_at = now()
-         WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
+         WHERE tenant_id = $1 AND id = $2 RETURNING {}",
+        columns("sources")
     );
     let (provider, verify, idempotency, mode) = stored(f);
     let row = db

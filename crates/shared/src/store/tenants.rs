@@ -21,6 +21,9 @@ pub struct Tenant {
     pub disabled: bool,
     /// Deliveries carry the `svix-*` header aliases too.
     pub svix_headers: bool,
+    /// Retention in days; `None` follows the operator's default.
+    pub inbound_days: Option<i32>,
+    pub message_days: Option<i32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -32,9 +35,12 @@ pub struct TenantPatch {
     pub uid: Option<Option<String>>,
     pub disabled: Option<bool>,
     pub svix_headers: Option<bool>,
+    /// `Some(None)` returns to the operator's default.
+    pub inbound_days: Option<Option<i32>>,
+    pub message_days: Option<Option<i32>>,
 }
 
-const COLUMNS: &str = "id, name, uid, disabled, created_at, updated_at, svix_headers";
+const COLUMNS: &str = "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days";
 
 fn from_row(r: &Row) -> Tenant {
     Tenant {
@@ -45,6 +51,8 @@ fn from_row(r: &Row) -> Tenant {
         created_at: r.get(4),
         updated_at: r.get(5),
         svix_headers: r.get(6),
+        inbound_days: r.get(7),
+        message_days: r.get(8),
     }
 }
 
@@ -95,14 +103,32 @@ pub async fn update(
             uid = CASE WHEN $3 THEN $4 ELSE uid END,
             disabled = COALESCE($5, disabled),
             svix_headers = COALESCE($6, svix_headers),
+            inbound_days = CASE WHEN $7 THEN $8 ELSE inbound_days END,
+            message_days = CASE WHEN $9 THEN $10 ELSE message_days END,
             updated_at = now()
          WHERE id = $1 AND deleted_at IS NULL
          RETURNING {COLUMNS}"
     );
     let set_uid = patch.uid.is_some();
     let uid = patch.uid.clone().flatten();
+    let (set_inbound, inbound) = (patch.inbound_days.is_some(), patch.inbound_days.flatten());
+    let (set_message, message) = (patch.message_days.is_some(), patch.message_days.flatten());
     let row = db
-        .query_opt(&sql, &[&tenant.as_str(), &patch.name, &set_uid, &uid, &patch.disabled, &patch.svix_headers])
+        .query_opt(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &patch.name,
+                &set_uid,
+                &uid,
+                &patch.disabled,
+                &patch.svix_headers,
+                &set_inbound,
+                &inbound,
+                &set_message,
+                &message,
+            ],
+        )
         .await?;
     caches.forget_tenant();
     Ok(row.as_ref().map(from_row))

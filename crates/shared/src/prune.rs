@@ -1,0 +1,44 @@
+//! The pruners' loop: every interval, one bounded batch after another until a
+//! short one, each counted in `hookgate_pruned_rows_total`.
+
+use std::future::Future;
+
+use crate::{db, store::StoreError, AppState};
+
+/// Rows per batch: small enough that no statement holds its locks for long.
+pub const BATCH: i64 = 500;
+
+/// Runs `batch` (one bounded store call returning how many rows it removed) until
+/// it removes fewer than [`BATCH`]; returns the total. An error ends this round
+/// (the next one tries again): pruning never competes with serving.
+pub async fn drain<F, Fut>(state: &AppState, family: &'static str, batch: F) -> u64
+where
+    F: Fn(deadpool_postgres::Client) -> Fut,
+    Fut: Future<Output = Result<u64, StoreError>>,
+{
+    let mut total = 0;
+    loop {
+        let n = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            batch(conn).await
+        })
+        .await;
+        match n {
+            Ok(n) => {
+                total += n;
+                state.metrics.pruned_rows.with_label_values(&[family]).inc_by(n);
+                if n < BATCH as u64 {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(family, error = %e, "pruning postponed");
+                break;
+            }
+        }
+    }
+    if total > 0 {
+        tracing::info!(family, removed = total, "pruned rows past retention");
+    }
+    total
+}

@@ -1,0 +1,118 @@
+//! Pruning past retention, and erasing content on request.
+//!
+//! Every pruning call removes at most `batch` rows, reads only the rows it removes
+//! (per-tenant or per-source index ranges, never a scan of the table), and skips
+//! rows another pruner holds, so any number of instances may prune at once and no
+//! lock is held for long. Callers repeat a call until it returns less than `batch`.
+
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+use crate::ids::{AppId, AttemptId, MessageId, TenantId};
+
+/// Inbound events older than their source's retention (else its tenant's, else
+/// `default_days`): the end of their dedupe window. A `processing` row (a sync
+/// forward in flight) stays until it is done.
+pub async fn prune_inbound(db: &impl GenericClient, default_days: i32, batch: i64) -> Result<u64, StoreError> {
+    let n = db
+        .execute(
+            "DELETE FROM inbound_events WHERE ctid IN (
+                SELECT x.ctid FROM sources s JOIN tenants t ON t.id = s.tenant_id
+                CROSS JOIN LATERAL (
+                    SELECT e.ctid FROM inbound_events e
+                    WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
+                      AND e.received_at < now() - make_interval(days => COALESCE(s.retention_days, t.inbound_days, $2))
+                      AND e.status <> 'processing'
+                    LIMIT $1 FOR UPDATE OF e SKIP LOCKED
+                ) x
+                LIMIT $1)",
+            &[&batch, &default_days],
+        )
+        .await?;
+    Ok(n)
+}
+
+/// Messages older than their tenant's retention (else `default_days`), with their
+/// deliveries and attempts (by cascade). A message with a delivery in flight (a
+/// worker holds it) waits for the attempt to be recorded.
+pub async fn prune_messages(db: &impl GenericClient, default_days: i32, batch: i64) -> Result<u64, StoreError> {
+    let n = db
+        .execute(
+            "DELETE FROM messages m USING (
+                SELECT x.tenant_id, x.app_id, x.id FROM tenants t
+                CROSS JOIN LATERAL (
+                    SELECT m.tenant_id, m.app_id, m.id FROM messages m
+                    WHERE m.tenant_id = t.id
+                      AND m.created_at < now() - make_interval(days => COALESCE(t.message_days, $2))
+                      AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = m.tenant_id
+                          AND d.app_id = m.app_id AND d.msg_id = m.id AND d.status = 3)
+                    ORDER BY m.created_at LIMIT $1 FOR UPDATE OF m SKIP LOCKED
+                ) x
+                LIMIT $1
+             ) doomed
+             WHERE m.tenant_id = doomed.tenant_id AND m.app_id = doomed.app_id AND m.id = doomed.id",
+            &[&batch, &default_days],
+        )
+        .await?;
+    Ok(n)
+}
+
+/// Drops the payloads whose `payloadRetentionPeriod` has passed; the messages stay.
+pub async fn expire_payloads(db: &impl GenericClient, batch: i64) -> Result<u64, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE messages SET payload = NULL WHERE ctid IN (
+                SELECT ctid FROM messages WHERE payload_expires_at < now() AND payload IS NOT NULL
+                ORDER BY payload_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+            &[&batch],
+        )
+        .await?;
+    Ok(n)
+}
+
+/// Erases a message's payload, and the inbound event's copy of it when ingress
+/// created the message. The rows stay (the message reads `{"expired": true}`).
+/// Returns whether the message exists.
+pub async fn expunge_message(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    msg: &MessageId,
+) -> Result<bool, StoreError> {
+    let row = db
+        .query_one(
+            "WITH m AS (
+                UPDATE messages SET payload = NULL, payload_expires_at = NULL
+                WHERE tenant_id = $1 AND app_id = $2 AND id = $3
+                RETURNING tenant_id, id, event_id
+             ), inbound AS (
+                UPDATE inbound_events e SET payload = NULL FROM m
+                WHERE e.tenant_id = m.tenant_id AND e.msg_id = m.id AND e.id = m.event_id
+                  AND e.source_id IN (SELECT s.id FROM sources s WHERE s.tenant_id = $1)
+             )
+             SELECT count(*) FROM m",
+            &[&tenant.as_str(), &app.as_str(), &msg.as_str()],
+        )
+        .await?;
+    Ok(row.get::<_, i64>(0) == 1)
+}
+
+/// What an expunged attempt's response reads, as Svix writes it.
+pub const EXPUNGED: &str = "EXPUNGED";
+
+/// Erases the response body an endpoint returned to one attempt.
+pub async fn expunge_attempt(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    msg: &MessageId,
+    attempt: &AttemptId,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE attempts SET response = $5 WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND id = $4",
+            &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &attempt.as_str(), &EXPUNGED],
+        )
+        .await?;
+    Ok(n == 1)
+}

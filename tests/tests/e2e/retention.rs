@@ -1,0 +1,276 @@
+//! Retention and erasure, checked in the database itself: rows are written, then
+//! aged by moving their timestamps back; after each horizon what must be gone is
+//! gone (by SQL, not through the API), and what stays answers as
+//! docs/retention.md says. Expunged content is absent from a `pg_dump`.
+
+use std::time::Duration;
+
+use hookgate_shared::store::retention;
+use hookgate_tests::{app::Tenant, providers, servers::pg_dump, sink::Sink, TestApp};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const SECRET: &str = "whsec_retention";
+
+async fn count(app: &TestApp, sql: &str, id: &str) -> i64 {
+    app.db.client().await.query_one(sql, &[&id]).await.unwrap().get(0)
+}
+
+async fn set_retention(app: &TestApp, tenant: &str, retention: Value) -> Value {
+    let res = app
+        .admin(Method::PATCH, &format!("/admin/v1/tenant/{tenant}"))
+        .json(&json!({"retention": retention}))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// A message delivered once to the sink, with its attempt recorded.
+async fn delivered(t: &Tenant<'_>, app: &str, sink: &Sink, n: usize) -> String {
+    let id = t.message(app, "x", json!({"n": n})).await["id"].as_str().unwrap().to_owned();
+    sink.wait_for(n, Duration::from_secs(10)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while t.get(&format!("/api/v1/app/{app}/attempt/msg/{id}")).await["data"].as_array().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no attempt recorded for {id}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    id
+}
+
+#[tokio::test]
+async fn messages_past_their_tenants_retention_go_with_their_deliveries_and_attempts() {
+    let app = TestApp::spawn().await;
+    let sink = Sink::start().await;
+    let (short, long) = (app.tenant().await, app.tenant().await);
+    let body = set_retention(&app, &short.id, json!({"messageDays": 2})).await;
+    assert_eq!(
+        body["retention"],
+        json!({"inboundDays": null, "messageDays": 2, "effective": {"inboundDays": 30, "messageDays": 2}})
+    );
+    let (a, b) = (short.application().await, long.application().await);
+    short.endpoint(&a, &sink.url, json!({})).await;
+    long.endpoint(&b, &sink.url, json!({})).await;
+    let old = delivered(&short, &a, &sink, 1).await;
+    let fresh = delivered(&short, &a, &sink, 2).await;
+    let other = delivered(&long, &b, &sink, 3).await;
+    let db = app.db.client().await;
+    // Three days old: past the short tenant's 2 days, within the other's default 90.
+    db.execute(
+        "UPDATE messages SET created_at = now() - interval '3 days' WHERE id = ANY($1)",
+        &[&vec![old.clone(), other.clone()]],
+    )
+    .await
+    .unwrap();
+    assert_eq!(retention::prune_messages(&db, 90, 500).await.unwrap(), 1);
+    assert_eq!(retention::prune_messages(&db, 90, 500).await.unwrap(), 0, "nothing else is due");
+    for table in ["messages WHERE id", "deliveries WHERE msg_id", "attempts WHERE msg_id"] {
+        assert_eq!(count(&app, &format!("SELECT count(*) FROM {table} = $1"), &old).await, 0, "{table}: gone");
+        assert_eq!(count(&app, &format!("SELECT count(*) FROM {table} = $1"), &fresh).await, 1, "{table}: kept");
+        assert_eq!(
+            count(&app, &format!("SELECT count(*) FROM {table} = $1"), &other).await,
+            1,
+            "{table}: other tenant's default"
+        );
+    }
+    let res = short.req(Method::GET, &format!("/api/v1/app/{a}/msg/{old}")).send().await.unwrap();
+    assert_eq!(res.status(), 404, "a pruned message is not found");
+    // Back to the operator's default: `null`.
+    let body = set_retention(&app, &short.id, json!({"messageDays": null})).await;
+    assert_eq!(body["retention"]["effective"]["messageDays"], 90);
+}
+
+#[tokio::test]
+async fn a_payload_past_its_payload_retention_reads_expired_and_cannot_be_resent() {
+    let app = TestApp::spawn().await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    for (body, field) in [
+        (json!({"eventType": "x", "payload": {}, "payloadRetentionPeriod": 4}), "payloadRetentionPeriod"),
+        (json!({"eventType": "x", "payload": {}, "payloadRetentionHours": 0}), "payloadRetentionHours"),
+        (
+            json!({"eventType": "x", "payload": {}, "payloadRetentionPeriod": 5, "payloadRetentionHours": 1}),
+            "mutually exclusive",
+        ),
+    ] {
+        let err = t.post(&format!("/api/v1/app/{a}/msg"), body, 422).await;
+        assert!(err["detail"].to_string().contains(field), "{err}");
+    }
+    let msg = t
+        .post(
+            &format!("/api/v1/app/{a}/msg"),
+            json!({"eventType": "x", "payload": {"secret": 1}, "payloadRetentionPeriod": 5}),
+            202,
+        )
+        .await;
+    let id = msg["id"].as_str().unwrap().to_owned();
+    let kept = t.post(&format!("/api/v1/app/{a}/msg"), json!({"eventType": "x", "payload": {"n": 2}}), 202).await;
+    sink.wait_for(2, Duration::from_secs(10)).await;
+    let db = app.db.client().await;
+    assert_eq!(retention::expire_payloads(&db, 500).await.unwrap(), 0, "five days are not up");
+    db.execute("UPDATE messages SET payload_expires_at = now() - interval '1 second' WHERE id = $1", &[&id])
+        .await
+        .unwrap();
+    assert_eq!(retention::expire_payloads(&db, 500).await.unwrap(), 1);
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM messages WHERE id = $1 AND payload IS NULL", &id).await,
+        1,
+        "the row stays, its payload is gone"
+    );
+    let kept_id = kept["id"].as_str().unwrap();
+    assert_eq!(count(&app, "SELECT count(*) FROM messages WHERE id = $1 AND payload IS NOT NULL", kept_id).await, 1);
+    assert_eq!(t.get(&format!("/api/v1/app/{a}/msg/{id}")).await["payload"], json!({"expired": true}));
+    let res = t.req(Method::POST, &format!("/api/v1/app/{a}/msg/{id}/endpoint/{ep}/resend")).send().await.unwrap();
+    assert_eq!(res.status(), 409, "an expired payload cannot be resent");
+}
+
+#[tokio::test]
+async fn inbound_retention_follows_the_source_then_the_tenant_then_the_default() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let inherits =
+        t.post("/api/v1/source", json!({"name": "a", "provider": "stripe", "secret": SECRET, "appId": a}), 201).await;
+    let own = t
+        .post(
+            "/api/v1/source",
+            json!({"name": "b", "provider": "stripe", "secret": SECRET, "appId": a, "retention": 10}),
+            201,
+        )
+        .await;
+    assert_eq!((inherits["retention"].clone(), inherits["retentionInherited"].clone()), (json!(30), json!(true)));
+    set_retention(&app, &t.id, json!({"inboundDays": 2})).await;
+    let inherits = t.get(&format!("/api/v1/source/{}", inherits["id"].as_str().unwrap())).await;
+    assert_eq!(inherits["retention"], 2, "the tenant's setting reaches its sources");
+    let own_id = own["id"].as_str().unwrap().to_owned();
+    assert_eq!(t.get(&format!("/api/v1/source/{own_id}")).await["retention"], 10, "a source's own setting wins");
+    let http = reqwest::Client::new();
+    for (source, evt) in [(inherits["id"].as_str().unwrap(), "evt_a"), (own_id.as_str(), "evt_b")] {
+        let body = format!(r#"{{"id":"{evt}","type":"t"}}"#);
+        let res = http
+            .post(app.url(&format!("/in/{source}")))
+            .header("stripe-signature", providers::stripe(SECRET, providers::now(), body.as_bytes()))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+    }
+    let db = app.db.client().await;
+    db.execute("UPDATE inbound_events SET received_at = now() - interval '3 days'", &[]).await.unwrap();
+    assert_eq!(retention::prune_inbound(&db, 30, 500).await.unwrap(), 1);
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM inbound_events WHERE source_id = $1", &own_id).await,
+        1,
+        "10 days: kept"
+    );
+    // `null` returns the source to its tenant's retention.
+    let res = t
+        .req(Method::PATCH, &format!("/api/v1/source/{own_id}"))
+        .json(&json!({"retention": null}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!((body["retention"].clone(), body["retentionInherited"].clone()), (json!(2), json!(true)), "{body}");
+    assert_eq!(retention::prune_inbound(&db, 30, 500).await.unwrap(), 1);
+    for bad in [json!({"inboundDays": 91}), json!({"messageDays": 0}), json!({"days": 3})] {
+        let res = app
+            .admin(Method::PATCH, &format!("/admin/v1/tenant/{}", t.id))
+            .json(&json!({"retention": bad}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 422, "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn expunged_content_is_gone_from_the_database_so_that_pg_dump_holds_no_byte_of_it() {
+    let app = TestApp::spawn().await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    let source =
+        t.post("/api/v1/source", json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": a}), 201).await;
+    let source = source["id"].as_str().unwrap().to_owned();
+    // Two payloads with markers nothing else contains: one from the API, one through ingress.
+    let api_marker = format!("api-marker-{}", ulid::Ulid::new());
+    let in_marker = format!("in-marker-{}", ulid::Ulid::new());
+    let msg = t.message(&a, "x", json!({"ssn": api_marker})).await["id"].as_str().unwrap().to_owned();
+    let body = format!(r#"{{"id":"evt_gdpr","type":"t","ssn":"{in_marker}"}}"#);
+    let res = reqwest::Client::new()
+        .post(app.url(&format!("/in/{source}")))
+        .header("stripe-signature", providers::stripe(SECRET, providers::now(), body.as_bytes()))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let event: Value = res.json().await.unwrap();
+    sink.wait_for(2, Duration::from_secs(10)).await;
+    // Payloads are `bytea`, which a dump writes in hex: look for both spellings.
+    let holds = |dump: &str, marker: &str| dump.contains(marker) || dump.contains(&hex::encode(marker));
+    let dump = String::from_utf8_lossy(&pg_dump(&app.db.url)).into_owned();
+    assert!(holds(&dump, &api_marker) && holds(&dump, &in_marker), "the dump sees payloads before the expunge");
+    let in_msg =
+        count(&app, "SELECT count(*) FROM messages WHERE event_id = $1", event["eventId"].as_str().unwrap()).await;
+    assert_eq!(in_msg, 1);
+    let in_msg: String = app
+        .db
+        .client()
+        .await
+        .query_one("SELECT id FROM messages WHERE event_id = $1", &[&event["eventId"].as_str().unwrap()])
+        .await
+        .unwrap()
+        .get(0);
+    for id in [&msg, &in_msg] {
+        let res = t.req(Method::DELETE, &format!("/api/v1/app/{a}/msg/{id}/content")).send().await.unwrap();
+        assert_eq!(res.status(), 204);
+    }
+    let dump = String::from_utf8_lossy(&pg_dump(&app.db.url)).into_owned();
+    assert!(!holds(&dump, &api_marker), "the API message's payload is gone");
+    assert!(!holds(&dump, &in_marker), "the ingress message's payload and its inbound copy are gone");
+    assert_eq!(t.get(&format!("/api/v1/app/{a}/msg/{msg}")).await["payload"], json!({"expired": true}));
+    let inbound = t.get(&format!("/api/v1/source/{source}/event/{}", event["eventId"].as_str().unwrap())).await;
+    assert_eq!(inbound["payload"], json!({"expired": true}), "{inbound}");
+    // An attempt's response body, likewise.
+    let attempt = t.get(&format!("/api/v1/app/{a}/attempt/msg/{msg}")).await["data"][0].clone();
+    let attempt_id = attempt["id"].as_str().unwrap();
+    let res =
+        t.req(Method::DELETE, &format!("/api/v1/app/{a}/msg/{msg}/attempt/{attempt_id}/content")).send().await.unwrap();
+    assert_eq!(res.status(), 204);
+    assert_eq!(t.get(&format!("/api/v1/app/{a}/msg/{msg}/attempt/{attempt_id}")).await["response"], "EXPUNGED");
+    // Another tenant cannot expunge it, nor learn that it exists.
+    let stranger = app.tenant().await;
+    let res = stranger.req(Method::DELETE, &format!("/api/v1/app/{a}/msg/{msg}/content")).send().await.unwrap();
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn the_pruners_run_on_their_interval_and_count_what_they_remove() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
+        env.insert("HOOKGATE_RETENTION_MESSAGE_DAYS".into(), "1".into());
+    })
+    .await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    let id = delivered(&t, &a, &sink, 1).await;
+    let db = app.db.client().await;
+    db.execute("UPDATE messages SET created_at = now() - interval '2 days' WHERE id = $1", &[&id]).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count(&app, "SELECT count(*) FROM messages WHERE id = $1", &id).await > 0 {
+        assert!(std::time::Instant::now() < deadline, "the pruner did not remove the message");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metrics = reqwest::get(app.metrics_url()).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"hookgate_pruned_rows_total{family="messages"} 1"#), "{metrics}");
+}
