@@ -9,8 +9,8 @@ use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
-    ids::{ApiKeyId, Ref, TenantId},
-    store::{api_keys, deliveries, tenants, tenants::Tenant, tenants::TenantPatch},
+    ids::{ApiKeyId, AppId, Ref, TenantId},
+    store::{api_keys, applications, deliveries, tenants, tenants::Tenant, tenants::TenantPatch},
 };
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(get_tenant)
         .service(patch_tenant)
         .service(delete_tenant)
+        .service(erase_app)
         .service(create_key)
         .service(revoke_key);
 }
@@ -194,6 +195,23 @@ async fn list_tenants(
 async fn find(state: &AppState, tenant: &Ref<TenantId>) -> Result<Tenant, ApiError> {
     let conn = db::conn(&state.db).await?;
     tenants::find(&**conn, tenant).await?.ok_or(ApiError::NotFound("tenant"))
+}
+
+/// The operator's erasure of one of a tenant's customers (an application and
+/// everything under it), for a GDPR request made to the agency; as the tenant's
+/// own `DELETE /api/v1/app/{app_id}`.
+#[delete("/tenant/{id}/app/{app_id}")]
+async fn erase_app(
+    _: Operator,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<TenantId>, Ref<AppId>)>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = find(&state, &path.0).await?;
+    let app = {
+        let conn = db::conn(&state.db).await?;
+        applications::get(&**conn, &tenant.id, &path.1).await?.ok_or(ApiError::NotFound("application"))?
+    };
+    crate::v1::applications::erase(&state, &tenant.id, &app.id).await
 }
 
 #[get("/tenant/{id}")]

@@ -1,9 +1,12 @@
 //! Removes messages past their tenant's retention, with their deliveries and
-//! attempts, and drops payloads past their own `payloadRetentionPeriod`.
+//! attempts; drops payloads past their own `payloadRetentionPeriod`; and finishes
+//! the erasures of applications that their request could not complete.
 
 use hookgate_shared::{
+    db,
+    ids::{AppId, TenantId},
     prune::{drain, BATCH},
-    store::retention,
+    store::retention::{self, Erasure},
     AppState,
 };
 
@@ -15,5 +18,36 @@ pub async fn run(state: AppState) {
         drain(&state, "payloads", |conn| async move { retention::expire_payloads(&**conn, BATCH).await }).await;
         drain(&state, "messages", |conn| async move { retention::prune_messages(&**conn, default_days, BATCH).await })
             .await;
+        let pending = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            retention::pending_erasures(&**conn, 100).await
+        })
+        .await;
+        for (tenant, app) in pending.unwrap_or_default() {
+            erase(&state, &tenant, &app).await;
+        }
+    }
+}
+
+/// Erases one application to the end, a bounded step at a time; an error leaves
+/// the rest to the next round.
+async fn erase(state: &AppState, tenant: &TenantId, app: &AppId) {
+    loop {
+        let step = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            retention::erase_step(&**conn, tenant, app, BATCH, &state.caches).await
+        })
+        .await;
+        match step {
+            Ok(Erasure::Progress(n)) => state.metrics.pruned_rows.with_label_values(&["erasures"]).inc_by(n),
+            Ok(Erasure::Done) => {
+                tracing::info!(%tenant, %app, "application erased");
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(%tenant, %app, error = %e, "erasure postponed");
+                return;
+            }
+        }
     }
 }

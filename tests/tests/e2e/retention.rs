@@ -274,3 +274,91 @@ async fn the_pruners_run_on_their_interval_and_count_what_they_remove() {
     let metrics = reqwest::get(app.metrics_url()).await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"hookgate_pruned_rows_total{family="messages"} 1"#), "{metrics}");
 }
+
+#[tokio::test]
+async fn erasing_a_customer_removes_its_application_and_everything_under_it() {
+    let app = TestApp::spawn().await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let (erased, kept) = (t.application().await, t.application().await);
+    for a in [&erased, &kept] {
+        t.endpoint(a, &sink.url, json!({})).await;
+    }
+    let source = t
+        .post("/api/v1/source", json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": erased}), 201)
+        .await;
+    let source = source["id"].as_str().unwrap().to_owned();
+    let marker = format!("customer-{}", ulid::Ulid::new());
+    let body = format!(r#"{{"id":"evt_erase","type":"t","name":"{marker}"}}"#);
+    let res = reqwest::Client::new()
+        .post(app.url(&format!("/in/{source}")))
+        .header("stripe-signature", providers::stripe(SECRET, providers::now(), body.as_bytes()))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    for n in 0..3 {
+        t.message(&erased, "x", json!({"name": marker, "n": n})).await;
+    }
+    t.message(&kept, "x", json!({"n": 9})).await;
+    sink.wait_for(5, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // attempts recorded
+    let res = t.req(Method::DELETE, &format!("/api/v1/app/{erased}")).send().await.unwrap();
+    assert_eq!(res.status(), 204);
+    for table in ["messages", "deliveries", "attempts", "endpoints", "sources", "inbound_events"] {
+        let n = count(&app, &format!("SELECT count(*) FROM {table} WHERE app_id = $1"), &erased).await;
+        assert_eq!(n, 0, "{table} of the erased application");
+        let n = count(&app, &format!("SELECT count(*) FROM {table} WHERE app_id = $1"), &kept).await;
+        assert!(n > 0 || table == "sources" || table == "inbound_events", "{table} of the other application");
+    }
+    assert_eq!(count(&app, "SELECT count(*) FROM applications WHERE id = $1", &erased).await, 0);
+    assert_eq!(count(&app, "SELECT count(*) FROM erasures WHERE app_id = $1", &erased).await, 0);
+    let dump = String::from_utf8_lossy(&pg_dump(&app.db.url)).into_owned();
+    assert!(!dump.contains(&marker) && !dump.contains(&hex::encode(&marker)), "no byte of the customer's payloads");
+    // The operator's call does the same, for the tenant's application it names.
+    let stranger = app.tenant().await;
+    let res = app.admin(Method::DELETE, &format!("/admin/v1/tenant/{}/app/{kept}", stranger.id)).send().await.unwrap();
+    assert_eq!(res.status(), 404, "another tenant's application is not found");
+    let res = app.admin(Method::DELETE, &format!("/admin/v1/tenant/{}/app/{kept}", t.id)).send().await.unwrap();
+    assert_eq!(res.status(), 204);
+    assert_eq!(count(&app, "SELECT count(*) FROM messages WHERE app_id = $1", &kept).await, 0);
+}
+
+#[tokio::test]
+async fn an_erasure_proceeds_in_bounded_steps_and_the_pruners_finish_it() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let (stepped, background) = (t.application().await, t.application().await);
+    for a in [&stepped, &background] {
+        for n in 0..5 {
+            t.message(a, "x", json!({"n": n})).await;
+        }
+    }
+    let db = app.db.client().await;
+    let (tenant, caches) =
+        (hookgate_shared::TenantId::from_db(t.id.clone()), hookgate_shared::cache::Caches::default());
+    let stepped_id = hookgate_shared::ids::AppId::from_db(stepped.clone());
+    retention::request_erasure(&db, &tenant, &stepped_id).await.unwrap();
+    let mut steps = Vec::new();
+    loop {
+        match retention::erase_step(&db, &tenant, &stepped_id, 2, &caches).await.unwrap() {
+            retention::Erasure::Progress(n) => steps.push(n),
+            retention::Erasure::Done => break,
+        }
+        assert!(steps.len() < 10);
+    }
+    assert_eq!(steps, vec![2, 2, 1], "at most a batch per step");
+    assert_eq!(count(&app, "SELECT count(*) FROM applications WHERE id = $1", &stepped).await, 0);
+    // Requested and left: the pruners finish it.
+    retention::request_erasure(&db, &tenant, &hookgate_shared::ids::AppId::from_db(background.clone())).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count(&app, "SELECT count(*) FROM applications WHERE id = $1", &background).await > 0 {
+        assert!(std::time::Instant::now() < deadline, "the pruners did not finish the erasure");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(count(&app, "SELECT count(*) FROM messages WHERE app_id = $1", &background).await, 0);
+}

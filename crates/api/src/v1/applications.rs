@@ -1,6 +1,6 @@
 //! `v1.application.*`: list, create (with `get_if_exists`), get, update, patch, delete.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Instant};
 
 use crate::idempotency::{answer, RequestKey};
 use crate::{Maybe, PageQuery, TenantAuth};
@@ -11,8 +11,12 @@ use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
-    ids::{AppId, Ref},
-    store::applications::{self, Application, ApplicationFields},
+    ids::{AppId, Ref, TenantId},
+    prune::BATCH,
+    store::{
+        applications::{self, Application, ApplicationFields},
+        retention::{self, Erasure},
+    },
     AppState,
 };
 use serde::{Deserialize, Serialize};
@@ -211,10 +215,26 @@ async fn delete_app(
     path: web::Path<Ref<AppId>>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find(&state, &tenant, &path).await?;
+    erase(&state, &tenant.0, &app.id).await
+}
+
+/// Erases an application and everything under it (messages, deliveries, attempts,
+/// endpoints, sources, inbound events), as a GDPR request for one customer needs:
+/// removed from the database, not hidden. A large one is erased in bounded
+/// batches: what does not fit in this request's time the pruners finish, and the
+/// answer is then 202 `{"status": "erasing"}` (the application stays visible,
+/// shrinking, until its last row is gone); otherwise 204.
+pub(crate) async fn erase(state: &AppState, tenant: &TenantId, app: &AppId) -> Result<HttpResponse, ApiError> {
+    let started = Instant::now();
     let conn = db::conn(&state.db).await?;
-    if !applications::delete(&**conn, &tenant.0, &app.id, &state.caches).await? {
-        return Err(ApiError::NotFound("application"));
+    retention::request_erasure(&**conn, tenant, app).await?;
+    loop {
+        match retention::erase_step(&**conn, tenant, app, BATCH, &state.caches).await? {
+            Erasure::Done => return Ok(HttpResponse::NoContent().finish()),
+            Erasure::Progress(_) if started.elapsed() > state.db_budget() / 2 => {
+                return Ok(HttpResponse::Accepted().json(serde_json::json!({ "status": "erasing" })));
+            }
+            Erasure::Progress(_) => {}
+        }
     }
-    // Its sources went with it.
-    Ok(HttpResponse::NoContent().finish())
 }

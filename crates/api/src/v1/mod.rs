@@ -4,7 +4,7 @@
 //! [`TenantAuth`](crate::TenantAuth) or [`KeyAuth`](crate::KeyAuth) and scopes
 //! every query by it: another tenant's id answers 404 like a missing one.
 
-mod applications;
+pub(crate) mod applications;
 mod attempts;
 mod endpoint_extras;
 mod endpoints;

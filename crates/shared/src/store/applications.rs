@@ -8,10 +8,7 @@ use super::{
     page::{Page, PageRequest},
     StoreError,
 };
-use crate::{
-    cache::Caches,
-    ids::{AppId, Ref, TenantId},
-};
+use crate::ids::{AppId, Ref, TenantId};
 
 #[derive(Debug, Clone)]
 pub struct Application {
@@ -102,18 +99,4 @@ pub async fn replace(
     let row =
         db.query_opt(&sql, &[&tenant.as_str(), &id.as_str(), &f.uid, &f.name, &f.throttle_rate, &f.metadata]).await?;
     Ok(row.as_ref().map(from_row))
-}
-
-/// Deletes the application, and with it (by foreign key) its endpoints and sources.
-pub async fn delete(
-    db: &impl GenericClient,
-    tenant: &TenantId,
-    id: &AppId,
-    caches: &Caches,
-) -> Result<bool, StoreError> {
-    let n = db
-        .execute("DELETE FROM applications WHERE tenant_id = $1 AND id = $2", &[&tenant.as_str(), &id.as_str()])
-        .await?;
-    caches.forget_sources();
-    Ok(n == 1)
 }

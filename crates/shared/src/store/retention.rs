@@ -8,7 +8,10 @@
 use tokio_postgres::GenericClient;
 
 use super::StoreError;
-use crate::ids::{AppId, AttemptId, MessageId, TenantId};
+use crate::{
+    cache::Caches,
+    ids::{AppId, AttemptId, MessageId, TenantId},
+};
 
 /// Inbound events older than their source's retention (else its tenant's, else
 /// `default_days`): the end of their dedupe window. A `processing` row (a sync
@@ -115,4 +118,73 @@ pub async fn expunge_attempt(
         )
         .await?;
     Ok(n == 1)
+}
+
+/// Where the erasure of an application stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Erasure {
+    /// Rows were removed; more remain.
+    Progress(u64),
+    /// The application and everything under it are gone.
+    Done,
+}
+
+/// Records that an application is to be erased, so that the pruners finish what
+/// the request does not.
+pub async fn request_erasure(db: &impl GenericClient, tenant: &TenantId, app: &AppId) -> Result<(), StoreError> {
+    db.execute(
+        "INSERT INTO erasures (tenant_id, app_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&tenant.as_str(), &app.as_str()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// One bounded step of erasing an application: up to `batch` of its messages
+/// (with their deliveries and attempts), then up to `batch` inbound events of its
+/// sources; when none are left, the application itself (its endpoints, sources
+/// and anything created meanwhile go with it, by cascade) and its erasure record.
+pub async fn erase_step(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    batch: i64,
+    caches: &Caches,
+) -> Result<Erasure, StoreError> {
+    let (t, a) = (tenant.as_str(), app.as_str());
+    let messages = db
+        .execute(
+            "DELETE FROM messages WHERE ctid IN (
+                SELECT ctid FROM messages WHERE tenant_id = $1 AND app_id = $2 LIMIT $3 FOR UPDATE SKIP LOCKED)",
+            &[&t, &a, &batch],
+        )
+        .await?;
+    let inbound = db
+        .execute(
+            "DELETE FROM inbound_events WHERE ctid IN (
+                SELECT x.ctid FROM sources s CROSS JOIN LATERAL (
+                    SELECT e.ctid FROM inbound_events e WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
+                    LIMIT $3 FOR UPDATE SKIP LOCKED) x
+                WHERE s.tenant_id = $1 AND s.app_id = $2 LIMIT $3)",
+            &[&t, &a, &batch],
+        )
+        .await?;
+    if messages + inbound > 0 {
+        return Ok(Erasure::Progress(messages + inbound));
+    }
+    db.execute(
+        "WITH app AS (DELETE FROM applications WHERE tenant_id = $1 AND id = $2)
+         DELETE FROM erasures WHERE tenant_id = $1 AND app_id = $2",
+        &[&t, &a],
+    )
+    .await?;
+    // Its sources went with it.
+    caches.forget_sources();
+    Ok(Erasure::Done)
+}
+
+/// Erasures requested and not finished, oldest first, for the pruners.
+pub async fn pending_erasures(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, AppId)>, StoreError> {
+    let rows = db.query("SELECT tenant_id, app_id FROM erasures ORDER BY requested_at LIMIT $1", &[&limit]).await?;
+    Ok(rows.iter().map(|r| (TenantId::from_db(r.get(0)), AppId::from_db(r.get(1)))).collect())
 }
