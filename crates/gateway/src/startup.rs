@@ -12,7 +12,7 @@ use actix_web::{
 };
 use hookgate_shared::{
     http::ApiError,
-    prune::{drain, BATCH},
+    prune::{drain, observe, BATCH},
     store::idempotency,
     Config,
 };
@@ -184,13 +184,15 @@ fn json_config(limit: usize) -> web::JsonConfig {
     })
 }
 
-/// Deletes expired Idempotency-Keys in bounded batches, so no long lock is taken.
+/// Deletes expired Idempotency-Keys in bounded batches, so no long lock is taken,
+/// and samples the retention gauges.
 async fn prune_idempotency_keys(state: AppState) {
-    let mut tick = tokio::time::interval(state.config.prune_interval);
+    let mut tick = hookgate_shared::prune::ticks(&state);
     let ttl = state.config.idempotency_ttl;
     loop {
         tick.tick().await;
         drain(&state, "idempotency_keys", |conn| async move { idempotency::prune(&**conn, ttl, BATCH).await }).await;
+        observe(&state).await;
     }
 }
 

@@ -8,7 +8,7 @@ use hookgate_shared::{
 };
 
 pub async fn run(state: AppState) {
-    let mut tick = tokio::time::interval(state.config.prune_interval);
+    let mut tick = hookgate_shared::prune::ticks(&state);
     let default_days = state.config.retention_inbound_days;
     loop {
         tick.tick().await;

@@ -4,7 +4,7 @@
 //! file holds only what belongs to no side: HTTP, the Postgres pool, Redis and
 //! pruning.
 
-use prometheus::{Encoder, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, GaugeVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// The registry plus the shared metrics.
 #[derive(Clone)]
@@ -16,6 +16,12 @@ pub struct Metrics {
     /// Rows removed past retention, by family (`inbound_events`, `messages`,
     /// `payloads`, `idempotency_keys`).
     pub pruned_rows: IntCounterVec,
+    /// Per family: estimated rows, bytes, the oldest row kept (Unix time) and how
+    /// long the most overdue row has been past its retention (pruning lag).
+    pub table_rows: IntGaugeVec,
+    pub table_bytes: IntGaugeVec,
+    pub retention_oldest: GaugeVec,
+    pub retention_overdue: GaugeVec,
     tenant_label: bool,
 }
 
@@ -45,10 +51,39 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(pruned_rows.clone())).expect("registered once");
+        let gauge = |name: &str, help: &str| {
+            let g = IntGaugeVec::new(Opts::new(name, help), &["family"]).expect("valid metric");
+            registry.register(Box::new(g.clone())).expect("registered once");
+            g
+        };
+        let table_rows = gauge("hookgate_table_rows", "Rows of a table family (Postgres's estimate).");
+        let table_bytes = gauge("hookgate_table_bytes", "Bytes of a table family, indexes and TOAST included.");
+        let float = |name: &str, help: &str| {
+            let g = GaugeVec::new(Opts::new(name, help), &["family"]).expect("valid metric");
+            registry.register(Box::new(g.clone())).expect("registered once");
+            g
+        };
+        let retention_oldest =
+            float("hookgate_retention_oldest_timestamp_seconds", "Unix time of the oldest row a family keeps.");
+        let retention_overdue = float(
+            "hookgate_retention_overdue_seconds",
+            "How long the most overdue row of a family has been past its retention (pruning lag).",
+        );
         registry.register(Box::new(http_requests.clone())).expect("registered once");
         registry.register(Box::new(db_pool_connections.clone())).expect("registered once");
         registry.register(Box::new(redis_errors.clone())).expect("registered once");
-        Metrics { registry, http_requests, db_pool_connections, redis_errors, pruned_rows, tenant_label }
+        Metrics {
+            registry,
+            http_requests,
+            db_pool_connections,
+            redis_errors,
+            pruned_rows,
+            table_rows,
+            table_bytes,
+            retention_oldest,
+            retention_overdue,
+            tenant_label,
+        }
     }
 
     /// The value to put in a `tenant` label.

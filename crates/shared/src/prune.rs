@@ -3,7 +3,11 @@
 
 use std::future::Future;
 
-use crate::{db, store::StoreError, AppState};
+use crate::{
+    db,
+    store::{retention, StoreError},
+    AppState,
+};
 
 /// Rows per batch: small enough that no statement holds its locks for long.
 pub const BATCH: i64 = 500;
@@ -41,4 +45,32 @@ where
         tracing::info!(family, removed = total, "pruned rows past retention");
     }
     total
+}
+
+/// Samples the retention gauges (sizes, oldest rows, pruning lag); a failure
+/// leaves them as they were.
+pub async fn observe(state: &AppState) {
+    let c = &state.config;
+    let stats = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        retention::stats(&**conn, c.retention_inbound_days, c.retention_message_days, c.idempotency_ttl).await
+    })
+    .await;
+    let Ok(stats) = stats else { return };
+    let m = &state.metrics;
+    for f in stats {
+        m.table_rows.with_label_values(&[f.family]).set(f.rows);
+        m.table_bytes.with_label_values(&[f.family]).set(f.bytes);
+        if let Some(oldest) = f.oldest {
+            m.retention_oldest.with_label_values(&[f.family]).set(oldest);
+        }
+        m.retention_overdue.with_label_values(&[f.family]).set(f.overdue);
+    }
+}
+
+/// The pruners' clock: the first round one interval after the start (a process
+/// that restarts in a loop does not prune in a loop), then every interval.
+pub fn ticks(state: &AppState) -> tokio::time::Interval {
+    let every = state.config.prune_interval;
+    tokio::time::interval_at(tokio::time::Instant::now() + every, every)
 }

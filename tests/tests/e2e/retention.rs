@@ -273,6 +273,36 @@ async fn the_pruners_run_on_their_interval_and_count_what_they_remove() {
     }
     let metrics = reqwest::get(app.metrics_url()).await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"hookgate_pruned_rows_total{family="messages"} 1"#), "{metrics}");
+    // The gauges: sizes, and no pruning lag once the pruner has caught up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = reqwest::get(app.metrics_url()).await.unwrap().text().await.unwrap();
+        let bytes = metrics
+            .lines()
+            .find(|l| l.starts_with(r#"hookgate_table_bytes{family="messages"}"#))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<i64>().ok());
+        let caught_up = metrics.contains(r#"hookgate_retention_overdue_seconds{family="messages"} 0"#);
+        if bytes.is_some_and(|b| b > 0) && caught_up {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "retention gauges missing: {metrics}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_pruning_lag_shows_how_long_the_most_overdue_row_has_waited() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let id = t.message(&a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
+    let db = app.db.client().await;
+    db.execute("UPDATE messages SET created_at = now() - interval '91 days' WHERE id = $1", &[&id]).await.unwrap();
+    let stats = retention::stats(&db, 30, 90, Duration::from_secs(86_400)).await.unwrap();
+    let messages = stats.iter().find(|f| f.family == "messages").unwrap();
+    assert!((86_000.0..87_000.0).contains(&messages.overdue), "one day past 90: {messages:?}");
+    let inbound = stats.iter().find(|f| f.family == "inbound_events").unwrap();
+    assert_eq!((inbound.oldest, inbound.overdue), (None, 0.0), "no inbound events: nothing overdue");
 }
 
 #[tokio::test]

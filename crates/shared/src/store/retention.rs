@@ -61,12 +61,14 @@ pub async fn prune_messages(db: &impl GenericClient, default_days: i32, batch: i
 }
 
 /// Drops the payloads whose `payloadRetentionPeriod` has passed; the messages stay.
+/// The lock is the one such an update needs: a worker recording an attempt holds
+/// its message's key (`FOR KEY SHARE`), which does not stop this.
 pub async fn expire_payloads(db: &impl GenericClient, batch: i64) -> Result<u64, StoreError> {
     let n = db
         .execute(
             "UPDATE messages SET payload = NULL WHERE ctid IN (
                 SELECT ctid FROM messages WHERE payload_expires_at < now() AND payload IS NOT NULL
-                ORDER BY payload_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+                ORDER BY payload_expires_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED)",
             &[&batch],
         )
         .await?;
@@ -187,4 +189,78 @@ pub async fn erase_step(
 pub async fn pending_erasures(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, AppId)>, StoreError> {
     let rows = db.query("SELECT tenant_id, app_id FROM erasures ORDER BY requested_at LIMIT $1", &[&limit]).await?;
     Ok(rows.iter().map(|r| (TenantId::from_db(r.get(0)), AppId::from_db(r.get(1)))).collect())
+}
+
+/// What the retention gauges show for one family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilyStats {
+    pub family: &'static str,
+    /// Postgres's estimate (`reltuples`), cheap at any size; -1 before the first
+    /// analyze.
+    pub rows: i64,
+    /// Table, indexes and TOAST.
+    pub bytes: i64,
+    /// Unix time of the oldest row kept, if any.
+    pub oldest: Option<f64>,
+    /// How long the most overdue row has been past its retention (pruning lag), in seconds.
+    pub overdue: f64,
+}
+
+/// Sizes, oldest rows and pruning lag of the families that have a retention.
+/// Every lookup is an index probe per tenant or source, never a scan.
+pub async fn stats(
+    db: &impl GenericClient,
+    inbound_default: i32,
+    message_default: i32,
+    idempotency_ttl: std::time::Duration,
+) -> Result<Vec<FamilyStats>, StoreError> {
+    let row = db
+        .query_one(
+            "WITH inbound AS (
+                SELECT x.o, x.o + make_interval(days => COALESCE(s.retention_days, t.inbound_days, $1)) AS due
+                FROM sources s JOIN tenants t ON t.id = s.tenant_id CROSS JOIN LATERAL (
+                    SELECT e.received_at AS o FROM inbound_events e WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
+                    ORDER BY e.received_at LIMIT 1) x
+             ), messages AS (
+                SELECT x.o, x.o + make_interval(days => COALESCE(t.message_days, $2)) AS due
+                FROM tenants t CROSS JOIN LATERAL (
+                    SELECT m.created_at AS o FROM messages m WHERE m.tenant_id = t.id ORDER BY m.created_at LIMIT 1) x
+             ), keys AS (
+                SELECT min(created_at) AS o FROM idempotency_keys
+             )
+             SELECT extract(epoch FROM (SELECT min(o) FROM inbound))::float8,
+                    COALESCE(extract(epoch FROM now() - (SELECT min(due) FROM inbound))::float8, 0),
+                    extract(epoch FROM (SELECT min(o) FROM messages))::float8,
+                    COALESCE(extract(epoch FROM now() - (SELECT min(due) FROM messages))::float8, 0),
+                    extract(epoch FROM (SELECT o FROM keys))::float8,
+                    COALESCE(extract(epoch FROM now() - (SELECT o FROM keys) - make_interval(secs => $3))::float8, 0)",
+            &[&inbound_default, &message_default, &idempotency_ttl.as_secs_f64()],
+        )
+        .await?;
+    let sizes = db
+        .query(
+            "SELECT c.relname::text, c.reltuples::int8, pg_total_relation_size(c.oid)
+             FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+               AND c.relname IN ('inbound_events', 'messages', 'deliveries', 'attempts', 'idempotency_keys')",
+            &[],
+        )
+        .await?;
+    let size = |name: &str| {
+        sizes
+            .iter()
+            .find(|r| r.get::<_, String>(0) == name)
+            .map(|r| (r.get::<_, i64>(1), r.get::<_, i64>(2)))
+            .unwrap_or((0, 0))
+    };
+    let family = |family: &'static str, oldest: Option<f64>, overdue: Option<f64>| {
+        let (rows, bytes) = size(family);
+        FamilyStats { family, rows, bytes, oldest, overdue: overdue.unwrap_or(0.0).max(0.0) }
+    };
+    Ok(vec![
+        family("inbound_events", row.get(0), row.get(1)),
+        family("messages", row.get(2), row.get(3)),
+        family("deliveries", None, None),
+        family("attempts", None, None),
+        family("idempotency_keys", row.get(4), row.get(5)),
+    ])
 }
