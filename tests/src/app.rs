@@ -99,6 +99,18 @@ impl TestApp {
         self.http.request(method, self.url(path)).bearer_auth(key)
     }
 
+    /// POSTs `body` to `/in/{source}` as Stripe signs it now.
+    pub async fn send_stripe(&self, source: &str, secret: &str, body: &str) -> reqwest::Response {
+        self.http
+            .post(self.url(&format!("/in/{source}")))
+            .header("content-type", "application/json")
+            .header("stripe-signature", crate::providers::stripe(secret, crate::providers::now(), body.as_bytes()))
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Creates a tenant through the admin API; returns its JSON (with `apiKey`).
     pub async fn create_tenant(&self, name: &str) -> Value {
         let res = self.admin(Method::POST, "/admin/v1/tenant").json(&json!({ "name": name })).send().await.unwrap();
@@ -155,6 +167,15 @@ impl Tenant<'_> {
             b.extend(e.clone());
         }
         self.post(&format!("/api/v1/app/{app}/endpoint"), body, 201).await
+    }
+
+    /// A Stripe source of application `app` with `extra` fields merged in; returns its id.
+    pub async fn stripe_source(&self, app: &str, secret: &str, extra: Value) -> String {
+        let mut body = json!({"name": "stripe", "provider": "stripe", "secret": secret, "appId": app});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        self.post("/api/v1/source", body, 201).await["id"].as_str().unwrap().to_owned()
     }
 
     /// Publishes a message; returns its JSON.

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use hookgate_shared::store::retention;
-use hookgate_tests::{app::Tenant, providers, servers::pg_dump, sink::Sink, TestApp};
+use hookgate_tests::{app::Tenant, servers::pg_dump, sink::Sink, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -149,16 +149,8 @@ async fn inbound_retention_follows_the_source_then_the_tenant_then_the_default()
     assert_eq!(inherits["retention"], 2, "the tenant's setting reaches its sources");
     let own_id = own["id"].as_str().unwrap().to_owned();
     assert_eq!(t.get(&format!("/api/v1/source/{own_id}")).await["retention"], 10, "a source's own setting wins");
-    let http = reqwest::Client::new();
     for (source, evt) in [(inherits["id"].as_str().unwrap(), "evt_a"), (own_id.as_str(), "evt_b")] {
-        let body = format!(r#"{{"id":"{evt}","type":"t"}}"#);
-        let res = http
-            .post(app.url(&format!("/in/{source}")))
-            .header("stripe-signature", providers::stripe(SECRET, providers::now(), body.as_bytes()))
-            .body(body)
-            .send()
-            .await
-            .unwrap();
+        let res = app.send_stripe(source, SECRET, &format!(r#"{{"id":"{evt}","type":"t"}}"#)).await;
         assert_eq!(res.status(), 200);
     }
     let db = app.db.client().await;
@@ -197,21 +189,13 @@ async fn expunged_content_is_gone_from_the_database_so_that_pg_dump_holds_no_byt
     let t = app.tenant().await;
     let a = t.application().await;
     t.endpoint(&a, &sink.url, json!({})).await;
-    let source =
-        t.post("/api/v1/source", json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": a}), 201).await;
-    let source = source["id"].as_str().unwrap().to_owned();
+    let source = t.stripe_source(&a, SECRET, json!({})).await;
     // Two payloads with markers nothing else contains: one from the API, one through ingress.
     let api_marker = format!("api-marker-{}", ulid::Ulid::new());
     let in_marker = format!("in-marker-{}", ulid::Ulid::new());
     let msg = t.message(&a, "x", json!({"ssn": api_marker})).await["id"].as_str().unwrap().to_owned();
     let body = format!(r#"{{"id":"evt_gdpr","type":"t","ssn":"{in_marker}"}}"#);
-    let res = reqwest::Client::new()
-        .post(app.url(&format!("/in/{source}")))
-        .header("stripe-signature", providers::stripe(SECRET, providers::now(), body.as_bytes()))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let res = app.send_stripe(&source, SECRET, &body).await;
     let event: Value = res.json().await.unwrap();
     sink.wait_for(2, Duration::from_secs(10)).await;
     // Payloads are `bytea`, which a dump writes in hex: look for both spellings.
@@ -314,19 +298,10 @@ async fn erasing_a_customer_removes_its_application_and_everything_under_it() {
     for a in [&erased, &kept] {
         t.endpoint(a, &sink.url, json!({})).await;
     }
-    let source = t
-        .post("/api/v1/source", json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": erased}), 201)
-        .await;
-    let source = source["id"].as_str().unwrap().to_owned();
+    let source = t.stripe_source(&erased, SECRET, json!({})).await;
     let marker = format!("customer-{}", ulid::Ulid::new());
     let body = format!(r#"{{"id":"evt_erase","type":"t","name":"{marker}"}}"#);
-    let res = reqwest::Client::new()
-        .post(app.url(&format!("/in/{source}")))
-        .header("stripe-signature", providers::stripe(SECRET, providers::now(), body.as_bytes()))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let res = app.send_stripe(&source, SECRET, &body).await;
     assert_eq!(res.status(), 200);
     for n in 0..3 {
         t.message(&erased, "x", json!({"name": marker, "n": n})).await;
