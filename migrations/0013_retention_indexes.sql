@@ -9,4 +9,7 @@ CREATE INDEX CONCURRENTLY messages_payload_expiry ON messages (payload_expires_a
     WHERE payload_expires_at IS NOT NULL AND payload IS NOT NULL;
 DROP INDEX CONCURRENTLY IF EXISTS inbound_events_source_received;
 CREATE INDEX CONCURRENTLY inbound_events_source_received ON inbound_events (tenant_id, source_id, received_at);
+-- An application's inbound events, whichever source admitted them: its erasure.
+DROP INDEX CONCURRENTLY IF EXISTS inbound_events_app;
+CREATE INDEX CONCURRENTLY inbound_events_app ON inbound_events (tenant_id, app_id);
 DROP INDEX CONCURRENTLY IF EXISTS inbound_events_received;

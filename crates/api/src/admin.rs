@@ -45,8 +45,10 @@ struct TenantPatchIn {
     /// Whether deliveries carry the `svix-*` header aliases (default true).
     #[serde(rename = "svixHeaders")]
     svix_headers: Option<bool>,
-    /// `{"inboundDays", "messageDays"}`, each a number or `null` for the default.
-    retention: Option<RetentionIn>,
+    /// `{"inboundDays", "messageDays"}`, each a number or `null` for the default;
+    /// `null` for both.
+    #[serde(default)]
+    retention: Maybe<RetentionIn>,
 }
 
 #[derive(Deserialize)]
@@ -238,7 +240,8 @@ async fn patch_tenant(
         check_uid(uid)?;
     }
     let (inbound_days, message_days) = match body.retention {
-        Some(r) => {
+        Maybe::Null => (Some(None), Some(None)),
+        Maybe::Value(r) => {
             let check = |v: &Maybe<i32>, name: &str, max: i32| match v.value() {
                 Some(d) if !(1..=max).contains(d) => Err(ApiError::Validation(format!(
                     "`retention.{name}` must be 1 to {max} days, or null for the default"
@@ -249,7 +252,7 @@ async fn patch_tenant(
             check(&r.message_days, "messageDays", 3650)?;
             (r.inbound_days.into_update(), r.message_days.into_update())
         }
-        None => (None, None),
+        Maybe::Absent => (None, None),
     };
     let tenant = find(&state, &id).await?;
     let patch = TenantPatch {

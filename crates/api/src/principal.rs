@@ -106,6 +106,8 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
         "" => method == "GET",
         // Publishing is the tenant's; customers read, subscribe and resend.
         "msg" => method == "GET",
+        // Erasing content is the tenant's (a GDPR request goes to it), not a customer's.
+        _ if method == "DELETE" && sub.ends_with("/content") => false,
         _ => sub.starts_with("endpoint") || sub.starts_with("msg/") || sub.starts_with("attempt"),
     };
     match (route, app == app_id) {
@@ -133,6 +135,9 @@ mod tests {
         assert_eq!(portal_access("app_1", "GET", "/api/v1/app/app_2/endpoint"), PortalAccess::IfAppIs("app_2".into()));
         assert!(!ok("GET", "/api/v1/app"));
         assert!(!ok("DELETE", "/api/v1/app/app_1"));
+        assert!(!ok("DELETE", "/api/v1/app/app_1/msg/msg_1/content"));
+        assert!(!ok("DELETE", "/api/v1/app/app_1/msg/msg_1/attempt/atmpt_1/content"));
+        assert!(ok("DELETE", "/api/v1/app/app_1/endpoint/ep_1"));
         assert!(!ok("POST", "/api/v1/app/app_1/msg"));
         assert!(!ok("POST", "/api/v1/auth/app-portal-access/app_1"));
     }

@@ -5,7 +5,7 @@
 use hookgate_shared::{
     db,
     ids::{AppId, TenantId},
-    prune::{drain, BATCH},
+    prune::{drain, BATCH, ROUND},
     store::retention::{self, Erasure},
     AppState,
 };
@@ -29,10 +29,10 @@ pub async fn run(state: AppState) {
     }
 }
 
-/// Erases one application to the end, a bounded step at a time; an error leaves
-/// the rest to the next round.
+/// Erases one application, a bounded step at a time, for at most a round's
+/// worth of steps; the rest (and an error) is left to the next round.
 async fn erase(state: &AppState, tenant: &TenantId, app: &AppId) {
-    loop {
+    for _ in 0..ROUND {
         let step = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             retention::erase_step(&**conn, tenant, app, BATCH, &state.caches).await

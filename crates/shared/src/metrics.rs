@@ -4,7 +4,7 @@
 //! file holds only what belongs to no side: HTTP, the Postgres pool, Redis and
 //! pruning.
 
-use prometheus::{Encoder, GaugeVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// The registry plus the shared metrics.
 #[derive(Clone)]
@@ -22,6 +22,8 @@ pub struct Metrics {
     pub table_bytes: IntGaugeVec,
     pub retention_oldest: GaugeVec,
     pub retention_overdue: GaugeVec,
+    /// Erasures of applications requested and not finished.
+    pub erasures_pending: IntGauge,
     tenant_label: bool,
 }
 
@@ -63,6 +65,10 @@ impl Metrics {
             registry.register(Box::new(g.clone())).expect("registered once");
             g
         };
+        let erasures_pending =
+            IntGauge::new("hookgate_erasures_pending", "Erasures of applications requested and not finished.")
+                .expect("valid metric");
+        registry.register(Box::new(erasures_pending.clone())).expect("registered once");
         let retention_oldest =
             float("hookgate_retention_oldest_timestamp_seconds", "Unix time of the oldest row a family keeps.");
         let retention_overdue = float(
@@ -82,6 +88,7 @@ impl Metrics {
             table_bytes,
             retention_oldest,
             retention_overdue,
+            erasures_pending,
             tenant_label,
         }
     }

@@ -81,7 +81,9 @@ async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
             Some(c) if *c == checksum => outcome.already += 1,
             Some(_) => return Err(StoreError::MigrationChanged(version.to_string())),
             None if sql.starts_with(NO_TRANSACTION) => {
-                for statement in statements(sql) {
+                let statements =
+                    statements(sql).map_err(|e| StoreError::Corrupt(format!("migration {version}: {e}")))?;
+                for statement in &statements {
                     client
                         .batch_execute(statement)
                         .await
@@ -115,20 +117,36 @@ async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
     Ok(outcome)
 }
 
-/// A no-transaction migration's statements: each ends with `;` at the end of a
-/// line (these migrations hold no function bodies); comments are dropped.
-fn statements(sql: &str) -> Vec<&str> {
+/// A no-transaction migration's statements: each ends with `;` as the last
+/// character of a line (these migrations hold no function bodies, and no `;` at
+/// a line end inside a comment or string); comment-only chunks are dropped.
+/// Text after the last statement that is not a comment is an error: a statement
+/// without its `;` would otherwise be skipped, and the migration recorded as done.
+fn statements(sql: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    let mut start = 0;
-    for (at, _) in sql.match_indices(";\n").chain(sql.ends_with(';').then_some((sql.len() - 1, ";"))) {
-        let text = sql[start..=at].trim();
-        let code: String = text.lines().filter(|l| !l.trim_start().starts_with("--")).collect();
-        if !code.trim().trim_end_matches(';').trim().is_empty() {
-            out.push(text);
+    let mut current = String::new();
+    for line in sql.lines() {
+        let line = line.trim_end();
+        current.push_str(line);
+        current.push('\n');
+        if line.ends_with(';') {
+            if has_code(&current) {
+                out.push(current.trim().to_owned());
+            }
+            current.clear();
         }
-        start = at + 1;
     }
-    out
+    if has_code(&current) {
+        return Err(format!("a statement does not end with `;` at a line end: {}", current.trim()));
+    }
+    Ok(out)
+}
+
+fn has_code(chunk: &str) -> bool {
+    chunk.lines().any(|l| {
+        let l = l.trim();
+        !l.is_empty() && !l.starts_with("--") && l != ";"
+    })
 }
 
 #[cfg(test)]
@@ -138,29 +156,43 @@ mod tests {
     #[test]
     fn a_no_transaction_migration_splits_into_its_statements() {
         let sql = "-- hookgate:no-transaction\n-- why\nDROP INDEX CONCURRENTLY IF EXISTS a;\nCREATE INDEX CONCURRENTLY a\n    ON t (x);\n-- end\n";
-        assert_eq!(
-            statements(sql),
-            vec![
-                "-- hookgate:no-transaction\n-- why\nDROP INDEX CONCURRENTLY IF EXISTS a;",
-                "CREATE INDEX CONCURRENTLY a\n    ON t (x);"
-            ]
-        );
+        let got = statements(sql).unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].ends_with("DROP INDEX CONCURRENTLY IF EXISTS a;"), "{got:?}");
+        assert_eq!(got[1], "CREATE INDEX CONCURRENTLY a\n    ON t (x);");
     }
 
     #[test]
-    fn every_no_transaction_migration_is_rerunnable() {
+    fn windows_line_ends_split_the_same() {
+        let sql = "-- hookgate:no-transaction\r\nDROP INDEX CONCURRENTLY IF EXISTS a;\r\nCREATE INDEX CONCURRENTLY a ON t (x);\r\n";
+        assert_eq!(statements(sql).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_statement_without_its_semicolon_is_an_error_not_skipped() {
+        let sql =
+            "-- hookgate:no-transaction\nDROP INDEX CONCURRENTLY IF EXISTS a;\nCREATE INDEX CONCURRENTLY a ON t (x)\n";
+        assert!(statements(sql).unwrap_err().contains("CREATE INDEX CONCURRENTLY a"));
+        let sql = "-- hookgate:no-transaction\nDROP INDEX CONCURRENTLY IF EXISTS a; -- note\nSELECT 1;\n";
+        assert_eq!(statements(sql).unwrap().len(), 1, "`; -- note` does not end a statement: the two run as one");
+    }
+
+    #[test]
+    fn every_no_transaction_migration_splits_and_is_rerunnable() {
         for (version, sql) in MIGRATIONS.iter().filter(|(_, s)| s.starts_with(NO_TRANSACTION)) {
-            for st in statements(sql) {
+            let all = statements(sql).unwrap_or_else(|e| panic!("{version}: {e}"));
+            assert!(!all.is_empty(), "{version}: no statement");
+            for st in &all {
                 let code: String = st
                     .lines()
                     .filter(|l| !l.trim_start().starts_with("--"))
                     .collect::<Vec<_>>()
                     .join(" ")
                     .to_uppercase();
+                assert!(!code.contains("CREATE INDEX") || code.contains("CONCURRENTLY"), "{version}: {st}");
                 if code.contains("CREATE INDEX") {
                     let name = code.split_whitespace().skip_while(|w| *w != "CONCURRENTLY").nth(1).unwrap_or_default();
-                    assert!(code.contains("CONCURRENTLY"), "{version}: {st}");
-                    let dropped = statements(sql)
+                    let dropped = all
                         .iter()
                         .any(|d| d.to_uppercase().contains(&format!("DROP INDEX CONCURRENTLY IF EXISTS {name};")));
                     assert!(dropped, "{version}: `{name}` is not dropped first, so a failed build blocks a re-run");

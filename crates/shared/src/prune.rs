@@ -12,8 +12,12 @@ use crate::{
 /// Rows per batch: small enough that no statement holds its locks for long.
 pub const BATCH: i64 = 500;
 
+/// Batches per family per round: a backlog (the first round after an upgrade,
+/// say) is worked off over several rounds, so no family starves the others.
+pub const ROUND: usize = 200;
+
 /// Runs `batch` (one bounded store call returning how many rows it removed) until
-/// it removes fewer than [`BATCH`]; returns the total. An error ends this round
+/// it removes fewer than [`BATCH`], at most [`ROUND`] times; returns the total. An error ends this round
 /// (the next one tries again): pruning never competes with serving.
 pub async fn drain<F, Fut>(state: &AppState, family: &'static str, batch: F) -> u64
 where
@@ -21,7 +25,7 @@ where
     Fut: Future<Output = Result<u64, StoreError>>,
 {
     let mut total = 0;
-    loop {
+    for _ in 0..ROUND {
         let n = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             batch(conn).await
@@ -53,11 +57,14 @@ pub async fn observe(state: &AppState) {
     let c = &state.config;
     let stats = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        retention::stats(&**conn, c.retention_inbound_days, c.retention_message_days, c.idempotency_ttl).await
+        let stats =
+            retention::stats(&**conn, c.retention_inbound_days, c.retention_message_days, c.idempotency_ttl).await?;
+        Ok((stats, retention::erasures_pending(&**conn).await?))
     })
     .await;
-    let Ok(stats) = stats else { return };
+    let Ok((stats, erasures)) = stats else { return };
     let m = &state.metrics;
+    m.erasures_pending.set(erasures);
     for f in stats {
         m.table_rows.with_label_values(&[f.family]).set(f.rows);
         m.table_bytes.with_label_values(&[f.family]).set(f.bytes);

@@ -81,6 +81,11 @@ async fn messages_past_their_tenants_retention_go_with_their_deliveries_and_atte
     // Back to the operator's default: `null`.
     let body = set_retention(&app, &short.id, json!({"messageDays": null})).await;
     assert_eq!(body["retention"]["effective"]["messageDays"], 90);
+    set_retention(&app, &short.id, json!({"inboundDays": 5, "messageDays": 7})).await;
+    let body = set_retention(&app, &short.id, Value::Null).await;
+    let defaults =
+        json!({"inboundDays": null, "messageDays": null, "effective": {"inboundDays": 30, "messageDays": 90}});
+    assert_eq!(body["retention"], defaults, "`retention: null` returns both to the defaults");
 }
 
 #[tokio::test]
@@ -155,6 +160,13 @@ async fn inbound_retention_follows_the_source_then_the_tenant_then_the_default()
     }
     let db = app.db.client().await;
     db.execute("UPDATE inbound_events SET received_at = now() - interval '3 days'", &[]).await.unwrap();
+    // A sync forward in flight stays while its lease runs; abandoned, it goes too.
+    let inherits_id = inherits["id"].as_str().unwrap().to_owned();
+    let lease = "UPDATE inbound_events SET status = 'processing', lease_until = now() + $2 * interval '1 minute'
+                 WHERE source_id = $1";
+    db.execute(lease, &[&inherits_id, &1.0f64]).await.unwrap();
+    assert_eq!(retention::prune_inbound(&db, 30, 500).await.unwrap(), 0, "a running lease keeps its event");
+    db.execute(lease, &[&inherits_id, &-1.0f64]).await.unwrap();
     assert_eq!(retention::prune_inbound(&db, 30, 500).await.unwrap(), 1);
     assert_eq!(
         count(&app, "SELECT count(*) FROM inbound_events WHERE source_id = $1", &own_id).await,
@@ -223,6 +235,9 @@ async fn expunged_content_is_gone_from_the_database_so_that_pg_dump_holds_no_byt
     assert_eq!(t.get(&format!("/api/v1/app/{a}/msg/{msg}")).await["payload"], json!({"expired": true}));
     let inbound = t.get(&format!("/api/v1/source/{source}/event/{}", event["eventId"].as_str().unwrap())).await;
     assert_eq!(inbound["payload"], json!({"expired": true}), "{inbound}");
+    let replay = format!("/api/v1/source/{source}/event/{}/replay", event["eventId"].as_str().unwrap());
+    let res = t.req(Method::POST, &replay).send().await.unwrap();
+    assert_eq!(res.status(), 409, "expunged content cannot be replayed");
     // An attempt's response body, likewise.
     let attempt = t.get(&format!("/api/v1/app/{a}/attempt/msg/{msg}")).await["data"][0].clone();
     let attempt_id = attempt["id"].as_str().unwrap();
@@ -303,11 +318,19 @@ async fn erasing_a_customer_removes_its_application_and_everything_under_it() {
     let body = format!(r#"{{"id":"evt_erase","type":"t","name":"{marker}"}}"#);
     let res = app.send_stripe(&source, SECRET, &body).await;
     assert_eq!(res.status(), 200);
+    // An event admitted for this customer by a source that has since moved to
+    // another application is still this customer's.
+    let moved = t.stripe_source(&erased, SECRET, json!({"mode": "sync"})).await;
+    let res = app.send_stripe(&moved, SECRET, &format!(r#"{{"id":"evt_moved","name":"{marker}"}}"#)).await;
+    assert_eq!(res.status(), 200);
+    let patch = json!({"appId": kept});
+    let res = t.req(Method::PATCH, &format!("/api/v1/source/{moved}")).json(&patch).send().await.unwrap();
+    assert_eq!(res.status(), 200);
     for n in 0..3 {
         t.message(&erased, "x", json!({"name": marker, "n": n})).await;
     }
     t.message(&kept, "x", json!({"n": 9})).await;
-    sink.wait_for(5, Duration::from_secs(10)).await;
+    sink.wait_for(6, Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(300)).await; // attempts recorded
     let res = t.req(Method::DELETE, &format!("/api/v1/app/{erased}")).send().await.unwrap();
     assert_eq!(res.status(), 204);
@@ -337,7 +360,9 @@ async fn an_erasure_proceeds_in_bounded_steps_and_the_pruners_finish_it() {
     })
     .await;
     let t = app.tenant().await;
-    let (stepped, background) = (t.application().await, t.application().await);
+    let stepped = t.post("/api/v1/app", json!({"name": "Customer", "uid": "customer-1"}), 201).await;
+    let stepped = stepped["id"].as_str().unwrap().to_owned();
+    let background = t.application().await;
     for a in [&stepped, &background] {
         for n in 0..5 {
             t.message(a, "x", json!({"n": n})).await;
@@ -347,7 +372,10 @@ async fn an_erasure_proceeds_in_bounded_steps_and_the_pruners_finish_it() {
     let (tenant, caches) =
         (hookgate_shared::TenantId::from_db(t.id.clone()), hookgate_shared::cache::Caches::default());
     let stepped_id = hookgate_shared::ids::AppId::from_db(stepped.clone());
-    retention::request_erasure(&db, &tenant, &stepped_id).await.unwrap();
+    retention::request_erasure(&db, &tenant, &stepped_id, &caches).await.unwrap();
+    // The uid is free at once: a new application under it is not erased with the old.
+    let successor = t.post("/api/v1/app", json!({"name": "Customer", "uid": "customer-1"}), 201).await;
+    assert_ne!(successor["id"].as_str().unwrap(), stepped);
     let mut steps = Vec::new();
     loop {
         match retention::erase_step(&db, &tenant, &stepped_id, 2, &caches).await.unwrap() {
@@ -356,10 +384,14 @@ async fn an_erasure_proceeds_in_bounded_steps_and_the_pruners_finish_it() {
         }
         assert!(steps.len() < 10);
     }
-    assert_eq!(steps, vec![2, 2, 1], "at most a batch per step");
+    assert_eq!(steps, vec![2, 2], "at most a batch per step; the short last one ends it");
     assert_eq!(count(&app, "SELECT count(*) FROM applications WHERE id = $1", &stepped).await, 0);
+    let successors = count(&app, "SELECT count(*) FROM applications WHERE uid = $1", "customer-1").await;
+    assert_eq!(successors, 1, "the successor stays");
     // Requested and left: the pruners finish it.
-    retention::request_erasure(&db, &tenant, &hookgate_shared::ids::AppId::from_db(background.clone())).await.unwrap();
+    retention::request_erasure(&db, &tenant, &hookgate_shared::ids::AppId::from_db(background.clone()), &caches)
+        .await
+        .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while count(&app, "SELECT count(*) FROM applications WHERE id = $1", &background).await > 0 {
         assert!(std::time::Instant::now() < deadline, "the pruners did not finish the erasure");

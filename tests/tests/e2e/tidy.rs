@@ -233,6 +233,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("retention::expire_payloads", "maintenance: payloads past their own expiry, whatever their tenant"),
     ("retention::pending_erasures", "maintenance: the pruners finish the erasures every tenant requested"),
     ("retention::stats", "the retention gauges are operator metrics over all tenants"),
+    ("retention::erasures_pending", "the pending-erasures gauge is one operator metric over all tenants"),
     ("publish_batch::publish_batch", "group commit: a batch mixes tenants; each row carries its tenant id"),
     ("endpoints::unsealed_headers", "the resealer of headers stored before sealing walks every tenant once at start"),
     ("sources::resolve", "/in/{source_id} names no tenant: the source id is all the provider's request carries"),

@@ -227,7 +227,7 @@ async fn delete_app(
 pub(crate) async fn erase(state: &AppState, tenant: &TenantId, app: &AppId) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     let conn = db::conn(&state.db).await?;
-    retention::request_erasure(&**conn, tenant, app).await?;
+    retention::request_erasure(&**conn, tenant, app, &state.caches).await?;
     loop {
         match retention::erase_step(&**conn, tenant, app, BATCH, &state.caches).await? {
             Erasure::Done => return Ok(HttpResponse::NoContent().finish()),

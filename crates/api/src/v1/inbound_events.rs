@@ -119,6 +119,9 @@ async fn replay(
     let s = source(&state, &key, &path.0).await?;
     let mut conn = db::conn(&state.db).await?;
     let e = inbound_events::get(&**conn, &key.0, &s.id, &path.1).await?.ok_or(ApiError::NotFound("inbound event"))?;
+    if e.payload.is_none() {
+        return Err(ApiError::Conflict("the event's content was expunged: it cannot be replayed".into()));
+    }
     if let Some(msg) = &e.msg_id {
         let tx = conn.transaction().await.map_err(StoreError::from)?;
         let n = deliveries::replay_message(&*tx, &key.0, &e.app_id, msg).await?;
@@ -131,9 +134,7 @@ async fn replay(
     // Sync mode: the effect is the forward itself, which no transaction holds; a
     // retry whose first run's outcome was lost forwards again (at least once).
     drop(conn);
-    let Some(payload) = &e.payload else {
-        return Err(ApiError::Conflict("the event's content was expunged: it cannot be forwarded again".into()));
-    };
+    let Some(payload) = &e.payload else { return Err(ApiError::NotFound("inbound event")) };
     let webhook_id = hookgate_ingress::admit::sync_webhook_id(&e.key);
     let ok = forwarder
         .forward(&Event {

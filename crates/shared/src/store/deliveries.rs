@@ -375,7 +375,9 @@ pub async fn replay_message(
         .execute(
             "UPDATE deliveries SET status = 1, next_attempt_at = now(), lease_token = NULL,
                 trigger = CASE WHEN status IN (1, 3) THEN trigger ELSE 1 END
-             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3",
+             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3
+               AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = $3
+                   AND m.payload IS NOT NULL)",
             &[&tenant.as_str(), &app.as_str(), &msg.as_str()],
         )
         .await?;

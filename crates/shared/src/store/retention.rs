@@ -15,7 +15,7 @@ use crate::{
 
 /// Inbound events older than their source's retention (else its tenant's, else
 /// `default_days`): the end of their dedupe window. A `processing` row (a sync
-/// forward in flight) stays until it is done.
+/// forward in flight) stays while its lease runs; abandoned, it goes too.
 pub async fn prune_inbound(db: &impl GenericClient, default_days: i32, batch: i64) -> Result<u64, StoreError> {
     let n = db
         .execute(
@@ -25,7 +25,7 @@ pub async fn prune_inbound(db: &impl GenericClient, default_days: i32, batch: i6
                     SELECT e.ctid FROM inbound_events e
                     WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
                       AND e.received_at < now() - make_interval(days => COALESCE(s.retention_days, t.inbound_days, $2))
-                      AND e.status <> 'processing'
+                      AND (e.status <> 'processing' OR e.lease_until < now())
                     LIMIT $1 FOR UPDATE OF e SKIP LOCKED
                 ) x
                 LIMIT $1)",
@@ -132,20 +132,36 @@ pub enum Erasure {
 }
 
 /// Records that an application is to be erased, so that the pruners finish what
-/// the request does not.
-pub async fn request_erasure(db: &impl GenericClient, tenant: &TenantId, app: &AppId) -> Result<(), StoreError> {
+/// the request does not, and retires it at once: its uid is freed (a new
+/// application may take it and is not erased with this one), its sources stop
+/// admitting and its endpoints stop receiving.
+pub async fn request_erasure(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    caches: &Caches,
+) -> Result<(), StoreError> {
     db.execute(
-        "INSERT INTO erasures (tenant_id, app_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        "WITH app AS (
+            UPDATE applications SET uid = NULL, updated_at = now() WHERE tenant_id = $1 AND id = $2
+         ), src AS (
+            UPDATE sources SET disabled = true, updated_at = now() WHERE tenant_id = $1 AND app_id = $2
+         ), eps AS (
+            UPDATE endpoints SET disabled = true, updated_at = now() WHERE tenant_id = $1 AND app_id = $2
+         )
+         INSERT INTO erasures (tenant_id, app_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
         &[&tenant.as_str(), &app.as_str()],
     )
     .await?;
+    caches.forget_sources();
     Ok(())
 }
 
 /// One bounded step of erasing an application: up to `batch` of its messages
-/// (with their deliveries and attempts), then up to `batch` inbound events of its
-/// sources; when none are left, the application itself (its endpoints, sources
-/// and anything created meanwhile go with it, by cascade) and its erasure record.
+/// (with their deliveries and attempts), then up to `batch` of its inbound events
+/// (whichever source admitted them); when a step finds less than a batch of
+/// either, the application itself goes (its endpoints, sources and the rest of
+/// its messages with it, by cascade) with its erasure record.
 pub async fn erase_step(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -164,18 +180,18 @@ pub async fn erase_step(
     let inbound = db
         .execute(
             "DELETE FROM inbound_events WHERE ctid IN (
-                SELECT x.ctid FROM sources s CROSS JOIN LATERAL (
-                    SELECT e.ctid FROM inbound_events e WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
-                    LIMIT $3 FOR UPDATE SKIP LOCKED) x
-                WHERE s.tenant_id = $1 AND s.app_id = $2 LIMIT $3)",
+                SELECT ctid FROM inbound_events WHERE tenant_id = $1 AND app_id = $2
+                LIMIT $3 FOR UPDATE SKIP LOCKED)",
             &[&t, &a, &batch],
         )
         .await?;
-    if messages + inbound > 0 {
+    if messages == batch as u64 || inbound == batch as u64 {
         return Ok(Erasure::Progress(messages + inbound));
     }
+    // Less than a batch is left (even if more trickles in): one statement takes it.
     db.execute(
-        "WITH app AS (DELETE FROM applications WHERE tenant_id = $1 AND id = $2)
+        "WITH app AS (DELETE FROM applications WHERE tenant_id = $1 AND id = $2),
+              inbound AS (DELETE FROM inbound_events WHERE tenant_id = $1 AND app_id = $2)
          DELETE FROM erasures WHERE tenant_id = $1 AND app_id = $2",
         &[&t, &a],
     )
@@ -183,6 +199,11 @@ pub async fn erase_step(
     // Its sources went with it.
     caches.forget_sources();
     Ok(Erasure::Done)
+}
+
+/// How many erasures are requested and not finished.
+pub async fn erasures_pending(db: &impl GenericClient) -> Result<i64, StoreError> {
+    Ok(db.query_one("SELECT count(*) FROM erasures", &[]).await?.get(0))
 }
 
 /// Erasures requested and not finished, oldest first, for the pruners.

@@ -130,6 +130,7 @@ pub async fn update(
             ],
         )
         .await?;
+    // Cached sources carry their tenant's inbound retention too.
     caches.forget_tenant();
     Ok(row.as_ref().map(from_row))
 }
