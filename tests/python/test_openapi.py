@@ -34,6 +34,7 @@ ROUTES = [
     ("delete", "/admin/v1/tenant/{id}"),
     ("post", "/admin/v1/tenant/{id}/api-key"),
     ("delete", "/admin/v1/tenant/{id}/api-key/{key_id}"),
+    ("delete", "/admin/v1/tenant/{id}/app/{app_id}"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.json"),
@@ -206,7 +207,8 @@ def test_every_documented_route_is_served(hookgate, doc, tenant):
         for method in [m for m in item if m in METHODS]:
             own = "src" if path.startswith("/api/v1/source") else "tnt"
             concrete = (path.replace("{id}", f"{own}_{zero}").replace("{key_id}", f"key_{zero}")
-                        .replace("{event_id}", f"evt_{zero}").replace("{source_id}", f"src_{zero}"))
+                        .replace("{event_id}", f"evt_{zero}").replace("{source_id}", f"src_{zero}")
+                        .replace("{app_id}", f"app_{zero}"))
             assert "{" not in concrete, f"{path}: a path parameter this test does not know"
             token = ADMIN_TOKEN if path.startswith("/admin/") else tenant["apiKey"] if path.startswith("/api/") else None
             status, _, raw = raw_call(hookgate, method, concrete, key=token)
@@ -264,6 +266,22 @@ def test_admin_tenant_responses_match_the_document(hookgate, doc):
     status, _, patched = call(hookgate, doc, "patch", one, f"/admin/v1/tenant/{created['id']}", token=admin,
                               body={"name": "Doc Co 2", "uid": None})
     assert status == 200 and (patched["name"], patched["uid"]) == ("Doc Co 2", None)
+    status, _, patched = call(hookgate, doc, "patch", one, f"/admin/v1/tenant/{created['id']}", token=admin,
+                              body={"retention": {"inboundDays": 7, "messageDays": None}})
+    assert status == 200 and patched["retention"]["effective"]["inboundDays"] == 7
+    status, _, invalid = call(hookgate, doc, "patch", one, f"/admin/v1/tenant/{created['id']}", token=admin,
+                              body={"retention": {"inboundDays": 91}})
+    assert (status, invalid["code"]) == (422, "validation") and "inboundDays" in invalid["detail"][0]["msg"]
+
+    # Erasing one of its customers: a real application, then one that is not there.
+    erase = "/admin/v1/tenant/{id}/app/{app_id}"
+    status, _, raw = raw_call(hookgate, "post", "/api/v1/app", key=created["apiKey"], body={"name": "Customer"})
+    assert status == 201
+    app = json.loads(raw)["id"]
+    assert call(hookgate, doc, "delete", erase, f"/admin/v1/tenant/{created['id']}/app/{app}", token=admin)[0] == 204
+    status, _, missing = call(hookgate, doc, "delete", erase, f"/admin/v1/tenant/{created['id']}/app/{app}",
+                              token=admin)
+    assert (status, missing["code"]) == (404, "not_found")
 
     keys = "/admin/v1/tenant/{id}/api-key"
     status, _, issued = call(hookgate, doc, "post", keys, f"/admin/v1/tenant/{created['id']}/api-key", token=admin)

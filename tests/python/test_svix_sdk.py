@@ -25,7 +25,7 @@ from svix.api import (
     MessageListOptions,
     RecoverIn,
 )
-from svix.exceptions import HttpError
+from svix.exceptions import HttpError, HTTPValidationError
 from svix.webhooks import Webhook, WebhookVerificationError
 
 from conftest import eventually
@@ -173,3 +173,21 @@ def test_another_tenants_ids_answer_404(svix, hookgate):
     with pytest.raises(HttpError) as e:
         intruder.application.get(app.id)
     assert e.value.status_code == 404
+
+
+def test_expunging_content_and_payload_retention_through_the_official_sdk(svix, sink):
+    app = svix.application.create(ApplicationIn(name="A"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    msg = svix.message.create(app.id, MessageIn(event_type="x", payload={"ssn": "123"}, payload_retention_period=5))
+    sink.wait_for(1)
+    attempt = eventually(lambda: svix.message_attempt.list_by_msg(app.id, msg.id).data[0])
+    svix.message.expunge_content(app.id, msg.id)
+    assert svix.message.get(app.id, msg.id, MessageGetOptions(with_content=True)).payload == {"expired": True}
+    with pytest.raises(HttpError) as e:
+        svix.message_attempt.resend(app.id, msg.id, ep.id)
+    assert e.value.status_code == 409, "expunged content cannot be sent again"
+    svix.message_attempt.expunge_content(app.id, msg.id, attempt.id)
+    assert svix.message_attempt.get(app.id, msg.id, attempt.id).response == "EXPUNGED"
+    with pytest.raises(HTTPValidationError) as e:
+        svix.message.create(app.id, MessageIn(event_type="x", payload={}, payload_retention_period=4))
+    assert "payloadRetentionPeriod" in e.value.detail[0].msg, "5 to 90 days, as Svix's"
