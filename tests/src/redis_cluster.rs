@@ -1,5 +1,6 @@
 //! Redis servers beyond the plain one: a Redis Cluster of six nodes (three
-//! masters, a replica each) and a TLS-only Redis, all on loopback.
+//! masters, a replica each), a master and replica under a Redis Sentinel, and a
+//! TLS-only Redis, all on loopback.
 
 use std::{
     process::{Child, Command, Stdio},
@@ -168,5 +169,118 @@ impl Drop for TlsRedis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A Redis master with one replica, watched by a Redis Sentinel that fails over
+/// to the replica half a second after the master stops answering.
+pub struct RedisSentinel {
+    dir: std::path::PathBuf,
+    pub master_port: u16,
+    pub replica_port: u16,
+    pub sentinel_port: u16,
+    children: Vec<Option<Child>>,
+}
+
+/// The name the Sentinel knows the master by (`HOOKGATE_REDIS_SENTINEL_MASTER`).
+pub const SENTINEL_MASTER: &str = "hgmaster";
+
+impl RedisSentinel {
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("hookgate-sentinel-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (master_port, replica_port, sentinel_port) = (free_port(), free_port(), free_port());
+        let server = |port: u16, extra: &[String]| {
+            Command::new("redis-server")
+                .current_dir(&dir)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--dbfilename", &format!("dump-{port}.rdb")])
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server is installed")
+        };
+        let master = server(master_port, &[]);
+        wait_for_port(master_port);
+        let replica = server(replica_port, &["--replicaof".into(), "127.0.0.1".into(), master_port.to_string()]);
+        wait_for_port(replica_port);
+        let conf = dir.join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {sentinel_port}\nbind 127.0.0.1\ndir {}\n\
+                 sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 1\n\
+                 sentinel down-after-milliseconds {SENTINEL_MASTER} 500\n\
+                 sentinel failover-timeout {SENTINEL_MASTER} 5000\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        let sentinel = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server runs as a Sentinel");
+        wait_for_port(sentinel_port);
+        let s = RedisSentinel {
+            dir,
+            master_port,
+            replica_port,
+            sentinel_port,
+            children: vec![Some(master), Some(replica), Some(sentinel)],
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cli(replica_port, &["info", "replication"]).contains("master_link_status:up")
+            || s.sentinel_master_port() != Some(master_port)
+        {
+            assert!(Instant::now() < deadline, "the replica or the Sentinel did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        s
+    }
+
+    /// `REDIS_URL` with `HOOKGATE_REDIS_SENTINEL_MASTER`: the Sentinel, not a server.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.sentinel_port)
+    }
+
+    /// The master's port as the Sentinel reports it now.
+    pub fn sentinel_master_port(&self) -> Option<u16> {
+        let out = cli(self.sentinel_port, &["sentinel", "get-master-addr-by-name", SENTINEL_MASTER]);
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+
+    /// SIGKILLs the master and waits until the Sentinel has promoted the replica
+    /// and the replica answers as a master.
+    pub fn kill_master_and_wait_for_failover(&mut self) {
+        if let Some(mut c) = self.children[0].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.sentinel_master_port() != Some(self.replica_port)
+            || !cli(self.replica_port, &["role"]).starts_with("master")
+        {
+            assert!(Instant::now() < deadline, "the Sentinel did not fail over to the replica");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Keys on the server on `port` matching `pattern`.
+    pub fn count_keys(&self, port: u16, pattern: &str) -> usize {
+        cli(port, &["--scan", "--pattern", pattern]).lines().count()
+    }
+}
+
+impl Drop for RedisSentinel {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

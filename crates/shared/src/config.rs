@@ -33,6 +33,7 @@ settings! {
     "database_url", "DATABASE_URL", None, "Postgres connection string (required); TLS as libpq reads it: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.";
     "redis_url", "REDIS_URL", None, "Redis URL (`redis://` or `rediss://` for TLS); with HOOKGATE_REDIS_CLUSTER, one or more seed nodes separated by commas; unset runs without Redis (Postgres alone decides).";
     "redis_cluster", "HOOKGATE_REDIS_CLUSTER", Some("false"), "Talk to a Redis Cluster: REDIS_URL names seed nodes, keys carry the tenant as hash tag.";
+    "redis_sentinel_master", "HOOKGATE_REDIS_SENTINEL_MASTER", None, "Find Redis through Redis Sentinel: REDIS_URL names one or more Sentinels (comma-separated), this is the name of the master they watch; a failover is followed.";
     "redis_ca_file", "HOOKGATE_REDIS_CA_FILE", None, "A PEM file of roots trusted for `rediss://`, besides the system's.";
     "redis_prefix", "HOOKGATE_REDIS_PREFIX", Some("hg:"), "Prefix of every Redis key, so instances can share a Redis (no `{` or `}`: keys carry hash tags).";
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
@@ -77,6 +78,8 @@ pub struct Config {
     pub database_url: String,
     pub redis_url: Option<String>,
     pub redis_cluster: bool,
+    /// The master's name when Redis is found through Sentinel.
+    pub redis_sentinel_master: Option<String>,
     pub redis_ca_file: Option<String>,
     pub redis_prefix: String,
     pub redis_timeout: Duration,
@@ -213,8 +216,16 @@ impl Config {
         plain_url.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_url", e.to_string()))?;
         let redis_url = raw.get("redis_url").map(str::to_owned);
         let redis_cluster: bool = raw.parse("redis_cluster")?;
+        let redis_sentinel_master = raw.get("redis_sentinel_master").filter(|m| !m.is_empty()).map(str::to_owned);
+        if redis_cluster && redis_sentinel_master.is_some() {
+            return Err(Raw::invalid(
+                "redis_sentinel_master",
+                "a Redis Cluster has no Sentinel: set HOOKGATE_REDIS_CLUSTER or this, not both",
+            ));
+        }
         if let Some(url) = &redis_url {
-            let seeds: Vec<&str> = if redis_cluster { url.split(',').map(str::trim).collect() } else { vec![url] };
+            let many = redis_cluster || redis_sentinel_master.is_some();
+            let seeds: Vec<&str> = if many { url.split(',').map(str::trim).collect() } else { vec![url] };
             for seed in seeds {
                 ::redis::Client::open(seed).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
             }
@@ -284,6 +295,7 @@ impl Config {
             database_url,
             redis_url,
             redis_cluster,
+            redis_sentinel_master,
             redis_ca_file,
             redis_prefix: raw.get("redis_prefix").unwrap_or("").to_owned(),
             redis_timeout: raw.millis("redis_timeout_ms")?,
@@ -395,6 +407,18 @@ mod tests {
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.sync_lease, Duration::from_secs(20));
         assert_eq!(c.retry_schedule, vec![Duration::from_secs(1), Duration::from_secs(2)]);
+    }
+
+    #[test]
+    fn sentinel_and_cluster_together_are_refused_and_sentinels_may_be_many() {
+        let mut pairs = minimal();
+        pairs.push(("REDIS_URL", "redis://127.0.0.1:26379/,redis://127.0.0.1:26380/"));
+        pairs.push(("HOOKGATE_REDIS_SENTINEL_MASTER", "mymaster"));
+        let c = Config::from_sources(None, &env(&pairs)).unwrap();
+        assert_eq!(c.redis_sentinel_master.as_deref(), Some("mymaster"));
+        pairs.push(("HOOKGATE_REDIS_CLUSTER", "true"));
+        let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
+        assert!(e.to_string().contains("HOOKGATE_REDIS_SENTINEL_MASTER"), "{e}");
     }
 
     #[test]

@@ -41,6 +41,7 @@ impl AppState {
         let target = config.redis_url.as_ref().map(|url| RedisTarget {
             url: url.clone(),
             cluster: config.redis_cluster,
+            sentinel_master: config.redis_sentinel_master.clone(),
             ca_file: config.redis_ca_file.clone(),
         });
         let redis =

@@ -14,7 +14,12 @@ use std::{
 
 use hookgate_gateway::Role;
 use hookgate_tests::{
-    app::default_env, process::Served, providers, redis_cluster::RedisCluster, servers::RedisServer, sink::Sink,
+    app::default_env,
+    process::Served,
+    providers,
+    redis_cluster::{RedisCluster, RedisSentinel, SENTINEL_MASTER},
+    servers::RedisServer,
+    sink::Sink,
     TestApp, TestDb,
 };
 use serde_json::json;
@@ -32,12 +37,15 @@ enum Fault {
     KillProcess,
     /// On a Redis Cluster: SIGKILL one master; its replica takes over.
     KillClusterMaster,
+    /// Under Redis Sentinel: SIGKILL the master; the Sentinel promotes the replica.
+    KillSentinelMaster,
 }
 
 /// What the race runs against: one Redis, or a Redis Cluster.
 enum Backing {
     Single(RedisServer),
     Cluster(RedisCluster),
+    Sentinel(RedisSentinel),
 }
 
 async fn race(fault: Fault) {
@@ -54,6 +62,10 @@ async fn race_on(mut redis: Backing, fault: Fault) {
         Backing::Cluster(c) => {
             env.insert("REDIS_URL".into(), c.url());
             env.insert("HOOKGATE_REDIS_CLUSTER".into(), "true".into());
+        }
+        Backing::Sentinel(s) => {
+            env.insert("REDIS_URL".into(), s.url());
+            env.insert("HOOKGATE_REDIS_SENTINEL_MASTER".into(), SENTINEL_MASTER.into());
         }
     }
     env.insert("HOOKGATE_WORKER_POLL_MS".into(), "200".into());
@@ -147,6 +159,11 @@ async fn race_on(mut redis: Backing, fault: Fault) {
             let master = c.masters()[0];
             c.kill(master);
         }
+        (Fault::KillSentinelMaster, Backing::Sentinel(s)) => {
+            // Keys were written to the master before it died.
+            assert!(s.count_keys(s.master_port, "*:in:*") > 0, "Redis was used before the failover");
+            s.kill_master_and_wait_for_failover();
+        }
         _ => panic!("this fault needs the other kind of Redis"),
     }
     for t in tasks {
@@ -176,6 +193,32 @@ async fn race_on(mut redis: Backing, fault: Fault) {
         // its key (Postgres decided alone), so not every key need be there.
         let keys = c.count_keys("*}:in:*");
         assert!(keys >= EVENTS / 2, "{keys} inbound keys in the cluster");
+    }
+    if let Backing::Sentinel(s) = &redis {
+        // Hookgate followed the failover: events sent now are written to the new
+        // master (the replica the Sentinel promoted). Best effort per call, as above.
+        let before = s.count_keys(s.replica_port, "*:in:*");
+        for e in 0..20 {
+            let body = format!(r#"{{"id":"evt_after_{e}","type":"race.test","data":{{}}}}"#);
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let sig = providers::stripe(SECRET, providers::now(), body.as_bytes());
+                let r = http
+                    .post(&urls[1 + e % 2])
+                    .header("content-type", "application/json")
+                    .header("Stripe-Signature", sig)
+                    .body(body.clone())
+                    .send()
+                    .await;
+                if r.is_ok_and(|r| r.status() == 200) {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "an event after the failover got no 200");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        let after = s.count_keys(s.replica_port, "*:in:*");
+        assert!(after >= before + 10, "{} of 20 keys written to the new master", after - before);
     }
     for mut p in procs {
         p.kill().await;
@@ -210,4 +253,10 @@ async fn race_over_a_redis_cluster_admits_each_event_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn race_over_a_redis_cluster_with_a_master_killed_in_the_middle_admits_each_event_once() {
     race_on(Backing::Cluster(RedisCluster::start()), Fault::KillClusterMaster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_under_redis_sentinel_with_the_master_killed_in_the_middle_admits_each_event_once_and_follows_the_failover(
+) {
+    race_on(Backing::Sentinel(RedisSentinel::start()), Fault::KillSentinelMaster).await;
 }

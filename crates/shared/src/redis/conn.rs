@@ -1,7 +1,8 @@
-//! One Redis connection, to a single server or to a Redis Cluster, over TLS when
-//! the URL says `rediss://`. The redis crate does the work: its connection
-//! manager reconnects a single server, its cluster connection follows `MOVED`
-//! and `ASK` and refreshes the slot map after a failover.
+//! One Redis connection, to a single server, to the master a Redis Sentinel names,
+//! or to a Redis Cluster, over TLS when the URL says `rediss://`. The redis crate
+//! does the work: its connection manager reconnects a single server, its Sentinel
+//! client asks the Sentinels where the master is, its cluster connection follows
+//! `MOVED` and `ASK` and refreshes the slot map after a failover.
 
 use std::time::Duration;
 
@@ -10,7 +11,9 @@ use redis::{
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
     cluster::ClusterClientBuilder,
     cluster_async::ClusterConnection,
-    Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, TlsCertificates, Value,
+    sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType},
+    Client, Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, TlsCertificates, TlsMode,
+    Value,
 };
 
 /// Where Redis is, as configured.
@@ -19,6 +22,8 @@ pub struct RedisTarget {
     /// `REDIS_URL`; with `cluster`, seed nodes separated by commas.
     pub url: String,
     pub cluster: bool,
+    /// With Sentinel: the name of the master the Sentinels in `url` watch.
+    pub sentinel_master: Option<String>,
     /// Extra roots for `rediss://` (`HOOKGATE_REDIS_CA_FILE`), trusted besides the system's.
     pub ca_file: Option<String>,
 }
@@ -27,6 +32,8 @@ pub struct RedisTarget {
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Connector {
     Single(Client),
+    /// Asked on every connect, so that a connect after a failover finds the new master.
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
     Cluster(redis::cluster::ClusterClient),
 }
 
@@ -36,14 +43,14 @@ impl Connector {
             Some(path) => Some(tls_roots(path)?),
             None => None,
         };
+        let seeds = || -> RedisResult<Vec<redis::ConnectionInfo>> {
+            target.url.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| s.into_connection_info()).collect()
+        };
+        if let Some(master) = &target.sentinel_master {
+            return Ok(Connector::Sentinel(tokio::sync::Mutex::new(sentinel(seeds()?, master, certs)?)));
+        }
         if target.cluster {
-            let seeds: Vec<_> = target
-                .url
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| s.into_connection_info())
-                .collect::<RedisResult<_>>()?;
+            let seeds = seeds()?;
             let mut builder = ClusterClientBuilder::new(seeds)
                 .connection_timeout(timeout)
                 .response_timeout(timeout)
@@ -71,9 +78,52 @@ impl Connector {
                     .set_number_of_retries(1);
                 Ok(Conn::Single(client.get_connection_manager_with_config(config).await?))
             }
+            Connector::Sentinel(client) => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout));
+                let conn = client.lock().await.get_async_connection_with_config(&config).await?;
+                Ok(Conn::Sentinel(conn))
+            }
             Connector::Cluster(client) => Ok(Conn::Cluster(client.get_async_connection().await?)),
         }
     }
+}
+
+/// A Sentinel client for `master`. The URLs name the Sentinels; the first one's
+/// user, password and database are the master's (Sentinels themselves are asked
+/// without a password), and its scheme says whether the master speaks TLS. Each
+/// connect is bounded by the caller ([`super::Redis`]).
+fn sentinel(
+    seeds: Vec<redis::ConnectionInfo>,
+    master: &str,
+    certs: Option<TlsCertificates>,
+) -> RedisResult<SentinelClient> {
+    let Some(first) = seeds.first().cloned() else {
+        return Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "REDIS_URL names no Sentinel")));
+    };
+    let tls = match first.addr() {
+        ConnectionAddr::TcpTls { insecure: true, .. } => Some(TlsMode::Insecure),
+        ConnectionAddr::TcpTls { .. } => Some(TlsMode::Secure),
+        _ => None,
+    };
+    let mut builder =
+        SentinelClientBuilder::new(seeds.iter().map(|s| s.addr().clone()), master, SentinelServerType::Master)?
+            .set_client_to_redis_db(first.redis_settings().db());
+    if let Some(user) = first.redis_settings().username() {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = first.redis_settings().password() {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some(mode) = tls {
+        builder = builder.set_client_to_redis_tls_mode(mode).set_client_to_sentinel_tls_mode(mode);
+        if let Some(certs) = certs {
+            builder =
+                builder.set_client_to_redis_certificates(certs.clone()).set_client_to_sentinel_certificates(certs);
+        }
+    }
+    builder.build()
 }
 
 /// The system's roots and the file's, in PEM, as the redis crate takes them (a
@@ -104,6 +154,9 @@ fn tls_roots(path: &str) -> RedisResult<TlsCertificates> {
 #[derive(Clone)]
 pub enum Conn {
     Single(ConnectionManager),
+    /// Not a manager: it would reconnect to the old master after a failover. A
+    /// failed call drops it instead, and the next connect asks the Sentinels.
+    Sentinel(redis::aio::MultiplexedConnection),
     Cluster(ClusterConnection),
 }
 
@@ -111,12 +164,18 @@ impl Conn {
     pub fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
     }
+
+    /// Whether a failed call should drop this connection and connect anew.
+    pub(super) fn reconnects_itself(&self) -> bool {
+        !matches!(self, Conn::Sentinel(_))
+    }
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Sentinel(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -129,6 +188,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -136,6 +196,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(c) => c.get_db(),
+            Conn::Sentinel(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
     }

@@ -1,5 +1,5 @@
 //! The Redis client: a fast, optional helper that degrades instead of failing requests.
-//! A single server or a Redis Cluster, over TLS or not ([`conn`]).
+//! A single server, a Sentinel-watched master or a Redis Cluster, over TLS or not ([`conn`]).
 //!
 //! Nothing that must be correct depends on Redis. Every call has a short timeout;
 //! a failure counts in `hookgate_redis_errors_total` and returns `None`, and the
@@ -108,19 +108,20 @@ impl Redis {
     {
         let inner = self.inner.as_ref()?;
         let conn = inner.connection().await?;
-        match tokio::time::timeout(inner.timeout, f(conn)).await {
-            Ok(Ok(v)) => Some(v),
-            Ok(Err(e)) => {
-                inner.errors.inc();
-                tracing::debug!(error = %e, "redis call failed");
-                None
-            }
-            Err(_) => {
-                inner.errors.inc();
-                tracing::debug!("redis call timed out");
-                None
-            }
+        let reconnects_itself = conn.reconnects_itself();
+        let (failed, lost) = match tokio::time::timeout(inner.timeout, f(conn)).await {
+            Ok(Ok(v)) => return Some(v),
+            Ok(Err(e)) => (e.to_string(), lost_master(&e)),
+            Err(_) => ("timed out".to_owned(), true),
+        };
+        inner.errors.inc();
+        tracing::debug!(error = %failed, "redis call failed");
+        if lost && !reconnects_itself {
+            // A master that failed over (or went away): the next call, after the
+            // reconnect pause, asks the Sentinels where the master is now.
+            *inner.conn.lock().await = Connection::Failed(Instant::now());
         }
+        None
     }
 
     /// Pings Redis for `/readyz`.
@@ -135,6 +136,17 @@ impl Redis {
             RedisState::Down
         }
     }
+}
+
+/// Whether an error says the connection no longer reaches a writable master: it
+/// dropped, or the server it reaches became a replica (`READONLY`).
+fn lost_master(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_unrecoverable_error()
+        || e.code() == Some("READONLY")
 }
 
 impl Inner {
