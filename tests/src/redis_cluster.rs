@@ -269,6 +269,27 @@ impl RedisSentinel {
         }
     }
 
+    /// Asks the Sentinel for a failover while the master keeps running (it turns
+    /// into a replica), and waits until the replica is the master.
+    pub fn fail_over_gracefully(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cli(self.sentinel_port, &["sentinel", "failover", SENTINEL_MASTER]).starts_with("OK") {
+            assert!(Instant::now() < deadline, "the Sentinel refused a failover");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        while self.sentinel_master_port() != Some(self.replica_port)
+            || !cli(self.replica_port, &["role"]).starts_with("master")
+        {
+            assert!(Instant::now() < deadline, "the Sentinel did not fail over to the replica");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A value on the server on `port`.
+    pub fn get(&self, port: u16, key: &str) -> String {
+        cli(port, &["get", key]).trim().to_owned()
+    }
+
     /// Keys on the server on `port` matching `pattern`.
     pub fn count_keys(&self, port: u16, pattern: &str) -> usize {
         cli(port, &["--scan", "--pattern", pattern]).lines().count()
@@ -282,5 +303,25 @@ impl Drop for RedisSentinel {
             let _ = c.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port on loopback that accepts connections and never answers: a Sentinel
+/// or server that went silent without closing anything.
+pub struct Blackhole {
+    pub port: u16,
+}
+
+impl Blackhole {
+    pub fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().flatten() {
+                held.push(stream);
+            }
+        });
+        Blackhole { port }
     }
 }

@@ -31,9 +31,10 @@ macro_rules! settings {
 
 settings! {
     "database_url", "DATABASE_URL", None, "Postgres connection string (required); TLS as libpq reads it: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.";
-    "redis_url", "REDIS_URL", None, "Redis URL (`redis://` or `rediss://` for TLS); with HOOKGATE_REDIS_CLUSTER, one or more seed nodes separated by commas; unset runs without Redis (Postgres alone decides).";
+    "redis_url", "REDIS_URL", None, "Redis URL (`redis://` or `rediss://` for TLS); with HOOKGATE_REDIS_CLUSTER one or more seed nodes, with HOOKGATE_REDIS_SENTINEL_MASTER one or more Sentinels, separated by commas and all of one scheme; unset runs without Redis (Postgres alone decides).";
     "redis_cluster", "HOOKGATE_REDIS_CLUSTER", Some("false"), "Talk to a Redis Cluster: REDIS_URL names seed nodes, keys carry the tenant as hash tag.";
-    "redis_sentinel_master", "HOOKGATE_REDIS_SENTINEL_MASTER", None, "Find Redis through Redis Sentinel: REDIS_URL names one or more Sentinels (comma-separated), this is the name of the master they watch; a failover is followed.";
+    "redis_sentinel_master", "HOOKGATE_REDIS_SENTINEL_MASTER", None, "Find Redis through Redis Sentinel: REDIS_URL names one or more Sentinels (comma-separated), this is the name of the master they watch. The first URL's user, password and database are the master's.";
+    "redis_sentinel_password", "HOOKGATE_REDIS_SENTINEL_PASSWORD", None, "The Sentinels' own password (their `requirepass`), if they have one; unset asks them without.";
     "redis_ca_file", "HOOKGATE_REDIS_CA_FILE", None, "A PEM file of roots trusted for `rediss://`, besides the system's.";
     "redis_prefix", "HOOKGATE_REDIS_PREFIX", Some("hg:"), "Prefix of every Redis key, so instances can share a Redis (no `{` or `}`: keys carry hash tags).";
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
@@ -80,6 +81,7 @@ pub struct Config {
     pub redis_cluster: bool,
     /// The master's name when Redis is found through Sentinel.
     pub redis_sentinel_master: Option<String>,
+    pub redis_sentinel_password: Option<String>,
     pub redis_ca_file: Option<String>,
     pub redis_prefix: String,
     pub redis_timeout: Duration,
@@ -226,10 +228,25 @@ impl Config {
         if let Some(url) = &redis_url {
             let many = redis_cluster || redis_sentinel_master.is_some();
             let seeds: Vec<&str> = if many { url.split(',').map(str::trim).collect() } else { vec![url] };
+            let mut kinds = std::collections::BTreeSet::new();
             for seed in seeds {
-                ::redis::Client::open(seed).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
+                let client = ::redis::Client::open(seed).map_err(|e| Raw::invalid("redis_url", e.to_string()))?;
+                kinds.insert(match client.get_connection_info().addr() {
+                    ::redis::ConnectionAddr::TcpTls { insecure: true, .. } => "rediss:// with #insecure",
+                    ::redis::ConnectionAddr::TcpTls { .. } => "rediss://",
+                    _ => "redis://",
+                });
+            }
+            // One TLS mode for every node: one URL's `#insecure` must not pass for all.
+            if kinds.len() > 1 {
+                let kinds: Vec<_> = kinds.into_iter().collect();
+                return Err(Raw::invalid(
+                    "redis_url",
+                    format!("mixes {}: give every URL the same", kinds.join(" and ")),
+                ));
             }
         }
+        let redis_sentinel_password = raw.get("redis_sentinel_password").filter(|p| !p.is_empty()).map(str::to_owned);
         let redis_ca_file = raw.get("redis_ca_file").filter(|p| !p.is_empty()).map(str::to_owned);
         if let Some(path) = &redis_ca_file {
             std::fs::metadata(path).map_err(|e| Raw::invalid("redis_ca_file", format!("`{path}`: {e}")))?;
@@ -296,6 +313,7 @@ impl Config {
             redis_url,
             redis_cluster,
             redis_sentinel_master,
+            redis_sentinel_password,
             redis_ca_file,
             redis_prefix: raw.get("redis_prefix").unwrap_or("").to_owned(),
             redis_timeout: raw.millis("redis_timeout_ms")?,
@@ -419,6 +437,19 @@ mod tests {
         pairs.push(("HOOKGATE_REDIS_CLUSTER", "true"));
         let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
         assert!(e.to_string().contains("HOOKGATE_REDIS_SENTINEL_MASTER"), "{e}");
+    }
+
+    #[test]
+    fn sentinel_or_cluster_urls_of_mixed_tls_modes_are_refused() {
+        for urls in
+            ["rediss://127.0.0.1:1/#insecure,rediss://127.0.0.1:2/", "rediss://127.0.0.1:1/,redis://127.0.0.1:2/"]
+        {
+            let mut pairs = minimal();
+            pairs.push(("REDIS_URL", urls));
+            pairs.push(("HOOKGATE_REDIS_SENTINEL_MASTER", "mymaster"));
+            let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
+            assert!(e.to_string().contains("REDIS_URL") && e.to_string().contains("mixes"), "{e}");
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ impl AppState {
             url: url.clone(),
             cluster: config.redis_cluster,
             sentinel_master: config.redis_sentinel_master.clone(),
+            sentinel_password: config.redis_sentinel_password.clone(),
             ca_file: config.redis_ca_file.clone(),
         });
         let redis =

@@ -23,6 +23,7 @@ mod pg_tls;
 mod poison;
 mod portal;
 mod processes;
+mod redis_sentinel;
 mod redis_tls;
 mod retention;
 mod schema;

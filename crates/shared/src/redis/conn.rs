@@ -11,10 +11,10 @@ use redis::{
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
     cluster::ClusterClientBuilder,
     cluster_async::ClusterConnection,
-    sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType},
-    Client, Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, TlsCertificates, TlsMode,
-    Value,
+    Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, TlsCertificates, Value,
 };
+
+use super::sentinel::SentinelLookup;
 
 /// Where Redis is, as configured.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +24,8 @@ pub struct RedisTarget {
     pub cluster: bool,
     /// With Sentinel: the name of the master the Sentinels in `url` watch.
     pub sentinel_master: Option<String>,
+    /// With Sentinel: the Sentinels' own password, if they have one.
+    pub sentinel_password: Option<String>,
     /// Extra roots for `rediss://` (`HOOKGATE_REDIS_CA_FILE`), trusted besides the system's.
     pub ca_file: Option<String>,
 }
@@ -33,7 +35,7 @@ pub struct RedisTarget {
 pub(super) enum Connector {
     Single(Client),
     /// Asked on every connect, so that a connect after a failover finds the new master.
-    Sentinel(tokio::sync::Mutex<SentinelClient>),
+    Sentinel(SentinelLookup),
     Cluster(redis::cluster::ClusterClient),
 }
 
@@ -47,7 +49,8 @@ impl Connector {
             target.url.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| s.into_connection_info()).collect()
         };
         if let Some(master) = &target.sentinel_master {
-            return Ok(Connector::Sentinel(tokio::sync::Mutex::new(sentinel(seeds()?, master, certs)?)));
+            let lookup = SentinelLookup::new(seeds()?, master, target.sentinel_password.as_deref(), certs)?;
+            return Ok(Connector::Sentinel(lookup));
         }
         if target.cluster {
             let seeds = seeds()?;
@@ -69,61 +72,31 @@ impl Connector {
         Ok(Connector::Single(client))
     }
 
-    pub(super) async fn connect(&self, timeout: Duration) -> RedisResult<Conn> {
+    /// A connection, and under Sentinel the master's address it reaches.
+    pub(super) async fn connect(&self, timeout: Duration) -> RedisResult<(Conn, Option<(String, u16)>)> {
         match self {
             Connector::Single(client) => {
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(timeout))
                     .set_response_timeout(Some(timeout))
                     .set_number_of_retries(1);
-                Ok(Conn::Single(client.get_connection_manager_with_config(config).await?))
+                Ok((Conn::Single(client.get_connection_manager_with_config(config).await?), None))
             }
-            Connector::Sentinel(client) => {
-                let config = redis::AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout));
-                let conn = client.lock().await.get_async_connection_with_config(&config).await?;
-                Ok(Conn::Sentinel(conn))
+            Connector::Sentinel(lookup) => {
+                let (conn, master) = lookup.connect(timeout).await?;
+                Ok((Conn::Sentinel(conn), Some(master)))
             }
-            Connector::Cluster(client) => Ok(Conn::Cluster(client.get_async_connection().await?)),
+            Connector::Cluster(client) => Ok((Conn::Cluster(client.get_async_connection().await?), None)),
         }
     }
-}
 
-/// A Sentinel client for `master`. The URLs name the Sentinels; the first one's
-/// user, password and database are the master's (Sentinels themselves are asked
-/// without a password), and its scheme says whether the master speaks TLS. Each
-/// connect is bounded by the caller ([`super::Redis`]).
-fn sentinel(
-    seeds: Vec<redis::ConnectionInfo>,
-    master: &str,
-    certs: Option<TlsCertificates>,
-) -> RedisResult<SentinelClient> {
-    let Some(first) = seeds.first().cloned() else {
-        return Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "REDIS_URL names no Sentinel")));
-    };
-    let tls = match first.addr() {
-        ConnectionAddr::TcpTls { insecure: true, .. } => Some(TlsMode::Insecure),
-        ConnectionAddr::TcpTls { .. } => Some(TlsMode::Secure),
-        _ => None,
-    };
-    let mut builder =
-        SentinelClientBuilder::new(seeds.iter().map(|s| s.addr().clone()), master, SentinelServerType::Master)?
-            .set_client_to_redis_db(first.redis_settings().db());
-    if let Some(user) = first.redis_settings().username() {
-        builder = builder.set_client_to_redis_username(user);
-    }
-    if let Some(password) = first.redis_settings().password() {
-        builder = builder.set_client_to_redis_password(password);
-    }
-    if let Some(mode) = tls {
-        builder = builder.set_client_to_redis_tls_mode(mode).set_client_to_sentinel_tls_mode(mode);
-        if let Some(certs) = certs {
-            builder =
-                builder.set_client_to_redis_certificates(certs.clone()).set_client_to_sentinel_certificates(certs);
+    /// Under Sentinel: whether the Sentinels name another master than `current`.
+    pub(super) async fn master_moved(&self, current: &(String, u16), timeout: Duration) -> bool {
+        match self {
+            Connector::Sentinel(lookup) => lookup.moved_from(current, timeout).await,
+            _ => false,
         }
     }
-    builder.build()
 }
 
 /// The system's roots and the file's, in PEM, as the redis crate takes them (a

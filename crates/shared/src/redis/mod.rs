@@ -8,20 +8,29 @@
 
 use std::{
     future::Future,
-    sync::Arc,
+    sync::{
+        atomic::{AtomicU32, AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
 use prometheus::IntCounter;
 pub use redis::{cmd, pipe, Pipeline, RedisResult, Script};
-use tokio::sync::Mutex;
 
 mod conn;
+mod sentinel;
 
 use conn::Connector;
 pub use conn::{Conn, RedisTarget};
 
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
+/// Under Sentinel, how often the Sentinels are asked whether the master moved,
+/// for a failover that no failed call shows (the old master still answers).
+const SENTINEL_CHECK_EVERY: Duration = Duration::from_secs(5);
+/// Under Sentinel, timeouts in a row that drop the connection: one slow call is
+/// slowness, several in a row a master that went away without a reset.
+const TIMEOUTS_TO_RECONNECT: u32 = 3;
 
 /// The state reported by `/readyz`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -44,13 +53,28 @@ struct Inner {
     prefix: String,
     timeout: Duration,
     errors: IntCounter,
+    /// Held only to read or swap the state, never across an await.
     conn: Mutex<Connection>,
+    /// One connect at a time; callers that find one under way do without Redis
+    /// rather than wait for it.
+    connecting: tokio::sync::Mutex<()>,
+    generation: AtomicU64,
+    timeouts_in_a_row: AtomicU32,
 }
 
 enum Connection {
-    Ready(Conn),
+    Ready(Ready),
     Failed(Instant),
     Never,
+}
+
+struct Ready {
+    conn: Conn,
+    /// Which connect made it: a late failure of an older one leaves it alone.
+    generation: u64,
+    /// Under Sentinel, the master it reaches and when the Sentinels were last asked.
+    master: Option<(String, u16)>,
+    checked: Instant,
 }
 
 impl Redis {
@@ -67,6 +91,9 @@ impl Redis {
             timeout,
             errors,
             conn: Mutex::new(Connection::Never),
+            connecting: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(0),
+            timeouts_in_a_row: AtomicU32::new(0),
         };
         Ok(Self { inner: Some(Arc::new(inner)) })
     }
@@ -107,19 +134,27 @@ impl Redis {
         Fut: Future<Output = RedisResult<T>>,
     {
         let inner = self.inner.as_ref()?;
-        let conn = inner.connection().await?;
+        let (conn, generation) = Inner::connection(inner).await?;
         let reconnects_itself = conn.reconnects_itself();
         let (failed, lost) = match tokio::time::timeout(inner.timeout, f(conn)).await {
-            Ok(Ok(v)) => return Some(v),
+            Ok(Ok(v)) => {
+                if inner.timeouts_in_a_row.load(Ordering::Relaxed) != 0 {
+                    inner.timeouts_in_a_row.store(0, Ordering::Relaxed);
+                }
+                return Some(v);
+            }
             Ok(Err(e)) => (e.to_string(), lost_master(&e)),
-            Err(_) => ("timed out".to_owned(), true),
+            Err(_) => {
+                let n = inner.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+                ("timed out".to_owned(), n >= TIMEOUTS_TO_RECONNECT)
+            }
         };
         inner.errors.inc();
         tracing::debug!(error = %failed, "redis call failed");
         if lost && !reconnects_itself {
             // A master that failed over (or went away): the next call, after the
             // reconnect pause, asks the Sentinels where the master is now.
-            *inner.conn.lock().await = Connection::Failed(Instant::now());
+            inner.drop_connection(generation);
         }
         None
     }
@@ -139,42 +174,98 @@ impl Redis {
 }
 
 /// Whether an error says the connection no longer reaches a writable master: it
-/// dropped, or the server it reaches became a replica (`READONLY`).
+/// dropped or was refused, or the server it reaches is a replica now (`READONLY`,
+/// also inside a script's error) or cannot take writes (`MASTERDOWN`,
+/// `NOREPLICAS`). Other errors (a wrong type, a value that does not parse) say
+/// nothing about the master and keep the connection. Timeouts count apart.
 fn lost_master(e: &redis::RedisError) -> bool {
-    e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_timeout()
-        || e.is_unrecoverable_error()
-        || e.code() == Some("READONLY")
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        return true;
+    }
+    let text = e.to_string();
+    ["READONLY", "MASTERDOWN", "NOREPLICAS"].iter().any(|code| e.code() == Some(code) || text.contains(code))
 }
 
+/// Why there is no connection to use now.
+enum NotReady {
+    /// A connect failed less than [`RECONNECT_EVERY`] ago.
+    Pause,
+    /// Never connected, or the pause is over.
+    Connect,
+}
+use NotReady::{Connect, Pause};
+
 impl Inner {
-    async fn connection(&self) -> Option<Conn> {
-        let mut guard = self.conn.lock().await;
-        match &*guard {
-            Connection::Ready(c) => return Some(c.clone()),
-            Connection::Failed(at) if at.elapsed() < RECONNECT_EVERY => return None,
-            _ => {}
+    /// The connection, connecting first if there is none and no connect is under
+    /// way; `None` (Postgres decides) while Redis is away or another call connects.
+    async fn connection(this: &Arc<Inner>) -> Option<(Conn, u64)> {
+        match this.ready() {
+            Ok(ready) => return Some(ready),
+            Err(Pause) => return None,
+            Err(Connect) => {}
         }
-        let connect = self.connector.connect(self.timeout);
-        match tokio::time::timeout(self.timeout * 2, connect).await {
-            Ok(Ok(c)) => {
-                *guard = Connection::Ready(c.clone());
-                Some(c)
+        let Ok(_connecting) = this.connecting.try_lock() else {
+            return None;
+        };
+        // Another call may have connected (or failed to) while this one came here.
+        match this.ready() {
+            Ok(ready) => return Some(ready),
+            Err(Pause) => return None,
+            Err(Connect) => {}
+        }
+        let result = tokio::time::timeout(this.timeout * 2, this.connector.connect(this.timeout)).await;
+        let mut state = this.conn.lock().expect("redis state lock");
+        match result {
+            Ok(Ok((conn, master))) => {
+                let generation = this.generation.fetch_add(1, Ordering::Relaxed) + 1;
+                this.timeouts_in_a_row.store(0, Ordering::Relaxed);
+                *state = Connection::Ready(Ready { conn: conn.clone(), generation, master, checked: Instant::now() });
+                Some((conn, generation))
             }
             result => {
-                self.errors.inc();
-                if !matches!(&*guard, Connection::Failed(_)) {
+                this.errors.inc();
+                if !matches!(&*state, Connection::Failed(_)) {
                     let reason = match result {
                         Ok(Err(e)) => e.to_string(),
                         _ => "connect timed out".to_owned(),
                     };
                     tracing::warn!(%reason, "redis unreachable; deciding from Postgres alone");
                 }
-                *guard = Connection::Failed(Instant::now());
+                *state = Connection::Failed(Instant::now());
                 None
             }
+        }
+    }
+
+    /// The ready connection, or whether to connect now; under Sentinel, every few
+    /// seconds, also starts asking the Sentinels in the background whether the
+    /// master moved.
+    fn ready(self: &Arc<Inner>) -> Result<(Conn, u64), NotReady> {
+        let mut state = self.conn.lock().expect("redis state lock");
+        match &mut *state {
+            Connection::Ready(r) => {
+                if let Some(master) = r.master.clone().filter(|_| r.checked.elapsed() >= SENTINEL_CHECK_EVERY) {
+                    r.checked = Instant::now();
+                    let (inner, generation) = (self.clone(), r.generation);
+                    tokio::spawn(async move {
+                        if inner.connector.master_moved(&master, inner.timeout).await {
+                            tracing::info!("the Sentinels name a new master; reconnecting");
+                            inner.drop_connection(generation);
+                        }
+                    });
+                }
+                Ok((r.conn.clone(), r.generation))
+            }
+            Connection::Failed(at) if at.elapsed() < RECONNECT_EVERY => Err(Pause),
+            _ => Err(Connect),
+        }
+    }
+
+    /// Drops the connection `generation` made, unless a newer one replaced it.
+    fn drop_connection(&self, generation: u64) {
+        let mut state = self.conn.lock().expect("redis state lock");
+        if matches!(&*state, Connection::Ready(r) if r.generation == generation) {
+            *state = Connection::Failed(Instant::now());
         }
     }
 }
