@@ -5,6 +5,7 @@
 
 mod load;
 mod pgbench;
+mod pruning;
 mod report;
 mod scenarios;
 mod sink;
@@ -21,6 +22,8 @@ pub struct Settings {
     pub duration: Duration,
     /// Deliveries of the delivery scenarios (20,000 in the terms).
     pub deliveries: usize,
+    /// Rows of the day that the pruning rows remove (1,000,000).
+    pub prune_rows: i64,
 }
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -33,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
         concurrency: env_num("BENCH_CONCURRENCY", 64) as usize,
         duration: Duration::from_secs(env_num("BENCH_SECS", 10)),
         deliveries: env_num("BENCH_DELIVERIES", 20_000) as usize,
+        prune_rows: env_num("BENCH_PRUNE_ROWS", 1_000_000) as i64,
     };
     let rows = scenarios::run_all(settings).await?;
     let table = report::render(&rows, &settings);

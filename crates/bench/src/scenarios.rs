@@ -214,7 +214,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     // Deliveries: start from an empty outbox, publish with no worker running, then
     // time a worker draining it.
     let psql = |sql: &str| std::process::Command::new("psql").args([stack.database_url.as_str(), "-qc", sql]).status();
-    psql("TRUNCATE messages CASCADE")?;
+    psql("TRUNCATE messages, deliveries, attempts, message_event_ids")?;
     let n = s.deliveries;
     eprintln!("egress: {n} messages to 1 endpoint");
     publish(&tenant, &app1, n, c).await?;
@@ -229,7 +229,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     for i in 0..10 {
         tenant.post(&format!("/api/v1/app/{app10}/endpoint"), json!({"url": format!("{}/ten/{i}", sink.url)})).await?;
     }
-    psql("TRUNCATE messages CASCADE")?;
+    psql("TRUNCATE messages, deliveries, attempts, message_event_ids")?;
     eprintln!("egress: {} messages to 10 endpoints", n / 10);
     publish(&tenant, &app10, n / 10, c).await?;
     let before = sink.count();
@@ -241,7 +241,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
 
     // Lag at half the peak rate: paced publishing, a running worker, payloads
     // stamped at send time (so the lag includes the commit).
-    psql("TRUNCATE messages CASCADE")?;
+    psql("TRUNCATE messages, deliveries, attempts, message_event_ids")?;
     let mut worker = stack::start("worker", &env).await;
     // Half the peak, where the peak is what both ends sustain: delivery, and creation.
     let rate = (one.min(created.rate()) / 2.0).max(1.0);
@@ -304,6 +304,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     worker.stop().await;
     ingress.stop().await;
     api.stop().await;
+    rows.extend(crate::pruning::run(&stack.database_url, s.prune_rows).await?);
     Ok(rows)
 }
 

@@ -1,26 +1,38 @@
-//! Removes messages past their tenant's retention, with their deliveries and
-//! attempts; drops payloads past their own `payloadRetentionPeriod`; and finishes
-//! the erasures of applications that their request could not complete.
+//! Removes messages past a tenant's retention shorter than the longest (the rest
+//! go with their partitions), with their deliveries and attempts; drops payloads
+//! past their own `payloadRetentionPeriod`; forgets the request keys of messages
+//! past the Idempotency-Key's lifetime; and finishes the erasures of
+//! applications that their request could not complete.
 
 use hookgate_shared::{
     db,
     ids::{AppId, TenantId},
     prune::{drain, BATCH, ROUND},
-    store::retention::{self, Erasure},
+    store::{
+        erasure::{self, Erasure},
+        retention,
+    },
     AppState,
 };
 
 pub async fn run(state: AppState) {
     let mut tick = hookgate_shared::prune::ticks(&state);
     let default_days = state.config.retention_message_days;
+    let ttl = state.config.idempotency_ttl;
     loop {
         tick.tick().await;
-        drain(&state, "payloads", |conn| async move { retention::expire_payloads(&**conn, BATCH).await }).await;
-        drain(&state, "messages", |conn| async move { retention::prune_messages(&**conn, default_days, BATCH).await })
+        drain(&state, "payloads", |mut conn| async move { retention::expire_payloads(&mut **conn, BATCH).await }).await;
+        if let Some((_, horizon)) = hookgate_shared::prune::horizons(&state).await {
+            drain(&state, "messages", |mut conn| async move {
+                retention::prune_messages(&mut **conn, default_days, horizon, BATCH).await
+            })
+            .await;
+        }
+        drain(&state, "request_keys", |conn| async move { retention::prune_request_keys(&**conn, ttl, BATCH).await })
             .await;
         let pending = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
-            retention::pending_erasures(&**conn, 100).await
+            erasure::pending_erasures(&**conn, 100).await
         })
         .await;
         for (tenant, app) in pending.unwrap_or_default() {
@@ -34,8 +46,8 @@ pub async fn run(state: AppState) {
 async fn erase(state: &AppState, tenant: &TenantId, app: &AppId) {
     for _ in 0..ROUND {
         let step = db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            retention::erase_step(&**conn, tenant, app, BATCH, &state.caches).await
+            let mut conn = db::conn(&state.db).await?;
+            erasure::erase_step(&mut **conn, tenant, app, BATCH, &state.caches).await
         })
         .await;
         match step {

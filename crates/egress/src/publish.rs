@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use hookgate_shared::{
     batch::Batcher,
     db,
-    ids::{AppId, Ref, TenantId},
+    ids::{AppId, InboundEventId, Ref, TenantId},
     store::{
         applications::{self, ApplicationFields},
         messages::{self, Message, NewMessage},
@@ -48,7 +48,7 @@ impl From<StoreError> for PublishError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Unavailable(_) => PublishError::Unavailable,
-            StoreError::Conflict(c) if c == "messages_request_key" => PublishError::SameRequest,
+            StoreError::Conflict(c) if c == "message_request_keys_pkey" => PublishError::SameRequest,
             StoreError::Conflict(_) => PublishError::Conflict,
             StoreError::InvalidText => PublishError::Invalid(e.to_string()),
             other => PublishError::Internal(other.to_string()),
@@ -136,6 +136,11 @@ impl Publisher {
         new: NewMessage,
         inline: Option<ApplicationFields>,
     ) -> Result<Message, PublishError> {
+        if let Some(event_id) = new.event_id.as_deref().filter(|e| InboundEventId::parse(e).is_ok()) {
+            if self.event_id_in_use(tenant, app, event_id).await? {
+                return Err(PublishError::Conflict);
+            }
+        }
         // A request retried under its Idempotency-Key after its outcome was lost
         // (a crash, a timeout after the commit) finds its message: it cannot run twice.
         if let Some(key) = new.request_key.clone() {
@@ -160,6 +165,15 @@ impl Publisher {
             }
         }
         self.single_or_inline(tenant, app, new, inline).await
+    }
+
+    /// Whether an ingress message of the application already has this eventId.
+    async fn event_id_in_use(&self, tenant: &TenantId, app: &Ref<AppId>, event_id: &str) -> Result<bool, PublishError> {
+        let found = db::bounded(self.state.db_budget(), async {
+            let conn = db::conn(&self.state.db).await?;
+            messages::event_id_in_use(&**conn, tenant, app, event_id).await
+        });
+        Ok(found.await?)
     }
 
     async fn by_request_key(

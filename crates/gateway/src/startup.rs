@@ -146,6 +146,9 @@ impl Application {
     /// Serves until the process is told to stop; background tasks stop with it.
     pub async fn run(self, role: Role) -> std::io::Result<()> {
         let mut background = Vec::new();
+        // Every role writes rows, so every role keeps partitions made ahead; the
+        // roles that prune also drop the old ones.
+        background.push(tokio::spawn(maintain_partitions(self.state.clone(), role.runs_background())));
         if role.runs_background() {
             background.push(tokio::spawn(prune_idempotency_keys(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::secrets::seal_stored_headers(self.state.clone())));
@@ -182,6 +185,17 @@ fn json_config(limit: usize) -> web::JsonConfig {
         };
         e.into()
     })
+}
+
+/// Partition maintenance: the coming days' partitions at once (a process that
+/// starts after a long stop of every process makes today's first), then every
+/// interval.
+async fn maintain_partitions(state: AppState, drops: bool) {
+    if let Err(e) = hookgate_shared::partitions::ensure_ahead(&state).await {
+        state.metrics.partition_errors.inc();
+        tracing::warn!(error = %e, "making partitions ahead failed; trying again next round");
+    }
+    hookgate_shared::partitions::run(state, drops).await
 }
 
 /// Deletes expired Idempotency-Keys in bounded batches, so no long lock is taken,

@@ -49,6 +49,8 @@ settings! {
     "idempotency_ttl_secs", "HOOKGATE_IDEMPOTENCY_TTL_SECS", Some("86400"), "How long an Idempotency-Key is remembered.";
     "retention_inbound_days", "HOOKGATE_RETENTION_INBOUND_DAYS", Some("30"), "Days an inbound event is kept (its dedupe window), 1-90, for tenants and sources that set none.";
     "retention_message_days", "HOOKGATE_RETENTION_MESSAGE_DAYS", Some("90"), "Days a message is kept with its deliveries and attempts, 1-3650, for tenants that set none.";
+    "partition_days", "HOOKGATE_PARTITION_DAYS", Some("1"), "Width in days (1-31) of the partitions of inbound events, messages, deliveries and attempts; a partition is dropped whole once its last day is past the longest retention in effect.";
+    "partition_ahead_days", "HOOKGATE_PARTITION_AHEAD_DAYS", Some("7"), "Days (2-90) of partitions kept made ahead of time, so that a row never finds no partition for its day.";
     "prune_interval_secs", "HOOKGATE_PRUNE_INTERVAL_SECS", Some("60"), "How often the pruners look for rows past their retention.";
     "shutdown_timeout_secs", "HOOKGATE_SHUTDOWN_TIMEOUT_SECS", Some("30"), "How long in-flight requests may finish after SIGTERM.";
     "retry_schedule", "HOOKGATE_RETRY_SCHEDULE", Some("5,300,1800,7200,18000,36000,36000"), "Delays in seconds between delivery attempts.";
@@ -96,6 +98,9 @@ pub struct Config {
     pub idempotency_ttl: Duration,
     pub retention_inbound_days: i32,
     pub retention_message_days: i32,
+    /// Width of a partition, and how far ahead partitions are made, in days.
+    pub partition_days: i32,
+    pub partition_ahead_days: i32,
     pub prune_interval: Duration,
     pub shutdown_timeout: Duration,
     pub retry_schedule: Vec<Duration>,
@@ -300,6 +305,11 @@ impl Config {
         };
         let retention_inbound_days = days("retention_inbound_days", 90)?;
         let retention_message_days = days("retention_message_days", 3650)?;
+        let partition_days = days("partition_days", 31)?;
+        let partition_ahead_days = days("partition_ahead_days", 90)?;
+        if partition_ahead_days < 2 {
+            return Err(Raw::invalid("partition_ahead_days", "must be 2 to 90 days"));
+        }
         let prune_interval = raw.secs("prune_interval_secs")?;
         if prune_interval.is_zero() {
             return Err(Raw::invalid("prune_interval_secs", "must be at least 1"));
@@ -331,6 +341,8 @@ impl Config {
             idempotency_ttl: raw.secs("idempotency_ttl_secs")?,
             retention_inbound_days,
             retention_message_days,
+            partition_days,
+            partition_ahead_days,
             prune_interval,
             shutdown_timeout: raw.secs("shutdown_timeout_secs")?,
             retry_schedule,

@@ -23,6 +23,13 @@ macro_rules! prefixed_id {
                 Self(format!("{}_{}", $prefix, Ulid::new()))
             }
 
+            /// An id as one made at `at` would be (tests and backfills write rows
+            /// of the past; partitions are chosen by the time in the id).
+            pub fn generated_at(at: chrono::DateTime<chrono::Utc>) -> Self {
+                let ms = u64::try_from(at.timestamp_millis()).unwrap_or(0);
+                Self(format!("{}_{}", $prefix, Ulid::from_parts(ms, rand::random())))
+            }
+
             /// Parses an id, checking the prefix and the ULID body.
             pub fn parse(s: &str) -> Result<Self, IdError> {
                 parse_prefixed(s, $prefix).map(|_| Self(s.to_owned()))
@@ -76,6 +83,21 @@ pub trait Prefixed: Sized + AsRef<str> {
     /// The prefix before the `_` (`app` for `app_…`).
     const PREFIX: &'static str;
     fn parse(s: &str) -> Result<Self, IdError>;
+}
+
+/// The lowest id of `prefix` made at `at`: that millisecond's ULID with no
+/// randomness. Partition bounds are such ids (the database has the same function,
+/// `hookgate_id_floor`, tested against this one).
+pub fn floor(prefix: &str, at: chrono::DateTime<chrono::Utc>) -> String {
+    let ms = u64::try_from(at.timestamp_millis()).unwrap_or(0);
+    format!("{prefix}_{}", Ulid::from_parts(ms, 0))
+}
+
+/// The instant an id was made at, read from its ULID; `None` if it is no id.
+pub fn made_at(id: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let (_, body) = id.split_once('_')?;
+    let ms = Ulid::from_string(body).ok()?.timestamp_ms();
+    chrono::DateTime::from_timestamp_millis(i64::try_from(ms).ok()?)
 }
 
 /// Whether `s` is shaped like an id of `prefix` (`app_…`), well-formed or not.
@@ -210,6 +232,22 @@ mod tests {
         assert_eq!(Ref::<AppId>::parse(app.as_str()).unwrap().creatable_uid(), None);
         let e = serde_json::from_str::<AppId>("\"ep_1\"").unwrap_err().to_string();
         assert!(e.contains("app_"), "{e}");
+    }
+
+    #[test]
+    fn an_ids_floor_sorts_below_every_id_of_its_instant_and_above_the_ones_before() {
+        let at = chrono::DateTime::from_timestamp_millis(1_764_720_000_000).unwrap();
+        let floor = floor("msg", at);
+        assert_eq!(floor.len(), "msg_".len() + 26);
+        assert!(floor.ends_with("0000000000000000"), "{floor}");
+        for _ in 0..100 {
+            let same = MessageId::generated_at(at);
+            assert!(floor.as_str() <= same.as_str(), "{floor} <= {same}");
+            let before = MessageId::generated_at(at - chrono::Duration::milliseconds(1));
+            assert!(before.as_str() < floor.as_str(), "{before} < {floor}");
+        }
+        assert_eq!(made_at(&floor), Some(at));
+        assert_eq!(made_at("msg_nope"), None);
     }
 
     #[test]

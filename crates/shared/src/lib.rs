@@ -17,6 +17,7 @@ pub mod http;
 pub mod ids;
 pub mod metrics;
 pub mod migrate;
+pub mod partitions;
 pub mod prune;
 pub mod redis;
 pub mod source;

@@ -24,6 +24,12 @@ pub struct Metrics {
     pub retention_overdue: GaugeVec,
     /// Erasures of applications requested and not finished.
     pub erasures_pending: IntGauge,
+    /// Per partitioned family: partitions now, made ahead, dropped past the horizon.
+    pub partitions: IntGaugeVec,
+    pub partitions_created: IntCounterVec,
+    pub partitions_dropped: IntCounterVec,
+    /// Partition maintenance that failed (each failure also logged once).
+    pub partition_errors: IntCounter,
     tenant_label: bool,
 }
 
@@ -75,6 +81,21 @@ impl Metrics {
             "hookgate_retention_overdue_seconds",
             "How long the most overdue row of a family has been past its retention (pruning lag).",
         );
+        let partitions = gauge("hookgate_partitions", "Partitions a time-partitioned family has now.");
+        let counter = |name: &str, help: &str| {
+            let c = IntCounterVec::new(Opts::new(name, help), &["family"]).expect("valid metric");
+            registry.register(Box::new(c.clone())).expect("registered once");
+            c
+        };
+        let partitions_created = counter("hookgate_partitions_created_total", "Partitions made ahead of time.");
+        let partitions_dropped =
+            counter("hookgate_partitions_dropped_total", "Partitions dropped whole, every row past retention.");
+        let partition_errors = IntCounter::new(
+            "hookgate_partition_maintenance_errors_total",
+            "Partition maintenance rounds that failed (tried again next round).",
+        )
+        .expect("valid metric");
+        registry.register(Box::new(partition_errors.clone())).expect("registered once");
         registry.register(Box::new(http_requests.clone())).expect("registered once");
         registry.register(Box::new(db_pool_connections.clone())).expect("registered once");
         registry.register(Box::new(redis_errors.clone())).expect("registered once");
@@ -89,6 +110,10 @@ impl Metrics {
             retention_oldest,
             retention_overdue,
             erasures_pending,
+            partitions,
+            partitions_created,
+            partitions_dropped,
+            partition_errors,
             tenant_label,
         }
     }

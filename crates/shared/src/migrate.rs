@@ -39,6 +39,13 @@ const LOCK_WAIT: Duration = Duration::from_secs(3600);
 
 /// Runs every pending migration; safe to call from many processes at once.
 pub async fn run(client: &mut Client) -> Result<Outcome, StoreError> {
+    run_until(client, None).await
+}
+
+/// Runs the pending migrations up to and including `last` (a number such as
+/// `"0014"`; all with `None`): a database as an older release left it, for
+/// upgrade tests.
+pub async fn run_until(client: &mut Client, last: Option<&str>) -> Result<Outcome, StoreError> {
     // Polled, not waited for: a session blocked in `pg_advisory_lock` is a running
     // statement, which `CREATE INDEX CONCURRENTLY` in the holder would wait for.
     let started = Instant::now();
@@ -54,7 +61,7 @@ pub async fn run(client: &mut Client) -> Result<Outcome, StoreError> {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let result = apply_pending(client).await;
+    let result = apply_pending(client, last).await;
     // Unlock even when a migration failed; the connection may be reused.
     let unlock = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await;
     let outcome = result?;
@@ -62,7 +69,7 @@ pub async fn run(client: &mut Client) -> Result<Outcome, StoreError> {
     Ok(outcome)
 }
 
-async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
+async fn apply_pending(client: &mut Client, last: Option<&str>) -> Result<Outcome, StoreError> {
     client
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS hookgate_migrations (
@@ -75,7 +82,9 @@ async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
     let rows = client.query("SELECT version, checksum FROM hookgate_migrations", &[]).await?;
     let done: std::collections::HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     let mut outcome = Outcome { applied: Vec::new(), already: 0 };
-    for (version, sql) in MIGRATIONS {
+    // `last` names a version by its number ("0014") or whole stem.
+    let upto = MIGRATIONS.iter().take_while(|(v, _)| last.is_none_or(|l| &v[..l.len().min(v.len())] <= l));
+    for (version, sql) in upto {
         let checksum = hex::encode(Sha256::digest(sql.as_bytes()));
         match done.get(*version) {
             Some(c) if *c == checksum => outcome.already += 1,
@@ -118,18 +127,23 @@ async fn apply_pending(client: &mut Client) -> Result<Outcome, StoreError> {
 }
 
 /// A no-transaction migration's statements: each ends with `;` as the last
-/// character of a line (these migrations hold no function bodies, and no `;` at
-/// a line end inside a comment or string); comment-only chunks are dropped.
+/// character of a line outside a `$$`-quoted body (a `DO $$ … $$;` block or a
+/// function is one statement; no `;` at a line end inside a comment or other
+/// string); comment-only chunks are dropped.
 /// Text after the last statement that is not a comment is an error: a statement
 /// without its `;` would otherwise be skipped, and the migration recorded as done.
 fn statements(sql: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut current = String::new();
+    let mut quoted = false;
     for line in sql.lines() {
         let line = line.trim_end();
         current.push_str(line);
         current.push('\n');
-        if line.ends_with(';') {
+        if !line.trim_start().starts_with("--") && line.matches("$$").count() % 2 == 1 {
+            quoted = !quoted;
+        }
+        if line.ends_with(';') && !quoted {
             if has_code(&current) {
                 out.push(current.trim().to_owned());
             }
@@ -160,6 +174,16 @@ mod tests {
         assert_eq!(got.len(), 2, "{got:?}");
         assert!(got[0].ends_with("DROP INDEX CONCURRENTLY IF EXISTS a;"), "{got:?}");
         assert_eq!(got[1], "CREATE INDEX CONCURRENTLY a\n    ON t (x);");
+    }
+
+    #[test]
+    fn a_dollar_quoted_block_is_one_statement() {
+        let sql = "-- hookgate:no-transaction\nDO $$\nBEGIN\n    PERFORM 1;\n    COMMIT;\nEND\n$$;\nSELECT 2;\n";
+        let got = statements(sql).unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].contains("DO $$") && got[0].ends_with("$$;"), "{got:?}");
+        let open = "-- hookgate:no-transaction\nDO $$\nBEGIN\n    PERFORM 1;\n";
+        assert!(statements(open).is_err(), "an unclosed body is an error, not skipped");
     }
 
     #[test]

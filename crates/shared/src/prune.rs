@@ -5,7 +5,7 @@ use std::future::Future;
 
 use crate::{
     db,
-    store::{retention, StoreError},
+    store::{erasure, partitions, retention_stats, StoreError},
     AppState,
 };
 
@@ -51,15 +51,36 @@ where
     total
 }
 
-/// Samples the retention gauges (sizes, oldest rows, pruning lag); a failure
-/// leaves them as they were.
+/// The horizons of the partitioned families now: the longest dedupe window and
+/// the longest message retention in effect (`None` while Postgres is away).
+pub async fn horizons(state: &AppState) -> Option<(i32, i32)> {
+    let c = &state.config;
+    db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        partitions::horizons(&**conn, c.retention_inbound_days, c.retention_message_days).await
+    })
+    .await
+    .ok()
+}
+
+/// Samples the retention gauges (sizes, oldest rows, pruning lag) and the
+/// partitions gauge; a failure leaves them as they were.
 pub async fn observe(state: &AppState) {
     let c = &state.config;
+    let Some(list) = crate::partitions::observe(state).await else { return };
+    let Some((inbound_horizon, message_horizon)) = horizons(state).await else { return };
     let stats = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        let stats =
-            retention::stats(&**conn, c.retention_inbound_days, c.retention_message_days, c.idempotency_ttl).await?;
-        Ok((stats, retention::erasures_pending(&**conn).await?))
+        let h = retention_stats::Horizons {
+            inbound_default: c.retention_inbound_days,
+            message_default: c.retention_message_days,
+            inbound_horizon,
+            message_horizon,
+            idempotency_ttl: c.idempotency_ttl,
+            partitions: &list,
+        };
+        let stats = retention_stats::stats(&**conn, &h).await?;
+        Ok((stats, erasure::erasures_pending(&**conn).await?))
     })
     .await;
     let Ok((stats, erasures)) = stats else { return };

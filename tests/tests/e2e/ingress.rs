@@ -409,14 +409,30 @@ async fn inbound_events_past_retention_are_pruned_in_batches() {
         s.stripe(&event(&format!("evt_old_{i}"))).await;
     }
     s.stripe(&event("evt_new")).await;
-    let db = app.db.client().await;
+    let mut db = app.db.client().await;
     db.execute("UPDATE inbound_events SET received_at = now() - interval '2 days' WHERE convert_from(payload, 'UTF8') NOT LIKE '%evt_new%'", &[])
         .await
         .unwrap();
-    let first = hookgate_shared::store::retention::prune_inbound(&db, 30, 2).await.unwrap();
-    let second = hookgate_shared::store::retention::prune_inbound(&db, 30, 2).await.unwrap();
+    db.execute(
+        "UPDATE inbound_keys k SET received_at = e.received_at FROM inbound_events e
+         WHERE e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id",
+        &[],
+    )
+    .await
+    .unwrap();
+    use hookgate_shared::store::retention;
+    // A source's one day is shorter than the longest window (30): its events go row by row.
+    let first = retention::prune_inbound_events(&mut db, 30, 30, 2).await.unwrap();
+    let second = retention::prune_inbound_events(&mut db, 30, 30, 2).await.unwrap();
     assert_eq!((first, second), (2, 1), "bounded batches");
     assert_eq!(s.stored().await, 1);
+    let keys = (
+        retention::prune_inbound_keys(&db, 30, 2).await.unwrap(),
+        retention::prune_inbound_keys(&db, 30, 2).await.unwrap(),
+    );
+    assert_eq!(keys, (2, 1), "their keys too: the dedupe window ended");
+    let left: i64 = db.query_one("SELECT count(*) FROM inbound_keys", &[]).await.unwrap().get(0);
+    assert_eq!(left, 1);
 }
 
 #[tokio::test]

@@ -54,12 +54,14 @@ async fn an_event_abandoned_mid_forward_in_sync_mode_is_admitted_after_a_switch_
     let source_id = SourceId::parse(&src.id).unwrap();
     let key = derive(&tenant, &source_id, KeyKind::Provider, b"evt_abandoned");
     let db = app.db.client().await;
+    let id = hookgate_shared::ids::InboundEventId::generate();
     db.execute(
-        "INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, event_type, content_type,
+        "WITH k AS (INSERT INTO inbound_keys (tenant_id, source_id, key, event_id) VALUES ($1, $2, $3, $5))
+         INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, event_type, content_type,
             payload, lease_until, lease_token)
-         VALUES ($1, $2, $3, 'evt_01ARZ3NDEKTSV4RRFFQ69G5FAV', 'processing', $4, 'invoice.paid',
+         VALUES ($1, $2, $3, $5, 'processing', $4, 'invoice.paid',
             'application/json', '\\x7b7d', now() - interval '1 minute', 7)",
-        &[&tenant.as_str(), &source_id.as_str(), &key, &AppId::parse(&app_id).unwrap().as_str()],
+        &[&tenant.as_str(), &source_id.as_str(), &key, &AppId::parse(&app_id).unwrap().as_str(), &id.as_str()],
     )
     .await
     .unwrap();

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use hookgate_shared::store::retention;
+use hookgate_shared::store::{erasure, retention, retention_stats};
 use hookgate_tests::{app::Tenant, servers::pg_dump, sink::Sink, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -57,7 +57,7 @@ async fn messages_past_their_tenants_retention_go_with_their_deliveries_and_atte
     let old = delivered(&short, &a, &sink, 1).await;
     let fresh = delivered(&short, &a, &sink, 2).await;
     let other = delivered(&long, &b, &sink, 3).await;
-    let db = app.db.client().await;
+    let mut db = app.db.client().await;
     // Three days old: past the short tenant's 2 days, within the other's default 90.
     db.execute(
         "UPDATE messages SET created_at = now() - interval '3 days' WHERE id = ANY($1)",
@@ -65,8 +65,9 @@ async fn messages_past_their_tenants_retention_go_with_their_deliveries_and_atte
     )
     .await
     .unwrap();
-    assert_eq!(retention::prune_messages(&db, 90, 500).await.unwrap(), 1);
-    assert_eq!(retention::prune_messages(&db, 90, 500).await.unwrap(), 0, "nothing else is due");
+    // 2 days is shorter than the longest retention (90): row by row.
+    assert_eq!(retention::prune_messages(&mut db, 90, 90, 500).await.unwrap(), 1);
+    assert_eq!(retention::prune_messages(&mut db, 90, 90, 500).await.unwrap(), 0, "nothing else is due");
     for table in ["messages WHERE id", "deliveries WHERE msg_id", "attempts WHERE msg_id"] {
         assert_eq!(count(&app, &format!("SELECT count(*) FROM {table} = $1"), &old).await, 0, "{table}: gone");
         assert_eq!(count(&app, &format!("SELECT count(*) FROM {table} = $1"), &fresh).await, 1, "{table}: kept");
@@ -116,12 +117,12 @@ async fn a_payload_past_its_payload_retention_reads_expired_and_cannot_be_resent
     let id = msg["id"].as_str().unwrap().to_owned();
     let kept = t.post(&format!("/api/v1/app/{a}/msg"), json!({"eventType": "x", "payload": {"n": 2}}), 202).await;
     sink.wait_for(2, Duration::from_secs(10)).await;
-    let db = app.db.client().await;
-    assert_eq!(retention::expire_payloads(&db, 500).await.unwrap(), 0, "five days are not up");
+    let mut db = app.db.client().await;
+    assert_eq!(retention::expire_payloads(&mut db, 500).await.unwrap(), 0, "five days are not up");
     db.execute("UPDATE messages SET payload_expires_at = now() - interval '1 second' WHERE id = $1", &[&id])
         .await
         .unwrap();
-    assert_eq!(retention::expire_payloads(&db, 500).await.unwrap(), 1);
+    assert_eq!(retention::expire_payloads(&mut db, 500).await.unwrap(), 1);
     assert_eq!(
         count(&app, "SELECT count(*) FROM messages WHERE id = $1 AND payload IS NULL", &id).await,
         1,
@@ -158,16 +159,25 @@ async fn inbound_retention_follows_the_source_then_the_tenant_then_the_default()
         let res = app.send_stripe(source, SECRET, &format!(r#"{{"id":"{evt}","type":"t"}}"#)).await;
         assert_eq!(res.status(), 200);
     }
-    let db = app.db.client().await;
+    let mut db = app.db.client().await;
     db.execute("UPDATE inbound_events SET received_at = now() - interval '3 days'", &[]).await.unwrap();
+    db.execute("UPDATE inbound_keys SET received_at = now() - interval '3 days'", &[]).await.unwrap();
     // A sync forward in flight stays while its lease runs; abandoned, it goes too.
     let inherits_id = inherits["id"].as_str().unwrap().to_owned();
     let lease = "UPDATE inbound_events SET status = 'processing', lease_until = now() + $2 * interval '1 minute'
                  WHERE source_id = $1";
     db.execute(lease, &[&inherits_id, &1.0f64]).await.unwrap();
-    assert_eq!(retention::prune_inbound(&db, 30, 500).await.unwrap(), 0, "a running lease keeps its event");
+    // The longest window is the default's 30 days: both sources are shorter,
+    // so their events go row by row.
+    assert_eq!(
+        retention::prune_inbound_events(&mut db, 30, 30, 500).await.unwrap(),
+        0,
+        "a running lease keeps its event"
+    );
+    assert_eq!(retention::prune_inbound_keys(&db, 30, 500).await.unwrap(), 0, "and its key");
     db.execute(lease, &[&inherits_id, &-1.0f64]).await.unwrap();
-    assert_eq!(retention::prune_inbound(&db, 30, 500).await.unwrap(), 1);
+    assert_eq!(retention::prune_inbound_events(&mut db, 30, 30, 500).await.unwrap(), 1);
+    assert_eq!(retention::prune_inbound_keys(&db, 30, 500).await.unwrap(), 1, "the window of its key ended");
     assert_eq!(
         count(&app, "SELECT count(*) FROM inbound_events WHERE source_id = $1", &own_id).await,
         1,
@@ -182,7 +192,8 @@ async fn inbound_retention_follows_the_source_then_the_tenant_then_the_default()
         .unwrap();
     let body: Value = res.json().await.unwrap();
     assert_eq!((body["retention"].clone(), body["retentionInherited"].clone()), (json!(2), json!(true)), "{body}");
-    assert_eq!(retention::prune_inbound(&db, 30, 500).await.unwrap(), 1);
+    assert_eq!(retention::prune_inbound_events(&mut db, 30, 30, 500).await.unwrap(), 1);
+    assert_eq!(retention::prune_inbound_keys(&db, 30, 500).await.unwrap(), 1);
     for bad in [json!({"inboundDays": 91}), json!({"messageDays": 0}), json!({"days": 3})] {
         let res = app
             .admin(Method::PATCH, &format!("/admin/v1/tenant/{}", t.id))
@@ -255,11 +266,12 @@ async fn expunged_content_is_gone_from_the_database_so_that_pg_dump_holds_no_byt
 async fn the_pruners_run_on_their_interval_and_count_what_they_remove() {
     let app = TestApp::spawn_with(|env| {
         env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
-        env.insert("HOOKGATE_RETENTION_MESSAGE_DAYS".into(), "1".into());
     })
     .await;
     let sink = Sink::start().await;
     let t = app.tenant().await;
+    // Shorter than the longest retention (the default 90): pruned row by row.
+    set_retention(&app, &t.id, json!({"messageDays": 1})).await;
     let a = t.application().await;
     t.endpoint(&a, &sink.url, json!({})).await;
     let id = delivered(&t, &a, &sink, 1).await;
@@ -296,10 +308,20 @@ async fn the_pruning_lag_shows_how_long_the_most_overdue_row_has_waited() {
     let a = t.application().await;
     let id = t.message(&a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
     let db = app.db.client().await;
-    db.execute("UPDATE messages SET created_at = now() - interval '91 days' WHERE id = $1", &[&id]).await.unwrap();
-    let stats = retention::stats(&db, 30, 90, Duration::from_secs(86_400)).await.unwrap();
+    db.execute("UPDATE tenants SET message_days = 30 WHERE id = $1", &[&t.id]).await.unwrap();
+    db.execute("UPDATE messages SET created_at = now() - interval '31 days' WHERE id = $1", &[&id]).await.unwrap();
+    let partitions = hookgate_shared::store::partitions::list(&db).await.unwrap();
+    let h = retention_stats::Horizons {
+        inbound_default: 30,
+        message_default: 90,
+        inbound_horizon: 30,
+        message_horizon: 90,
+        idempotency_ttl: Duration::from_secs(86_400),
+        partitions: &partitions,
+    };
+    let stats = retention_stats::stats(&db, &h).await.unwrap();
     let messages = stats.iter().find(|f| f.family == "messages").unwrap();
-    assert!((86_000.0..87_000.0).contains(&messages.overdue), "one day past 90: {messages:?}");
+    assert!((86_000.0..87_000.0).contains(&messages.overdue), "one day past 30: {messages:?}");
     let inbound = stats.iter().find(|f| f.family == "inbound_events").unwrap();
     assert_eq!((inbound.oldest, inbound.overdue), (None, 0.0), "no inbound events: nothing overdue");
 }
@@ -368,19 +390,19 @@ async fn an_erasure_proceeds_in_bounded_steps_and_the_pruners_finish_it() {
             t.message(a, "x", json!({"n": n})).await;
         }
     }
-    let db = app.db.client().await;
+    let mut db = app.db.client().await;
     let (tenant, caches) =
         (hookgate_shared::TenantId::from_db(t.id.clone()), hookgate_shared::cache::Caches::default());
     let stepped_id = hookgate_shared::ids::AppId::from_db(stepped.clone());
-    retention::request_erasure(&db, &tenant, &stepped_id, &caches).await.unwrap();
+    erasure::request_erasure(&db, &tenant, &stepped_id, &caches).await.unwrap();
     // The uid is free at once: a new application under it is not erased with the old.
     let successor = t.post("/api/v1/app", json!({"name": "Customer", "uid": "customer-1"}), 201).await;
     assert_ne!(successor["id"].as_str().unwrap(), stepped);
     let mut steps = Vec::new();
     loop {
-        match retention::erase_step(&db, &tenant, &stepped_id, 2, &caches).await.unwrap() {
-            retention::Erasure::Progress(n) => steps.push(n),
-            retention::Erasure::Done => break,
+        match erasure::erase_step(&mut db, &tenant, &stepped_id, 2, &caches).await.unwrap() {
+            erasure::Erasure::Progress(n) => steps.push(n),
+            erasure::Erasure::Done => break,
         }
         assert!(steps.len() < 10);
     }
@@ -389,7 +411,7 @@ async fn an_erasure_proceeds_in_bounded_steps_and_the_pruners_finish_it() {
     let successors = count(&app, "SELECT count(*) FROM applications WHERE uid = $1", "customer-1").await;
     assert_eq!(successors, 1, "the successor stays");
     // Requested and left: the pruners finish it.
-    retention::request_erasure(&db, &tenant, &hookgate_shared::ids::AppId::from_db(background.clone()), &caches)
+    erasure::request_erasure(&db, &tenant, &hookgate_shared::ids::AppId::from_db(background.clone()), &caches)
         .await
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -12,6 +12,7 @@ use hookgate_tests::TestDb;
 const NOT_DISTRIBUTED: &[(&str, &str)] = &[
     ("tenants", "a reference table (small, copied to every node); its key is the tenant id itself and `uid` is unique across tenants"),
     ("hookgate_migrations", "Hookgate's own bookkeeping, on the coordinator only"),
+    ("hookgate_partition_cutover", "one row: where the tables from before partitioning end; on the coordinator only"),
 ];
 
 #[tokio::test]

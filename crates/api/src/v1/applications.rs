@@ -15,7 +15,7 @@ use hookgate_shared::{
     prune::BATCH,
     store::{
         applications::{self, Application, ApplicationFields},
-        retention::{self, Erasure},
+        erasure::{self, Erasure},
     },
     AppState,
 };
@@ -226,10 +226,10 @@ async fn delete_app(
 /// shrinking, until its last row is gone); otherwise 204.
 pub(crate) async fn erase(state: &AppState, tenant: &TenantId, app: &AppId) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
-    let conn = db::conn(&state.db).await?;
-    retention::request_erasure(&**conn, tenant, app, &state.caches).await?;
+    let mut conn = db::conn(&state.db).await?;
+    erasure::request_erasure(&**conn, tenant, app, &state.caches).await?;
     loop {
-        match retention::erase_step(&**conn, tenant, app, BATCH, &state.caches).await? {
+        match erasure::erase_step(&mut **conn, tenant, app, BATCH, &state.caches).await? {
             Erasure::Done => return Ok(HttpResponse::NoContent().finish()),
             Erasure::Progress(_) if started.elapsed() > state.db_budget() / 2 => {
                 return Ok(HttpResponse::Accepted().json(serde_json::json!({ "status": "erasing" })));

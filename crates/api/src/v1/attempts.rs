@@ -8,7 +8,7 @@ use actix_web::{delete, get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, AttemptId, EndpointId, MessageId, Ref};
 use hookgate_shared::status::{DeliveryStatus, Trigger};
-use hookgate_shared::store::{retention, StoreError};
+use hookgate_shared::store::{erasure, StoreError};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -254,7 +254,7 @@ async fn expunge_content(
     let app = find_app(&state, &tenant, &path.0).await?;
     let conn = db::conn(&state.db).await?;
     let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    if !retention::expunge_attempt(&**conn, &tenant.0, &app.id, &msg.id, &path.2).await? {
+    if !erasure::expunge_attempt(&**conn, &tenant.0, &app.id, &msg.id, &path.2).await? {
         return Err(ApiError::NotFound("attempt"));
     }
     Ok(HttpResponse::NoContent().finish())

@@ -10,8 +10,8 @@ use hookgate_shared::{
     ids::{AppId, MessageId, Ref},
     store::{
         applications::ApplicationFields,
+        erasure,
         messages::{self, Message, MessageFilter, NewMessage},
-        retention,
     },
     AppState,
 };
@@ -252,7 +252,7 @@ async fn expunge_content(
     let app = find_app(&state, &tenant, &path.0).await?;
     let conn = db::conn(&state.db).await?;
     let m = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    if !retention::expunge_message(&**conn, &tenant.0, &app.id, &m.id).await? {
+    if !erasure::expunge_message(&**conn, &tenant.0, &app.id, &m.id).await? {
         return Err(ApiError::NotFound("message"));
     }
     Ok(HttpResponse::NoContent().finish())

@@ -55,8 +55,8 @@ struct Inner {
     errors: IntCounter,
     /// Held only to read or swap the state, never across an await.
     conn: Mutex<Connection>,
-    /// One connect at a time; callers that find one under way do without Redis
-    /// rather than wait for it.
+    /// One connect at a time; callers that find one under way wait for it at most
+    /// one call's timeout, then do without Redis.
     connecting: tokio::sync::Mutex<()>,
     generation: AtomicU64,
     timeouts_in_a_row: AtomicU32,
@@ -204,8 +204,15 @@ impl Inner {
             Err(Pause) => return None,
             Err(Connect) => {}
         }
-        let Ok(_connecting) = this.connecting.try_lock() else {
-            return None;
+        // A connect under way is waited for, at most one call's timeout: its
+        // callers then use Redis too, rather than decide apart from it (a throttle
+        // decided half in Redis and half locally would admit more than its rate).
+        let _connecting = match this.connecting.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => match tokio::time::timeout(this.timeout, this.connecting.lock()).await {
+                Ok(guard) => guard,
+                Err(_) => return None,
+            },
         };
         // Another call may have connected (or failed to) while this one came here.
         match this.ready() {

@@ -194,7 +194,7 @@ pub async fn record(
                 AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms)
              WHERE EXISTS (SELECT 1 FROM messages m
                  WHERE m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
-             ON CONFLICT (tenant_id, app_id, id) DO NOTHING",
+             ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING",
             &[
                 &col(|o| o.tenant_id.to_string()),
                 &col(|o| o.app_id.to_string()),

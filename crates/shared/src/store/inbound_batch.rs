@@ -1,9 +1,10 @@
 //! Group commit for async ingress: many requests' admissions in one transaction.
 //!
 //! Each row carries its tenant id (a batch mixes tenants). The decision is still
-//! one `INSERT … ON CONFLICT DO NOTHING` per key, here over the whole batch in key
-//! order, so concurrent batches on any number of instances take the unique-index
-//! locks in the same order and cannot deadlock.
+//! one `INSERT … ON CONFLICT DO NOTHING` per key into `inbound_keys`, here over
+//! the whole batch in key order, so concurrent batches on any number of
+//! instances take the unique-index locks in the same order and cannot deadlock;
+//! only the keys that won write their event rows.
 
 use tokio_postgres::GenericClient;
 
@@ -72,11 +73,15 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
                 "WITH input AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                     $7::text[], $8::text[], $9::bytea[], $10::text[]) WITH ORDINALITY AS u(t, s, k, i, a, m, e, c, p, tp, n)
+             ), won AS (
+                INSERT INTO inbound_keys (tenant_id, source_id, key, event_id)
+                SELECT t, s, k, i FROM input ORDER BY n
+                ON CONFLICT (tenant_id, source_id, key) DO NOTHING
+                RETURNING event_id
              ), ins AS (
                 INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
                     content_type, payload, traceparent)
-                SELECT t, s, k, i, 'accepted', a, m, e, c, p, tp FROM input ORDER BY n
-                ON CONFLICT (tenant_id, source_id, key) DO NOTHING
+                SELECT t, s, k, i, 'accepted', a, m, e, c, p, tp FROM input JOIN won ON won.event_id = input.i
                 RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent
              ), {}
              SELECT id FROM ins",
@@ -113,9 +118,11 @@ pub async fn duplicates_batch(
     let found = db
         .query(
             "UPDATE inbound_events e SET duplicates = e.duplicates + u.n
-             FROM (SELECT t, s, k, count(*)::int AS n FROM unnest($1::text[], $2::text[], $3::text[]) AS x(t, s, k)
-                   GROUP BY t, s, k) AS u
-             WHERE e.tenant_id = u.t AND e.source_id = u.s AND e.key = u.k
+             FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n
+                   FROM (SELECT t, s, k, count(*)::int AS n FROM unnest($1::text[], $2::text[], $3::text[]) AS x(t, s, k)
+                         GROUP BY t, s, k) AS x
+                   JOIN inbound_keys k ON k.tenant_id = x.t AND k.source_id = x.s AND k.key = x.k) AS u
+             WHERE e.tenant_id = u.tenant_id AND e.source_id = u.source_id AND e.id = u.event_id
              RETURNING e.tenant_id, e.source_id, e.key, e.id, e.status, COALESCE(e.lease_until < now(), false)",
             &[&col(|r| r.tenant_id.as_str()), &col(|r| r.source_id.as_str()), &col(|r| &r.key)],
         )
@@ -146,11 +153,14 @@ pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<
         .query_opt(
             &format!(
                 "WITH ins AS (
-                    UPDATE inbound_events SET status = 'accepted', msg_id = $4, app_id = $5, event_type = $6,
+                    UPDATE inbound_events e SET status = 'accepted', msg_id = $4, app_id = $5, event_type = $6,
                         content_type = $7, payload = $8, traceparent = $9, lease_until = NULL, lease_token = NULL
-                    WHERE tenant_id = $1 AND source_id = $2 AND key = $3
-                      AND status = 'processing' AND lease_until < now()
-                    RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent
+                    FROM inbound_keys k
+                    WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+                      AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
+                      AND e.status = 'processing' AND e.lease_until < now()
+                    RETURNING e.id, e.tenant_id, e.app_id, e.msg_id, e.key, e.event_type, e.content_type, e.payload,
+                        e.traceparent
                  ), {}
                  SELECT id FROM ins",
                 messages_of_admitted()

@@ -1,7 +1,11 @@
 //! The `inbound_events` table: what each source admitted, once per key.
 //!
-//! Admission is one `INSERT … ON CONFLICT DO NOTHING` against the key: of any
-//! number of concurrent copies, on any number of instances, exactly one inserts.
+//! Admission is one `INSERT … ON CONFLICT DO NOTHING` against the key in
+//! `inbound_keys`: of any number of concurrent copies, on any number of
+//! instances, exactly one inserts, and only that one writes its event row.
+//! (`inbound_events` is partitioned by time, and a unique index cannot span
+//! partitions; the narrow key table holds the decision for the whole window.)
+//! Every call by key finds the event through its key row.
 
 use std::time::Duration;
 
@@ -92,10 +96,14 @@ pub async fn admit(
     let token = lease.map(|l| l.token);
     let n = db
         .execute(
-            "INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
+            "WITH won AS (
+                INSERT INTO inbound_keys (tenant_id, source_id, key, event_id) VALUES ($1, $2, $3, $4)
+                ON CONFLICT (tenant_id, source_id, key) DO NOTHING
+                RETURNING event_id
+             )
+             INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
                 content_type, payload, lease_until, lease_token)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12)
-             ON CONFLICT (tenant_id, source_id, key) DO NOTHING",
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12 FROM won",
             &[
                 &tenant.as_str(),
                 &source.as_str(),
@@ -125,9 +133,11 @@ pub async fn duplicate(
 ) -> Result<Option<Existing>, StoreError> {
     let row = db
         .query_opt(
-            "UPDATE inbound_events SET duplicates = duplicates + 1
-             WHERE tenant_id = $1 AND source_id = $2 AND key = $3
-             RETURNING id, status, COALESCE(lease_until < now(), false)",
+            "UPDATE inbound_events e SET duplicates = e.duplicates + 1
+             FROM inbound_keys k
+             WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+               AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
+             RETURNING e.id, e.status, COALESCE(e.lease_until < now(), false)",
             &[&tenant.as_str(), &source.as_str(), &key],
         )
         .await?;
@@ -149,8 +159,11 @@ pub async fn take_over(
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(
-            "UPDATE inbound_events SET lease_until = now() + make_interval(secs => $4), lease_token = $5
-             WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing' AND lease_until < now()",
+            "UPDATE inbound_events e SET lease_until = now() + make_interval(secs => $4), lease_token = $5
+             FROM inbound_keys k
+             WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+               AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
+               AND e.status = 'processing' AND e.lease_until < now()",
             &[&tenant.as_str(), &source.as_str(), &key, &lease.length.as_secs_f64(), &lease.token],
         )
         .await?;
@@ -168,8 +181,11 @@ pub async fn complete(
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(
-            "UPDATE inbound_events SET status = 'completed', lease_until = NULL, lease_token = NULL
-             WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing' AND lease_token = $4",
+            "UPDATE inbound_events e SET status = 'completed', lease_until = NULL, lease_token = NULL
+             FROM inbound_keys k
+             WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+               AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
+               AND e.status = 'processing' AND e.lease_token = $4",
             &[&tenant.as_str(), &source.as_str(), &key, &token],
         )
         .await?;
@@ -177,7 +193,8 @@ pub async fn complete(
 }
 
 /// Releases a `processing` row after a failed forward, so the provider's retry
-/// runs again; only while `token` holds its lease (a successor's row stays).
+/// runs again: the event and its key go together, only while `token` holds its
+/// lease (a successor's row stays).
 pub async fn release(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -187,8 +204,15 @@ pub async fn release(
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(
-            "DELETE FROM inbound_events
-             WHERE tenant_id = $1 AND source_id = $2 AND key = $3 AND status = 'processing' AND lease_token = $4",
+            "WITH gone AS (
+                DELETE FROM inbound_events e USING inbound_keys k
+                WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+                  AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
+                  AND e.status = 'processing' AND e.lease_token = $4
+                RETURNING e.id
+             )
+             DELETE FROM inbound_keys k USING gone
+             WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3 AND k.event_id = gone.id",
             &[&tenant.as_str(), &source.as_str(), &key, &token],
         )
         .await?;

@@ -85,10 +85,18 @@ pub async fn publish(
         "WITH app AS (
             SELECT id FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2)
             ORDER BY (id = $2) DESC LIMIT 1
+         ), event_id AS (
+            -- The eventId's and the request key's uniqueness: a repeat fails the
+            -- whole statement (a unique violation names which), nothing is written.
+            INSERT INTO message_event_ids (tenant_id, app_id, event_id, msg_id)
+            SELECT $1, app.id, $4, $3 FROM app WHERE $4::text IS NOT NULL
+         ), request_key AS (
+            INSERT INTO message_request_keys (tenant_id, app_id, key, msg_id)
+            SELECT $1, app.id, $11, $3 FROM app WHERE $11::text IS NOT NULL
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, channels, tags, payload, content_type,
-                idempotency_key, request_key, traceparent, payload_expires_at)
-            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM app
+                idempotency_key, traceparent, payload_expires_at)
+            SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13 FROM app
             RETURNING {COLUMNS}, tenant_id, app_id
          ), dels AS ({})
          SELECT {cols}, (SELECT count(*) FROM dels) FROM msg",
@@ -131,19 +139,43 @@ pub async fn by_request_key(
     ttl: std::time::Duration,
 ) -> Result<Option<Message>, StoreError> {
     db.execute(
-        "UPDATE messages m SET request_key = NULL FROM applications a
-         WHERE m.tenant_id = $1 AND a.tenant_id = m.tenant_id AND a.id = m.app_id AND (a.id = $2 OR a.uid = $2)
-           AND m.request_key = $3 AND m.created_at < now() - make_interval(secs => $4)",
+        "DELETE FROM message_request_keys r USING applications a
+         WHERE r.tenant_id = $1 AND a.tenant_id = r.tenant_id AND a.id = r.app_id AND (a.id = $2 OR a.uid = $2)
+           AND r.key = $3 AND r.created_at < now() - make_interval(secs => $4)",
         &[&tenant.as_str(), &app.as_str(), &key, &ttl.as_secs_f64()],
     )
     .await?;
     let cols = COLUMNS.split(',').map(|c| format!("m.{}", c.trim())).collect::<Vec<_>>().join(", ");
     let sql = format!(
-        "SELECT {cols} FROM messages m JOIN applications a ON a.tenant_id = m.tenant_id AND a.id = m.app_id
-         WHERE m.tenant_id = $1 AND (a.id = $2 OR a.uid = $2) AND m.request_key = $3
+        "SELECT {cols} FROM message_request_keys r
+         JOIN applications a ON a.tenant_id = r.tenant_id AND a.id = r.app_id
+         JOIN messages m ON m.tenant_id = r.tenant_id AND m.app_id = r.app_id AND m.id = r.msg_id
+         WHERE r.tenant_id = $1 AND (a.id = $2 OR a.uid = $2) AND r.key = $3
          ORDER BY (a.id = $2) DESC LIMIT 1"
     );
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &key]).await?.as_ref().map(from_row))
+}
+
+/// Whether a message of the application (by id or uid) already carries this
+/// `eventId`, registered or not: an ingress message's eventId is its inbound
+/// event's id, unique by construction and so kept out of `message_event_ids`.
+/// Asked before an API message takes an eventId shaped like one (`evt_…`);
+/// such an id cannot be known before it is committed, so asking first races
+/// with nothing.
+pub async fn event_id_in_use(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &Ref<AppId>,
+    event_id: &str,
+) -> Result<bool, StoreError> {
+    let row = db
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM messages m JOIN applications a ON a.tenant_id = m.tenant_id AND a.id = m.app_id
+                            WHERE m.tenant_id = $1 AND (a.id = $2 OR a.uid = $2) AND m.event_id = $3)",
+            &[&tenant.as_str(), &app.as_str(), &event_id],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 /// A message by id or by its `eventId`.

@@ -9,6 +9,7 @@ pub mod attempts;
 pub mod deliveries;
 pub mod delivery_views;
 pub mod endpoints;
+pub mod erasure;
 pub mod event_types;
 mod fanout;
 pub mod health;
@@ -18,8 +19,10 @@ pub mod inbound_events;
 pub mod messages;
 pub mod notify;
 pub mod page;
+pub mod partitions;
 pub mod publish_batch;
 pub mod retention;
+pub mod retention_stats;
 pub mod sources;
 pub mod tenants;
 

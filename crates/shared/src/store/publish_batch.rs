@@ -59,11 +59,17 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
                 SELECT DISTINCT ON (i.n) i.*, a.id AS app FROM input i
                 JOIN applications a ON a.tenant_id = i.t AND (a.id = i.aref OR a.uid = i.aref)
                 ORDER BY i.n, (a.id = i.aref) DESC
+             ), event_ids AS (
+                -- An eventId is the message's only if its row here is new.
+                INSERT INTO message_event_ids (tenant_id, app_id, event_id, msg_id)
+                SELECT t, app, eid, m FROM resolved WHERE eid IS NOT NULL ORDER BY n
+                ON CONFLICT (tenant_id, app_id, event_id) DO NOTHING
+                RETURNING msg_id
              ), msg AS (
                 INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, traceparent,
                     payload_expires_at)
-                SELECT t, app, m, eid, et, p, 'application/json', tp, px FROM resolved ORDER BY n
-                ON CONFLICT (tenant_id, app_id, event_id) WHERE event_id IS NOT NULL DO NOTHING
+                SELECT t, app, m, eid, et, p, 'application/json', tp, px FROM resolved
+                WHERE eid IS NULL OR m IN (SELECT msg_id FROM event_ids) ORDER BY n
                 RETURNING tenant_id, app_id, id, event_type, channels, created_at
              ), dels AS ({})
              SELECT r.m, r.app, msg.created_at, (SELECT count(*) FROM dels d WHERE d.msg_id = r.m)

@@ -1,0 +1,175 @@
+//! Erasing on request: one message's content, one attempt's response, or one
+//! customer (an application and everything under it), for GDPR requests. What
+//! is erased is gone from the database, not hidden.
+
+use tokio_postgres::GenericClient;
+
+use super::{retention, StoreError};
+use crate::{
+    cache::Caches,
+    ids::{AppId, AttemptId, MessageId, TenantId},
+};
+
+/// Erases a message's payload, and the inbound event's copy of it when ingress
+/// created the message. The rows stay (the message reads `{"expired": true}`).
+/// Returns whether the message exists.
+pub async fn expunge_message(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    msg: &MessageId,
+) -> Result<bool, StoreError> {
+    let row = db
+        .query_one(
+            "WITH m AS (
+                UPDATE messages SET payload = NULL, payload_expires_at = NULL
+                WHERE tenant_id = $1 AND app_id = $2 AND id = $3
+                RETURNING tenant_id, id, event_id
+             ), inbound AS (
+                UPDATE inbound_events e SET payload = NULL FROM m
+                WHERE e.tenant_id = m.tenant_id AND e.msg_id = m.id AND e.id = m.event_id
+                  AND e.source_id IN (SELECT s.id FROM sources s WHERE s.tenant_id = $1)
+             )
+             SELECT count(*) FROM m",
+            &[&tenant.as_str(), &app.as_str(), &msg.as_str()],
+        )
+        .await?;
+    Ok(row.get::<_, i64>(0) == 1)
+}
+
+/// What an expunged attempt's response reads, as Svix writes it.
+pub const EXPUNGED: &str = "EXPUNGED";
+
+/// Erases the response body an endpoint returned to one attempt.
+pub async fn expunge_attempt(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    msg: &MessageId,
+    attempt: &AttemptId,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE attempts SET response = $5 WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND id = $4",
+            &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &attempt.as_str(), &EXPUNGED],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Where the erasure of an application stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Erasure {
+    /// Rows were removed; more remain.
+    Progress(u64),
+    /// The application and everything under it are gone.
+    Done,
+}
+
+/// Records that an application is to be erased, so that the pruners finish what
+/// the request does not, and retires it at once: its uid is freed (a new
+/// application may take it and is not erased with this one), its sources stop
+/// admitting and its endpoints stop receiving.
+pub async fn request_erasure(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    caches: &Caches,
+) -> Result<(), StoreError> {
+    db.execute(
+        "WITH app AS (
+            UPDATE applications SET uid = NULL, updated_at = now() WHERE tenant_id = $1 AND id = $2
+         ), src AS (
+            UPDATE sources SET disabled = true, updated_at = now() WHERE tenant_id = $1 AND app_id = $2
+         ), eps AS (
+            UPDATE endpoints SET disabled = true, updated_at = now() WHERE tenant_id = $1 AND app_id = $2
+         )
+         INSERT INTO erasures (tenant_id, app_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&tenant.as_str(), &app.as_str()],
+    )
+    .await?;
+    caches.forget_sources();
+    Ok(())
+}
+
+/// One bounded step of erasing an application: up to `batch` of its messages
+/// (with their deliveries, attempts and eventIds), then up to `batch` of its
+/// inbound events with their keys (whichever source admitted them); when a step
+/// finds less than a batch of either, the application itself goes (its
+/// endpoints, sources, deliveries and the rest, by cascade) with its erasure
+/// record.
+pub async fn erase_step(
+    db: &mut impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    batch: i64,
+    caches: &Caches,
+) -> Result<Erasure, StoreError> {
+    let (t, a) = (tenant.as_str(), app.as_str());
+    let tx = db.transaction().await?;
+    let rows = tx
+        .query(
+            "SELECT tenant_id, app_id, id FROM messages WHERE tenant_id = $1 AND app_id = $2
+             LIMIT $3 FOR UPDATE SKIP LOCKED",
+            &[&t, &a, &batch],
+        )
+        .await?;
+    let col = |rows: &[tokio_postgres::Row], i: usize| rows.iter().map(|r| r.get::<_, String>(i)).collect::<Vec<_>>();
+    let messages = if rows.is_empty() {
+        0
+    } else {
+        retention::delete_messages(&tx, &col(&rows, 0), &col(&rows, 1), &col(&rows, 2)).await?
+    };
+    let rows = tx
+        .query(
+            "SELECT tenant_id, source_id, id, key FROM inbound_events WHERE tenant_id = $1 AND app_id = $2
+             LIMIT $3 FOR UPDATE SKIP LOCKED",
+            &[&t, &a, &batch],
+        )
+        .await?;
+    let inbound = if rows.is_empty() {
+        0
+    } else {
+        tx.execute(
+            "WITH doomed AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS d(t, s, i, k)
+             ), keys AS (
+                DELETE FROM inbound_keys x USING doomed
+                WHERE x.tenant_id = doomed.t AND x.source_id = doomed.s AND x.key = doomed.k AND x.event_id = doomed.i
+             )
+             DELETE FROM inbound_events x USING doomed
+             WHERE x.id = ANY ($3) AND x.tenant_id = doomed.t AND x.source_id = doomed.s AND x.id = doomed.i",
+            &[&col(&rows, 0), &col(&rows, 1), &col(&rows, 2), &col(&rows, 3)],
+        )
+        .await?
+    };
+    tx.commit().await?;
+    if messages == batch as u64 || inbound == batch as u64 {
+        return Ok(Erasure::Progress(messages + inbound));
+    }
+    // Less than a batch is left (even if more trickles in): one statement takes it.
+    db.execute(
+        "WITH app AS (DELETE FROM applications WHERE tenant_id = $1 AND id = $2),
+              inbound AS (DELETE FROM inbound_events WHERE tenant_id = $1 AND app_id = $2
+                          RETURNING tenant_id, source_id, key, id),
+              keys AS (DELETE FROM inbound_keys k USING inbound i WHERE k.tenant_id = i.tenant_id
+                          AND k.source_id = i.source_id AND k.key = i.key AND k.event_id = i.id)
+         DELETE FROM erasures WHERE tenant_id = $1 AND app_id = $2",
+        &[&t, &a],
+    )
+    .await?;
+    // Its sources went with it.
+    caches.forget_sources();
+    Ok(Erasure::Done)
+}
+
+/// How many erasures are requested and not finished.
+pub async fn erasures_pending(db: &impl GenericClient) -> Result<i64, StoreError> {
+    Ok(db.query_one("SELECT count(*) FROM erasures", &[]).await?.get(0))
+}
+
+/// Erasures requested and not finished, oldest first, for the pruners.
+pub async fn pending_erasures(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, AppId)>, StoreError> {
+    let rows = db.query("SELECT tenant_id, app_id FROM erasures ORDER BY requested_at LIMIT $1", &[&limit]).await?;
+    Ok(rows.iter().map(|r| (TenantId::from_db(r.get(0)), AppId::from_db(r.get(1)))).collect())
+}

@@ -1,0 +1,262 @@
+//! The time-partitioned tables' partitions: listed from the catalog, made ahead
+//! of time, and detached and dropped once every row in them is past retention.
+//!
+//! Each family is partitioned by range of a ULID-bearing id (so by the time the
+//! id was made): `inbound_events` by `id`, `messages` by `id`, `deliveries` and
+//! `attempts` by their message's id, so that a message and everything under it
+//! live in partitions of the same range and go together. Bounds are the lowest
+//! id of an instant ([`crate::ids::floor`]).
+//!
+//! Every step takes only locks that let reads and writes go on: a new partition
+//! is made as a table of its own and then attached (SHARE UPDATE EXCLUSIVE on the
+//! parent, where `CREATE TABLE … PARTITION OF` would take ACCESS EXCLUSIVE), an
+//! old one is detached `CONCURRENTLY` and then dropped.
+
+use chrono::{DateTime, Duration as Days, TimeZone, Utc};
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+use crate::ids;
+
+/// Which retention decides when a family's partitions may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Horizon {
+    /// The longest dedupe window of any source (inbound events).
+    Inbound,
+    /// The longest message retention of any tenant (messages, deliveries, attempts).
+    Messages,
+}
+
+/// One partitioned table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    pub table: &'static str,
+    /// The prefix of the ids its partition key holds.
+    pub prefix: &'static str,
+    pub horizon: Horizon,
+}
+
+/// Every partitioned table, in the order their old partitions are dropped: what
+/// hangs under a message before the message, so that no reader meets a delivery
+/// whose message is gone.
+pub const FAMILIES: [Family; 4] = [
+    Family { table: "attempts", prefix: "msg", horizon: Horizon::Messages },
+    Family { table: "deliveries", prefix: "msg", horizon: Horizon::Messages },
+    Family { table: "messages", prefix: "msg", horizon: Horizon::Messages },
+    Family { table: "inbound_events", prefix: "evt", horizon: Horizon::Inbound },
+];
+
+/// One partition, as the catalog has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    pub family: &'static str,
+    pub name: String,
+    /// `None` for the lowest partition (`MINVALUE`: the table from before partitioning).
+    pub from: Option<DateTime<Utc>>,
+    pub to: DateTime<Utc>,
+    /// A `DETACH … CONCURRENTLY` that was interrupted: it must be finalized.
+    pub detach_pending: bool,
+}
+
+/// The instant an id bound stands for; `None` for `MINVALUE` or a bound that is
+/// not one of ours.
+fn bound_time(bound: &str) -> Option<DateTime<Utc>> {
+    let body = bound.trim().trim_matches('\'');
+    let (_, ulid) = body.split_once('_')?;
+    let ulid = ulid::Ulid::from_string(ulid).ok()?;
+    Utc.timestamp_millis_opt(ulid.timestamp_ms() as i64).single()
+}
+
+/// Parses `FOR VALUES FROM ('msg_…') TO ('msg_…')` as Postgres prints a bound.
+fn parse_bounds(expr: &str) -> Option<(Option<DateTime<Utc>>, DateTime<Utc>)> {
+    let rest = expr.strip_prefix("FOR VALUES FROM (")?;
+    let (from, rest) = rest.split_once(") TO (")?;
+    let to = rest.strip_suffix(')')?;
+    let from = if from == "MINVALUE" { None } else { Some(bound_time(from)?) };
+    Some((from, bound_time(to)?))
+}
+
+/// Every partition of every family, oldest first within a family.
+pub async fn list(db: &impl GenericClient) -> Result<Vec<Partition>, StoreError> {
+    let tables: Vec<&str> = FAMILIES.iter().map(|f| f.table).collect();
+    let rows = db
+        .query(
+            "SELECT p.relname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending
+             FROM pg_inherits i
+             JOIN pg_class c ON c.oid = i.inhrelid
+             JOIN pg_class p ON p.oid = i.inhparent
+             WHERE p.relname = ANY ($1) AND p.relnamespace = current_schema()::regnamespace",
+            &[&tables],
+        )
+        .await?;
+    let mut out = Vec::new();
+    for r in rows {
+        let parent: String = r.get(0);
+        let Some(family) = FAMILIES.iter().find(|f| f.table == parent) else { continue };
+        let expr: String = r.get(2);
+        let Some((from, to)) = parse_bounds(&expr) else {
+            return Err(StoreError::Corrupt(format!(
+                "partition {} has a bound not of Hookgate's: {expr}",
+                r.get::<_, String>(1)
+            )));
+        };
+        out.push(Partition { family: family.table, name: r.get(1), from, to, detach_pending: r.get(3) });
+    }
+    out.sort_by(|a, b| (a.family, a.to).cmp(&(b.family, b.to)));
+    Ok(out)
+}
+
+/// The advisory lock key of partition maintenance ("hgpart").
+const LOCK_KEY: i64 = 0x6867_7061_7274;
+
+/// In a transaction: takes the maintenance lock unless another process holds it
+/// (then `false`), and bounds the wait for the parent tables' lock, so that an
+/// attach gives up soon rather than queue behind another's attach or detach.
+pub async fn lock_for_attach(tx: &impl GenericClient) -> Result<bool, StoreError> {
+    tx.batch_execute("SET LOCAL lock_timeout = '2s'").await?;
+    Ok(tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&LOCK_KEY]).await?.get(0))
+}
+
+/// On a connection of its own: the session bounds a detach needs (it waits for
+/// the queries that may still read its partition) and the maintenance lock, or
+/// `false` if another process holds it. Release with [`unlock_session`].
+pub async fn lock_for_detach(client: &impl GenericClient) -> Result<bool, StoreError> {
+    client.batch_execute("SET statement_timeout = '10min'; SET lock_timeout = '5s'").await?;
+    Ok(client.query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY]).await?.get(0))
+}
+
+pub async fn unlock_session(client: &impl GenericClient) -> Result<(), StoreError> {
+    client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await?;
+    Ok(())
+}
+
+/// The database's clock, which decides the horizons.
+pub async fn now(db: &impl GenericClient) -> Result<DateTime<Utc>, StoreError> {
+    Ok(db.query_one("SELECT now()", &[]).await?.get(0))
+}
+
+/// The start of the UTC day `at` falls in.
+pub fn day_of(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.date_naive().and_hms_opt(0, 0, 0).expect("midnight exists").and_utc()
+}
+
+/// A partition's name: its table and the UTC day it starts.
+fn name_of(family: &Family, from: DateTime<Utc>) -> String {
+    format!("{}_p{}", family.table, from.format("%Y%m%d"))
+}
+
+/// Makes `family`'s partitions, `days` wide, from the end of its highest one (or
+/// from the day of `from` if it has none) until one reaches past `until`.
+/// Returns how many were made. Callers serialise (see [`crate::partitions`]).
+pub async fn ensure(
+    db: &impl GenericClient,
+    family: &Family,
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+    days: i64,
+) -> Result<u32, StoreError> {
+    let existing = list(db).await?;
+    let mut start =
+        existing.iter().filter(|p| p.family == family.table).map(|p| p.to).max().unwrap_or_else(|| day_of(from));
+    let mut made = 0;
+    while start <= until {
+        let end = start + Days::days(days.max(1));
+        create(db, family, start, end).await?;
+        made += 1;
+        start = end;
+    }
+    Ok(made)
+}
+
+/// Makes one partition `[from, to)`: a table like its parent, then attached. A
+/// table of that name left by an interrupted earlier attempt is reused.
+pub async fn create(
+    db: &impl GenericClient,
+    family: &Family,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let name = name_of(family, from);
+    let (lo, hi) = (ids::floor(family.prefix, from), ids::floor(family.prefix, to));
+    db.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {name} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES);
+         ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES FROM ('{lo}') TO ('{hi}')",
+        table = family.table
+    ))
+    .await?;
+    Ok(())
+}
+
+/// Detaches a partition without blocking readers and writers (it waits for the
+/// queries that may still see it), or finishes a detach that was interrupted.
+/// Must run outside a transaction.
+pub async fn detach(db: &impl GenericClient, p: &Partition) -> Result<(), StoreError> {
+    let how = if p.detach_pending { "FINALIZE" } else { "CONCURRENTLY" };
+    db.batch_execute(&format!("ALTER TABLE {} DETACH PARTITION {} {how}", p.family, p.name)).await?;
+    Ok(())
+}
+
+/// Tables that look like partitions of ours but belong to no parent: detached
+/// by a process that died before it dropped them.
+pub async fn detached_leftovers(db: &impl GenericClient) -> Result<Vec<String>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT c.relname::text FROM pg_class c
+             WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND NOT c.relispartition
+               AND c.relname ~ '^(inbound_events|messages|deliveries|attempts)_(p[0-9]{8}|legacy)$'",
+            &[],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Drops a detached partition's table.
+pub async fn drop_table(db: &impl GenericClient, name: &str) -> Result<(), StoreError> {
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        return Err(StoreError::Corrupt(format!("not a partition name: {name}")));
+    }
+    db.batch_execute(&format!("DROP TABLE IF EXISTS {name}")).await?;
+    Ok(())
+}
+
+/// The horizons in days: the longest dedupe window any source has, and the
+/// longest message retention any tenant has (each at least its default). A
+/// partition whose every row is older than its family's horizon may go whole.
+pub async fn horizons(
+    db: &impl GenericClient,
+    inbound_default: i32,
+    message_default: i32,
+) -> Result<(i32, i32), StoreError> {
+    let row = db
+        .query_one(
+            "SELECT GREATEST($1, (SELECT max(COALESCE(s.retention_days, t.inbound_days, $1))
+                                  FROM sources s JOIN tenants t ON t.id = s.tenant_id)),
+                    GREATEST($2, (SELECT max(t.message_days) FROM tenants t))",
+            &[&inbound_default, &message_default],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_as_postgres_prints_them_parse_back_to_their_instants() {
+        let day = Utc.with_ymd_and_hms(2026, 12, 3, 0, 0, 0).unwrap();
+        let next = day + Days::days(1);
+        let expr = format!("FOR VALUES FROM ('{}') TO ('{}')", ids::floor("msg", day), ids::floor("msg", next));
+        assert_eq!(parse_bounds(&expr), Some((Some(day), next)));
+        let legacy = format!("FOR VALUES FROM (MINVALUE) TO ('{}')", ids::floor("evt", day));
+        assert_eq!(parse_bounds(&legacy), Some((None, day)));
+        assert_eq!(parse_bounds("FOR VALUES FROM ('x') TO ('y')"), None);
+        assert_eq!(parse_bounds("DEFAULT"), None);
+    }
+
+    #[test]
+    fn a_partition_is_named_by_its_table_and_first_day() {
+        let day = Utc.with_ymd_and_hms(2026, 1, 9, 0, 0, 0).unwrap();
+        assert_eq!(name_of(&FAMILIES[2], day), "messages_p20260109");
+    }
+}

@@ -1,0 +1,191 @@
+//! The upgrade to time-partitioned tables on a database that holds data, with
+//! the previous release writing, with its own statements, between the expand
+//! steps (0015, 0016) and the switch (0017): every row is kept in place and read
+//! back, and every decision it made (an admitted key, an eventId, a request key)
+//! still holds under the new release's code.
+
+use chrono::{Duration as Days, Utc};
+use hookgate_shared::{
+    ids::{AppId, InboundEventId, MessageId, Ref, SourceId, TenantId},
+    migrate,
+    status::InboundStatus,
+    store::{
+        inbound_events::{self, NewInbound},
+        messages::{self, NewMessage},
+        partitions, StoreError,
+    },
+};
+use hookgate_tests::TestDb;
+use tokio_postgres::Client;
+
+/// An inbound event as the previous release admitted one (its `ON CONFLICT` on
+/// the key); whether it was inserted.
+async fn old_admit(db: &Client, t: &str, s: &str, a: &str, key: &str, id: &str) -> bool {
+    let n = db
+        .execute(
+            "INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, event_type, content_type,
+                payload)
+             VALUES ($1, $2, $3, $4, 'accepted', $5, 'invoice.paid', 'application/json', '\\x7b7d')
+             ON CONFLICT (tenant_id, source_id, key) DO NOTHING",
+            &[&t, &s, &key, &id, &a],
+        )
+        .await
+        .unwrap();
+    n == 1
+}
+
+/// A message as the previous release created one (`ON CONFLICT` on the eventId).
+async fn old_publish(db: &Client, t: &str, a: &str, id: &str, event_id: &str, request_key: &str) -> bool {
+    let n = db
+        .execute(
+            "INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, request_key)
+             VALUES ($1, $2, $3, $4, 'order.created', '\\x7b7d', $5)
+             ON CONFLICT (tenant_id, app_id, event_id) WHERE event_id IS NOT NULL DO NOTHING",
+            &[&t, &a, &id, &event_id, &request_key],
+        )
+        .await
+        .unwrap();
+    n == 1
+}
+
+async fn count(db: &Client, sql: &str) -> i64 {
+    db.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+async fn partition(db: &Client, table: &str, column: &str, id: &str) -> String {
+    let sql = format!("SELECT tableoid::regclass::text FROM {table} WHERE {column} = $1");
+    db.query_one(&sql, &[&id]).await.unwrap().get(0)
+}
+
+fn message(id: &MessageId, event_id: &str) -> NewMessage {
+    NewMessage {
+        id: id.clone(),
+        event_id: Some(event_id.into()),
+        event_type: "order.created".into(),
+        channels: None,
+        tags: None,
+        payload: b"{}".to_vec(),
+        content_type: "application/json".into(),
+        idempotency_key: None,
+        request_key: None,
+        traceparent: None,
+        payload_expires_at: None,
+    }
+}
+
+#[tokio::test]
+async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_written_during_the_expand() {
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run_until(&mut client, Some("0014")).await.unwrap();
+    let (tenant, app, source) = (TenantId::generate(), AppId::generate(), SourceId::generate());
+    let (t, a, s) = (tenant.as_str(), app.as_str(), source.as_str());
+    client.execute("INSERT INTO tenants (id, name) VALUES ($1, 'acme')", &[&t]).await.unwrap();
+    client.execute("INSERT INTO applications (tenant_id, id, name) VALUES ($1, $2, 'shop')", &[&t, &a]).await.unwrap();
+    client
+        .execute(
+            "INSERT INTO sources (tenant_id, id, name, provider, app_id) VALUES ($1, $2, 'stripe', 'stripe', $3)",
+            &[&t, &s, &a],
+        )
+        .await
+        .unwrap();
+    // Before the upgrade: an admitted event, a message with its delivery and attempt.
+    let evt_old = InboundEventId::generate();
+    assert!(old_admit(&client, t, s, a, "key-old", evt_old.as_str()).await);
+    let msg_old = MessageId::generate();
+    assert!(old_publish(&client, t, a, msg_old.as_str(), "order-old", "req-old").await);
+    client
+        .execute(
+            "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status) VALUES ($1, $2, $3, 'ep_x', 0)",
+            &[&t, &a, &msg_old.as_str()],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, response_status_code,
+                response_duration_ms)
+             VALUES ($1, $2, 'atmpt_old', $3, 'ep_x', 'https://example.invalid/', 0, 200, 5)",
+            &[&t, &a, &msg_old.as_str()],
+        )
+        .await
+        .unwrap();
+
+    // The expand steps, with the previous release still writing in between.
+    migrate::run_until(&mut client, Some("0016")).await.unwrap();
+    let evt_mid = InboundEventId::generate();
+    assert!(old_admit(&client, t, s, a, "key-mid", evt_mid.as_str()).await);
+    assert!(!old_admit(&client, t, s, a, "key-old", InboundEventId::generate().as_str()).await, "still decided");
+    let msg_mid = MessageId::generate();
+    assert!(old_publish(&client, t, a, msg_mid.as_str(), "order-mid", "req-mid").await);
+    // A sync forward that failed: the previous release released (deleted) its row.
+    let evt_gone = InboundEventId::generate();
+    assert!(old_admit(&client, t, s, a, "key-released", evt_gone.as_str()).await);
+    client.execute("DELETE FROM inbound_events WHERE id = $1", &[&evt_gone.as_str()]).await.unwrap();
+    // Mirrored into the key tables as it happened.
+    assert_eq!(count(&client, "SELECT count(*) FROM inbound_keys").await, 2, "key-old and key-mid, not the released");
+    assert_eq!(count(&client, "SELECT count(*) FROM message_event_ids").await, 2);
+    assert_eq!(count(&client, "SELECT count(*) FROM message_request_keys").await, 2);
+
+    // The switch.
+    migrate::run(&mut client).await.unwrap();
+    for (table, column, id) in [
+        ("messages", "id", msg_old.as_str()),
+        ("deliveries", "msg_id", msg_old.as_str()),
+        ("attempts", "msg_id", msg_old.as_str()),
+        ("inbound_events", "id", evt_old.as_str()),
+        ("inbound_events", "id", evt_mid.as_str()),
+    ] {
+        assert_eq!(partition(&client, table, column, id).await, format!("{table}_legacy"), "kept in place");
+    }
+    let legacy = partitions::list(&client).await.unwrap();
+    let below: chrono::DateTime<Utc> =
+        client.query_one("SELECT below FROM hookgate_partition_cutover", &[]).await.unwrap().get(0);
+    for table in ["messages", "deliveries", "attempts", "inbound_events"] {
+        let first = legacy.iter().find(|p| p.family == table).unwrap();
+        assert_eq!((first.name.as_str(), first.from, first.to), (&*format!("{table}_legacy"), None, below));
+    }
+
+    // Every decision holds under the new release.
+    let again = NewInbound {
+        id: InboundEventId::generate(),
+        key: "key-old".into(),
+        app_id: app.clone(),
+        msg_id: None,
+        event_type: "invoice.paid".into(),
+        content_type: "application/json".into(),
+        payload: b"{}".to_vec(),
+    };
+    for key in ["key-old", "key-mid"] {
+        let copy = NewInbound { key: key.into(), id: InboundEventId::generate(), ..again.clone() };
+        assert!(!inbound_events::admit(&client, &tenant, &source, &copy, InboundStatus::Accepted, None).await.unwrap());
+        let first = inbound_events::duplicate(&client, &tenant, &source, key).await.unwrap().unwrap();
+        assert!([&evt_old, &evt_mid].contains(&&first.id), "the first copy's event: {first:?}");
+    }
+    let released = NewInbound { key: "key-released".into(), id: InboundEventId::generate(), ..again.clone() };
+    assert!(inbound_events::admit(&client, &tenant, &source, &released, InboundStatus::Accepted, None).await.unwrap());
+    for event_id in ["order-old", "order-mid"] {
+        let err =
+            messages::publish(&client, &tenant, &Ref::Id(app.clone()), &message(&MessageId::generate(), event_id))
+                .await
+                .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict(ref c) if c == "message_event_ids_pkey"), "{err}");
+    }
+    let day = std::time::Duration::from_secs(86_400);
+    let found = messages::by_request_key(&client, &tenant, &Ref::Id(app.clone()), "req-old", day).await.unwrap();
+    assert_eq!(found.map(|m| m.id), Some(msg_old.clone()), "the old request key finds its message");
+    let old = messages::get(&client, &tenant, &app, &Ref::Id(msg_old.clone())).await.unwrap().unwrap();
+    assert_eq!(old.payload.as_deref(), Some(&b"{}"[..]));
+
+    // New rows: before the cutover into the old table, after it into a day's partition.
+    let now = MessageId::generate();
+    messages::publish(&client, &tenant, &Ref::Id(app.clone()), &message(&now, "order-new")).await.unwrap().unwrap();
+    assert_eq!(partition(&client, "messages", "id", now.as_str()).await, "messages_legacy");
+    let later = MessageId::generated_at(below + Days::hours(1));
+    messages::publish(&client, &tenant, &Ref::Id(app.clone()), &message(&later, "order-later")).await.unwrap().unwrap();
+    let day = below.format("%Y%m%d");
+    assert_eq!(partition(&client, "messages", "id", later.as_str()).await, format!("messages_p{day}"));
+    // Nothing of the expand is left.
+    let triggers = count(&client, "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'hookgate_mirror%'").await;
+    assert_eq!(triggers, 0);
+}
