@@ -34,10 +34,10 @@ async fn fill(db: &tokio_postgres::Client, day: chrono::DateTime<Utc>, rows: i64
     let step_ms = (86_400_000 / rows).max(1) as f64;
     db.execute(
         "INSERT INTO messages (tenant_id, app_id, id, event_type, payload, created_at)
-         SELECT 'tnt_bench_prune', 'app_bench_prune', hookgate_id_floor('msg', $1 + i * $3 * interval '1 ms'),
+         SELECT 'tnt_bench_prune', 'app_bench_prune', hookgate_id_floor('msg', $1::timestamptz + i * $3::float8 * interval '1 ms'),
                 'bench.prune', convert_to('{\"n\":' || i || ',\"pad\":\"' || repeat('x', 200) || '\"}', 'UTF8'),
-                $1 + i * $3 * interval '1 ms'
-         FROM generate_series(0, $2 - 1) AS i",
+                $1::timestamptz + i * $3::float8 * interval '1 ms'
+         FROM generate_series(0, $2::int8 - 1) AS i",
         &[&day, &rows, &step_ms],
     )
     .await?;
@@ -100,7 +100,7 @@ pub async fn run(database_url: &str, rows: i64) -> anyhow::Result<Vec<Row>> {
         row(
             &format!("prune {rows} rows: drop the partition"),
             &by_drop,
-            Some((by_delete.seconds / by_drop.seconds.max(1e-6), "DELETE time".into())),
+            Some((by_delete.seconds / by_drop.seconds.max(1e-6), "DELETE".into())),
         ),
     ])
 }
