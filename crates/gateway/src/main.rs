@@ -1,4 +1,6 @@
-//! The `hookgate` command: `serve`, `migrate`, `tenant …`.
+//! The `hookgate` command: `serve`, `migrate`, `tenant …`, `archive …`.
+
+mod archive_cli;
 
 use std::path::PathBuf;
 
@@ -37,6 +39,9 @@ enum Command {
     /// Manage tenants, as the admin API does.
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// Read the cold archive of dropped partitions (needs no database).
+    #[command(subcommand)]
+    Archive(archive_cli::ArchiveCommand),
 }
 
 #[derive(Subcommand)]
@@ -54,6 +59,15 @@ enum TenantCommand {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::Archive(cmd) = cli.command {
+        return match actix_web::rt::System::new().block_on(archive_cli::run(cmd)) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("hookgate: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -84,6 +98,10 @@ fn main() -> std::process::ExitCode {
 async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Serve { role, migrate } => {
+            // A misconfigured archive stops the start, not the first drop weeks later.
+            if let Some(url) = &config.archive_url {
+                hookgate_shared::archive::Archive::open(url)?;
+            }
             if migrate {
                 startup::migrate(&config).await?;
             } else {
@@ -102,6 +120,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             }
         }
         Command::Tenant(cmd) => tenant(cmd, config).await?,
+        Command::Archive(_) => unreachable!("runs without the configuration, in main"),
     }
     Ok(())
 }

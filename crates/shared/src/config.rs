@@ -51,6 +51,7 @@ settings! {
     "retention_message_days", "HOOKGATE_RETENTION_MESSAGE_DAYS", Some("90"), "Days a message is kept with its deliveries and attempts, 1-3650, for tenants that set none.";
     "partition_days", "HOOKGATE_PARTITION_DAYS", Some("1"), "Width in days (1-31) of the partitions of inbound events, messages, deliveries and attempts; a partition is dropped whole once its last day is past the longest retention in effect.";
     "partition_ahead_days", "HOOKGATE_PARTITION_AHEAD_DAYS", Some("7"), "Days (2-90) of partitions kept made ahead of time, so that a row never finds no partition for its day.";
+    "archive_url", "HOOKGATE_ARCHIVE_URL", None, "Where a partition's rows are archived before it is dropped (JSON Lines, zstd, with a manifest): file:///absolute/dir or s3://bucket/prefix (credentials and endpoint from the standard AWS_* variables); unset archives nothing.";
     "prune_interval_secs", "HOOKGATE_PRUNE_INTERVAL_SECS", Some("60"), "How often the pruners look for rows past their retention.";
     "shutdown_timeout_secs", "HOOKGATE_SHUTDOWN_TIMEOUT_SECS", Some("30"), "How long in-flight requests may finish after SIGTERM.";
     "retry_schedule", "HOOKGATE_RETRY_SCHEDULE", Some("5,300,1800,7200,18000,36000,36000"), "Delays in seconds between delivery attempts.";
@@ -101,6 +102,8 @@ pub struct Config {
     /// Width of a partition, and how far ahead partitions are made, in days.
     pub partition_days: i32,
     pub partition_ahead_days: i32,
+    /// Where dropped partitions are archived first, if anywhere.
+    pub archive_url: Option<String>,
     pub prune_interval: Duration,
     pub shutdown_timeout: Duration,
     pub retry_schedule: Vec<Duration>,
@@ -305,6 +308,15 @@ impl Config {
         };
         let retention_inbound_days = days("retention_inbound_days", 90)?;
         let retention_message_days = days("retention_message_days", 3650)?;
+        let archive_url = raw.get("archive_url").filter(|u| !u.is_empty()).map(str::to_owned);
+        if let Some(url) = &archive_url {
+            if !(url.starts_with("file:///") || url.starts_with("s3://")) {
+                return Err(Raw::invalid(
+                    "archive_url",
+                    format!("`{url}`: expected file:///absolute/dir or s3://bucket/prefix"),
+                ));
+            }
+        }
         let partition_days = days("partition_days", 31)?;
         let partition_ahead_days = days("partition_ahead_days", 90)?;
         if partition_ahead_days < 2 {
@@ -343,6 +355,7 @@ impl Config {
             retention_message_days,
             partition_days,
             partition_ahead_days,
+            archive_url,
             prune_interval,
             shutdown_timeout: raw.secs("shutdown_timeout_secs")?,
             retry_schedule,

@@ -10,8 +10,10 @@
 use chrono::{DateTime, Duration as Days, Utc};
 
 use crate::{
+    archive::{Archive, ArchiveError},
     db,
     store::{
+        partition_export,
         partitions::{self, Family, Horizon, Partition, FAMILIES},
         retention, StoreError,
     },
@@ -65,22 +67,49 @@ fn expired(p: &Partition, family: &Family, horizons: (i32, i32), now: DateTime<U
 
 /// Detaches and drops every partition past its horizon, children before the
 /// messages they hang under, and finishes what an interrupted round left (a
-/// detach pending, a detached table not dropped). Runs on a connection of its
-/// own: detaching waits for the queries that may still read the partition, longer
-/// than a request's statement bound allows. Returns how many it dropped.
-pub async fn drop_expired(state: &AppState) -> Result<u32, StoreError> {
+/// detach pending, a detached table not dropped). With `HOOKGATE_ARCHIVE_URL`,
+/// a partition is archived after its detach and dropped only once its archive
+/// is complete; a failed archive keeps the table for the next round. Runs on a
+/// connection of its own: detaching waits for the queries that may still read
+/// the partition, longer than a request's statement bound allows. Returns how
+/// many it dropped.
+pub async fn drop_expired(state: &AppState) -> Result<u32, ArchiveError> {
     let c = &state.config;
+    let archive = c.archive_url.as_deref().map(Archive::open).transpose()?;
     let (client, connection) = tokio::time::timeout(c.db_timeout, db::connect(&c.database_url))
         .await
         .map_err(|_| StoreError::Unavailable("connecting for partition maintenance timed out".into()))??;
     let driver = tokio::spawn(connection);
-    let result = drop_on(state, &client).await;
+    let result = drop_on(state, &client, archive.as_ref()).await;
     drop(client);
     let _ = driver.await;
     result
 }
 
-async fn drop_on(state: &AppState, client: &tokio_postgres::Client) -> Result<u32, StoreError> {
+/// Archives (if there is an archive and it lacks it) and drops a detached table.
+async fn archive_and_drop(
+    client: &tokio_postgres::Client,
+    archive: Option<&Archive>,
+    family: &str,
+    name: &str,
+    bounds: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
+) -> Result<(), ArchiveError> {
+    if let Some(archive) = archive {
+        if !archive.has(family, name).await? {
+            let rows = partition_export::rows(client, family, name).await?;
+            let m = archive.write(family, name, bounds, rows).await?;
+            tracing::info!(partition = %name, rows = m.rows, bytes = m.bytes, "archived a partition before its drop");
+        }
+    }
+    partitions::drop_table(client, name).await?;
+    Ok(())
+}
+
+async fn drop_on(
+    state: &AppState,
+    client: &tokio_postgres::Client,
+    archive: Option<&Archive>,
+) -> Result<u32, ArchiveError> {
     let c = &state.config;
     // A detach waits at most ten minutes for old queries; a lock it cannot get
     // soon is left for the next round.
@@ -94,8 +123,10 @@ async fn drop_on(state: &AppState, client: &tokio_postgres::Client) -> Result<u3
         let mut dropped = 0;
         for family in &FAMILIES {
             for p in all.iter().filter(|p| p.family == family.table && expired(p, family, horizons, now)) {
+                // Its bounds go with the table, for a later round if this one dies.
+                partition_export::label(client, &p.name, family.table, p.from, p.to).await?;
                 partitions::detach(client, p).await?;
-                partitions::drop_table(client, &p.name).await?;
+                archive_and_drop(client, archive, family.table, &p.name, (p.from, Some(p.to))).await?;
                 state.metrics.partitions_dropped.with_label_values(&[family.table]).inc();
                 tracing::info!(partition = %p.name, "dropped a partition past retention");
                 dropped += 1;
@@ -109,10 +140,14 @@ async fn drop_on(state: &AppState, client: &tokio_postgres::Client) -> Result<u3
             }
         }
         for name in partitions::detached_leftovers(client).await? {
-            partitions::drop_table(client, &name).await?;
+            let (family, from, to) = match partition_export::labelled(client, &name).await? {
+                Some((family, from, to)) => (family, from, Some(to)),
+                None => (name.rsplit_once('_').map(|(f, _)| f.to_owned()).unwrap_or_default(), None, None),
+            };
+            archive_and_drop(client, archive, &family, &name, (from, to)).await?;
             tracing::info!(partition = %name, "dropped a partition an interrupted round had detached");
         }
-        Ok(dropped)
+        Ok::<_, ArchiveError>(dropped)
     }
     .await;
     let _ = partitions::unlock_session(client).await;

@@ -113,6 +113,14 @@ async fn a_key_whose_events_partition_was_dropped_is_admitted_again_as_a_new_eve
     let first: Value = app.send_stripe(&source, SECRET, body).await.json().await.unwrap();
     assert_eq!(first["status"], "accepted");
     sink.wait_for(1, Duration::from_secs(10)).await;
+    // A source keeping 90 days holds the old partition back while the row moves in.
+    let holder = t
+        .post(
+            "/api/v1/source",
+            json!({"name": "h", "provider": "stripe", "secret": SECRET, "appId": a, "retention": 90}),
+            201,
+        )
+        .await;
     // The event as if received 40 days ago, past the 30-day window: its row moves
     // to that day's partition (its id is of that day) and its key ages with it.
     let day = old_partitions(&app, 40).await;
@@ -133,6 +141,13 @@ async fn a_key_whose_events_partition_was_dropped_is_admitted_again_as_a_new_eve
     .await
     .unwrap();
     assert_eq!(partition_of(&app, "inbound_events", "id", old_id.as_str()).await, format!("inbound_events_p{day}"));
+    let res = t
+        .req(Method::PATCH, &format!("/api/v1/source/{}", holder["id"].as_str().unwrap()))
+        .json(&json!({"retention": null}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
     // The pruners end the key's window and the maintenance drops the partition.
     wait_until_dropped(&app, &format!("inbound_events_p{day}")).await;
     let keys: i64 = db.query_one("SELECT count(*) FROM inbound_keys", &[]).await.unwrap().get(0);

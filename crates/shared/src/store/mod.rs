@@ -19,6 +19,7 @@ pub mod inbound_events;
 pub mod messages;
 pub mod notify;
 pub mod page;
+pub mod partition_export;
 pub mod partitions;
 pub mod publish_batch;
 pub mod retention;

@@ -1,0 +1,186 @@
+//! The cold archive: before a partition is dropped, its rows are written, one
+//! JSON object per line, compressed with zstd, to a directory or an S3-compatible
+//! bucket (`HOOKGATE_ARCHIVE_URL`: `file:///var/lib/hookgate/archive` or
+//! `s3://bucket/prefix`, with the standard `AWS_*` variables), followed by a
+//! manifest that says what the object holds. `hookgate archive list|show` reads
+//! them back for an audit.
+//!
+//! Layout: `<family>/<partition>.jsonl.zst` and `<family>/<partition>.manifest.json`.
+//! The manifest is written last, so an archive without one is incomplete (a
+//! round that died midway) and is written again before the partition goes.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use object_store::{path::Path, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use sha2::{Digest, Sha256};
+
+/// What went wrong with the archive.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("HOOKGATE_ARCHIVE_URL: {0}")]
+    Config(String),
+    #[error("archive storage: {0}")]
+    Store(#[from] object_store::Error),
+    #[error("archive data: {0}")]
+    Data(String),
+    #[error(transparent)]
+    Db(#[from] crate::store::StoreError),
+}
+
+/// What one archived partition holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub format: String,
+    pub family: String,
+    pub partition: String,
+    /// The partition's bounds: ids made from `from` (none: the oldest rows) until `to`.
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    pub rows: u64,
+    /// The object's name, size and SHA-256, compressed.
+    pub object: String,
+    pub bytes: u64,
+    pub sha256: String,
+    pub archived_at: DateTime<Utc>,
+}
+
+const FORMAT: &str = "hookgate-archive/1: JSON Lines, zstd; byte columns base64";
+
+/// An archive, local or in a bucket.
+#[derive(Clone)]
+pub struct Archive {
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    url: String,
+}
+
+impl std::fmt::Debug for Archive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Archive").field("url", &self.url).finish()
+    }
+}
+
+impl Archive {
+    /// Opens `file:///dir` (made if missing) or `s3://bucket/prefix`.
+    pub fn open(url: &str) -> Result<Self, ArchiveError> {
+        let (store, prefix): (Arc<dyn ObjectStore>, Path) = if let Some(dir) = url.strip_prefix("file://") {
+            if !dir.starts_with('/') {
+                return Err(ArchiveError::Config(format!("`{url}`: a file:// URL needs an absolute path")));
+            }
+            std::fs::create_dir_all(dir).map_err(|e| ArchiveError::Config(format!("`{dir}`: {e}")))?;
+            let local = object_store::local::LocalFileSystem::new_with_prefix(dir)
+                .map_err(|e| ArchiveError::Config(format!("`{dir}`: {e}")))?;
+            (Arc::new(local), Path::default())
+        } else if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(ArchiveError::Config(format!("`{url}`: no bucket")));
+            }
+            let s3 = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .build()
+                .map_err(|e| ArchiveError::Config(e.to_string()))?;
+            (Arc::new(s3), Path::from(prefix.trim_matches('/')))
+        } else {
+            return Err(ArchiveError::Config(format!("`{url}`: expected file:///path or s3://bucket/prefix")));
+        };
+        Ok(Archive { store, prefix, url: url.to_owned() })
+    }
+
+    fn path(&self, family: &str, name: &str) -> Path {
+        self.prefix.clone().join(family).join(name)
+    }
+
+    /// Whether a partition's archive is complete (its manifest exists).
+    pub async fn has(&self, family: &str, partition: &str) -> Result<bool, ArchiveError> {
+        match self.store.head(&self.path(family, &format!("{partition}.manifest.json"))).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes `rows` (JSON objects as text) as one partition's archive: the data
+    /// in parts as it streams, the manifest after it.
+    pub async fn write(
+        &self,
+        family: &str,
+        partition: &str,
+        bounds: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
+        rows: impl Stream<Item = Result<String, crate::store::StoreError>>,
+    ) -> Result<Manifest, ArchiveError> {
+        let object = format!("{partition}.jsonl.zst");
+        let upload = self.store.put_multipart(&self.path(family, &object)).await?;
+        let mut out = WriteMultipart::new(upload);
+        let mut encoder = zstd::stream::Encoder::new(Vec::new(), 3).map_err(|e| ArchiveError::Data(e.to_string()))?;
+        let (mut hash, mut bytes, mut count) = (Sha256::new(), 0u64, 0u64);
+        let mut rows = std::pin::pin!(rows);
+        let mut ship = |buf: &mut Vec<u8>, out: &mut WriteMultipart| {
+            hash.update(&buf[..]);
+            bytes += buf.len() as u64;
+            out.write(buf);
+            buf.clear();
+        };
+        while let Some(row) = rows.next().await {
+            let row = row?;
+            std::io::Write::write_all(&mut encoder, row.as_bytes()).map_err(|e| ArchiveError::Data(e.to_string()))?;
+            std::io::Write::write_all(&mut encoder, b"\n").map_err(|e| ArchiveError::Data(e.to_string()))?;
+            count += 1;
+            if encoder.get_ref().len() >= 4 << 20 {
+                ship(encoder.get_mut(), &mut out);
+                out.wait_for_capacity(4).await?;
+            }
+        }
+        let mut tail = encoder.finish().map_err(|e| ArchiveError::Data(e.to_string()))?;
+        ship(&mut tail, &mut out);
+        out.finish().await?;
+        let manifest = Manifest {
+            format: FORMAT.into(),
+            family: family.into(),
+            partition: partition.into(),
+            from: bounds.0,
+            to: bounds.1,
+            rows: count,
+            object,
+            bytes,
+            sha256: hex::encode(hash.finalize()),
+            archived_at: Utc::now(),
+        };
+        let json = serde_json::to_vec_pretty(&manifest).map_err(|e| ArchiveError::Data(e.to_string()))?;
+        self.store.put(&self.path(family, &format!("{partition}.manifest.json")), PutPayload::from(json)).await?;
+        Ok(manifest)
+    }
+
+    /// Every complete archive, by family and partition.
+    pub async fn list(&self) -> Result<Vec<Manifest>, ArchiveError> {
+        let objects: Vec<_> = self.store.list(Some(&self.prefix)).try_collect().await?;
+        let mut out = Vec::new();
+        for o in objects.iter().filter(|o| o.location.as_ref().ends_with(".manifest.json")) {
+            let body = self.store.get(&o.location).await?.bytes().await?;
+            out.push(serde_json::from_slice(&body).map_err(|e| ArchiveError::Data(format!("{}: {e}", o.location)))?);
+        }
+        out.sort_by(|a: &Manifest, b| (&a.family, &a.partition).cmp(&(&b.family, &b.partition)));
+        Ok(out)
+    }
+
+    /// The rows of one archived partition, checked against its manifest.
+    pub async fn read(&self, m: &Manifest) -> Result<Vec<serde_json::Value>, ArchiveError> {
+        let body = self.store.get(&self.path(&m.family, &m.object)).await?.bytes().await?;
+        if hex::encode(Sha256::digest(&body)) != m.sha256 {
+            return Err(ArchiveError::Data(format!("{}: its SHA-256 is not the manifest's", m.object)));
+        }
+        let text = zstd::stream::decode_all(&body[..]).map_err(|e| ArchiveError::Data(e.to_string()))?;
+        let rows = text
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).map_err(|e| ArchiveError::Data(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        if rows.len() as u64 != m.rows {
+            return Err(ArchiveError::Data(format!("{}: {} rows, the manifest says {}", m.object, rows.len(), m.rows)));
+        }
+        Ok(rows)
+    }
+}
