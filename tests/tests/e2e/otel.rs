@@ -85,13 +85,16 @@ fn spans(collector: &Sink) -> Vec<Span> {
     out
 }
 
-/// Waits until the trace `trace` holds a `delivery.attempt`; returns all spans.
+/// Waits until the trace `trace` holds a `delivery.attempt` and the request
+/// span it began with (each process exports in batches of its own, so the
+/// worker's attempt may arrive before the ingress's request); returns all spans.
 async fn until_delivered(collector: &Sink, trace: impl Fn(&[Span]) -> Option<String>) -> (String, Vec<Span>) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let all = spans(collector);
         if let Some(t) = trace(&all) {
-            if all.iter().any(|s| s.trace == t && s.name == "delivery.attempt") {
+            let has = |name: &str| all.iter().any(|s| s.trace == t && s.name == name);
+            if has("delivery.attempt") && (has("POST /in/{source_id}") || has("POST /api/v1/app/{app_id}/msg")) {
                 return (t, all);
             }
         }
