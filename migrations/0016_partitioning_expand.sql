@@ -84,8 +84,14 @@ ALTER TABLE attempts VALIDATE CONSTRAINT attempts_app_fkey;
 -- check takes a brief exclusive lock; VALIDATE only one that lets writes go on.
 DO $$
 DECLARE
-    below timestamptz := (SELECT c.below FROM hookgate_partition_cutover c);
+    below timestamptz;
 BEGIN
+    -- Run late (a paused rollout, a retry), the bound is moved on: the previous
+    -- release's new rows must keep meeting the checks for a week at least.
+    UPDATE hookgate_partition_cutover c
+        SET below = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '14 days'
+        WHERE c.below < now() + interval '7 days';
+    below := (SELECT c.below FROM hookgate_partition_cutover c);
     EXECUTE 'ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_below_cutover';
     EXECUTE format('ALTER TABLE messages ADD CONSTRAINT messages_below_cutover CHECK (id < %L) NOT VALID',
         hookgate_id_floor('msg', below));

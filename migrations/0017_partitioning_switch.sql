@@ -1,3 +1,4 @@
+-- hookgate:switch
 -- Time partitioning, step 3 of 3 (the switch): inbound events, messages,
 -- deliveries and attempts become tables partitioned by day on their time-ordered
 -- ids (a delivery and an attempt on their message's id, so that a day's messages
@@ -7,8 +8,9 @@
 -- bound 0015 chose (no row is copied; attaching them needs no scan, thanks to the
 -- checks 0016 proved), or dropped if they are empty. Locks: a brief ACCESS
 -- EXCLUSIVE on the four tables; every step is catalog work. The previous release
--- cannot write to the new tables (its unique indexes are gone): stop it before
--- this runs (docs/retention.md, Upgrading).
+-- must not run through this (its pruners address rows by ctid, which a
+-- partitioned table does not make unique): `hookgate migrate` stops before it
+-- on a database in use until told `--switch` (docs/retention.md, Upgrading).
 SET LOCAL lock_timeout = '10s';
 
 -- The release that runs from here writes the key tables itself.

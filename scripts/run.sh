@@ -19,7 +19,8 @@ export HOOKGATE_LISTEN=${HOOKGATE_LISTEN:-127.0.0.1:8080}
 export HOOKGATE_METRICS_LISTEN=${HOOKGATE_METRICS_LISTEN:-127.0.0.1:9464}
 cargo build -q --bin hookgate
 bin=target/debug/hookgate
-"$bin" migrate
+# One local process, stopped before this runs: a switch migration may go through.
+"$bin" migrate --switch
 cat <<MSG
 
 Hookgate is starting on http://$HOOKGATE_LISTEN

@@ -71,7 +71,9 @@ async fn ensure_template(admin: &Client, base: &str) {
     // left by an earlier run up to date.
     let (mut client, conn) = tokio_postgres::connect(&with_database(base, TEMPLATE), NoTls).await.unwrap();
     let task = tokio::spawn(conn);
-    hookgate_shared::migrate::run(&mut client).await.expect("migrations apply to the template");
+    hookgate_shared::migrate::run(&mut client, hookgate_shared::migrate::Switch::Hold)
+        .await
+        .expect("migrations apply to the template");
     drop(client);
     let _ = task.await;
 }

@@ -136,17 +136,19 @@ impl Publisher {
         new: NewMessage,
         inline: Option<ApplicationFields>,
     ) -> Result<Message, PublishError> {
-        if let Some(event_id) = new.event_id.as_deref().filter(|e| InboundEventId::parse(e).is_ok()) {
-            if self.event_id_in_use(tenant, app, event_id).await? {
-                return Err(PublishError::Conflict);
-            }
-        }
         // A request retried under its Idempotency-Key after its outcome was lost
         // (a crash, a timeout after the commit) finds its message: it cannot run twice.
         if let Some(key) = new.request_key.clone() {
             if let Some(done) = self.by_request_key(tenant, app, &key).await? {
                 return Ok(done);
             }
+        }
+        if let Some(event_id) = new.event_id.as_deref().filter(|e| InboundEventId::parse(e).is_ok()) {
+            if self.event_id_in_use(tenant, app, event_id).await? {
+                return Err(PublishError::Conflict);
+            }
+        }
+        if let Some(key) = new.request_key.clone() {
             return match self.single_or_inline(tenant, app, new, inline).await {
                 Err(PublishError::SameRequest) => {
                     self.by_request_key(tenant, app, &key).await?.ok_or(PublishError::SameRequest)

@@ -10,6 +10,7 @@ use hookgate_gateway::{startup, AppState, Application, Role};
 use hookgate_shared::{
     db,
     ids::TenantId,
+    migrate::Switch,
     store::{api_keys, tenants},
     Config,
 };
@@ -30,12 +31,17 @@ enum Command {
     Serve {
         #[arg(long, value_enum, default_value = "all")]
         role: Role,
-        /// Apply pending migrations before serving.
+        /// Apply pending migrations before serving (a switch only on a new database).
         #[arg(long)]
         migrate: bool,
     },
     /// Apply pending database migrations; safe to run from several processes at once.
-    Migrate,
+    /// On a database in use, stops before a switch migration unless --switch.
+    Migrate {
+        /// Apply a switch migration too: every process of the previous release is stopped.
+        #[arg(long)]
+        switch: bool,
+    },
     /// Manage tenants, as the admin API does.
     #[command(subcommand)]
     Tenant(TenantCommand),
@@ -103,20 +109,28 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 hookgate_shared::archive::Archive::open(url)?;
             }
             if migrate {
-                startup::migrate(&config).await?;
+                let outcome = startup::migrate(&config, Switch::Hold).await?;
+                if let Some(version) = outcome.stopped_at {
+                    anyhow::bail!("{}", startup::switch_message(version));
+                }
             } else {
                 startup::check_tls(&config).await?;
+                startup::check_schema(&config).await?;
             }
             let app = Application::build(config, role)?;
             tracing::info!(port = app.port(), metrics_port = ?app.metrics_port(), ?role, "hookgate serving");
             app.run(role).await?;
         }
-        Command::Migrate => {
-            let outcome = startup::migrate(&config).await?;
+        Command::Migrate { switch } => {
+            let switch = if switch { Switch::Apply } else { Switch::Hold };
+            let outcome = startup::migrate(&config, switch).await?;
             if outcome.applied.is_empty() {
                 println!("migrations up to date ({} applied before)", outcome.already);
             } else {
                 println!("applied {} migration(s): {}", outcome.applied.len(), outcome.applied.join(", "));
+            }
+            if let Some(version) = outcome.stopped_at {
+                anyhow::bail!("{}", startup::switch_message(version));
             }
         }
         Command::Tenant(cmd) => tenant(cmd, config).await?,

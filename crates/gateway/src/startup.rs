@@ -210,15 +210,43 @@ async fn prune_idempotency_keys(state: AppState) {
     }
 }
 
-pub async fn migrate(config: &Config) -> anyhow::Result<hookgate_shared::migrate::Outcome> {
+/// What to tell an operator whose run stopped before a switch migration.
+pub fn switch_message(version: &str) -> String {
+    format!(
+        "migration {version} is a switch that the previous release must not run through: the migrations \
+         before it are applied; stop every process of the previous release, then run \
+         `hookgate migrate --switch` (see docs/retention.md, Upgrading to partitioned tables)"
+    )
+}
+
+pub async fn migrate(
+    config: &Config,
+    switch: hookgate_shared::migrate::Switch,
+) -> anyhow::Result<hookgate_shared::migrate::Outcome> {
     let (mut client, connection) = hookgate_shared::db::connect(&config.database_url)
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {}", error_chain(&e)))?;
     let conn_task = tokio::spawn(connection);
-    let outcome = hookgate_shared::migrate::run(&mut client).await?;
+    let outcome = hookgate_shared::migrate::run(&mut client, switch).await?;
     drop(client);
     let _ = conn_task.await;
     Ok(outcome)
+}
+
+/// Refuses to serve on a database whose switch migrations are not applied (this
+/// release's queries need them); a Postgres that does not answer is no reason to
+/// refuse: the process starts and becomes ready when it does.
+pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
+    let connected = tokio::time::timeout(config.db_timeout, hookgate_shared::db::connect(&config.database_url)).await;
+    let Ok(Ok((client, connection))) = connected else { return Ok(()) };
+    let conn_task = tokio::spawn(connection);
+    let pending = hookgate_shared::migrate::pending_switches(&client).await;
+    drop(client);
+    let _ = conn_task.await;
+    match pending {
+        Ok(p) if !p.is_empty() => anyhow::bail!("{}", switch_message(p[0])),
+        _ => Ok(()),
+    }
 }
 
 /// Fails the start when Postgres answers but TLS to it cannot be set up (a refused

@@ -49,7 +49,7 @@ settings! {
     "idempotency_ttl_secs", "HOOKGATE_IDEMPOTENCY_TTL_SECS", Some("86400"), "How long an Idempotency-Key is remembered.";
     "retention_inbound_days", "HOOKGATE_RETENTION_INBOUND_DAYS", Some("30"), "Days an inbound event is kept (its dedupe window), 1-90, for tenants and sources that set none.";
     "retention_message_days", "HOOKGATE_RETENTION_MESSAGE_DAYS", Some("90"), "Days a message is kept with its deliveries and attempts, 1-3650, for tenants that set none.";
-    "partition_days", "HOOKGATE_PARTITION_DAYS", Some("1"), "Width in days (1-31) of the partitions of inbound events, messages, deliveries and attempts; a partition is dropped whole once its last day is past the longest retention in effect.";
+    "partition_days", "HOOKGATE_PARTITION_DAYS", Some("7"), "Width in days (1-31) of the partitions of inbound events, messages, deliveries and attempts, widened when the longest retention would make more than about 32; a partition is dropped whole once its last day is past the longest retention in effect.";
     "partition_ahead_days", "HOOKGATE_PARTITION_AHEAD_DAYS", Some("7"), "Days (2-90) of partitions kept made ahead of time, so that a row never finds no partition for its day.";
     "archive_url", "HOOKGATE_ARCHIVE_URL", None, "Where a partition's rows are archived before it is dropped (JSON Lines, zstd, with a manifest): file:///absolute/dir or s3://bucket/prefix (credentials and endpoint from the standard AWS_* variables); unset archives nothing.";
     "prune_interval_secs", "HOOKGATE_PRUNE_INTERVAL_SECS", Some("60"), "How often the pruners look for rows past their retention.";

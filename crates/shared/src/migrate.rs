@@ -29,23 +29,55 @@ const LOCK_KEY: i64 = 0x686f_6f6b_6761_7465; // "hookgate"
 pub struct Outcome {
     pub applied: Vec<&'static str>,
     pub already: usize,
+    /// A switch migration the run stopped before (see [`SWITCH`]).
+    pub stopped_at: Option<&'static str>,
 }
 
 /// The first line of a migration that must run outside a transaction.
 pub const NO_TRANSACTION: &str = "-- hookgate:no-transaction";
 
+/// The first line of a *switch*: a migration that the previous release cannot
+/// run through (it would write wrongly to the new schema), so every process of
+/// it must be stopped first. On a database that holds tenants, a run applies a
+/// switch only when told to ([`Switch::Apply`]); it stops before it otherwise.
+/// A new installation has no previous release and goes straight through.
+pub const SWITCH: &str = "-- hookgate:switch";
+
+/// Whether a run may apply a pending switch migration on a database in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    /// Stop before it (the previous release may still be running).
+    Hold,
+    /// Apply it: the operator has stopped the previous release.
+    Apply,
+}
+
+/// The switch migrations not yet applied to this database, oldest first: a
+/// release that needs them must not serve on it.
+pub async fn pending_switches(client: &Client) -> Result<Vec<&'static str>, StoreError> {
+    let applied = client.query_opt("SELECT to_regclass('hookgate_migrations') IS NOT NULL", &[]).await?;
+    let done: std::collections::HashSet<String> = match applied.map(|r| r.get::<_, bool>(0)) {
+        Some(true) => {
+            client.query("SELECT version FROM hookgate_migrations", &[]).await?.iter().map(|r| r.get(0)).collect()
+        }
+        _ => Default::default(),
+    };
+    Ok(MIGRATIONS.iter().filter(|(v, sql)| sql.starts_with(SWITCH) && !done.contains(*v)).map(|(v, _)| *v).collect())
+}
+
 /// How long a runner waits for another one to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(3600);
 
-/// Runs every pending migration; safe to call from many processes at once.
-pub async fn run(client: &mut Client) -> Result<Outcome, StoreError> {
-    run_until(client, None).await
+/// Runs every pending migration, stopping before a switch on a database in use
+/// unless `switch` says [`Switch::Apply`]; safe to call from many processes at once.
+pub async fn run(client: &mut Client, switch: Switch) -> Result<Outcome, StoreError> {
+    run_until(client, None, switch).await
 }
 
 /// Runs the pending migrations up to and including `last` (a number such as
 /// `"0014"`; all with `None`): a database as an older release left it, for
 /// upgrade tests.
-pub async fn run_until(client: &mut Client, last: Option<&str>) -> Result<Outcome, StoreError> {
+pub async fn run_until(client: &mut Client, last: Option<&str>, switch: Switch) -> Result<Outcome, StoreError> {
     // Polled, not waited for: a session blocked in `pg_advisory_lock` is a running
     // statement, which `CREATE INDEX CONCURRENTLY` in the holder would wait for.
     let started = Instant::now();
@@ -61,7 +93,7 @@ pub async fn run_until(client: &mut Client, last: Option<&str>) -> Result<Outcom
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let result = apply_pending(client, last).await;
+    let result = apply_pending(client, last, switch).await;
     // Unlock even when a migration failed; the connection may be reused.
     let unlock = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await;
     let outcome = result?;
@@ -69,7 +101,7 @@ pub async fn run_until(client: &mut Client, last: Option<&str>) -> Result<Outcom
     Ok(outcome)
 }
 
-async fn apply_pending(client: &mut Client, last: Option<&str>) -> Result<Outcome, StoreError> {
+async fn apply_pending(client: &mut Client, last: Option<&str>, switch: Switch) -> Result<Outcome, StoreError> {
     client
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS hookgate_migrations (
@@ -81,11 +113,18 @@ async fn apply_pending(client: &mut Client, last: Option<&str>) -> Result<Outcom
         .await?;
     let rows = client.query("SELECT version, checksum FROM hookgate_migrations", &[]).await?;
     let done: std::collections::HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let mut outcome = Outcome { applied: Vec::new(), already: 0 };
+    let mut outcome = Outcome { applied: Vec::new(), already: 0, stopped_at: None };
     // `last` names a version by its number ("0014") or whole stem.
     let upto = MIGRATIONS.iter().take_while(|(v, _)| last.is_none_or(|l| &v[..l.len().min(v.len())] <= l));
     for (version, sql) in upto {
         let checksum = hex::encode(Sha256::digest(sql.as_bytes()));
+        if !done.contains_key(*version) && sql.starts_with(SWITCH) && switch == Switch::Hold {
+            let in_use: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM tenants)", &[]).await?.get(0);
+            if in_use {
+                outcome.stopped_at = Some(version);
+                return Ok(outcome);
+            }
+        }
         match done.get(*version) {
             Some(c) if *c == checksum => outcome.already += 1,
             Some(_) => return Err(StoreError::MigrationChanged(version.to_string())),

@@ -36,9 +36,11 @@ pub async fn ensure_ahead(state: &AppState) -> Result<Option<u32>, StoreError> {
         if !partitions::lock_for_attach(&tx).await? {
             return Ok(None);
         }
+        let horizons = partitions::horizons(&tx, c.retention_inbound_days, c.retention_message_days).await?;
         let mut made = Vec::new();
         for family in &FAMILIES {
-            made.push((family.table, partitions::ensure(&tx, family, from, until, c.partition_days.into()).await?));
+            let days = width(c.partition_days, horizon_of(family, horizons), c.partition_ahead_days);
+            made.push((family.table, partitions::ensure(&tx, family, from, until, days).await?));
         }
         tx.commit().await?;
         Ok(Some(made))
@@ -56,13 +58,39 @@ pub async fn ensure_ahead(state: &AppState) -> Result<Option<u32>, StoreError> {
     Ok(Some(total))
 }
 
-/// Whether a partition's every row is past its family's horizon at `now`.
-fn expired(p: &Partition, family: &Family, horizons: (i32, i32), now: DateTime<Utc>) -> bool {
-    let days = match family.horizon {
+/// How many partitions a family keeps at most, about: every query that cannot
+/// tell its partitions from its parameters plans (and locks) all of them.
+const MOST_PARTITIONS: i64 = 32;
+
+/// The width of the partitions to make: the setting, or wider when the horizon
+/// is so long that the setting would make more than [`MOST_PARTITIONS`].
+fn width(setting: i32, horizon_days: i32, ahead_days: i32) -> i64 {
+    let span = i64::from(horizon_days) + i64::from(ahead_days);
+    i64::from(setting).max((span + MOST_PARTITIONS - 1) / MOST_PARTITIONS)
+}
+
+fn horizon_of(family: &Family, horizons: (i32, i32)) -> i32 {
+    match family.horizon {
         Horizon::Inbound => horizons.0,
         Horizon::Messages => horizons.1,
-    };
-    p.to + Days::days(days.into()) <= now
+    }
+}
+
+/// Whether a partition's every row is past its family's horizon at `now`.
+fn expired(p: &Partition, family: &Family, horizons: (i32, i32), now: DateTime<Utc>) -> bool {
+    p.to + Days::days(horizon_of(family, horizons).into()) <= now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_widen_when_a_long_retention_would_make_too_many() {
+        assert_eq!(width(7, 90, 7), 7, "the setting, for the default horizon");
+        assert_eq!(width(1, 30, 7), 2, "37 days in at most 32 partitions");
+        assert_eq!(width(7, 3650, 7), 115, "ten years in about 32 partitions, not 522");
+    }
 }
 
 /// Detaches and drops every partition past its horizon, children before the
@@ -96,14 +124,25 @@ async fn archive_and_drop(
 ) -> Result<(), ArchiveError> {
     if let Some(archive) = archive {
         if !archive.has(family, name).await? {
-            let rows = partition_export::rows(client, family, name).await?;
-            let m = archive.write(family, name, bounds, rows).await?;
+            // A big partition streams for longer than any statement bound; the
+            // table is detached, so no one waits on it meanwhile.
+            partitions::statement_bound(client, None).await?;
+            let written = async {
+                let rows = partition_export::rows(client, family, name).await?;
+                archive.write(family, name, bounds, rows).await
+            }
+            .await;
+            partitions::statement_bound(client, Some(DETACH_BOUND)).await?;
+            let m = written?;
             tracing::info!(partition = %name, rows = m.rows, bytes = m.bytes, "archived a partition before its drop");
         }
     }
     partitions::drop_table(client, name).await?;
     Ok(())
 }
+
+/// How long a detach may wait for the queries that can still see its partition.
+const DETACH_BOUND: std::time::Duration = std::time::Duration::from_secs(600);
 
 async fn drop_on(
     state: &AppState,
@@ -119,6 +158,18 @@ async fn drop_on(
     let result = async {
         let horizons = partitions::horizons(client, c.retention_inbound_days, c.retention_message_days).await?;
         let now = partitions::now(client).await?;
+        // A detach an earlier round left pending hides its rows and blocks every
+        // other detach of its family: finish it first, whatever the horizon says
+        // now, and attach the table again if its rows are no longer all expired
+        // (a tenant's retention grew meanwhile).
+        for p in partitions::list(client).await?.iter().filter(|p| p.detach_pending) {
+            partitions::detach(client, p).await?;
+            let family = FAMILIES.iter().find(|f| f.table == p.family).expect("listed families are ours");
+            if !expired(p, family, horizons, now) {
+                partitions::reattach(client, family, p).await?;
+                tracing::info!(partition = %p.name, "attached again a partition whose detach was left pending");
+            }
+        }
         let all = partitions::list(client).await?;
         let mut dropped = 0;
         for family in &FAMILIES {
@@ -130,13 +181,6 @@ async fn drop_on(
                 state.metrics.partitions_dropped.with_label_values(&[family.table]).inc();
                 tracing::info!(partition = %p.name, "dropped a partition past retention");
                 dropped += 1;
-                if family.table == "messages" {
-                    // The eventIds of its messages: a narrow table, in bounded batches.
-                    let below = crate::ids::floor(family.prefix, p.to);
-                    while retention::prune_event_ids_below(client, &below, crate::prune::BATCH).await?
-                        == crate::prune::BATCH as u64
-                    {}
-                }
             }
         }
         for name in partitions::detached_leftovers(client).await? {
@@ -146,6 +190,16 @@ async fn drop_on(
             };
             archive_and_drop(client, archive, &family, &name, (from, to)).await?;
             tracing::info!(partition = %name, "dropped a partition an interrupted round had detached");
+        }
+        // The eventIds of messages below the oldest partition left: their messages
+        // went with a partition (this round's or an interrupted one's). A narrow
+        // table, in bounded batches.
+        let oldest = partitions::list(client).await?.into_iter().find(|p| p.family == "messages");
+        if let Some(from) = oldest.and_then(|p| p.from) {
+            let below = crate::ids::floor("msg", from);
+            while retention::prune_event_ids_below(client, &below, crate::prune::BATCH).await?
+                == crate::prune::BATCH as u64
+            {}
         }
         Ok::<_, ArchiveError>(dropped)
     }

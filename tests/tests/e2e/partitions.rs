@@ -240,3 +240,59 @@ async fn a_message_partition_goes_whole_once_past_the_longest_retention_and_not_
     // Its eventId is free again, as after any message's retention.
     t.post(&format!("/api/v1/app/{a}/msg"), json!({"eventType": "x", "eventId": "order-1", "payload": {}}), 202).await;
 }
+
+#[tokio::test]
+async fn a_detach_left_pending_is_finished_and_attached_again_while_a_retention_still_covers_it() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let keeper = app.tenant().await;
+    let keep = |days: Value| {
+        app.admin(Method::PATCH, &format!("/admin/v1/tenant/{}", keeper.id))
+            .json(&json!({"retention": {"messageDays": days}}))
+            .send()
+    };
+    assert_eq!(keep(json!(120)).await.unwrap().status(), 200);
+    let day = old_partitions(&app, 100).await;
+    let name = format!("messages_p{day}");
+    let db = app.db.client().await;
+    let old = ids::MessageId::generated_at(Utc::now() - Days::days(100));
+    db.execute(
+        "INSERT INTO messages (tenant_id, app_id, id, event_type, payload) VALUES ($1, $2, $3, 'x', '\\x7b7d')",
+        &[&t.id, &a, &old.as_str()],
+    )
+    .await
+    .unwrap();
+    // A detach cut off in its second phase (it waits for a transaction that has
+    // the table open; its statement bound runs out): left pending.
+    let holder = app.db.client().await;
+    holder.batch_execute("BEGIN; SELECT count(*) FROM messages").await.unwrap();
+    let detacher = app.db.client().await;
+    detacher.batch_execute("SET statement_timeout = '1s'").await.unwrap();
+    let cut = detacher.batch_execute(&format!("ALTER TABLE messages DETACH PARTITION {name} CONCURRENTLY")).await;
+    assert!(cut.is_err(), "the detach was cut off");
+    // Pending while the holder's transaction lasts (finishing the detach waits for it too).
+    let pending = partitions::list(&db).await.unwrap().into_iter().find(|p| p.name == name).unwrap();
+    assert!(pending.detach_pending, "{pending:?}");
+    let hidden: i64 = db.query_one("SELECT count(*) FROM messages WHERE id = $1", &[&old.as_str()]).await.unwrap().get(0);
+    assert_eq!(hidden, 0, "a pending detach hides its rows");
+    holder.batch_execute("COMMIT").await.unwrap();
+    // Maintenance finishes it, and since a tenant keeps 120 days, attaches it again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let p = partitions::list(&db).await.unwrap().into_iter().find(|p| p.name == name);
+        if p.is_some_and(|p| !p.detach_pending) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pending detach was not finished and attached again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let seen: i64 = db.query_one("SELECT count(*) FROM messages WHERE id = $1", &[&old.as_str()]).await.unwrap().get(0);
+    assert_eq!(seen, 1, "its rows are visible again through the parent");
+    // Once no retention covers it any more, it goes as any other.
+    assert_eq!(keep(Value::Null).await.unwrap().status(), 200);
+    wait_until_dropped(&app, &name).await;
+}

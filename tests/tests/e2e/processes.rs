@@ -6,6 +6,35 @@ use reqwest::Method;
 use serde_json::Value;
 
 #[tokio::test]
+async fn on_a_database_in_use_migrate_stops_before_the_switch_and_serve_refuses_until_it_is_applied() {
+    use hookgate_shared::migrate::{self, Switch};
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run_until(&mut client, Some("0016"), Switch::Hold).await.unwrap();
+    client
+        .execute("INSERT INTO tenants (id, name) VALUES ('tnt_01M8Y00000000000000000000', 'in use')", &[])
+        .await
+        .unwrap();
+    let key = MasterKey::generate_base64();
+    let env =
+        [("DATABASE_URL", db.url.as_str()), ("HOOKGATE_MASTER_KEY", key.as_str()), ("HOOKGATE_LISTEN", "127.0.0.1:0")];
+    let held = hookgate(&env).arg("migrate").output().await.unwrap();
+    let said = String::from_utf8_lossy(&held.stderr).into_owned();
+    assert!(!held.status.success(), "stops with an error: {said}");
+    assert!(said.contains("0017_partitioning_switch") && said.contains("--switch"), "{said}");
+    let serve = tokio::time::timeout(std::time::Duration::from_secs(30), hookgate(&env).arg("serve").output())
+        .await
+        .expect("serve refuses at once, it does not serve")
+        .unwrap();
+    let said = String::from_utf8_lossy(&serve.stderr).into_owned();
+    assert!(!serve.status.success() && said.contains("--switch"), "{said}");
+    let switched = hookgate(&env).args(["migrate", "--switch"]).output().await.unwrap();
+    assert!(switched.status.success(), "{}", String::from_utf8_lossy(&switched.stderr));
+    assert!(String::from_utf8_lossy(&switched.stdout).contains("0017_partitioning_switch"));
+    assert!(migrate::pending_switches(&client).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn migrate_run_twice_at_once_applies_once_and_then_changes_nothing() {
     let db = TestDb::empty().await;
     let key = MasterKey::generate_base64();

@@ -7,7 +7,7 @@
 use chrono::{Duration as Days, Utc};
 use hookgate_shared::{
     ids::{AppId, InboundEventId, MessageId, Ref, SourceId, TenantId},
-    migrate,
+    migrate::{self, Switch},
     status::InboundStatus,
     store::{
         inbound_events::{self, NewInbound},
@@ -77,7 +77,7 @@ fn message(id: &MessageId, event_id: &str) -> NewMessage {
 async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_written_during_the_expand() {
     let db = TestDb::empty().await;
     let mut client = db.client().await;
-    migrate::run_until(&mut client, Some("0014")).await.unwrap();
+    migrate::run_until(&mut client, Some("0014"), Switch::Hold).await.unwrap();
     let (tenant, app, source) = (TenantId::generate(), AppId::generate(), SourceId::generate());
     let (t, a, s) = (tenant.as_str(), app.as_str(), source.as_str());
     client.execute("INSERT INTO tenants (id, name) VALUES ($1, 'acme')", &[&t]).await.unwrap();
@@ -112,7 +112,7 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
         .unwrap();
 
     // The expand steps, with the previous release still writing in between.
-    migrate::run_until(&mut client, Some("0016")).await.unwrap();
+    migrate::run_until(&mut client, Some("0016"), Switch::Hold).await.unwrap();
     let evt_mid = InboundEventId::generate();
     assert!(old_admit(&client, t, s, a, "key-mid", evt_mid.as_str()).await);
     assert!(!old_admit(&client, t, s, a, "key-old", InboundEventId::generate().as_str()).await, "still decided");
@@ -127,8 +127,13 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
     assert_eq!(count(&client, "SELECT count(*) FROM message_event_ids").await, 2);
     assert_eq!(count(&client, "SELECT count(*) FROM message_request_keys").await, 2);
 
-    // The switch.
-    migrate::run(&mut client).await.unwrap();
+    // The switch: not without the operator's word on a database in use, whose
+    // previous release may still be running.
+    let held = migrate::run(&mut client, Switch::Hold).await.unwrap();
+    assert_eq!(held.stopped_at, Some("0017_partitioning_switch"));
+    assert_eq!(migrate::pending_switches(&client).await.unwrap(), vec!["0017_partitioning_switch"]);
+    migrate::run(&mut client, Switch::Apply).await.unwrap();
+    assert!(migrate::pending_switches(&client).await.unwrap().is_empty());
     for (table, column, id) in [
         ("messages", "id", msg_old.as_str()),
         ("deliveries", "msg_id", msg_old.as_str()),
@@ -181,6 +186,9 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
     let now = MessageId::generate();
     messages::publish(&client, &tenant, &Ref::Id(app.clone()), &message(&now, "order-new")).await.unwrap().unwrap();
     assert_eq!(partition(&client, "messages", "id", now.as_str()).await, "messages_legacy");
+    // The partitions after the cutover are made as their days come near.
+    let messages_family = partitions::FAMILIES.iter().find(|f| f.table == "messages").unwrap();
+    partitions::ensure(&client, messages_family, Utc::now(), below + Days::days(1), 7).await.unwrap();
     let later = MessageId::generated_at(below + Days::hours(1));
     messages::publish(&client, &tenant, &Ref::Id(app.clone()), &message(&later, "order-later")).await.unwrap().unwrap();
     let day = below.format("%Y%m%d");

@@ -33,7 +33,7 @@ pub struct Claimed {
     pub due_at: DateTime<Utc>,
     /// The application's `throttleRate`, shared by all its endpoints.
     pub app_throttle_rate: Option<i32>,
-    /// `None` when the payload expired or was expunged: nothing is sent.
+    /// `None` when the payload expired or was expunged, or the message is gone: nothing is sent.
     pub payload: Option<Vec<u8>>,
     pub content_type: String,
     /// The message's `Idempotency-Key`, when it is not the message id.
@@ -85,13 +85,13 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
                     due.next_attempt_at AS due_at
              )
              SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
-                    m.payload, m.content_type,
+                    m.payload, COALESCE(m.content_type, 'application/json'),
                     e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
                     a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent
              FROM claimed c
              JOIN tenants t ON t.id = c.tenant_id
              JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
-             JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
+             LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
              LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id",
             &[&limit, &lease.as_secs_f64(), &token],
         )
@@ -193,7 +193,7 @@ pub async fn record(
                 $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[])
                 AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms)
              WHERE EXISTS (SELECT 1 FROM messages m
-                 WHERE m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
+                 WHERE m.id = ANY ($4) AND m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
              ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING",
             &[
                 &col(|o| o.tenant_id.to_string()),
@@ -222,7 +222,7 @@ pub async fn record(
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[], $7::int[],
                 $8::bigint[])
             AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token)
-         WHERE d.tenant_id = u.tenant_id AND d.app_id = u.app_id AND d.msg_id = u.msg_id
+         WHERE d.msg_id = ANY ($3) AND d.tenant_id = u.tenant_id AND d.app_id = u.app_id AND d.msg_id = u.msg_id
            AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token",
             &[
                 &s(|o| o.tenant_id.to_string()),
@@ -350,9 +350,13 @@ pub async fn resend(
     msg: &MessageId,
     endpoint: &EndpointId,
 ) -> Result<(), StoreError> {
+    // The message is held (FOR KEY SHARE) while the delivery is written: a pruner
+    // deleting it waits, or has deleted it already and nothing is written; no
+    // delivery outlives its message (no foreign key says so any more).
     db.execute(
         "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
-         VALUES ($1, $2, $3, $4, 1, now(), 1)
+         SELECT $1, $2, $3, $4, 1, now(), 1 FROM messages
+         WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR KEY SHARE
          ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
             SET status = 1, next_attempt_at = now(), lease_token = NULL,
                 trigger = CASE WHEN deliveries.status IN (1, 3) THEN deliveries.trigger ELSE 1 END",

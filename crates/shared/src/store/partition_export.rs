@@ -2,8 +2,9 @@
 //! archive; and the bounds a partition carries with it once detached.
 //!
 //! Byte columns (`payload`) are base64. Rows of an application whose erasure is
-//! requested and not finished are left out: an erased customer is in no archive
-//! written after the request. Expunged content is already gone from the rows
+//! requested, or done (its application row is gone), are left out: an erased
+//! customer is in no archive written after the request, even from a table that
+//! a failed archive kept detached while the erasure finished. Expunged content is already gone from the rows
 //! (a `null` payload, an `EXPUNGED` response), so it is never archived.
 
 use chrono::{DateTime, Utc};
@@ -40,7 +41,8 @@ pub async fn rows(
     let key = if matches!(family, "deliveries" | "attempts") { "msg_id" } else { "id" };
     let sql = format!(
         "SELECT ({})::text FROM {} t
-         WHERE NOT EXISTS (SELECT 1 FROM erasures x WHERE x.tenant_id = t.tenant_id AND x.app_id = t.app_id)
+         WHERE EXISTS (SELECT 1 FROM applications a WHERE a.tenant_id = t.tenant_id AND a.id = t.app_id)
+           AND NOT EXISTS (SELECT 1 FROM erasures x WHERE x.tenant_id = t.tenant_id AND x.app_id = t.app_id)
          ORDER BY t.{key}",
         select(checked(family)?),
         checked(name)?

@@ -81,11 +81,14 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Partition>, StoreError>
     let tables: Vec<&str> = FAMILIES.iter().map(|f| f.table).collect();
     let rows = db
         .query(
-            "SELECT p.relname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending
+            // `pg_get_expr(…, 0)`: with the partition's oid it would open the partition,
+            // and queue behind a detach's ACCESS EXCLUSIVE request on it.
+            "SELECT p.relname::text, c.relname::text, pg_get_expr(c.relpartbound, 0), i.inhdetachpending
              FROM pg_inherits i
              JOIN pg_class c ON c.oid = i.inhrelid
              JOIN pg_class p ON p.oid = i.inhparent
-             WHERE p.relname = ANY ($1) AND p.relnamespace = current_schema()::regnamespace",
+             WHERE p.relname = ANY ($1) AND p.relnamespace = current_schema()::regnamespace
+               AND c.relnamespace = current_schema()::regnamespace",
             &[&tables],
         )
         .await?;
@@ -121,8 +124,22 @@ pub async fn lock_for_attach(tx: &impl GenericClient) -> Result<bool, StoreError
 /// the queries that may still read its partition) and the maintenance lock, or
 /// `false` if another process holds it. Release with [`unlock_session`].
 pub async fn lock_for_detach(client: &impl GenericClient) -> Result<bool, StoreError> {
-    client.batch_execute("SET statement_timeout = '10min'; SET lock_timeout = '5s'").await?;
+    // No lock_timeout: a detach's second phase waits for the transactions that
+    // saw the partition, and a lock timeout there would leave it pending. Only
+    // schema changes and vacuum conflict with what it takes.
+    client.batch_execute("SET statement_timeout = '10min'; SET lock_timeout = 0").await?;
     Ok(client.query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY]).await?.get(0))
+}
+
+/// Sets the session's statement bound (`None`: none), for the maintenance
+/// connection's long steps.
+pub async fn statement_bound(
+    client: &impl GenericClient,
+    bound: Option<std::time::Duration>,
+) -> Result<(), StoreError> {
+    let ms = bound.map(|b| b.as_millis()).unwrap_or(0);
+    client.batch_execute(&format!("SET statement_timeout = {ms}")).await?;
+    Ok(())
 }
 
 pub async fn unlock_session(client: &impl GenericClient) -> Result<(), StoreError> {
@@ -179,12 +196,39 @@ pub async fn create(
     let name = name_of(family, from);
     let (lo, hi) = (ids::floor(family.prefix, from), ids::floor(family.prefix, to));
     db.batch_execute(&format!(
-        "CREATE TABLE IF NOT EXISTS {name} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES);
-         ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES FROM ('{lo}') TO ('{hi}')",
+        "CREATE TABLE IF NOT EXISTS \"{name}\" (LIKE \"{table}\" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES);
+         ALTER TABLE \"{table}\" ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{lo}') TO ('{hi}')",
         table = family.table
     ))
     .await?;
     Ok(())
+}
+
+/// Attaches again, with its bounds, a partition whose detach was finished: its
+/// rows are checked against the bounds (a scan of the table, whose rows no query
+/// sees meanwhile; the parent stays open to reads and writes).
+pub async fn reattach(db: &impl GenericClient, family: &Family, p: &Partition) -> Result<(), StoreError> {
+    let lo = match p.from {
+        Some(from) => format!("'{}'", ids::floor(family.prefix, from)),
+        None => "MINVALUE".to_owned(),
+    };
+    let hi = ids::floor(family.prefix, p.to);
+    db.batch_execute(&format!(
+        "ALTER TABLE \"{}\" ATTACH PARTITION \"{}\" FOR VALUES FROM ({lo}) TO ('{hi}')",
+        family.table,
+        checked(&p.name)?
+    ))
+    .await?;
+    Ok(())
+}
+
+/// A partition name as Hookgate makes them (lowercase, digits, `_`), or an error.
+fn checked(name: &str) -> Result<&str, StoreError> {
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        Ok(name)
+    } else {
+        Err(StoreError::Corrupt(format!("not a partition name: {name}")))
+    }
 }
 
 /// Detaches a partition without blocking readers and writers (it waits for the
@@ -192,7 +236,7 @@ pub async fn create(
 /// Must run outside a transaction.
 pub async fn detach(db: &impl GenericClient, p: &Partition) -> Result<(), StoreError> {
     let how = if p.detach_pending { "FINALIZE" } else { "CONCURRENTLY" };
-    db.batch_execute(&format!("ALTER TABLE {} DETACH PARTITION {} {how}", p.family, p.name)).await?;
+    db.batch_execute(&format!("ALTER TABLE \"{}\" DETACH PARTITION \"{}\" {how}", p.family, checked(&p.name)?)).await?;
     Ok(())
 }
 
@@ -212,10 +256,7 @@ pub async fn detached_leftovers(db: &impl GenericClient) -> Result<Vec<String>, 
 
 /// Drops a detached partition's table.
 pub async fn drop_table(db: &impl GenericClient, name: &str) -> Result<(), StoreError> {
-    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-        return Err(StoreError::Corrupt(format!("not a partition name: {name}")));
-    }
-    db.batch_execute(&format!("DROP TABLE IF EXISTS {name}")).await?;
+    db.batch_execute(&format!("DROP TABLE IF EXISTS \"{}\"", checked(name)?)).await?;
     Ok(())
 }
 

@@ -123,7 +123,7 @@ pub async fn prune_messages(
     Ok(n)
 }
 
-/// Deletes messages given by key, with their deliveries, attempts and eventIds,
+/// Deletes messages given by key, with their deliveries, attempts, eventIds and request keys,
 /// in one statement; the ids listed bound each partitioned table to the
 /// partitions that hold them. Returns how many messages went.
 pub(super) async fn delete_messages(
@@ -144,6 +144,9 @@ pub(super) async fn delete_messages(
                 WHERE x.msg_id = ANY ($3) AND x.tenant_id = doomed.t AND x.app_id = doomed.a AND x.msg_id = doomed.m
              ), event_ids AS (
                 DELETE FROM message_event_ids x USING doomed
+                WHERE x.tenant_id = doomed.t AND x.app_id = doomed.a AND x.msg_id = doomed.m
+             ), request_keys AS (
+                DELETE FROM message_request_keys x USING doomed
                 WHERE x.tenant_id = doomed.t AND x.app_id = doomed.a AND x.msg_id = doomed.m
              ), gone AS (
                 DELETE FROM messages x USING doomed

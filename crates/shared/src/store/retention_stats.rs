@@ -105,11 +105,18 @@ pub async fn stats(db: &impl GenericClient, h: &Horizons<'_>) -> Result<Vec<Fami
     let names: Vec<&str> = SIZED.to_vec();
     let sizes = db
         .query(
+            // A table, or a partitioned table's partitions, but not one being detached:
+            // sizing opens a relation, and would queue behind the detach's lock.
             "SELECT f.name, COALESCE(sum(c.reltuples) FILTER (WHERE c.reltuples >= 0), -1)::int8,
                     COALESCE(sum(pg_total_relation_size(c.oid)), 0)::int8
              FROM unnest($1::text[]) AS f(name)
-             LEFT JOIN LATERAL (SELECT relid FROM pg_partition_tree(to_regclass(f.name)) WHERE isleaf) p ON true
-             LEFT JOIN pg_class c ON c.oid = p.relid
+             LEFT JOIN pg_class t ON t.relname = f.name AND t.relnamespace = current_schema()::regnamespace
+             LEFT JOIN LATERAL (
+                 SELECT t.oid AS oid WHERE t.relkind = 'r'
+                 UNION ALL
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = t.oid AND NOT i.inhdetachpending
+             ) leaf ON true
+             LEFT JOIN pg_class c ON c.oid = leaf.oid
              GROUP BY f.name",
             &[&names],
         )
