@@ -81,17 +81,6 @@ fn expired(p: &Partition, family: &Family, horizons: (i32, i32), now: DateTime<U
     p.to + Days::days(horizon_of(family, horizons).into()) <= now
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partitions_widen_when_a_long_retention_would_make_too_many() {
-        assert_eq!(width(7, 90, 7), 7, "the setting, for the default horizon");
-        assert_eq!(width(1, 30, 7), 2, "37 days in at most 32 partitions");
-        assert_eq!(width(7, 3650, 7), 115, "ten years in about 32 partitions, not 522");
-    }
-}
 
 /// Detaches and drops every partition past its horizon, children before the
 /// messages they hang under, and finishes what an interrupted round left (a
@@ -239,5 +228,17 @@ pub async fn run(state: AppState, drops: bool) {
                 tracing::warn!(error = %e, "dropping old partitions failed; trying again next round");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_widen_when_a_long_retention_would_make_too_many() {
+        assert_eq!(width(7, 90, 7), 7, "the setting, for the default horizon");
+        assert_eq!(width(1, 30, 7), 2, "37 days in at most 32 partitions");
+        assert_eq!(width(7, 3650, 7), 115, "ten years in about 32 partitions, not 522");
     }
 }

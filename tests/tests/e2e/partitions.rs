@@ -277,7 +277,8 @@ async fn a_detach_left_pending_is_finished_and_attached_again_while_a_retention_
     // Pending while the holder's transaction lasts (finishing the detach waits for it too).
     let pending = partitions::list(&db).await.unwrap().into_iter().find(|p| p.name == name).unwrap();
     assert!(pending.detach_pending, "{pending:?}");
-    let hidden: i64 = db.query_one("SELECT count(*) FROM messages WHERE id = $1", &[&old.as_str()]).await.unwrap().get(0);
+    let hidden: i64 =
+        db.query_one("SELECT count(*) FROM messages WHERE id = $1", &[&old.as_str()]).await.unwrap().get(0);
     assert_eq!(hidden, 0, "a pending detach hides its rows");
     holder.batch_execute("COMMIT").await.unwrap();
     // Maintenance finishes it, and since a tenant keeps 120 days, attaches it again.

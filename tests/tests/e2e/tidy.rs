@@ -251,6 +251,8 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("partitions::lock_for_detach", "the maintenance lock is one per database, not per tenant"),
     ("partitions::unlock_session", "the maintenance lock is one per database, not per tenant"),
     ("partitions::now", "the database's clock, which no tenant owns"),
+    ("partitions::reattach", "a partition holds the rows of every tenant; partitions are the schema's, not a tenant's"),
+    ("partitions::statement_bound", "the maintenance connection's own bound, no tenant's"),
     ("partition_export::rows", "a partition's rows, of every tenant, for the archive before its drop"),
     ("partition_export::label", "a partition's bounds on its table, which holds every tenant's rows"),
     ("partition_export::labelled", "a partition's bounds on its table, which holds every tenant's rows"),
