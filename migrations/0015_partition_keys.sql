@@ -108,14 +108,15 @@ CREATE TRIGGER hookgate_mirror_message_keys AFTER INSERT OR DELETE OR UPDATE OF 
     FOR EACH ROW EXECUTE FUNCTION hookgate_mirror_message_keys();
 
 -- Where the existing rows end: the tables become the first partition of their
--- partitioned successors, below this bound. Two weeks ahead, so that the previous
--- release's rows keep meeting 0016's checks until the switch (0016 moves it on if
--- it runs late). Kept in a table for 0016 and 0017.
+-- partitioned successors, below this bound. A month ahead, so that the previous
+-- release's rows keep meeting 0016's checks until the switch (0016, and every
+-- run that waits before the switch, moves it on when it comes near). Kept in a
+-- table for 0016 and 0017.
 CREATE TABLE IF NOT EXISTS hookgate_partition_cutover (
     only_row  boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     below     timestamptz NOT NULL
 );
 INSERT INTO hookgate_partition_cutover (below)
-    VALUES (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '14 days')
+    VALUES (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '30 days')
     ON CONFLICT DO NOTHING;
 

@@ -87,10 +87,10 @@ DECLARE
     below timestamptz;
 BEGIN
     -- Run late (a paused rollout, a retry), the bound is moved on: the previous
-    -- release's new rows must keep meeting the checks for a week at least.
+    -- release's new rows must keep meeting the checks for two weeks at least.
     UPDATE hookgate_partition_cutover c
-        SET below = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '14 days'
-        WHERE c.below < now() + interval '7 days';
+        SET below = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '30 days'
+        WHERE c.below < now() + interval '14 days';
     below := (SELECT c.below FROM hookgate_partition_cutover c);
     EXECUTE 'ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_below_cutover';
     EXECUTE format('ALTER TABLE messages ADD CONSTRAINT messages_below_cutover CHECK (id < %L) NOT VALID',

@@ -11,18 +11,23 @@ pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
 
-/// Ready means Postgres answers now; Redis is reported but never makes us unready,
-/// since every decision falls back to Postgres without it.
+/// Ready means Postgres answers now, with every switch migration applied; Redis
+/// is reported but never makes us unready, since every decision falls back to
+/// Postgres without it.
 /// Bounded by `HOOKGATE_DB_TIMEOUT_MS` alone, to answer within a probe's timeout.
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let (pg, redis) = tokio::join!(store::health::ping(&state.db, state.config.db_timeout), state.redis.state());
-    let body = json!({
+    let mut body = json!({
         "postgres": if pg.is_ok() { "up" } else { "down" },
         "redis": redis,
     });
     match pg {
-        Ok(()) => HttpResponse::Ok().json(body),
+        Ok(None) => HttpResponse::Ok().json(body),
+        Ok(Some(switch)) => {
+            body["schema"] = json!(format!("migration {switch} is not applied: run `hookgate migrate --switch`"));
+            HttpResponse::ServiceUnavailable().json(body)
+        }
         Err(e) => {
             tracing::warn!(error = %e, "not ready: postgres unreachable");
             HttpResponse::ServiceUnavailable().json(body)

@@ -111,7 +111,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             if migrate {
                 let outcome = startup::migrate(&config, Switch::Hold).await?;
                 if let Some(version) = outcome.stopped_at {
-                    anyhow::bail!("{}", startup::switch_message(version));
+                    anyhow::bail!("{}", startup::switch_message(version, outcome.switch_by));
                 }
             } else {
                 startup::check_tls(&config).await?;
@@ -130,7 +130,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 println!("applied {} migration(s): {}", outcome.applied.len(), outcome.applied.join(", "));
             }
             if let Some(version) = outcome.stopped_at {
-                anyhow::bail!("{}", startup::switch_message(version));
+                anyhow::bail!("{}", startup::switch_message(version, outcome.switch_by));
             }
         }
         Command::Tenant(cmd) => tenant(cmd, config).await?,

@@ -211,11 +211,12 @@ async fn prune_idempotency_keys(state: AppState) {
 }
 
 /// What to tell an operator whose run stopped before a switch migration.
-pub fn switch_message(version: &str) -> String {
+pub fn switch_message(version: &str, by: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    let by = by.map(|b| format!("; the previous release may go on writing until {b} (each `hookgate migrate` without --switch moves that on)")).unwrap_or_default();
     format!(
         "migration {version} is a switch that the previous release must not run through: the migrations \
          before it are applied; stop every process of the previous release, then run \
-         `hookgate migrate --switch` (see docs/retention.md, Upgrading to partitioned tables)"
+         `hookgate migrate --switch` (see docs/retention.md, Upgrading to partitioned tables){by}"
     )
 }
 
@@ -244,7 +245,7 @@ pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
     drop(client);
     let _ = conn_task.await;
     match pending {
-        Ok(p) if !p.is_empty() => anyhow::bail!("{}", switch_message(p[0])),
+        Ok(p) if !p.is_empty() => anyhow::bail!("{}", switch_message(p[0], None)),
         _ => Ok(()),
     }
 }

@@ -115,27 +115,18 @@ impl Archive {
         let object = format!("{partition}.jsonl.zst");
         let upload = self.store.put_multipart(&self.path(family, &object)).await?;
         let mut out = WriteMultipart::new(upload);
-        let mut encoder = zstd::stream::Encoder::new(Vec::new(), 3).map_err(|e| ArchiveError::Data(e.to_string()))?;
-        let (mut hash, mut bytes, mut count) = (Sha256::new(), 0u64, 0u64);
-        let mut rows = std::pin::pin!(rows);
-        let mut ship = |buf: &mut Vec<u8>, out: &mut WriteMultipart| {
-            hash.update(&buf[..]);
-            bytes += buf.len() as u64;
-            out.write(buf);
-            buf.clear();
-        };
-        while let Some(row) = rows.next().await {
-            let row = row?;
-            std::io::Write::write_all(&mut encoder, row.as_bytes()).map_err(|e| ArchiveError::Data(e.to_string()))?;
-            std::io::Write::write_all(&mut encoder, b"\n").map_err(|e| ArchiveError::Data(e.to_string()))?;
-            count += 1;
-            if encoder.get_ref().len() >= 4 << 20 {
-                ship(encoder.get_mut(), &mut out);
-                out.wait_for_capacity(4).await?;
+        let (mut hash, mut bytes) = (Sha256::new(), 0u64);
+        let streamed = stream(rows, &mut out, &mut hash, &mut bytes).await;
+        let count = match streamed {
+            Ok(count) => count,
+            Err(e) => {
+                // Parts already uploaded are released, not left to accrue.
+                if let Err(abort) = out.abort().await {
+                    tracing::warn!(error = %abort, object = %object, "could not abort a failed archive upload");
+                }
+                return Err(e);
             }
-        }
-        let mut tail = encoder.finish().map_err(|e| ArchiveError::Data(e.to_string()))?;
-        ship(&mut tail, &mut out);
+        };
         out.finish().await?;
         let manifest = Manifest {
             format: FORMAT.into(),
@@ -183,4 +174,37 @@ impl Archive {
         }
         Ok(rows)
     }
+}
+
+/// Compresses `rows` as JSON Lines into `out`, hashing and counting what is
+/// shipped; returns how many rows.
+async fn stream(
+    rows: impl Stream<Item = Result<String, crate::store::StoreError>>,
+    out: &mut WriteMultipart,
+    hash: &mut Sha256,
+    bytes: &mut u64,
+) -> Result<u64, ArchiveError> {
+    let data = |e: std::io::Error| ArchiveError::Data(e.to_string());
+    let mut encoder = zstd::stream::Encoder::new(Vec::new(), 3).map_err(data)?;
+    let mut ship = |buf: &mut Vec<u8>, out: &mut WriteMultipart| {
+        hash.update(&buf[..]);
+        *bytes += buf.len() as u64;
+        out.write(buf);
+        buf.clear();
+    };
+    let mut rows = std::pin::pin!(rows);
+    let mut count = 0u64;
+    while let Some(row) = rows.next().await {
+        let row = row?;
+        std::io::Write::write_all(&mut encoder, row.as_bytes()).map_err(data)?;
+        std::io::Write::write_all(&mut encoder, b"\n").map_err(data)?;
+        count += 1;
+        if encoder.get_ref().len() >= 4 << 20 {
+            ship(encoder.get_mut(), out);
+            out.wait_for_capacity(4).await?;
+        }
+    }
+    let mut tail = encoder.finish().map_err(data)?;
+    ship(&mut tail, out);
+    Ok(count)
 }

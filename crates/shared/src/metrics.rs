@@ -30,6 +30,8 @@ pub struct Metrics {
     pub partitions_dropped: IntCounterVec,
     /// Partition maintenance that failed (each failure also logged once).
     pub partition_errors: IntCounter,
+    /// Per family: how far ahead of now its partitions reach, in seconds.
+    pub partitions_ahead: GaugeVec,
     tenant_label: bool,
 }
 
@@ -90,6 +92,10 @@ impl Metrics {
         let partitions_created = counter("hookgate_partitions_created_total", "Partitions made ahead of time.");
         let partitions_dropped =
             counter("hookgate_partitions_dropped_total", "Partitions dropped whole, every row past retention.");
+        let partitions_ahead = float(
+            "hookgate_partitions_ahead_seconds",
+            "How far ahead of now a partitioned family's partitions reach; rows past it could not be written.",
+        );
         let partition_errors = IntCounter::new(
             "hookgate_partition_maintenance_errors_total",
             "Partition maintenance rounds that failed (tried again next round).",
@@ -114,6 +120,7 @@ impl Metrics {
             partitions_created,
             partitions_dropped,
             partition_errors,
+            partitions_ahead,
             tenant_label,
         }
     }

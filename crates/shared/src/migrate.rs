@@ -31,6 +31,9 @@ pub struct Outcome {
     pub already: usize,
     /// A switch migration the run stopped before (see [`SWITCH`]).
     pub stopped_at: Option<&'static str>,
+    /// When it stopped: the instant until which the previous release may go on
+    /// writing (the partitioning cutover), moved on by each such run.
+    pub switch_by: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The first line of a migration that must run outside a transaction.
@@ -38,9 +41,10 @@ pub const NO_TRANSACTION: &str = "-- hookgate:no-transaction";
 
 /// The first line of a *switch*: a migration that the previous release cannot
 /// run through (it would write wrongly to the new schema), so every process of
-/// it must be stopped first. On a database that holds tenants, a run applies a
-/// switch only when told to ([`Switch::Apply`]); it stops before it otherwise.
-/// A new installation has no previous release and goes straight through.
+/// it must be stopped first. On a database an earlier run migrated, a run
+/// applies a switch only when told to ([`Switch::Apply`]); it stops before it
+/// otherwise. A new installation has no previous release and goes straight
+/// through.
 pub const SWITCH: &str = "-- hookgate:switch";
 
 /// Whether a run may apply a pending switch migration on a database in use.
@@ -113,17 +117,17 @@ async fn apply_pending(client: &mut Client, last: Option<&str>, switch: Switch) 
         .await?;
     let rows = client.query("SELECT version, checksum FROM hookgate_migrations", &[]).await?;
     let done: std::collections::HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let mut outcome = Outcome { applied: Vec::new(), already: 0, stopped_at: None };
+    let mut outcome = Outcome { applied: Vec::new(), already: 0, stopped_at: None, switch_by: None };
+    // Migrated before this run: a previous release may be serving it.
+    let in_use = !done.is_empty();
     // `last` names a version by its number ("0014") or whole stem.
     let upto = MIGRATIONS.iter().take_while(|(v, _)| last.is_none_or(|l| &v[..l.len().min(v.len())] <= l));
     for (version, sql) in upto {
         let checksum = hex::encode(Sha256::digest(sql.as_bytes()));
-        if !done.contains_key(*version) && sql.starts_with(SWITCH) && switch == Switch::Hold {
-            let in_use: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM tenants)", &[]).await?.get(0);
-            if in_use {
-                outcome.stopped_at = Some(version);
-                return Ok(outcome);
-            }
+        if !done.contains_key(*version) && sql.starts_with(SWITCH) && switch == Switch::Hold && in_use {
+            outcome.stopped_at = Some(version);
+            outcome.switch_by = extend_cutover(client).await?;
+            return Ok(outcome);
         }
         match done.get(*version) {
             Some(c) if *c == checksum => outcome.already += 1,
@@ -163,6 +167,50 @@ async fn apply_pending(client: &mut Client, last: Option<&str>, switch: Switch) 
         }
     }
     Ok(outcome)
+}
+
+/// While a run holds before the partitioning switch, the previous release goes on
+/// writing, and its new rows must stay below the cutover that 0016's checks
+/// enforce: each holding run moves the cutover on when less than two weeks are
+/// left (the checks made again, validated beside writes). Returns the cutover.
+async fn extend_cutover(client: &Client) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+    let exists: bool =
+        client.query_one("SELECT to_regclass('hookgate_partition_cutover') IS NOT NULL", &[]).await?.get(0);
+    if !exists {
+        return Ok(None);
+    }
+    let moved = client
+        .query_opt(
+            "UPDATE hookgate_partition_cutover c
+             SET below = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '30 days'
+             WHERE c.below < now() + interval '14 days' RETURNING c.below",
+            &[],
+        )
+        .await?;
+    if moved.is_some() {
+        for (table, column, prefix) in [
+            ("messages", "id", "msg"),
+            ("deliveries", "msg_id", "msg"),
+            ("attempts", "msg_id", "msg"),
+            ("inbound_events", "id", "evt"),
+        ] {
+            let bound: String = client
+                .query_one("SELECT hookgate_id_floor($1, below) FROM hookgate_partition_cutover", &[&prefix])
+                .await?
+                .get(0);
+            // One implicit transaction: the old check goes as the new one comes.
+            client
+                .batch_execute(&format!(
+                    "SET lock_timeout = '10s';
+                     ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {table}_below_cutover;
+                     ALTER TABLE {table} ADD CONSTRAINT {table}_below_cutover CHECK ({column} < '{bound}') NOT VALID"
+                ))
+                .await?;
+            client.batch_execute(&format!("ALTER TABLE {table} VALIDATE CONSTRAINT {table}_below_cutover")).await?;
+        }
+        tracing::info!("the partitioning cutover moved on while the switch waits");
+    }
+    Ok(client.query_opt("SELECT below FROM hookgate_partition_cutover", &[]).await?.map(|r| r.get(0)))
 }
 
 /// A no-transaction migration's statements: each ends with `;` as the last

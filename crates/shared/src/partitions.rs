@@ -2,10 +2,13 @@
 //! made (a row whose day has no partition could not be written); worker
 //! processes also drop the partitions whose every row is past retention.
 //!
-//! One advisory lock serialises the maintenance of all processes, so two never
-//! attach or detach at once; a process that finds it taken skips its round. A
+//! Two advisory locks serialise the maintenance of all processes: one for making
+//! partitions, one for dropping them, so that a long detach or archive never holds
+//! up the making; a process that finds one taken skips that part of its round.
+//! (An attach and a detach of one table wait for each other in Postgres.) A
 //! failure is counted, logged once per round, and tried again next round: with a
-//! week of partitions made ahead, a few failed rounds change nothing.
+//! week of partitions made ahead, a few failed rounds change nothing; the
+//! `hookgate_partitions_ahead_seconds` gauge says how much time is left.
 
 use chrono::{DateTime, Duration as Days, Utc};
 
@@ -22,7 +25,8 @@ use crate::{
 
 /// Makes the partitions of the coming `HOOKGATE_PARTITION_AHEAD_DAYS`, and of
 /// the last two days should a gap have opened while no process ran. Returns how
-/// many it made, or `None` if another process holds the maintenance lock.
+/// many it made, or `None` if another process is making them. (Its lock is not
+/// the one of the drops: a long archive export never holds up this.)
 pub async fn ensure_ahead(state: &AppState) -> Result<Option<u32>, StoreError> {
     let c = &state.config;
     let now = Utc::now();
@@ -80,7 +84,6 @@ fn horizon_of(family: &Family, horizons: (i32, i32)) -> i32 {
 fn expired(p: &Partition, family: &Family, horizons: (i32, i32), now: DateTime<Utc>) -> bool {
     p.to + Days::days(horizon_of(family, horizons).into()) <= now
 }
-
 
 /// Detaches and drops every partition past its horizon, children before the
 /// messages they hang under, and finishes what an interrupted round left (a
@@ -172,13 +175,24 @@ async fn drop_on(
                 dropped += 1;
             }
         }
+        // Tables an interrupted round left detached (a crash, a failed archive, a
+        // failed attach): dropped if their rows are still all expired, attached
+        // again if a retention grew meanwhile. One without its label is left to the
+        // operator: nothing says what it holds.
         for name in partitions::detached_leftovers(client).await? {
-            let (family, from, to) = match partition_export::labelled(client, &name).await? {
-                Some((family, from, to)) => (family, from, Some(to)),
-                None => (name.rsplit_once('_').map(|(f, _)| f.to_owned()).unwrap_or_default(), None, None),
+            let Some((table, from, to)) = partition_export::labelled(client, &name).await? else {
+                tracing::warn!(table = %name, "a detached table without Hookgate's label; left alone");
+                continue;
             };
-            archive_and_drop(client, archive, &family, &name, (from, to)).await?;
-            tracing::info!(partition = %name, "dropped a partition an interrupted round had detached");
+            let Some(family) = FAMILIES.iter().find(|f| f.table == table) else { continue };
+            let p = Partition { family: family.table, name: name.clone(), from, to, detach_pending: false };
+            if expired(&p, family, horizons, now) {
+                archive_and_drop(client, archive, family.table, &name, (from, Some(to))).await?;
+                tracing::info!(partition = %name, "dropped a partition an interrupted round had detached");
+            } else {
+                partitions::reattach(client, family, &p).await?;
+                tracing::info!(partition = %name, "attached again a partition a retention still covers");
+            }
         }
         // The eventIds of messages below the oldest partition left: their messages
         // went with a partition (this round's or an interrupted one's). A narrow
@@ -205,9 +219,14 @@ pub async fn observe(state: &AppState) -> Option<Vec<Partition>> {
     })
     .await
     .ok()?;
+    let now = Utc::now();
     for family in &FAMILIES {
-        let n = list.iter().filter(|p| p.family == family.table).count();
-        state.metrics.partitions.with_label_values(&[family.table]).set(n as i64);
+        let mine: Vec<&Partition> = list.iter().filter(|p| p.family == family.table).collect();
+        state.metrics.partitions.with_label_values(&[family.table]).set(mine.len() as i64);
+        if let Some(end) = mine.iter().map(|p| p.to).max() {
+            let ahead = (end - now).num_seconds() as f64;
+            state.metrics.partitions_ahead.with_label_values(&[family.table]).set(ahead);
+        }
     }
     Some(list)
 }

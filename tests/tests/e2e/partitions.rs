@@ -297,3 +297,43 @@ async fn a_detach_left_pending_is_finished_and_attached_again_while_a_retention_
     assert_eq!(keep(Value::Null).await.unwrap().status(), 200);
     wait_until_dropped(&app, &name).await;
 }
+
+#[tokio::test]
+async fn a_table_a_failed_round_left_detached_is_attached_again_while_a_retention_covers_it() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let keeper = app.tenant().await;
+    let res = app
+        .admin(Method::PATCH, &format!("/admin/v1/tenant/{}", keeper.id))
+        .json(&json!({"retention": {"messageDays": 120}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let day = old_partitions(&app, 100).await;
+    let name = format!("messages_p{day}");
+    let db = app.db.client().await;
+    let old = ids::MessageId::generated_at(Utc::now() - Days::days(100));
+    db.execute(
+        "INSERT INTO messages (tenant_id, app_id, id, event_type, payload) VALUES ($1, $2, $3, 'x', '\\x7b7d')",
+        &[&t.id, &a, &old.as_str()],
+    )
+    .await
+    .unwrap();
+    // As a round leaves it that labelled and detached it, then failed (its archive
+    // unreachable, its process killed) after the tenant's retention had grown.
+    let p = partitions::list(&db).await.unwrap().into_iter().find(|p| p.name == name).unwrap();
+    hookgate_shared::store::partition_export::label(&db, &name, "messages", p.from, p.to).await.unwrap();
+    db.batch_execute(&format!("ALTER TABLE messages DETACH PARTITION {name}")).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !partitions::list(&db).await.unwrap().iter().any(|p| p.name == name) {
+        assert!(Instant::now() < deadline, "the detached table was not attached again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let seen: i64 = db.query_one("SELECT count(*) FROM messages WHERE id = $1", &[&old.as_str()]).await.unwrap().get(0);
+    assert_eq!(seen, 1, "kept, and visible again: a tenant's retention still covers it");
+}

@@ -131,6 +131,31 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
     // previous release may still be running.
     let held = migrate::run(&mut client, Switch::Hold).await.unwrap();
     assert_eq!(held.stopped_at, Some("0017_partitioning_switch"));
+    // While the switch waits, each such run moves the cutover on when it comes
+    // near: the previous release's new rows keep passing the checks. As if the
+    // expand had run weeks ago: the cutover a day away, the check on it.
+    client
+        .batch_execute(
+            "UPDATE hookgate_partition_cutover SET below = now() + interval '1 day';
+             ALTER TABLE messages DROP CONSTRAINT messages_below_cutover;
+             DO $$ BEGIN EXECUTE format('ALTER TABLE messages ADD CONSTRAINT messages_below_cutover CHECK (id < %L)',
+                 hookgate_id_floor('msg', now() + interval '1 day')); END $$;",
+        )
+        .await
+        .unwrap();
+    let soon = MessageId::generated_at(Utc::now() + Days::days(3));
+    let refused = client
+        .execute(
+            "INSERT INTO messages (tenant_id, app_id, id, event_type, payload) VALUES ($1, $2, $3, 'x', '\\x7b7d')",
+            &[&t, &a, &soon.as_str()],
+        )
+        .await;
+    assert!(refused.is_err(), "past the cutover the previous release could not write");
+    let held = migrate::run(&mut client, Switch::Hold).await.unwrap();
+    assert_eq!(held.stopped_at, Some("0017_partitioning_switch"));
+    let by = held.switch_by.expect("the cutover the previous release may write until");
+    assert!(by > Utc::now() + Days::days(29), "moved a month on: {by}");
+    assert!(old_publish(&client, t, a, soon.as_str(), "order-soon", "req-soon").await, "it writes again");
     assert_eq!(migrate::pending_switches(&client).await.unwrap(), vec!["0017_partitioning_switch"]);
     migrate::run(&mut client, Switch::Apply).await.unwrap();
     assert!(migrate::pending_switches(&client).await.unwrap().is_empty());

@@ -235,7 +235,10 @@ async fn resend(
     if msg.payload.is_none() {
         return Err(ApiError::Conflict("the message's payload expired or was expunged: it cannot be resent".into()));
     }
-    deliveries::resend(&*tx, &tenant.0, &app, &msg.id, &ep.id).await?;
+    // Gone since it was read (its retention, its partition's drop): not found.
+    if !deliveries::resend(&*tx, &tenant.0, &app, &msg.id, &ep.id).await? {
+        return Err(ApiError::NotFound("message"));
+    }
     // `{}`: current Svix SDKs parse the body of this 202.
     let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &serde_json::json!({})).await?;
     tx.commit().await.map_err(StoreError::from)?;

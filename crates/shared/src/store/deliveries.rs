@@ -337,7 +337,8 @@ pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
     Ok(row.get(0))
 }
 
-/// Schedules one manual attempt of a message to an endpoint, creating the delivery
+/// Schedules one manual attempt of a message to an endpoint (false: the message
+/// is gone), creating the delivery
 /// if the endpoint was not a destination before. A delivery still in its retry
 /// schedule (pending or sending) keeps it: the resend brings its next attempt
 /// forward, and if that fails the schedule goes on; a finished one gets one
@@ -349,21 +350,22 @@ pub async fn resend(
     app: &AppId,
     msg: &MessageId,
     endpoint: &EndpointId,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     // The message is held (FOR KEY SHARE) while the delivery is written: a pruner
     // deleting it waits, or has deleted it already and nothing is written; no
     // delivery outlives its message (no foreign key says so any more).
-    db.execute(
-        "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
+    let n = db
+        .execute(
+            "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
          SELECT $1, $2, $3, $4, 1, now(), 1 FROM messages
          WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR KEY SHARE
          ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
             SET status = 1, next_attempt_at = now(), lease_token = NULL,
                 trigger = CASE WHEN deliveries.status IN (1, 3) THEN deliveries.trigger ELSE 1 END",
-        &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &endpoint.as_str()],
-    )
-    .await?;
-    Ok(())
+            &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &endpoint.as_str()],
+        )
+        .await?;
+    Ok(n == 1)
 }
 
 /// Schedules one manual attempt of a message to every endpoint it went to (a replay);

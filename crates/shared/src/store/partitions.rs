@@ -109,26 +109,27 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Partition>, StoreError>
     Ok(out)
 }
 
-/// The advisory lock key of partition maintenance ("hgpart").
-const LOCK_KEY: i64 = 0x6867_7061_7274;
+/// The advisory lock keys of making partitions ("hgpart") and of dropping them ("hgdrop").
+const ATTACH_KEY: i64 = 0x6867_7061_7274;
+const DROP_KEY: i64 = 0x6867_6472_6f70;
 
-/// In a transaction: takes the maintenance lock unless another process holds it
+/// In a transaction: takes the lock of making partitions unless another process holds it
 /// (then `false`), and bounds the wait for the parent tables' lock, so that an
 /// attach gives up soon rather than queue behind another's attach or detach.
 pub async fn lock_for_attach(tx: &impl GenericClient) -> Result<bool, StoreError> {
     tx.batch_execute("SET LOCAL lock_timeout = '2s'").await?;
-    Ok(tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&LOCK_KEY]).await?.get(0))
+    Ok(tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&ATTACH_KEY]).await?.get(0))
 }
 
 /// On a connection of its own: the session bounds a detach needs (it waits for
-/// the queries that may still read its partition) and the maintenance lock, or
+/// the queries that may still read its partition) and the lock of dropping partitions, or
 /// `false` if another process holds it. Release with [`unlock_session`].
 pub async fn lock_for_detach(client: &impl GenericClient) -> Result<bool, StoreError> {
     // No lock_timeout: a detach's second phase waits for the transactions that
     // saw the partition, and a lock timeout there would leave it pending. Only
     // schema changes and vacuum conflict with what it takes.
     client.batch_execute("SET statement_timeout = '10min'; SET lock_timeout = 0").await?;
-    Ok(client.query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_KEY]).await?.get(0))
+    Ok(client.query_one("SELECT pg_try_advisory_lock($1)", &[&DROP_KEY]).await?.get(0))
 }
 
 /// Sets the session's statement bound (`None`: none), for the maintenance
@@ -143,7 +144,7 @@ pub async fn statement_bound(
 }
 
 pub async fn unlock_session(client: &impl GenericClient) -> Result<(), StoreError> {
-    client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await?;
+    client.execute("SELECT pg_advisory_unlock($1)", &[&DROP_KEY]).await?;
     Ok(())
 }
 
