@@ -98,10 +98,10 @@ async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_
     let pool = db::pool(&app.db.url, 2, Duration::from_secs(2), Duration::from_secs(5)).unwrap();
     let mut conn = db::conn(&pool).await.unwrap();
     let lease = Duration::from_millis(300);
-    let old = deliveries::claim(&**conn, 10, lease).await.unwrap();
+    let old = deliveries::claim(&conn, 10, lease).await.unwrap();
     assert_eq!(old.len(), 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let new = deliveries::claim(&**conn, 10, lease).await.unwrap();
+    let new = deliveries::claim(&conn, 10, lease).await.unwrap();
     assert_eq!(new.len(), 1, "the lease ran out: another worker takes it");
     deliveries::record(&mut conn, &[outcome(&new[0], DeliveryStatus::Success, true)], Duration::from_secs(3600))
         .await

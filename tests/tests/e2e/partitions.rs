@@ -241,31 +241,46 @@ async fn a_message_partition_goes_whole_once_past_the_longest_retention_and_not_
     t.post(&format!("/api/v1/app/{a}/msg"), json!({"eventType": "x", "eventId": "order-1", "payload": {}}), 202).await;
 }
 
-#[tokio::test]
-async fn a_detach_left_pending_is_finished_and_attached_again_while_a_retention_still_covers_it() {
+async fn set_message_days(app: &TestApp, tenant: &str, days: Value) {
+    let res = app
+        .admin(Method::PATCH, &format!("/admin/v1/tenant/{tenant}"))
+        .json(&json!({"retention": {"messageDays": days}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
+/// An app whose maintenance runs every second; a tenant keeping messages 120
+/// days (its id returned); and a message of another tenant's in the partition
+/// of the day 100 days back (its partition's name and the message's id).
+async fn kept_old_message() -> (TestApp, String, String, ids::MessageId) {
     let app = TestApp::spawn_with(|env| {
         env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
     })
     .await;
-    let t = app.tenant().await;
+    let (t, keeper) = (app.tenant().await, app.tenant().await);
     let a = t.application().await;
-    let keeper = app.tenant().await;
-    let keep = |days: Value| {
-        app.admin(Method::PATCH, &format!("/admin/v1/tenant/{}", keeper.id))
-            .json(&json!({"retention": {"messageDays": days}}))
-            .send()
-    };
-    assert_eq!(keep(json!(120)).await.unwrap().status(), 200);
+    set_message_days(&app, &keeper.id, json!(120)).await;
     let day = old_partitions(&app, 100).await;
-    let name = format!("messages_p{day}");
-    let db = app.db.client().await;
     let old = ids::MessageId::generated_at(Utc::now() - Days::days(100));
-    db.execute(
-        "INSERT INTO messages (tenant_id, app_id, id, event_type, payload) VALUES ($1, $2, $3, 'x', '\\x7b7d')",
-        &[&t.id, &a, &old.as_str()],
-    )
-    .await
-    .unwrap();
+    app.db
+        .client()
+        .await
+        .execute(
+            "INSERT INTO messages (tenant_id, app_id, id, event_type, payload) VALUES ($1, $2, $3, 'x', '\\x7b7d')",
+            &[&t.id, &a, &old.as_str()],
+        )
+        .await
+        .unwrap();
+    let keeper = keeper.id.clone();
+    (app, keeper, format!("messages_p{day}"), old)
+}
+
+#[tokio::test]
+async fn a_detach_left_pending_is_finished_and_attached_again_while_a_retention_still_covers_it() {
+    let (app, keeper, name, old) = kept_old_message().await;
+    let db = app.db.client().await;
     // A detach cut off in its second phase (it waits for a transaction that has
     // the table open; its statement bound runs out): left pending.
     let holder = app.db.client().await;
@@ -294,36 +309,14 @@ async fn a_detach_left_pending_is_finished_and_attached_again_while_a_retention_
     let seen: i64 = db.query_one("SELECT count(*) FROM messages WHERE id = $1", &[&old.as_str()]).await.unwrap().get(0);
     assert_eq!(seen, 1, "its rows are visible again through the parent");
     // Once no retention covers it any more, it goes as any other.
-    assert_eq!(keep(Value::Null).await.unwrap().status(), 200);
+    set_message_days(&app, &keeper, Value::Null).await;
     wait_until_dropped(&app, &name).await;
 }
 
 #[tokio::test]
 async fn a_table_a_failed_round_left_detached_is_attached_again_while_a_retention_covers_it() {
-    let app = TestApp::spawn_with(|env| {
-        env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
-    })
-    .await;
-    let t = app.tenant().await;
-    let a = t.application().await;
-    let keeper = app.tenant().await;
-    let res = app
-        .admin(Method::PATCH, &format!("/admin/v1/tenant/{}", keeper.id))
-        .json(&json!({"retention": {"messageDays": 120}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let day = old_partitions(&app, 100).await;
-    let name = format!("messages_p{day}");
+    let (app, _keeper, name, old) = kept_old_message().await;
     let db = app.db.client().await;
-    let old = ids::MessageId::generated_at(Utc::now() - Days::days(100));
-    db.execute(
-        "INSERT INTO messages (tenant_id, app_id, id, event_type, payload) VALUES ($1, $2, $3, 'x', '\\x7b7d')",
-        &[&t.id, &a, &old.as_str()],
-    )
-    .await
-    .unwrap();
     // As a round leaves it that labelled and detached it, then failed (its archive
     // unreachable, its process killed) after the tenant's retention had grown.
     let p = partitions::list(&db).await.unwrap().into_iter().find(|p| p.name == name).unwrap();

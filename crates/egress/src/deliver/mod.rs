@@ -139,7 +139,7 @@ impl Worker {
     async fn claim(&self, n: usize) -> Result<Vec<Claimed>, hookgate_shared::store::StoreError> {
         db::bounded(self.state.db_budget(), async {
             let conn = db::conn(&self.state.db).await?;
-            deliveries::claim(&**conn, n as i64, self.cfg.lease).await
+            deliveries::claim(&conn, n as i64, self.cfg.lease).await
         })
         .await
     }

@@ -58,10 +58,14 @@ pub struct ClaimedEndpoint {
 }
 
 /// Claims up to `limit` due deliveries for `lease`, under a fresh fencing token.
-pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Result<Vec<Claimed>, StoreError> {
+///
+/// Prepared once per connection: the due scan cannot tell its partitions from
+/// its parameters, so planning it afresh would plan (and lock) every partition of
+/// `deliveries` and `messages` each time; a cached plan is made once.
+pub async fn claim(db: &deadpool_postgres::Client, limit: i64, lease: Duration) -> Result<Vec<Claimed>, StoreError> {
     let token: i64 = rand::random();
-    let rows = db
-        .query(
+    let statement = db
+        .prepare_cached(
             // A disabled or deleted tenant's due deliveries are paused, not sent:
             // pending with no due time, until `resume_tenant`.
             "WITH due AS (
@@ -93,9 +97,9 @@ pub async fn claim(db: &impl GenericClient, limit: i64, lease: Duration) -> Resu
              JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
              LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
              LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id",
-            &[&limit, &lease.as_secs_f64(), &token],
         )
         .await?;
+    let rows = db.query(&statement, &[&limit, &lease.as_secs_f64(), &token]).await?;
     Ok(rows
         .iter()
         .map(|r| {
