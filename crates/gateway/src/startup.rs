@@ -195,6 +195,8 @@ async fn maintain_partitions(state: AppState, drops: bool) {
         state.metrics.partition_errors.inc();
         tracing::warn!(error = %e, "making partitions ahead failed; trying again next round");
     }
+    // The partition gauges from the start, in every role (an alert reads them).
+    hookgate_shared::partitions::observe(&state).await;
     hookgate_shared::partitions::run(state, drops).await
 }
 

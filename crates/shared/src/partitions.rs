@@ -241,6 +241,7 @@ pub async fn run(state: AppState, drops: bool) {
             state.metrics.partition_errors.inc();
             tracing::warn!(error = %e, "making partitions ahead failed; trying again next round");
         }
+        observe(&state).await;
         if drops {
             if let Err(e) = drop_expired(&state).await {
                 state.metrics.partition_errors.inc();
