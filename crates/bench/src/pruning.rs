@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use chrono::{Duration as Days, Utc};
-use hookgate_shared::store::partitions::{self, day_of, FAMILIES};
+use hookgate_shared::store::partitions::{self, day_of};
 
 use crate::report::Row;
 
@@ -29,7 +29,7 @@ async fn wal_since(db: &tokio_postgres::Client, start: &str) -> anyhow::Result<i
 /// application, ids spread over the day (as one made at those instants), and
 /// returns the partition's name.
 async fn fill(db: &tokio_postgres::Client, day: chrono::DateTime<Utc>, rows: i64) -> anyhow::Result<String> {
-    let messages = FAMILIES.iter().find(|f| f.table == "messages").expect("messages is partitioned");
+    let messages = partitions::family("messages").expect("messages is partitioned");
     partitions::create(db, messages, day, day + Days::days(1)).await?;
     let step_ms = (86_400_000 / rows).max(1) as f64;
     db.execute(

@@ -156,7 +156,7 @@ async fn drop_on(
         // (a tenant's retention grew meanwhile).
         for p in partitions::list(client).await?.iter().filter(|p| p.detach_pending) {
             partitions::detach(client, p).await?;
-            let family = FAMILIES.iter().find(|f| f.table == p.family).expect("listed families are ours");
+            let family = partitions::family(p.family).expect("listed families are ours");
             if !expired(p, family, horizons, now) {
                 partitions::reattach(client, family, p).await?;
                 tracing::info!(partition = %p.name, "attached again a partition whose detach was left pending");
@@ -184,7 +184,7 @@ async fn drop_on(
                 tracing::warn!(table = %name, "a detached table without Hookgate's label; left alone");
                 continue;
             };
-            let Some(family) = FAMILIES.iter().find(|f| f.table == table) else { continue };
+            let Some(family) = partitions::family(&table) else { continue };
             let p = Partition { family: family.table, name: name.clone(), from, to, detach_pending: false };
             if expired(&p, family, horizons, now) {
                 archive_and_drop(client, archive, family.table, &name, (from, Some(to))).await?;
@@ -211,14 +211,19 @@ async fn drop_on(
     result
 }
 
-/// Samples the partitions gauge.
-pub async fn observe(state: &AppState) -> Option<Vec<Partition>> {
-    let list = db::bounded(state.db_budget(), async {
+/// Every partition, read within the database budget; `None` while Postgres is away.
+pub async fn current(state: &AppState) -> Option<Vec<Partition>> {
+    db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         partitions::list(&**conn).await
     })
     .await
-    .ok()?;
+    .ok()
+}
+
+/// Samples the partition gauges (how many, how far ahead).
+pub async fn observe(state: &AppState) {
+    let Some(list) = current(state).await else { return };
     let now = Utc::now();
     for family in &FAMILIES {
         let mine: Vec<&Partition> = list.iter().filter(|p| p.family == family.table).collect();
@@ -228,7 +233,6 @@ pub async fn observe(state: &AppState) -> Option<Vec<Partition>> {
             state.metrics.partitions_ahead.with_label_values(&[family.table]).set(ahead);
         }
     }
-    Some(list)
 }
 
 /// The maintenance loop of a process: partitions made ahead every round, and,

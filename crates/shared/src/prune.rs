@@ -63,11 +63,11 @@ pub async fn horizons(state: &AppState) -> Option<(i32, i32)> {
     .ok()
 }
 
-/// Samples the retention gauges (sizes, oldest rows, pruning lag) and the
-/// partitions gauge; a failure leaves them as they were.
+/// Samples the retention gauges (sizes, oldest rows, pruning lag); a failure
+/// leaves them as they were. (The partition gauges are the maintenance loop's.)
 pub async fn observe(state: &AppState) {
     let c = &state.config;
-    let Some(list) = crate::partitions::observe(state).await else { return };
+    let Some(list) = crate::partitions::current(state).await else { return };
     let Some((inbound_horizon, message_horizon)) = horizons(state).await else { return };
     let stats = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;

@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, time::Duration};
 use chrono::{Duration as Days, Utc};
 use hookgate_shared::{
     ids::InboundEventId,
-    store::partitions::{self, day_of, FAMILIES},
+    store::partitions::{self, day_of},
 };
 use hookgate_tests::{process::hookgate, sink::Sink, TestApp};
 use reqwest::Method;
@@ -71,7 +71,7 @@ async fn a_partition_is_archived_before_its_drop_and_reads_back_row_for_row() {
         .await;
     // Every event moves to the partition of a day 40 days back, past the window.
     let day = day_of(Utc::now()) - Days::days(40);
-    let inbound = FAMILIES.iter().find(|f| f.table == "inbound_events").unwrap();
+    let inbound = partitions::family("inbound_events").unwrap();
     partitions::create(&db, inbound, day, day + Days::days(1)).await.unwrap();
     let partition = format!("inbound_events_p{}", day.format("%Y%m%d"));
     let mut before = BTreeMap::new();

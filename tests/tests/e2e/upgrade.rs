@@ -212,7 +212,7 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
     messages::publish(&client, &tenant, &Ref::Id(app.clone()), &message(&now, "order-new")).await.unwrap().unwrap();
     assert_eq!(partition(&client, "messages", "id", now.as_str()).await, "messages_legacy");
     // The partitions after the cutover are made as their days come near.
-    let messages_family = partitions::FAMILIES.iter().find(|f| f.table == "messages").unwrap();
+    let messages_family = partitions::family("messages").unwrap();
     partitions::ensure(&client, messages_family, Utc::now(), below + Days::days(1), 7).await.unwrap();
     let later = MessageId::generated_at(below + Days::hours(1));
     messages::publish(&client, &tenant, &Ref::Id(app.clone()), &message(&later, "order-later")).await.unwrap().unwrap();

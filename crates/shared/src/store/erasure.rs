@@ -4,7 +4,10 @@
 
 use tokio_postgres::GenericClient;
 
-use super::{retention, StoreError};
+use super::{
+    retention::{self, column},
+    StoreError,
+};
 use crate::{
     cache::Caches,
     ids::{AppId, AttemptId, MessageId, TenantId},
@@ -114,11 +117,10 @@ pub async fn erase_step(
             &[&t, &a, &batch],
         )
         .await?;
-    let col = |rows: &[tokio_postgres::Row], i: usize| rows.iter().map(|r| r.get::<_, String>(i)).collect::<Vec<_>>();
     let messages = if rows.is_empty() {
         0
     } else {
-        retention::delete_messages(&tx, &col(&rows, 0), &col(&rows, 1), &col(&rows, 2)).await?
+        retention::delete_messages(&tx, &column(&rows, 0), &column(&rows, 1), &column(&rows, 2)).await?
     };
     let rows = tx
         .query(
@@ -139,7 +141,7 @@ pub async fn erase_step(
              )
              DELETE FROM inbound_events x USING doomed
              WHERE x.id = ANY ($3) AND x.tenant_id = doomed.t AND x.source_id = doomed.s AND x.id = doomed.i",
-            &[&col(&rows, 0), &col(&rows, 1), &col(&rows, 2), &col(&rows, 3)],
+            &[&column(&rows, 0), &column(&rows, 1), &column(&rows, 2), &column(&rows, 3)],
         )
         .await?
     };

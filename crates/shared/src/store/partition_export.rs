@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use futures_util::{Stream, StreamExt};
 use tokio_postgres::GenericClient;
 
-use super::StoreError;
+use super::{partitions::checked, StoreError};
 
 /// The archive's column list of a family: every column, bytes as base64.
 fn select(table: &str) -> &'static str {
@@ -20,14 +20,6 @@ fn select(table: &str) -> &'static str {
             "(to_jsonb(t) - 'payload') || jsonb_build_object('payload', encode(t.payload, 'base64'))"
         }
         _ => "to_jsonb(t)",
-    }
-}
-
-fn checked(name: &str) -> Result<&str, StoreError> {
-    if name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-        Ok(name)
-    } else {
-        Err(StoreError::Corrupt(format!("not a partition name: {name}")))
     }
 }
 

@@ -46,6 +46,11 @@ pub const FAMILIES: [Family; 4] = [
     Family { table: "inbound_events", prefix: "evt", horizon: Horizon::Inbound },
 ];
 
+/// The partitioned family of `table`, if it is one.
+pub fn family(table: &str) -> Option<&'static Family> {
+    FAMILIES.iter().find(|f| f.table == table)
+}
+
 /// One partition, as the catalog has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Partition {
@@ -95,7 +100,7 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Partition>, StoreError>
     let mut out = Vec::new();
     for r in rows {
         let parent: String = r.get(0);
-        let Some(family) = FAMILIES.iter().find(|f| f.table == parent) else { continue };
+        let Some(family) = family(&parent) else { continue };
         let expr: String = r.get(2);
         let Some((from, to)) = parse_bounds(&expr) else {
             return Err(StoreError::Corrupt(format!(
@@ -223,8 +228,9 @@ pub async fn reattach(db: &impl GenericClient, family: &Family, p: &Partition) -
     Ok(())
 }
 
-/// A partition name as Hookgate makes them (lowercase, digits, `_`), or an error.
-fn checked(name: &str) -> Result<&str, StoreError> {
+/// A partition name as Hookgate makes them (lowercase, digits, `_`), or an error:
+/// the only names that go into DDL unquoted by Postgres.
+pub(super) fn checked(name: &str) -> Result<&str, StoreError> {
     if !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
         Ok(name)
     } else {

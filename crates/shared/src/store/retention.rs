@@ -15,9 +15,15 @@
 //! one transaction, with their ids listed so that the removal plans only the
 //! partitions that hold them.
 
-use tokio_postgres::GenericClient;
+use tokio_postgres::{GenericClient, Row};
 
 use super::StoreError;
+
+/// Column `i` of `rows`, as text: the keys a first statement chose, for the
+/// statement that removes them.
+pub(super) fn column(rows: &[Row], i: usize) -> Vec<String> {
+    rows.iter().map(|r| r.get::<_, String>(i)).collect()
+}
 
 /// Inbound keys past their dedupe window (their source's retention, else their
 /// tenant's, else `default_days`): a provider's copy of such a key is a new
@@ -74,8 +80,7 @@ pub async fn prune_inbound_events(
     if rows.is_empty() {
         return Ok(0);
     }
-    let col = |i: usize| rows.iter().map(|r| r.get::<_, String>(i)).collect::<Vec<_>>();
-    let (tenants, sources, ids) = (col(0), col(1), col(2));
+    let (tenants, sources, ids) = (column(&rows, 0), column(&rows, 1), column(&rows, 2));
     let n = tx
         .execute(
             "DELETE FROM inbound_events e USING unnest($1::text[], $2::text[], $3::text[]) AS d(t, s, i)
@@ -117,8 +122,7 @@ pub async fn prune_messages(
     if rows.is_empty() {
         return Ok(0);
     }
-    let col = |i: usize| rows.iter().map(|r| r.get::<_, String>(i)).collect::<Vec<_>>();
-    let n = delete_messages(&tx, &col(0), &col(1), &col(2)).await?;
+    let n = delete_messages(&tx, &column(&rows, 0), &column(&rows, 1), &column(&rows, 2)).await?;
     tx.commit().await?;
     Ok(n)
 }
@@ -175,12 +179,11 @@ pub async fn expire_payloads(db: &mut impl GenericClient, batch: i64) -> Result<
     if rows.is_empty() {
         return Ok(0);
     }
-    let col = |i: usize| rows.iter().map(|r| r.get::<_, String>(i)).collect::<Vec<_>>();
     let n = tx
         .execute(
             "UPDATE messages m SET payload = NULL FROM unnest($1::text[], $2::text[], $3::text[]) AS d(t, a, i)
              WHERE m.id = ANY ($3) AND m.tenant_id = d.t AND m.app_id = d.a AND m.id = d.i",
-            &[&col(0), &col(1), &col(2)],
+            &[&column(&rows, 0), &column(&rows, 1), &column(&rows, 2)],
         )
         .await?;
     tx.commit().await?;

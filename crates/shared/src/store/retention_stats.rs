@@ -59,29 +59,26 @@ fn drop_overdue(partitions: &[Partition], family: &str, horizon_days: i32, now: 
 pub async fn stats(db: &impl GenericClient, h: &Horizons<'_>) -> Result<Vec<FamilyStats>, StoreError> {
     let row = db
         .query_one(
+            // One probe per source (per tenant) for its oldest row: the oldest kept,
+            // and where its retention is shorter than the horizon (row-by-row
+            // pruning), when it was due.
             "WITH inbound_o AS (
-                SELECT x.o FROM sources s JOIN tenants t ON t.id = s.tenant_id CROSS JOIN LATERAL (
-                    SELECT e.received_at AS o FROM inbound_events e WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
-                    ORDER BY e.received_at LIMIT 1) x
-             ), inbound_rows AS (
-                SELECT x.o + make_interval(days => COALESCE(s.retention_days, t.inbound_days, $1)) AS due
+                SELECT x.o, COALESCE(s.retention_days, t.inbound_days, $1) AS days
                 FROM sources s JOIN tenants t ON t.id = s.tenant_id CROSS JOIN LATERAL (
                     SELECT e.received_at AS o FROM inbound_events e WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
                     ORDER BY e.received_at LIMIT 1) x
-                WHERE COALESCE(s.retention_days, t.inbound_days, $1) < $3
+             ), inbound_rows AS (
+                SELECT o + make_interval(days => days) AS due FROM inbound_o WHERE days < $3
              ), key_o AS (
                 SELECT x.o, x.o + make_interval(days => COALESCE(s.retention_days, t.inbound_days, $1)) AS due
                 FROM sources s JOIN tenants t ON t.id = s.tenant_id CROSS JOIN LATERAL (
                     SELECT k.received_at AS o FROM inbound_keys k WHERE k.tenant_id = s.tenant_id AND k.source_id = s.id
                     ORDER BY k.received_at LIMIT 1) x
              ), message_o AS (
-                SELECT x.o FROM tenants t CROSS JOIN LATERAL (
+                SELECT x.o, COALESCE(t.message_days, $2) AS days FROM tenants t CROSS JOIN LATERAL (
                     SELECT m.created_at AS o FROM messages m WHERE m.tenant_id = t.id ORDER BY m.created_at LIMIT 1) x
              ), message_rows AS (
-                SELECT x.o + make_interval(days => COALESCE(t.message_days, $2)) AS due
-                FROM tenants t CROSS JOIN LATERAL (
-                    SELECT m.created_at AS o FROM messages m WHERE m.tenant_id = t.id ORDER BY m.created_at LIMIT 1) x
-                WHERE COALESCE(t.message_days, $2) < $4
+                SELECT o + make_interval(days => days) AS due FROM message_o WHERE days < $4
              ), idem_o AS (
                 SELECT min(created_at) AS o FROM idempotency_keys
              ), request_o AS (
