@@ -25,6 +25,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(erase_app)
         .service(create_key)
         .service(revoke_key);
+    crate::admin_views::configure(cfg);
 }
 
 #[derive(Deserialize)]
@@ -194,7 +195,7 @@ async fn list_tenants(
     Ok(HttpResponse::Ok().json(page.map(|t| TenantOut::new(t, &state.config))))
 }
 
-async fn find(state: &AppState, tenant: &Ref<TenantId>) -> Result<Tenant, ApiError> {
+pub(crate) async fn find(state: &AppState, tenant: &Ref<TenantId>) -> Result<Tenant, ApiError> {
     let conn = db::conn(&state.db).await?;
     tenants::find(&**conn, tenant).await?.ok_or(ApiError::NotFound("tenant"))
 }

@@ -1,7 +1,8 @@
 //! `hookgate-api` owns the management surface: every `/api/v1` handler (the
 //! Svix-compatible send API, sources and their inbound events) and every
 //! `/admin/v1` handler, with their request and response types, validation, the
-//! auth middleware and extractors, and the `Idempotency-Key` middleware.
+//! auth middleware and extractors, the `Idempotency-Key` middleware, and the web
+//! UI (the customer portal and the console: [`ui`]), which calls those handlers.
 //!
 //! Handlers parse path ids and bodies at the edge ([`path`]), then call the
 //! stores (all SQL lives in `hookgate-shared`), egress's publisher and ingress's
@@ -9,6 +10,7 @@
 //! crate: the arrows run gateway → api → {ingress, egress} → shared.
 
 pub mod admin;
+mod admin_views;
 mod auth;
 mod deadline;
 mod idempotency;
@@ -16,6 +18,7 @@ mod patch;
 pub mod path;
 mod principal;
 mod text;
+mod ui;
 pub mod v1;
 
 use actix_web::{middleware::from_fn, web};
@@ -28,6 +31,7 @@ pub use principal::{portal_access, KeyAuth, Operator, PortalAccess, Principal, T
 /// Registers `/admin/v1` (the operator's token) and `/api/v1` (a tenant's key or
 /// an app-portal token), each behind its authentication and `Idempotency-Key`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    ui::configure(cfg);
     cfg.service(
         web::scope("/admin/v1")
             // Innermost first: the deadline bounds the handler, so the Idempotency-Key

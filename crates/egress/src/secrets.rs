@@ -13,6 +13,26 @@ use serde_json::{json, Value};
 
 use crate::signing;
 
+/// Custom headers shown by name only, in the API and in attempt records: their
+/// values are credentials.
+pub const SENSITIVE_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie", "x-api-key"];
+
+/// The headers a request goes with, as an attempt records them: sensitive values
+/// redacted, everything else as sent.
+pub fn recorded_headers(headers: &reqwest::header::HeaderMap) -> String {
+    let shown: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|(name, value)| {
+            let value = match SENSITIVE_HEADERS.contains(&name.as_str()) {
+                true => "[redacted]".to_owned(),
+                false => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            };
+            (name.as_str().to_owned(), Value::String(value))
+        })
+        .collect();
+    Value::Object(shown).to_string()
+}
+
 /// The associated data that binds a sealed secret to its endpoint.
 fn purpose(app: &AppId, ep: &EndpointId) -> String {
     format!("endpoint-secret:{app}:{ep}")

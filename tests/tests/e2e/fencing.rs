@@ -78,6 +78,7 @@ fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Ou
             status_code: if success { 200 } else { 500 },
             response: String::new(),
             duration_ms: 1,
+            request_headers: "{}".into(),
         }),
         status,
         next_attempt_at: None,

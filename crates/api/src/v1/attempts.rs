@@ -38,7 +38,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct AttemptOut {
+pub(super) struct AttemptOut {
     id: String,
     msg_id: String,
     endpoint_id: String,
@@ -50,6 +50,10 @@ struct AttemptOut {
     status_text: &'static str,
     trigger_type: Trigger,
     timestamp: DateTime<Utc>,
+    /// Hookgate's own: the headers the request went with (sensitive custom
+    /// header values redacted); absent for attempts made before they were kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_headers: Option<serde_json::Value>,
 }
 
 impl From<Attempt> for AttemptOut {
@@ -66,6 +70,7 @@ impl From<Attempt> for AttemptOut {
             status_text: a.status.text(),
             trigger_type: a.trigger_type,
             timestamp: a.created_at,
+            request_headers: a.request_headers,
         }
     }
 }

@@ -87,8 +87,7 @@ const RESERVED: &[&str] = &[
     "svix-timestamp",
     "svix-signature",
 ];
-/// Shown by name only: their values are credentials.
-const SENSITIVE: &[&str] = &["authorization", "proxy-authorization", "cookie", "x-api-key"];
+use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
 
 fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError> {
     for (name, value) in headers {

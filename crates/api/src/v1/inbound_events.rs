@@ -27,7 +27,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct EventOut {
+pub(super) struct EventOut {
     id: String,
     key: String,
     status: InboundStatus,
@@ -43,7 +43,7 @@ struct EventOut {
     payload: Option<Box<RawValue>>,
 }
 
-fn out(e: InboundEvent, with_content: bool) -> EventOut {
+pub(super) fn out(e: InboundEvent, with_content: bool) -> EventOut {
     let payload = with_content.then(|| match &e.payload {
         // Expunged with its message's content.
         None => RawValue::from_string(r#"{"expired":true}"#.into()).expect("valid JSON"),

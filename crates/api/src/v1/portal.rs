@@ -27,7 +27,8 @@ struct AccessIn {
 }
 
 /// The token reaches that application's endpoints, messages and attempts only.
-/// Hookgate has no hosted portal page: `url` carries the token for one you host.
+/// `url` opens Hookgate's own portal page for the application, with the token in
+/// the fragment (never sent to a server, so never in a log).
 #[post("/auth/app-portal-access/{app_id}")]
 async fn access(
     key: KeyAuth,
@@ -51,6 +52,6 @@ async fn access(
     };
     let token = state.config.master_key.portal_signer().issue(&claims);
     let info = req.connection_info();
-    let url = format!("{}://{}/portal/{}#key={token}", info.scheme(), info.host(), app.id);
+    let url = format!("{}://{}/portal/{}/{}#key={token}", info.scheme(), info.host(), tenant.0, app.id);
     Ok(HttpResponse::Ok().json(json!({ "token": token, "url": url })))
 }

@@ -79,6 +79,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         }
     };
     let request = signed_request(&ep.url, &headers, &keys, &envelope, payload.clone());
+    let request_headers = secrets::recorded_headers(&request.headers);
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
     w.metrics.lag.observe(lag.as_secs_f64());
     // The attempt continues the trace of the request that created the message, and
@@ -98,6 +99,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         status_code: sent.status as i16,
         response: sent.body,
         duration_ms: sent.duration.as_millis() as i64,
+        request_headers,
     });
     out.disable_endpoint = sent.status == 410;
     if success {

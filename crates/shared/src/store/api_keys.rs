@@ -62,6 +62,28 @@ pub async fn authenticate(
     Ok(row.map(|r| ApiKeyId::from_db(r.get(0))))
 }
 
+/// A key as the console lists it: never the key, only when and whether it lives.
+#[derive(Debug, Clone)]
+pub struct KeyInfo {
+    pub id: ApiKeyId,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// The tenant's keys, newest first (revoked ones too, marked).
+pub async fn list(db: &impl GenericClient, tenant: &TenantId) -> Result<Vec<KeyInfo>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT id, created_at, revoked_at FROM api_keys WHERE tenant_id = $1 ORDER BY id DESC LIMIT 200",
+            &[&tenant.as_str()],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| KeyInfo { id: ApiKeyId::from_db(r.get(0)), created_at: r.get(1), revoked_at: r.get(2) })
+        .collect())
+}
+
 /// Revokes a key; returns whether a live key of this tenant had that id.
 pub async fn revoke(
     db: &impl GenericClient,

@@ -24,6 +24,9 @@ pub struct Attempt {
     pub response: String,
     pub response_duration_ms: i64,
     pub created_at: DateTime<Utc>,
+    /// The headers the request went with (`None` for attempts made before they
+    /// were kept); custom headers named as sensitive read redacted.
+    pub request_headers: Option<serde_json::Value>,
 }
 
 /// Filters of attempt lists.
@@ -38,7 +41,7 @@ pub struct AttemptFilter {
 }
 
 const COLUMNS: &str = "id, msg_id, endpoint_id, url, status, trigger_type, response_status_code, response,
-    response_duration_ms, created_at";
+    response_duration_ms, created_at, request_headers";
 
 fn from_row(r: &Row) -> Attempt {
     Attempt {
@@ -52,6 +55,7 @@ fn from_row(r: &Row) -> Attempt {
         response: r.get(7),
         response_duration_ms: r.get(8),
         created_at: r.get(9),
+        request_headers: r.get(10),
     }
 }
 
@@ -119,4 +123,38 @@ pub async fn get(
         .await?
         .as_ref()
         .map(from_row))
+}
+
+/// One hour of an endpoint's attempts: how many succeeded and failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HourCount {
+    pub hour: DateTime<Utc>,
+    pub success: i64,
+    pub fail: i64,
+}
+
+/// The endpoint's attempts per hour in `[since, until)`, oldest first, hours
+/// without attempts left out. Attempt ids are made at attempt time, so the id
+/// range bounds the index scan in every partition.
+pub async fn hourly(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<Vec<HourCount>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT date_trunc('hour', created_at) AS hour,
+                    count(*) FILTER (WHERE status = $6), count(*) FILTER (WHERE status <> $6)
+             FROM attempts
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
+               AND id >= hookgate_id_floor('atmpt', $4) AND id < hookgate_id_floor('atmpt', $5)
+               AND created_at >= $4 AND created_at < $5
+             GROUP BY 1 ORDER BY 1",
+            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until, &DeliveryStatus::Success.code()],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| HourCount { hour: r.get(0), success: r.get(1), fail: r.get(2) }).collect())
 }

@@ -142,6 +142,8 @@ pub struct AttemptRecord {
     pub status_code: i16,
     pub response: String,
     pub duration_ms: i64,
+    /// The request's headers as a JSON object (sensitive values redacted).
+    pub request_headers: String,
 }
 
 /// What became of one claimed delivery.
@@ -192,10 +194,13 @@ pub async fn record(
             // same attempt ids), and an attempt of a message deleted meanwhile is
             // dropped rather than failing the batch on its foreign key.
             "INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
-                response_status_code, response, response_duration_ms)
-             SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[])
-                AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms)
+                response_status_code, response, response_duration_ms, request_headers)
+             SELECT u.tenant_id, u.app_id, u.id, u.msg_id, u.endpoint_id, u.url, u.status, u.trigger_type, u.code,
+                u.response, u.ms, u.headers::jsonb
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[], $12::text[])
+                AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms,
+                    headers)
              WHERE EXISTS (SELECT 1 FROM messages m
                  WHERE m.id = ANY ($4) AND m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
              ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING",
@@ -214,6 +219,7 @@ pub async fn record(
                 &attempted.iter().map(|o| a(o).status_code).collect::<Vec<i16>>(),
                 &attempted.iter().map(|o| a(o).response).collect::<Vec<_>>(),
                 &attempted.iter().map(|o| a(o).duration_ms).collect::<Vec<i64>>(),
+                &attempted.iter().map(|o| a(o).request_headers).collect::<Vec<_>>(),
             ],
         )
         .await?;

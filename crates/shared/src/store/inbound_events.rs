@@ -57,21 +57,26 @@ pub struct Existing {
     pub lease_expired: bool,
 }
 
-const COLUMNS: &str = "id, key, status, app_id, msg_id, event_type, content_type, payload, duplicates, received_at";
+pub(super) const COLUMNS: &str = "id, key, status, app_id, msg_id, event_type, content_type, payload, duplicates, received_at";
 
-fn from_row(r: &Row) -> InboundEvent {
-    let msg: Option<String> = r.get(4);
+pub(super) fn from_row(r: &Row) -> InboundEvent {
+    from_row_at(r, 0)
+}
+
+/// The event whose [`COLUMNS`] start at column `at`.
+pub(super) fn from_row_at(r: &Row, at: usize) -> InboundEvent {
+    let msg: Option<String> = r.get(at + 4);
     InboundEvent {
-        id: InboundEventId::from_db(r.get(0)),
-        key: r.get(1),
-        status: InboundStatus::from_db(r.get(2)),
-        app_id: AppId::from_db(r.get(3)),
+        id: InboundEventId::from_db(r.get(at)),
+        key: r.get(at + 1),
+        status: InboundStatus::from_db(r.get(at + 2)),
+        app_id: AppId::from_db(r.get(at + 3)),
         msg_id: msg.map(MessageId::from_db),
-        event_type: r.get(5),
-        content_type: r.get(6),
-        payload: r.get(7),
-        duplicates: r.get(8),
-        received_at: r.get(9),
+        event_type: r.get(at + 5),
+        content_type: r.get(at + 6),
+        payload: r.get(at + 7),
+        duplicates: r.get(at + 8),
+        received_at: r.get(at + 9),
     }
 }
 

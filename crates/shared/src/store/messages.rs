@@ -58,15 +58,20 @@ pub struct MessageFilter {
 pub(super) const COLUMNS: &str = "id, event_id, event_type, channels, tags, payload, content_type, created_at";
 
 pub(super) fn from_row(r: &Row) -> Message {
+    from_row_at(r, 0)
+}
+
+/// The message whose [`COLUMNS`] start at column `at`.
+pub(super) fn from_row_at(r: &Row, at: usize) -> Message {
     Message {
-        id: MessageId::from_db(r.get(0)),
-        event_id: r.get(1),
-        event_type: r.get(2),
-        channels: r.get(3),
-        tags: r.get(4),
-        payload: r.get(5),
-        content_type: r.get(6),
-        created_at: r.get(7),
+        id: MessageId::from_db(r.get(at)),
+        event_id: r.get(at + 1),
+        event_type: r.get(at + 2),
+        channels: r.get(at + 3),
+        tags: r.get(at + 4),
+        payload: r.get(at + 5),
+        content_type: r.get(at + 6),
+        created_at: r.get(at + 7),
     }
 }
 
@@ -126,6 +131,47 @@ pub async fn publish(
         let fanned: i64 = r.get(COLUMNS.split(',').count());
         (from_row(&r), fanned as u64)
     }))
+}
+
+/// A message for one endpoint only (the portal's test event, Svix's
+/// `send-example`): the message and its one due delivery in one statement, past
+/// the fan-out rule. `None` if the tenant has no such endpoint in the application.
+pub async fn publish_to_endpoint(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &crate::ids::EndpointId,
+    m: &NewMessage,
+) -> Result<Option<Message>, StoreError> {
+    let sql = format!(
+        "WITH ep AS (
+            SELECT tenant_id, app_id, id FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3
+         ), msg AS (
+            INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, traceparent)
+            SELECT $1, $2, $4, $5, $6, $7, $8 FROM ep
+            RETURNING {COLUMNS}
+         ), del AS (
+            INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+            SELECT ep.tenant_id, ep.app_id, msg.id, ep.id, now() FROM ep, msg
+         )
+         SELECT {COLUMNS} FROM msg"
+    );
+    let row = db
+        .query_opt(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &endpoint.as_str(),
+                &m.id.as_str(),
+                &m.event_type,
+                &m.payload,
+                &m.content_type,
+                &m.traceparent,
+            ],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
 }
 
 /// The message an API request with this `Idempotency-Key` created within `ttl`,

@@ -21,11 +21,14 @@ pub mod notify;
 pub mod page;
 pub mod partition_export;
 pub mod partitions;
+pub mod portals;
 pub mod publish_batch;
 pub mod retention;
 pub mod retention_stats;
+pub mod search;
 pub mod sources;
 pub mod tenants;
+pub mod volume;
 
 mod error;
 pub use error::StoreError;

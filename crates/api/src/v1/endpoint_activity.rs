@@ -1,0 +1,133 @@
+//! An endpoint's activity for the portal: attempts per hour (the delivery chart)
+//! and Svix's `v1.endpoint.send-example` (a test event to this endpoint only).
+
+use chrono::{DateTime, Duration, Utc};
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{AppId, EndpointId, MessageId, Ref},
+    store::{attempts, event_types, messages, messages::NewMessage},
+    AppState,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::{optional_json, TenantAuth};
+use actix_web::{get, post, web, HttpResponse};
+
+use super::{endpoints::find, messages::MessageOut, validate};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(hourly).service(send_example);
+}
+
+type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
+
+#[derive(Deserialize)]
+struct HourlyQuery {
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+}
+
+/// `GET …/endpoint/{id}/stats/hourly`: successes and failures per hour, the last
+/// 24 hours unless `since`/`until` say otherwise (at most 31 days).
+#[get("/app/{app_id}/endpoint/{endpoint_id}/stats/hourly")]
+async fn hourly(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    q: web::Query<HourlyQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let until = q.until.unwrap_or_else(Utc::now);
+    let since = q.since.unwrap_or(until - Duration::hours(24));
+    if since >= until || until - since > Duration::days(31) {
+        return Err(ApiError::Validation("`since` must be before `until`, at most 31 days apart".into()));
+    }
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let hours = attempts::hourly(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
+    let data: Vec<_> =
+        hours.into_iter().map(|h| json!({ "hour": h.hour, "success": h.success, "fail": h.fail })).collect();
+    Ok(HttpResponse::Ok().json(json!({ "since": since, "until": until, "data": data })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ExampleIn {
+    event_type: Option<String>,
+    /// Which of the schema's examples (Svix's `exampleIndex`).
+    #[serde(default)]
+    example_index: usize,
+}
+
+/// The event type Svix uses for a test without one.
+const PING: &str = "svix.ping";
+
+/// Sends one message to this endpoint only, past its filters: the event type's
+/// example from its schema (`schemas.<version>.examples[i]`, or `example`), or
+/// `{"success": true}` for `svix.ping` and a type without an example.
+#[post("/app/{app_id}/endpoint/{endpoint_id}/send-example")]
+async fn send_example(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let body: ExampleIn = optional_json(&body)?;
+    let event_type = body.event_type.unwrap_or_else(|| PING.to_owned());
+    validate::uid("eventType", &event_type)?;
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let payload = match event_type.as_str() {
+        PING => json!({ "success": true }),
+        name => {
+            let et = event_types::get(&**conn, &tenant.0, name).await?.ok_or(ApiError::NotFound("event type"))?;
+            example(et.schemas.as_ref(), body.example_index).unwrap_or_else(|| json!({ "success": true }))
+        }
+    };
+    let new = NewMessage {
+        id: MessageId::generate(),
+        event_id: None,
+        event_type,
+        channels: None,
+        tags: None,
+        payload: payload.to_string().into_bytes(),
+        content_type: "application/json".into(),
+        idempotency_key: None,
+        request_key: None,
+        traceparent: None,
+        payload_expires_at: None,
+    };
+    let msg = messages::publish_to_endpoint(&**conn, &tenant.0, &app, &ep.id, &new)
+        .await?
+        .ok_or(ApiError::NotFound("endpoint"))?;
+    state.wake.poke();
+    Ok(HttpResponse::Accepted().json(MessageOut::new(msg, true)))
+}
+
+/// The `i`th example of the newest schema version that has one.
+fn example(schemas: Option<&serde_json::Value>, i: usize) -> Option<serde_json::Value> {
+    let versions = schemas?.as_object()?;
+    let mut keys: Vec<&String> = versions.keys().collect();
+    keys.sort_by_key(|k| std::cmp::Reverse(k.parse::<u32>().unwrap_or(0)));
+    keys.into_iter().find_map(|k| {
+        let s = &versions[k];
+        let found = s.get("examples").and_then(|e| e.get(i)).or_else(|| (i == 0).then(|| s.get("example")).flatten());
+        found.filter(|v| v.is_object()).cloned()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::example;
+    use serde_json::json;
+
+    #[test]
+    fn the_example_comes_from_the_newest_schema_version_that_has_one() {
+        let schemas = json!({"1": {"examples": [{"a": 1}, {"a": 2}]}, "2": {"example": {"b": 1}}, "3": {}});
+        assert_eq!(example(Some(&schemas), 0), Some(json!({"b": 1})));
+        assert_eq!(example(Some(&schemas), 1), Some(json!({"a": 2})));
+        assert_eq!(example(Some(&json!({"1": {"examples": ["text"]}})), 0), None);
+        assert_eq!(example(None, 0), None);
+    }
+}

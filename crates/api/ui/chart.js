@@ -1,0 +1,50 @@
+// chart.js: the delivery chart, successes and failures per hour, drawn as SVG
+// elements (no chart library; nothing parsed as markup).
+import { h, s } from "./dom.js";
+
+const HOUR = 3600 * 1000;
+
+/** `data`: [{hour, success, fail}] from the hourly stats; `since`/`until`: ISO. */
+export function deliveryChart(data, since, until) {
+  const start = Math.floor(new Date(since).getTime() / HOUR) * HOUR;
+  const end = new Date(until).getTime();
+  const hours = Math.max(1, Math.ceil((end - start) / HOUR));
+  const buckets = Array.from({ length: hours }, (_, i) => ({ at: start + i * HOUR, success: 0, fail: 0 }));
+  for (const d of data) {
+    const i = Math.floor((new Date(d.hour).getTime() - start) / HOUR);
+    if (i >= 0 && i < hours) { buckets[i].success += d.success; buckets[i].fail += d.fail; }
+  }
+  const max = Math.max(1, ...buckets.map((b) => b.success + b.fail));
+  const total = buckets.reduce((a, b) => ({ success: a.success + b.success, fail: a.fail + b.fail }), { success: 0, fail: 0 });
+  const W = 720, H = 180, top = 10, bottom = 24, left = 30;
+  const plot = H - top - bottom;
+  const bw = (W - left) / hours;
+  const bars = buckets.flatMap((b, i) => {
+    const x = left + i * bw + (bw > 4 ? 1 : 0);
+    const w = Math.max(1, bw - (bw > 4 ? 2 : 0));
+    const hs = (b.success / max) * plot, hf = (b.fail / max) * plot;
+    const label = `${new Date(b.at).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })}: ${b.success} delivered, ${b.fail} failed`;
+    return [
+      s("rect", { class: "ok", x, y: top + plot - hs, width: w, height: hs }, s("title", {}, label)),
+      s("rect", { class: "bad", x, y: top + plot - hs - hf, width: w, height: hf }, s("title", {}, label)),
+    ];
+  });
+  const every = hours <= 24 ? 6 : 24;
+  const ticks = buckets
+    .map((b, i) => ({ b, i }))
+    .filter(({ b }) => new Date(b.at).getHours() % every === 0 || (every === 24 && new Date(b.at).getHours() === 0))
+    .filter(({ b }) => every !== 24 || new Date(b.at).getHours() === 0)
+    .map(({ b, i }) => s("text", { x: left + i * bw, y: H - 6 },
+      every === 24 ? new Date(b.at).toLocaleDateString(undefined, { month: "short", day: "numeric" })
+        : new Date(b.at).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" })));
+  const summary = `${hours <= 24 ? "Last 24 hours" : "Last 7 days"}: ${total.success} delivered, ${total.fail} failed`;
+  return h("figure", { class: "chart" },
+    s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": summary, preserveAspectRatio: "none" },
+      s("line", { class: "axis", x1: left, y1: top + plot, x2: W, y2: top + plot }),
+      s("text", { x: 0, y: top + 8 }, String(max)),
+      s("text", { x: 0, y: top + plot }, "0"),
+      bars, ticks),
+    h("figcaption", { class: "legend" },
+      h("span", {}, h("span", { class: "swatch ok" }), `Delivered (${total.success})`),
+      h("span", {}, h("span", { class: "swatch bad" }), `Failed (${total.fail})`)));
+}

@@ -1,0 +1,171 @@
+// dom.js: what both pages share. Every element is built with the DOM API and
+// every string goes in as a text node or an attribute value, never as markup:
+// names, payloads, response bodies and headers cannot become HTML. (The tidy
+// test refuses innerHTML, outerHTML, insertAdjacentHTML, document.write and eval
+// anywhere in the UI.)
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function build(el, attrs, children) {
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+    else if (k === "value" && "value" in el) el.value = v;
+    else if (k === "checked") el.checked = !!v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+/** An HTML element: h("button", {class: "primary", onclick}, "Save"). */
+export function h(tag, attrs, ...children) {
+  return build(document.createElement(tag), attrs, children);
+}
+
+/** An SVG element, for the chart. */
+export function s(tag, attrs, ...children) {
+  return build(document.createElementNS(SVG, tag), attrs, children);
+}
+
+/** Replaces what `el` shows. */
+export function show(el, ...children) {
+  el.replaceChildren();
+  build(el, {}, children);
+}
+
+/** An error from the API, with words a person can act on. */
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function words(status, body) {
+  let detail = body && body.detail;
+  if (Array.isArray(detail)) detail = detail.map((d) => d.msg || JSON.stringify(d)).join("; ");
+  switch (true) {
+    case status === 0: return "The server could not be reached. Check your connection and try again.";
+    case status === 401: return "Your access is invalid or has expired. Ask for a new link, or sign in again.";
+    case status === 403: return "This access does not allow that.";
+    case status === 404: return "Not found: it may have been deleted.";
+    case status === 409: return detail ? `Not done: ${detail}` : "Not done: it conflicts with something that exists.";
+    case status === 413: return "That is too large.";
+    case status === 422 || status === 400: return detail ? `Please check the form: ${detail}` : "Please check the form.";
+    case status === 429: return "Too many requests. Wait a moment and try again.";
+    default: return "Something went wrong on the server. Try again in a moment.";
+  }
+}
+
+/** Calls the API with the credential in the Authorization header: never in a
+ * URL, never in a cookie. Resolves to the JSON body (or null). */
+export function client(token) {
+  return async function call(method, path, body) {
+    let res;
+    try {
+      res = await fetch(path, {
+        method,
+        headers: {
+          Authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: "omit",
+        cache: "no-store",
+      });
+    } catch (_) {
+      throw new ApiError(0, words(0));
+    }
+    const text = await res.text();
+    let json = null;
+    try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
+    if (!res.ok) throw new ApiError(res.status, words(res.status, json));
+    return json;
+  };
+}
+
+/** A path segment, escaped: ids come from the API, but never trust them in a URL. */
+export const seg = (v) => encodeURIComponent(String(v));
+
+/** A query string from an object, skipping empty values. */
+export function qs(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, v);
+  const t = q.toString();
+  return t ? `?${t}` : "";
+}
+
+const when = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+
+/** A timestamp in the viewer's own time zone. */
+export function time(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  return h("time", { datetime: d.toISOString(), title: d.toISOString() }, when.format(d));
+}
+
+/** A delivery status as a pill. */
+export function status(text) {
+  const kind = { success: "ok", fail: "bad", failed: "bad", pending: "warn", sending: "warn" }[text] || "idle";
+  const label = { success: "Delivered", fail: "Failed", failed: "Failed", pending: "Pending", sending: "Sending" }[text] || text;
+  return h("span", { class: `pill ${kind}` }, label);
+}
+
+/** Pretty JSON when it is JSON, else the text itself. */
+export function pretty(v) {
+  if (typeof v === "string") {
+    try { return JSON.stringify(JSON.parse(v), null, 2); } catch (_) { return v; }
+  }
+  return JSON.stringify(v, null, 2);
+}
+
+/** An error box, announced to screen readers. */
+export function errorBox(e) {
+  return h("p", { class: "error", role: "alert" }, e instanceof ApiError ? e.message : `Something went wrong: ${e.message || e}`);
+}
+
+export const loading = (what) => h("p", { class: "loading", role: "status" }, `Loading ${what}…`);
+export const empty = (text) => h("p", { class: "empty" }, text);
+
+/** A labelled input; returns [wrapper, input]. */
+export function field(label, attrs, hint) {
+  const id = attrs.id || `f-${Math.random().toString(36).slice(2, 9)}`;
+  const input = h(attrs.tag || "input", { ...attrs, tag: null, id, "aria-describedby": hint ? `${id}-hint` : null });
+  return [h("div", {}, h("label", { for: id }, label), hint ? h("p", { class: "hint", id: `${id}-hint` }, hint) : null, input), input];
+}
+
+/** A table with a header row; rows are arrays of cells. */
+export function table(caption, headers, rows) {
+  return h("div", { class: "table-wrap" },
+    h("table", {},
+      h("caption", { class: "sr-only" }, caption),
+      h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => (c instanceof Node && c.tagName === "TD" ? c : h("td", { class: "wrap" }, c))))))));
+}
+
+/** Runs an action from a button: disables it meanwhile, shows the outcome in `out`. */
+export async function act(button, out, work, done) {
+  button.disabled = true;
+  try {
+    const result = await work();
+    if (done) show(out, h("p", { class: "notice", role: "status" }, done));
+    return result;
+  } catch (e) {
+    show(out, errorBox(e));
+    return undefined;
+  } finally {
+    button.disabled = false;
+  }
+}
+
+/** A credential kept for this tab only: sessionStorage, not a cookie, so it
+ * never travels with a request the page did not make itself. */
+export const session = {
+  get: (k) => sessionStorage.getItem(k),
+  set: (k, v) => sessionStorage.setItem(k, v),
+  drop: (k) => sessionStorage.removeItem(k),
+};
