@@ -2,11 +2,13 @@
 //! the portal's branding. Both need the tenant's API key, never a portal token.
 
 use crate::KeyAuth;
+use hookgate_ingress::key::{self, KeyKind};
 use actix_web::{get, put, web, HttpResponse};
 use hookgate_shared::{
     db,
     http::ApiError,
-    store::{attempts, delivery_views, page::PageRequest, portals, search},
+    ids::TenantId,
+    store::{attempts, delivery_views, page::PageRequest, portals, search, sources},
     AppState,
 };
 use serde::Deserialize;
@@ -38,7 +40,8 @@ async fn find(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SearchQuer
         return Err(ApiError::Validation("`q` must be at most 256 characters".into()));
     }
     let conn = db::conn(&state.db).await?;
-    let found = search::find(&**conn, &key.0, &q.q).await?;
+    let keys = inbound_keys(&**conn, &key.0, q.q.trim()).await?;
+    let found = search::find(&**conn, &key.0, &q.q, &keys).await?;
     let mut messages = Vec::with_capacity(found.messages.len());
     for m in found.messages {
         let page = PageRequest::new(Some(PER_MESSAGE), None);
@@ -72,12 +75,48 @@ async fn find(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SearchQuer
             "attempts": attempts,
         }));
     }
+    // Copies caught by Redis are counted there, as in the source's event list.
+    let inbound_keys: Vec<String> = found.inbound.iter().map(|f| f.event.key.clone()).collect();
+    let mut extra = hookgate_ingress::admit::redis_duplicates(&state.redis, &key.0, &inbound_keys).await.into_iter();
     let inbound: Vec<_> = found
         .inbound
         .into_iter()
-        .map(|f| json!({ "sourceId": f.source_id.to_string(), "event": inbound_out(f.event, true) }))
+        .map(|mut f| {
+            f.event.duplicates += extra.next().unwrap_or(0) as i32;
+            json!({ "sourceId": f.source_id.to_string(), "event": inbound_out(f.event, true) })
+        })
         .collect();
     Ok(HttpResponse::Ok().json(json!({ "query": q.q.trim(), "inbound": inbound, "messages": messages })))
+}
+
+/// Most sources whose keys a search derives.
+const MAX_SOURCES: usize = 1000;
+
+/// The keys `q` would be stored under in each of the tenant's sources, were it
+/// a provider's event id, a header value or a body field (ingress derives every
+/// key per source), and `q` itself (a stored key, as a delivery's
+/// `Idempotency-Key` shows it).
+async fn inbound_keys(
+    db: &impl tokio_postgres::GenericClient,
+    tenant: &TenantId,
+    q: &str,
+) -> Result<Vec<String>, ApiError> {
+    let mut keys = vec![q.to_owned()];
+    let mut page = PageRequest::new(Some(250), None);
+    let mut seen = 0;
+    loop {
+        let found = sources::list(db, tenant, &page).await?;
+        seen += found.data.len();
+        for s in &found.data {
+            for kind in [KeyKind::Provider, KeyKind::Header, KeyKind::JsonPointer] {
+                keys.push(key::derive(tenant, &s.id, kind, q.as_bytes()));
+            }
+        }
+        if found.done || seen >= MAX_SOURCES {
+            return Ok(keys);
+        }
+        page = PageRequest::new(Some(250), found.iterator);
+    }
 }
 
 #[get("/settings/portal")]

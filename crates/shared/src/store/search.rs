@@ -35,18 +35,27 @@ const LIMIT: i64 = 20;
 /// inbound event's key (the provider's own event id). Each inbound event brings
 /// its message and each ingress message its inbound event, so either end finds
 /// the whole chain. Every lookup is by a key table or an id (partition pruned).
-pub async fn find(db: &impl GenericClient, tenant: &TenantId, q: &str) -> Result<Found, StoreError> {
+///
+/// Inbound keys are stored derived per source (`inbound_keys` holds no provider
+/// id in clear): `inbound_keys` are the keys `q` would have in each of the
+/// tenant's sources, derived by the caller, with `q` itself among them.
+pub async fn find(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    q: &str,
+    inbound_keys: &[String],
+) -> Result<Found, StoreError> {
     let q = q.trim();
     if q.is_empty() {
         return Ok(Found::default());
     }
     let inbound_sql = format!(
         "SELECT source_id, {} FROM inbound_events
-         WHERE tenant_id = $1 AND (id = ANY ($2) OR id IN (SELECT event_id FROM inbound_keys WHERE tenant_id = $1 AND key = $3))
+         WHERE tenant_id = $1 AND (id = ANY ($2) OR id IN (SELECT event_id FROM inbound_keys WHERE tenant_id = $1 AND key = ANY ($3)))
          ORDER BY id DESC LIMIT $4",
         inbound_events::COLUMNS
     );
-    let inbound_rows = db.query(&inbound_sql, &[&tenant.as_str(), &vec![q.to_owned()], &q, &LIMIT]).await?;
+    let inbound_rows = db.query(&inbound_sql, &[&tenant.as_str(), &vec![q.to_owned()], &inbound_keys, &LIMIT]).await?;
     let mut inbound: Vec<FoundInbound> = inbound_rows.iter().map(inbound_of).collect();
 
     let mut ids: Vec<String> = vec![q.to_owned()];
@@ -72,7 +81,8 @@ pub async fn find(db: &impl GenericClient, tenant: &TenantId, q: &str) -> Result
         .filter(|e| e.starts_with("evt_") && !inbound.iter().any(|f| f.event.id.as_str() == e))
         .collect();
     if !missing.is_empty() {
-        let more = db.query(&inbound_sql, &[&tenant.as_str(), &missing, &"", &LIMIT]).await?;
+        let none: Vec<String> = Vec::new();
+        let more = db.query(&inbound_sql, &[&tenant.as_str(), &missing, &none, &LIMIT]).await?;
         inbound.extend(more.iter().map(inbound_of));
     }
     Ok(Found { inbound, messages: found })
