@@ -35,6 +35,11 @@ ROUTES = [
     ("post", "/admin/v1/tenant/{id}/api-key"),
     ("delete", "/admin/v1/tenant/{id}/api-key/{key_id}"),
     ("delete", "/admin/v1/tenant/{id}/app/{app_id}"),
+    ("get", "/admin/v1/tenant/{id}/stats"),
+    ("get", "/admin/v1/tenant/{id}/api-key"),
+    ("get", "/api/v1/search"),
+    ("get", "/api/v1/settings/portal"),
+    ("put", "/api/v1/settings/portal"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.json"),
@@ -424,3 +429,24 @@ def test_sources_and_ingress_responses_match_the_document(hookgate, doc, tenant,
     assert call(hookgate, doc, "get", one, f"/api/v1/source/{src['id']}", token=key)[0] == 404
     status, _, gone = call(hookgate, doc, "post", receive, url, raw=event, headers=ctype)
     assert status == 404, "a deleted source's URL answers 404"
+
+
+def test_the_web_uis_own_routes_answer_as_documented(hookgate, doc, tenant):
+    tid, key = tenant["id"], tenant["apiKey"]
+    status, _, stats = call(hookgate, doc, "get", "/admin/v1/tenant/{id}/stats", f"/admin/v1/tenant/{tid}/stats",
+                            token=ADMIN_TOKEN)
+    assert status == 200 and stats["failureRate"] == 0 and stats["oldestPending"] is None
+    status, _, keys = call(hookgate, doc, "get", "/admin/v1/tenant/{id}/api-key", f"/admin/v1/tenant/{tid}/api-key",
+                           token=ADMIN_TOKEN)
+    assert status == 200 and [k["id"] for k in keys["data"]] == [tenant["apiKeyId"]]
+    status, _, found = call(hookgate, doc, "get", "/api/v1/search", "/api/v1/search?q=nothing-here", token=key)
+    assert status == 200 and found == {"query": "nothing-here", "inbound": [], "messages": []}
+    status, _, _ = call(hookgate, doc, "get", "/api/v1/search", "/api/v1/search?q=" + "x" * 300, token=key)
+    assert status == 422
+    status, _, settings = call(hookgate, doc, "get", "/api/v1/settings/portal", token=key)
+    assert status == 200 and settings["frameAncestors"] == [] and settings["theme"] == "auto"
+    status, _, saved = call(hookgate, doc, "put", "/api/v1/settings/portal", token=key,
+                            body={"displayName": "Docs", "theme": "dark", "frameAncestors": ["https://a.example"]})
+    assert status == 200 and saved["frameAncestors"] == ["https://a.example"]
+    status, _, bad = call(hookgate, doc, "put", "/api/v1/settings/portal", token=key, body={"primaryColor": "red"})
+    assert status == 422 and "primaryColor" in json.dumps(bad)

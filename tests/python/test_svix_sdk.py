@@ -1,6 +1,7 @@
 """Hookgate driven by the official Svix Python SDK through every operation that
 docs/guarantees.md (API compatibility) lists as served, with deliveries verified by the
 official verifiers (svix.webhooks and standardwebhooks)."""
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -191,3 +192,28 @@ def test_expunging_content_and_payload_retention_through_the_official_sdk(svix, 
     with pytest.raises(HTTPValidationError) as e:
         svix.message.create(app.id, MessageIn(event_type="x", payload={}, payload_retention_period=4))
     assert "payloadRetentionPeriod" in e.value.detail[0].msg, "5 to 90 days, as Svix's"
+
+
+def test_send_example_goes_to_that_endpoint_only_and_verifies(svix, sink):
+    from svix.api import EventExampleIn, EventTypeIn
+
+    app = svix.application.create(ApplicationIn(name="examples"))
+    svix.event_type.create(EventTypeIn(name="invoice.sent", description="An invoice went out",
+                                       schemas={"1": {"type": "object", "examples": [{"invoice": 1}, {"invoice": 2}]}}))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url, event_types=["other.type"]))
+    svix.endpoint.create(app.id, EndpointIn(url=sink.url + "?second"))
+    secret = svix.endpoint.get_secret(app.id, ep.id).key
+    msg = svix.endpoint.send_example(app.id, ep.id, EventExampleIn(event_type="invoice.sent", example_index=1))
+    assert msg.event_type == "invoice.sent" and msg.payload == {"invoice": 2}
+    ping = svix.endpoint.send_example(app.id, ep.id, EventExampleIn(event_type="svix.ping"))
+    assert ping.payload == {"success": True}
+    got = sink.wait_for(2)
+    time.sleep(0.5)
+    assert len(sink.received) == 2, "the example goes to its endpoint only, past its event-type filter"
+    assert all(r["path"] == "/hook" for r in got)
+    for r in got:
+        Webhook(secret).verify(r["body"], {k: v for k, v in r["headers"].items() if k.startswith("webhook-")})
+    assert {r["headers"]["webhook-id"] for r in got} == {msg.id, ping.id}
+    with pytest.raises(HttpError) as missing:
+        svix.endpoint.send_example(app.id, ep.id, EventExampleIn(event_type="no.such.type"))
+    assert missing.value.status_code == 404

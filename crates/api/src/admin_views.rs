@@ -20,7 +20,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// `GET /admin/v1/tenant/{id}/stats`: the last 24 hours both ways, the failure
 /// rate of its attempts, and its delivery backlog now.
 #[get("/tenant/{id}/stats")]
-async fn stats(_: Operator, state: web::Data<AppState>, id: web::Path<Ref<TenantId>>) -> Result<HttpResponse, ApiError> {
+async fn stats(
+    _: Operator,
+    state: web::Data<AppState>,
+    id: web::Path<Ref<TenantId>>,
+) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
     let since = Utc::now() - Duration::hours(24);
     let conn = db::conn(&state.db).await?;

@@ -29,15 +29,15 @@ export function deliveryChart(data, since, until) {
       s("rect", { class: "bad", x, y: top + plot - hs - hf, width: w, height: hf }, s("title", {}, label)),
     ];
   });
-  const every = hours <= 24 ? 6 : 24;
+  const day = hours <= 25;
+  const every = day ? 6 : 24;
   const ticks = buckets
     .map((b, i) => ({ b, i }))
-    .filter(({ b }) => new Date(b.at).getHours() % every === 0 || (every === 24 && new Date(b.at).getHours() === 0))
-    .filter(({ b }) => every !== 24 || new Date(b.at).getHours() === 0)
+    .filter(({ b }) => new Date(b.at).getHours() % every === 0)
     .map(({ b, i }) => s("text", { x: left + i * bw, y: H - 6 },
-      every === 24 ? new Date(b.at).toLocaleDateString(undefined, { month: "short", day: "numeric" })
+      !day ? new Date(b.at).toLocaleDateString(undefined, { month: "short", day: "numeric" })
         : new Date(b.at).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" })));
-  const summary = `${hours <= 24 ? "Last 24 hours" : "Last 7 days"}: ${total.success} delivered, ${total.fail} failed`;
+  const summary = `${day ? "Last 24 hours" : `Last ${Math.round(hours / 24)} days`}: ${total.success} delivered, ${total.fail} failed`;
   return h("figure", { class: "chart" },
     s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": summary, preserveAspectRatio: "none" },
       s("line", { class: "axis", x1: left, y1: top + plot, x2: W, y2: top + plot }),

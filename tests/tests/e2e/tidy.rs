@@ -462,3 +462,50 @@ fn the_repository_stands_alone() {
         &problems,
     );
 }
+
+#[test]
+fn the_web_ui_never_parses_data_as_markup() {
+    // The UI's pages build every element with the DOM API (crates/api/ui/dom.js):
+    // text goes in as text nodes and attribute values. These are the ways data
+    // could become markup or code; none may appear, nor inline script or style
+    // (the Content-Security-Policy would refuse them anyway).
+    const JS: &[&str] = &[
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "setTimeout(\"",
+        "createContextualFragment",
+        "DOMParser",
+        "srcdoc",
+        "\"href\"",
+        "href:",
+    ];
+    let mut problems = Vec::new();
+    let ui = files("crates/api/ui");
+    assert!(ui.iter().any(|(r, _)| r.ends_with("portal.js")), "the UI's files are where this test looks");
+    for (rel, path) in ui {
+        let src = text(&path);
+        for (n, line) in src.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") || code.starts_with('*') || code.starts_with("/*") {
+                continue;
+            }
+            if rel.ends_with(".js") {
+                for bad in JS.iter().filter(|b| code.contains(*b)) {
+                    problems.push(format!("{rel}:{}: `{bad}`", n + 1));
+                }
+            }
+            if rel.ends_with(".html") {
+                let inline_script = code.contains("<script") && !code.contains(" src=");
+                let inline_handler = code.split_whitespace().any(|w| w.starts_with("on") && w.contains('='));
+                if inline_script || code.contains("style=") || inline_handler {
+                    problems.push(format!("{rel}:{}: inline script or style", n + 1));
+                }
+            }
+        }
+    }
+    report("the web UI builds pages with the DOM API only", "use h()/show() from dom.js", &problems);
+}

@@ -2,8 +2,8 @@
 //! the portal's branding. Both need the tenant's API key, never a portal token.
 
 use crate::KeyAuth;
-use hookgate_ingress::key::{self, KeyKind};
 use actix_web::{get, put, web, HttpResponse};
+use hookgate_ingress::key::{self, KeyKind};
 use hookgate_shared::{
     db,
     http::ApiError,

@@ -57,7 +57,8 @@ pub struct Existing {
     pub lease_expired: bool,
 }
 
-pub(super) const COLUMNS: &str = "id, key, status, app_id, msg_id, event_type, content_type, payload, duplicates, received_at";
+pub(super) const COLUMNS: &str =
+    "id, key, status, app_id, msg_id, event_type, content_type, payload, duplicates, received_at";
 
 pub(super) fn from_row(r: &Row) -> InboundEvent {
     from_row_at(r, 0)
