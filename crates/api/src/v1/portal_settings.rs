@@ -86,7 +86,7 @@ fn origin(raw: &str) -> Result<String, ApiError> {
     };
     let u = Url::parse(raw).map_err(|_| bad())?;
     let scheme_ok = u.scheme() == "https" || (u.scheme() == "http" && is_loopback(&u));
-    let bare = u.path() == "/" && u.query().is_none() && u.fragment().is_none() && u.username().is_empty();
+    let bare = u.path() == "/" && u[url::Position::AfterPath..].is_empty() && u.username().is_empty();
     if !scheme_ok || !bare || u.host().is_none() || u.password().is_some() {
         return Err(bad());
     }
