@@ -3,13 +3,18 @@
 //! `INSERT … ON CONFLICT DO NOTHING`; `H`: straight to the sink) and the scenarios
 //! in the same run, and prints one table (JSON in target/bench/).
 
+mod bed;
+mod cpu;
 mod load;
+mod noisy;
+mod pace;
 mod pgbench;
 mod pruning;
 mod report;
 mod scenarios;
 mod sink;
 mod stack;
+mod sustained;
 
 use std::time::Duration;
 

@@ -93,6 +93,7 @@ pub async fn run(database_url: &str, rows: i64) -> anyhow::Result<Vec<Row>> {
         p99_ms: None,
         ratio,
         bar: None,
+        cpu: None,
         note: format!("{:.0} ms, {:.2} MB of WAL (rows/s removed)", r.seconds * 1000.0, mb(r.wal_bytes)),
     };
     Ok(vec![

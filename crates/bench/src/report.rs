@@ -2,10 +2,10 @@
 
 use serde::Serialize;
 
-use crate::Settings;
+use crate::{cpu::PerUnit, Settings};
 
 /// One line of the table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Row {
     pub name: String,
     pub concurrency: usize,
@@ -17,6 +17,8 @@ pub struct Row {
     pub ratio: Option<(f64, String)>,
     /// The bar, as a ratio or a limit, and whether it is met.
     pub bar: Option<(String, bool)>,
+    /// CPU of Hookgate, Postgres and Redis per message handled, and Postgres's share.
+    pub cpu: Option<PerUnit>,
     pub note: String,
 }
 
@@ -27,16 +29,17 @@ pub fn render(rows: &[Row], s: &Settings) -> String {
         s.concurrency
     );
     out += &format!(
-        "{:<44} {:>5} {:>11} {:>9} {:>9} {:>16} {:>18}  {}\n",
-        "scenario", "conc", "per second", "p50 ms", "p99 ms", "ratio", "bar", "note"
+        "{:<44} {:>5} {:>11} {:>9} {:>9} {:>16} {:>18} {:>15}  {}\n",
+        "scenario", "conc", "per second", "p50 ms", "p99 ms", "ratio", "bar", "cpu us (pg)", "note"
     );
     for r in rows {
         let ms = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
         let ratio = r.ratio.as_ref().map(|(x, b)| format!("{x:.2} x {b}")).unwrap_or_else(|| "-".into());
         let bar =
             r.bar.as_ref().map(|(b, ok)| format!("{b} {}", if *ok { "met" } else { "MISSED" })).unwrap_or_default();
+        let cpu = r.cpu.map(|c| format!("{:.0} ({:.0})", c.total_us, c.postgres_us)).unwrap_or_else(|| "-".into());
         out += &format!(
-            "{:<44} {:>5} {:>11.0} {:>9} {:>9} {:>16} {:>18}  {}\n",
+            "{:<44} {:>5} {:>11.0} {:>9} {:>9} {:>16} {:>18} {:>15}  {}\n",
             r.name,
             r.concurrency,
             r.rate,
@@ -44,6 +47,7 @@ pub fn render(rows: &[Row], s: &Settings) -> String {
             ms(r.p99_ms),
             ratio,
             bar,
+            cpu,
             r.note
         );
     }

@@ -1,5 +1,6 @@
-//! The delivery sink: a real HTTP server on 127.0.0.1 that answers 200 at once,
-//! counts what it receives, and records the lag of payloads stamped with `t`.
+//! The delivery sink: a real HTTP server on 127.0.0.1 that answers 200 at once
+//! (or after a second, under `/slow`), counts what it receives, and records the
+//! lag of payloads stamped with `t`.
 
 use std::{
     net::TcpListener,
@@ -12,10 +13,15 @@ use std::{
 use actix_web::{web, App, HttpResponse, HttpServer};
 use hdrhistogram::Histogram;
 
+/// How long the `/slow` endpoints take to answer.
+pub const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
+
 #[derive(Clone)]
 pub struct Sink {
     pub url: String,
     pub received: Arc<AtomicU64>,
+    /// Of those, the payloads stamped with `t` (whose lag is recorded).
+    pub stamped: Arc<AtomicU64>,
     pub lag: Arc<Mutex<Histogram<u64>>>,
 }
 
@@ -28,14 +34,22 @@ impl Sink {
     pub async fn start() -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let url = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
-        let sink =
-            Sink { url, received: Arc::new(AtomicU64::new(0)), lag: Arc::new(Mutex::new(crate::load::histogram())) };
+        let sink = Sink {
+            url,
+            received: Arc::new(AtomicU64::new(0)),
+            stamped: Arc::new(AtomicU64::new(0)),
+            lag: Arc::new(Mutex::new(crate::load::histogram())),
+        };
         let data = web::Data::new(sink.clone());
         let server = HttpServer::new(move || {
             App::new().app_data(data.clone()).default_service(web::to(
-                |s: web::Data<Sink>, body: web::Bytes| async move {
+                |s: web::Data<Sink>, req: actix_web::HttpRequest, body: web::Bytes| async move {
+                    if req.path().starts_with("/slow") {
+                        tokio::time::sleep(SLOW).await;
+                    }
                     s.received.fetch_add(1, Ordering::Relaxed);
                     if let Some(t) = stamp(&body) {
+                        s.stamped.fetch_add(1, Ordering::Relaxed);
                         let _ = s.lag.lock().expect("lag lock").record(now_micros().saturating_sub(t).max(1));
                     }
                     HttpResponse::Ok().finish()
@@ -52,6 +66,10 @@ impl Sink {
 
     pub fn count(&self) -> u64 {
         self.received.load(Ordering::Relaxed)
+    }
+
+    pub fn stamped(&self) -> u64 {
+        self.stamped.load(Ordering::Relaxed)
     }
 
     pub fn reset_lag(&self) {

@@ -1,0 +1,91 @@
+//! CPU time spent by the system under test, read from `/proc`: the Hookgate
+//! processes, the bench's Postgres (postmaster, live backends, and the backends
+//! that already exited, which the kernel folds into the postmaster's children
+//! time) and its Redis. The load generator and the sink run in this process and
+//! are left out.
+
+use std::fs;
+
+use crate::stack::Hookgate;
+
+/// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`; 100 on Linux).
+const TICKS: f64 = 100.0;
+
+/// CPU seconds at one instant, by part.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sample {
+    pub hookgate: f64,
+    pub postgres: f64,
+    pub redis: f64,
+}
+
+/// CPU used between two samples, per unit of work, in microseconds.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct PerUnit {
+    pub total_us: f64,
+    pub postgres_us: f64,
+}
+
+impl Sample {
+    pub fn per(&self, later: &Sample, units: u64) -> PerUnit {
+        let n = units.max(1) as f64;
+        let pg = later.postgres - self.postgres;
+        let all = (later.hookgate - self.hookgate) + pg + (later.redis - self.redis);
+        PerUnit { total_us: all * 1e6 / n, postgres_us: pg * 1e6 / n }
+    }
+}
+
+/// Where the bench's Postgres and Redis run.
+pub struct Meter {
+    postmaster: u32,
+    redis: Option<u32>,
+}
+
+/// utime, stime, cutime, cstime and ppid of one process, in ticks.
+struct Stat {
+    ppid: u32,
+    own: u64,
+    children: u64,
+}
+
+fn stat(pid: u32) -> Option<Stat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: fields start after it.
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // After the name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
+    Some(Stat { ppid: n(1) as u32, own: n(11) + n(12), children: n(13) + n(14) })
+}
+
+fn pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc").into_iter().flatten().flatten().filter_map(|e| e.file_name().to_str()?.parse().ok())
+}
+
+impl Meter {
+    /// Finds the postmaster (from its data directory's `postmaster.pid`) and the
+    /// Redis server listening on `redis_port`.
+    pub async fn find(database_url: &str, redis_port: u16) -> anyhow::Result<Self> {
+        let (client, conn) = tokio_postgres::connect(database_url, tokio_postgres::NoTls).await?;
+        tokio::spawn(conn);
+        let dir: String = client.query_one("SELECT current_setting('data_directory')", &[]).await?.get(0);
+        let pidfile = fs::read_to_string(format!("{dir}/postmaster.pid"))?;
+        let postmaster = pidfile.lines().next().unwrap_or("").trim().parse()?;
+        let port = format!(":{redis_port}");
+        let redis = pids().find(|pid| {
+            let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmd.starts_with("redis-server") && cmd.contains(&port)
+        });
+        Ok(Meter { postmaster, redis })
+    }
+
+    /// The CPU seconds used so far by the given Hookgate processes, Postgres and Redis.
+    pub fn sample(&self, hookgate: &[&Hookgate]) -> Sample {
+        let secs = |ticks: u64| ticks as f64 / TICKS;
+        let hg: u64 = hookgate.iter().filter_map(|p| p.child.id()).filter_map(stat).map(|s| s.own).sum();
+        let mut pg = stat(self.postmaster).map(|s| s.own + s.children).unwrap_or(0);
+        pg += pids().filter_map(stat).filter(|s| s.ppid == self.postmaster).map(|s| s.own + s.children).sum::<u64>();
+        let redis = self.redis.and_then(stat).map(|s| s.own).unwrap_or(0);
+        Sample { hookgate: secs(hg), postgres: secs(pg), redis: secs(redis) }
+    }
+}

@@ -1,0 +1,170 @@
+//! The sustained rows: ingress admissions and API messages arriving together at a
+//! paced rate, each delivered to one endpoint, with a worker running; a ramp of
+//! rates finds the highest at which the lag (sent → delivered) stays under 100 ms
+//! at p99 and the backlog does not grow.
+
+use std::{sync::Arc, time::Duration};
+
+use crate::{
+    bed::{Bed, Tenant},
+    cpu::PerUnit,
+    pace::paced,
+    report::Row,
+    scenarios::stripe_sig,
+    sink::now_micros,
+    Settings,
+};
+
+/// The lag a rate must hold to count as sustained.
+const LAG_P99_MS: f64 = 100.0;
+
+/// One step of the ramp.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    /// Messages per second offered (half by ingress, half by the API).
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    /// Accepted but not yet delivered when the pacing ended.
+    backlog: u64,
+    messages: u64,
+    cpu: PerUnit,
+    /// Wall time from the first send until the last delivery.
+    busy: f64,
+}
+
+impl Step {
+    fn holds(&self) -> bool {
+        // What 100 ms of the rate leaves in flight is not a backlog.
+        self.p99_ms < LAG_P99_MS && (self.backlog as f64) <= self.rate * 0.1 + 10.0
+    }
+}
+
+fn steps() -> u32 {
+    std::env::var("BENCH_RAMP_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(12)
+}
+
+pub async fn run(
+    bed: &Bed,
+    tenant: &Arc<Tenant>,
+    app: &str,
+    in_url: &str,
+    p: f64,
+    s: Settings,
+) -> anyhow::Result<Vec<Row>> {
+    bed.truncate()?;
+    let mut worker = bed.start_worker().await;
+    let window = (s.duration / 2).max(Duration::from_secs(1));
+    let mut rate = (p * 0.02).max(20.0);
+    let (mut best, mut first_miss): (Option<Step>, Option<Step>) = (None, None);
+    for step in 0..steps() {
+        eprintln!("sustained: {rate:.0}/s for {} s", window.as_secs());
+        let measured = one_step(bed, &worker, tenant, app, in_url, rate, window, step).await?;
+        if measured.holds() {
+            best = Some(measured);
+            rate *= 1.3;
+        } else {
+            first_miss = Some(measured);
+            break;
+        }
+    }
+    worker.stop().await;
+    let miss = first_miss
+        .map(|m| format!("; at {:.0}/s: p99 {:.0} ms, backlog {}", m.rate, m.p99_ms, m.backlog))
+        .unwrap_or_else(|| "; the ramp ended before a miss".into());
+    let Some(b) = best else {
+        return Ok(vec![Row {
+            name: "sustained: ingress + API, lag p99 < 100 ms".into(),
+            bar: Some((">= 0.5 x P".into(), false)),
+            note: format!("no rate held{miss}"),
+            ..Row::default()
+        }]);
+    };
+    Ok(vec![
+        Row {
+            name: "sustained: ingress + API, lag p99 < 100 ms".into(),
+            rate: b.rate,
+            p50_ms: Some(b.p50_ms),
+            p99_ms: Some(b.p99_ms),
+            ratio: Some((b.rate / p, "P".into())),
+            bar: Some((">= 0.5 x P".into(), b.rate / p >= 0.5)),
+            cpu: Some(b.cpu),
+            note: format!("highest rate held, half ingress, half API{miss}"),
+            ..Row::default()
+        },
+        Row {
+            name: "CPU per message end to end (sustained)".into(),
+            rate: b.rate,
+            bar: Some(("<= 150 us".into(), b.cpu.total_us <= 150.0)),
+            cpu: Some(b.cpu),
+            note: format!(
+                "{:.0} us, Postgres {:.0} us; {:.2} cores busy",
+                b.cpu.total_us,
+                b.cpu.postgres_us,
+                b.cpu.total_us * b.messages as f64 / 1e6 / b.busy
+            ),
+            ..Row::default()
+        },
+    ])
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn one_step(
+    bed: &Bed,
+    worker: &crate::stack::Hookgate,
+    tenant: &Arc<Tenant>,
+    app: &str,
+    in_url: &str,
+    rate: f64,
+    window: Duration,
+    step: u32,
+) -> anyhow::Result<Step> {
+    bed.sink.reset_lag();
+    let base = bed.sink.count();
+    let before = bed.cpu(Some(worker));
+    let started = std::time::Instant::now();
+    let ingress = {
+        let (http, url) = (bed.http.clone(), in_url.to_owned());
+        paced(rate / 2.0, window, 2048, move |n| {
+            let body = format!(r#"{{"t":{},"id":"evt_s_{step}_{n}","type":"bench.event","data":{{}}}}"#, now_micros());
+            let req = http
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("stripe-signature", stripe_sig(body.as_bytes()))
+                .body(body);
+            async move { req.send().await.is_ok_and(|r| r.status() == 200) }
+        })
+    };
+    let api = {
+        let (http, url, key) = (bed.http.clone(), bed.api.url(&format!("/api/v1/app/{app}/msg")), tenant.key.clone());
+        paced(rate / 2.0, window, 2048, move |_| {
+            let req = http
+                .post(&url)
+                .bearer_auth(&key)
+                .header("content-type", "application/json")
+                .body(format!(r#"{{"eventType":"bench","payload":{{"t":{},"k":1}}}}"#, now_micros()));
+            async move { req.send().await.is_ok_and(|r| r.status() == 202) }
+        })
+    };
+    let (a, b) = tokio::join!(ingress, api);
+    let accepted = a.accepted + b.accepted;
+    let backlog = accepted.saturating_sub(bed.sink.count() - base);
+    // A rate that builds a backlog is already a miss: give it a bounded time to drain.
+    let drained = bed.wait_for(base + accepted, Duration::from_secs(60)).await;
+    let busy = started.elapsed().as_secs_f64();
+    let cpu = before.per(&bed.cpu(Some(worker)), accepted);
+    let lag = bed.sink.lag.lock().expect("lag lock").clone();
+    let mut p99_ms = lag.value_at_quantile(0.99) as f64 / 1000.0;
+    if drained.is_err() {
+        p99_ms = f64::INFINITY;
+    }
+    Ok(Step {
+        rate: a.rate + b.rate,
+        p50_ms: lag.value_at_quantile(0.5) as f64 / 1000.0,
+        p99_ms,
+        backlog,
+        messages: accepted,
+        cpu,
+        busy,
+    })
+}
