@@ -20,6 +20,7 @@ mod principal;
 mod text;
 mod ui;
 pub mod v1;
+mod when;
 
 use actix_web::{middleware::from_fn, web};
 use hookgate_shared::{http::ApiError, store::page::PageRequest};

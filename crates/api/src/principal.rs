@@ -104,7 +104,9 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     let route = match sub {
         // The application itself: read only.
         "" => method == "GET",
-        // Publishing is the tenant's; customers read, subscribe and resend.
+        // Publishing is the tenant's; customers read, subscribe and resend. The one
+        // message a customer makes is a test event to one of its own endpoints
+        // (`endpoint/{id}/send-example`, as in Svix's portal), reached below.
         "msg" => method == "GET",
         // Erasing content is the tenant's (a GDPR request goes to it), not a customer's.
         _ if method == "DELETE" && sub.ends_with("/content") => false,

@@ -7,7 +7,8 @@ import { deliveryChart } from "./chart.js";
 
 const main = document.getElementById("main");
 const parts = location.pathname.split("/").filter(Boolean); // ["portal", tenant, app]
-const appId = decodeURIComponent(parts[2] || "");
+const dec = (v) => { try { return decodeURIComponent(v || ""); } catch (_) { return ""; } };
+const appId = dec(parts[2]);
 const storeKey = `hookgate.portal:${appId}`;
 
 const branding = (() => {
@@ -35,10 +36,23 @@ function applyBranding() {
   }
 }
 
+// The tenant a token was issued by: the first line of its claims (`hgp_<hex>_<mac>`).
+// The page's branding comes from the tenant in its path; a token of another
+// tenant under it would dress one tenant's portal in another's name.
+function tokenTenant(t) {
+  const m = /^hgp_([0-9a-f]+)_/.exec(t || "");
+  if (!m || m[1].length % 2) return null;
+  let text = "";
+  for (let i = 0; i < m[1].length; i += 2) text += String.fromCharCode(parseInt(m[1].slice(i, i + 2), 16));
+  return text.split("\n")[0];
+}
+
 function token() {
   const m = /[#&]key=([^&]+)/.exec(location.hash);
   if (m) {
-    session.set(storeKey, decodeURIComponent(m[1]));
+    let raw = null;
+    try { raw = decodeURIComponent(m[1]); } catch (_) { /* a mangled link: treated as no key */ }
+    if (raw) session.set(storeKey, raw);
     // Out of the address bar and the history: a copied URL does not carry it.
     history.replaceState(null, "", location.pathname + location.search);
   }
@@ -46,7 +60,8 @@ function token() {
 }
 
 applyBranding();
-const key = token();
+const held = token();
+const key = held && tokenTenant(held) === dec(parts[1]) ? held : null;
 const api = key ? client(key) : null;
 const base = `/api/v1/app/${seg(appId)}`;
 let catalog = [];

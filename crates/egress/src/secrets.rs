@@ -17,15 +17,34 @@ use crate::signing;
 /// values are credentials.
 pub const SENSITIVE_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie", "x-api-key"];
 
-/// The headers a request goes with, as an attempt records them: sensitive values
-/// redacted, everything else as sent.
+/// The headers Hookgate itself sets: the only ones an attempt records with their
+/// values. A custom header may carry a credential under any name (`X-Token`,
+/// `Api-Key`, …) and is kept sealed at rest, so its value is never copied out.
+const OWN_HEADERS: &[&str] = &[
+    "content-type",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+    "idempotency-key",
+    "svix-id",
+    "svix-timestamp",
+    "svix-signature",
+];
+
+/// At most this many headers are recorded per attempt.
+const RECORDED_MAX: usize = 64;
+
+/// The headers a request goes with, as an attempt records them: Hookgate's own
+/// with their values, every other one by name only (`[redacted]`).
 pub fn recorded_headers(headers: &reqwest::header::HeaderMap) -> String {
     let shown: serde_json::Map<String, Value> = headers
         .iter()
+        .take(RECORDED_MAX)
         .map(|(name, value)| {
-            let value = match SENSITIVE_HEADERS.contains(&name.as_str()) {
-                true => "[redacted]".to_owned(),
-                false => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            let own = OWN_HEADERS.contains(&name.as_str()) && !SENSITIVE_HEADERS.contains(&name.as_str());
+            let value = match own {
+                true => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                false => "[redacted]".to_owned(),
             };
             (name.as_str().to_owned(), Value::String(value))
         })

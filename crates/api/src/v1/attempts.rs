@@ -80,7 +80,9 @@ struct AttemptQuery {
     status: Option<i16>,
     status_code_class: Option<i16>,
     endpoint_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
     before: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
     after: Option<DateTime<Utc>>,
 }
 

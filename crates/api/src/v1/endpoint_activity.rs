@@ -25,7 +25,9 @@ type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
 #[derive(Deserialize)]
 struct HourlyQuery {
+    #[serde(default, deserialize_with = "crate::when::opt")]
     since: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
     until: Option<DateTime<Utc>>,
 }
 
@@ -39,7 +41,7 @@ async fn hourly(
     q: web::Query<HourlyQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let until = q.until.unwrap_or_else(Utc::now);
-    let since = q.since.unwrap_or(until - Duration::hours(24));
+    let since = q.since.unwrap_or_else(|| until - Duration::hours(24));
     if since >= until || until - since > Duration::days(31) {
         return Err(ApiError::Validation("`since` must be before `until`, at most 31 days apart".into()));
     }
@@ -77,11 +79,18 @@ async fn send_example(
     let event_type = body.event_type.unwrap_or_else(|| PING.to_owned());
     validate::uid("eventType", &event_type)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    // A disabled endpoint would take the message and never be sent it.
+    if ep.disabled {
+        return Err(ApiError::Validation("the endpoint is disabled: enable it to send it a test event".into()));
+    }
     let conn = db::conn(&state.db).await?;
     let payload = match event_type.as_str() {
         PING => json!({ "success": true }),
         name => {
             let et = event_types::get(&**conn, &tenant.0, name).await?.ok_or(ApiError::NotFound("event type"))?;
+            if et.archived {
+                return Err(ApiError::Validation(format!("event type `{name}` is archived")));
+            }
             example(et.schemas.as_ref(), body.example_index).unwrap_or_else(|| json!({ "success": true }))
         }
     };

@@ -89,8 +89,18 @@ const RESERVED: &[&str] = &[
 ];
 use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
 
+/// Custom headers an endpoint may have, and the longest value one may hold.
+const MAX_HEADERS: usize = 50;
+const MAX_HEADER_VALUE: usize = 4096;
+
 fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError> {
+    if headers.len() > MAX_HEADERS {
+        return Err(ApiError::Validation(format!("at most {MAX_HEADERS} custom headers per endpoint")));
+    }
     for (name, value) in headers {
+        if value.as_ref().is_some_and(|v| v.len() > MAX_HEADER_VALUE) {
+            return Err(ApiError::Validation(format!("the value of header `{name}` is longer than {MAX_HEADER_VALUE} bytes")));
+        }
         let lower = name.to_ascii_lowercase();
         if actix_web::http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(ApiError::Validation(format!("header name `{name}` is not valid")));
@@ -171,7 +181,9 @@ async fn patch_headers(
 
 #[derive(Deserialize)]
 struct RecoverIn {
+    #[serde(deserialize_with = "crate::when::at")]
     since: DateTime<Utc>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
     until: Option<DateTime<Utc>>,
 }
 
@@ -205,7 +217,9 @@ async fn recover(
 
 #[derive(Deserialize)]
 struct StatsQuery {
+    #[serde(default, deserialize_with = "crate::when::opt")]
     since: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
     until: Option<DateTime<Utc>>,
 }
 

@@ -131,7 +131,9 @@ impl ContentQuery {
 #[derive(Deserialize)]
 pub(crate) struct MessageListQuery {
     channel: Option<String>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
     before: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
     after: Option<DateTime<Utc>>,
     event_types: Option<String>,
 }

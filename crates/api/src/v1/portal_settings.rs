@@ -63,12 +63,25 @@ fn is_loopback(u: &Url) -> bool {
     }
 }
 
+/// A host that can stand in a Content-Security-Policy source as it is: an IP
+/// address, or a name of letters, digits, dots and hyphens. The URL parser lets
+/// `;`, `,`, `*` and quotes through in names, and each would change the policy.
+fn plain_host(u: &Url) -> bool {
+    match u.host() {
+        Some(Host::Domain(d)) => {
+            !d.is_empty() && d.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        }
+        Some(Host::Ipv4(_) | Host::Ipv6(_)) => true,
+        None => false,
+    }
+}
+
 /// An `https` image URL (plain `http` only on loopback, for development).
 fn logo(raw: &str) -> Result<String, ApiError> {
     let bad = || ApiError::Validation("`logoUrl` must be an https URL of at most 2048 characters".into());
     let u = Url::parse(raw).map_err(|_| bad())?;
     let scheme_ok = u.scheme() == "https" || (u.scheme() == "http" && is_loopback(&u));
-    if raw.len() > 2048 || !scheme_ok || u.host().is_none() || !u.username().is_empty() || u.password().is_some() {
+    if raw.len() > 2048 || !scheme_ok || !plain_host(&u) || !u.username().is_empty() || u.password().is_some() {
         return Err(bad());
     }
     Ok(u.to_string())
@@ -87,7 +100,7 @@ fn origin(raw: &str) -> Result<String, ApiError> {
     let u = Url::parse(raw).map_err(|_| bad())?;
     let scheme_ok = u.scheme() == "https" || (u.scheme() == "http" && is_loopback(&u));
     let bare = u.path() == "/" && u[url::Position::AfterPath..].is_empty() && u.username().is_empty();
-    if !scheme_ok || !bare || u.host().is_none() || u.password().is_some() {
+    if !scheme_ok || !bare || !plain_host(&u) || u.password().is_some() {
         return Err(bad());
     }
     Ok(u.origin().ascii_serialization())
@@ -114,6 +127,12 @@ mod tests {
             "https://a.example; script-src *",
             "'self'",
             "*",
+            "https://a.example;sandbox",
+            "https://a.example%3Bsandbox",
+            "https://a.example,b.example",
+            "https://*",
+            "https://*.com",
+            "https://a'b.example",
         ] {
             assert!(parse(serde_json::json!({ "frameAncestors": [bad] })).is_err(), "{bad}");
         }
@@ -128,6 +147,9 @@ mod tests {
         assert_eq!(s.display_name.as_deref(), Some("Acme"));
         assert_eq!(s.theme, Theme::Dark);
         assert!(parse(serde_json::json!({"primaryColor": "red"})).is_err());
+        for bad in ["https://cdn.example;frame-ancestors/l.png", "https://cdn,example/l.png", "https://*.example/l.png"] {
+            assert!(parse(serde_json::json!({ "logoUrl": bad })).is_err(), "{bad}");
+        }
         assert!(parse(serde_json::json!({"primaryColor": "#12345g"})).is_err());
         assert!(parse(serde_json::json!({"logoUrl": "javascript:alert(1)"})).is_err());
         assert!(parse(serde_json::json!({"logoUrl": "http://cdn.example/l.png"})).is_err());

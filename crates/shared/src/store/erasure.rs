@@ -53,7 +53,7 @@ pub async fn expunge_attempt(
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(
-            "UPDATE attempts SET response = $5 WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND id = $4",
+            "UPDATE attempts SET response = $5, request_headers = NULL WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND id = $4",
             &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &attempt.as_str(), &EXPUNGED],
         )
         .await?;
