@@ -211,7 +211,7 @@ async function eventsOf(src, into) {
     replay.addEventListener("click", () => act(replay, out, () => api("POST", `/api/v1/source/${seg(src.id)}/event/${seg(e.id)}/replay`, {}), `Replay of ${e.id} scheduled.`));
     return [
       h("button", { class: "link", onclick: () => VIEWS.search(e.id) }, e.id),
-      e.key, e.eventType, h("span", { class: `pill ${e.status === "processing" ? "warn" : "ok"}` }, e.status), String(e.duplicates), time(e.receivedAt), replay,
+      h("code", { class: "any" }, e.key), e.eventType, h("span", { class: `pill ${e.status === "processing" ? "warn" : "ok"}` }, e.status), String(e.duplicates), time(e.receivedAt), replay,
     ];
   });
   show(into, h("div", { class: "actions" }, rotate), out,
@@ -240,7 +240,7 @@ function found(r) {
   const inbound = r.inbound.map(({ sourceId, event: e }) => h("section", { class: "chain inbound" },
     h("h3", {}, "Inbound event ", h("code", {}, e.id)),
     table("Inbound event", ["Source", "Key", "Type", "Status", "Duplicates caught", "Received"],
-      [[h("code", {}, sourceId), e.key, e.eventType, e.status, String(e.duplicates), time(e.receivedAt)]]),
+      [[h("code", {}, sourceId), h("code", { class: "any" }, e.key), e.eventType, e.status, String(e.duplicates), time(e.receivedAt)]]),
     h("details", {}, h("summary", {}, "Payload as received"), h("pre", {}, pretty(e.payload)))));
   const messages = r.messages.map(({ appId, message: m, deliveries, attempts }) => h("section", { class: "chain message" },
     h("h3", {}, "Message ", h("code", {}, m.id)),

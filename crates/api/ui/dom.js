@@ -138,9 +138,11 @@ export function field(label, attrs, hint) {
   return [h("div", {}, h("label", { for: id }, label), hint ? h("p", { class: "hint", id: `${id}-hint` }, hint) : null, input), input];
 }
 
-/** A table with a header row; rows are arrays of cells. */
+/** A table with a header row; rows are arrays of cells. Its wrapper scrolls
+ * sideways when the table is wider than the screen, so it is a named region a
+ * keyboard can reach and scroll. */
 export function table(caption, headers, rows) {
-  return h("div", { class: "table-wrap" },
+  return h("div", { class: "table-wrap", role: "region", "aria-label": caption, tabindex: "0" },
     h("table", {},
       h("caption", { class: "sr-only" }, caption),
       h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))),
