@@ -1,7 +1,9 @@
 """The portal's routes at their edges: hostile dates answer 4xx, custom header
 values stay out of the attempt log, and a test event needs a live endpoint."""
 
-from svix.api import ApplicationIn, EndpointHeadersIn, EndpointIn, EndpointPatch, MessageIn
+import uuid
+
+from svix.api import AppPortalAccessIn, ApplicationIn, EndpointHeadersIn, EndpointIn, EndpointPatch, MessageGetOptions, MessageIn
 
 from conftest import call, eventually
 
@@ -59,3 +61,76 @@ def test_a_test_event_to_a_disabled_endpoint_is_refused_in_words(hookgate, tenan
     status, _, body = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint/{ep.id}/send-example",
                            tenant["apiKey"], {})
     assert status == 422 and "disabled" in str(body["detail"]), body
+
+
+def test_a_portal_token_cannot_erase_content_by_percent_encoding_the_path(hookgate, tenant, svix, sink):
+    app = svix.application.create(ApplicationIn(name="erase"))
+    svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    msg = svix.message.create(app.id, MessageIn(event_type="order.paid", payload={"keep": "me"}))
+    sink.wait_for(1)
+    token = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    base = f"/api/v1/app/{app.id}/msg/{msg.id}"
+    attempt = eventually(lambda: call(hookgate, "GET", f"/api/v1/app/{app.id}/attempt/msg/{msg.id}",
+                                      tenant["apiKey"])[2]["data"])[0]
+    for path in [f"{base}/content", f"{base}/conten%74", f"{base}/%63ontent",
+                 f"{base}/attempt/{attempt['id']}/conten%74"]:
+        status, _, body = call(hookgate, "DELETE", path, token)
+        assert status == 403, (path, status, body)
+    assert svix.message.get(app.id, msg.id, MessageGetOptions(with_content=True)).payload == {"keep": "me"}
+    status, _, body = call(hookgate, "GET", f"/api/v1/app/{app.id}/attempt/msg/{msg.id}", tenant["apiKey"])
+    assert body["data"][0]["response"] != "EXPUNGED", body
+    # The tenant itself still can.
+    status, _, _ = call(hookgate, "DELETE", f"{base}/conten%74", tenant["apiKey"])
+    assert status == 204
+    assert svix.message.get(app.id, msg.id, MessageGetOptions(with_content=True)).payload == {"expired": True}
+
+
+def test_a_portal_token_sees_only_event_types_of_its_feature_flags(hookgate, tenant, svix):
+    from svix.api import Svix, SvixOptions
+
+    tag = uuid.uuid4().hex[:6]
+    # `featureFlag` as the reference API names it (this SDK's model sends a list under another name).
+    for name, flag in [(f"open.{tag}", None), (f"beta.{tag}", "beta"), (f"hidden.{tag}", "unreleased")]:
+        status, _, body = call(hookgate, "POST", "/api/v1/event-type", tenant["apiKey"],
+                               {"name": name, "description": name, "featureFlag": flag,
+                                "schemas": {"1": {"examples": [{"secret": "plan"}]}}})
+        assert status == 201, body
+    app = svix.application.create(ApplicationIn(name="flags"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url="http://127.0.0.1:9/hook"))
+
+    def names(token):
+        client = Svix(token, SvixOptions(server_url=hookgate.url, retry_schedule=[]))
+        return {e.name for e in client.event_type.list().data if e.name.endswith(tag)}
+
+    flagged = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(feature_flags=["beta"])).token
+    plain = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    assert names(flagged) == {f"open.{tag}", f"beta.{tag}"}
+    assert names(plain) == {f"open.{tag}"}
+    assert names(tenant["apiKey"]) == {f"open.{tag}", f"beta.{tag}", f"hidden.{tag}"}, "the tenant sees all"
+    status, _, _ = call(hookgate, "GET", f"/api/v1/event-type/hidden.{tag}", flagged)
+    assert status == 404
+    status, _, body = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint/{ep.id}/send-example", flagged,
+                           {"eventType": f"hidden.{tag}"})
+    assert status == 404, body
+    status, _, body = call(hookgate, "POST", f"/api/v1/auth/app-portal-access/{app.id}", tenant["apiKey"],
+                           {"featureFlags": ["no,commas"]})
+    assert status == 422 and "featureFlags" in str(body["detail"]), body
+
+
+def test_a_customers_idempotency_key_does_not_block_the_tenants_own(hookgate, tenant, svix, sink):
+    app = svix.application.create(ApplicationIn(name="keys"))
+    other = svix.application.create(ApplicationIn(name="keys-other"))
+    svix.endpoint.create(other.id, EndpointIn(url=sink.url))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    token = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    key = "order-" + uuid.uuid4().hex
+    status, _, first = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint/{ep.id}/send-example", token, {},
+                            headers={"Idempotency-Key": key})
+    assert status == 202, first
+    status, hdrs, again = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint/{ep.id}/send-example", token, {},
+                               headers={"Idempotency-Key": key})
+    assert status == 202 and again["id"] == first["id"] and hdrs.get("idempotent-replayed") == "true", \
+        "a retried test event is the same test event"
+    status, _, body = call(hookgate, "POST", f"/api/v1/app/{other.id}/msg", tenant["apiKey"],
+                           {"eventType": "order.paid", "payload": {"n": 1}}, headers={"Idempotency-Key": key})
+    assert status == 202, body

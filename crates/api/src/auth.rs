@@ -133,7 +133,12 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
         if live.is_none_or(|t| t.disabled) {
             return Err(ApiError::Unauthorized("invalid or expired app-portal token".into()));
         }
-        return Ok(Principal::Portal { tenant: claims.tenant, app_id: claims.app_id, app_uid: claims.app_uid });
+        return Ok(Principal::Portal {
+            tenant: claims.tenant,
+            app_id: claims.app_id,
+            app_uid: claims.app_uid,
+            feature_flags: claims.feature_flags,
+        });
     }
     let invalid = || ApiError::Unauthorized("invalid API key".into());
     let tenant = api_keys::tenant_of_key(key).ok_or_else(invalid)?;

@@ -87,7 +87,7 @@ pub async fn idempotency(
         Ok(k) => k,
         Err(e) => return reject(req, e),
     };
-    let scope = req.extensions().get::<Principal>().map(|p| p.scope().to_owned());
+    let scope = req.extensions().get::<Principal>().map(Principal::scope);
     let Some(scope) = scope else {
         return reject(req, ApiError::Unauthorized("authentication is required".into()));
     };

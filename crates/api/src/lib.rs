@@ -27,7 +27,7 @@ use hookgate_shared::{http::ApiError, store::page::PageRequest};
 use serde::Deserialize;
 
 pub use patch::Maybe;
-pub use principal::{portal_access, KeyAuth, Operator, PortalAccess, Principal, TenantAuth};
+pub use principal::{portal_access, FeatureFlags, KeyAuth, Operator, PortalAccess, Principal, TenantAuth};
 
 /// Registers `/admin/v1` (the operator's token) and `/api/v1` (a tenant's key or
 /// an app-portal token), each behind its authentication and `Idempotency-Key`.
@@ -75,4 +75,17 @@ pub fn optional_json<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> R
         return Ok(T::default());
     }
     serde_json::from_slice(body).map_err(|e| ApiError::Validation(format!("invalid body: {e}")))
+}
+
+/// The base of the URLs Hookgate shows (a source's address, a portal link):
+/// `HOOKGATE_PUBLIC_URL` when the operator set it, else the request's own scheme
+/// and host.
+pub(crate) fn public_base(req: &actix_web::HttpRequest, state: &hookgate_shared::AppState) -> String {
+    match &state.config.public_url {
+        Some(base) => base.clone(),
+        None => {
+            let info = req.connection_info();
+            format!("{}://{}", info.scheme(), info.host())
+        }
+    }
 }

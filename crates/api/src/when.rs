@@ -12,6 +12,15 @@ fn in_range<E: serde::de::Error>(t: DateTime<Utc>) -> Result<DateTime<Utc>, E> {
     }
 }
 
+/// `?since=&until=`: a window of time a query asks about, either end open.
+#[derive(Debug, Deserialize)]
+pub struct Window {
+    #[serde(default, deserialize_with = "opt")]
+    pub since: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "opt")]
+    pub until: Option<DateTime<Utc>>,
+}
+
 /// `#[serde(deserialize_with = "crate::when::at")]`
 pub fn at<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
     in_range(DateTime::<Utc>::deserialize(d)?)

@@ -2,7 +2,7 @@
 // view (tenants, their keys, their last day); with a tenant's API key, the
 // tenant's (applications, sources, inbound events, search, portal branding).
 // Either credential is kept for this tab and sent only as an Authorization header.
-import { h, show, client, seg, qs, time, status, pretty, errorBox, loading, empty, field, table, act, session, ApiError } from "./dom.js";
+import { h, show, client, seg, qs, time, status, pretty, errorBox, loading, empty, field, table, act, session, ApiError, limiter, daysAgo } from "./dom.js";
 
 const main = document.getElementById("main");
 const who = document.getElementById("who");
@@ -76,10 +76,11 @@ async function tenantsView(notice) {
     });
   });
   const page = await api("GET", "/admin/v1/tenant?limit=100");
+  const few = limiter(4);
   const rows = page.data.map((t) => {
     const cells = Array.from({ length: 6 }, () => h("td", {}, h("span", { class: "muted" }, "…")));
     guarded(async () => {
-      const s = await api("GET", `/admin/v1/tenant/${seg(t.id)}/stats`);
+      const s = await few(() => api("GET", `/admin/v1/tenant/${seg(t.id)}/stats`));
       [s.messages, s.inboundEvents, s.duplicates, pct(s.failureRate), s.pendingDeliveries].forEach((v, i) => show(cells[i], String(v)));
       show(cells[5], s.oldestPending ? time(s.oldestPending) : "—");
     }, cells[0]);
@@ -171,15 +172,16 @@ async function endpointsOf(app, into) {
     const access = await api("POST", `/api/v1/auth/app-portal-access/${seg(app.id)}`, {});
     window.open(access.url, "_blank", "noopener");
   }));
+  const few = limiter(4);
   const rows = await Promise.all(eps.data.map(async (ep) => {
-    const s = await api("GET", `/api/v1/app/${seg(app.id)}/endpoint/${seg(ep.id)}/stats`);
+    const s = await few(() => api("GET", `/api/v1/app/${seg(app.id)}/endpoint/${seg(ep.id)}/stats${qs({ since: daysAgo(7) })}`));
     const health = ep.disabled ? h("span", { class: "pill idle" }, "Disabled")
       : s.fail > 0 && s.success === 0 ? h("span", { class: "pill bad" }, "Failing")
         : s.fail > 0 ? h("span", { class: "pill warn" }, "Some failures") : h("span", { class: "pill ok" }, "Healthy");
     return [ep.url, health, String(s.success), String(s.fail), String(s.pending + s.sending)];
   }));
   show(into, h("div", { class: "actions" }, portal), out,
-    rows.length ? table(`Endpoints of ${app.name}`, ["URL", "Health", "Delivered", "Failed", "Waiting"], rows) : empty("No endpoints."));
+    rows.length ? table(`Endpoints of ${app.name}`, ["URL", "Health (7 days)", "Delivered", "Failed", "Waiting"], rows) : empty("No endpoints."));
 }
 
 async function sourcesView(body) {

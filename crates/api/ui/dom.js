@@ -171,3 +171,23 @@ export const session = {
   set: (k, v) => sessionStorage.setItem(k, v),
   drop: (k) => sessionStorage.removeItem(k),
 };
+
+/** A queue that runs at most `n` tasks at once: a page of rows asks the server a
+ * few questions at a time, not one per row all at once (the database's
+ * connections are shared by every tenant). */
+export function limiter(n) {
+  let running = 0;
+  const waiting = [];
+  const next = () => {
+    if (running >= n || !waiting.length) return;
+    running += 1;
+    const [task, ok, fail] = waiting.shift();
+    task().then(ok, fail).finally(() => { running -= 1; next(); });
+  };
+  return (task) => new Promise((ok, fail) => { waiting.push([task, ok, fail]); next(); });
+}
+
+/** An ISO timestamp `days` ago: the window of the counts a page shows. */
+export function daysAgo(days) {
+  return new Date(Date.now() - days * 86400e3).toISOString();
+}

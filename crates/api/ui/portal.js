@@ -2,7 +2,7 @@
 // fragment (never sent to a server), keeps it for this tab, and calls the
 // application's own /api/v1 routes with it; the server confines the token to
 // that application whatever this page asks.
-import { h, show, client, seg, qs, time, status, pretty, errorBox, loading, empty, field, table, act, session, ApiError } from "./dom.js";
+import { h, show, client, seg, qs, time, status, pretty, errorBox, loading, empty, field, table, act, session, ApiError, limiter, daysAgo } from "./dom.js";
 import { deliveryChart } from "./chart.js";
 
 const main = document.getElementById("main");
@@ -115,8 +115,10 @@ function example(et) {
 
 function eventPicker(selected) {
   const boxes = [];
-  const items = catalog.map((et) => {
-    const id = `et-${et.name.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
+  const items = catalog.map((et, i) => {
+    // By position: names such as `order.created` and `order_created` would share
+    // an id made from the name, and a label would tick the other's box.
+    const id = `et-${i}`;
     const box = h("input", { type: "checkbox", id, value: et.name, checked: selected.includes(et.name) });
     boxes.push(box);
     const ex = example(et);
@@ -195,7 +197,7 @@ async function overview(ep, body) {
   });
   const b24 = h("button", { onclick: () => { b24.setAttribute("aria-pressed", "true"); b7.setAttribute("aria-pressed", "false"); range(1); }, "aria-pressed": "true" }, "Last 24 hours");
   const b7 = h("button", { onclick: () => { b7.setAttribute("aria-pressed", "true"); b24.setAttribute("aria-pressed", "false"); range(7); }, "aria-pressed": "false" }, "Last 7 days");
-  const counts = await api("GET", `${epBase}/stats`);
+  const counts = await api("GET", `${epBase}/stats${qs({ since: daysAgo(7) })}`);
   const card = (n, label) => h("div", { class: "card" }, h("div", { class: "n" }, String(n)), h("div", { class: "muted" }, label));
   const [sinceF, since] = field("Recover failed messages since", { type: "datetime-local", required: true }, "Every message that failed since then is sent again.");
   const out = h("div", { "aria-live": "polite" });
@@ -207,6 +209,7 @@ async function overview(ep, body) {
     act(recover, out, () => api("POST", `${epBase}/recover`, { since: new Date(since.value).toISOString() }), "Recovery started: failed messages since then are being sent again.");
   });
   show(body,
+    h("h2", {}, "The last 7 days"),
     h("div", { class: "grid" }, card(counts.success, "Delivered"), card(counts.fail, "Failed"), card(counts.pending + counts.sending, "Waiting")),
     h("h2", {}, "Deliveries per hour"),
     h("div", { class: "actions", role: "group", "aria-label": "Chart range" }, b24, b7),

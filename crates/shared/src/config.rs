@@ -40,6 +40,7 @@ settings! {
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
     "listen", "HOOKGATE_LISTEN", Some("127.0.0.1:8080"), "Address to serve on.";
     "metrics_listen", "HOOKGATE_METRICS_LISTEN", Some(""), "Address of the /metrics listener, apart from the public ports (its labels name tenants and sources), e.g. 127.0.0.1:9464; empty (the default) serves no metrics.";
+    "public_url", "HOOKGATE_PUBLIC_URL", None, "The address clients reach Hookgate at, such as https://hooks.example.com (a path is kept): the base of each source's `url` and of app-portal links. Unset, each is made from the request's scheme and host, which a proxy's X-Forwarded-Host or Forwarded header sets.";
     "admin_token", "HOOKGATE_ADMIN_TOKEN", None, "The operator's bearer token; unset disables /admin.";
     "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per process.";
@@ -112,6 +113,8 @@ pub struct Config {
     pub egress_connect_timeout: Duration,
     pub egress_timeout: Duration,
     pub egress_proxy: Option<String>,
+    /// `HOOKGATE_PUBLIC_URL` without a trailing `/`.
+    pub public_url: Option<String>,
     pub delivery_lease: Duration,
     pub max_endpoints_per_app: i64,
     pub worker_concurrency: usize,
@@ -291,6 +294,27 @@ impl Config {
                 "must be longer than HOOKGATE_EGRESS_TIMEOUT_SECS, or a slow delivery would be sent twice",
             ));
         }
+        let public_url = match raw.get("public_url").filter(|p| !p.is_empty()) {
+            None => None,
+            Some(p) => {
+                let parsed = url::Url::parse(p).ok().filter(|u| {
+                    matches!(u.scheme(), "http" | "https")
+                        && u.host().is_some()
+                        && u.username().is_empty()
+                        // No query and no fragment.
+                        && u[url::Position::AfterPath..].is_empty()
+                });
+                match parsed {
+                    Some(u) => Some(u.as_str().trim_end_matches('/').to_owned()),
+                    None => {
+                        return Err(Raw::invalid(
+                            "public_url",
+                            "must be an http:// or https:// URL with a host, and no user, query or fragment",
+                        ))
+                    }
+                }
+            }
+        };
         let egress_proxy = raw.get("egress_proxy").filter(|p| !p.is_empty()).map(str::to_owned);
         if let Some(p) = &egress_proxy {
             let scheme_ok = p.starts_with("http://") || p.starts_with("https://");
@@ -364,6 +388,7 @@ impl Config {
             egress_connect_timeout: raw.secs("egress_connect_timeout_secs")?,
             egress_timeout,
             egress_proxy,
+            public_url,
             delivery_lease,
             max_endpoints_per_app: raw.parse("max_endpoints_per_app")?,
             worker_concurrency,
@@ -474,6 +499,22 @@ mod tests {
             pairs.push(("HOOKGATE_REDIS_SENTINEL_MASTER", "mymaster"));
             let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
             assert!(e.to_string().contains("REDIS_URL") && e.to_string().contains("mixes"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_public_url_loses_its_trailing_slash_and_must_be_a_plain_http_url() {
+        let mut pairs = minimal();
+        pairs.push(("HOOKGATE_PUBLIC_URL", "https://hooks.example.com/gw/"));
+        let c = Config::from_sources(None, &env(&pairs)).unwrap();
+        assert_eq!(c.public_url.as_deref(), Some("https://hooks.example.com/gw"));
+        for bad in
+            ["hooks.example.com", "ftp://hooks.example.com", "https://u@hooks.example.com", "https://h.example/?a=1"]
+        {
+            let mut pairs = minimal();
+            pairs.push(("HOOKGATE_PUBLIC_URL", bad));
+            let e = Config::from_sources(None, &env(&pairs)).unwrap_err();
+            assert!(e.to_string().contains("HOOKGATE_PUBLIC_URL"), "{bad}: {e}");
         }
     }
 

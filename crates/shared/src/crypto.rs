@@ -132,6 +132,9 @@ pub struct PortalClaims {
     pub app_id: String,
     pub app_uid: Option<String>,
     pub expires: i64,
+    /// Svix's `featureFlags`: event types behind one of these flags are visible
+    /// to the token, those behind another flag are not.
+    pub feature_flags: Vec<String>,
 }
 
 impl PortalSigner {
@@ -142,7 +145,12 @@ impl PortalSigner {
     }
 
     pub fn issue(&self, c: &PortalClaims) -> String {
-        let claims = format!("{}\n{}\n{}\n{}", c.tenant, c.app_id, c.app_uid.as_deref().unwrap_or(""), c.expires);
+        let mut claims = format!("{}\n{}\n{}\n{}", c.tenant, c.app_id, c.app_uid.as_deref().unwrap_or(""), c.expires);
+        // A fifth line only when there are flags: a token without any reads as before.
+        if !c.feature_flags.is_empty() {
+            claims.push('\n');
+            claims.push_str(&c.feature_flags.join(","));
+        }
         format!("hgp_{}_{}", hex::encode(&claims), hex::encode(self.mac(claims.as_bytes())))
     }
 
@@ -160,7 +168,11 @@ impl PortalSigner {
         let app_id = parts.next()?.to_owned();
         let app_uid = Some(parts.next()?.to_owned()).filter(|u| !u.is_empty());
         let expires: i64 = parts.next()?.parse().ok()?;
-        (expires > now).then_some(PortalClaims { tenant, app_id, app_uid, expires })
+        let feature_flags = parts
+            .next()
+            .map(|l| l.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default();
+        (expires > now).then_some(PortalClaims { tenant, app_id, app_uid, expires, feature_flags })
     }
 }
 
@@ -236,6 +248,7 @@ mod tests {
             app_id: "app_x".into(),
             app_uid: Some("my-app".into()),
             expires: 1000,
+            feature_flags: vec!["beta".into(), "v2.preview".into()],
         };
         let token = signer.issue(&claims);
         assert_eq!(signer.verify(&token, 999), Some(claims.clone()));

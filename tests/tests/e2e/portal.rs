@@ -69,3 +69,28 @@ async fn a_portal_token_follows_its_application_not_a_uid_another_takes_over() {
     assert_eq!(status(format!("/api/v1/app/{mine_id}/endpoint")).await, 200, "its id still names it");
     assert_eq!(status("/api/v1/app/old-shop/endpoint".into()).await, 200, "and so does its new uid");
 }
+
+#[tokio::test]
+async fn links_and_source_addresses_use_the_public_url_and_not_a_forwarded_host() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_PUBLIC_URL".into(), "https://hooks.example.com/gw/".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let mine = t.application().await;
+    let access = t
+        .req(Method::POST, &format!("/api/v1/auth/app-portal-access/{mine}"))
+        .header("X-Forwarded-Host", "evil.example")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let url = access["url"].as_str().unwrap();
+    assert!(url.starts_with(&format!("https://hooks.example.com/gw/portal/{}/{mine}#key=", t.id)), "{url}");
+    let source = t.stripe_source(&mine, "whsec_test", json!({})).await;
+    let got = t.get(&format!("/api/v1/source/{source}")).await;
+    assert_eq!(got["url"], format!("https://hooks.example.com/gw/in/{source}"));
+}

@@ -7,7 +7,7 @@ use hookgate_ingress::key::{self, KeyKind};
 use hookgate_shared::{
     db,
     http::ApiError,
-    ids::TenantId,
+    ids::{SourceId, TenantId},
     store::{attempts, delivery_views, page::PageRequest, portals, search, sources},
     AppState,
 };
@@ -95,21 +95,22 @@ const MAX_SOURCES: usize = 1000;
 /// The keys `q` would be stored under in each of the tenant's sources, were it
 /// a provider's event id, a header value or a body field (ingress derives every
 /// key per source), and `q` itself (a stored key, as a delivery's
-/// `Idempotency-Key` shows it).
+/// `Idempotency-Key` shows it), each with its source.
 async fn inbound_keys(
     db: &impl tokio_postgres::GenericClient,
     tenant: &TenantId,
     q: &str,
-) -> Result<Vec<String>, ApiError> {
-    let mut keys = vec![q.to_owned()];
+) -> Result<Vec<(SourceId, String)>, ApiError> {
+    let mut keys = Vec::new();
     let mut page = PageRequest::new(Some(250), None);
     let mut seen = 0;
     loop {
         let found = sources::list(db, tenant, &page).await?;
         seen += found.data.len();
         for s in &found.data {
+            keys.push((s.id.clone(), q.to_owned()));
             for kind in [KeyKind::Provider, KeyKind::Header, KeyKind::JsonPointer] {
-                keys.push(key::derive(tenant, &s.id, kind, q.as_bytes()));
+                keys.push((s.id.clone(), key::derive(tenant, &s.id, kind, q.as_bytes())));
             }
         }
         if found.done || seen >= MAX_SOURCES {

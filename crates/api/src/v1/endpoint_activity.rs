@@ -1,19 +1,20 @@
 //! An endpoint's activity for the portal: attempts per hour (the delivery chart)
 //! and Svix's `v1.endpoint.send-example` (a test event to this endpoint only).
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{Duration, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, MessageId, Ref},
-    store::{attempts, event_types, messages, messages::NewMessage},
+    store::{attempts, event_types, messages, messages::NewMessage, StoreError},
     AppState,
 };
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::{optional_json, TenantAuth};
-use actix_web::{get, post, web, HttpResponse};
+use crate::idempotency::{answer, RequestKey};
+use crate::{optional_json, when::Window, FeatureFlags, TenantAuth};
+use actix_web::{get, http::StatusCode, post, web, HttpResponse};
 
 use super::{endpoints::find, messages::MessageOut, validate};
 
@@ -23,14 +24,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
-#[derive(Deserialize)]
-struct HourlyQuery {
-    #[serde(default, deserialize_with = "crate::when::opt")]
-    since: Option<DateTime<Utc>>,
-    #[serde(default, deserialize_with = "crate::when::opt")]
-    until: Option<DateTime<Utc>>,
-}
-
 /// `GET …/endpoint/{id}/stats/hourly`: successes and failures per hour, the last
 /// 24 hours unless `since`/`until` say otherwise (at most 31 days).
 #[get("/app/{app_id}/endpoint/{endpoint_id}/stats/hourly")]
@@ -38,7 +31,7 @@ async fn hourly(
     tenant: TenantAuth,
     state: web::Data<AppState>,
     path: EpPath,
-    q: web::Query<HourlyQuery>,
+    q: web::Query<Window>,
 ) -> Result<HttpResponse, ApiError> {
     let until = q.until.unwrap_or_else(Utc::now);
     let since = q.since.unwrap_or_else(|| until - Duration::hours(24));
@@ -71,9 +64,11 @@ const PING: &str = "svix.ping";
 #[post("/app/{app_id}/endpoint/{endpoint_id}/send-example")]
 async fn send_example(
     tenant: TenantAuth,
+    flags: FeatureFlags,
     state: web::Data<AppState>,
     path: EpPath,
     body: web::Bytes,
+    key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let body: ExampleIn = optional_json(&body)?;
     let event_type = body.event_type.unwrap_or_else(|| PING.to_owned());
@@ -83,11 +78,13 @@ async fn send_example(
     if ep.disabled {
         return Err(ApiError::Validation("the endpoint is disabled: enable it to send it a test event".into()));
     }
-    let conn = db::conn(&state.db).await?;
+    let mut conn = db::conn(&state.db).await?;
     let payload = match event_type.as_str() {
         PING => json!({ "success": true }),
         name => {
-            let et = event_types::get(&**conn, &tenant.0, name).await?.ok_or(ApiError::NotFound("event type"))?;
+            let et = event_types::get_visible(&**conn, &tenant.0, name, flags.0.as_deref())
+                .await?
+                .ok_or(ApiError::NotFound("event type"))?;
             if et.archived {
                 return Err(ApiError::Validation(format!("event type `{name}` is archived")));
             }
@@ -107,11 +104,16 @@ async fn send_example(
         traceparent: None,
         payload_expires_at: None,
     };
-    let msg = messages::publish_to_endpoint(&**conn, &tenant.0, &app, &ep.id, &new)
+    // The message and its `Idempotency-Key` answer commit together: a retry after
+    // a lost answer replays it rather than sending a second test event.
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let msg = messages::publish_to_endpoint(&*tx, &tenant.0, &app, &ep.id, &new)
         .await?
-        .ok_or(ApiError::NotFound("endpoint"))?;
+        .ok_or_else(|| ApiError::Validation("the endpoint is disabled or gone: no test event was sent".into()))?;
+    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &MessageOut::new(msg, true)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
     state.wake.poke();
-    Ok(HttpResponse::Accepted().json(MessageOut::new(msg, true)))
+    Ok(res)
 }
 
 /// The `i`th example of the newest schema version that has one.

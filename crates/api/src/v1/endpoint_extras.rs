@@ -5,7 +5,7 @@ use hookgate_shared::status::DeliveryStatus;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::idempotency::{answer, RequestKey};
-use crate::{optional_json, TenantAuth};
+use crate::{optional_json, when::Window, TenantAuth};
 use actix_web::http::StatusCode;
 use actix_web::{get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -99,7 +99,9 @@ fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiErr
     }
     for (name, value) in headers {
         if value.as_ref().is_some_and(|v| v.len() > MAX_HEADER_VALUE) {
-            return Err(ApiError::Validation(format!("the value of header `{name}` is longer than {MAX_HEADER_VALUE} bytes")));
+            return Err(ApiError::Validation(format!(
+                "the value of header `{name}` is longer than {MAX_HEADER_VALUE} bytes"
+            )));
         }
         let lower = name.to_ascii_lowercase();
         if actix_web::http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
@@ -173,6 +175,10 @@ async fn patch_headers(
     for k in &body.delete_headers {
         headers.retain(|name, _| !name.eq_ignore_ascii_case(k));
     }
+    // The cap holds for what the endpoint ends with, not for one patch of it.
+    if headers.len() > MAX_HEADERS {
+        return Err(ApiError::Validation(format!("at most {MAX_HEADERS} custom headers per endpoint")));
+    }
     let sealed = secrets::seal_headers(&state, &tenant.0, &app, &ep.id, &json!(headers));
     let conn = db::conn(&state.db).await?;
     endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &sealed).await?;
@@ -215,20 +221,12 @@ async fn recover(
     Ok(res)
 }
 
-#[derive(Deserialize)]
-struct StatsQuery {
-    #[serde(default, deserialize_with = "crate::when::opt")]
-    since: Option<DateTime<Utc>>,
-    #[serde(default, deserialize_with = "crate::when::opt")]
-    until: Option<DateTime<Utc>>,
-}
-
 #[get("/app/{app_id}/endpoint/{endpoint_id}/stats")]
 async fn stats(
     tenant: TenantAuth,
     state: web::Data<AppState>,
     path: EpPath,
-    q: web::Query<StatsQuery>,
+    q: web::Query<Window>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;

@@ -2,7 +2,7 @@
 
 use crate::idempotency::{answer, RequestKey};
 use crate::path::EventTypeName;
-use crate::{Maybe, PageQuery, TenantAuth};
+use crate::{FeatureFlags, Maybe, PageQuery, TenantAuth};
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -101,12 +101,13 @@ struct ListQuery {
 #[get("/event-type")]
 async fn list(
     tenant: TenantAuth,
+    flags: FeatureFlags,
     state: web::Data<AppState>,
     q: web::Query<PageQuery>,
     f: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let page = event_types::list(&**conn, &tenant.0, &q.page(), f.include_archived).await?;
+    let page = event_types::list(&**conn, &tenant.0, &q.page(), f.include_archived, flags.0.as_deref()).await?;
     Ok(HttpResponse::Ok().json(page.map(EventTypeOut::from)))
 }
 
@@ -133,11 +134,14 @@ async fn create(
 #[get("/event-type/{name}")]
 async fn get_one(
     tenant: TenantAuth,
+    flags: FeatureFlags,
     state: web::Data<AppState>,
     name: web::Path<EventTypeName>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let e = event_types::get(&**conn, &tenant.0, &name).await?.ok_or(ApiError::NotFound("event type"))?;
+    let e = event_types::get_visible(&**conn, &tenant.0, &name, flags.0.as_deref())
+        .await?
+        .ok_or(ApiError::NotFound("event type"))?;
     Ok(HttpResponse::Ok().json(EventTypeOut::from(e)))
 }
 

@@ -8,7 +8,7 @@ use hookgate_shared::{crypto::PortalClaims, http::ApiError, AppState};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::applications::find as find_app;
+use super::{applications::find as find_app, validate};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(access);
@@ -22,8 +22,9 @@ const DEFAULT_EXPIRY_SECS: i64 = 7 * 86_400;
 struct AccessIn {
     /// Lifetime in seconds.
     expiry: Option<i64>,
-    #[allow(dead_code)]
-    feature_flags: Option<Vec<String>>,
+    /// Event types behind one of these flags are shown to the token's holder.
+    #[serde(default)]
+    feature_flags: Vec<String>,
 }
 
 /// The token reaches that application's endpoints, messages and attempts only.
@@ -42,6 +43,12 @@ async fn access(
     if !(60..=30 * 86_400).contains(&expiry) {
         return Err(ApiError::Validation("`expiry` must be between 60 seconds and 30 days".into()));
     }
+    if body.feature_flags.len() > 32 {
+        return Err(ApiError::Validation("at most 32 `featureFlags`".into()));
+    }
+    for flag in &body.feature_flags {
+        validate::uid("featureFlags", flag)?;
+    }
     let tenant = TenantAuth(key.0);
     let app = find_app(&state, &tenant, &path).await?;
     let claims = PortalClaims {
@@ -49,9 +56,9 @@ async fn access(
         app_id: app.id.to_string(),
         app_uid: app.uid.clone(),
         expires: Utc::now().timestamp() + expiry,
+        feature_flags: body.feature_flags,
     };
     let token = state.config.master_key.portal_signer().issue(&claims);
-    let info = req.connection_info();
-    let url = format!("{}://{}/portal/{}/{}#key={token}", info.scheme(), info.host(), tenant.0, app.id);
+    let url = format!("{}/portal/{}/{}#key={token}", crate::public_base(&req, &state), tenant.0, app.id);
     Ok(HttpResponse::Ok().json(json!({ "token": token, "url": url })))
 }

@@ -147,7 +147,8 @@ mod tests {
         assert_eq!(s.display_name.as_deref(), Some("Acme"));
         assert_eq!(s.theme, Theme::Dark);
         assert!(parse(serde_json::json!({"primaryColor": "red"})).is_err());
-        for bad in ["https://cdn.example;frame-ancestors/l.png", "https://cdn,example/l.png", "https://*.example/l.png"] {
+        for bad in ["https://cdn.example;frame-ancestors/l.png", "https://cdn,example/l.png", "https://*.example/l.png"]
+        {
             assert!(parse(serde_json::json!({ "logoUrl": bad })).is_err(), "{bad}");
         }
         assert!(parse(serde_json::json!({"primaryColor": "#12345g"})).is_err());

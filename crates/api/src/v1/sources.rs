@@ -92,10 +92,9 @@ struct SourceOut {
 }
 
 fn out(req: &HttpRequest, state: &AppState, s: Source) -> SourceOut {
-    let info = req.connection_info();
     let retention = s.retention(state.config.retention_inbound_days);
     SourceOut {
-        url: format!("{}://{}/in/{}", info.scheme(), info.host(), s.id),
+        url: format!("{}/in/{}", crate::public_base(req, state), s.id),
         id: s.id.to_string(),
         name: s.name,
         provider: s.provider.name().to_owned(),

@@ -75,22 +75,40 @@ pub async fn upsert(
 }
 
 pub async fn get(db: &impl GenericClient, tenant: &TenantId, name: &str) -> Result<Option<EventType>, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM event_types WHERE tenant_id = $1 AND name = $2");
-    Ok(db.query_opt(&sql, &[&tenant.as_str(), &name]).await?.as_ref().map(from_row))
+    get_visible(db, tenant, name, None).await
 }
 
+/// An event type as a caller with these feature flags sees it: `None` sees all;
+/// `Some(flags)` not one behind a flag outside `flags`.
+pub async fn get_visible(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    name: &str,
+    flags: Option<&[String]>,
+) -> Result<Option<EventType>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM event_types WHERE tenant_id = $1 AND name = $2
+           AND ($3::text[] IS NULL OR feature_flag IS NULL OR feature_flag = ANY ($3))"
+    );
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &name, &flags]).await?.as_ref().map(from_row))
+}
+
+/// A page of event types, as a caller with these feature flags sees them (see
+/// [`get_visible`]).
 pub async fn list(
     db: &impl GenericClient,
     tenant: &TenantId,
     page: &PageRequest,
     include_archived: bool,
+    flags: Option<&[String]>,
 ) -> Result<Page<EventType>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM event_types WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
            AND ($3 OR NOT archived)
+           AND ($5::text[] IS NULL OR feature_flag IS NULL OR feature_flag = ANY ($5))
          ORDER BY name LIMIT $4"
     );
-    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &include_archived, &page.fetch_limit()]).await?;
+    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &include_archived, &page.fetch_limit(), &flags]).await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.name.clone()))
 }
 

@@ -135,7 +135,8 @@ pub async fn publish(
 
 /// A message for one endpoint only (the portal's test event, Svix's
 /// `send-example`): the message and its one due delivery in one statement, past
-/// the fan-out rule. `None` if the tenant has no such endpoint in the application.
+/// the fan-out rule. `None` if the tenant has no such endpoint in the application,
+/// or it is disabled (it would never be sent the message).
 pub async fn publish_to_endpoint(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -145,7 +146,8 @@ pub async fn publish_to_endpoint(
 ) -> Result<Option<Message>, StoreError> {
     let sql = format!(
         "WITH ep AS (
-            SELECT tenant_id, app_id, id FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3
+            SELECT tenant_id, app_id, id FROM endpoints
+            WHERE tenant_id = $1 AND app_id = $2 AND id = $3 AND NOT disabled
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, traceparent)
             SELECT $1, $2, $4, $5, $6, $7, $8 FROM ep

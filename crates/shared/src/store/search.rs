@@ -34,41 +34,57 @@ const LIMIT: i64 = 20;
 /// a message's `eventId`, the `Idempotency-Key` that created a message, or an
 /// inbound event's key (the provider's own event id). Each inbound event brings
 /// its message and each ingress message its inbound event, so either end finds
-/// the whole chain. Every lookup is by a key table or an id (partition pruned).
+/// the whole chain.
 ///
-/// Inbound keys are stored derived per source (`inbound_keys` holds no provider
-/// id in clear): `inbound_keys` are the keys `q` would have in each of the
-/// tenant's sources, derived by the caller, with `q` itself among them.
+/// Every lookup is by a whole primary key or an id (partition pruned): the ids
+/// are gathered first, then the rows read by id. Inbound keys are stored derived
+/// per source (`inbound_keys` holds no provider id in clear): `inbound_keys`
+/// are the (source, key) pairs `q` would have, derived by the caller. The key
+/// tables of messages are keyed by application, so they are probed once per
+/// application of the tenant rather than scanned.
 pub async fn find(
     db: &impl GenericClient,
     tenant: &TenantId,
     q: &str,
-    inbound_keys: &[String],
+    inbound_keys: &[(SourceId, String)],
 ) -> Result<Found, StoreError> {
     let q = q.trim();
     if q.is_empty() {
         return Ok(Found::default());
     }
-    let inbound_sql = format!(
-        "SELECT source_id, {} FROM inbound_events
-         WHERE tenant_id = $1 AND (id = ANY ($2) OR id IN (SELECT event_id FROM inbound_keys WHERE tenant_id = $1 AND key = ANY ($3)))
-         ORDER BY id DESC LIMIT $4",
-        inbound_events::COLUMNS
-    );
-    let inbound_rows = db.query(&inbound_sql, &[&tenant.as_str(), &vec![q.to_owned()], &inbound_keys, &LIMIT]).await?;
-    let mut inbound: Vec<FoundInbound> = inbound_rows.iter().map(inbound_of).collect();
+    let (sources, keys): (Vec<&str>, Vec<&str>) = inbound_keys.iter().map(|(s, k)| (s.as_str(), k.as_str())).unzip();
+    let keyed = db
+        .query(
+            "SELECT k.event_id FROM unnest($2::text[], $3::text[]) AS p(source_id, key)
+             JOIN inbound_keys k ON k.tenant_id = $1 AND k.source_id = p.source_id AND k.key = p.key
+             LIMIT $4",
+            &[&tenant.as_str(), &sources, &keys, &LIMIT],
+        )
+        .await?;
+    let mut event_ids: Vec<String> = vec![q.to_owned()];
+    event_ids.extend(keyed.iter().map(|r| r.get::<_, String>(0)));
+    let mut inbound = inbound_by_id(db, tenant, &event_ids).await?;
 
+    let keyed = db
+        .query(
+            "(SELECT e.msg_id FROM applications a
+              JOIN message_event_ids e ON e.tenant_id = a.tenant_id AND e.app_id = a.id AND e.event_id = $2
+              WHERE a.tenant_id = $1 LIMIT $3)
+             UNION
+             (SELECT r.msg_id FROM applications a
+              JOIN message_request_keys r ON r.tenant_id = a.tenant_id AND r.app_id = a.id AND r.key = $2
+              WHERE a.tenant_id = $1 LIMIT $3)",
+            &[&tenant.as_str(), &q, &LIMIT],
+        )
+        .await?;
     let mut ids: Vec<String> = vec![q.to_owned()];
     ids.extend(inbound.iter().filter_map(|f| f.event.msg_id.as_ref().map(|m| m.to_string())));
+    ids.extend(keyed.iter().map(|r| r.get::<_, String>(0)));
     let message_sql = format!(
-        "SELECT app_id, {} FROM messages
-         WHERE tenant_id = $1 AND (id = ANY ($2)
-            OR id IN (SELECT msg_id FROM message_event_ids WHERE tenant_id = $1 AND event_id = $3)
-            OR id IN (SELECT msg_id FROM message_request_keys WHERE tenant_id = $1 AND key = $3))
-         ORDER BY id DESC LIMIT $4",
+        "SELECT app_id, {} FROM messages WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id DESC LIMIT $3",
         messages::COLUMNS
     );
-    let rows = db.query(&message_sql, &[&tenant.as_str(), &ids, &q, &LIMIT]).await?;
+    let rows = db.query(&message_sql, &[&tenant.as_str(), &ids, &LIMIT]).await?;
     let found: Vec<FoundMessage> = rows
         .iter()
         .map(|r| FoundMessage { app_id: AppId::from_db(r.get(0)), message: messages::from_row_at(r, 1) })
@@ -81,11 +97,22 @@ pub async fn find(
         .filter(|e| e.starts_with("evt_") && !inbound.iter().any(|f| f.event.id.as_str() == e))
         .collect();
     if !missing.is_empty() {
-        let none: Vec<String> = Vec::new();
-        let more = db.query(&inbound_sql, &[&tenant.as_str(), &missing, &none, &LIMIT]).await?;
-        inbound.extend(more.iter().map(inbound_of));
+        inbound.extend(inbound_by_id(db, tenant, &missing).await?);
     }
     Ok(Found { inbound, messages: found })
+}
+
+async fn inbound_by_id(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    ids: &[String],
+) -> Result<Vec<FoundInbound>, StoreError> {
+    let sql = format!(
+        "SELECT source_id, {} FROM inbound_events WHERE tenant_id = $1 AND id = ANY ($2) ORDER BY id DESC LIMIT $3",
+        inbound_events::COLUMNS
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &ids, &LIMIT]).await?;
+    Ok(rows.iter().map(inbound_of).collect())
 }
 
 fn inbound_of(r: &tokio_postgres::Row) -> FoundInbound {
