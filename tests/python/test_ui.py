@@ -214,7 +214,7 @@ def test_a_customer_adds_an_endpoint_sees_the_delivery_and_resends_it_with_the_s
 
     page.get_by_role("tab", name="Overview").click()
     page.locator("figure.chart svg").wait_for()
-    assert "2 delivered" in page.locator("figure.chart svg").get_attribute("aria-label")
+    assert "2 attempts delivered" in page.locator("figure.chart svg").get_attribute("aria-label")
     w.axe("the overview and its chart")
     w.shot("portal-chart-light")
     page.get_by_role("button", name="← All endpoints").click()

@@ -23,7 +23,7 @@ export function deliveryChart(data, since, until) {
     const x = left + i * bw + (bw > 4 ? 1 : 0);
     const w = Math.max(1, bw - (bw > 4 ? 2 : 0));
     const hs = (b.success / max) * plot, hf = (b.fail / max) * plot;
-    const label = `${new Date(b.at).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })}: ${b.success} delivered, ${b.fail} failed`;
+    const label = `${new Date(b.at).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })}: ${b.success} attempts delivered, ${b.fail} failed`;
     return [
       s("rect", { class: "ok", x, y: top + plot - hs, width: w, height: hs }, s("title", {}, label)),
       s("rect", { class: "bad", x, y: top + plot - hs - hf, width: w, height: hf }, s("title", {}, label)),
@@ -37,7 +37,7 @@ export function deliveryChart(data, since, until) {
     .map(({ b, i }) => s("text", { x: left + i * bw, y: H - 6 },
       !day ? new Date(b.at).toLocaleDateString(undefined, { month: "short", day: "numeric" })
         : new Date(b.at).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" })));
-  const summary = `${day ? "Last 24 hours" : `Last ${Math.round(hours / 24)} days`}: ${total.success} delivered, ${total.fail} failed`;
+  const summary = `${day ? "Last 24 hours" : `Last ${Math.round(hours / 24)} days`}: ${total.success} attempts delivered, ${total.fail} failed`;
   return h("figure", { class: "chart" },
     s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": summary, preserveAspectRatio: "none" },
       s("line", { class: "axis", x1: left, y1: top + plot, x2: W, y2: top + plot }),
@@ -45,6 +45,6 @@ export function deliveryChart(data, since, until) {
       s("text", { x: 0, y: top + plot }, "0"),
       bars, ticks),
     h("figcaption", { class: "legend" },
-      h("span", {}, h("span", { class: "swatch ok" }), `Delivered (${total.success})`),
-      h("span", {}, h("span", { class: "swatch bad" }), `Failed (${total.fail})`)));
+      h("span", {}, h("span", { class: "swatch ok" }), `Attempts delivered (${total.success})`),
+      h("span", {}, h("span", { class: "swatch bad" }), `Attempts failed (${total.fail})`)));
 }

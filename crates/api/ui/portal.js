@@ -209,9 +209,9 @@ async function overview(ep, body) {
     act(recover, out, () => api("POST", `${epBase}/recover`, { since: new Date(since.value).toISOString() }), "Recovery started: failed messages since then are being sent again.");
   });
   show(body,
-    h("h2", {}, "The last 7 days"),
+    h("h2", {}, "Messages in the last 7 days"),
     h("div", { class: "grid" }, card(counts.success, "Delivered"), card(counts.fail, "Failed"), card(counts.pending + counts.sending, "Waiting")),
-    h("h2", {}, "Deliveries per hour"),
+    h("h2", {}, "Attempts per hour"),
     h("div", { class: "actions", role: "group", "aria-label": "Chart range" }, b24, b7),
     chartBox,
     h("h2", {}, "Recover"), form);
