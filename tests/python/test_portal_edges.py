@@ -134,3 +134,41 @@ def test_a_customers_idempotency_key_does_not_block_the_tenants_own(hookgate, te
     status, _, body = call(hookgate, "POST", f"/api/v1/app/{other.id}/msg", tenant["apiKey"],
                            {"eventType": "order.paid", "payload": {"n": 1}}, headers={"Idempotency-Key": key})
     assert status == 202, body
+
+
+def test_a_read_only_portal_link_reads_but_changes_nothing_and_shows_no_secret(hookgate, tenant, svix, sink):
+    from svix.api import Svix, SvixOptions
+
+    app = svix.application.create(ApplicationIn(name="read-only"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    for access in [AppPortalAccessIn(read_only=True), AppPortalAccessIn(capabilities=["ViewBase"])]:
+        token = svix.authentication.app_portal_access(app.id, access).token
+        portal = Svix(token, SvixOptions(server_url=hookgate.url, retry_schedule=[]))
+        assert [e.id for e in portal.endpoint.list(app.id).data] == [ep.id]
+        for method, path, body in [
+            ("POST", f"/api/v1/app/{app.id}/endpoint", {"url": sink.url}),
+            ("PATCH", f"/api/v1/app/{app.id}/endpoint/{ep.id}", {"disabled": True}),
+            ("DELETE", f"/api/v1/app/{app.id}/endpoint/{ep.id}", None),
+            ("GET", f"/api/v1/app/{app.id}/endpoint/{ep.id}/secret", None),
+            ("POST", f"/api/v1/app/{app.id}/endpoint/{ep.id}/send-example", {}),
+        ]:
+            status, _, answer = call(hookgate, method, path, token, body)
+            assert status == 403 and "read-only" in answer["detail"], (method, path, status, answer)
+    assert svix.endpoint.get(app.id, ep.id).disabled is False
+    # Capabilities with ManageEndpoint, and no flags at all, make an ordinary token.
+    full = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(capabilities=["ViewBase", "ManageEndpoint"]))
+    status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/endpoint/{ep.id}/secret", full.token)
+    assert status == 200
+
+
+def test_app_portal_access_creates_the_application_alongside_as_svix_does(hookgate, tenant, svix):
+    uid = "customer-" + uuid.uuid4().hex[:8]
+    access = svix.authentication.app_portal_access(uid, AppPortalAccessIn(application=ApplicationIn(name="Made here")))
+    app = svix.application.get(uid)
+    assert app.name == "Made here" and app.uid == uid
+    assert f"/portal/{tenant['id']}/{app.id}#key=" in access.url
+    # Once it exists, the argument is ignored.
+    svix.authentication.app_portal_access(uid, AppPortalAccessIn(application=ApplicationIn(name="Other")))
+    assert svix.application.get(uid).name == "Made here"
+    status, _, _ = call(hookgate, "POST", "/api/v1/auth/app-portal-access/missing-" + uid, tenant["apiKey"], {})
+    assert status == 404

@@ -65,7 +65,11 @@ pub async fn require_tenant(
         Ok(p) => p,
         Err(e) => return reject(req, e),
     };
-    if let Principal::Portal { tenant, app_id, .. } = &principal {
+    if let Principal::Portal { tenant, app_id, read_only, .. } = &principal {
+        // Read-only: reading, but not the signing secret (Svix's `ViewBase`).
+        if *read_only && (req.method() != actix_web::http::Method::GET || req.path().ends_with("/secret")) {
+            return reject(req, ApiError::Forbidden("this app-portal link is read-only".into()));
+        }
         let allowed = match portal_access(app_id, req.method().as_str(), req.path()) {
             PortalAccess::Allowed => Ok(true),
             PortalAccess::Denied => Ok(false),
@@ -138,6 +142,7 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             app_id: claims.app_id,
             app_uid: claims.app_uid,
             feature_flags: claims.feature_flags,
+            read_only: claims.read_only,
         });
     }
     let invalid = || ApiError::Unauthorized("invalid API key".into());

@@ -15,7 +15,7 @@ pub enum Principal {
     /// A tenant, with one of its API keys.
     Tenant { tenant: TenantId, key: ApiKeyId },
     /// A tenant's customer, with an app-portal token for one application.
-    Portal { tenant: TenantId, app_id: String, app_uid: Option<String>, feature_flags: Vec<String> },
+    Portal { tenant: TenantId, app_id: String, app_uid: Option<String>, feature_flags: Vec<String>, read_only: bool },
 }
 
 impl Principal {

@@ -51,7 +51,7 @@ function words(status, body) {
   switch (true) {
     case status === 0: return "The server could not be reached. Check your connection and try again.";
     case status === 401: return "Your access is invalid or has expired. Ask for a new link, or sign in again.";
-    case status === 403: return "This access does not allow that.";
+    case status === 403: return detail && /read-only/.test(detail) ? "This link is read-only: it shows, but cannot change anything." : "This access does not allow that.";
     case status === 404: return "Not found: it may have been deleted.";
     case status === 409: return detail ? `Not done: ${detail}` : "Not done: it conflicts with something that exists.";
     case status === 413: return "That is too large.";

@@ -40,7 +40,7 @@ settings! {
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
     "listen", "HOOKGATE_LISTEN", Some("127.0.0.1:8080"), "Address to serve on.";
     "metrics_listen", "HOOKGATE_METRICS_LISTEN", Some(""), "Address of the /metrics listener, apart from the public ports (its labels name tenants and sources), e.g. 127.0.0.1:9464; empty (the default) serves no metrics.";
-    "public_url", "HOOKGATE_PUBLIC_URL", None, "The address clients reach Hookgate at, such as https://hooks.example.com (a path is kept): the base of each source's `url` and of app-portal links. Unset, each is made from the request's scheme and host, which a proxy's X-Forwarded-Host or Forwarded header sets.";
+    "public_url", "HOOKGATE_PUBLIC_URL", None, "The address clients reach Hookgate at, such as https://hooks.example.com (a scheme and host, with a port if need be, and no path: Hookgate is served at the root of its host): the base of each source's `url` and of app-portal links. Unset, each is made from the request's scheme and host, which a proxy's X-Forwarded-Host or Forwarded header sets.";
     "admin_token", "HOOKGATE_ADMIN_TOKEN", None, "The operator's bearer token; unset disables /admin.";
     "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per process.";
@@ -301,7 +301,10 @@ impl Config {
                     matches!(u.scheme(), "http" | "https")
                         && u.host().is_some()
                         && u.username().is_empty()
-                        // No query and no fragment.
+                        && u.password().is_none()
+                        // The portal page finds its tenant and application at the
+                        // start of the path, and its assets and the API at `/`.
+                        && u.path() == "/"
                         && u[url::Position::AfterPath..].is_empty()
                 });
                 match parsed {
@@ -309,7 +312,7 @@ impl Config {
                     None => {
                         return Err(Raw::invalid(
                             "public_url",
-                            "must be an http:// or https:// URL with a host, and no user, query or fragment",
+                            "must be an http:// or https:// URL of a host alone (no path, user, password, query or fragment)",
                         ))
                     }
                 }
@@ -505,12 +508,17 @@ mod tests {
     #[test]
     fn the_public_url_loses_its_trailing_slash_and_must_be_a_plain_http_url() {
         let mut pairs = minimal();
-        pairs.push(("HOOKGATE_PUBLIC_URL", "https://hooks.example.com/gw/"));
+        pairs.push(("HOOKGATE_PUBLIC_URL", "https://hooks.example.com:8443/"));
         let c = Config::from_sources(None, &env(&pairs)).unwrap();
-        assert_eq!(c.public_url.as_deref(), Some("https://hooks.example.com/gw"));
-        for bad in
-            ["hooks.example.com", "ftp://hooks.example.com", "https://u@hooks.example.com", "https://h.example/?a=1"]
-        {
+        assert_eq!(c.public_url.as_deref(), Some("https://hooks.example.com:8443"));
+        for bad in [
+            "hooks.example.com",
+            "ftp://hooks.example.com",
+            "https://u@hooks.example.com",
+            "https://:s3cret@hooks.example.com",
+            "https://h.example/?a=1",
+            "https://h.example/gw",
+        ] {
             let mut pairs = minimal();
             pairs.push(("HOOKGATE_PUBLIC_URL", bad));
             let e = Config::from_sources(None, &env(&pairs)).unwrap_err();

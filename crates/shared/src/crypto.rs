@@ -135,6 +135,8 @@ pub struct PortalClaims {
     /// Svix's `featureFlags`: event types behind one of these flags are visible
     /// to the token, those behind another flag are not.
     pub feature_flags: Vec<String>,
+    /// Svix's `readOnly`: the token may read, never change.
+    pub read_only: bool,
 }
 
 impl PortalSigner {
@@ -146,10 +148,14 @@ impl PortalSigner {
 
     pub fn issue(&self, c: &PortalClaims) -> String {
         let mut claims = format!("{}\n{}\n{}\n{}", c.tenant, c.app_id, c.app_uid.as_deref().unwrap_or(""), c.expires);
-        // A fifth line only when there are flags: a token without any reads as before.
-        if !c.feature_flags.is_empty() {
+        // A fifth line (the flags) and a sixth (`ro`) only when needed: a token
+        // without either reads as before.
+        if !c.feature_flags.is_empty() || c.read_only {
             claims.push('\n');
             claims.push_str(&c.feature_flags.join(","));
+        }
+        if c.read_only {
+            claims.push_str("\nro");
         }
         format!("hgp_{}_{}", hex::encode(&claims), hex::encode(self.mac(claims.as_bytes())))
     }
@@ -172,7 +178,8 @@ impl PortalSigner {
             .next()
             .map(|l| l.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect())
             .unwrap_or_default();
-        (expires > now).then_some(PortalClaims { tenant, app_id, app_uid, expires, feature_flags })
+        let read_only = parts.next() == Some("ro");
+        (expires > now).then_some(PortalClaims { tenant, app_id, app_uid, expires, feature_flags, read_only })
     }
 }
 
@@ -249,6 +256,7 @@ mod tests {
             app_uid: Some("my-app".into()),
             expires: 1000,
             feature_flags: vec!["beta".into(), "v2.preview".into()],
+            read_only: false,
         };
         let token = signer.issue(&claims);
         assert_eq!(signer.verify(&token, 999), Some(claims.clone()));
@@ -257,6 +265,10 @@ mod tests {
         forged.replace_range(5..7, "00");
         assert_eq!(signer.verify(&forged, 0), None);
         assert_eq!(key().portal_signer().verify(&token, 0), None, "another master key");
+        let read_only = PortalClaims { feature_flags: vec![], read_only: true, ..claims.clone() };
+        assert_eq!(signer.verify(&signer.issue(&read_only), 0), Some(read_only));
+        let plain = PortalClaims { feature_flags: vec![], ..claims };
+        assert_eq!(signer.verify(&signer.issue(&plain), 0), Some(plain));
     }
 
     #[test]

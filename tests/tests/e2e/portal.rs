@@ -73,7 +73,7 @@ async fn a_portal_token_follows_its_application_not_a_uid_another_takes_over() {
 #[tokio::test]
 async fn links_and_source_addresses_use_the_public_url_and_not_a_forwarded_host() {
     let app = TestApp::spawn_with(|env| {
-        env.insert("HOOKGATE_PUBLIC_URL".into(), "https://hooks.example.com/gw/".into());
+        env.insert("HOOKGATE_PUBLIC_URL".into(), "https://hooks.example.com/".into());
     })
     .await;
     let t = app.tenant().await;
@@ -89,8 +89,8 @@ async fn links_and_source_addresses_use_the_public_url_and_not_a_forwarded_host(
         .await
         .unwrap();
     let url = access["url"].as_str().unwrap();
-    assert!(url.starts_with(&format!("https://hooks.example.com/gw/portal/{}/{mine}#key=", t.id)), "{url}");
+    assert!(url.starts_with(&format!("https://hooks.example.com/portal/{}/{mine}#key=", t.id)), "{url}");
     let source = t.stripe_source(&mine, "whsec_test", json!({})).await;
     let got = t.get(&format!("/api/v1/source/{source}")).await;
-    assert_eq!(got["url"], format!("https://hooks.example.com/gw/in/{source}"));
+    assert_eq!(got["url"], format!("https://hooks.example.com/in/{source}"));
 }

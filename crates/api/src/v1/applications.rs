@@ -29,7 +29,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct AppIn {
+pub(crate) struct AppIn {
     name: String,
     uid: Option<String>,
     #[serde(alias = "rateLimit")]
@@ -82,7 +82,7 @@ struct CreateQuery {
 }
 
 impl AppIn {
-    fn into_fields(self) -> Result<ApplicationFields, ApiError> {
+    pub(crate) fn into_fields(self) -> Result<ApplicationFields, ApiError> {
         validate::name("name", &self.name)?;
         if let Some(uid) = &self.uid {
             validate::uid("uid", uid)?;

@@ -4,11 +4,20 @@ use crate::{optional_json, KeyAuth, TenantAuth};
 use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use hookgate_shared::ids::{AppId, Ref};
-use hookgate_shared::{crypto::PortalClaims, http::ApiError, AppState};
+use hookgate_shared::{
+    crypto::PortalClaims,
+    db,
+    http::ApiError,
+    store::applications::{self, Application},
+    AppState,
+};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{applications::find as find_app, validate};
+use super::{
+    applications::{find as find_app, AppIn},
+    validate,
+};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(access);
@@ -17,14 +26,24 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// Default lifetime of a portal token: 7 days.
 const DEFAULT_EXPIRY_SECS: i64 = 7 * 86_400;
 
+/// Longest `featureFlags` may be, joined: the token travels in a header, and
+/// proxies refuse headers of more than about 8 KiB.
+const MAX_FLAGS_LEN: usize = 1024;
+
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct AccessIn {
     /// Lifetime in seconds.
     expiry: Option<i64>,
     /// Event types behind one of these flags are shown to the token's holder.
-    #[serde(default)]
-    feature_flags: Vec<String>,
+    feature_flags: Option<Vec<String>>,
+    /// The token reads, never changes (and is not shown signing secrets).
+    read_only: Option<bool>,
+    /// Svix's finer permissions, honoured coarsely: a set without
+    /// `ManageEndpoint` makes a read-only token.
+    capabilities: Option<Vec<String>>,
+    /// Svix's: created alongside when the path's uid names no application yet.
+    application: Option<AppIn>,
 }
 
 /// The token reaches that application's endpoints, messages and attempts only.
@@ -43,22 +62,48 @@ async fn access(
     if !(60..=30 * 86_400).contains(&expiry) {
         return Err(ApiError::Validation("`expiry` must be between 60 seconds and 30 days".into()));
     }
-    if body.feature_flags.len() > 32 {
-        return Err(ApiError::Validation("at most 32 `featureFlags`".into()));
+    let feature_flags = body.feature_flags.unwrap_or_default();
+    if feature_flags.len() > 32 || feature_flags.iter().map(|f| f.len() + 1).sum::<usize>() > MAX_FLAGS_LEN {
+        return Err(ApiError::Validation(format!("at most 32 `featureFlags`, {MAX_FLAGS_LEN} characters in all")));
     }
-    for flag in &body.feature_flags {
+    for flag in &feature_flags {
         validate::uid("featureFlags", flag)?;
     }
     let tenant = TenantAuth(key.0);
-    let app = find_app(&state, &tenant, &path).await?;
+    let app = match (find_app(&state, &tenant, &path).await, body.application, &*path) {
+        (Err(ApiError::NotFound(_)), Some(new), Ref::Uid(uid)) => create_alongside(&state, &tenant, uid, new).await?,
+        (found, _, _) => found?,
+    };
     let claims = PortalClaims {
         tenant: tenant.0.clone(),
         app_id: app.id.to_string(),
         app_uid: app.uid.clone(),
         expires: Utc::now().timestamp() + expiry,
-        feature_flags: body.feature_flags,
+        feature_flags,
+        read_only: body.read_only.unwrap_or(false)
+            || body.capabilities.is_some_and(|c| !c.iter().any(|c| c == "ManageEndpoint")),
     };
     let token = state.config.master_key.portal_signer().issue(&claims);
     let url = format!("{}/portal/{}/{}#key={token}", crate::public_base(&req, &state), tenant.0, app.id);
     Ok(HttpResponse::Ok().json(json!({ "token": token, "url": url })))
+}
+
+/// The application the path's uid names, made now from `new` (its uid the
+/// path's unless `new` names one). A concurrent request that made it first wins:
+/// it is found again.
+async fn create_alongside(
+    state: &AppState,
+    tenant: &TenantAuth,
+    uid: &str,
+    new: AppIn,
+) -> Result<Application, ApiError> {
+    let mut fields = new.into_fields()?;
+    fields.uid.get_or_insert_with(|| uid.to_owned());
+    let conn = db::conn(&state.db).await?;
+    match applications::insert(&**conn, &tenant.0, &AppId::generate(), &fields).await {
+        Ok(app) => Ok(app),
+        Err(e) => find_app(state, tenant, &Ref::Uid(fields.uid.unwrap_or_default()))
+            .await
+            .map_err(|_| validate::conflict("an application with this uid")(e.into())),
+    }
 }
