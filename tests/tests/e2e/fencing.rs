@@ -83,6 +83,7 @@ fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Ou
         status,
         next_attempt_at: None,
         disable_endpoint: false,
+        parked: None,
     }
 }
 

@@ -6,6 +6,7 @@
 //! worker dies mid-send becomes due again when its lease runs out.
 
 pub mod forward;
+mod lanes;
 mod prepare;
 mod record;
 pub mod schedule;
@@ -63,6 +64,7 @@ pub struct Worker {
     cfg: DeliveryConfig,
     sender: Sender,
     throttle: Arc<throttle::Throttle>,
+    shares: lanes::Shares,
 }
 
 /// A finished delivery and the concurrency permit it holds until it is recorded.
@@ -74,22 +76,24 @@ impl Worker {
         let guard = Guard::new(state.config.egress_allow_networks.clone());
         let sender = Sender::new(guard, cfg.connect_timeout, cfg.timeout, state.config.egress_proxy.as_deref());
         let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
-        Worker { state, metrics, cfg, sender, throttle }
+        let shares = lanes::Shares::new(cfg.concurrency);
+        Worker { state, metrics, cfg, sender, throttle, shares }
     }
 
     /// Runs until the task is dropped.
     pub async fn run(self) {
         let wake = Arc::new(Notify::new());
         let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
-        // Helpers live exactly as long as this future: dropping it stops them.
-        let _helpers = AbortOnDrop(vec![
-            tokio::spawn(hookgate_shared::store::notify::listen(self.state.config.database_url.clone(), wake.clone())),
-            tokio::spawn(sample_pending(self.state.clone(), self.metrics.clone())),
-            tokio::spawn(record::record_loop(self.state.clone(), self.metrics.clone(), self.cfg.clone(), done_rx)),
-        ]);
         let local = self.state.wake.local();
         let permits = Arc::new(Semaphore::new(self.cfg.concurrency));
         let this = Arc::new(self);
+        // Helpers live exactly as long as this future: dropping it stops them.
+        let _helpers = AbortOnDrop(vec![
+            tokio::spawn(hookgate_shared::store::notify::listen(this.state.config.database_url.clone(), wake.clone())),
+            tokio::spawn(sample_pending(this.state.clone(), this.metrics.clone())),
+            tokio::spawn(record::record_loop(this.state.clone(), this.metrics.clone(), this.cfg.clone(), done_rx)),
+            tokio::spawn(lanes::serve_lanes(this.clone(), permits.clone(), done_tx.clone())),
+        ]);
         loop {
             // Wait for room, then claim only as many as there is room for.
             let first = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
@@ -127,11 +131,7 @@ impl Worker {
                     Some(p) => p,
                     None => permits.clone().acquire_owned().await.expect("the semaphore is never closed"),
                 };
-                let (this, done_tx, claim) = (this.clone(), done_tx.clone(), claim.clone());
-                tokio::spawn(async move {
-                    let outcome = this.deliver(c, claim).await;
-                    let _ = done_tx.send((outcome, permit));
-                });
+                start(this.clone(), c, claim.clone(), permit, done_tx.clone());
             }
         }
     }
@@ -151,6 +151,31 @@ impl Worker {
     fn state(&self) -> &AppState {
         &self.state
     }
+}
+
+/// Sends a claimed delivery within its endpoint's share of the worker, or parks
+/// it in the endpoint's lane (and the endpoint's other due deliveries with it).
+fn start(
+    w: Arc<Worker>,
+    c: Claimed,
+    claim: Option<Arc<str>>,
+    permit: OwnedSemaphorePermit,
+    done_tx: mpsc::UnboundedSender<Done>,
+) {
+    let lane = lanes::lane_of(&c);
+    if !w.shares.try_start(&lane) {
+        w.shares.park_rest(&lane);
+        let _ = done_tx.send((prepare::parked(&c), permit));
+        return;
+    }
+    tokio::spawn(async move {
+        let outcome = w.deliver(c, claim).await;
+        w.shares.finish(&lane);
+        if outcome.parked.is_some() {
+            w.shares.park_rest(&lane);
+        }
+        let _ = done_tx.send((outcome, permit));
+    });
 }
 
 /// Every 5 s: samples the pending gauge and resumes deliveries paused by a claim

@@ -2,7 +2,7 @@
 //! what the delivery's next state is.
 
 use hookgate_shared::status::{DeliveryStatus, Trigger};
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use chrono::Utc;
 use hookgate_shared::{
@@ -10,19 +10,26 @@ use hookgate_shared::{
     store::deliveries::{AttemptRecord, Claimed, Outcome},
     trace,
 };
-use rand::Rng;
 use reqwest::header::HeaderMap;
 
 use super::{
-    schedule,
+    lanes, schedule,
     send::{self, Request},
-    Worker,
+    throttle, Worker,
 };
 use crate::{secrets, signing};
 
-/// Delivers one claimed row and says what became of it.
-pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> Outcome {
-    let mut out = Outcome {
+/// What becomes of a delivery parked in its endpoint's lane: pending, no due
+/// time, its due time kept as its place in the lane; no attempt made.
+pub(super) fn parked(c: &Claimed) -> Outcome {
+    let mut out = untried(c);
+    out.status = DeliveryStatus::Pending;
+    out.parked = Some(c.due_at);
+    out
+}
+
+fn untried(c: &Claimed) -> Outcome {
+    Outcome {
         tenant_id: c.tenant_id.clone(),
         app_id: c.app_id.clone(),
         msg_id: c.msg_id.clone(),
@@ -33,7 +40,13 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         status: DeliveryStatus::Failed,
         next_attempt_at: None,
         disable_endpoint: false,
-    };
+        parked: None,
+    }
+}
+
+/// Delivers one claimed row and says what became of it.
+pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> Outcome {
+    let mut out = untried(&c);
     // Deleted or disabled since the message was created: nothing to send to.
     let Some(ep) = c.endpoint.as_ref().filter(|e| !e.disabled) else {
         return out;
@@ -48,14 +61,18 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         (ep.throttle_rate, format!("{}:{}:{}", c.tenant_id, c.app_id, c.endpoint_id)),
         (c.app_throttle_rate, format!("{}:{}", c.tenant_id, c.app_id)),
     ];
+    let lane = lanes::lane_of(&c);
     for (rate, key) in limits {
         let Some(rate) = rate else { continue };
-        if let Some(wait) = w.throttle.check(&key, rate).await {
-            // Spread the waiting deliveries so they do not all return at once.
-            let spread = Duration::from_millis(rand::rng().random_range(0..1000));
-            out.status = DeliveryStatus::Pending;
-            out.next_attempt_at = Some(Utc::now() + (wait + spread));
-            return out;
+        match w.throttle.check(&key, rate).await {
+            // Its turn has not come: into its lane, which is not served before
+            // then, so a throttled backlog waits without being rewritten.
+            Some(wait) => {
+                w.shares.hold(&lane, wait);
+                return parked(&c);
+            }
+            // Sent now: the next of this endpoint waits its spacing.
+            None => w.shares.hold(&lane, throttle::interval(rate)),
         }
     }
     let keys = match secrets::signing_keys(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, ep) {

@@ -32,7 +32,7 @@ pub struct Throttle {
 
 /// The spacing between deliveries for a rate, with a small margin so that network
 /// jitter cannot squeeze one more into a second.
-fn interval(rate: i32) -> Duration {
+pub(super) fn interval(rate: i32) -> Duration {
     Duration::from_secs_f64(1.0 / rate.max(1) as f64) + Duration::from_millis(10)
 }
 

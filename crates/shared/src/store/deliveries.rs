@@ -57,6 +57,18 @@ pub struct ClaimedEndpoint {
     pub old_secret_until: Option<DateTime<Utc>>,
 }
 
+/// The columns of each delivery a claim took, for [`claimed_from_row`]: reads the
+/// CTE `claimed` (the rows taken, with their `due_at`).
+pub(super) const CLAIMED_ROWS: &str = "SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
+        m.payload, COALESCE(m.content_type, 'application/json'),
+        e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
+        a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent
+     FROM claimed c
+     JOIN tenants t ON t.id = c.tenant_id
+     JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
+     LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
+     LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id";
+
 /// Claims up to `limit` due deliveries for `lease`, under a fresh fencing token.
 ///
 /// Prepared once per connection: the due scan cannot tell its partitions from
@@ -64,73 +76,64 @@ pub struct ClaimedEndpoint {
 /// `deliveries` and `messages` each time; a cached plan is made once.
 pub async fn claim(db: &deadpool_postgres::Client, limit: i64, lease: Duration) -> Result<Vec<Claimed>, StoreError> {
     let token: i64 = rand::random();
-    let statement = db
-        .prepare_cached(
-            // A disabled or deleted tenant's due deliveries are paused, not sent:
-            // pending with no due time, until `resume_tenant`.
-            "WITH due AS (
-                SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at,
-                    (t.disabled OR t.deleted_at IS NOT NULL) AS paused
-                FROM deliveries d JOIN tenants t ON t.id = d.tenant_id
-                WHERE d.status IN (1, 3) AND d.next_attempt_at <= now()
-                ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED
-             ), paused AS (
-                UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
-                FROM due
-                WHERE due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
-                  AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
-             ), claimed AS (
-                UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $2),
-                    lease_token = $3
-                FROM due
-                WHERE NOT due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
-                  AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
-                RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger,
-                    due.next_attempt_at AS due_at
-             )
-             SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
-                    m.payload, COALESCE(m.content_type, 'application/json'),
-                    e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
-                    a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent
-             FROM claimed c
-             JOIN tenants t ON t.id = c.tenant_id
-             JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
-             LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
-             LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id",
-        )
-        .await?;
+    // A disabled or deleted tenant's due deliveries are paused, not sent: pending
+    // with no due time, until `resume_tenant`.
+    let sql = format!(
+        "WITH due AS (
+            SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at,
+                (t.disabled OR t.deleted_at IS NOT NULL) AS paused
+            FROM deliveries d JOIN tenants t ON t.id = d.tenant_id
+            WHERE d.status IN (1, 3) AND d.next_attempt_at <= now()
+            ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED
+         ), paused AS (
+            UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
+            FROM due
+            WHERE due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
+              AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
+         ), claimed AS (
+            UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $2),
+                lease_token = $3
+            FROM due
+            WHERE NOT due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
+              AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
+            RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger,
+                due.next_attempt_at AS due_at
+         )
+         {CLAIMED_ROWS}"
+    );
+    let statement = db.prepare_cached(&sql).await?;
     let rows = db.query(&statement, &[&limit, &lease.as_secs_f64(), &token]).await?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            let url: Option<String> = r.get(8);
-            Claimed {
-                tenant_id: TenantId::from_db(r.get(0)),
-                app_id: AppId::from_db(r.get(1)),
-                msg_id: MessageId::from_db(r.get(2)),
-                endpoint_id: EndpointId::from_db(r.get(3)),
-                lease: token,
-                attempts: r.get(4),
-                trigger: Trigger::from_db(r.get(5)),
-                due_at: r.get(15),
-                app_throttle_rate: r.get(16),
-                idempotency_key: r.get(17),
-                svix_headers: r.get(18),
-                traceparent: r.get(19),
-                payload: r.get(6),
-                content_type: r.get(7),
-                endpoint: url.map(|url| ClaimedEndpoint {
-                    url,
-                    disabled: r.get(9),
-                    throttle_rate: r.get(10),
-                    headers: r.get(11),
-                    secret: r.get(12),
-                    old_secret: r.get(13),
-                    old_secret_until: r.get(14),
-                }),
-            }
-        })
-        .collect())
+    Ok(rows.iter().map(|r| claimed_from_row(r, token)).collect())
+}
+
+/// A claimed delivery from a row of [`CLAIMED_ROWS`].
+pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64) -> Claimed {
+    let url: Option<String> = r.get(8);
+    Claimed {
+        tenant_id: TenantId::from_db(r.get(0)),
+        app_id: AppId::from_db(r.get(1)),
+        msg_id: MessageId::from_db(r.get(2)),
+        endpoint_id: EndpointId::from_db(r.get(3)),
+        lease: token,
+        attempts: r.get(4),
+        trigger: Trigger::from_db(r.get(5)),
+        due_at: r.get(15),
+        app_throttle_rate: r.get(16),
+        idempotency_key: r.get(17),
+        svix_headers: r.get(18),
+        traceparent: r.get(19),
+        payload: r.get(6),
+        content_type: r.get(7),
+        endpoint: url.map(|url| ClaimedEndpoint {
+            url,
+            disabled: r.get(9),
+            throttle_rate: r.get(10),
+            headers: r.get(11),
+            secret: r.get(12),
+            old_secret: r.get(13),
+            old_secret_until: r.get(14),
+        }),
+    }
 }
 
 /// One attempt's record.
@@ -163,6 +166,9 @@ pub struct Outcome {
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// The endpoint answered 410 Gone: disable it.
     pub disable_endpoint: bool,
+    /// Parked in its endpoint's lane (`status` pending, no `next_attempt_at`),
+    /// keeping this due time as its place there.
+    pub parked: Option<DateTime<Utc>>,
 }
 
 /// What a batch of outcomes changed.
@@ -225,15 +231,27 @@ pub async fn record(
         .await?;
     }
     let s = |f: fn(&Outcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
-    let applied = tx
-        .execute(
-            "UPDATE deliveries d SET status = u.status, next_attempt_at = u.next, last_attempt_at = now(),
-            attempts = d.attempts + u.tried, trigger = 0, lease_token = NULL
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[], $7::int[],
-                $8::bigint[])
-            AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token)
-         WHERE d.msg_id = ANY ($3) AND d.tenant_id = u.tenant_id AND d.app_id = u.app_id AND d.msg_id = u.msg_id
-           AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token",
+    // A parked delivery goes into its lane in the same statement as its state, so
+    // that a delivery pending with no due time always has its lane row.
+    let applied: i64 = tx
+        .query_one(
+            "WITH applied AS (
+                UPDATE deliveries d SET status = u.status, next_attempt_at = u.next,
+                    last_attempt_at = now(),
+                    attempts = d.attempts + u.tried, trigger = CASE WHEN u.parked IS NULL THEN 0 ELSE d.trigger END,
+                    lease_token = NULL
+                FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
+                        $7::int[], $8::bigint[], $9::timestamptz[])
+                    AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token, parked)
+                WHERE d.msg_id = ANY ($3) AND d.tenant_id = u.tenant_id AND d.app_id = u.app_id
+                  AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token
+                RETURNING d.tenant_id, d.app_id, d.endpoint_id, d.msg_id, u.parked
+             ), laned AS (
+                INSERT INTO delivery_lanes (tenant_id, app_id, endpoint_id, due_at, msg_id)
+                SELECT tenant_id, app_id, endpoint_id, parked, msg_id FROM applied WHERE parked IS NOT NULL
+                ON CONFLICT DO NOTHING
+             )
+             SELECT count(*) FROM applied",
             &[
                 &s(|o| o.tenant_id.to_string()),
                 &s(|o| o.app_id.to_string()),
@@ -243,9 +261,11 @@ pub async fn record(
                 &outcomes.iter().map(|o| o.next_attempt_at).collect::<Vec<Option<DateTime<Utc>>>>(),
                 &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
                 &outcomes.iter().map(|o| o.lease).collect::<Vec<i64>>(),
+                &outcomes.iter().map(|o| o.parked).collect::<Vec<Option<DateTime<Utc>>>>(),
             ],
         )
-        .await?;
+        .await?
+        .get(0);
 
     // Endpoint health, one row per endpoint: any success in the batch clears the
     // streak; any 410 disables.
@@ -285,7 +305,7 @@ pub async fn record(
         disabled = rows.iter().filter(|r| r.get::<_, bool>(0) && !r.get::<_, bool>(1)).count() as u64;
     }
     tx.commit().await?;
-    Ok(Recorded { disabled, stale: outcomes.len() as u64 - applied })
+    Ok(Recorded { disabled, stale: outcomes.len() as u64 - applied as u64 })
 }
 
 /// Makes a re-enabled tenant's paused deliveries due now; returns how many.
@@ -340,9 +360,13 @@ pub async fn quarantine(db: &impl GenericClient, o: &Outcome) -> Result<bool, St
 /// Deliveries waiting or in flight, for `hookgate_deliveries_pending`.
 pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
     // Paused deliveries (a disabled or deleted tenant's: no due time) are not
-    // waiting to be sent, so they are not counted.
+    // waiting to be sent, so they are not counted; those parked in a lane are.
     let row = db
-        .query_one("SELECT count(*) FROM deliveries WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL", &[])
+        .query_one(
+            "SELECT (SELECT count(*) FROM deliveries WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL)
+                  + (SELECT count(*) FROM delivery_lanes)",
+            &[],
+        )
         .await?;
     Ok(row.get(0))
 }

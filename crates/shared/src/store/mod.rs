@@ -16,6 +16,7 @@ pub mod health;
 pub mod idempotency;
 pub mod inbound_batch;
 pub mod inbound_events;
+pub mod lanes;
 pub mod messages;
 pub mod notify;
 pub mod page;
