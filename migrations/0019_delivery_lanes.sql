@@ -5,14 +5,17 @@
 -- endpoint's backlog never stands in front of another's deliveries. Workers serve
 -- the lanes round robin, each no faster than its endpoint takes them.
 --
--- A row here always has its delivery pending with no due time; a row whose
+-- A parked delivery (pending, no due time) has its row here, and a paused one (a
+-- disabled tenant's) has none: that is how the two are told apart. A row whose
 -- delivery has moved on (resent, recovered, erased, dropped with its partition)
--- is simply deleted when its lane is served.
+-- is simply deleted when its lane is served. One row per delivery; a lane is
+-- served oldest due first.
 CREATE TABLE IF NOT EXISTS delivery_lanes (
     tenant_id    text NOT NULL,
     app_id       text NOT NULL,
     endpoint_id  text NOT NULL,
-    due_at       timestamptz NOT NULL,
     msg_id       text NOT NULL,
-    PRIMARY KEY (tenant_id, app_id, endpoint_id, due_at, msg_id)
+    due_at       timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, app_id, endpoint_id, msg_id)
 );
+CREATE INDEX IF NOT EXISTS delivery_lanes_order ON delivery_lanes (tenant_id, app_id, endpoint_id, due_at, msg_id);

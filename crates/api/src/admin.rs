@@ -269,7 +269,7 @@ async fn patch_tenant(
         tenants::update(&**conn, &tenant.id, &patch, &state.caches).await.map_err(|e| uid_conflict(e.into()))?;
     let updated = updated.ok_or(ApiError::NotFound("tenant"))?;
     // Enabled again: the deliveries paused while it was disabled go out now.
-    if patch.disabled == Some(false) && deliveries::resume_tenant(&**conn, &tenant.id).await? > 0 {
+    if patch.disabled == Some(false) && tenant.disabled && deliveries::resume_tenant(&**conn, &tenant.id).await? > 0 {
         state.wake.poke();
     }
     Ok(HttpResponse::Ok().json(TenantOut::new(updated, &state.config)))

@@ -89,54 +89,63 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
         .await?;
     let in_url = bed.ingress.url(&format!("/in/{}", source["id"].as_str().unwrap_or_default()));
 
-    eprintln!("ingress: unique Stripe events");
-    let before = bed.cpu(None);
-    let unique = {
-        let (http, url) = (bed.http.clone(), in_url.clone());
-        closed_loop(c, s.duration, move |client, n| {
-            let body = format!(r#"{{"id":"evt_u_{client}_{n}","type":"bench.event","data":{{}}}}"#);
-            let req = http
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("stripe-signature", stripe_sig(body.as_bytes()))
-                .body(body);
-            async move { req.send().await.is_ok_and(|r| r.status() == 200) }
-        })
-        .await
-    };
-    let mut r = row(
-        "ingress: unique Stripe-signed events",
-        c,
-        &unique,
-        Some((unique.rate() / p, "P")),
-        Some((1.0, unique.rate() / p)),
-        "admitted/s",
-    );
-    r.cpu = Some(before.per(&bed.cpu(None), unique.ok));
-    rows.push(r);
+    if only("ingress") {
+        eprintln!("ingress: unique Stripe events");
+        let before = bed.cpu(None);
+        let unique = {
+            let (http, url) = (bed.http.clone(), in_url.clone());
+            closed_loop(c, s.duration, move |client, n| {
+                let body = format!(r#"{{"id":"evt_u_{client}_{n}","type":"bench.event","data":{{}}}}"#);
+                let req = http
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("stripe-signature", stripe_sig(body.as_bytes()))
+                    .body(body);
+                async move { req.send().await.is_ok_and(|r| r.status() == 200) }
+            })
+            .await
+        };
+        let mut r = row(
+            "ingress: unique Stripe-signed events",
+            c,
+            &unique,
+            Some((unique.rate() / p, "P")),
+            Some((1.0, unique.rate() / p)),
+            "admitted/s",
+        );
+        r.cpu = Some(before.per(&bed.cpu(None), unique.ok));
+        rows.push(r);
 
-    eprintln!("ingress: 90% duplicates");
-    let before = bed.cpu(None);
-    let dups = {
-        let (http, url) = (bed.http.clone(), in_url.clone());
-        // Duplicates replay events the unique run admitted (its first 100 per client).
-        closed_loop(c, s.duration, move |client, n| {
-            let id = if n % 10 == 0 { format!("evt_d_{client}_{n}") } else { format!("evt_u_{client}_{}", n % 100) };
-            let body = format!(r#"{{"id":"{id}","type":"bench.event","data":{{}}}}"#);
-            let req = http
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("stripe-signature", stripe_sig(body.as_bytes()))
-                .body(body);
-            async move { req.send().await.is_ok_and(|r| r.status() == 200) }
-        })
-        .await
-    };
-    let dup_ratio = dups.rate() / unique.rate();
-    let mut r =
-        row("ingress: 90 % duplicates", c, &dups, Some((dup_ratio, "unique")), Some((3.0, dup_ratio)), "answered/s");
-    r.cpu = Some(before.per(&bed.cpu(None), dups.ok));
-    rows.push(r);
+        eprintln!("ingress: 90% duplicates");
+        let before = bed.cpu(None);
+        let dups = {
+            let (http, url) = (bed.http.clone(), in_url.clone());
+            // Duplicates replay events the unique run admitted (its first 100 per client).
+            closed_loop(c, s.duration, move |client, n| {
+                let id =
+                    if n % 10 == 0 { format!("evt_d_{client}_{n}") } else { format!("evt_u_{client}_{}", n % 100) };
+                let body = format!(r#"{{"id":"{id}","type":"bench.event","data":{{}}}}"#);
+                let req = http
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("stripe-signature", stripe_sig(body.as_bytes()))
+                    .body(body);
+                async move { req.send().await.is_ok_and(|r| r.status() == 200) }
+            })
+            .await
+        };
+        let dup_ratio = dups.rate() / unique.rate();
+        let mut r = row(
+            "ingress: 90 % duplicates",
+            c,
+            &dups,
+            Some((dup_ratio, "unique")),
+            Some((3.0, dup_ratio)),
+            "answered/s",
+        );
+        r.cpu = Some(before.per(&bed.cpu(None), dups.ok));
+        rows.push(r);
+    }
 
     eprintln!("egress: message creation");
     let before = bed.cpu(None);
@@ -178,46 +187,53 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     publish(&tenant, &app10, n / 10, c).await?;
     drain(&bed, n, &format!("egress: deliver {} messages to 10 endpoints", n / 10), h.rate(), &mut rows).await?;
 
-    // Lag at half the peak rate: paced publishing, a running worker, payloads
-    // stamped at send time (so the lag includes the commit).
-    bed.truncate()?;
-    let mut worker = bed.start_worker().await;
-    // Half the peak, where the peak is what both ends sustain: delivery, and creation.
-    let rate = (one.min(created.rate()) / 2.0).max(1.0);
-    eprintln!("egress: lag at {rate:.0}/s (half the peak)");
-    bed.sink.reset_lag();
-    let before_count = bed.sink.count();
-    let before = bed.cpu(Some(&worker));
-    let sent = {
-        let (http, url, key) = (bed.http.clone(), bed.api.url(&format!("/api/v1/app/{app1}/msg")), tenant.key.clone());
-        paced(rate, s.duration, 4 * c, move |_| {
-            let req = http
-                .post(&url)
-                .bearer_auth(&key)
-                .header("content-type", "application/json")
-                .body(format!(r#"{{"eventType":"bench","payload":{{"t":{},"k":1}}}}"#, now_micros()));
-            async move { req.send().await.is_ok_and(|r| r.status() == 202) }
-        })
-        .await
-    };
-    bed.wait_for(before_count + sent.accepted, Duration::from_secs(120)).await?;
-    let cpu = before.per(&bed.cpu(Some(&worker)), sent.accepted);
-    let lag = bed.sink.lag.lock().expect("lag lock").clone();
-    let (p50, p99) = (lag.value_at_quantile(0.5) as f64 / 1000.0, lag.value_at_quantile(0.99) as f64 / 1000.0);
-    rows.push(Row {
-        name: format!("egress: lag send -> attempt at {rate:.0}/s"),
-        rate: sent.rate,
-        p50_ms: Some(p50),
-        p99_ms: Some(p99),
-        bar: Some(("p99 < 100 ms".into(), p99 < 100.0)),
-        cpu: Some(cpu),
-        note: format!("paced at half the peak; {} of {} accepted", sent.accepted, sent.sent),
-        ..Row::default()
-    });
-    worker.stop().await;
+    if only("lag") {
+        // Lag at half the peak rate: paced publishing, a running worker, payloads
+        // stamped at send time (so the lag includes the commit).
+        bed.truncate()?;
+        let mut worker = bed.start_worker().await;
+        // Half the peak, where the peak is what both ends sustain: delivery, and creation.
+        let rate = (one.min(created.rate()) / 2.0).max(1.0);
+        eprintln!("egress: lag at {rate:.0}/s (half the peak)");
+        bed.sink.reset_lag();
+        let before_count = bed.sink.count();
+        let before = bed.cpu(Some(&worker));
+        let sent = {
+            let (http, url, key) =
+                (bed.http.clone(), bed.api.url(&format!("/api/v1/app/{app1}/msg")), tenant.key.clone());
+            paced(rate, s.duration, 4 * c, move |_| {
+                let req = http
+                    .post(&url)
+                    .bearer_auth(&key)
+                    .header("content-type", "application/json")
+                    .body(format!(r#"{{"eventType":"bench","payload":{{"t":{},"k":1}}}}"#, now_micros()));
+                async move { req.send().await.is_ok_and(|r| r.status() == 202) }
+            })
+            .await
+        };
+        bed.wait_for(before_count + sent.accepted, Duration::from_secs(120)).await?;
+        let cpu = before.per(&bed.cpu(Some(&worker)), sent.accepted);
+        let lag = bed.sink.lag.lock().expect("lag lock").clone();
+        let (p50, p99) = (lag.value_at_quantile(0.5) as f64 / 1000.0, lag.value_at_quantile(0.99) as f64 / 1000.0);
+        rows.push(Row {
+            name: format!("egress: lag send -> attempt at {rate:.0}/s"),
+            rate: sent.rate,
+            p50_ms: Some(p50),
+            p99_ms: Some(p99),
+            bar: Some(("p99 < 100 ms".into(), p99 < 100.0)),
+            cpu: Some(cpu),
+            note: format!("paced at half the peak; {} of {} accepted", sent.accepted, sent.sent),
+            ..Row::default()
+        });
+        worker.stop().await;
+    }
 
-    rows.extend(crate::sustained::run(&bed, &tenant, &app1, &in_url, p, s).await?);
-    rows.extend(crate::noisy::run(&bed, s).await?);
+    if only("sustained") {
+        rows.extend(crate::sustained::run(&bed, &tenant, &app1, &in_url, p, s).await?);
+    }
+    if only("noisy") {
+        rows.extend(crate::noisy::run(&bed, s).await?);
+    }
 
     let mut worker = bed.start_worker().await;
     for p in [&bed.api, &bed.ingress, &worker] {
@@ -233,8 +249,17 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     let Bed { mut api, mut ingress, .. } = bed;
     ingress.stop().await;
     api.stop().await;
-    rows.extend(crate::pruning::run(&stack.database_url, s.prune_rows).await?);
+    if only("prune") {
+        rows.extend(crate::pruning::run(&stack.database_url, s.prune_rows).await?);
+    }
     Ok(rows)
+}
+
+/// Whether a group of scenarios runs: `BENCH_ONLY` (comma-separated: ingress,
+/// lag, sustained, noisy, prune) picks some; unset runs all. The baselines,
+/// creation and delivery always run (the others' rates derive from them).
+fn only(group: &str) -> bool {
+    std::env::var("BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
 }
 
 /// Starts a worker on the outbox as it stands, times it delivering `n`, and adds

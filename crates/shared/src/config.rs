@@ -64,6 +64,7 @@ settings! {
     "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it. Must exceed the egress timeout.";
     "max_endpoints_per_app", "HOOKGATE_MAX_ENDPOINTS_PER_APP", Some("100"), "Most endpoints one application may have (fan-out per message is bounded by it).";
     "worker_concurrency", "HOOKGATE_WORKER_CONCURRENCY", Some("64"), "Deliveries in flight at once per worker process.";
+    "delivery_lanes", "HOOKGATE_DELIVERY_LANES", Some("false"), "Experimental, off by default: fair delivery through endpoint lanes (each tenant and endpoint a share of a worker's requests; what an endpoint cannot take now, over its share or held by its throttle, parked in its own lane out of the shared due order). Fair under small backlogs; with very large ones it still costs Postgres too much (docs/performance.md, \"Fair delivery\").";
     "worker_poll_ms", "HOOKGATE_WORKER_POLL_MS", Some("1000"), "How often a worker looks for due deliveries without a notification.";
     "disable_after_secs", "HOOKGATE_DISABLE_AFTER_SECS", Some("432000"), "An endpoint failing without a success for this long is disabled (5 days).";
     "metrics_tenant_label", "HOOKGATE_METRICS_TENANT_LABEL", Some("true"), "Label metrics by tenant; switch off for very many tenants.";
@@ -118,6 +119,8 @@ pub struct Config {
     pub delivery_lease: Duration,
     pub max_endpoints_per_app: i64,
     pub worker_concurrency: usize,
+    /// `HOOKGATE_DELIVERY_LANES`: fair delivery through endpoint lanes.
+    pub delivery_lanes: bool,
     pub worker_poll: Duration,
     pub disable_after: Duration,
     pub metrics_tenant_label: bool,
@@ -395,6 +398,7 @@ impl Config {
             delivery_lease,
             max_endpoints_per_app: raw.parse("max_endpoints_per_app")?,
             worker_concurrency,
+            delivery_lanes: raw.parse("delivery_lanes")?,
             worker_poll: raw.millis("worker_poll_ms")?,
             disable_after: raw.secs("disable_after_secs")?,
             metrics_tenant_label: raw.parse("metrics_tenant_label")?,

@@ -1,5 +1,6 @@
-//! Fair delivery: one endpoint's backlog, slowness or throttle delays no other
-//! endpoint, and a throttled backlog waits in its lane without being rewritten.
+//! Fair delivery through endpoint lanes (`HOOKGATE_DELIVERY_LANES`, experimental):
+//! one endpoint's backlog, slowness or throttle delays no other endpoint, and a
+//! throttled backlog waits in its lane without being rewritten.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,7 @@ use serde_json::json;
 async fn a_slow_endpoints_backlog_does_not_hold_up_another_tenants_deliveries() {
     let db = TestDb::new().await;
     let mut env = default_env(&db);
+    env.insert("HOOKGATE_DELIVERY_LANES".into(), "true".into());
     env.insert("HOOKGATE_WORKER_CONCURRENCY".into(), "8".into());
     env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
     let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
@@ -55,6 +57,7 @@ async fn a_slow_endpoints_backlog_does_not_hold_up_another_tenants_deliveries() 
 async fn a_throttled_backlog_waits_in_its_lane_without_being_rewritten() {
     let db = TestDb::new().await;
     let mut env = default_env(&db);
+    env.insert("HOOKGATE_DELIVERY_LANES".into(), "true".into());
     env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
     let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
     let sink = Sink::start().await;

@@ -35,6 +35,8 @@ pub struct DeliveryConfig {
     pub retry_schedule: Vec<Duration>,
     pub lease: Duration,
     pub concurrency: usize,
+    /// Fair delivery through endpoint lanes (`HOOKGATE_DELIVERY_LANES`).
+    pub lanes: bool,
     pub batch: usize,
     pub poll: Duration,
     pub disable_after: Duration,
@@ -48,6 +50,7 @@ impl DeliveryConfig {
             retry_schedule: c.retry_schedule.clone(),
             lease: c.delivery_lease,
             concurrency: c.worker_concurrency,
+            lanes: c.delivery_lanes,
             batch: c.worker_concurrency.min(500),
             poll: c.worker_poll,
             disable_after: c.disable_after,
@@ -92,12 +95,19 @@ impl Worker {
             tokio::spawn(hookgate_shared::store::notify::listen(this.state.config.database_url.clone(), wake.clone())),
             tokio::spawn(sample_pending(this.state.clone(), this.metrics.clone())),
             tokio::spawn(record::record_loop(this.state.clone(), this.metrics.clone(), this.cfg.clone(), done_rx)),
-            tokio::spawn(lanes::serve_lanes(this.clone(), permits.clone(), done_tx.clone())),
         ]);
+        let _lanes = this.cfg.lanes.then(|| {
+            AbortOnDrop(vec![tokio::spawn(lanes::serve_lanes(this.clone(), permits.clone(), done_tx.clone()))])
+        });
         loop {
-            // Wait for room, then claim only as many as there is room for.
-            let first = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
-            let room = (permits.available_permits() + 1).min(this.cfg.batch);
+            // Wait for room, then take the free slots (the lanes take from the same
+            // ones) and claim only as many as were taken: a claimed delivery never
+            // waits for a slot while its lease runs.
+            let mut first = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
+            if let Some(more) = lanes::reserve(&permits, this.cfg.batch - 1) {
+                first.merge(more);
+            }
+            let room = first.num_permits();
             let started = SystemTime::now();
             let claimed = match this.claim(room).await {
                 Ok(c) => c,
@@ -125,12 +135,8 @@ impl Worker {
                 vec![KeyValue::new("claimed", claimed.len() as i64), KeyValue::new("limit", room as i64)],
             )
             .map(Arc::from);
-            let mut first = Some(first);
             for c in claimed {
-                let permit = match first.take() {
-                    Some(p) => p,
-                    None => permits.clone().acquire_owned().await.expect("the semaphore is never closed"),
-                };
+                let permit = first.split(1).expect("one slot taken per claimed delivery");
                 start(this.clone(), c, claim.clone(), permit, done_tx.clone());
             }
         }
@@ -162,18 +168,26 @@ fn start(
     permit: OwnedSemaphorePermit,
     done_tx: mpsc::UnboundedSender<Done>,
 ) {
+    if !w.cfg.lanes {
+        tokio::spawn(async move {
+            let outcome = w.deliver(c, claim).await;
+            let _ = done_tx.send((outcome, permit));
+        });
+        return;
+    }
     let lane = lanes::lane_of(&c);
     if !w.shares.try_start(&lane) {
         w.shares.park_rest(&lane);
         let _ = done_tx.send((prepare::parked(&c), permit));
         return;
     }
+    let slot = lanes::Slot { worker: w.clone(), lane };
     tokio::spawn(async move {
         let outcome = w.deliver(c, claim).await;
-        w.shares.finish(&lane);
         if outcome.parked.is_some() {
-            w.shares.park_rest(&lane);
+            w.shares.park_rest(&slot.lane);
         }
+        drop(slot);
         let _ = done_tx.send((outcome, permit));
     });
 }

@@ -2,7 +2,7 @@
 //! what the delivery's next state is.
 
 use hookgate_shared::status::{DeliveryStatus, Trigger};
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use chrono::Utc;
 use hookgate_shared::{
@@ -10,6 +10,7 @@ use hookgate_shared::{
     store::deliveries::{AttemptRecord, Claimed, Outcome},
     trace,
 };
+use rand::Rng;
 use reqwest::header::HeaderMap;
 
 use super::{
@@ -64,15 +65,24 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     let lane = lanes::lane_of(&c);
     for (rate, key) in limits {
         let Some(rate) = rate else { continue };
-        match w.throttle.check(&key, rate).await {
+        match (w.throttle.check(&key, rate).await, w.cfg.lanes) {
             // Its turn has not come: into its lane, which is not served before
             // then, so a throttled backlog waits without being rewritten.
-            Some(wait) => {
+            (Some(wait), true) => {
                 w.shares.hold(&lane, wait);
                 return parked(&c);
             }
+            // Without lanes: due again after the wait, spread so that the waiting
+            // deliveries do not all return at once.
+            (Some(wait), false) => {
+                let spread = Duration::from_millis(rand::rng().random_range(0..1000));
+                out.status = DeliveryStatus::Pending;
+                out.next_attempt_at = Some(Utc::now() + (wait + spread));
+                return out;
+            }
             // Sent now: the next of this endpoint waits its spacing.
-            None => w.shares.hold(&lane, throttle::interval(rate)),
+            (None, true) => w.shares.hold(&lane, throttle::interval(rate)),
+            (None, false) => {}
         }
     }
     let keys = match secrets::signing_keys(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, ep) {

@@ -237,7 +237,7 @@ pub async fn record(
         .query_one(
             "WITH applied AS (
                 UPDATE deliveries d SET status = u.status, next_attempt_at = u.next,
-                    last_attempt_at = now(),
+                    last_attempt_at = CASE WHEN u.parked IS NULL THEN now() ELSE d.last_attempt_at END,
                     attempts = d.attempts + u.tried, trigger = CASE WHEN u.parked IS NULL THEN 0 ELSE d.trigger END,
                     lease_token = NULL
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
@@ -247,9 +247,9 @@ pub async fn record(
                   AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token
                 RETURNING d.tenant_id, d.app_id, d.endpoint_id, d.msg_id, u.parked
              ), laned AS (
-                INSERT INTO delivery_lanes (tenant_id, app_id, endpoint_id, due_at, msg_id)
-                SELECT tenant_id, app_id, endpoint_id, parked, msg_id FROM applied WHERE parked IS NOT NULL
-                ON CONFLICT DO NOTHING
+                INSERT INTO delivery_lanes (tenant_id, app_id, endpoint_id, msg_id, due_at)
+                SELECT tenant_id, app_id, endpoint_id, msg_id, parked FROM applied WHERE parked IS NOT NULL
+                ON CONFLICT (tenant_id, app_id, endpoint_id, msg_id) DO UPDATE SET due_at = EXCLUDED.due_at
              )
              SELECT count(*) FROM applied",
             &[
@@ -312,8 +312,10 @@ pub async fn record(
 pub async fn resume_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result<u64, StoreError> {
     Ok(db
         .execute(
-            "UPDATE deliveries SET next_attempt_at = now()
-             WHERE tenant_id = $1 AND status = 1 AND next_attempt_at IS NULL",
+            "UPDATE deliveries d SET next_attempt_at = now()
+             WHERE tenant_id = $1 AND status = 1 AND next_attempt_at IS NULL AND NOT EXISTS (
+                 SELECT 1 FROM delivery_lanes l WHERE l.tenant_id = d.tenant_id AND l.app_id = d.app_id
+                   AND l.endpoint_id = d.endpoint_id AND l.msg_id = d.msg_id)",
             &[&tenant.as_str()],
         )
         .await?)
@@ -334,6 +336,9 @@ pub async fn resume_enabled(db: &impl GenericClient, limit: i64) -> Result<u64, 
                    FROM tenants t JOIN deliveries d ON d.tenant_id = t.id
                    WHERE NOT t.disabled AND t.deleted_at IS NULL AND t.updated_at > now() - interval '2 minutes'
                      AND d.status = 1 AND d.next_attempt_at IS NULL
+                     -- Parked in a lane is not paused: the lane serves it.
+                     AND NOT EXISTS (SELECT 1 FROM delivery_lanes l WHERE l.tenant_id = d.tenant_id
+                         AND l.app_id = d.app_id AND l.endpoint_id = d.endpoint_id AND l.msg_id = d.msg_id)
                    LIMIT $1 FOR UPDATE OF d SKIP LOCKED) r
              WHERE d.tenant_id = r.tenant_id AND d.app_id = r.app_id AND d.msg_id = r.msg_id
                AND d.endpoint_id = r.endpoint_id AND d.status = 1 AND d.next_attempt_at IS NULL",
@@ -363,8 +368,9 @@ pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
     // waiting to be sent, so they are not counted; those parked in a lane are.
     let row = db
         .query_one(
-            "SELECT (SELECT count(*) FROM deliveries WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL)
-                  + (SELECT count(*) FROM delivery_lanes)",
+            "SELECT count(*) FROM deliveries d WHERE status IN (1, 3) AND (next_attempt_at IS NOT NULL
+                 OR EXISTS (SELECT 1 FROM delivery_lanes l WHERE l.tenant_id = d.tenant_id AND l.app_id = d.app_id
+                     AND l.endpoint_id = d.endpoint_id AND l.msg_id = d.msg_id))",
             &[],
         )
         .await?;

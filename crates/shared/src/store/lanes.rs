@@ -26,31 +26,51 @@ pub struct Lane {
     pub endpoint_id: EndpointId,
 }
 
-/// Parks up to `limit` of the endpoint's due deliveries in its lane, oldest
-/// first, each keeping its due time there; returns how many. Rows held by
-/// someone else (a claim, a resend) are skipped: they go their own way.
-pub async fn park_due(db: &impl GenericClient, tenant: &TenantId, lane: &Lane, limit: i64) -> Result<u64, StoreError> {
-    let row = db
-        .query_one(
-            "WITH picked AS (
-                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at FROM deliveries
-                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
-                  AND status = 1 AND next_attempt_at <= now()
-                ORDER BY next_attempt_at LIMIT $4 FOR UPDATE SKIP LOCKED
+/// How deep into the shared due order parking looks: what stands further back
+/// is not in anyone's way yet, and is parked when the claim reaches it.
+const HEAD: i64 = 10_000;
+
+/// Parks up to `limit` of the endpoint's deliveries found among the first
+/// [`HEAD`] of the shared due order, each keeping its due time in the lane;
+/// returns how many. Only the due index is read (never the endpoint's history),
+/// and a row claimed or resent meanwhile is left as it is.
+///
+/// Prepared once per connection, as the claim is: planned afresh it would plan
+/// and lock every partition of `deliveries` each time.
+pub async fn park_due(
+    db: &deadpool_postgres::Client,
+    tenant: &TenantId,
+    lane: &Lane,
+    limit: i64,
+) -> Result<u64, StoreError> {
+    let statement = db
+        .prepare_cached(
+            // The LIMIT keeps the endpoint's conditions out of the inner scan, so
+            // that it reads the due index's head and nothing else.
+            "WITH head AS (
+                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at, status FROM deliveries
+                WHERE status IN (1, 3) AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT $5
+             ), picked AS (
+                SELECT * FROM head
+                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 1
+                LIMIT $4
              ), moved AS (
                 UPDATE deliveries d SET next_attempt_at = NULL
                 FROM picked p
                 WHERE d.tenant_id = p.tenant_id AND d.app_id = p.app_id AND d.msg_id = p.msg_id
-                  AND d.endpoint_id = p.endpoint_id
-                RETURNING d.tenant_id, d.app_id, d.endpoint_id, p.next_attempt_at AS due_at, d.msg_id
+                  AND d.endpoint_id = p.endpoint_id AND d.status = 1 AND d.next_attempt_at <= now()
+                RETURNING d.tenant_id, d.app_id, d.endpoint_id, d.msg_id, p.next_attempt_at AS due_at
              ), laned AS (
-                INSERT INTO delivery_lanes (tenant_id, app_id, endpoint_id, due_at, msg_id)
-                SELECT tenant_id, app_id, endpoint_id, due_at, msg_id FROM moved
-                ON CONFLICT DO NOTHING
+                INSERT INTO delivery_lanes (tenant_id, app_id, endpoint_id, msg_id, due_at)
+                SELECT tenant_id, app_id, endpoint_id, msg_id, due_at FROM moved
+                ON CONFLICT (tenant_id, app_id, endpoint_id, msg_id) DO UPDATE SET due_at = EXCLUDED.due_at
              )
              SELECT count(*) FROM moved",
-            &[&tenant.as_str(), &lane.app_id.as_str(), &lane.endpoint_id.as_str(), &limit],
         )
+        .await?;
+    let row = db
+        .query_one(&statement, &[&tenant.as_str(), &lane.app_id.as_str(), &lane.endpoint_id.as_str(), &limit, &HEAD])
         .await?;
     Ok(row.get::<_, i64>(0) as u64)
 }
@@ -93,7 +113,7 @@ pub async fn list(db: &impl GenericClient, after: Option<&Lane>, limit: i64) -> 
 /// row whose delivery has moved on is dropped; a paused tenant's delivery stays
 /// paused (its tenant's resumption makes it due again).
 pub async fn serve(
-    db: &impl GenericClient,
+    db: &deadpool_postgres::Client,
     tenant: &TenantId,
     lane: &Lane,
     limit: i64,
@@ -107,7 +127,7 @@ pub async fn serve(
                 WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
                 ORDER BY due_at, msg_id LIMIT $4 FOR UPDATE SKIP LOCKED) o
             WHERE l.tenant_id = o.tenant_id AND l.app_id = o.app_id AND l.endpoint_id = o.endpoint_id
-              AND l.due_at = o.due_at AND l.msg_id = o.msg_id
+              AND l.msg_id = o.msg_id
             RETURNING l.tenant_id, l.app_id, l.endpoint_id, l.due_at, l.msg_id
          ), due AS (
             SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, taken.due_at
@@ -127,9 +147,11 @@ pub async fn serve(
          )
          {CLAIMED_ROWS}"
     );
+    // Prepared once per connection, as the claim is (its plan spans every partition).
+    let statement = db.prepare_cached(&sql).await?;
     let rows = db
         .query(
-            &sql,
+            &statement,
             &[
                 &tenant.as_str(),
                 &lane.app_id.as_str(),
