@@ -10,7 +10,7 @@ pub const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
 
 /// The environment of every Hookgate process of the run.
 pub fn env(stack: &Stack, master_key: &str) -> HashMap<String, String> {
-    HashMap::from([
+    let mut env = HashMap::from([
         ("DATABASE_URL".into(), stack.database_url.clone()),
         ("REDIS_URL".into(), stack.redis_url.clone()),
         ("HOOKGATE_ADMIN_TOKEN".into(), ADMIN_TOKEN.into()),
@@ -21,7 +21,14 @@ pub fn env(stack: &Stack, master_key: &str) -> HashMap<String, String> {
         ("RUST_LOG".into(), "warn".into()),
         // Three processes on one host: each its own metrics port.
         ("HOOKGATE_METRICS_LISTEN".into(), "127.0.0.1:0".into()),
-    ])
+    ]);
+    // Settings under trial reach the processes from the bench's own environment.
+    for name in ["HOOKGATE_DELIVERY_LANES"] {
+        if let Ok(v) = std::env::var(name) {
+            env.insert(name.into(), v);
+        }
+    }
+    env
 }
 
 /// `HOOKGATE_BIN`, or the release build; the test suite's smoke run uses the debug one.
