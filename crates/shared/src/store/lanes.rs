@@ -32,34 +32,47 @@ const HEAD: i64 = 10_000;
 
 /// Parks up to `limit` of the endpoint's deliveries found among the first
 /// [`HEAD`] of the shared due order, each keeping its due time in the lane;
-/// returns how many. Only the due index is read (never the endpoint's history),
-/// and a row claimed or resent meanwhile is left as it is.
+/// returns how many.
 ///
-/// Prepared once per connection, as the claim is: planned afresh it would plan
-/// and lock every partition of `deliveries` each time.
+/// Two statements, so that the second names the messages: the first reads the
+/// due index's head only (never the endpoint's history); the second locks those
+/// rows (skipping any a claim or a resend holds) by key with the message ids
+/// listed, so only their partitions are touched, and moves them in one
+/// statement with their lane rows.
 pub async fn park_due(
     db: &deadpool_postgres::Client,
     tenant: &TenantId,
     lane: &Lane,
     limit: i64,
 ) -> Result<u64, StoreError> {
-    let statement = db
+    let head = db
         .prepare_cached(
-            // The LIMIT keeps the endpoint's conditions out of the inner scan, so
-            // that it reads the due index's head and nothing else.
-            "WITH head AS (
-                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at, status FROM deliveries
+            // The LIMIT keeps the endpoint's conditions out of the inner scan.
+            "SELECT msg_id FROM (
+                SELECT tenant_id, app_id, msg_id, endpoint_id, status FROM deliveries
                 WHERE status IN (1, 3) AND next_attempt_at <= now()
-                ORDER BY next_attempt_at LIMIT $5
-             ), picked AS (
-                SELECT * FROM head
-                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 1
-                LIMIT $4
+                ORDER BY next_attempt_at LIMIT $5) head
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 1
+             LIMIT $4",
+        )
+        .await?;
+    let (t, a, e) = (tenant.as_str(), lane.app_id.as_str(), lane.endpoint_id.as_str());
+    let msgs: Vec<String> = db.query(&head, &[&t, &a, &e, &limit, &HEAD]).await?.iter().map(|r| r.get(0)).collect();
+    if msgs.is_empty() {
+        return Ok(0);
+    }
+    let row = db
+        .query_one(
+            "WITH picked AS (
+                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at FROM deliveries
+                WHERE msg_id = ANY ($4) AND tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
+                  AND status = 1 AND next_attempt_at <= now()
+                FOR UPDATE SKIP LOCKED
              ), moved AS (
                 UPDATE deliveries d SET next_attempt_at = NULL
                 FROM picked p
-                WHERE d.tenant_id = p.tenant_id AND d.app_id = p.app_id AND d.msg_id = p.msg_id
-                  AND d.endpoint_id = p.endpoint_id AND d.status = 1 AND d.next_attempt_at <= now()
+                WHERE d.msg_id = ANY ($4) AND d.tenant_id = p.tenant_id AND d.app_id = p.app_id
+                  AND d.msg_id = p.msg_id AND d.endpoint_id = p.endpoint_id
                 RETURNING d.tenant_id, d.app_id, d.endpoint_id, d.msg_id, p.next_attempt_at AS due_at
              ), laned AS (
                 INSERT INTO delivery_lanes (tenant_id, app_id, endpoint_id, msg_id, due_at)
@@ -67,10 +80,8 @@ pub async fn park_due(
                 ON CONFLICT (tenant_id, app_id, endpoint_id, msg_id) DO UPDATE SET due_at = EXCLUDED.due_at
              )
              SELECT count(*) FROM moved",
+            &[&t, &a, &e, &msgs],
         )
-        .await?;
-    let row = db
-        .query_one(&statement, &[&tenant.as_str(), &lane.app_id.as_str(), &lane.endpoint_id.as_str(), &limit, &HEAD])
         .await?;
     Ok(row.get::<_, i64>(0) as u64)
 }
