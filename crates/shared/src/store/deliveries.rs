@@ -195,11 +195,12 @@ pub async fn record(
     if !attempted.is_empty() {
         let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
         let a = |o: &Outcome| o.attempt.clone().expect("filtered");
-        tx.execute(
-            // Idempotent (a commit whose acknowledgement was lost is retried with the
-            // same attempt ids), and an attempt of a message deleted meanwhile is
-            // dropped rather than failing the batch on its foreign key.
-            "INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
+        let statement = tx
+            .prepare_cached(
+                // Idempotent (a commit whose acknowledgement was lost is retried with the
+                // same attempt ids), and an attempt of a message deleted meanwhile is
+                // dropped rather than failing the batch on its foreign key.
+                "INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
                 response_status_code, response, response_duration_ms, request_headers)
              SELECT u.tenant_id, u.app_id, u.id, u.msg_id, u.endpoint_id, u.url, u.status, u.trigger_type, u.code,
                 u.response, u.ms, u.headers::jsonb
@@ -210,6 +211,10 @@ pub async fn record(
              WHERE EXISTS (SELECT 1 FROM messages m
                  WHERE m.id = ANY ($4) AND m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
              ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING",
+            )
+            .await?;
+        tx.execute(
+            &statement,
             &[
                 &col(|o| o.tenant_id.to_string()),
                 &col(|o| o.app_id.to_string()),
@@ -233,8 +238,8 @@ pub async fn record(
     let s = |f: fn(&Outcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
     // A parked delivery goes into its lane in the same statement as its state, so
     // that a delivery pending with no due time always has its lane row.
-    let applied: i64 = tx
-        .query_one(
+    let statement = tx
+        .prepare_cached(
             "WITH applied AS (
                 UPDATE deliveries d SET status = u.status, next_attempt_at = u.next,
                     last_attempt_at = CASE WHEN u.parked IS NULL THEN now() ELSE d.last_attempt_at END,
@@ -252,6 +257,11 @@ pub async fn record(
                 ON CONFLICT (tenant_id, app_id, endpoint_id, msg_id) DO UPDATE SET due_at = EXCLUDED.due_at
              )
              SELECT count(*) FROM applied",
+        )
+        .await?;
+    let applied: i64 = tx
+        .query_one(
+            &statement,
             &[
                 &s(|o| o.tenant_id.to_string()),
                 &s(|o| o.app_id.to_string()),
@@ -280,8 +290,8 @@ pub async fn record(
     let mut disabled = 0;
     if !health.is_empty() {
         let keys: Vec<_> = health.iter().collect();
-        let rows = tx
-            .query(
+        let statement = tx
+            .prepare_cached(
                 "UPDATE endpoints e SET
                     failing_since = CASE WHEN u.ok THEN NULL ELSE COALESCE(e.failing_since, now()) END,
                     disabled = e.disabled OR u.gone
@@ -291,6 +301,11 @@ pub async fn record(
                  WHERE e.tenant_id = u.tenant_id AND e.app_id = u.app_id AND e.id = u.id
                  RETURNING e.disabled, (SELECT disabled FROM endpoints o
                     WHERE o.tenant_id = e.tenant_id AND o.app_id = e.app_id AND o.id = e.id)",
+            )
+            .await?;
+        let rows = tx
+            .query(
+                &statement,
                 &[
                     &keys.iter().map(|(k, _)| k.0.clone()).collect::<Vec<_>>(),
                     &keys.iter().map(|(k, _)| k.1.clone()).collect::<Vec<_>>(),
