@@ -71,7 +71,7 @@ const MAX_BATCH: usize = 256;
 async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
     db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        publish_batch(&**conn, rows).await
+        publish_batch(&conn, rows).await
     })
     .await
 }

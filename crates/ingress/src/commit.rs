@@ -85,7 +85,7 @@ impl GroupCommit {
 async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
     db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        inbound_batch::admit_batch(&**conn, rows).await
+        inbound_batch::admit_batch(&conn, rows).await
     })
     .await
 }

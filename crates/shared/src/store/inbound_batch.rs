@@ -52,7 +52,7 @@ fn messages_of_admitted() -> String {
 /// whole batch, as cheap for the database as a single bare insert. The caller
 /// wakes the workers afterwards. Returns, per input row, whether it was the one
 /// admitted. Rows must not repeat a key (the caller keeps the first of each key).
-pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
+pub async fn admit_batch(db: &deadpool_postgres::Client, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
         (&rows[a].tenant_id, &rows[a].source_id, &rows[a].key).cmp(&(
@@ -67,9 +67,7 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
     // The message's eventId is the inbound event's id (unique per admission, so a
     // key admitted again after its window gets a new message); its Idempotency-Key
     // is the inbound key, the same on every admission of the provider's event.
-    let inserted = db
-        .query(
-            &format!(
+    let statement = db.prepare_cached(&format!(
                 "WITH input AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                     $7::text[], $8::text[], $9::bytea[], $10::text[]) WITH ORDINALITY AS u(t, s, k, i, a, m, e, c, p, tp, n)
@@ -86,7 +84,10 @@ pub async fn admit_batch(db: &impl GenericClient, rows: &[BatchRow]) -> Result<V
              ), {}
              SELECT id FROM ins",
                 messages_of_admitted()
-            ),
+            )).await?;
+    let inserted = db
+        .query(
+            &statement,
             &[
                 &col(|r| r.tenant_id.as_str()),
                 &col(|r| r.source_id.as_str()),

@@ -2,7 +2,6 @@
 //! deliveries in one statement, so one commit. Rows carry their tenant id.
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::GenericClient;
 
 use super::{fanout, StoreError};
 use crate::ids::{AppId, MessageId, Ref, TenantId};
@@ -34,7 +33,7 @@ pub enum Published {
     NoApplication,
 }
 
-pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
+pub async fn publish_batch(db: &deadpool_postgres::Client, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
     // Unique-index locks in one order across concurrent batches.
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
@@ -49,9 +48,7 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
     let traces: Vec<Option<&str>> = order.iter().map(|&i| rows[i].traceparent.as_deref()).collect();
     let expiries: Vec<Option<DateTime<Utc>>> = order.iter().map(|&i| rows[i].payload_expires_at).collect();
-    let found = db
-        .query(
-            &format!(
+    let statement = db.prepare_cached(&format!(
                 "WITH input AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
                     $8::timestamptz[]) WITH ORDINALITY AS u(t, aref, m, eid, et, p, tp, px, n)
@@ -75,7 +72,10 @@ pub async fn publish_batch(db: &impl GenericClient, rows: &[PublishRow]) -> Resu
              SELECT r.m, r.app, msg.created_at, (SELECT count(*) FROM dels d WHERE d.msg_id = r.m)
              FROM resolved r LEFT JOIN msg ON msg.id = r.m",
                 fanout::insert_deliveries("msg")
-            ),
+            )).await?;
+    let found = db
+        .query(
+            &statement,
             &[
                 &s(|r| r.tenant_id.to_string()),
                 &s(|r| r.app.to_string()),
