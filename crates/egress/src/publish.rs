@@ -74,6 +74,7 @@ async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, St
         publish_batch(&conn, rows).await
     })
     .await
+    .inspect_err(|e| db::forget_stale_plans(&state.db, e))
 }
 
 /// One batch of the group commit; one outcome per row, in order.

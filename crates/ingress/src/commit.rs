@@ -88,6 +88,7 @@ async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreE
         inbound_batch::admit_batch(&conn, rows).await
     })
     .await
+    .inspect_err(|e| db::forget_stale_plans(&state.db, e))
 }
 
 /// Admits a batch in its own span, linked to each request it answers.

@@ -148,6 +148,7 @@ impl Worker {
             deliveries::claim(&conn, n as i64, self.cfg.lease).await
         })
         .await
+        .inspect_err(|e| db::forget_stale_plans(&self.state.db, e))
     }
 
     async fn deliver(&self, c: Claimed, claim: Option<Arc<str>>) -> Outcome {

@@ -66,6 +66,7 @@ async fn write(state: &AppState, cfg: &DeliveryConfig, outcomes: &[Outcome]) -> 
         deliveries::record(&mut conn, outcomes, cfg.disable_after).await
     })
     .await
+    .inspect_err(|e| db::forget_stale_plans(&state.db, e))
 }
 
 fn count(metrics: &EgressMetrics, outcomes: &[Outcome], recorded: Recorded) {

@@ -69,6 +69,20 @@ pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration) -> R
         .map_err(|e| StoreError::Pool(e.to_string()))
 }
 
+/// Forgets every connection's prepared statements when `e` says one went stale.
+/// The hot statements are prepared once per connection; a schema change that
+/// alters what one returns makes it fail on every later run ("cached plan must
+/// not change result type") until it is prepared again, which this brings about
+/// for the retry that follows.
+pub fn forget_stale_plans(pool: &Pool, e: &StoreError) {
+    use tokio_postgres::error::SqlState;
+    let StoreError::Db(e) = e else { return };
+    if e.code().is_some_and(|c| *c == SqlState::FEATURE_NOT_SUPPORTED || *c == SqlState::INVALID_SQL_STATEMENT_NAME) {
+        tracing::warn!(error = %e, "a prepared statement went stale; preparing every statement afresh");
+        pool.manager().statement_caches.clear();
+    }
+}
+
 /// Takes a connection from the pool.
 pub async fn conn(pool: &Pool) -> Result<Client, StoreError> {
     pool.get().await.map_err(StoreError::from)

@@ -191,6 +191,10 @@ pub async fn record(
     disable_after: Duration,
 ) -> Result<Recorded, StoreError> {
     let tx = db.transaction().await?;
+    // The batch's message ids as a range too: these statements are prepared, and a
+    // generic plan prunes partitions by scalar parameters (not by an array's).
+    let lo = outcomes.iter().map(|o| o.msg_id.as_str()).min().unwrap_or_default();
+    let hi = outcomes.iter().map(|o| o.msg_id.as_str()).max().unwrap_or_default();
     let attempted: Vec<&Outcome> = outcomes.iter().filter(|o| o.attempt.is_some()).collect();
     if !attempted.is_empty() {
         let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
@@ -209,7 +213,8 @@ pub async fn record(
                 AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms,
                     headers)
              WHERE EXISTS (SELECT 1 FROM messages m
-                 WHERE m.id = ANY ($4) AND m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
+                 WHERE m.id = ANY ($4) AND m.id BETWEEN $13 AND $14
+                   AND m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
              ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING",
             )
             .await?;
@@ -231,6 +236,8 @@ pub async fn record(
                 &attempted.iter().map(|o| a(o).response).collect::<Vec<_>>(),
                 &attempted.iter().map(|o| a(o).duration_ms).collect::<Vec<i64>>(),
                 &attempted.iter().map(|o| a(o).request_headers).collect::<Vec<_>>(),
+                &lo,
+                &hi,
             ],
         )
         .await?;
@@ -248,7 +255,8 @@ pub async fn record(
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
                         $7::int[], $8::bigint[], $9::timestamptz[])
                     AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token, parked)
-                WHERE d.msg_id = ANY ($3) AND d.tenant_id = u.tenant_id AND d.app_id = u.app_id
+                WHERE d.msg_id = ANY ($3) AND d.msg_id BETWEEN $10 AND $11
+                  AND d.tenant_id = u.tenant_id AND d.app_id = u.app_id
                   AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token
                 RETURNING d.tenant_id, d.app_id, d.endpoint_id, d.msg_id, u.parked
              ), laned AS (
@@ -272,6 +280,8 @@ pub async fn record(
                 &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
                 &outcomes.iter().map(|o| o.lease).collect::<Vec<i64>>(),
                 &outcomes.iter().map(|o| o.parked).collect::<Vec<Option<DateTime<Utc>>>>(),
+                &lo,
+                &hi,
             ],
         )
         .await?
