@@ -169,23 +169,22 @@ fn start(
     permit: OwnedSemaphorePermit,
     done_tx: mpsc::UnboundedSender<Done>,
 ) {
-    if !w.cfg.lanes {
-        tokio::spawn(async move {
-            let outcome = w.deliver(c, claim).await;
-            let _ = done_tx.send((outcome, permit));
-        });
-        return;
-    }
-    let lane = lanes::lane_of(&c);
-    if !w.shares.try_start(&lane) {
-        w.shares.park_rest(&lane);
-        let _ = done_tx.send((prepare::parked(&c), permit));
-        return;
-    }
-    let slot = lanes::Slot { worker: w.clone(), lane };
+    // Without lanes every claimed delivery goes at once, as it always did.
+    let slot = match w.cfg.lanes {
+        false => None,
+        true => {
+            let lane = lanes::lane_of(&c);
+            if !w.shares.try_start(&lane) {
+                w.shares.park_rest(&lane);
+                let _ = done_tx.send((prepare::parked(&c), permit));
+                return;
+            }
+            Some(lanes::Slot { worker: w.clone(), lane })
+        }
+    };
     tokio::spawn(async move {
         let outcome = w.deliver(c, claim).await;
-        if outcome.parked.is_some() {
+        if let Some(slot) = slot.as_ref().filter(|_| outcome.parked.is_some()) {
             w.shares.park_rest(&slot.lane);
         }
         drop(slot);

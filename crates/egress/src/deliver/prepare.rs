@@ -62,14 +62,13 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         (ep.throttle_rate, format!("{}:{}:{}", c.tenant_id, c.app_id, c.endpoint_id)),
         (c.app_throttle_rate, format!("{}:{}", c.tenant_id, c.app_id)),
     ];
-    let lane = lanes::lane_of(&c);
     for (rate, key) in limits {
         let Some(rate) = rate else { continue };
         match (w.throttle.check(&key, rate).await, w.cfg.lanes) {
             // Its turn has not come: into its lane, which is not served before
             // then, so a throttled backlog waits without being rewritten.
             (Some(wait), true) => {
-                w.shares.hold(&lane, wait);
+                w.shares.hold(&lanes::lane_of(&c), wait);
                 return parked(&c);
             }
             // Without lanes: due again after the wait, spread so that the waiting
@@ -81,7 +80,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
                 return out;
             }
             // Sent now: the next of this endpoint waits its spacing.
-            (None, true) => w.shares.hold(&lane, throttle::interval(rate)),
+            (None, true) => w.shares.hold(&lanes::lane_of(&c), throttle::interval(rate)),
             (None, false) => {}
         }
     }
