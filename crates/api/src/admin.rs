@@ -10,7 +10,8 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{ApiKeyId, AppId, Ref, TenantId},
-    store::{api_keys, applications, deliveries, tenants, tenants::Tenant, tenants::TenantPatch},
+    quota::{self, Limit, Quotas},
+    store::{api_keys, applications, deliveries, tenants, tenants::QuotaPatch, tenants::Tenant, tenants::TenantPatch},
 };
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +27,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(create_key)
         .service(revoke_key);
     crate::admin_views::configure(cfg);
+    crate::v1::operational::configure(cfg);
+    cfg.service(crate::v1::usage::tenant_usage);
 }
 
 #[derive(Deserialize)]
@@ -50,6 +53,10 @@ struct TenantPatchIn {
     /// `null` for both.
     #[serde(default)]
     retention: Maybe<RetentionIn>,
+    /// `{"apiRequestsPerSecond", …}`: each a number (0: no limit), `null` for the
+    /// default, or absent to leave it; `null` for all of them.
+    #[serde(default)]
+    quotas: Maybe<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -86,6 +93,7 @@ struct TenantOut {
     disabled: bool,
     svix_headers: bool,
     retention: RetentionOut,
+    quotas: QuotasOut,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -106,10 +114,49 @@ impl TenantOut {
                     message_days: t.message_days.unwrap_or(config.retention_message_days),
                 },
             },
+            quotas: QuotasOut { own: t.quotas, effective: t.quotas.over(&config.quotas) },
             created_at: t.created_at,
             updated_at: t.updated_at,
         }
     }
+}
+
+/// A tenant's quotas: as set (`null` follows the operator's default; 0 is no
+/// limit), and in effect.
+#[derive(Serialize)]
+struct QuotasOut {
+    #[serde(flatten)]
+    own: Quotas,
+    effective: Quotas,
+}
+
+/// A `quotas` PATCH: every name known, every value a whole number from 0 or `null`.
+fn quota_patch(body: Maybe<serde_json::Map<String, serde_json::Value>>) -> Result<Option<QuotaPatch>, ApiError> {
+    let map = match body {
+        Maybe::Absent => return Ok(None),
+        Maybe::Null => return Ok(Some(QuotaPatch { reset: true, ..QuotaPatch::default() })),
+        Maybe::Value(map) => map,
+    };
+    let mut patch = QuotaPatch::default();
+    for (name, value) in map {
+        if !Limit::ALL.iter().any(|l| l.name() == name) {
+            let known: Vec<&str> = Limit::ALL.iter().map(|l| l.name()).collect();
+            return Err(ApiError::Validation(format!("`quotas.{name}` is not a quota; known: {}", known.join(", "))));
+        }
+        match value.as_i64() {
+            _ if value.is_null() => patch.clear.push(name),
+            Some(v) if (0..=quota::MAX_VALUE).contains(&v) => {
+                patch.set.insert(name, v.into());
+            }
+            _ => {
+                return Err(ApiError::Validation(format!(
+                    "`quotas.{name}` must be a whole number from 0 (no limit) to {}, or null for the default",
+                    quota::MAX_VALUE
+                )))
+            }
+        }
+    }
+    Ok(Some(patch))
 }
 
 #[derive(Serialize)]
@@ -255,8 +302,10 @@ async fn patch_tenant(
         }
         Maybe::Absent => (None, None),
     };
+    let quotas = quota_patch(body.quotas)?;
     let tenant = find(&state, &id).await?;
     let patch = TenantPatch {
+        quotas,
         name: body.name.map(|n| n.trim().to_owned()),
         uid: body.uid.into_update(),
         disabled: body.disabled,

@@ -17,6 +17,7 @@ mod idempotency;
 mod patch;
 pub mod path;
 mod principal;
+mod quota;
 mod text;
 mod ui;
 pub mod v1;
@@ -49,6 +50,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
+            .wrap(from_fn(quota::limit_api))
             .wrap(from_fn(auth::require_tenant))
             .configure(v1::configure),
     );

@@ -58,6 +58,13 @@ impl From<StoreError> for PublishError {
 
 type Outcome = Result<Published, PublishError>;
 
+/// The application a message creates when its path names none (Svix's
+/// `application` in the body), within the tenant's `appsPerTenant`.
+pub struct InlineApp {
+    pub fields: ApplicationFields,
+    pub cap: Option<u64>,
+}
+
 #[derive(Clone)]
 pub struct Publisher {
     state: AppState,
@@ -118,7 +125,7 @@ impl Publisher {
         tenant: &TenantId,
         app: &Ref<AppId>,
         mut new: NewMessage,
-        inline: Option<ApplicationFields>,
+        inline: Option<InlineApp>,
     ) -> Result<Message, PublishError> {
         let span = hookgate_shared::otel_span!("message.create", tenant = %tenant, msg = %new.id);
         async move {
@@ -135,7 +142,7 @@ impl Publisher {
         tenant: &TenantId,
         app: &Ref<AppId>,
         new: NewMessage,
-        inline: Option<ApplicationFields>,
+        inline: Option<InlineApp>,
     ) -> Result<Message, PublishError> {
         // A request retried under its Idempotency-Key after its outcome was lost
         // (a crash, a timeout after the commit) finds its message: it cannot run twice.
@@ -198,7 +205,7 @@ impl Publisher {
         tenant: &TenantId,
         app: &Ref<AppId>,
         new: NewMessage,
-        inline: Option<ApplicationFields>,
+        inline: Option<InlineApp>,
     ) -> Result<Message, PublishError> {
         let (message, fanned) = match self.single(tenant, app, &new).await? {
             Some(done) => done,
@@ -257,18 +264,26 @@ impl Publisher {
     async fn with_new_app(
         &self,
         tenant: &TenantId,
-        fields: ApplicationFields,
+        inline: InlineApp,
         new: &NewMessage,
     ) -> Result<(Message, u64), PublishError> {
         let done = db::bounded(self.state.db_budget(), async {
             let mut conn = db::conn(&self.state.db).await?;
             let tx = conn.transaction().await?;
-            let app = applications::insert(&*tx, tenant, &AppId::generate(), &fields).await?;
+            let made =
+                applications::insert_capped(&*tx, tenant, &AppId::generate(), &inline.fields, inline.cap).await?;
+            let Ok(app) = made else { return Ok(Err(made.err().unwrap_or_default())) };
             let done = messages::publish(&*tx, tenant, &Ref::Id(app.id.clone()), new).await?;
             tx.commit().await?;
-            Ok(done)
+            Ok(Ok(done))
         })
         .await?;
+        let done = done.map_err(|n| {
+            PublishError::Invalid(format!(
+                "the tenant has {n} applications, the most its quota `appsPerTenant` allows ({})",
+                inline.cap.unwrap_or_default()
+            ))
+        })?;
         done.ok_or_else(|| PublishError::Internal("the new application is not visible in its own transaction".into()))
     }
 }

@@ -84,6 +84,7 @@ impl Application {
         let ingress_data = Data::new(IngressMetrics::register(&state.metrics));
         let forwarder = Data::new(Forwarder::new(state.clone(), egress_metrics.clone()));
         let group_commit = Data::new(GroupCommit::start(state.clone(), egress_metrics.clone()));
+        let alerts = Data::new(hookgate_ingress::alerts::Alerts::default());
         let publisher = Data::new(Publisher::start(state.clone(), egress_metrics.clone()));
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
@@ -93,6 +94,7 @@ impl Application {
                 .app_data(ingress_data.clone())
                 .app_data(forwarder.clone())
                 .app_data(group_commit.clone())
+                .app_data(alerts.clone())
                 .app_data(publisher.clone())
                 .app_data(json_config(max_body))
                 .app_data(web::PayloadConfig::new(max_body))
@@ -149,6 +151,7 @@ impl Application {
         // Every role writes rows, so every role keeps partitions made ahead; the
         // roles that prune also drop the old ones.
         background.push(tokio::spawn(maintain_partitions(self.state.clone(), role.runs_background())));
+        background.push(tokio::spawn(hookgate_shared::limits::flush_loop(self.state.clone())));
         if role.runs_background() {
             background.push(tokio::spawn(prune_idempotency_keys(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::secrets::seal_stored_headers(self.state.clone())));
@@ -168,6 +171,10 @@ impl Application {
         // In-flight deliveries are simply abandoned: their leases bring them back.
         for task in background {
             task.abort();
+        }
+        // The last second's tallies of refused requests and duplicates.
+        if let Err(e) = self.state.limits.flush(&self.state).await {
+            tracing::warn!(error = %e, "usage tallies not written at shutdown");
         }
         result
     }

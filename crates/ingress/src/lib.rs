@@ -9,6 +9,7 @@
 //! forwards through egress; nothing here imports a management handler.
 
 pub mod admit;
+pub mod alerts;
 pub mod commit;
 pub mod extract;
 pub mod key;

@@ -17,8 +17,11 @@ use hookgate_shared::{
 use serde_json::json;
 use tracing::Instrument;
 
+use hookgate_shared::{limits, quota::Limit, store::usage::Counter};
+
 use crate::{
     admit::{self, Admitted, Candidate, Layer},
+    alerts::Alerts,
     commit::GroupCommit,
     extract,
     key::{self, KeyKind},
@@ -29,6 +32,7 @@ use crate::{
 /// One request's outcome, as the metric and the answer name it.
 enum Refusal {
     TooLarge(usize),
+    Quota(hookgate_shared::quota::Exceeded),
     Signature(crate::verify::VerifyError),
     KeyMissing(String),
     BadRequest(String),
@@ -40,6 +44,7 @@ impl Refusal {
     fn outcome(&self) -> &'static str {
         match self {
             Refusal::TooLarge(_) => "too_large",
+            Refusal::Quota(_) => "quota_exceeded",
             Refusal::Signature(_) => "invalid_signature",
             Refusal::KeyMissing(_) | Refusal::BadRequest(_) => "bad_request",
             Refusal::Unavailable => "unavailable",
@@ -47,9 +52,20 @@ impl Refusal {
         }
     }
 
+    /// The usage counter a refusal adds to, if it is the sender's doing.
+    fn usage(&self) -> Option<Counter> {
+        match self {
+            Refusal::Signature(_) => Some(Counter::RejectedSignature),
+            Refusal::TooLarge(_) | Refusal::KeyMissing(_) | Refusal::BadRequest(_) => Some(Counter::RejectedInvalid),
+            Refusal::Quota(_) => Some(Counter::RejectedQuota),
+            Refusal::Unavailable | Refusal::Internal(_) => None,
+        }
+    }
+
     fn into_api(self) -> ApiError {
         match self {
             Refusal::TooLarge(n) => ApiError::TooLarge(n),
+            Refusal::Quota(e) => ApiError::Quota(e),
             Refusal::Signature(e) => {
                 ApiError::Coded { status: StatusCode::UNAUTHORIZED, code: e.code(), detail: e.to_string() }
             }
@@ -94,6 +110,7 @@ pub async fn receive(
     metrics: web::Data<IngressMetrics>,
     forwarder: web::Data<Forwarder>,
     group: web::Data<GroupCommit>,
+    alerts: web::Data<Alerts>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     // Parsed at the edge: a malformed id names no source, and reaches neither the
@@ -124,6 +141,22 @@ pub async fn receive(
         }
     };
     let result = handle(&req, payload, &state, &forwarder, &group, &source).await;
+    match &result {
+        Ok((Admitted::Duplicate(_, Layer::Redis), _)) => {
+            state.limits.tally(&source.tenant_id, Counter::InboundDuplicates);
+        }
+        Err(refusal) => {
+            if let Some(counter) = refusal.usage() {
+                state.limits.tally(&source.tenant_id, counter);
+            }
+            match refusal {
+                Refusal::Signature(_) => alerts.signature_failed(&state, &source).await,
+                Refusal::Quota(e) => alerts.quota_exceeded(&state, &source, e).await,
+                _ => {}
+            }
+        }
+        Ok(_) => {}
+    }
     metrics.duration.observe(started.elapsed().as_secs_f64());
     let (tenant, src) = (source.tenant_id.as_str(), source.id.as_str());
     match result {
@@ -194,6 +227,11 @@ async fn handle(
             return Ok((Admitted::Duplicate(Some(id), Layer::Redis), key));
         }
     }
+    // Over the tenant's inbound rate: 429, and the provider retries later. Only
+    // authentic, new events count against it (a forger cannot spend a tenant's
+    // quota, a duplicate Redis knows costs nothing).
+    let quotas = limits::quotas(state, &source.tenant_id).await?;
+    limits::rate(state, &source.tenant_id, &quotas, Limit::InboundPerSecond).await.map_err(Refusal::Quota)?;
     let content_type = req
         .headers()
         .get(actix_web::http::header::CONTENT_TYPE)

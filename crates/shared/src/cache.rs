@@ -78,6 +78,8 @@ pub struct Caches {
     pub sources: TtlCache<SourceId, Option<Arc<Source>>>,
     /// API key hash → (tenant, key id) of a live key, or `None`.
     pub keys: TtlCache<Vec<u8>, Option<(TenantId, ApiKeyId)>>,
+    /// Tenant → its quotas in effect (the operator's defaults under its own).
+    pub quotas: TtlCache<TenantId, crate::quota::Quotas>,
 }
 
 /// What the stores forget; only they call these.
@@ -100,6 +102,7 @@ impl Caches {
     pub(crate) fn forget_tenant(&self) {
         self.sources.clear();
         self.keys.clear();
+        self.quotas.clear();
     }
 }
 

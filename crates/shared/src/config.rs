@@ -62,7 +62,12 @@ settings! {
     "egress_timeout_secs", "HOOKGATE_EGRESS_TIMEOUT_SECS", Some("15"), "Total timeout of one delivery.";
     "egress_proxy", "HOOKGATE_EGRESS_PROXY", None, "An http:// or https:// proxy that every delivery goes through; unset, deliveries go direct and HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are ignored. The SSRF guard still checks every target.";
     "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it. Must exceed the egress timeout.";
-    "max_endpoints_per_app", "HOOKGATE_MAX_ENDPOINTS_PER_APP", Some("100"), "Most endpoints one application may have (fan-out per message is bounded by it).";
+    "max_endpoints_per_app", "HOOKGATE_MAX_ENDPOINTS_PER_APP", Some("100"), "Most endpoints one application may have (fan-out per message is bounded by it): the default of the `endpointsPerApp` quota (0: no limit).";
+    "quota_api_requests_per_second", "HOOKGATE_QUOTA_API_REQUESTS_PER_SECOND", Some("0"), "Default quota: `/api/v1` requests per second per tenant (0: no limit). Each tenant may override every quota (`PATCH /admin/v1/tenant/{id}`, `quotas`).";
+    "quota_messages_per_second", "HOOKGATE_QUOTA_MESSAGES_PER_SECOND", Some("0"), "Default quota: messages created per second per tenant through the API (0: no limit).";
+    "quota_messages_per_day", "HOOKGATE_QUOTA_MESSAGES_PER_DAY", Some("0"), "Default quota: messages created per UTC day per tenant through the API (0: no limit); exact across instances (counted in Postgres).";
+    "quota_inbound_per_second", "HOOKGATE_QUOTA_INBOUND_PER_SECOND", Some("0"), "Default quota: inbound events per second per tenant, over all its sources (0: no limit); over it a provider is answered 429 and retries.";
+    "quota_apps_per_tenant", "HOOKGATE_QUOTA_APPS_PER_TENANT", Some("0"), "Default quota: applications per tenant (0: no limit).";
     "worker_concurrency", "HOOKGATE_WORKER_CONCURRENCY", Some("64"), "Deliveries in flight at once per worker process.";
     "delivery_lanes", "HOOKGATE_DELIVERY_LANES", Some("false"), "Experimental, off by default: fair delivery through endpoint lanes (each tenant and endpoint a share of a worker's requests; what an endpoint cannot take now, over its share or held by its throttle, parked in its own lane out of the shared due order). Fair under small backlogs; with very large ones it still costs Postgres too much (docs/performance.md, \"Fair delivery\").";
     "worker_poll_ms", "HOOKGATE_WORKER_POLL_MS", Some("1000"), "How often a worker looks for due deliveries without a notification.";
@@ -118,6 +123,8 @@ pub struct Config {
     pub public_url: Option<String>,
     pub delivery_lease: Duration,
     pub max_endpoints_per_app: i64,
+    /// The operator's default quotas (0: no limit).
+    pub quotas: crate::quota::Quotas,
     pub worker_concurrency: usize,
     /// `HOOKGATE_DELIVERY_LANES`: fair delivery through endpoint lanes.
     pub delivery_lanes: bool,
@@ -397,6 +404,14 @@ impl Config {
             public_url,
             delivery_lease,
             max_endpoints_per_app: raw.parse("max_endpoints_per_app")?,
+            quotas: crate::quota::Quotas {
+                api_requests_per_second: Some(raw.parse("quota_api_requests_per_second")?),
+                messages_per_second: Some(raw.parse("quota_messages_per_second")?),
+                messages_per_day: Some(raw.parse("quota_messages_per_day")?),
+                inbound_per_second: Some(raw.parse("quota_inbound_per_second")?),
+                endpoints_per_app: Some(raw.parse("max_endpoints_per_app")?),
+                apps_per_tenant: Some(raw.parse("quota_apps_per_tenant")?),
+            },
             worker_concurrency,
             delivery_lanes: raw.parse("delivery_lanes")?,
             worker_poll: raw.millis("worker_poll_ms")?,

@@ -13,6 +13,8 @@ pub struct Metrics {
     pub http_requests: IntCounterVec,
     pub db_pool_connections: IntGaugeVec,
     pub redis_errors: IntCounter,
+    /// Requests refused by a tenant's quota, by tenant and limit.
+    pub quota_rejections: IntCounterVec,
     /// Rows removed past retention, by family (`inbound_events`, `messages`,
     /// `payloads`, `idempotency_keys`).
     pub pruned_rows: IntCounterVec,
@@ -105,7 +107,17 @@ impl Metrics {
         registry.register(Box::new(http_requests.clone())).expect("registered once");
         registry.register(Box::new(db_pool_connections.clone())).expect("registered once");
         registry.register(Box::new(redis_errors.clone())).expect("registered once");
+        let quota_rejections = IntCounterVec::new(
+            Opts::new(
+                "hookgate_quota_rejections_total",
+                "Requests answered 429 because a tenant was over a quota, by tenant and limit.",
+            ),
+            &["tenant", "limit"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(quota_rejections.clone())).expect("registered once");
         Metrics {
+            quota_rejections,
             registry,
             http_requests,
             db_pool_connections,

@@ -25,6 +25,8 @@ pub struct AppState {
     pub wake: Wake,
     /// Hot lookups, kept for a second (see `cache.rs`).
     pub caches: Caches,
+    /// Quota enforcement and usage tallies.
+    pub limits: Arc<crate::limits::Limits>,
 }
 
 impl AppState {
@@ -53,6 +55,7 @@ impl AppState {
         }
         let api_keys = config.master_key.api_key_hasher();
         let wake = Wake::new(db.clone(), config.db_timeout + config.db_statement_timeout);
-        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys, wake, caches: Caches::default() })
+        let limits = Arc::new(crate::limits::Limits::new(redis.clone()));
+        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys, wake, caches: Caches::default(), limits })
     }
 }

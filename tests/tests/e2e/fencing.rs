@@ -79,11 +79,13 @@ fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Ou
             response: String::new(),
             duration_ms: 1,
             request_headers: "{}".into(),
+            bytes: 2,
         }),
         status,
         next_attempt_at: None,
         disable_endpoint: false,
         parked: None,
+        notice: None,
     }
 }
 

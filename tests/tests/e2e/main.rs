@@ -26,6 +26,7 @@ mod pg_tls;
 mod poison;
 mod portal;
 mod processes;
+mod quotas;
 mod redis_sentinel;
 mod redis_tls;
 mod retention;

@@ -122,6 +122,7 @@ async fn create(
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let fields = body.into_inner().into_fields()?;
+    let cap = crate::quota::app_cap(&state, &tenant.0).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     if q.get_if_exists {
@@ -131,9 +132,9 @@ async fn create(
             }
         }
     }
-    let app = applications::insert(&*tx, &tenant.0, &AppId::generate(), &fields)
+    let app = crate::quota::insert_app(&state, &*tx, &tenant.0, &fields, cap)
         .await
-        .map_err(|e| validate::conflict("an application with this uid")(e.into()))?;
+        .map_err(validate::conflict("an application with this uid"))?;
     let res = answer(&*tx, &state, key.as_deref(), StatusCode::CREATED, &AppOut::from(app)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(res)
@@ -163,10 +164,13 @@ async fn update(
         // PUT to a uid that names no application creates it (`app_…` ids are never made up).
         Err(ApiError::NotFound(_)) if path.creatable_uid().is_some() => {
             fields.uid = Some(fields.uid.unwrap_or_else(|| path.to_string()));
-            let conn = db::conn(&state.db).await?;
-            let app = applications::insert(&**conn, &tenant.0, &AppId::generate(), &fields)
+            let cap = crate::quota::app_cap(&state, &tenant.0).await?;
+            let mut conn = db::conn(&state.db).await?;
+            let tx = conn.transaction().await.map_err(StoreError::from)?;
+            let app = crate::quota::insert_app(&state, &*tx, &tenant.0, &fields, cap)
                 .await
-                .map_err(|e| validate::conflict("an application with this uid")(e.into()))?;
+                .map_err(validate::conflict("an application with this uid"))?;
+            tx.commit().await.map_err(StoreError::from)?;
             Ok(HttpResponse::Created().json(AppOut::from(app)))
         }
         Err(e) => Err(e),

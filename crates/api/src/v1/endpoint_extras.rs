@@ -87,13 +87,13 @@ const RESERVED: &[&str] = &[
     "svix-timestamp",
     "svix-signature",
 ];
-use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
+pub(crate) use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
 
 /// Custom headers an endpoint may have, and the longest value one may hold.
 const MAX_HEADERS: usize = 50;
 const MAX_HEADER_VALUE: usize = 4096;
 
-fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError> {
+pub(crate) fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError> {
     if headers.len() > MAX_HEADERS {
         return Err(ApiError::Validation(format!("at most {MAX_HEADERS} custom headers per endpoint")));
     }

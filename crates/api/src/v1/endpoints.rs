@@ -10,9 +10,12 @@ use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
-    ids::{AppId, EndpointId, Ref},
+    ids::{AppId, EndpointId, Ref, TenantId},
+    limits,
+    quota::{Exceeded, Limit},
     store::{
         endpoints::{self, Endpoint, EndpointFields},
+        operational::{self, Notice},
         StoreError,
     },
     AppState,
@@ -29,7 +32,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct EndpointIn {
-    url: String,
+    pub(crate) url: String,
     uid: Option<String>,
     #[serde(default)]
     description: String,
@@ -42,7 +45,7 @@ pub(crate) struct EndpointIn {
     throttle_rate: Option<i64>,
     #[serde(default)]
     metadata: HashMap<String, String>,
-    secret: Option<String>,
+    pub(crate) secret: Option<String>,
     /// Svix accepts a version number; it is stored but has no effect.
     #[allow(dead_code)]
     version: Option<i64>,
@@ -125,7 +128,7 @@ fn check_list(field: &str, items: &Option<Vec<String>>, max: usize) -> Result<()
 }
 
 impl EndpointIn {
-    fn fields(&self, state: &AppState) -> Result<EndpointFields, ApiError> {
+    pub(crate) fn fields(&self, state: &AppState) -> Result<EndpointFields, ApiError> {
         check_url(state, &self.url)?;
         if let Some(uid) = &self.uid {
             validate::uid("uid", uid)?;
@@ -180,39 +183,83 @@ async fn create(
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let fields = body.fields(&state)?;
-    insert(&state, &tenant, &path, &fields, body.secret.as_deref(), key.as_deref()).await
+    let app = applications::find(&state, &tenant, &path).await?;
+    let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers: None };
+    insert(&state, &tenant.0, &app.id, made, key.as_deref(), Notify::Yes).await
 }
 
-async fn insert(
+/// Whether a change is told to the operational webhooks (not for their own endpoints).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notify {
+    Yes,
+    No,
+}
+
+/// An endpoint to create: its fields, its secret if the caller chose one, and
+/// custom headers (already checked) if it comes with some.
+pub(crate) struct NewEndpoint<'a> {
+    pub fields: &'a EndpointFields,
+    pub secret: Option<&'a str>,
+    pub headers: Option<serde_json::Value>,
+}
+
+/// Creates an endpoint in `app` (found by the caller), within the tenant's
+/// `endpointsPerApp` quota, with its `endpoint.created` notice in the same commit.
+pub(crate) async fn insert(
     state: &AppState,
-    tenant: &TenantAuth,
-    app: &Ref<AppId>,
-    fields: &EndpointFields,
-    secret: Option<&str>,
+    tenant: &TenantId,
+    app: &AppId,
+    made: NewEndpoint<'_>,
     key: Option<&RequestKey>,
+    notify: Notify,
 ) -> Result<HttpResponse, ApiError> {
-    let secret = match secret {
+    let secret = match made.secret {
         Some(s) => signing::normalise_secret(s).map_err(|e| ApiError::Validation(e.to_string()))?,
         None => signing::generate_secret(),
     };
-    let app = applications::find(state, tenant, app).await?;
+    let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
     let id = EndpointId::generate();
-    let sealed = secrets::seal(state, &tenant.0, &app.id, &id, &secret);
+    let sealed = secrets::seal(state, tenant, app, &id, &secret);
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let cap = state.config.max_endpoints_per_app;
-    let n = endpoints::lock_and_count(&*tx, &tenant.0, &app.id).await?;
-    if n >= cap {
+    let n = endpoints::lock_and_count(&*tx, tenant, app).await?;
+    if let Some(cap) = cap.filter(|cap| n as u64 >= *cap) {
+        limits::refused(
+            state,
+            tenant,
+            Exceeded { limit: Limit::EndpointsPerApp, value: cap, retry_after: Default::default() },
+        );
         return Err(ApiError::Validation(format!(
-            "the application has {n} endpoints, the most allowed (HOOKGATE_MAX_ENDPOINTS_PER_APP is {cap})"
+            "the application has {n} endpoints, the most the tenant's quota `endpointsPerApp` allows ({cap})"
         )));
     }
-    let ep = endpoints::insert(&*tx, &tenant.0, &app.id, &id, fields, &sealed)
+    let mut ep = endpoints::insert(&*tx, tenant, app, &id, made.fields, &sealed)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?;
+    if let Some(headers) = made.headers {
+        let sealed = secrets::seal_headers(state, tenant, app, &id, &headers);
+        endpoints::set_headers(&*tx, tenant, app, &id, &sealed).await?;
+        ep.headers = sealed;
+    }
+    let woke = notice(&*tx, notify, Notice::endpoint(tenant, "endpoint.created", app, &id)).await?;
     let res = answer(&*tx, state, key, StatusCode::CREATED, &EndpointOut::from(ep)).await?;
     tx.commit().await.map_err(StoreError::from)?;
+    if woke {
+        state.wake.poke();
+    }
     Ok(res)
+}
+
+/// Writes an operational notice in the caller's transaction; whether it made deliveries.
+pub(crate) async fn notice(
+    tx: &impl tokio_postgres::GenericClient,
+    notify: Notify,
+    n: Notice,
+) -> Result<bool, ApiError> {
+    if notify == Notify::No {
+        return Ok(false);
+    }
+    Ok(operational::emit(tx, std::slice::from_ref(&n)).await? > 0)
 }
 
 #[get("/app/{app_id}/endpoint/{endpoint_id}")]
@@ -235,10 +282,12 @@ async fn update(
 ) -> Result<HttpResponse, ApiError> {
     let mut fields = body.fields(&state)?;
     match find(&state, &tenant, &path.0, &path.1).await {
-        Ok((app, ep)) => save(&state, &tenant, &app, &ep.id, &fields).await,
+        Ok((app, ep)) => save(&state, &tenant.0, &app, &ep.id, &fields, Notify::Yes).await,
         Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
             fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.to_string()));
-            insert(&state, &tenant, &path.0, &fields, body.secret.as_deref(), None).await
+            let app = applications::find(&state, &tenant, &path.0).await?;
+            let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers: None };
+            insert(&state, &tenant.0, &app.id, made, None, Notify::Yes).await
         }
         Err(e) => Err(e),
     }
@@ -265,21 +314,29 @@ async fn patch_one(
         secret: None,
         version: None,
     };
-    save(&state, &tenant, &app, &ep.id, &merged.fields(&state)?).await
+    save(&state, &tenant.0, &app, &ep.id, &merged.fields(&state)?, Notify::Yes).await
 }
 
-async fn save(
+/// Replaces an endpoint's fields, with its `endpoint.updated` notice in the same commit.
+pub(crate) async fn save(
     state: &AppState,
-    tenant: &TenantAuth,
+    tenant: &TenantId,
     app: &AppId,
     id: &EndpointId,
     fields: &EndpointFields,
+    notify: Notify,
 ) -> Result<HttpResponse, ApiError> {
-    let conn = db::conn(&state.db).await?;
-    let saved = endpoints::replace(&**conn, &tenant.0, app, id, fields)
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let saved = endpoints::replace(&*tx, tenant, app, id, fields)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?
         .ok_or(ApiError::NotFound("endpoint"))?;
+    let woke = notice(&*tx, notify, Notice::endpoint(tenant, "endpoint.updated", app, id)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    if woke {
+        state.wake.poke();
+    }
     Ok(HttpResponse::Ok().json(EndpointOut::from(saved)))
 }
 
@@ -290,9 +347,30 @@ async fn delete_one(
     path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let conn = db::conn(&state.db).await?;
-    if !endpoints::delete(&**conn, &tenant.0, &app, &ep.id).await? {
+    remove(&state, &tenant.0, &app, &ep, Notify::Yes).await
+}
+
+/// Deletes an endpoint, with its `endpoint.deleted` notice (carrying the uid it
+/// had) in the same commit.
+pub(crate) async fn remove(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &Endpoint,
+    notify: Notify,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let mut n = Notice::endpoint(tenant, "endpoint.deleted", app, &ep.id);
+    n.endpoint_uid = ep.uid.clone();
+    // Written first: the payload is built while the endpoint's row still exists.
+    let woke = notice(&*tx, notify, n).await?;
+    if !endpoints::delete(&*tx, tenant, app, &ep.id).await? {
         return Err(ApiError::NotFound("endpoint"));
+    }
+    tx.commit().await.map_err(StoreError::from)?;
+    if woke {
+        state.wake.poke();
     }
     Ok(HttpResponse::NoContent().finish())
 }

@@ -3,7 +3,7 @@
 use crate::{idempotency::RequestKey, KeyAuth, PageQuery, TenantAuth};
 use actix_web::{delete, get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
-use hookgate_egress::publish::{PublishError, Publisher};
+use hookgate_egress::publish::{InlineApp, PublishError, Publisher};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -172,6 +172,7 @@ fn check(body: &MessageIn) -> Result<(), ApiError> {
 #[post("/app/{app_id}/msg")]
 async fn create(
     tenant: TenantAuth,
+    state: web::Data<AppState>,
     request_key: Option<web::ReqData<RequestKey>>,
     publisher: web::Data<Publisher>,
     path: web::Path<Ref<AppId>>,
@@ -180,12 +181,16 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     check(&body)?;
+    crate::quota::admit_message(&state, &tenant.0).await?;
     let inline = match body.application {
-        Some(a) => Some(ApplicationFields {
-            uid: a.uid.or_else(|| path.creatable_uid().map(str::to_owned)),
-            name: a.name,
-            throttle_rate: validate::throttle_rate(a.throttle_rate)?,
-            metadata: serde_json::json!({}),
+        Some(a) => Some(InlineApp {
+            fields: ApplicationFields {
+                uid: a.uid.or_else(|| path.creatable_uid().map(str::to_owned)),
+                name: a.name,
+                throttle_rate: validate::throttle_rate(a.throttle_rate)?,
+                metadata: serde_json::json!({}),
+            },
+            cap: crate::quota::app_cap(&state, &tenant.0).await?,
         }),
         None => None,
     };

@@ -14,9 +14,11 @@ mod endpoints;
 mod event_types;
 mod inbound_events;
 mod messages;
+pub(crate) mod operational;
 mod portal;
 mod portal_settings;
 mod sources;
+pub(crate) mod usage;
 mod validate;
 
 use actix_web::web;
@@ -34,4 +36,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     sources::configure(cfg);
     inbound_events::configure(cfg);
     console::configure(cfg);
+    operational::configure(cfg);
+    usage::configure(cfg);
 }

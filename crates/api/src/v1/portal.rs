@@ -4,13 +4,7 @@ use crate::{optional_json, KeyAuth, TenantAuth};
 use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use hookgate_shared::ids::{AppId, Ref};
-use hookgate_shared::{
-    crypto::PortalClaims,
-    db,
-    http::ApiError,
-    store::applications::{self, Application},
-    AppState,
-};
+use hookgate_shared::{crypto::PortalClaims, db, http::ApiError, store::applications::Application, AppState};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -99,11 +93,19 @@ async fn create_alongside(
 ) -> Result<Application, ApiError> {
     let mut fields = new.into_fields()?;
     fields.uid.get_or_insert_with(|| uid.to_owned());
-    let conn = db::conn(&state.db).await?;
-    match applications::insert(&**conn, &tenant.0, &AppId::generate(), &fields).await {
+    let cap = crate::quota::app_cap(state, &tenant.0).await?;
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(hookgate_shared::store::StoreError::from)?;
+    let made = crate::quota::insert_app(state, &*tx, &tenant.0, &fields, cap).await;
+    let made = match made {
+        Ok(app) => tx.commit().await.map(|_| app).map_err(|e| hookgate_shared::store::StoreError::from(e).into()),
+        Err(e) => Err(e),
+    };
+    match made {
         Ok(app) => Ok(app),
+        Err(e @ ApiError::Validation(_)) => Err(e),
         Err(e) => find_app(state, tenant, &Ref::Uid(fields.uid.unwrap_or_default()))
             .await
-            .map_err(|_| validate::conflict("an application with this uid")(e.into())),
+            .map_err(|_| validate::conflict("an application with this uid")(e)),
     }
 }

@@ -7,7 +7,10 @@ use std::{sync::Arc, time::Duration};
 use chrono::Utc;
 use hookgate_shared::{
     ids::AttemptId,
-    store::deliveries::{AttemptRecord, Claimed, Outcome},
+    store::{
+        deliveries::{AttemptRecord, Claimed, Outcome},
+        operational::AttemptNotice,
+    },
     trace,
 };
 use rand::Rng;
@@ -42,6 +45,7 @@ fn untried(c: &Claimed) -> Outcome {
         next_attempt_at: None,
         disable_endpoint: false,
         parked: None,
+        notice: None,
     }
 }
 
@@ -106,6 +110,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     };
     let request = signed_request(&ep.url, &headers, &keys, &envelope, payload.clone());
     let request_headers = secrets::recorded_headers(&request.headers);
+    let bytes = request.body.len() as i64;
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
     w.metrics.lag.observe(lag.as_secs_f64());
     // The attempt continues the trace of the request that created the message, and
@@ -126,6 +131,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         response: sent.body,
         duration_ms: sent.duration.as_millis() as i64,
         request_headers,
+        bytes,
     });
     out.disable_endpoint = sent.status == 410;
     if success {
@@ -137,7 +143,26 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             out.next_attempt_at = Some(Utc::now() + delay);
         }
     }
+    out.notice = notice(&c, &out);
     out
+}
+
+/// What an attempt tells the operational webhooks, as Svix decides it: the fourth
+/// scheduled attempt failing with retries left, the last one failing, or one
+/// after the fourth succeeding. Manual resends tell nothing.
+fn notice(c: &Claimed, out: &Outcome) -> Option<AttemptNotice> {
+    const FAILING_AFTER: i32 = 4;
+    let attempt = out.attempt.as_ref()?;
+    if c.trigger == Trigger::Manual {
+        return None;
+    }
+    let made = c.attempts + 1;
+    match (attempt.success, out.status) {
+        (true, _) if made > FAILING_AFTER => Some(AttemptNotice::Recovered),
+        (false, DeliveryStatus::Pending) if made == FAILING_AFTER => Some(AttemptNotice::Failing),
+        (false, DeliveryStatus::Failed) => Some(AttemptNotice::Exhausted),
+        _ => None,
+    }
 }
 
 /// What identifies one event on the wire, whichever endpoint it goes to.

@@ -69,8 +69,11 @@ async fn write(state: &AppState, cfg: &DeliveryConfig, outcomes: &[Outcome]) -> 
     .inspect_err(|e| db::forget_stale_plans(&state.db, e))
 }
 
-fn count(metrics: &EgressMetrics, outcomes: &[Outcome], recorded: Recorded) {
+fn count(state: &AppState, metrics: &EgressMetrics, outcomes: &[Outcome], recorded: Recorded) {
     metrics.endpoints_disabled.inc_by(recorded.disabled);
+    if recorded.operational > 0 {
+        state.wake.poke();
+    }
     if recorded.stale > 0 {
         // Fencing at work: a claim outlived its lease and another worker owns the
         // delivery now; its attempt is kept, its verdict is the new owner's to give.
@@ -91,7 +94,7 @@ async fn record_batch(
     loop {
         match write(state, cfg, outcomes).await {
             Ok(recorded) => {
-                count(metrics, outcomes, recorded);
+                count(state, metrics, outcomes, recorded);
                 return Ok(());
             }
             Err(e) if e.is_unavailable() && !e.is_timeout() => {

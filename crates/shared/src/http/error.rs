@@ -30,6 +30,9 @@ pub enum ApiError {
     Unavailable,
     #[error("internal error")]
     Internal(String),
+    /// Over a tenant's quota: 429 with `Retry-After`, the body naming the limit.
+    #[error("{0}")]
+    Quota(crate::quota::Exceeded),
     /// A status and code of a side's own (ingress's `invalid_signature`, say).
     #[error("{detail}")]
     Coded { status: StatusCode, code: &'static str, detail: String },
@@ -49,6 +52,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "payload_too_large",
             ApiError::Unavailable => "unavailable",
             ApiError::Internal(_) => "internal",
+            ApiError::Quota(_) => "quota_exceeded",
             ApiError::Coded { code, .. } => code,
         }
     }
@@ -66,6 +70,7 @@ impl ResponseError for ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Quota(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Coded { status, .. } => *status,
         }
     }
@@ -86,7 +91,13 @@ impl ResponseError for ApiError {
             }
             other => json!(other.to_string()),
         };
-        HttpResponse::build(self.status_code()).json(json!({ "code": self.code(), "detail": detail }))
+        let mut res = HttpResponse::build(self.status_code());
+        if let ApiError::Quota(e) = self {
+            res.insert_header(("Retry-After", e.retry_after_secs().to_string()));
+            return res
+                .json(json!({ "code": self.code(), "detail": detail, "limit": e.limit.name(), "value": e.value }));
+        }
+        res.json(json!({ "code": self.code(), "detail": detail }))
     }
 }
 

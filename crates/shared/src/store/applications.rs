@@ -66,7 +66,7 @@ pub async fn get(
     app: &Ref<AppId>,
 ) -> Result<Option<Application>, StoreError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2)
+        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2) AND NOT operational
          ORDER BY (id = $2) DESC LIMIT 1"
     );
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str()]).await?.as_ref().map(from_row))
@@ -78,7 +78,7 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<Application>, StoreError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2)
+        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND NOT operational AND ($2::text IS NULL OR id > $2)
          ORDER BY id LIMIT $3"
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
@@ -94,9 +94,36 @@ pub async fn replace(
 ) -> Result<Option<Application>, StoreError> {
     let sql = format!(
         "UPDATE applications SET uid = $3, name = $4, throttle_rate = $5, metadata = $6, updated_at = now()
-         WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
+         WHERE tenant_id = $1 AND id = $2 AND NOT operational RETURNING {COLUMNS}"
     );
     let row =
         db.query_opt(&sql, &[&tenant.as_str(), &id.as_str(), &f.uid, &f.name, &f.throttle_rate, &f.metadata]).await?;
     Ok(row.as_ref().map(from_row))
+}
+
+/// Inserts an application within `cap` applications per tenant: `Ok(Err(n))`
+/// when the tenant has `n` already, the most allowed. Run it in a transaction: the
+/// tenant's row stays locked until the commit, so that concurrent creations
+/// cannot pass the cap together.
+pub async fn insert_capped(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &AppId,
+    f: &ApplicationFields,
+    cap: Option<u64>,
+) -> Result<Result<Application, i64>, StoreError> {
+    if let Some(cap) = cap {
+        db.query_opt("SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", &[&tenant.as_str()]).await?;
+        let row = db
+            .query_one(
+                "SELECT count(*) FROM applications WHERE tenant_id = $1 AND NOT operational",
+                &[&tenant.as_str()],
+            )
+            .await?;
+        let n: i64 = row.get(0);
+        if n as u64 >= cap {
+            return Ok(Err(n));
+        }
+    }
+    Ok(Ok(insert(db, tenant, id, f).await?))
 }

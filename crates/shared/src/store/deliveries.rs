@@ -11,6 +11,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_postgres::GenericClient;
 
+use super::operational::{self, AttemptNotice, Notice};
+use super::usage::{self, Counter};
 use super::StoreError;
 use crate::{
     ids::{AppId, AttemptId, EndpointId, MessageId, TenantId},
@@ -147,6 +149,8 @@ pub struct AttemptRecord {
     pub duration_ms: i64,
     /// The request's headers as a JSON object (sensitive values redacted).
     pub request_headers: String,
+    /// The request body's size, for usage.
+    pub bytes: i64,
 }
 
 /// What became of one claimed delivery.
@@ -169,6 +173,8 @@ pub struct Outcome {
     /// Parked in its endpoint's lane (`status` pending, no `next_attempt_at`),
     /// keeping this due time as its place there.
     pub parked: Option<DateTime<Utc>>,
+    /// What the attempt tells the operational webhooks, if anything.
+    pub notice: Option<AttemptNotice>,
 }
 
 /// What a batch of outcomes changed.
@@ -179,6 +185,8 @@ pub struct Recorded {
     /// Outcomes whose claim had passed to another worker: their attempts are kept
     /// (they happened), their delivery state is not written.
     pub stale: u64,
+    /// Deliveries of operational webhooks the batch made (the workers are woken).
+    pub operational: u64,
 }
 
 /// Writes a batch of outcomes in one transaction: attempts, delivery states (each
@@ -200,23 +208,40 @@ pub async fn record(
         let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
         let a = |o: &Outcome| o.attempt.clone().expect("filtered");
         let statement = tx
-            .prepare_cached(
+            .prepare_cached(&format!(
                 // Idempotent (a commit whose acknowledgement was lost is retried with the
-                // same attempt ids), and an attempt of a message deleted meanwhile is
-                // dropped rather than failing the batch on its foreign key.
-                "INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
-                response_status_code, response, response_duration_ms, request_headers)
-             SELECT u.tenant_id, u.app_id, u.id, u.msg_id, u.endpoint_id, u.url, u.status, u.trigger_type, u.code,
-                u.response, u.ms, u.headers::jsonb
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[], $12::text[])
-                AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms,
-                    headers)
-             WHERE EXISTS (SELECT 1 FROM messages m
-                 WHERE m.id = ANY ($4) AND m.id BETWEEN $13 AND $14
-                   AND m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
-             ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING",
-            )
+                // same attempt ids: usage counts only the attempts this statement
+                // inserted), and an attempt of a message deleted meanwhile is dropped
+                // rather than failing the batch on its foreign key.
+                "WITH u AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[], $12::text[],
+                    $15::bigint[])
+                    AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms,
+                        headers, bytes)
+             ), ins AS (
+                INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
+                    response_status_code, response, response_duration_ms, request_headers)
+                SELECT u.tenant_id, u.app_id, u.id, u.msg_id, u.endpoint_id, u.url, u.status, u.trigger_type, u.code,
+                    u.response, u.ms, u.headers::jsonb
+                FROM u
+                WHERE EXISTS (SELECT 1 FROM messages m
+                    WHERE m.id = ANY ($4) AND m.id BETWEEN $13 AND $14
+                      AND m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
+                ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING
+                RETURNING tenant_id, id, status
+             ), counted AS (SELECT ins.tenant_id, ins.status, u.bytes FROM ins JOIN u ON u.id = ins.id), {}
+             SELECT 1",
+                usage::bump(
+                    "usage",
+                    "counted",
+                    &[
+                        (Counter::AttemptsSucceeded, "count(*) FILTER (WHERE status = 0)"),
+                        (Counter::AttemptsFailed, "count(*) FILTER (WHERE status <> 0)"),
+                        (Counter::BytesOut, "sum(bytes)"),
+                    ],
+                )
+            ))
             .await?;
         tx.execute(
             &statement,
@@ -238,6 +263,7 @@ pub async fn record(
                 &attempted.iter().map(|o| a(o).request_headers).collect::<Vec<_>>(),
                 &lo,
                 &hi,
+                &attempted.iter().map(|o| a(o).bytes).collect::<Vec<i64>>(),
             ],
         )
         .await?;
@@ -253,21 +279,21 @@ pub async fn record(
                     attempts = d.attempts + u.tried, trigger = CASE WHEN u.parked IS NULL THEN 0 ELSE d.trigger END,
                     lease_token = NULL
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
-                        $7::int[], $8::bigint[], $9::timestamptz[])
-                    AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token, parked)
+                        $7::int[], $8::bigint[], $9::timestamptz[], $12::bool[])
+                    AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token, parked, noticed)
                 WHERE d.msg_id = ANY ($3) AND d.msg_id BETWEEN $10 AND $11
                   AND d.tenant_id = u.tenant_id AND d.app_id = u.app_id
                   AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token
-                RETURNING d.tenant_id, d.app_id, d.endpoint_id, d.msg_id, u.parked
+                RETURNING d.tenant_id, d.app_id, d.endpoint_id, d.msg_id, u.parked, u.noticed
              ), laned AS (
                 INSERT INTO delivery_lanes (tenant_id, app_id, endpoint_id, msg_id, due_at)
                 SELECT tenant_id, app_id, endpoint_id, msg_id, parked FROM applied WHERE parked IS NOT NULL
                 ON CONFLICT (tenant_id, app_id, endpoint_id, msg_id) DO UPDATE SET due_at = EXCLUDED.due_at
              )
-             SELECT count(*) FROM applied",
+             SELECT count(*), array_agg(msg_id || ' ' || endpoint_id) FILTER (WHERE noticed) FROM applied",
         )
         .await?;
-    let applied: i64 = tx
+    let row = tx
         .query_one(
             &statement,
             &[
@@ -282,10 +308,26 @@ pub async fn record(
                 &outcomes.iter().map(|o| o.parked).collect::<Vec<Option<DateTime<Utc>>>>(),
                 &lo,
                 &hi,
+                &outcomes.iter().map(|o| o.notice.is_some()).collect::<Vec<bool>>(),
             ],
         )
-        .await?
-        .get(0);
+        .await?;
+    let applied: i64 = row.get(0);
+    // Notices only of the outcomes this claim still owned: a stale one's verdict,
+    // and so its notice, is the new owner's to give.
+    let noticed: std::collections::HashSet<String> =
+        row.get::<_, Option<Vec<String>>>(1).unwrap_or_default().into_iter().collect();
+    let mut notices: Vec<Notice> = outcomes
+        .iter()
+        .filter(|o| o.notice.is_some() && noticed.contains(&format!("{} {}", o.msg_id, o.endpoint_id)))
+        .map(|o| {
+            let kind = o.notice.expect("filtered");
+            let mut n = Notice::endpoint(&o.tenant_id, kind.event_type(), &o.app_id, &o.endpoint_id);
+            n.msg_id = Some(o.msg_id.clone());
+            n.attempt = o.attempt.as_ref().map(|a| (a.id.clone(), a.status_code));
+            n
+        })
+        .collect();
 
     // Endpoint health, one row per endpoint: any success in the batch clears the
     // streak; any 410 disables.
@@ -310,7 +352,8 @@ pub async fn record(
                     AS u(tenant_id, app_id, id, ok, gone)
                  WHERE e.tenant_id = u.tenant_id AND e.app_id = u.app_id AND e.id = u.id
                  RETURNING e.disabled, (SELECT disabled FROM endpoints o
-                    WHERE o.tenant_id = e.tenant_id AND o.app_id = e.app_id AND o.id = e.id)",
+                    WHERE o.tenant_id = e.tenant_id AND o.app_id = e.app_id AND o.id = e.id),
+                    e.tenant_id, e.app_id, e.id, e.failing_since",
             )
             .await?;
         let rows = tx
@@ -327,10 +370,19 @@ pub async fn record(
             )
             .await?;
         // The sub-select sees the row as it was before this statement.
-        disabled = rows.iter().filter(|r| r.get::<_, bool>(0) && !r.get::<_, bool>(1)).count() as u64;
+        for r in rows.iter().filter(|r| r.get::<_, bool>(0) && !r.get::<_, bool>(1)) {
+            disabled += 1;
+            let (tenant, app, ep) =
+                (TenantId::from_db(r.get(2)), AppId::from_db(r.get(3)), EndpointId::from_db(r.get(4)));
+            let mut n = Notice::endpoint(&tenant, "endpoint.disabled", &app, &ep);
+            n.fail_since = r.get(5);
+            n.trigger = Some("automatic");
+            notices.push(n);
+        }
     }
+    let operational = operational::emit(&*tx, &notices).await?;
     tx.commit().await?;
-    Ok(Recorded { disabled, stale: outcomes.len() as u64 - applied as u64 })
+    Ok(Recorded { disabled, stale: outcomes.len() as u64 - applied as u64, operational })
 }
 
 /// Makes a re-enabled tenant's paused deliveries due now; returns how many.

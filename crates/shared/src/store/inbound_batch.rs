@@ -9,6 +9,7 @@
 use tokio_postgres::GenericClient;
 
 use super::inbound_events::Existing;
+use super::usage::{self, Counter};
 use super::{fanout, StoreError};
 use crate::{
     ids::{AppId, InboundEventId, MessageId, SourceId, TenantId},
@@ -42,8 +43,9 @@ fn messages_of_admitted() -> String {
                 traceparent)
             SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key, traceparent FROM ins
             RETURNING tenant_id, app_id, id, event_type, channels
-         ), dels AS ({})",
-        fanout::insert_deliveries("msgs")
+         ), dels AS ({}), {}",
+        fanout::insert_deliveries("msgs"),
+        super::inbound_events::accepted_usage("ins")
     )
 }
 
@@ -116,18 +118,21 @@ pub async fn duplicates_batch(
         return Ok(Vec::new());
     }
     let col = |f: fn(&BatchRow) -> &str| rows.iter().map(|r| f(r).to_owned()).collect::<Vec<String>>();
-    let found = db
-        .query(
-            "UPDATE inbound_events e SET duplicates = e.duplicates + u.n
-             FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n
-                   FROM (SELECT t, s, k, count(*)::int AS n FROM unnest($1::text[], $2::text[], $3::text[]) AS x(t, s, k)
-                         GROUP BY t, s, k) AS x
-                   JOIN inbound_keys k ON k.tenant_id = x.t AND k.source_id = x.s AND k.key = x.k) AS u
-             WHERE e.tenant_id = u.tenant_id AND e.source_id = u.source_id AND e.id = u.event_id
-             RETURNING e.tenant_id, e.source_id, e.key, e.id, e.status, COALESCE(e.lease_until < now(), false)",
-            &[&col(|r| r.tenant_id.as_str()), &col(|r| r.source_id.as_str()), &col(|r| &r.key)],
-        )
-        .await?;
+    let sql = format!(
+        "WITH dup AS (
+            UPDATE inbound_events e SET duplicates = e.duplicates + u.n
+            FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n
+                  FROM (SELECT t, s, k, count(*)::int AS n FROM unnest($1::text[], $2::text[], $3::text[]) AS x(t, s, k)
+                        GROUP BY t, s, k) AS x
+                  JOIN inbound_keys k ON k.tenant_id = x.t AND k.source_id = x.s AND k.key = x.k) AS u
+            WHERE e.tenant_id = u.tenant_id AND e.source_id = u.source_id AND e.id = u.event_id
+            RETURNING e.tenant_id, e.source_id, e.key, e.id, e.status, COALESCE(e.lease_until < now(), false) AS x, u.n
+         ), {}
+         SELECT tenant_id, source_id, key, id, status, x FROM dup",
+        usage::bump("usage", "dup", &[(Counter::InboundDuplicates, "sum(n)")])
+    );
+    let found =
+        db.query(&sql, &[&col(|r| r.tenant_id.as_str()), &col(|r| r.source_id.as_str()), &col(|r| &r.key)]).await?;
     let found: std::collections::HashMap<(String, String, String), Existing> = found
         .iter()
         .map(|r| {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Row};
 
+use super::usage::{self, Counter};
 use super::{
     page::{Page, PageRequest},
     StoreError,
@@ -88,6 +89,16 @@ pub struct Lease {
     pub token: i64,
 }
 
+/// The usage CTE of a statement that admits inbound events (`from` returns
+/// `tenant_id` and `payload`).
+pub(super) fn accepted_usage(from: &str) -> String {
+    usage::bump(
+        "usage",
+        from,
+        &[(Counter::InboundAccepted, "count(*)"), (Counter::BytesIn, "sum(octet_length(payload))")],
+    )
+}
+
 /// The dedupe decision: inserts the event with `status` unless its key exists.
 /// `lease` is set for `processing` rows. Returns whether this call inserted it.
 pub async fn admit(
@@ -100,16 +111,24 @@ pub async fn admit(
 ) -> Result<bool, StoreError> {
     let lease_secs = lease.map(|l| l.length.as_secs_f64());
     let token = lease.map(|l| l.token);
-    let n = db
-        .execute(
-            "WITH won AS (
-                INSERT INTO inbound_keys (tenant_id, source_id, key, event_id) VALUES ($1, $2, $3, $4)
-                ON CONFLICT (tenant_id, source_id, key) DO NOTHING
-                RETURNING event_id
-             )
-             INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
+    let sql = format!(
+        "WITH won AS (
+            INSERT INTO inbound_keys (tenant_id, source_id, key, event_id) VALUES ($1, $2, $3, $4)
+            ON CONFLICT (tenant_id, source_id, key) DO NOTHING
+            RETURNING event_id
+         ), ins AS (
+            INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
                 content_type, payload, lease_until, lease_token)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12 FROM won",
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12 FROM won
+            RETURNING tenant_id, status, payload
+         ), {}
+         SELECT count(*) FROM ins",
+        // A `processing` row is counted when it completes.
+        accepted_usage("ins WHERE status = 'accepted'")
+    );
+    let n: i64 = db
+        .query_one(
+            &sql,
             &[
                 &tenant.as_str(),
                 &source.as_str(),
@@ -125,7 +144,8 @@ pub async fn admit(
                 &token,
             ],
         )
-        .await?;
+        .await?
+        .get(0);
     Ok(n == 1)
 }
 
@@ -137,16 +157,18 @@ pub async fn duplicate(
     source: &SourceId,
     key: &str,
 ) -> Result<Option<Existing>, StoreError> {
-    let row = db
-        .query_opt(
-            "UPDATE inbound_events e SET duplicates = e.duplicates + 1
-             FROM inbound_keys k
-             WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
-               AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
-             RETURNING e.id, e.status, COALESCE(e.lease_until < now(), false)",
-            &[&tenant.as_str(), &source.as_str(), &key],
-        )
-        .await?;
+    let sql = format!(
+        "WITH dup AS (
+            UPDATE inbound_events e SET duplicates = e.duplicates + 1
+            FROM inbound_keys k
+            WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+              AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
+            RETURNING e.tenant_id, e.id, e.status, COALESCE(e.lease_until < now(), false) AS expired
+         ), {}
+         SELECT id, status, expired FROM dup",
+        usage::bump("usage", "dup", &[(Counter::InboundDuplicates, "count(*)")])
+    );
+    let row = db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &key]).await?;
     Ok(row.map(|r| Existing {
         id: InboundEventId::from_db(r.get(0)),
         status: InboundStatus::from_db(r.get(1)),
@@ -185,16 +207,19 @@ pub async fn complete(
     key: &str,
     token: i64,
 ) -> Result<bool, StoreError> {
-    let n = db
-        .execute(
-            "UPDATE inbound_events e SET status = 'completed', lease_until = NULL, lease_token = NULL
-             FROM inbound_keys k
-             WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
-               AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
-               AND e.status = 'processing' AND e.lease_token = $4",
-            &[&tenant.as_str(), &source.as_str(), &key, &token],
-        )
-        .await?;
+    let sql = format!(
+        "WITH done AS (
+            UPDATE inbound_events e SET status = 'completed', lease_until = NULL, lease_token = NULL
+            FROM inbound_keys k
+            WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+              AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
+              AND e.status = 'processing' AND e.lease_token = $4
+            RETURNING e.tenant_id, e.payload
+         ), {}
+         SELECT count(*) FROM done",
+        accepted_usage("done")
+    );
+    let n: i64 = db.query_one(&sql, &[&tenant.as_str(), &source.as_str(), &key, &token]).await?.get(0);
     Ok(n == 1)
 }
 

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Row};
 
 use super::fanout;
+use super::usage::{self, Counter};
 use super::{
     page::{Page, PageRequest},
     StoreError,
@@ -75,6 +76,16 @@ pub(super) fn from_row_at(r: &Row, at: usize) -> Message {
     }
 }
 
+/// The usage CTE of a statement that creates API messages (`from` returns
+/// `tenant_id` and `payload`).
+pub(super) fn created_usage(from: &str) -> String {
+    usage::bump(
+        "usage",
+        from,
+        &[(Counter::MessagesCreated, "count(*)"), (Counter::BytesIn, "sum(octet_length(payload))")],
+    )
+}
+
 /// Publishing: finds the application by id or uid and inserts the message and one
 /// due delivery per matching, enabled endpoint, in one statement (one round trip;
 /// alone, one implicit transaction). `None` if the tenant has no such application.
@@ -88,7 +99,7 @@ pub async fn publish(
     let cols = COLUMNS.split(',').map(|c| format!("msg.{}", c.trim())).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "WITH app AS (
-            SELECT id FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2)
+            SELECT id FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2) AND NOT operational
             ORDER BY (id = $2) DESC LIMIT 1
          ), event_id AS (
             -- The eventId's and the request key's uniqueness: a repeat fails the
@@ -103,9 +114,10 @@ pub async fn publish(
                 idempotency_key, traceparent, payload_expires_at)
             SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13 FROM app
             RETURNING {COLUMNS}, tenant_id, app_id
-         ), dels AS ({})
+         ), dels AS ({}), {}
          SELECT {cols}, (SELECT count(*) FROM dels) FROM msg",
-        fanout::insert_deliveries("msg")
+        fanout::insert_deliveries("msg"),
+        created_usage("msg"),
     );
     let row = db
         .query_opt(
@@ -151,12 +163,13 @@ pub async fn publish_to_endpoint(
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, traceparent)
             SELECT $1, $2, $4, $5, $6, $7, $8 FROM ep
-            RETURNING {COLUMNS}
+            RETURNING {COLUMNS}, tenant_id
          ), del AS (
             INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
             SELECT ep.tenant_id, ep.app_id, msg.id, ep.id, now() FROM ep, msg
-         )
-         SELECT {COLUMNS} FROM msg"
+         ), {}
+         SELECT {COLUMNS} FROM msg",
+        created_usage("msg"),
     );
     let row = db
         .query_opt(

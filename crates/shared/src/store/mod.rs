@@ -19,6 +19,7 @@ pub mod inbound_events;
 pub mod lanes;
 pub mod messages;
 pub mod notify;
+pub mod operational;
 pub mod page;
 pub mod partition_export;
 pub mod partitions;
@@ -29,6 +30,7 @@ pub mod retention_stats;
 pub mod search;
 pub mod sources;
 pub mod tenants;
+pub mod usage;
 pub mod volume;
 
 mod error;

@@ -54,7 +54,7 @@ pub async fn publish_batch(db: &deadpool_postgres::Client, rows: &[PublishRow]) 
                     $8::timestamptz[]) WITH ORDINALITY AS u(t, aref, m, eid, et, p, tp, px, n)
              ), resolved AS (
                 SELECT DISTINCT ON (i.n) i.*, a.id AS app FROM input i
-                JOIN applications a ON a.tenant_id = i.t AND (a.id = i.aref OR a.uid = i.aref)
+                JOIN applications a ON a.tenant_id = i.t AND (a.id = i.aref OR a.uid = i.aref) AND NOT a.operational
                 ORDER BY i.n, (a.id = i.aref) DESC
              ), event_ids AS (
                 -- An eventId is the message's only if its row here is new.
@@ -67,11 +67,12 @@ pub async fn publish_batch(db: &deadpool_postgres::Client, rows: &[PublishRow]) 
                     payload_expires_at)
                 SELECT t, app, m, eid, et, p, 'application/json', tp, px FROM resolved
                 WHERE eid IS NULL OR m IN (SELECT msg_id FROM event_ids) ORDER BY n
-                RETURNING tenant_id, app_id, id, event_type, channels, created_at
-             ), dels AS ({})
+                RETURNING tenant_id, app_id, id, event_type, channels, created_at, payload
+             ), dels AS ({}), {}
              SELECT r.m, r.app, msg.created_at, (SELECT count(*) FROM dels d WHERE d.msg_id = r.m)
              FROM resolved r LEFT JOIN msg ON msg.id = r.m",
-                fanout::insert_deliveries("msg")
+                fanout::insert_deliveries("msg"),
+                super::messages::created_usage("msg"),
             )).await?;
     let found = db
         .query(

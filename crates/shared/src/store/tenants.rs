@@ -10,6 +10,7 @@ use super::{
 use crate::{
     cache::Caches,
     ids::{Ref, TenantId},
+    quota::Quotas,
 };
 
 /// A tenant as stored.
@@ -24,6 +25,8 @@ pub struct Tenant {
     /// Retention in days; `None` follows the operator's default.
     pub inbound_days: Option<i32>,
     pub message_days: Option<i32>,
+    /// The tenant's own quotas; unset values follow the operator's defaults.
+    pub quotas: Quotas,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -38,9 +41,24 @@ pub struct TenantPatch {
     /// `Some(None)` returns to the operator's default.
     pub inbound_days: Option<Option<i32>>,
     pub message_days: Option<Option<i32>>,
+    pub quotas: Option<QuotaPatch>,
 }
 
-const COLUMNS: &str = "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days";
+/// A change of a tenant's quotas: `reset` drops every override first, then the
+/// values in `set` are set and the names in `clear` return to the default.
+#[derive(Debug, Default)]
+pub struct QuotaPatch {
+    pub reset: bool,
+    pub set: serde_json::Map<String, serde_json::Value>,
+    pub clear: Vec<String>,
+}
+
+const COLUMNS: &str =
+    "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days, quotas";
+
+/// The operator's own tenant (migration 0020): home of the operational webhook
+/// endpoints that receive every tenant's events; listed and found nowhere.
+pub const OPERATOR: &str = "tnt_00000000000000000000000000";
 
 fn from_row(r: &Row) -> Tenant {
     Tenant {
@@ -53,6 +71,8 @@ fn from_row(r: &Row) -> Tenant {
         svix_headers: r.get(6),
         inbound_days: r.get(7),
         message_days: r.get(8),
+        // Written only from a checked `Quotas`; anything else reads as no override.
+        quotas: serde_json::from_value(r.get(9)).unwrap_or_default(),
     }
 }
 
@@ -76,7 +96,7 @@ pub async fn get(db: &impl GenericClient, tenant: &TenantId) -> Result<Option<Te
 /// A live tenant by id or by uid, as the operator names it in `/admin/v1` paths.
 pub async fn find(db: &impl GenericClient, tenant: &Ref<TenantId>) -> Result<Option<Tenant>, StoreError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM tenants WHERE (id = $1 OR uid = $1) AND deleted_at IS NULL
+        "SELECT {COLUMNS} FROM tenants WHERE (id = $1 OR uid = $1) AND deleted_at IS NULL AND id <> '{OPERATOR}'
          ORDER BY (id = $1) DESC LIMIT 1"
     );
     Ok(db.query_opt(&sql, &[&tenant.as_str()]).await?.as_ref().map(from_row))
@@ -84,7 +104,7 @@ pub async fn find(db: &impl GenericClient, tenant: &Ref<TenantId>) -> Result<Opt
 
 pub async fn list(db: &impl GenericClient, page: &PageRequest) -> Result<Page<Tenant>, StoreError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM tenants WHERE deleted_at IS NULL AND ($1::text IS NULL OR id > $1)
+        "SELECT {COLUMNS} FROM tenants WHERE deleted_at IS NULL AND id <> '{OPERATOR}' AND ($1::text IS NULL OR id > $1)
          ORDER BY id LIMIT $2"
     );
     let rows = db.query(&sql, &[&page.after, &page.fetch_limit()]).await?;
@@ -105,6 +125,7 @@ pub async fn update(
             svix_headers = COALESCE($6, svix_headers),
             inbound_days = CASE WHEN $7 THEN $8 ELSE inbound_days END,
             message_days = CASE WHEN $9 THEN $10 ELSE message_days END,
+            quotas = ((CASE WHEN $11 THEN '{{}}'::jsonb ELSE quotas END) || $12::jsonb) - $13::text[],
             updated_at = now()
          WHERE id = $1 AND deleted_at IS NULL
          RETURNING {COLUMNS}"
@@ -127,12 +148,26 @@ pub async fn update(
                 &inbound,
                 &set_message,
                 &message,
+                &patch.quotas.as_ref().is_some_and(|q| q.reset),
+                &serde_json::Value::Object(patch.quotas.as_ref().map(|q| q.set.clone()).unwrap_or_default()),
+                &patch.quotas.as_ref().map(|q| q.clear.clone()).unwrap_or_default(),
             ],
         )
         .await?;
     // Cached sources carry their tenant's inbound retention too.
     caches.forget_tenant();
     Ok(row.as_ref().map(from_row))
+}
+
+/// A live tenant's own quotas (`None` for a tenant gone or disabled).
+pub async fn quotas(db: &impl GenericClient, tenant: &TenantId) -> Result<Option<Quotas>, StoreError> {
+    let row = db
+        .query_opt(
+            "SELECT quotas FROM tenants WHERE id = $1 AND deleted_at IS NULL AND NOT disabled",
+            &[&tenant.as_str()],
+        )
+        .await?;
+    Ok(row.map(|r| serde_json::from_value(r.get(0)).unwrap_or_default()))
 }
 
 /// Marks a tenant deleted; its keys stop working at once. Returns whether it existed.

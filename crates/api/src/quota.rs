@@ -1,0 +1,97 @@
+//! Tenants' quotas at the API's edge: the `apiRequestsPerSecond` middleware, the
+//! message rate and daily cap, and the application cap, each answered as a 4xx
+//! that names the limit.
+
+use actix_web::{
+    body::{BoxBody, MessageBody},
+    dev::{ServiceRequest, ServiceResponse},
+    middleware::Next,
+    web, Error, HttpMessage,
+};
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{AppId, TenantId},
+    limits,
+    quota::{Exceeded, Limit},
+    store::{
+        applications::{self, Application, ApplicationFields},
+        usage,
+    },
+    AppState,
+};
+
+use crate::{auth::reject, Principal};
+
+/// Admits the request within its tenant's `apiRequestsPerSecond`, or answers 429
+/// with `Retry-After`. Runs after authentication; the operator has no quota.
+pub async fn limit_api(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let tenant = match req.extensions().get::<Principal>() {
+        Some(Principal::Tenant { tenant, .. }) | Some(Principal::Portal { tenant, .. }) => Some(tenant.clone()),
+        _ => None,
+    };
+    if let Some(tenant) = tenant {
+        let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered on the app");
+        let checked = match limits::quotas(&state, &tenant).await {
+            Ok(q) => limits::rate(&state, &tenant, &q, Limit::ApiRequestsPerSecond).await.map_err(ApiError::Quota),
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = checked {
+            return reject(req, e);
+        }
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// One message more for the tenant: within `messagesPerSecond`, then within
+/// `messagesPerDay` (reserved in Postgres, exact across instances; a message
+/// that then fails to be created keeps its reservation, so the cap errs towards
+/// fewer).
+pub async fn admit_message(state: &AppState, tenant: &TenantId) -> Result<(), ApiError> {
+    let quotas = limits::quotas(state, tenant).await?;
+    limits::rate(state, tenant, &quotas, Limit::MessagesPerSecond).await.map_err(ApiError::Quota)?;
+    let Some(cap) = quotas.limit(Limit::MessagesPerDay) else { return Ok(()) };
+    let reserved = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        usage::reserve_messages(&**conn, tenant, cap as i64, 1).await
+    })
+    .await?;
+    if !reserved {
+        let e = limits::refused(state, tenant, Exceeded::until_tomorrow(Limit::MessagesPerDay, cap));
+        return Err(ApiError::Quota(e));
+    }
+    Ok(())
+}
+
+/// The tenant's `appsPerTenant`, for [`applications::insert_capped`].
+pub async fn app_cap(state: &AppState, tenant: &TenantId) -> Result<Option<u64>, ApiError> {
+    Ok(limits::quotas(state, tenant).await?.limit(Limit::AppsPerTenant))
+}
+
+/// Creates an application within the tenant's `appsPerTenant`, in the caller's
+/// transaction; over it, 422 naming the quota.
+pub async fn insert_app(
+    state: &AppState,
+    tx: &impl tokio_postgres::GenericClient,
+    tenant: &TenantId,
+    fields: &ApplicationFields,
+    cap: Option<u64>,
+) -> Result<Application, ApiError> {
+    match applications::insert_capped(tx, tenant, &AppId::generate(), fields, cap).await? {
+        Ok(app) => Ok(app),
+        Err(n) => {
+            let value = cap.unwrap_or_default();
+            limits::refused(
+                state,
+                tenant,
+                Exceeded { limit: Limit::AppsPerTenant, value, retry_after: Default::default() },
+            );
+            Err(ApiError::Validation(format!(
+                "the tenant has {n} applications, the most its quota `appsPerTenant` allows ({value})"
+            )))
+        }
+    }
+}

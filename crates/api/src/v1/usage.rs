@@ -1,0 +1,125 @@
+//! Usage an agency can bill from: per tenant and UTC day, `GET /api/v1/usage`
+//! for the tenant itself and `GET /admin/v1/tenant/{id}/usage` for the
+//! operator; JSON, or CSV with `Accept: text/csv`.
+
+use actix_web::{get, http::header, web, HttpRequest, HttpResponse};
+use chrono::{Days, NaiveDate, Utc};
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{Ref, TenantId},
+    store::usage::{self, UsageDay},
+    AppState,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::{KeyAuth, Operator};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(own_usage);
+}
+
+/// The longest range one request may ask for.
+const MAX_DAYS: u64 = 366;
+
+#[derive(Deserialize)]
+pub struct Range {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+impl Range {
+    /// `from` and `to` as dates (both included); the last 30 days by default.
+    fn dates(&self) -> Result<(NaiveDate, NaiveDate), ApiError> {
+        let parse = |name: &str, v: &Option<String>| -> Result<Option<NaiveDate>, ApiError> {
+            v.as_deref()
+                .map(|s| {
+                    NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                        .map_err(|_| ApiError::Validation(format!("`{name}` must be a date as YYYY-MM-DD, got `{s}`")))
+                })
+                .transpose()
+        };
+        let today = Utc::now().date_naive();
+        let to = parse("to", &self.to)?.unwrap_or(today);
+        let from = parse("from", &self.from)?.unwrap_or(to - Days::new(29));
+        if from > to {
+            return Err(ApiError::Validation("`from` must not be after `to`".into()));
+        }
+        if (to - from).num_days() as u64 >= MAX_DAYS {
+            return Err(ApiError::Validation(format!("at most {MAX_DAYS} days per request")));
+        }
+        Ok((from, to))
+    }
+}
+
+async fn answer(
+    state: &AppState,
+    req: &HttpRequest,
+    tenant: &TenantId,
+    range: &Range,
+) -> Result<HttpResponse, ApiError> {
+    let (from, to) = range.dates()?;
+    let days = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        usage::days(&**conn, tenant, from, to).await
+    })
+    .await?;
+    let wants_csv = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim().starts_with("text/csv")));
+    if wants_csv {
+        return Ok(HttpResponse::Ok().content_type("text/csv; charset=utf-8").body(csv(&days)));
+    }
+    Ok(HttpResponse::Ok().json(json!({ "data": days })))
+}
+
+fn csv(days: &[UsageDay]) -> String {
+    let mut out = String::from(
+        "date,inboundAccepted,inboundDuplicates,inboundRejected,inboundRejectedSignature,inboundRejectedInvalid,\
+         inboundRejectedQuota,messagesCreated,attemptsSucceeded,attemptsFailed,bytesIn,bytesOut\n",
+    );
+    for d in days {
+        let c = &d.inbound_rejected_by_cause;
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            d.date,
+            d.inbound_accepted,
+            d.inbound_duplicates,
+            d.inbound_rejected,
+            c.signature,
+            c.invalid,
+            c.quota,
+            d.messages_created,
+            d.attempts_succeeded,
+            d.attempts_failed,
+            d.bytes_in,
+            d.bytes_out
+        ));
+    }
+    out
+}
+
+#[get("/usage")]
+async fn own_usage(
+    tenant: KeyAuth,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    q: web::Query<Range>,
+) -> Result<HttpResponse, ApiError> {
+    answer(&state, &req, &tenant.0, &q).await
+}
+
+#[get("/tenant/{id}/usage")]
+pub async fn tenant_usage(
+    _: Operator,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<Ref<TenantId>>,
+    q: web::Query<Range>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = crate::admin::find(&state, &id).await?;
+    answer(&state, &req, &tenant.id, &q).await
+}

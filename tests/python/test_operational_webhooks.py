@@ -1,0 +1,149 @@
+"""Operational webhooks driven by the official Svix Python SDK
+(`svix.operational_webhook.endpoint`), delivered through Hookgate's outbox and
+verified with the SDK's own verifier, with the payload fields Svix's server sends."""
+import base64
+import json
+import secrets
+import uuid
+
+import pytest
+from svix.api import (
+    ApplicationIn,
+    EndpointIn,
+    MessageIn,
+    OperationalWebhookEndpointHeadersIn,
+    OperationalWebhookEndpointIn,
+    OperationalWebhookEndpointSecretIn,
+    OperationalWebhookEndpointUpsertIn,
+    Svix,
+    SvixOptions,
+)
+from svix.exceptions import HttpError
+from svix.webhooks import Webhook
+
+from conftest import Hookgate, Sink, call, eventually, free_port, fresh_database
+
+
+@pytest.fixture
+def quick_disable(hookgate):
+    """A Hookgate of its own that disables an endpoint failing for a second."""
+    env = dict(hookgate.env)
+    env["DATABASE_URL"] = fresh_database()
+    env["HOOKGATE_LISTEN"] = f"127.0.0.1:{free_port()}"
+    env["HOOKGATE_METRICS_LISTEN"] = f"127.0.0.1:{free_port()}"
+    env["HOOKGATE_MASTER_KEY"] = base64.b64encode(secrets.token_bytes(32)).decode()
+    env["HOOKGATE_DISABLE_AFTER_SECS"] = "1"
+    if "HOOKGATE_REDIS_PREFIX" in env:
+        env["HOOKGATE_REDIS_PREFIX"] = "py-" + uuid.uuid4().hex[:8] + ":"
+    hg = Hookgate(env)
+    yield hg
+    hg.stop()
+
+
+def events_of(sink, secret):
+    """Each request the sink got, verified with the Svix verifier, as parsed JSON."""
+    out = []
+    for r in list(sink.received):
+        Webhook(secret).verify(r["body"], r["headers"])
+        out.append(json.loads(r["body"]))
+    return out
+
+
+def test_an_endpoint_failing_until_disabled_yields_endpoint_disabled_and_message_attempt_exhausted(quick_disable):
+    hg = quick_disable
+    tenant = hg.admin("POST", "/admin/v1/tenant", {"name": "agency-client"})
+    svix = Svix(tenant["apiKey"], SvixOptions(server_url=hg.url, retry_schedule=[]))
+    ops, operator_ops, failing = Sink(), Sink(), Sink()
+    failing.status = 500
+    try:
+        op = svix.operational_webhook.endpoint.create(
+            OperationalWebhookEndpointIn(url=ops.url, uid="ops-inbox", metadata={"team": "ops"})
+        )
+        assert op.id.startswith("ep_") and op.uid == "ops-inbox" and op.metadata == {"team": "ops"}
+        assert [e.id for e in svix.operational_webhook.endpoint.list().data] == [op.id]
+        assert svix.operational_webhook.endpoint.get("ops-inbox").id == op.id
+        secret = svix.operational_webhook.endpoint.get_secret(op.id).key
+        assert secret.startswith("whsec_")
+        # The operator's endpoint receives every tenant's events.
+        status, _, operator_ep = call(
+            hg, "POST", "/admin/v1/operational-webhook/endpoint",
+            key="py-admin-token-0123456789abcdef", body={"url": operator_ops.url},
+        )
+        assert status == 201, operator_ep
+        _, _, operator_secret = call(
+            hg, "GET", f"/admin/v1/operational-webhook/endpoint/{operator_ep['id']}/secret",
+            key="py-admin-token-0123456789abcdef",
+        )
+        # The hidden application is not one of the tenant's applications.
+        assert svix.application.list().data == []
+
+        app = svix.application.create(ApplicationIn(name="Customer", uid="cust-1"))
+        ep = svix.endpoint.create(app.id, EndpointIn(url=failing.url, uid="cust-ep"))
+        msg = svix.message.create(app.id, MessageIn(event_type="order.created", payload={"n": 1}, event_id="order-1"))
+
+        def wanted(sink, key):
+            seen = {e["type"]: e for e in events_of(sink, key)}
+            if {"endpoint.created", "endpoint.disabled", "message.attempt.exhausted"} <= seen.keys():
+                return seen
+            return None
+
+        seen = eventually(lambda: wanted(ops, secret), timeout=30)
+        created = seen["endpoint.created"]["data"]
+        assert created == {"appId": app.id, "appUid": "cust-1", "endpointId": ep.id, "endpointUid": "cust-ep"}
+        disabled = seen["endpoint.disabled"]["data"]
+        assert {k: disabled[k] for k in ("appId", "appUid", "endpointId", "endpointUid", "trigger")} == {
+            "appId": app.id, "appUid": "cust-1", "endpointId": ep.id, "endpointUid": "cust-ep", "trigger": "automatic",
+        }
+        assert disabled["failSince"].endswith("Z")
+        exhausted = seen["message.attempt.exhausted"]["data"]
+        assert (exhausted["appId"], exhausted["appUid"], exhausted["msgId"], exhausted["msgEventId"]) == (
+            app.id, "cust-1", msg.id, "order-1",
+        )
+        assert exhausted["endpointId"] == ep.id
+        assert exhausted["lastAttempt"]["id"].startswith("atmpt_")
+        assert exhausted["lastAttempt"]["responseStatusCode"] == 500
+        assert exhausted["lastAttempt"]["timestamp"].endswith("Z")
+        assert svix.endpoint.get(app.id, ep.id).disabled is True
+
+        # The operator's copy: the same events, with the tenant named.
+        theirs = eventually(lambda: wanted(operator_ops, operator_secret["key"]), timeout=30)
+        assert theirs["endpoint.disabled"]["tenantId"] == tenant["id"]
+        assert theirs["message.attempt.exhausted"]["data"] == exhausted
+    finally:
+        for s in (ops, operator_ops, failing):
+            s.server.shutdown()
+
+
+def test_operational_webhook_endpoints_are_managed_as_svix_does(svix, sink):
+    op = svix.operational_webhook.endpoint.create(
+        OperationalWebhookEndpointIn(url=sink.url, event_types=["endpoint.deleted"], headers={"x-team": "ops"})
+    )
+    assert op.event_types == ["endpoint.deleted"]
+    assert svix.operational_webhook.endpoint.get_headers(op.id).headers == {"x-team": "ops"}
+    svix.operational_webhook.endpoint.set_headers(op.id, OperationalWebhookEndpointHeadersIn(headers={"x-a": "1"}))
+    assert svix.operational_webhook.endpoint.get_headers(op.id).headers == {"x-a": "1"}
+    upserted = svix.operational_webhook.endpoint.upsert(
+        op.id, OperationalWebhookEndpointUpsertIn(url=sink.url, description="ops", event_types=["endpoint.deleted"])
+    )
+    assert upserted.description == "ops"
+    old = svix.operational_webhook.endpoint.get_secret(op.id).key
+    svix.operational_webhook.endpoint.rotate_secret(op.id, OperationalWebhookEndpointSecretIn())
+    new = svix.operational_webhook.endpoint.get_secret(op.id).key
+    assert new != old
+    # Only the subscribed event type arrives: a created endpoint says nothing, a
+    # deleted one does, signed with the new secret.
+    app = svix.application.create(ApplicationIn(name="C"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url.replace("/hook", "/customer"), uid="gone-soon"))
+    svix.endpoint.delete(app.id, ep.id)
+    got = sink.wait_for(1)
+    Webhook(new).verify(got[0]["body"], got[0]["headers"])
+    event = json.loads(got[0]["body"])
+    assert event == {
+        "type": "endpoint.deleted",
+        "data": {"appId": app.id, "appUid": None, "endpointId": ep.id, "endpointUid": "gone-soon"},
+    }
+    assert got[0]["headers"]["x-a"] == "1"
+    svix.operational_webhook.endpoint.delete(op.id)
+    with pytest.raises(HttpError) as e:
+        svix.operational_webhook.endpoint.get(op.id)
+    assert e.value.status_code == 404
