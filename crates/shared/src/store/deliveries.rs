@@ -308,7 +308,7 @@ pub async fn record(
                 &outcomes.iter().map(|o| o.parked).collect::<Vec<Option<DateTime<Utc>>>>(),
                 &lo,
                 &hi,
-                &outcomes.iter().map(|o| o.notice.is_some()).collect::<Vec<bool>>(),
+                &outcomes.iter().map(may_notice).collect::<Vec<bool>>(),
             ],
         )
         .await?;
@@ -317,17 +317,11 @@ pub async fn record(
     // and so its notice, is the new owner's to give.
     let noticed: std::collections::HashSet<String> =
         row.get::<_, Option<Vec<String>>>(1).unwrap_or_default().into_iter().collect();
-    let mut notices: Vec<Notice> = outcomes
+    let owned: Vec<&Outcome> = outcomes
         .iter()
-        .filter(|o| o.notice.is_some() && noticed.contains(&format!("{} {}", o.msg_id, o.endpoint_id)))
-        .map(|o| {
-            let kind = o.notice.expect("filtered");
-            let mut n = Notice::endpoint(&o.tenant_id, kind.event_type(), &o.app_id, &o.endpoint_id);
-            n.msg_id = Some(o.msg_id.clone());
-            n.attempt = o.attempt.as_ref().map(|a| (a.id.clone(), a.status_code));
-            n
-        })
+        .filter(|o| may_notice(o) && noticed.contains(&format!("{} {}", o.msg_id, o.endpoint_id)))
         .collect();
+    let mut notices = Vec::new();
 
     // Endpoint health, one row per endpoint: any success in the batch clears the
     // streak; any 410 disables.
@@ -340,6 +334,7 @@ pub async fn record(
         e.1 |= o.disable_endpoint;
     }
     let mut disabled = 0;
+    let mut newly_disabled = Vec::new();
     if !health.is_empty() {
         let keys: Vec<_> = health.iter().collect();
         let statement = tx
@@ -377,12 +372,36 @@ pub async fn record(
             let mut n = Notice::endpoint(&tenant, "endpoint.disabled", &app, &ep);
             n.fail_since = r.get(5);
             n.trigger = Some("automatic");
-            notices.push(n);
+            newly_disabled.push(n);
         }
     }
+    // A failed attempt that disabled its endpoint was its delivery's last: its
+    // retries are exhausted too (the rest would go unsent).
+    for o in owned {
+        let gone =
+            newly_disabled.iter().any(|n| n.endpoint_id.as_ref() == Some(&o.endpoint_id) && n.app_id == o.app_id);
+        let kind = match o.notice {
+            Some(AttemptNotice::Recovered) => AttemptNotice::Recovered,
+            _ if gone => AttemptNotice::Exhausted,
+            Some(kind) => kind,
+            None => continue,
+        };
+        let mut n = Notice::endpoint(&o.tenant_id, kind.event_type(), &o.app_id, &o.endpoint_id);
+        n.msg_id = Some(o.msg_id.clone());
+        n.attempt = o.attempt.as_ref().map(|a| (a.id.clone(), a.status_code));
+        notices.push(n);
+    }
+    notices.extend(newly_disabled);
     let operational = operational::emit(&*tx, &notices).await?;
     tx.commit().await?;
     Ok(Recorded { disabled, stale: outcomes.len() as u64 - applied as u64, operational })
+}
+
+/// Whether an outcome may tell the operational webhooks something: it has a
+/// notice, or it is a scheduled attempt that failed (its endpoint may be disabled
+/// by it, which makes it the delivery's last).
+fn may_notice(o: &Outcome) -> bool {
+    o.notice.is_some() || (o.trigger != Trigger::Manual && o.attempt.as_ref().is_some_and(|a| !a.success))
 }
 
 /// Makes a re-enabled tenant's paused deliveries due now; returns how many.
