@@ -109,8 +109,15 @@ def produce_traffic(hookgate, tenant, svix, sink) -> Traffic:
 
 def test_saved_metrics_pass_the_deploy_check(hookgate, tenant, svix, sink, tmp_path):
     t = produce_traffic(hookgate, tenant, svix, sink)
+    # A quota refusal too (the over-quota alert and panel read it): one API
+    # request a second, then a burst.
+    hookgate.admin("PATCH", f"/admin/v1/tenant/{t.tenant}", {"quotas": {"apiRequestsPerSecond": 1}})
+    statuses = [call(hookgate, "GET", "/api/v1/app", key=tenant["apiKey"])[0] for _ in range(5)]
+    hookgate.admin("PATCH", f"/admin/v1/tenant/{t.tenant}", {"quotas": None})
+    assert 429 in statuses, statuses
     text = scrape(hookgate)
     parsed = samples(text)
+    assert value(parsed, "hookgate_quota_rejections_total", tenant=t.tenant, limit="api_requests_per_second") >= 1
     # What this traffic must have produced, exactly: a fresh source and a fresh tenant.
     assert value(parsed, "hookgate_ingress_requests_total", source=t.source, outcome="accepted") == 1
     assert value(parsed, "hookgate_ingress_requests_total", source=t.source, outcome="duplicate") == 1

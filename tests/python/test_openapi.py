@@ -38,6 +38,8 @@ ROUTES = [
     ("get", "/admin/v1/tenant/{id}/stats"),
     ("get", "/admin/v1/tenant/{id}/api-key"),
     ("get", "/api/v1/search"),
+    ("get", "/api/v1/usage"),
+    ("get", "/admin/v1/tenant/{id}/usage"),
     ("get", "/api/v1/settings/portal"),
     ("put", "/api/v1/settings/portal"),
     ("get", "/healthz"),

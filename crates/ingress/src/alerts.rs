@@ -23,10 +23,12 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 /// Invalid signatures on one source within [`WINDOW`] that make a burst.
 pub const SIGNATURE_BURST: u64 = 10;
 
+/// While Redis is away: (source, what) → (window start, count).
+type LocalCounts = HashMap<(String, &'static str), (Instant, u64)>;
+
 #[derive(Default)]
 pub struct Alerts {
-    /// While Redis is away: (source, what) → (window start, count).
-    local: Mutex<HashMap<(String, &'static str), (Instant, u64)>>,
+    local: Mutex<LocalCounts>,
 }
 
 impl Alerts {

@@ -102,6 +102,7 @@ async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, R
 }
 
 #[post("/in/{source_id}")]
+#[allow(clippy::too_many_arguments)] // actix extractors, one per shared service
 pub async fn receive(
     req: HttpRequest,
     path: web::Path<String>,

@@ -105,7 +105,7 @@ async fn a_daily_message_cap_holds_across_two_instances() {
             202 => created += 1,
             429 => {
                 let retry: u64 = res.headers()["retry-after"].to_str().unwrap().parse().unwrap();
-                assert!(retry >= 1 && retry <= 86_400, "until the next UTC day: {retry}");
+                assert!((1..=86_400).contains(&retry), "until the next UTC day: {retry}");
                 let body: Value = res.json().await.unwrap();
                 assert_eq!(body["limit"], "messagesPerDay");
             }

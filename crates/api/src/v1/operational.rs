@@ -13,7 +13,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
-    store::{endpoints, endpoints::Endpoint, operational, tenants::OPERATOR, StoreError},
+    store::{endpoints, endpoints::Endpoint, operational, tenants::OPERATOR},
     AppState,
 };
 use serde::Deserialize;
@@ -171,7 +171,7 @@ async fn rotate_secret(
     let (app, ep) = find(&state, &who.0, &path).await?;
     let sealed = secrets::seal(&state, &who.0, &app, &ep.id, &secret);
     let conn = db::conn(&state.db).await?;
-    if !endpoints::rotate_secret(&**conn, &who.0, &app, &ep.id, &sealed, until).await.map_err(StoreError::from)? {
+    if !endpoints::rotate_secret(&**conn, &who.0, &app, &ep.id, &sealed, until).await? {
         return Err(ApiError::NotFound("endpoint"));
     }
     Ok(HttpResponse::NoContent().finish())
