@@ -204,7 +204,8 @@ async fn remember(state: &AppState, held: &Held, res: ServiceResponse<BoxBody>) 
         Ok(b) => b,
         Err(_) => web::Bytes::new(),
     };
-    if status.is_server_error() {
+    // A 5xx, or a 429 (a quota said "later"): the retry must run again, not replay.
+    if status.is_server_error() || status == actix_web::http::StatusCode::TOO_MANY_REQUESTS {
         forget(state, held).await;
         return ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body());
     }

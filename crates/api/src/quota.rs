@@ -35,8 +35,16 @@ pub async fn limit_api(
     };
     if let Some(tenant) = tenant {
         let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered on the app");
+        // An app-portal link has a bucket of its own per application: a customer
+        // looping in the portal must not spend its tenant's own API rate.
+        let bucket = match req.extensions().get::<Principal>() {
+            Some(Principal::Portal { app_id, .. }) => format!("portal:{app_id}"),
+            _ => "api".to_owned(),
+        };
         let checked = match limits::quotas(&state, &tenant).await {
-            Ok(q) => limits::rate(&state, &tenant, &q, Limit::ApiRequestsPerSecond).await.map_err(ApiError::Quota),
+            Ok(q) => limits::rate_in(&state, &tenant, &q, Limit::ApiRequestsPerSecond, &bucket)
+                .await
+                .map_err(ApiError::Quota),
             Err(e) => Err(e.into()),
         };
         if let Err(e) = checked {
@@ -64,6 +72,24 @@ pub async fn admit_message(state: &AppState, tenant: &TenantId) -> Result<(), Ap
         return Err(ApiError::Quota(e));
     }
     Ok(())
+}
+
+/// Gives back the daily reservation of a message that was not created (a
+/// conflict, an unknown application, an error): only what exists counts. Best
+/// effort: a reservation not given back errs towards fewer messages.
+pub async fn message_not_created(state: &AppState, tenant: &TenantId) {
+    let Ok(quotas) = limits::quotas(state, tenant).await else { return };
+    if quotas.limit(Limit::MessagesPerDay).is_none() {
+        return;
+    }
+    let released = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        usage::release_messages(&**conn, tenant, 1).await
+    })
+    .await;
+    if let Err(e) = released {
+        tracing::warn!(error = %e, tenant = %tenant, "a daily message reservation was not given back");
+    }
 }
 
 /// The tenant's `appsPerTenant`, for [`applications::insert_capped`].

@@ -46,9 +46,13 @@ impl Limits {
         if counts.is_empty() {
             return Ok(());
         }
+        // One transaction: a failure writes none of them, so none is added twice.
         let written = db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            usage::add(&**conn, &counts).await
+            let mut conn = db::conn(&state.db).await?;
+            let tx = conn.transaction().await?;
+            usage::add(&*tx, &counts).await?;
+            tx.commit().await?;
+            Ok(())
         })
         .await;
         if written.is_err() {
@@ -81,8 +85,19 @@ pub async fn quotas(state: &AppState, tenant: &TenantId) -> Result<Quotas, Store
 
 /// One event of `tenant` under a per-second `limit`, if the quota has one.
 pub async fn rate(state: &AppState, tenant: &TenantId, quotas: &Quotas, limit: Limit) -> Result<(), Exceeded> {
+    rate_in(state, tenant, quotas, limit, limit.label()).await
+}
+
+/// [`rate`] in a bucket of the tenant's own (`bucket` names it).
+pub async fn rate_in(
+    state: &AppState,
+    tenant: &TenantId,
+    quotas: &Quotas,
+    limit: Limit,
+    bucket: &str,
+) -> Result<(), Exceeded> {
     let Some(value) = quotas.limit(limit) else { return Ok(()) };
-    match state.limits.rate.check(tenant.as_str(), limit.label(), value).await {
+    match state.limits.rate.check(tenant.as_str(), bucket, value).await {
         None => Ok(()),
         Some(wait) => Err(refused(state, tenant, Exceeded { limit, value, retry_after: wait })),
     }

@@ -48,7 +48,8 @@ impl RateLimiter {
     /// `None` to admit one event of `tenant` under `name` at `rate` per second, or
     /// how long to wait before one can be admitted.
     pub async fn check(&self, tenant: &str, name: &str, rate: u64) -> Option<Duration> {
-        let rate = rate.clamp(1, u32::MAX as u64) as u32;
+        // Whole microseconds: a million a second is the finest rate kept apart.
+        let rate = rate.clamp(1, 1_000_000) as u32;
         let emission = 1_000_000u64 / rate as u64;
         let tolerance = emission * (rate as u64 - 1);
         let key = self.redis.tenant_key(tenant, &format!("rate:{name}"));

@@ -230,7 +230,8 @@ pub(crate) async fn insert(
             Exceeded { limit: Limit::EndpointsPerApp, value: cap, retry_after: Default::default() },
         );
         return Err(ApiError::Validation(format!(
-            "the application has {n} endpoints, the most the tenant's quota `endpointsPerApp` allows ({cap})"
+            "the application has {n} endpoints, the most the tenant's quota `endpointsPerApp` allows ({cap}; \
+             the operator's default is HOOKGATE_MAX_ENDPOINTS_PER_APP)"
         )));
     }
     let mut ep = endpoints::insert(&*tx, tenant, app, &id, made.fields, &sealed)

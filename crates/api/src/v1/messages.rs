@@ -209,7 +209,11 @@ async fn create(
         traceparent: None,
         payload_expires_at,
     };
-    let message = publisher.publish(&tenant.0, &path, new, inline).await.map_err(|e| match e {
+    let published = publisher.publish(&tenant.0, &path, new, inline).await;
+    if published.is_err() {
+        crate::quota::message_not_created(&state, &tenant.0).await;
+    }
+    let message = published.map_err(|e| match e {
         PublishError::Conflict | PublishError::SameRequest => ApiError::Conflict(e.to_string()),
         PublishError::NoApplication => ApiError::NotFound("application"),
         PublishError::Unavailable => ApiError::Unavailable,

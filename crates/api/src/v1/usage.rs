@@ -3,7 +3,7 @@
 //! operator; JSON, or CSV with `Accept: text/csv`.
 
 use actix_web::{get, http::header, web, HttpRequest, HttpResponse};
-use chrono::{Days, NaiveDate, Utc};
+use chrono::{Datelike, Days, NaiveDate, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -36,13 +36,23 @@ impl Range {
             v.as_deref()
                 .map(|s| {
                     NaiveDate::parse_from_str(s, "%Y-%m-%d")
-                        .map_err(|_| ApiError::Validation(format!("`{name}` must be a date as YYYY-MM-DD, got `{s}`")))
+                        .ok()
+                        // Years far off would overflow date arithmetic; none has usage.
+                        .filter(|d| (2000..=9999).contains(&d.year()))
+                        .ok_or_else(|| {
+                            ApiError::Validation(format!(
+                                "`{name}` must be a date as YYYY-MM-DD between the years 2000 and 9999, got `{s}`"
+                            ))
+                        })
                 })
                 .transpose()
         };
         let today = Utc::now().date_naive();
         let to = parse("to", &self.to)?.unwrap_or(today);
-        let from = parse("from", &self.from)?.unwrap_or(to - Days::new(29));
+        let from = match parse("from", &self.from)? {
+            Some(from) => from,
+            None => to.checked_sub_days(Days::new(29)).unwrap_or(to),
+        };
         if from > to {
             return Err(ApiError::Validation("`from` must not be after `to`".into()));
         }

@@ -90,14 +90,12 @@ pub async fn ensure_app(db: &impl GenericClient, tenant: &TenantId) -> Result<Ap
     let made = AppId::generate();
     let row = db
         .query_one(
-            "WITH made AS (
-                INSERT INTO applications (tenant_id, id, name, operational)
-                VALUES ($1, $2, 'Operational webhooks', true)
-                ON CONFLICT (tenant_id) WHERE operational DO NOTHING
-                RETURNING id
-             )
-             SELECT id FROM made UNION ALL
-             SELECT id FROM applications WHERE tenant_id = $1 AND operational LIMIT 1",
+            // DO UPDATE (a no-op) rather than DO NOTHING: it returns the row a
+            // concurrent creation committed, which this statement's snapshot misses.
+            "INSERT INTO applications (tenant_id, id, name, operational)
+             VALUES ($1, $2, 'Operational webhooks', true)
+             ON CONFLICT (tenant_id) WHERE operational DO UPDATE SET operational = true
+             RETURNING id",
             &[&tenant.as_str(), &made.as_str()],
         )
         .await?;
@@ -153,6 +151,9 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
                      ELSE b.payload || jsonb_build_object('tenantId', b.tenant_id) END AS body
             FROM built b JOIN applications o ON o.operational
                 AND (o.tenant_id = b.tenant_id OR (o.tenant_id = '{OPERATOR}' AND b.tenant_id <> '{OPERATOR}'))
+            -- Only where some endpoint may take it: no message piles up unread.
+            WHERE EXISTS (SELECT 1 FROM endpoints x
+                WHERE x.tenant_id = o.tenant_id AND x.app_id = o.id AND NOT x.disabled)
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type)
             SELECT ot, oapp, mid, typ, convert_to(body::text, 'UTF8'), 'application/json' FROM targets

@@ -172,6 +172,17 @@ pub async fn days(
         .collect())
 }
 
+/// Gives back `n` of today's reservations (messages that were not created).
+pub async fn release_messages(db: &impl GenericClient, tenant: &TenantId, n: i64) -> Result<(), StoreError> {
+    db.execute(
+        "UPDATE quota_days SET messages = greatest(messages - $2::bigint, 0)
+         WHERE tenant_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date",
+        &[&tenant.as_str(), &n],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Reserves `n` of today's (UTC) messages under `cap`: all of them, or none when
 /// they would pass it. The row lock makes this exact across instances.
 pub async fn reserve_messages(
