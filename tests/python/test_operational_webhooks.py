@@ -4,6 +4,7 @@ verified with the SDK's own verifier, with the payload fields Svix's server send
 import base64
 import json
 import secrets
+import time
 import uuid
 
 import pytest
@@ -24,18 +25,31 @@ from svix.webhooks import Webhook
 from conftest import Hookgate, Sink, call, eventually, free_port, fresh_database
 
 
-@pytest.fixture
-def quick_disable(hookgate):
-    """A Hookgate of its own that disables an endpoint failing for a second."""
+def own_hookgate(hookgate, **settings):
+    """A Hookgate of its own, on a fresh database, with `settings` added."""
     env = dict(hookgate.env)
     env["DATABASE_URL"] = fresh_database()
     env["HOOKGATE_LISTEN"] = f"127.0.0.1:{free_port()}"
     env["HOOKGATE_METRICS_LISTEN"] = f"127.0.0.1:{free_port()}"
     env["HOOKGATE_MASTER_KEY"] = base64.b64encode(secrets.token_bytes(32)).decode()
-    env["HOOKGATE_DISABLE_AFTER_SECS"] = "1"
+    env.update(settings)
     if "HOOKGATE_REDIS_PREFIX" in env:
         env["HOOKGATE_REDIS_PREFIX"] = "py-" + uuid.uuid4().hex[:8] + ":"
-    hg = Hookgate(env)
+    return Hookgate(env)
+
+
+@pytest.fixture
+def quick_disable(hookgate):
+    """A Hookgate of its own that disables an endpoint failing for a second."""
+    hg = own_hookgate(hookgate, HOOKGATE_DISABLE_AFTER_SECS="1")
+    yield hg
+    hg.stop()
+
+
+@pytest.fixture
+def many_retries(hookgate):
+    """A Hookgate of its own that retries five times, a second apart."""
+    hg = own_hookgate(hookgate, HOOKGATE_RETRY_SCHEDULE="1,1,1,1,1")
     yield hg
     hg.stop()
 
@@ -147,3 +161,76 @@ def test_operational_webhook_endpoints_are_managed_as_svix_does(svix, sink):
     with pytest.raises(HttpError) as e:
         svix.operational_webhook.endpoint.get(op.id)
     assert e.value.status_code == 404
+
+
+def test_a_message_failing_four_times_then_delivered_yields_failing_then_recovered(many_retries):
+    hg = many_retries
+    tenant = hg.admin("POST", "/admin/v1/tenant", {"name": "flaky-client"})
+    svix = Svix(tenant["apiKey"], SvixOptions(server_url=hg.url, retry_schedule=[]))
+    ops, flaky = Sink(), Sink()
+    flaky.fail_first = 4
+    try:
+        op = svix.operational_webhook.endpoint.create(
+            OperationalWebhookEndpointIn(url=ops.url, event_types=["message.attempt.failing", "message.attempt.recovered"])
+        )
+        secret = svix.operational_webhook.endpoint.get_secret(op.id).key
+        app = svix.application.create(ApplicationIn(name="Flaky"))
+        ep = svix.endpoint.create(app.id, EndpointIn(url=flaky.url))
+        msg = svix.message.create(app.id, MessageIn(event_type="order.created", payload={"n": 2}))
+        got = eventually(lambda: len(ops.received) >= 2 and events_of(ops, secret), timeout=30)
+        assert [e["type"] for e in got] == ["message.attempt.failing", "message.attempt.recovered"]
+        failing, recovered = got[0]["data"], got[1]["data"]
+        for d in (failing, recovered):
+            assert (d["appId"], d["appUid"], d["msgId"], d["msgEventId"], d["endpointId"]) == (
+                app.id, None, msg.id, None, ep.id,
+            )
+        assert failing["lastAttempt"]["responseStatusCode"] == 500
+        assert recovered["lastAttempt"]["responseStatusCode"] == 200
+        assert recovered["lastAttempt"]["id"] != failing["lastAttempt"]["id"]
+        assert len(flaky.received) == 5, "four failures, then the delivery"
+    finally:
+        for s in (ops, flaky):
+            s.server.shutdown()
+
+
+def test_a_burst_of_bad_signatures_and_a_quota_refusal_on_a_source_are_told_once_each(hookgate, tenant, svix, sink):
+    op = svix.operational_webhook.endpoint.create(
+        OperationalWebhookEndpointIn(url=sink.url, event_types=["source.signature_failures", "source.quota_exceeded"])
+    )
+    secret = svix.operational_webhook.endpoint.get_secret(op.id).key
+    app = svix.application.create(ApplicationIn(name="In"))
+    status, _, src = call(hookgate, "POST", "/api/v1/source", tenant["apiKey"], {
+        "name": "hooks", "provider": "standard-webhooks", "appId": app.id,
+        "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    })
+    assert status == 201, src
+    forged = {"webhook-id": "msg_x", "webhook-timestamp": "1", "webhook-signature": "v1,AAAA"}
+    for _ in range(12):
+        status, _, _ = call(hookgate, "POST", f"/in/{src['id']}", raw=b"{}", headers=forged)
+        assert status == 401
+    hookgate.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"quotas": {"inboundPerSecond": 1}})
+    try:
+        import standardwebhooks
+        from datetime import datetime, timezone
+
+        wh = standardwebhooks.Webhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        statuses = []
+        for i in range(4):
+            now = datetime.now(timezone.utc)
+            body = json.dumps({"type": "user.created", "n": i})
+            headers = {"webhook-id": f"msg_q_{i}", "webhook-timestamp": str(int(now.timestamp())),
+                       "webhook-signature": wh.sign(f"msg_q_{i}", now, body)}
+            statuses.append(call(hookgate, "POST", f"/in/{src['id']}", raw=body.encode(), headers=headers)[0])
+        assert 429 in statuses, statuses
+    finally:
+        hookgate.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"quotas": None})
+    got = eventually(lambda: len(sink.received) >= 2 and events_of(sink, secret), timeout=20)
+    by_type = {e["type"]: e["data"] for e in got}
+    assert by_type["source.signature_failures"] == {
+        "sourceId": src["id"], "sourceName": "hooks", "failures": 10, "windowSeconds": 60,
+    }
+    assert by_type["source.quota_exceeded"] == {
+        "sourceId": src["id"], "sourceName": "hooks", "limit": "inboundPerSecond", "value": 1,
+    }
+    time.sleep(1.5)
+    assert len(sink.received) == 2, "one notice each per window"

@@ -12,7 +12,7 @@ use std::{
 use hookgate_shared::{
     db,
     quota::Exceeded,
-    redis::cmd,
+    redis::Script,
     store::{operational, operational::Notice, sources::Source},
     AppState,
 };
@@ -26,9 +26,22 @@ pub const SIGNATURE_BURST: u64 = 10;
 /// While Redis is away: (source, what) → (window start, count).
 type LocalCounts = HashMap<(String, &'static str), (Instant, u64)>;
 
-#[derive(Default)]
+/// Counts one in a window that starts with its first count (any Redis version).
+const COUNT: &str = r"
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return n
+";
+
 pub struct Alerts {
+    script: Script,
     local: Mutex<LocalCounts>,
+}
+
+impl Default for Alerts {
+    fn default() -> Self {
+        Alerts { script: Script::new(COUNT), local: Mutex::new(HashMap::new()) }
+    }
 }
 
 impl Alerts {
@@ -36,18 +49,10 @@ impl Alerts {
     async fn count(&self, state: &AppState, source: &Source, what: &'static str) -> u64 {
         let key = state.redis.tenant_key(source.tenant_id.as_str(), &format!("alert:{what}:{}", source.id));
         let secs = WINDOW.as_secs();
-        let counted: Option<(u64, i64)> = state
-            .redis
-            .call(|mut c| async move {
-                hookgate_shared::redis::pipe()
-                    .atomic()
-                    .add_command(cmd("INCR").arg(&key).to_owned())
-                    .add_command(cmd("EXPIRE").arg(&key).arg(secs).arg("NX").to_owned())
-                    .query_async(&mut c)
-                    .await
-            })
-            .await;
-        if let Some((n, _)) = counted {
+        let script = &self.script;
+        let counted: Option<u64> =
+            state.redis.call(|mut c| async move { script.key(key).arg(secs).invoke_async(&mut c).await }).await;
+        if let Some(n) = counted {
             return n;
         }
         let mut local = self.local.lock().expect("alert map is never poisoned");

@@ -282,3 +282,20 @@ async fn usage_equals_what_was_sent_after_mixed_traffic_with_duplicates_and_fail
     assert_eq!(res.status(), 422);
     assert!(res.text().await.unwrap().contains("`from`"));
 }
+
+#[tokio::test]
+async fn without_redis_each_instance_still_holds_the_rate_itself() {
+    let app = TestApp::spawn_with(|env| {
+        env.remove("REDIS_URL");
+    })
+    .await;
+    let t = app.tenant().await;
+    set_quotas(&app, &t.id, json!({ "apiRequestsPerSecond": 3 })).await;
+    let started = Instant::now();
+    let calls: Vec<_> = (0..20).map(|_| t.req(Method::GET, "/api/v1/app").send()).collect();
+    let statuses: Vec<u16> = join_all(calls).await.into_iter().map(|r| r.unwrap().status().as_u16()).collect();
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    let allowed = 3 + (started.elapsed().as_secs_f64() * 3.0).ceil() as usize + 1;
+    assert!(ok >= 3 && ok <= allowed, "{ok} passed (at most {allowed}): {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 200 || *s == 429), "{statuses:?}");
+}
