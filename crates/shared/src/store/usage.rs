@@ -16,7 +16,7 @@ use crate::ids::TenantId;
 
 /// Rows per tenant and day: concurrent statements of one tenant pick one at
 /// random and seldom wait on each other's row lock.
-const SHARDS: i32 = 8;
+const SHARDS: i32 = 64;
 
 /// A counter of `usage_days`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
