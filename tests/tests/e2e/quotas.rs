@@ -299,3 +299,28 @@ async fn without_redis_each_instance_still_holds_the_rate_itself() {
     assert!(ok >= 3 && ok <= allowed, "{ok} passed (at most {allowed}): {statuses:?}");
     assert!(statuses.iter().all(|s| *s == 200 || *s == 429), "{statuses:?}");
 }
+
+#[tokio::test]
+async fn a_429_is_not_kept_under_its_idempotency_key_and_a_far_date_is_refused_not_a_panic() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let app_id = t.application().await;
+    set_quotas(&app, &t.id, json!({ "messagesPerSecond": 1 })).await;
+    let send = || {
+        t.req(Method::POST, &format!("/api/v1/app/{app_id}/msg"))
+            .header("idempotency-key", "retry-me")
+            .json(&json!({ "eventType": "order.created", "payload": {} }))
+            .send()
+    };
+    t.message(&app_id, "order.created", json!({})).await;
+    let refused = send().await.unwrap();
+    assert_eq!(refused.status(), 429, "the second message within the second");
+    let wait: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    assert_eq!(send().await.unwrap().status(), 202, "the retry runs again rather than replaying the 429");
+    for range in ["to=-262143-01-01", "from=+262142-12-31&to=+262142-12-31", "from=2026-02-30"] {
+        let res = t.req(Method::GET, &format!("/api/v1/usage?{range}")).send().await.unwrap();
+        assert_eq!(res.status(), 422, "{range}");
+        assert!(res.text().await.unwrap().contains("YYYY-MM-DD"), "{range}");
+    }
+}
