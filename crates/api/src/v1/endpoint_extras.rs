@@ -19,7 +19,8 @@ use hookgate_shared::{
 use serde::Deserialize;
 use serde_json::json;
 
-use super::endpoints::find;
+use super::endpoints::{find, Notify};
+use hookgate_shared::store::operational::Notice;
 use super::validate::RotateIn;
 use hookgate_egress::{secrets, signing};
 
@@ -66,8 +67,14 @@ async fn rotate_secret(
     if !endpoints::rotate_secret(&*tx, &tenant.0, &app, &ep.id, &sealed, until).await? {
         return Err(ApiError::NotFound("endpoint"));
     }
+    // Svix tells a rotation as `endpoint.updated`.
+    let notice = Notice::endpoint(&tenant.0, "endpoint.updated", &app, &ep.id);
+    let woke = super::endpoints::notice(&*tx, Notify::Yes, notice).await?;
     let res = answer(&*tx, &state, key.as_deref(), StatusCode::OK, &json!({ "key": secret })).await?;
     tx.commit().await.map_err(StoreError::from)?;
+    if woke {
+        state.wake.poke();
+    }
     Ok(res)
 }
 
