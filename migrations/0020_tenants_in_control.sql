@@ -28,8 +28,8 @@ CREATE TABLE IF NOT EXISTS usage_days (
 
 -- The daily message cap: messages reserved per tenant and UTC day, one row each,
 -- raised only while under the cap (the row lock makes the check exact across
--- instances). A reservation whose message then fails is not given back: the cap
--- errs towards fewer.
+-- instances). A reservation is given back only when its message surely was not
+-- created (after a timeout it is kept: the cap errs towards fewer).
 CREATE TABLE IF NOT EXISTS quota_days (
     tenant_id  text NOT NULL,
     day        date NOT NULL,

@@ -8,6 +8,7 @@ use actix_web::{
     middleware::Next,
     web, Error, HttpMessage,
 };
+use chrono::NaiveDate;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -35,16 +36,17 @@ pub async fn limit_api(
     };
     if let Some(tenant) = tenant {
         let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered on the app");
-        // An app-portal link has a bucket of its own per application: a customer
-        // looping in the portal must not spend its tenant's own API rate.
+        // App-portal links share a bucket of their own (one per tenant, however
+        // many links it mints): its customers looping in the portal must not
+        // spend the tenant's own API rate.
         let bucket = match req.extensions().get::<Principal>() {
-            Some(Principal::Portal { app_id, .. }) => format!("portal:{app_id}"),
-            _ => "api".to_owned(),
+            Some(Principal::Portal { .. }) => "portal",
+            _ => "api",
         };
         let checked = match limits::quotas(&state, &tenant).await {
-            Ok(q) => limits::rate_in(&state, &tenant, &q, Limit::ApiRequestsPerSecond, &bucket)
-                .await
-                .map_err(ApiError::Quota),
+            Ok(q) => {
+                limits::rate_in(&state, &tenant, &q, Limit::ApiRequestsPerSecond, bucket).await.map_err(ApiError::Quota)
+            }
             Err(e) => Err(e.into()),
         };
         if let Err(e) = checked {
@@ -54,37 +56,52 @@ pub async fn limit_api(
     Ok(next.call(req).await?.map_into_boxed_body())
 }
 
+/// The day's place a message holds under `messagesPerDay`, to give back if it is
+/// surely not created.
+pub struct Reservation {
+    day: NaiveDate,
+}
+
 /// One message more for the tenant: within `messagesPerSecond`, then within
-/// `messagesPerDay` (reserved in Postgres, exact across instances; a message
-/// that then fails to be created keeps its reservation, so the cap errs towards
-/// fewer).
-pub async fn admit_message(state: &AppState, tenant: &TenantId) -> Result<(), ApiError> {
+/// `messagesPerDay` (reserved in Postgres, exact across instances). `Some` when a
+/// place was reserved: the caller gives it back with [`message_not_created`]
+/// when the message surely was not created.
+pub async fn admit_message(state: &AppState, tenant: &TenantId) -> Result<Option<Reservation>, ApiError> {
     let quotas = limits::quotas(state, tenant).await?;
     limits::rate(state, tenant, &quotas, Limit::MessagesPerSecond).await.map_err(ApiError::Quota)?;
-    let Some(cap) = quotas.limit(Limit::MessagesPerDay) else { return Ok(()) };
+    let Some(cap) = quotas.limit(Limit::MessagesPerDay) else { return Ok(None) };
     let reserved = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         usage::reserve_messages(&**conn, tenant, cap as i64, 1).await
     })
     .await?;
-    if !reserved {
-        let e = limits::refused(state, tenant, Exceeded::until_tomorrow(Limit::MessagesPerDay, cap));
-        return Err(ApiError::Quota(e));
+    match reserved {
+        Some(day) => Ok(Some(Reservation { day })),
+        None => {
+            let e = limits::refused(state, tenant, Exceeded::until_tomorrow(Limit::MessagesPerDay, cap));
+            Err(ApiError::Quota(e))
+        }
     }
-    Ok(())
 }
 
-/// Gives back the daily reservation of a message that was not created (a
-/// conflict, an unknown application, an error): only what exists counts. Best
-/// effort: a reservation not given back errs towards fewer messages.
-pub async fn message_not_created(state: &AppState, tenant: &TenantId) {
-    let Ok(quotas) = limits::quotas(state, tenant).await else { return };
-    if quotas.limit(Limit::MessagesPerDay).is_none() {
-        return;
-    }
+/// A test event (`send-example`, which app-portal links may send): within
+/// `messagesPerSecond` in a bucket of the application's own, so a customer's
+/// tests cannot starve its tenant's messages; counted in usage, not against the
+/// daily cap.
+pub async fn admit_test_event(state: &AppState, tenant: &TenantId, app: &AppId) -> Result<(), ApiError> {
+    let quotas = limits::quotas(state, tenant).await?;
+    let bucket = format!("test:{app}");
+    limits::rate_in(state, tenant, &quotas, Limit::MessagesPerSecond, &bucket).await.map_err(ApiError::Quota)
+}
+
+/// Gives back the reservation of a message that surely was not created (a
+/// conflict, an unknown application, bad input): only what exists counts. Never
+/// after an error whose outcome is unknown (a timeout may have committed), so the
+/// cap errs towards fewer messages, never more.
+pub async fn message_not_created(state: &AppState, tenant: &TenantId, reservation: Reservation) {
     let released = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        usage::release_messages(&**conn, tenant, 1).await
+        usage::release_messages(&**conn, tenant, reservation.day, 1).await
     })
     .await;
     if let Err(e) = released {

@@ -29,7 +29,7 @@ type LocalCounts = HashMap<(String, &'static str), (Instant, u64)>;
 /// Counts one in a window that starts with its first count (any Redis version).
 const COUNT: &str = r"
 local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return n
 ";
 

@@ -46,13 +46,10 @@ impl Limits {
         if counts.is_empty() {
             return Ok(());
         }
-        // One transaction: a failure writes none of them, so none is added twice.
+        // One statement: a failure writes none of them, so none is added twice.
         let written = db::bounded(state.db_budget(), async {
-            let mut conn = db::conn(&state.db).await?;
-            let tx = conn.transaction().await?;
-            usage::add(&*tx, &counts).await?;
-            tx.commit().await?;
-            Ok(())
+            let conn = db::conn(&state.db).await?;
+            usage::add(&**conn, &counts).await
         })
         .await;
         if written.is_err() {

@@ -324,3 +324,21 @@ async fn a_429_is_not_kept_under_its_idempotency_key_and_a_far_date_is_refused_n
         assert!(res.text().await.unwrap().contains("YYYY-MM-DD"), "{range}");
     }
 }
+
+#[tokio::test]
+async fn a_customer_looping_in_the_portal_does_not_spend_its_tenants_own_api_rate() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let app_id = t.application().await;
+    let access = t.post(&format!("/api/v1/auth/app-portal-access/{app_id}"), json!({}), 200).await;
+    let token = access["token"].as_str().unwrap().to_owned();
+    set_quotas(&app, &t.id, json!({ "apiRequestsPerSecond": 3 })).await;
+    let portal: Vec<_> =
+        (0..15).map(|_| app.api(&token, Method::GET, &format!("/api/v1/app/{app_id}/endpoint")).send()).collect();
+    let portal: Vec<u16> = join_all(portal).await.into_iter().map(|r| r.unwrap().status().as_u16()).collect();
+    assert!(portal.contains(&429), "the portal's own bucket runs out: {portal:?}");
+    // The tenant's key still has its whole burst.
+    for _ in 0..3 {
+        assert_eq!(t.req(Method::GET, "/api/v1/app").send().await.unwrap().status(), 200);
+    }
+}

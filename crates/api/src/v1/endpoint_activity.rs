@@ -78,8 +78,7 @@ async fn send_example(
     if ep.disabled {
         return Err(ApiError::Validation("the endpoint is disabled: enable it to send it a test event".into()));
     }
-    // A test event is a message: it counts against the message quotas as in usage.
-    crate::quota::admit_message(&state, &tenant.0).await?;
+    crate::quota::admit_test_event(&state, &tenant.0, &app).await?;
     let mut conn = db::conn(&state.db).await?;
     let payload = match event_type.as_str() {
         PING => json!({ "success": true }),

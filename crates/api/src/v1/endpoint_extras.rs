@@ -20,9 +20,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::endpoints::{find, Notify};
-use hookgate_shared::store::operational::Notice;
 use super::validate::RotateIn;
 use hookgate_egress::{secrets, signing};
+use hookgate_shared::store::operational::Notice;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(get_secret)

@@ -181,7 +181,7 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     check(&body)?;
-    crate::quota::admit_message(&state, &tenant.0).await?;
+    let reservation = crate::quota::admit_message(&state, &tenant.0).await?;
     let inline = match body.application {
         Some(a) => Some(InlineApp {
             fields: ApplicationFields {
@@ -210,8 +210,12 @@ async fn create(
         payload_expires_at,
     };
     let published = publisher.publish(&tenant.0, &path, new, inline).await;
-    if published.is_err() {
-        crate::quota::message_not_created(&state, &tenant.0).await;
+    // Surely not created: give the day's place back. Not after an error whose
+    // outcome is unknown (a timeout may have committed).
+    if let (Err(PublishError::Conflict | PublishError::NoApplication | PublishError::Invalid(_)), Some(r)) =
+        (&published, reservation)
+    {
+        crate::quota::message_not_created(&state, &tenant.0, r).await;
     }
     let message = published.map_err(|e| match e {
         PublishError::Conflict | PublishError::SameRequest => ApiError::Conflict(e.to_string()),

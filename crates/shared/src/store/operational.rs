@@ -151,9 +151,11 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
                      ELSE b.payload || jsonb_build_object('tenantId', b.tenant_id) END AS body
             FROM built b JOIN applications o ON o.operational
                 AND (o.tenant_id = b.tenant_id OR (o.tenant_id = '{OPERATOR}' AND b.tenant_id <> '{OPERATOR}'))
-            -- Only where some endpoint may take it: no message piles up unread.
+            -- Only where the fan-out gives it an endpoint (the same rule; notices
+            -- have no channels): no message piles up unread.
             WHERE EXISTS (SELECT 1 FROM endpoints x
-                WHERE x.tenant_id = o.tenant_id AND x.app_id = o.id AND NOT x.disabled)
+                WHERE x.tenant_id = o.tenant_id AND x.app_id = o.id AND NOT x.disabled
+                  AND (x.event_types IS NULL OR b.typ = ANY (x.event_types)) AND x.channels IS NULL)
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type)
             SELECT ot, oapp, mid, typ, convert_to(body::text, 'UTF8'), 'application/json' FROM targets

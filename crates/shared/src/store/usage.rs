@@ -79,33 +79,50 @@ pub struct Tally {
     pub counter: Counter,
 }
 
-/// Adds tallied counts (rows carry their tenant), one statement per counter.
+/// Adds tallied counts (rows carry their tenant) in one statement, one row per
+/// tenant and day in (tenant, day) order: the order every usage write locks in,
+/// so it cannot deadlock with the committing statements.
 pub async fn add(db: &impl GenericClient, counts: &[(Tally, i64)]) -> Result<(), StoreError> {
-    for counter in
-        [Counter::InboundDuplicates, Counter::RejectedSignature, Counter::RejectedInvalid, Counter::RejectedQuota]
-    {
-        let mut rows: Vec<_> = counts.iter().filter(|(t, n)| t.counter == counter && *n > 0).collect();
-        if rows.is_empty() {
-            continue;
-        }
-        rows.sort_by(|a, b| (&a.0.tenant_id, a.0.day).cmp(&(&b.0.tenant_id, b.0.day)));
-        let col = counter.column();
-        let sql = format!(
-            "INSERT INTO usage_days (tenant_id, day, shard, {col})
-             SELECT t, d, floor(random() * {SHARDS})::smallint, n
-             FROM unnest($1::text[], $2::date[], $3::bigint[]) AS u(t, d, n)
-             ON CONFLICT (tenant_id, day, shard) DO UPDATE SET {col} = usage_days.{col} + EXCLUDED.{col}"
-        );
-        db.execute(
-            &sql,
-            &[
-                &rows.iter().map(|(t, _)| t.tenant_id.to_string()).collect::<Vec<_>>(),
-                &rows.iter().map(|(t, _)| t.day).collect::<Vec<_>>(),
-                &rows.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
-            ],
-        )
-        .await?;
+    let mut rows: std::collections::BTreeMap<(String, NaiveDate), [i64; 4]> = std::collections::BTreeMap::new();
+    for (t, n) in counts {
+        let slot = match t.counter {
+            Counter::InboundDuplicates => 0,
+            Counter::RejectedSignature => 1,
+            Counter::RejectedInvalid => 2,
+            Counter::RejectedQuota => 3,
+            // Everything else is counted by the statement that commits it.
+            _ => continue,
+        };
+        rows.entry((t.tenant_id.to_string(), t.day)).or_default()[slot] += n;
     }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let col = |i: usize| rows.values().map(|v| v[i]).collect::<Vec<i64>>();
+    db.execute(
+        &format!(
+            "INSERT INTO usage_days (tenant_id, day, shard, inbound_duplicates, rejected_signature, rejected_invalid,
+                rejected_quota)
+             SELECT t, d, floor(random() * {SHARDS})::smallint, a, b, c, e
+             FROM unnest($1::text[], $2::date[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
+                 WITH ORDINALITY AS u(t, d, a, b, c, e, n)
+             ORDER BY n
+             ON CONFLICT (tenant_id, day, shard) DO UPDATE SET
+                 inbound_duplicates = usage_days.inbound_duplicates + EXCLUDED.inbound_duplicates,
+                 rejected_signature = usage_days.rejected_signature + EXCLUDED.rejected_signature,
+                 rejected_invalid = usage_days.rejected_invalid + EXCLUDED.rejected_invalid,
+                 rejected_quota = usage_days.rejected_quota + EXCLUDED.rejected_quota"
+        ),
+        &[
+            &rows.keys().map(|k| k.0.clone()).collect::<Vec<_>>(),
+            &rows.keys().map(|k| k.1).collect::<Vec<_>>(),
+            &col(0),
+            &col(1),
+            &col(2),
+            &col(3),
+        ],
+    )
+    .await?;
     Ok(())
 }
 
@@ -172,34 +189,39 @@ pub async fn days(
         .collect())
 }
 
-/// Gives back `n` of today's reservations (messages that were not created).
-pub async fn release_messages(db: &impl GenericClient, tenant: &TenantId, n: i64) -> Result<(), StoreError> {
+/// Gives back `n` reservations of `day` (messages that surely were not created).
+pub async fn release_messages(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    day: NaiveDate,
+    n: i64,
+) -> Result<(), StoreError> {
     db.execute(
-        "UPDATE quota_days SET messages = greatest(messages - $2::bigint, 0)
-         WHERE tenant_id = $1 AND day = (now() AT TIME ZONE 'UTC')::date",
-        &[&tenant.as_str(), &n],
+        "UPDATE quota_days SET messages = greatest(messages - $3::bigint, 0) WHERE tenant_id = $1 AND day = $2",
+        &[&tenant.as_str(), &day, &n],
     )
     .await?;
     Ok(())
 }
 
-/// Reserves `n` of today's (UTC) messages under `cap`: all of them, or none when
-/// they would pass it. The row lock makes this exact across instances.
+/// Reserves `n` of today's (UTC) messages under `cap`: all of them (the day they
+/// count on), or none when they would pass it. The row lock makes this exact
+/// across instances.
 pub async fn reserve_messages(
     db: &impl GenericClient,
     tenant: &TenantId,
     cap: i64,
     n: i64,
-) -> Result<bool, StoreError> {
+) -> Result<Option<NaiveDate>, StoreError> {
     let row = db
         .query_opt(
             "INSERT INTO quota_days AS q (tenant_id, day, messages)
              SELECT $1, (now() AT TIME ZONE 'UTC')::date, $3::bigint WHERE $3::bigint <= $2::bigint
              ON CONFLICT (tenant_id, day) DO UPDATE SET messages = q.messages + EXCLUDED.messages
                  WHERE q.messages + EXCLUDED.messages <= $2::bigint
-             RETURNING messages",
+             RETURNING day",
             &[&tenant.as_str(), &cap, &n],
         )
         .await?;
-    Ok(row.is_some())
+    Ok(row.map(|r| r.get(0)))
 }
