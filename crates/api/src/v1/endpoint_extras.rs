@@ -1,7 +1,8 @@
 //! `v1.endpoint.*` beyond CRUD: secret get and rotate, headers, recover, stats.
 
-use hookgate_shared::ids::{AppId, EndpointId, Ref};
+use hookgate_shared::ids::{AppId, EndpointId, Ref, TenantId};
 use hookgate_shared::status::DeliveryStatus;
+use hookgate_shared::store::endpoints::Endpoint;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::idempotency::{answer, RequestKey};
@@ -39,9 +40,27 @@ type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 #[get("/app/{app_id}/endpoint/{endpoint_id}/secret")]
 async fn get_secret(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let key = secrets::open(&state, &tenant.0, &app, &ep.id, &ep.secret)
+    secret_answer(&state, &tenant.0, &app, &ep)
+}
+
+/// `{"key": …}`: the endpoint's signing secret, opened.
+pub(crate) fn secret_answer(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &Endpoint,
+) -> Result<HttpResponse, ApiError> {
+    let key = secrets::open(state, tenant, app, &ep.id, &ep.secret)
         .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
     Ok(HttpResponse::Ok().json(json!({ "key": key })))
+}
+
+/// The secret a rotation sets: the body's key, normalised, or a new one.
+pub(crate) fn rotated_secret(body: &RotateIn) -> Result<String, ApiError> {
+    match &body.key {
+        Some(k) => signing::normalise_secret(k).map_err(|e| ApiError::Validation(e.to_string())),
+        None => Ok(signing::generate_secret()),
+    }
 }
 
 /// The old secret keeps signing, beside the new one, for the grace period (24 h by default).
@@ -56,10 +75,7 @@ async fn rotate_secret(
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
     let until = body.old_secret_until()?;
-    let secret = match &body.key {
-        Some(k) => signing::normalise_secret(k).map_err(|e| ApiError::Validation(e.to_string()))?,
-        None => signing::generate_secret(),
-    };
+    let secret = rotated_secret(&body)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let sealed = secrets::seal(&state, &tenant.0, &app, &ep.id, &secret);
     let mut conn = db::conn(&state.db).await?;
@@ -94,7 +110,7 @@ const RESERVED: &[&str] = &[
     "svix-timestamp",
     "svix-signature",
 ];
-pub(crate) use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
+use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
 
 /// Custom headers an endpoint may have, and the longest value one may hold.
 const MAX_HEADERS: usize = 50;
@@ -138,11 +154,35 @@ struct HeadersIn {
 #[get("/app/{app_id}/endpoint/{endpoint_id}/headers")]
 async fn get_headers(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let opened = secrets::open_headers(&state, &tenant.0, &app, &ep.id, &ep.headers).map_err(ApiError::Internal)?;
+    headers_answer(&state, &tenant.0, &app, &ep)
+}
+
+/// `{"headers", "sensitive"}`: the endpoint's custom headers, sensitive ones by name only.
+pub(crate) fn headers_answer(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &Endpoint,
+) -> Result<HttpResponse, ApiError> {
+    let opened = secrets::open_headers(state, tenant, app, &ep.id, &ep.headers).map_err(ApiError::Internal)?;
     let all: BTreeMap<String, String> = serde_json::from_value(opened).unwrap_or_default();
     let (sensitive, shown): (BTreeMap<_, _>, BTreeMap<_, _>) =
         all.into_iter().partition(|(k, _)| SENSITIVE.contains(&k.to_ascii_lowercase().as_str()));
     Ok(HttpResponse::Ok().json(json!({ "headers": shown, "sensitive": sensitive.keys().collect::<Vec<_>>() })))
+}
+
+/// Replaces the endpoint's custom headers (checked by the caller), sealed; 204.
+pub(crate) async fn store_headers(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+    headers: &serde_json::Value,
+) -> Result<HttpResponse, ApiError> {
+    let sealed = secrets::seal_headers(state, tenant, app, ep, headers);
+    let conn = db::conn(&state.db).await?;
+    endpoints::set_headers(&**conn, tenant, app, ep, &sealed).await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 #[put("/app/{app_id}/endpoint/{endpoint_id}/headers")]
@@ -155,10 +195,7 @@ async fn update_headers(
     check_headers(&body.headers)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let headers: BTreeMap<&String, &String> = body.headers.iter().filter_map(|(k, v)| Some((k, v.as_ref()?))).collect();
-    let sealed = secrets::seal_headers(&state, &tenant.0, &app, &ep.id, &json!(headers));
-    let conn = db::conn(&state.db).await?;
-    endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &sealed).await?;
-    Ok(HttpResponse::NoContent().finish())
+    store_headers(&state, &tenant.0, &app, &ep.id, &json!(headers)).await
 }
 
 /// PATCH merges: a `null` value, or a name in `deleteHeaders`, removes that header.

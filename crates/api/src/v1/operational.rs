@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::{ready, Ready};
 
 use actix_web::{delete, dev::Payload, get, post, put, web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
-use hookgate_egress::{secrets, signing};
+use hookgate_egress::secrets;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -19,7 +19,7 @@ use hookgate_shared::{
 use serde::Deserialize;
 use serde_json::json;
 
-use super::endpoint_extras::{check_headers, SENSITIVE};
+use super::endpoint_extras::{check_headers, headers_answer, rotated_secret, secret_answer, store_headers};
 use super::endpoints::{insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
 use super::validate::RotateIn;
 use crate::{optional_json, PageQuery, Principal};
@@ -149,9 +149,7 @@ async fn delete_one(who: OpTenant, state: web::Data<AppState>, path: EpPath) -> 
 #[get("/operational-webhook/endpoint/{endpoint_id}/secret")]
 async fn get_secret(who: OpTenant, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &who.0, &path).await?;
-    let key = secrets::open(&state, &who.0, &app, &ep.id, &ep.secret)
-        .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
-    Ok(HttpResponse::Ok().json(json!({ "key": key })))
+    secret_answer(&state, &who.0, &app, &ep)
 }
 
 /// The old secret keeps signing beside the new one for the grace period; 204 as Svix answers.
@@ -164,10 +162,7 @@ async fn rotate_secret(
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
     let until = body.old_secret_until()?;
-    let secret = match &body.key {
-        Some(k) => signing::normalise_secret(k).map_err(|e| ApiError::Validation(e.to_string()))?,
-        None => signing::generate_secret(),
-    };
+    let secret = rotated_secret(&body)?;
     let (app, ep) = find(&state, &who.0, &path).await?;
     let sealed = secrets::seal(&state, &who.0, &app, &ep.id, &secret);
     let conn = db::conn(&state.db).await?;
@@ -180,11 +175,7 @@ async fn rotate_secret(
 #[get("/operational-webhook/endpoint/{endpoint_id}/headers")]
 async fn get_headers(who: OpTenant, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &who.0, &path).await?;
-    let opened = secrets::open_headers(&state, &who.0, &app, &ep.id, &ep.headers).map_err(ApiError::Internal)?;
-    let all: BTreeMap<String, String> = serde_json::from_value(opened).unwrap_or_default();
-    let (sensitive, shown): (BTreeMap<_, _>, BTreeMap<_, _>) =
-        all.into_iter().partition(|(k, _)| SENSITIVE.contains(&k.to_ascii_lowercase().as_str()));
-    Ok(HttpResponse::Ok().json(json!({ "headers": shown, "sensitive": sensitive.keys().collect::<Vec<_>>() })))
+    headers_answer(&state, &who.0, &app, &ep)
 }
 
 #[derive(Deserialize)]
@@ -202,8 +193,5 @@ async fn set_headers(
     check_headers(&body.headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect())?;
     let (app, ep) = find(&state, &who.0, &path).await?;
     let headers: BTreeMap<&String, &String> = body.headers.iter().collect();
-    let sealed = secrets::seal_headers(&state, &who.0, &app, &ep.id, &json!(headers));
-    let conn = db::conn(&state.db).await?;
-    endpoints::set_headers(&**conn, &who.0, &app, &ep.id, &sealed).await?;
-    Ok(HttpResponse::NoContent().finish())
+    store_headers(&state, &who.0, &app, &ep.id, &json!(headers)).await
 }
