@@ -1,8 +1,9 @@
 //! Removes messages past a tenant's retention shorter than the longest (the rest
 //! go with their partitions), with their deliveries and attempts; drops payloads
 //! past their own `payloadRetentionPeriod`; forgets the request keys of messages
-//! past the Idempotency-Key's lifetime; and finishes the erasures of
-//! applications that their request could not complete.
+//! past the Idempotency-Key's lifetime; folds past days' usage shards into one
+//! row each; and finishes the erasures of applications that their request could
+//! not complete.
 
 use hookgate_shared::{
     db,
@@ -10,7 +11,7 @@ use hookgate_shared::{
     prune::{drain, BATCH, ROUND},
     store::{
         erasure::{self, Erasure},
-        retention,
+        retention, usage,
     },
     AppState,
 };
@@ -30,6 +31,8 @@ pub async fn run(state: AppState) {
         }
         drain(&state, "request_keys", |conn| async move { retention::prune_request_keys(&**conn, ttl, BATCH).await })
             .await;
+        // Not a removal: past days' usage shards folded into one row each, sums kept.
+        drain(&state, "usage_shards", |conn| async move { usage::compact(&**conn, BATCH).await }).await;
         let pending = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             erasure::pending_erasures(&**conn, 100).await

@@ -342,3 +342,45 @@ async fn a_customer_looping_in_the_portal_does_not_spend_its_tenants_own_api_rat
         assert_eq!(t.req(Method::GET, "/api/v1/app").send().await.unwrap().status(), 200);
     }
 }
+
+#[tokio::test]
+async fn past_days_usage_shards_fold_into_one_row_and_the_sums_stay() {
+    use hookgate_shared::{ids::TenantId, store::usage};
+    let db = hookgate_tests::TestDb::new().await;
+    let client = db.client().await;
+    let tenant = TenantId::generate();
+    // Three days ago over five shards (one already folded), yesterday over two.
+    for (days_ago, shard, accepted, bytes) in
+        [(3, 0, 1, 10), (3, 4, 2, 20), (3, 9, 3, 30), (3, 63, 4, 40), (1, 5, 5, 50), (1, 7, 6, 60)]
+    {
+        client
+            .execute(
+                "INSERT INTO usage_days (tenant_id, day, shard, inbound_accepted, bytes_in)
+                 VALUES ($1, (now() AT TIME ZONE 'UTC')::date - $2::int, $3, $4, $5)",
+                &[&tenant.as_str(), &days_ago, &(shard as i16), &(accepted as i64), &(bytes as i64)],
+            )
+            .await
+            .unwrap();
+    }
+    let today = chrono::Utc::now().date_naive();
+    let span = (today - chrono::Days::new(5), today);
+    let before = usage::days(&client, &tenant, span.0, span.1).await.unwrap();
+    assert_eq!(usage::compact(&client, 2).await.unwrap(), 2, "a batch at a time");
+    assert_eq!(usage::compact(&client, 100).await.unwrap(), 1);
+    assert_eq!(usage::compact(&client, 100).await.unwrap(), 0);
+    assert_eq!(usage::days(&client, &tenant, span.0, span.1).await.unwrap(), before, "the sums stay");
+    let rows: Vec<(i32, i64)> = client
+        .query(
+            "SELECT ((now() AT TIME ZONE 'UTC')::date - day)::int, count(*) FROM usage_days WHERE tenant_id = $1
+             GROUP BY day ORDER BY day",
+            &[&tenant.as_str()],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(rows, vec![(3, 1), (1, 2)], "three days ago is one row; yesterday is left alone");
+    assert_eq!(before[0].inbound_accepted, 10);
+    assert_eq!(before[0].bytes_in, 100);
+}

@@ -221,6 +221,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("deliveries::quarantine", "the worker marks one claimed row failed; the outcome carries its tenant id"),
     ("deliveries::resume_enabled", "the worker's sweep resumes paused rows of every re-enabled tenant"),
     ("deliveries::pending_count", "the pending-deliveries gauge is one operator metric over all tenants"),
+    ("usage::compact", "maintenance: past days' usage shards of every tenant are folded, sums kept"),
     ("usage::add", "the usage tallies of a process mix tenants; each count carries its tenant id"),
     ("operational::emit", "notices of a batch of delivery results mix tenants; each notice carries its tenant id"),
     ("lanes::list", "workers serve the lanes of every tenant; each lane carries its tenant id"),

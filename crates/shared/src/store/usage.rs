@@ -126,6 +126,48 @@ pub async fn add(db: &impl GenericClient, counts: &[(Tally, i64)]) -> Result<(),
     Ok(())
 }
 
+/// Folds the shards of days before yesterday (UTC) into one row each (shard 0),
+/// up to `batch` rows a call, in one statement: the sums stay the same, and a
+/// tenant's past day costs one row instead of up to [`SHARDS`]. Yesterday is left
+/// alone: a tally of its last second may still arrive. Returns the rows folded.
+pub async fn compact(db: &impl GenericClient, batch: i64) -> Result<u64, StoreError> {
+    let row = db
+        .query_one(
+            "WITH old AS (
+                DELETE FROM usage_days u USING (
+                    SELECT tenant_id, day, shard FROM usage_days
+                    WHERE shard <> 0 AND day < (now() AT TIME ZONE 'UTC')::date - 1
+                    ORDER BY tenant_id, day, shard LIMIT $1 FOR UPDATE SKIP LOCKED
+                ) d
+                WHERE u.tenant_id = d.tenant_id AND u.day = d.day AND u.shard = d.shard
+                RETURNING u.*
+             ), folded AS (
+                INSERT INTO usage_days AS x (tenant_id, day, shard, inbound_accepted, inbound_duplicates,
+                    rejected_signature, rejected_invalid, rejected_quota, messages_created, attempts_succeeded,
+                    attempts_failed, bytes_in, bytes_out)
+                SELECT tenant_id, day, 0, sum(inbound_accepted), sum(inbound_duplicates), sum(rejected_signature),
+                    sum(rejected_invalid), sum(rejected_quota), sum(messages_created), sum(attempts_succeeded),
+                    sum(attempts_failed), sum(bytes_in), sum(bytes_out)
+                FROM old GROUP BY tenant_id, day ORDER BY tenant_id, day
+                ON CONFLICT (tenant_id, day, shard) DO UPDATE SET
+                    inbound_accepted = x.inbound_accepted + EXCLUDED.inbound_accepted,
+                    inbound_duplicates = x.inbound_duplicates + EXCLUDED.inbound_duplicates,
+                    rejected_signature = x.rejected_signature + EXCLUDED.rejected_signature,
+                    rejected_invalid = x.rejected_invalid + EXCLUDED.rejected_invalid,
+                    rejected_quota = x.rejected_quota + EXCLUDED.rejected_quota,
+                    messages_created = x.messages_created + EXCLUDED.messages_created,
+                    attempts_succeeded = x.attempts_succeeded + EXCLUDED.attempts_succeeded,
+                    attempts_failed = x.attempts_failed + EXCLUDED.attempts_failed,
+                    bytes_in = x.bytes_in + EXCLUDED.bytes_in,
+                    bytes_out = x.bytes_out + EXCLUDED.bytes_out
+             )
+             SELECT count(*) FROM old",
+            &[&batch],
+        )
+        .await?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
+
 /// One day of a tenant's usage, as the API answers it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
