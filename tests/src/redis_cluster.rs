@@ -28,6 +28,21 @@ fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A port for a cluster node whose bus port (10,000 higher) is free too. Below the
+/// ephemeral range: a port from it plus 10,000 may be past 65,535 (the node then
+/// refuses to start) or taken by another test's connection.
+fn free_cluster_port() -> u16 {
+    use std::net::TcpListener;
+    loop {
+        let port = 20_000 + (ulid::Ulid::new().random() % 10_000) as u16;
+        let both =
+            TcpListener::bind(("127.0.0.1", port)).is_ok() && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok();
+        if both {
+            return port;
+        }
+    }
+}
+
 /// Six `redis-server --cluster-enabled yes` processes made into one cluster.
 pub struct RedisCluster {
     dir: std::path::PathBuf,
@@ -39,7 +54,7 @@ impl RedisCluster {
     pub fn start() -> Self {
         let dir = std::env::temp_dir().join(format!("hookgate-cluster-{}", ulid::Ulid::new()));
         std::fs::create_dir_all(&dir).unwrap();
-        let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
+        let ports: Vec<u16> = (0..6).map(|_| free_cluster_port()).collect();
         let mut cluster = RedisCluster { dir, ports: ports.clone(), children: Vec::new() };
         for &port in &ports {
             let node_dir = cluster.dir.join(port.to_string());
@@ -66,7 +81,12 @@ impl RedisCluster {
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .output()
             .expect("redis-cli runs");
-        assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "cluster create on {ports:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         cluster.wait_until_ok();
         cluster
     }

@@ -129,7 +129,7 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
                 $8::smallint[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::jsonb[])
                 AS p(t, typ, app, ep, ep_uid, msg, att, code, since, trig, mt, mo, data)
          ), built AS (
-            SELECT p.t AS tenant_id, p.typ, p.mt, p.mo, jsonb_build_object('type', p.typ, 'data',
+            SELECT p.t AS tenant_id, p.app AS about, p.typ, p.mt, p.mo, jsonb_build_object('type', p.typ, 'data',
                 CASE WHEN p.data IS NOT NULL THEN p.data
                 WHEN p.typ LIKE 'message.attempt.%' THEN jsonb_build_object(
                     'appId', p.app, 'appUid', a.uid, 'msgId', p.msg, 'msgEventId', m.event_id, 'endpointId', p.ep,
@@ -145,7 +145,7 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
             LEFT JOIN messages m ON p.msg IS NOT NULL AND m.tenant_id = p.t AND m.app_id = p.app AND m.id = p.msg
             LEFT JOIN endpoints e ON e.tenant_id = p.t AND e.app_id = p.app AND e.id = p.ep
          ), targets AS (
-            SELECT o.tenant_id AS ot, o.id AS oapp, b.typ,
+            SELECT o.tenant_id AS ot, o.id AS oapp, b.typ, b.about,
                 CASE WHEN o.tenant_id = b.tenant_id THEN b.mt ELSE b.mo END AS mid,
                 CASE WHEN o.tenant_id = b.tenant_id THEN b.payload
                      ELSE b.payload || jsonb_build_object('tenantId', b.tenant_id) END AS body
@@ -157,8 +157,10 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
                 WHERE x.tenant_id = o.tenant_id AND x.app_id = o.id AND NOT x.disabled
                   AND (x.event_types IS NULL OR b.typ = ANY (x.event_types)) AND x.channels IS NULL)
          ), msg AS (
-            INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type)
-            SELECT ot, oapp, mid, typ, convert_to(body::text, 'UTF8'), 'application/json' FROM targets
+            -- Tagged with the application it is about, so that erasing that
+            -- application finds its notices.
+            INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, tags)
+            SELECT ot, oapp, mid, typ, convert_to(body::text, 'UTF8'), 'application/json', ARRAY[about] FROM targets
             RETURNING tenant_id, app_id, id, event_type, channels
          ), dels AS ({})
          SELECT count(*) FROM dels",
