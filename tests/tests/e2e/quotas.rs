@@ -384,37 +384,3 @@ async fn past_days_usage_shards_fold_into_one_row_and_the_sums_stay() {
     assert_eq!(before[0].inbound_accepted, 10);
     assert_eq!(before[0].bytes_in, 100);
 }
-
-#[tokio::test]
-async fn erasing_an_application_erases_the_operational_notices_about_it_and_no_others() {
-    let app = TestApp::spawn().await;
-    let t = app.tenant().await;
-    let sink = Sink::start().await;
-    let op = t.post("/api/v1/operational-webhook/endpoint", json!({ "url": sink.url }), 201).await;
-    assert!(op["id"].as_str().unwrap().starts_with("ep_"));
-    let res = app.admin(Method::POST, "/admin/v1/operational-webhook/endpoint").json(&json!({ "url": sink.url }));
-    assert_eq!(res.send().await.unwrap().status(), 201);
-    let gone = t.application().await;
-    let kept = t.application().await;
-    t.endpoint(&gone, &sink.url, json!({ "uid": "customer-at-example.com" })).await;
-    t.endpoint(&kept, &sink.url, json!({})).await;
-    let client = app.db.client().await;
-    let about = |id: String| {
-        let client = &client;
-        async move {
-            let row =
-                client.query_one("SELECT count(*) FROM messages WHERE tags @> ARRAY[$1::text]", &[&id]).await.unwrap();
-            row.get::<_, i64>(0)
-        }
-    };
-    assert_eq!(about(gone.clone()).await, 2, "endpoint.created, to the tenant and to the operator");
-    assert_eq!(about(kept.clone()).await, 2);
-    let res = t.req(Method::DELETE, &format!("/api/v1/app/{gone}")).send().await.unwrap();
-    assert_eq!(res.status(), 204);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while about(gone.clone()).await > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(about(gone).await, 0, "its notices, which name its endpoint's uid, are erased with it");
-    assert_eq!(about(kept).await, 2, "another application's are not");
-}

@@ -6,7 +6,6 @@ use tokio_postgres::GenericClient;
 
 use super::{
     retention::{self, column},
-    tenants::OPERATOR,
     StoreError,
 };
 use crate::{
@@ -97,8 +96,7 @@ pub async fn request_erasure(
 }
 
 /// One bounded step of erasing an application: up to `batch` of its messages
-/// (with their deliveries, attempts and eventIds), up to `batch` of the
-/// operational notices about it (the tenant's and the operator's), then up to `batch` of its
+/// (with their deliveries, attempts and eventIds), then up to `batch` of its
 /// inbound events with their keys (whichever source admitted them); when a step
 /// finds less than a batch of either, the application itself goes (its
 /// endpoints, sources, deliveries and the rest, by cascade) with its erasure
@@ -119,27 +117,11 @@ pub async fn erase_step(
             &[&t, &a, &batch],
         )
         .await?;
-    let mut messages = if rows.is_empty() {
+    let messages = if rows.is_empty() {
         0
     } else {
         retention::delete_messages(&tx, &column(&rows, 0), &column(&rows, 1), &column(&rows, 2)).await?
     };
-    // The operational notices about it, the tenant's and the operator's copies
-    // (they name its ids and uids): tagged with its id when written.
-    let rows = tx
-        .query(
-            &format!(
-                "SELECT m.tenant_id, m.app_id, m.id FROM messages m
-                 JOIN applications o ON o.tenant_id = m.tenant_id AND o.id = m.app_id AND o.operational
-                 WHERE m.tenant_id IN ($1, '{OPERATOR}') AND m.tags @> ARRAY[$2::text]
-                 LIMIT $3 FOR UPDATE OF m SKIP LOCKED"
-            ),
-            &[&t, &a, &batch],
-        )
-        .await?;
-    if !rows.is_empty() {
-        messages += retention::delete_messages(&tx, &column(&rows, 0), &column(&rows, 1), &column(&rows, 2)).await?;
-    }
     let rows = tx
         .query(
             "SELECT tenant_id, source_id, id, key FROM inbound_events WHERE tenant_id = $1 AND app_id = $2
@@ -164,8 +146,7 @@ pub async fn erase_step(
         .await?
     };
     tx.commit().await?;
-    // Two batches of messages (its own, then notices about it): a full one of either leaves more.
-    if messages >= batch as u64 || inbound == batch as u64 {
+    if messages == batch as u64 || inbound == batch as u64 {
         return Ok(Erasure::Progress(messages + inbound));
     }
     // Less than a batch is left (even if more trickles in): one statement takes it.

@@ -157,8 +157,7 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
                 WHERE x.tenant_id = o.tenant_id AND x.app_id = o.id AND NOT x.disabled
                   AND (x.event_types IS NULL OR b.typ = ANY (x.event_types)) AND x.channels IS NULL)
          ), msg AS (
-            -- Tagged with the application it is about, so that erasing that
-            -- application finds its notices.
+            -- Tagged with the application it is about (for finding them again).
             INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, tags)
             SELECT ot, oapp, mid, typ, convert_to(body::text, 'UTF8'), 'application/json', ARRAY[about] FROM targets
             RETURNING tenant_id, app_id, id, event_type, channels
