@@ -9,7 +9,7 @@ use crate::{
     bed::{publish, Bed},
     pace::paced,
     report::Row,
-    sink::now_micros,
+    scenarios::timed_message,
     Settings,
 };
 
@@ -73,11 +73,7 @@ async fn one_run(bed: &Bed, s: Settings, backlog: usize, a: Neighbour, i: usize)
         let (http, url, key) =
             (bed.http.clone(), bed.api.url(&format!("/api/v1/app/{app_b}/msg")), tenant_b.key.clone());
         paced(B_RATE, s.duration, 512, move |_| {
-            let req = http
-                .post(&url)
-                .bearer_auth(&key)
-                .header("content-type", "application/json")
-                .body(format!(r#"{{"eventType":"bench","payload":{{"t":{},"k":1}}}}"#, now_micros()));
+            let req = timed_message(&http, &url, &key);
             async move { req.send().await.is_ok_and(|r| r.status() == 202) }
         })
         .await

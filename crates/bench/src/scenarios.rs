@@ -30,6 +30,23 @@ pub fn stripe_sig(body: &[u8]) -> String {
     format!("t={ts},v1={}", hex::encode(m.finalize().into_bytes()))
 }
 
+/// `body` POSTed to a source's URL, signed as Stripe signs it now.
+pub fn stripe_post(http: &reqwest::Client, url: &str, body: String) -> reqwest::RequestBuilder {
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("stripe-signature", stripe_sig(body.as_bytes()))
+        .body(body)
+}
+
+/// A message whose payload carries the time it was sent (`t`, in µs), from
+/// which the sink measures its lag.
+pub fn timed_message(http: &reqwest::Client, url: &str, key: &str) -> reqwest::RequestBuilder {
+    http.post(url)
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"eventType":"bench","payload":{{"t":{},"k":1}}}}"#, now_micros()))
+}
+
 fn row(name: &str, c: usize, m: &Measured, ratio: Option<(f64, &str)>, bar: Option<(f64, f64)>, note: &str) -> Row {
     Row {
         cpu: None,
@@ -96,11 +113,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
             let (http, url) = (bed.http.clone(), in_url.clone());
             closed_loop(c, s.duration, move |client, n| {
                 let body = format!(r#"{{"id":"evt_u_{client}_{n}","type":"bench.event","data":{{}}}}"#);
-                let req = http
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .header("stripe-signature", stripe_sig(body.as_bytes()))
-                    .body(body);
+                let req = stripe_post(&http, &url, body);
                 async move { req.send().await.is_ok_and(|r| r.status() == 200) }
             })
             .await
@@ -125,11 +138,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
                 let id =
                     if n % 10 == 0 { format!("evt_d_{client}_{n}") } else { format!("evt_u_{client}_{}", n % 100) };
                 let body = format!(r#"{{"id":"{id}","type":"bench.event","data":{{}}}}"#);
-                let req = http
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .header("stripe-signature", stripe_sig(body.as_bytes()))
-                    .body(body);
+                let req = stripe_post(&http, &url, body);
                 async move { req.send().await.is_ok_and(|r| r.status() == 200) }
             })
             .await
@@ -202,11 +211,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
             let (http, url, key) =
                 (bed.http.clone(), bed.api.url(&format!("/api/v1/app/{app1}/msg")), tenant.key.clone());
             paced(rate, s.duration, 4 * c, move |_| {
-                let req = http
-                    .post(&url)
-                    .bearer_auth(&key)
-                    .header("content-type", "application/json")
-                    .body(format!(r#"{{"eventType":"bench","payload":{{"t":{},"k":1}}}}"#, now_micros()));
+                let req = timed_message(&http, &url, &key);
                 async move { req.send().await.is_ok_and(|r| r.status() == 202) }
             })
             .await

@@ -10,7 +10,7 @@ use crate::{
     cpu::PerUnit,
     pace::paced,
     report::Row,
-    scenarios::stripe_sig,
+    scenarios::{stripe_post, timed_message},
     sink::now_micros,
     Settings,
 };
@@ -127,22 +127,14 @@ async fn one_step(
         let (http, url) = (bed.http.clone(), in_url.to_owned());
         paced(rate / 2.0, window, 2048, move |n| {
             let body = format!(r#"{{"t":{},"id":"evt_s_{step}_{n}","type":"bench.event","data":{{}}}}"#, now_micros());
-            let req = http
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("stripe-signature", stripe_sig(body.as_bytes()))
-                .body(body);
+            let req = stripe_post(&http, &url, body);
             async move { req.send().await.is_ok_and(|r| r.status() == 200) }
         })
     };
     let api = {
         let (http, url, key) = (bed.http.clone(), bed.api.url(&format!("/api/v1/app/{app}/msg")), tenant.key.clone());
         paced(rate / 2.0, window, 2048, move |_| {
-            let req = http
-                .post(&url)
-                .bearer_auth(&key)
-                .header("content-type", "application/json")
-                .body(format!(r#"{{"eventType":"bench","payload":{{"t":{},"k":1}}}}"#, now_micros()));
+            let req = timed_message(&http, &url, &key);
             async move { req.send().await.is_ok_and(|r| r.status() == 202) }
         })
     };
