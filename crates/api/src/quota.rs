@@ -132,9 +132,7 @@ pub async fn insert_app(
                 tenant,
                 Exceeded { limit: Limit::AppsPerTenant, value, retry_after: Default::default() },
             );
-            Err(ApiError::Validation(format!(
-                "the tenant has {n} applications, the most its quota `appsPerTenant` allows ({value})"
-            )))
+            Err(ApiError::Validation(hookgate_shared::quota::apps_full(n, value)))
         }
     }
 }

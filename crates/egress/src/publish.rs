@@ -278,12 +278,8 @@ impl Publisher {
             Ok(Ok(done))
         })
         .await?;
-        let done = done.map_err(|n| {
-            PublishError::Invalid(format!(
-                "the tenant has {n} applications, the most its quota `appsPerTenant` allows ({})",
-                inline.cap.unwrap_or_default()
-            ))
-        })?;
+        let done = done
+            .map_err(|n| PublishError::Invalid(hookgate_shared::quota::apps_full(n, inline.cap.unwrap_or_default())))?;
         done.ok_or_else(|| PublishError::Internal("the new application is not visible in its own transaction".into()))
     }
 }

@@ -124,6 +124,11 @@ impl Quotas {
     }
 }
 
+/// Why an application was not made: the tenant has `n`, its `appsPerTenant` is `cap`.
+pub fn apps_full(n: i64, cap: u64) -> String {
+    format!("the tenant has {n} applications, the most its quota `appsPerTenant` allows ({cap})")
+}
+
 /// A request refused by a quota.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exceeded {

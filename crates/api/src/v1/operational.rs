@@ -61,6 +61,12 @@ async fn op_app(state: &AppState, tenant: &TenantId) -> Result<Option<AppId>, Ap
     Ok(operational::app(&**conn, tenant).await?)
 }
 
+/// The tenant's operational application, made now if it has none.
+async fn made_op_app(state: &AppState, tenant: &TenantId) -> Result<AppId, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    Ok(operational::ensure_app(&**conn, tenant).await?)
+}
+
 async fn find(state: &AppState, tenant: &TenantId, ep: &Ref<EndpointId>) -> Result<(AppId, Endpoint), ApiError> {
     let app = op_app(state, tenant).await?.ok_or(ApiError::NotFound("endpoint"))?;
     let conn = db::conn(&state.db).await?;
@@ -102,10 +108,7 @@ async fn create(
         }
         None => None,
     };
-    let app = {
-        let conn = db::conn(&state.db).await?;
-        operational::ensure_app(&**conn, &who.0).await?
-    };
+    let app = made_op_app(&state, &who.0).await?;
     let made = NewEndpoint { fields: &fields, secret: body.endpoint.secret.as_deref(), headers };
     insert(&state, &who.0, &app, made, key.as_deref(), Notify::No).await
 }
@@ -129,10 +132,7 @@ async fn upsert(
         Ok((app, ep)) => save(&state, &who.0, &app, &ep.id, &fields, Notify::No).await,
         Err(ApiError::NotFound(_)) if path.creatable_uid().is_some() => {
             fields.uid = Some(fields.uid.unwrap_or_else(|| path.to_string()));
-            let app = {
-                let conn = db::conn(&state.db).await?;
-                operational::ensure_app(&**conn, &who.0).await?
-            };
+            let app = made_op_app(&state, &who.0).await?;
             let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers: None };
             insert(&state, &who.0, &app, made, None, Notify::No).await
         }
