@@ -85,6 +85,11 @@ impl Application {
         let forwarder = Data::new(Forwarder::new(state.clone(), egress_metrics.clone()));
         let group_commit = Data::new(GroupCommit::start(state.clone(), egress_metrics.clone()));
         let alerts = Data::new(hookgate_ingress::alerts::Alerts::default());
+        // PayPal's certificates: fetched (allow-listed) within the egress connect timeout.
+        let certificates = Data::new(hookgate_ingress::verify::Certificates::new(
+            &state.config.paypal_cert_urls,
+            state.config.egress_connect_timeout,
+        ));
         let publisher = Data::new(Publisher::start(state.clone(), egress_metrics.clone()));
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
@@ -95,6 +100,7 @@ impl Application {
                 .app_data(forwarder.clone())
                 .app_data(group_commit.clone())
                 .app_data(alerts.clone())
+                .app_data(certificates.clone())
                 .app_data(publisher.clone())
                 .app_data(json_config(max_body))
                 .app_data(web::PayloadConfig::new(max_body))

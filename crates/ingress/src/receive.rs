@@ -45,6 +45,7 @@ impl Refusal {
         match self {
             Refusal::TooLarge(_) => "too_large",
             Refusal::Quota(_) => "quota_exceeded",
+            Refusal::Signature(crate::verify::VerifyError::CertificateUnavailable(_)) => "unavailable",
             Refusal::Signature(_) => "invalid_signature",
             Refusal::KeyMissing(_) | Refusal::BadRequest(_) => "bad_request",
             Refusal::Unavailable => "unavailable",
@@ -55,6 +56,7 @@ impl Refusal {
     /// The usage counter a refusal adds to, if it is the sender's doing.
     fn usage(&self) -> Option<Counter> {
         match self {
+            Refusal::Signature(crate::verify::VerifyError::CertificateUnavailable(_)) => None,
             Refusal::Signature(_) => Some(Counter::RejectedSignature),
             Refusal::TooLarge(_) | Refusal::KeyMissing(_) | Refusal::BadRequest(_) => Some(Counter::RejectedInvalid),
             Refusal::Quota(_) => Some(Counter::RejectedQuota),
@@ -67,7 +69,12 @@ impl Refusal {
             Refusal::TooLarge(n) => ApiError::TooLarge(n),
             Refusal::Quota(e) => ApiError::Quota(e),
             Refusal::Signature(e) => {
-                ApiError::Coded { status: StatusCode::UNAUTHORIZED, code: e.code(), detail: e.to_string() }
+                let status = match e {
+                    // The certificate host did not answer: the provider's retry may succeed.
+                    crate::verify::VerifyError::CertificateUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                    _ => StatusCode::UNAUTHORIZED,
+                };
+                ApiError::Coded { status, code: e.code(), detail: e.to_string() }
             }
             Refusal::KeyMissing(detail) => {
                 ApiError::Coded { status: StatusCode::BAD_REQUEST, code: "idempotency_key_missing", detail }
@@ -112,6 +119,7 @@ pub async fn receive(
     forwarder: web::Data<Forwarder>,
     group: web::Data<GroupCommit>,
     alerts: web::Data<Alerts>,
+    certs: web::Data<verify::Certificates>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     // Parsed at the edge: a malformed id names no source, and reaches neither the
@@ -141,9 +149,10 @@ pub async fn receive(
             return Err(refusal.into_api());
         }
     };
-    let result = handle(&req, payload, &state, &forwarder, &group, &source).await;
+    let services = Services { state: &state, forwarder: &forwarder, group: &group, certs: &certs };
+    let result = handle(&req, payload, services, &source).await;
     match &result {
-        Ok((Admitted::Duplicate(_, Layer::Redis), _)) => {
+        Ok(Outcome::Admitted(Admitted::Duplicate(_, Layer::Redis), _)) => {
             state.limits.tally(&source.tenant_id, Counter::InboundDuplicates);
         }
         Err(refusal) => {
@@ -151,6 +160,7 @@ pub async fn receive(
                 state.limits.tally(&source.tenant_id, counter);
             }
             match refusal {
+                Refusal::Signature(crate::verify::VerifyError::CertificateUnavailable(_)) => {}
                 Refusal::Signature(_) => alerts.signature_failed(&state, &source).await,
                 Refusal::Quota(e) => alerts.quota_exceeded(&state, &source, e).await,
                 _ => {}
@@ -161,7 +171,15 @@ pub async fn receive(
     metrics.duration.observe(started.elapsed().as_secs_f64());
     let (tenant, src) = (source.tenant_id.as_str(), source.id.as_str());
     match result {
-        Ok((admitted, key)) => {
+        Ok(Outcome::Handshake(h)) => {
+            metrics.request(tenant, src, "handshake");
+            let mut res = HttpResponse::build(StatusCode::from_u16(h.status).unwrap_or(StatusCode::OK));
+            Ok(match h.body {
+                Some(body) => res.json(body),
+                None => res.finish(),
+            })
+        }
+        Ok(Outcome::Admitted(admitted, key)) => {
             let (status, outcome, body_status, id, duplicate) = match admitted {
                 Admitted::Accepted(id) => (StatusCode::OK, "accepted", "accepted", Some(id), false),
                 Admitted::Duplicate(id, layer) => {
@@ -197,23 +215,74 @@ pub async fn receive(
     }
 }
 
+/// The shared services a request uses.
+struct Services<'a> {
+    state: &'a AppState,
+    forwarder: &'a Forwarder,
+    group: &'a GroupCommit,
+    certs: &'a verify::Certificates,
+}
+
+/// What a verified request came to.
+enum Outcome {
+    Admitted(Admitted, String),
+    /// A provider's set-up request, answered without admitting anything.
+    Handshake(verify::Handshake),
+}
+
+/// The URL the provider posted to, as it signs it: the source's `publicUrl`, else
+/// the URL Hookgate shows for the source, with the request's query.
+fn signed_url(req: &HttpRequest, state: &AppState, source: &sources::Source) -> String {
+    let base = match &source.public_url {
+        Some(url) if url.contains('?') => return url.clone(),
+        Some(url) => url.clone(),
+        None => {
+            let host = match &state.config.public_url {
+                Some(base) => base.clone(),
+                None => {
+                    let info = req.connection_info();
+                    format!("{}://{}", info.scheme(), info.host())
+                }
+            };
+            format!("{host}/in/{}", source.id)
+        }
+    };
+    match req.uri().query() {
+        Some(q) => format!("{base}?{q}"),
+        None => base,
+    }
+}
+
 async fn handle(
     req: &HttpRequest,
     payload: web::Payload,
-    state: &AppState,
-    forwarder: &Forwarder,
-    group: &GroupCommit,
+    services: Services<'_>,
     source: &sources::Source,
-) -> Result<(Admitted, String), Refusal> {
+) -> Result<Outcome, Refusal> {
+    let Services { state, forwarder, group, certs } = services;
     let body = read_body(payload, state.config.max_body).await?;
     let secrets = secrets::valid_secrets(state, source).map_err(Refusal::Internal)?;
-    let now = chrono::Utc::now().timestamp();
-    let extracted = {
-        let _verify = hookgate_shared::otel_span!("ingress.verify", source = %source.id).entered();
-        verify::verify(&source.provider, &secrets, req.headers(), &body, now).map_err(Refusal::Signature)?;
-        extract::key_value(&source.provider, &source.idempotency, req.headers(), &body)
-            .map_err(|e| Refusal::KeyMissing(e.0))?
+    let url = if source.provider.signs_url() { signed_url(req, state, source) } else { String::new() };
+    let request = verify::Request {
+        provider: &source.provider,
+        headers: req.headers(),
+        body: &body,
+        method: req.method().as_str(),
+        url: &url,
+        now: chrono::Utc::now().timestamp(),
     };
+    let preset = verify::preset(&source.provider);
+    if preset.unsigned_ping.is_some_and(|ping| ping(&request)) {
+        return Ok(Outcome::Handshake(verify::Handshake { status: 200, body: Some(json!({ "status": "ping" })) }));
+    }
+    verify::verify(&request, &secrets, certs)
+        .instrument(hookgate_shared::otel_span!("ingress.verify", source = %source.id))
+        .await
+        .map_err(Refusal::Signature)?;
+    if let Some(answer) = preset.handshake.and_then(|h| h(&request, &secrets)) {
+        return Ok(Outcome::Handshake(answer));
+    }
+    let extracted = extract::key_value(&source.idempotency, &request).map_err(|e| Refusal::KeyMissing(e.0))?;
     let key = match extracted {
         Some((kind, value)) => key::derive(&source.tenant_id, &source.id, kind, &value),
         // Idempotency disabled: every request is its own event.
@@ -225,7 +294,7 @@ async fn handle(
             admit::seen(&state.redis, &source.tenant_id, &key).instrument(hookgate_shared::otel_span!("ingress.seen"));
         if let Some(id) = seen.await {
             admit::count_duplicate(&state.redis, &source.tenant_id, &key, retention_days).await;
-            return Ok((Admitted::Duplicate(Some(id), Layer::Redis), key));
+            return Ok(Outcome::Admitted(Admitted::Duplicate(Some(id), Layer::Redis), key));
         }
     }
     // Over the tenant's inbound rate: 429, and the provider retries later. Only
@@ -239,7 +308,7 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream")
         .to_owned();
-    let event_type = extract::event_type(&source.provider, source.event_type_path.as_deref(), req.headers(), &body);
+    let event_type = extract::event_type(source.event_type_path.as_deref(), &request);
     let candidate = Candidate { source, retention_days, key: key.clone(), event_type, content_type, payload: body };
     let span = hookgate_shared::otel_span!("ingress.admit", mode = source.mode.as_str());
     let admitted = async {
@@ -257,5 +326,5 @@ async fn handle(
     }
     .instrument(span)
     .await?;
-    Ok((admitted, key))
+    Ok(Outcome::Admitted(admitted, key))
 }

@@ -1,11 +1,12 @@
 //! Source secrets at rest: sealed with the tenant's key and bound to their
 //! source, opened only to verify a request or to show the secret to its tenant.
 
+use base64::{engine::general_purpose::STANDARD, Engine};
 use chrono::Utc;
 use hookgate_shared::{
     crypto::random_hex,
     ids::{SourceId, TenantId},
-    source::Provider,
+    source::{Provider, SecretKind},
     store::sources::Source,
     whsec, AppState,
 };
@@ -39,22 +40,55 @@ pub fn valid_secrets(state: &AppState, s: &Source) -> Result<Vec<String>, String
     Ok(out)
 }
 
-/// A fresh secret in the provider's format.
-pub fn generate(provider: &Provider) -> String {
-    if provider.uses_whsec() {
-        whsec::generate_secret()
-    } else {
-        format!("hgsec_{}", random_hex(24))
+/// A fresh secret in the provider's format; refused where the provider makes
+/// the key (a public key, PayPal's webhook id) and only its value will do.
+pub fn generate(provider: &Provider) -> Result<String, String> {
+    match provider.secret_kind() {
+        SecretKind::Whsec | SecretKind::WhsecOrPublicKey => Ok(whsec::generate_secret()),
+        SecretKind::Shared | SecretKind::Nothing => Ok(format!("hgsec_{}", random_hex(24))),
+        SecretKind::BasicCredentials => Ok(format!("hookgate:{}", random_hex(24))),
+        SecretKind::Ed25519Hex | SecretKind::P256PublicKey => {
+            Err(format!("provider `{}` verifies with its public key: give it as `secret`", provider.name()))
+        }
+        SecretKind::PaypalWebhookId => Err("provider `paypal` needs its webhook id as `secret`".into()),
     }
 }
 
 /// Checks a tenant-given secret for the provider; the error names what is wrong.
 pub fn check(provider: &Provider, secret: &str) -> Result<String, String> {
-    if provider.uses_whsec() {
-        return whsec::normalise_secret(secret).map_err(|e| e.to_string());
+    // Keys are trimmed (pasted from a dashboard); shared secrets are taken as given.
+    let key = secret.trim();
+    let bad = |what: &str| Err(format!("`secret` for provider `{}` must be {what}", provider.name()));
+    match provider.secret_kind() {
+        SecretKind::Whsec => whsec::normalise_secret(secret).map_err(|e| e.to_string()),
+        SecretKind::WhsecOrPublicKey => match key.strip_prefix("whpk_") {
+            Some(pk) if STANDARD.decode(pk).is_ok_and(|k| k.len() == 32) => Ok(key.to_owned()),
+            Some(_) => bad("a `whsec_` secret or a `whpk_` public key (base64 of 32 bytes)"),
+            None => whsec::normalise_secret(secret).map_err(|e| e.to_string()),
+        },
+        SecretKind::Ed25519Hex => match hex::decode(key) {
+            Ok(k) if k.len() == 32 => Ok(key.to_ascii_lowercase()),
+            _ => bad("the application's public key: 64 hex characters"),
+        },
+        SecretKind::P256PublicKey => match crate::verify::p256_point(key) {
+            Some(_) => Ok(key.to_owned()),
+            None => bad("the verification key SendGrid shows: a base64 ECDSA P-256 public key"),
+        },
+        SecretKind::PaypalWebhookId => {
+            match !key.is_empty() && key.len() <= 64 && key.bytes().all(|c| c.is_ascii_alphanumeric()) {
+                true => Ok(key.to_owned()),
+                false => bad("the webhook's id as PayPal shows it (letters and digits)"),
+            }
+        }
+        SecretKind::BasicCredentials => match secret.split_once(':') {
+            Some((user, pass)) if !user.is_empty() && !pass.is_empty() && secret.len() <= 512 => Ok(secret.to_owned()),
+            _ => bad("`user:password`, as the sender sends them"),
+        },
+        SecretKind::Shared | SecretKind::Nothing => {
+            if secret.is_empty() || secret.len() > 512 {
+                return Err("`secret` must be 1 to 512 characters".into());
+            }
+            Ok(secret.to_owned())
+        }
     }
-    if secret.is_empty() || secret.len() > 512 {
-        return Err("`secret` must be 1 to 512 characters".into());
-    }
-    Ok(secret.to_owned())
 }

@@ -46,6 +46,7 @@ settings! {
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per process.";
     "db_timeout_ms", "HOOKGATE_DB_TIMEOUT_MS", Some("5000"), "Timeout to connect to Postgres or wait for a pooled connection.";
     "db_statement_timeout_ms", "HOOKGATE_DB_STATEMENT_TIMEOUT_MS", Some("5000"), "Longest one database step may take: Postgres's statement_timeout, and Hookgate's own bound on waiting for an answer, so a stalled database answers 503 rather than hanging.";
+    "paypal_cert_urls", "HOOKGATE_PAYPAL_CERT_URLS", Some("https://api.paypal.com/,https://api-m.paypal.com/,https://api.sandbox.paypal.com/,https://api-m.sandbox.paypal.com/"), "Where PayPal sources may fetch the certificate a `PAYPAL-CERT-URL` names: URL prefixes (scheme, host, port and path start), comma-separated. A certificate elsewhere is refused without being fetched; fetched ones are cached for a day.";
     "max_body", "HOOKGATE_MAX_BODY", Some("1048576"), "Largest request body accepted, in bytes.";
     "idempotency_ttl_secs", "HOOKGATE_IDEMPOTENCY_TTL_SECS", Some("86400"), "How long an Idempotency-Key is remembered.";
     "retention_inbound_days", "HOOKGATE_RETENTION_INBOUND_DAYS", Some("30"), "Days an inbound event is kept (its dedupe window), 1-90, for tenants and sources that set none.";
@@ -121,6 +122,8 @@ pub struct Config {
     pub egress_proxy: Option<String>,
     /// `HOOKGATE_PUBLIC_URL` without a trailing `/`.
     pub public_url: Option<String>,
+    /// URL prefixes PayPal certificates may be fetched from.
+    pub paypal_cert_urls: Vec<String>,
     pub delivery_lease: Duration,
     pub max_endpoints_per_app: i64,
     /// The operator's default quotas (0: no limit).
@@ -328,6 +331,14 @@ impl Config {
                 }
             }
         };
+        let mut paypal_cert_urls = Vec::new();
+        for prefix in raw.get("paypal_cert_urls").unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let ok = url::Url::parse(prefix).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+            if !ok {
+                return Err(Raw::invalid("paypal_cert_urls", format!("`{prefix}`: expected an http(s) URL prefix")));
+            }
+            paypal_cert_urls.push(prefix.to_owned());
+        }
         let egress_proxy = raw.get("egress_proxy").filter(|p| !p.is_empty()).map(str::to_owned);
         if let Some(p) = &egress_proxy {
             let scheme_ok = p.starts_with("http://") || p.starts_with("https://");
@@ -402,6 +413,7 @@ impl Config {
             egress_timeout,
             egress_proxy,
             public_url,
+            paypal_cert_urls,
             delivery_lease,
             max_endpoints_per_app: raw.parse("max_endpoints_per_app")?,
             quotas: crate::quota::Quotas {

@@ -36,22 +36,93 @@ pub enum Encoding {
     Base64,
 }
 
-/// A source's provider, with what its verification needs.
+/// A source's provider, with what its verification needs. Each has one file
+/// under `hookgate_ingress::verify` (its signature check, stable id, event type
+/// and handshake); `docs/receiving.md` has a row for each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provider {
     Stripe,
     Github,
     Shopify,
     Slack,
+    /// Symmetric (`whsec_`) or asymmetric (`whpk_`, the `v1a` Ed25519 form).
     StandardWebhooks,
+    /// Svix-signed senders (Clerk, Resend, …): `svix-*` headers.
+    Svix,
+    Twilio,
+    Square,
+    Paddle,
+    Paypal,
+    Sendgrid,
+    Discord,
+    Mailgun,
+    /// Postmark and any sender that authenticates with `Authorization: Basic`.
+    BasicAuth,
+    Gitlab,
+    Bitbucket,
+    Hubspot,
+    Intercom,
+    Zoom,
+    Linear,
+    Typeform,
+    Calendly,
+    Woocommerce,
     Hmac(HmacSpec),
     /// No verification: only with the source's explicit flag.
     None,
 }
 
+/// What a provider's `secret` is, which decides how it is checked and whether
+/// Hookgate can make one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretKind {
+    /// A shared signing secret; Hookgate can generate one.
+    Shared,
+    /// A `whsec_` secret (base64 after the prefix).
+    Whsec,
+    /// A `whsec_` secret, or a `whpk_` Ed25519 public key (Standard Webhooks `v1a`).
+    WhsecOrPublicKey,
+    /// An Ed25519 public key in hex (Discord's application public key).
+    Ed25519Hex,
+    /// An ECDSA P-256 public key, base64 DER (SendGrid's verification key).
+    P256PublicKey,
+    /// PayPal's webhook id: not a secret, the certificate signs; it binds a
+    /// signature to this webhook.
+    PaypalWebhookId,
+    /// `user:password`, as the sender puts it in `Authorization: Basic`.
+    BasicCredentials,
+    /// Provider `none`.
+    Nothing,
+}
+
 impl Provider {
-    pub const NAMES: &'static [&'static str] =
-        &["stripe", "github", "shopify", "slack", "standard-webhooks", "hmac", "none"];
+    pub const NAMES: &'static [&'static str] = &[
+        "stripe",
+        "github",
+        "shopify",
+        "slack",
+        "standard-webhooks",
+        "svix",
+        "twilio",
+        "square",
+        "paddle",
+        "paypal",
+        "sendgrid",
+        "discord",
+        "mailgun",
+        "basic-auth",
+        "gitlab",
+        "bitbucket",
+        "hubspot",
+        "intercom",
+        "zoom",
+        "linear",
+        "typeform",
+        "calendly",
+        "woocommerce",
+        "hmac",
+        "none",
+    ];
 
     /// The provider of a `provider` name and its options (`hmac` needs its spec).
     pub fn parse(name: &str, hmac: Option<&Value>) -> Result<Self, String> {
@@ -61,6 +132,24 @@ impl Provider {
             "shopify" => Provider::Shopify,
             "slack" => Provider::Slack,
             "standard-webhooks" => Provider::StandardWebhooks,
+            "svix" => Provider::Svix,
+            "twilio" => Provider::Twilio,
+            "square" => Provider::Square,
+            "paddle" => Provider::Paddle,
+            "paypal" => Provider::Paypal,
+            "sendgrid" => Provider::Sendgrid,
+            "discord" => Provider::Discord,
+            "mailgun" => Provider::Mailgun,
+            "basic-auth" => Provider::BasicAuth,
+            "gitlab" => Provider::Gitlab,
+            "bitbucket" => Provider::Bitbucket,
+            "hubspot" => Provider::Hubspot,
+            "intercom" => Provider::Intercom,
+            "zoom" => Provider::Zoom,
+            "linear" => Provider::Linear,
+            "typeform" => Provider::Typeform,
+            "calendly" => Provider::Calendly,
+            "woocommerce" => Provider::Woocommerce,
             "hmac" => {
                 let spec: HmacSpec = serde_json::from_value(hmac.cloned().unwrap_or_default())
                     .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
@@ -83,6 +172,24 @@ impl Provider {
             Provider::Shopify => "shopify",
             Provider::Slack => "slack",
             Provider::StandardWebhooks => "standard-webhooks",
+            Provider::Svix => "svix",
+            Provider::Twilio => "twilio",
+            Provider::Square => "square",
+            Provider::Paddle => "paddle",
+            Provider::Paypal => "paypal",
+            Provider::Sendgrid => "sendgrid",
+            Provider::Discord => "discord",
+            Provider::Mailgun => "mailgun",
+            Provider::BasicAuth => "basic-auth",
+            Provider::Gitlab => "gitlab",
+            Provider::Bitbucket => "bitbucket",
+            Provider::Hubspot => "hubspot",
+            Provider::Intercom => "intercom",
+            Provider::Zoom => "zoom",
+            Provider::Linear => "linear",
+            Provider::Typeform => "typeform",
+            Provider::Calendly => "calendly",
+            Provider::Woocommerce => "woocommerce",
             Provider::Hmac(_) => "hmac",
             Provider::None => "none",
         }
@@ -99,9 +206,24 @@ impl Provider {
         !matches!(self, Provider::None)
     }
 
-    /// Whether its secrets are `whsec_` secrets (generated and checked as such).
-    pub fn uses_whsec(&self) -> bool {
-        matches!(self, Provider::StandardWebhooks)
+    /// What its `secret` holds.
+    pub fn secret_kind(&self) -> SecretKind {
+        match self {
+            Provider::StandardWebhooks => SecretKind::WhsecOrPublicKey,
+            Provider::Svix => SecretKind::Whsec,
+            Provider::Discord => SecretKind::Ed25519Hex,
+            Provider::Sendgrid => SecretKind::P256PublicKey,
+            Provider::Paypal => SecretKind::PaypalWebhookId,
+            Provider::BasicAuth => SecretKind::BasicCredentials,
+            Provider::None => SecretKind::Nothing,
+            _ => SecretKind::Shared,
+        }
+    }
+
+    /// Whether its signature covers the URL the provider posted to, so the
+    /// source's `publicUrl` matters.
+    pub fn signs_url(&self) -> bool {
+        matches!(self, Provider::Twilio | Provider::Square | Provider::Hubspot)
     }
 }
 
@@ -183,11 +305,29 @@ impl KeySpec {
     }
 }
 
-/// The stored `verify` column: the provider's options and the explicit opt-out.
-pub fn verify_json(provider: &Provider, allow_unverified: bool) -> Value {
+/// Checks a source's `publicUrl`: an absolute http(s) URL, as the provider is
+/// told to post to.
+pub fn parse_public_url(url: &str) -> Result<String, String> {
+    let bad = || format!("`publicUrl` must be the absolute http(s) URL the provider posts to, not `{url}`");
+    if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad());
+    }
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")).ok_or_else(bad)?;
+    if rest.is_empty() || rest.starts_with('/') || url.contains('#') {
+        return Err(bad());
+    }
+    Ok(url.to_owned())
+}
+
+/// The stored `verify` column: the provider's options, the URL it signs and the
+/// explicit opt-out.
+pub fn verify_json(provider: &Provider, public_url: Option<&str>, allow_unverified: bool) -> Value {
     let mut verify = serde_json::Map::new();
     if let Some(h) = provider.hmac() {
         verify.insert("hmac".into(), serde_json::to_value(h).expect("an hmac spec serialises"));
+    }
+    if let Some(url) = public_url {
+        verify.insert("publicUrl".into(), json!(url));
     }
     if allow_unverified {
         verify.insert("allowUnverified".into(), json!(true));
@@ -218,11 +358,15 @@ mod tests {
             let hmac = json!({"header": "X-Sig"});
             let p = Provider::parse(name, Some(&hmac)).unwrap();
             assert_eq!(p.name(), *name);
-            let stored = verify_json(&p, false);
+            let stored = verify_json(&p, None, false);
             assert_eq!(Provider::parse(p.name(), stored.get("hmac")).unwrap(), p);
         }
         assert!(Provider::parse("hmac", None).is_err(), "hmac needs its header");
-        assert!(Provider::parse("paypal", None).unwrap_err().contains("unknown provider"));
+        assert!(Provider::parse("paypal2", None).unwrap_err().contains("unknown provider"));
+        assert!(parse_public_url("https://hooks.example.com/in/src_1?x=1").is_ok());
+        for bad in ["ftp://x/", "https:///x", "https://x/#f", "/in/src", "https://a b/"] {
+            assert!(parse_public_url(bad).is_err(), "{bad}");
+        }
         assert_eq!(Mode::parse("sync"), Ok(Mode::Sync));
         assert!(Mode::parse("SYNC").is_err());
     }

@@ -10,7 +10,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, Ref, SourceId, TenantId},
-    source::{HmacSpec, KeySpec, Mode, Provider},
+    source::{parse_public_url, HmacSpec, KeySpec, Mode, Provider},
     store::{
         applications,
         sources::{self, Source, SourceFields},
@@ -43,6 +43,9 @@ struct SourceIn {
     /// follows the tenant's retention.
     retention: Option<i32>,
     hmac: Option<HmacSpec>,
+    /// The URL the provider signs (Twilio, Square, HubSpot), when it is not `url`
+    /// (a proxy or another hostname in front of Hookgate).
+    public_url: Option<String>,
     /// Required with provider `none`: no verification, for trusted networks only.
     #[serde(default)]
     allow_unverified: bool,
@@ -64,6 +67,8 @@ struct SourcePatch {
     #[serde(default)]
     retention: Maybe<i32>,
     hmac: Option<HmacSpec>,
+    #[serde(default)]
+    public_url: Maybe<String>,
     allow_unverified: Option<bool>,
     disabled: Option<bool>,
 }
@@ -85,6 +90,9 @@ struct SourceOut {
     retention_inherited: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     hmac: Option<Value>,
+    /// Set only for providers that sign the URL; `null` there means `url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    public_url: Option<Option<String>>,
     allow_unverified: bool,
     disabled: bool,
     created_at: DateTime<Utc>,
@@ -105,6 +113,7 @@ fn out(req: &HttpRequest, state: &AppState, s: Source) -> SourceOut {
         retention,
         retention_inherited: s.retention_days.is_none(),
         hmac: s.provider.hmac().map(|h| serde_json::to_value(h).expect("an hmac spec serialises")),
+        public_url: s.provider.signs_url().then(|| s.public_url.clone()),
         allow_unverified: s.allow_unverified,
         disabled: s.disabled,
         created_at: s.created_at,
@@ -125,6 +134,16 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
                 .into(),
         ));
     }
+    let public_url = match (&b.public_url, provider.signs_url()) {
+        (None, _) => None,
+        (Some(u), true) => Some(parse_public_url(u).map_err(ApiError::Validation)?),
+        (Some(_), false) => {
+            return Err(ApiError::Validation(format!(
+                "`publicUrl` is for providers that sign the URL (twilio, square, hubspot), not `{}`",
+                provider.name()
+            )))
+        }
+    };
     let idempotency = KeySpec::parse(b.idempotency.as_ref()).map_err(ApiError::Validation)?;
     let mode = b.mode.as_deref().map(Mode::parse).transpose().map_err(ApiError::Validation)?.unwrap_or_default();
     if let Some(p) = &b.event_type_path {
@@ -144,6 +163,7 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
         name: b.name.trim().to_owned(),
         provider,
         allow_unverified: b.allow_unverified,
+        public_url,
         idempotency,
         mode,
         app_id: app.id,
@@ -172,7 +192,7 @@ async fn create(
         true => {
             let secret = match &body.secret {
                 Some(s) => secrets::check(&f.provider, s).map_err(ApiError::Validation)?,
-                None => secrets::generate(&f.provider),
+                None => secrets::generate(&f.provider).map_err(ApiError::Validation)?,
             };
             Some(secrets::seal(&state, &key.0, &id, &secret))
         }
@@ -228,6 +248,7 @@ async fn patch_one(
         event_type_path: p.event_type_path.into_update().unwrap_or(s.event_type_path),
         retention: p.retention.into_update().unwrap_or(s.retention_days),
         hmac: p.hmac.or_else(|| s.provider.hmac().cloned()),
+        public_url: p.public_url.into_update().unwrap_or(s.public_url),
         allow_unverified: p.allow_unverified.unwrap_or(s.allow_unverified),
         disabled: p.disabled.unwrap_or(s.disabled),
     };
@@ -280,7 +301,7 @@ async fn rotate_secret(
     }
     let secret = match &body.key {
         Some(k) => secrets::check(&s.provider, k).map_err(ApiError::Validation)?,
-        None => secrets::generate(&s.provider),
+        None => secrets::generate(&s.provider).map_err(ApiError::Validation)?,
     };
     let sealed = secrets::seal(&state, &key.0, &s.id, &secret);
     let mut conn = db::conn(&state.db).await?;

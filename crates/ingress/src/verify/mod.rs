@@ -1,14 +1,41 @@
 //! Signature verification of provider webhooks, over the raw body bytes, with
-//! constant-time comparison. During a secret rotation every valid secret is
+//! constant-time comparison. One file per provider holds its [`Preset`]: the
+//! signature check, the stable id, the event type and any handshake; [`preset`]
+//! is the table that lists them. During a secret rotation every valid secret is
 //! tried, and any one signature in a header that carries several may match.
 
-mod body_hmac;
-mod timestamped;
-
-use hmac::{Hmac, Mac};
-use sha2::{Sha256, Sha512};
+mod basic_auth;
+mod bitbucket;
+mod calendly;
+mod discord;
+mod generic;
+mod github;
+mod gitlab;
+mod hubspot;
+mod intercom;
+mod linear;
+mod mailgun;
+mod paddle;
+pub mod paypal;
+mod scheme;
+mod sendgrid;
+mod shopify;
+mod slack;
+mod square;
+mod standard;
+mod stripe;
+mod svix;
+mod twilio;
+mod typeform;
+mod woocommerce;
+mod zoom;
 
 pub use hookgate_shared::source::{Algorithm, Encoding, HmacSpec, Provider};
+pub use paypal::Certificates;
+pub use scheme::TOLERANCE_SECS;
+pub use sendgrid::p256_point;
+
+use crate::{extract::KeyMissing, key::KeyKind};
 
 /// Where a verifier reads headers from; lower-case names.
 pub trait Headers {
@@ -27,6 +54,18 @@ impl Headers for std::collections::HashMap<String, String> {
     }
 }
 
+/// A provider's request, as its verifier sees it.
+pub struct Request<'a> {
+    pub provider: &'a Provider,
+    pub headers: &'a dyn Headers,
+    pub body: &'a [u8],
+    pub method: &'a str,
+    /// The URL the provider posted to, query included, as it signs it.
+    pub url: &'a str,
+    /// Unix seconds.
+    pub now: i64,
+}
+
 /// Why a request is refused; each says what a tenant can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {
@@ -38,68 +77,106 @@ pub enum VerifyError {
     Mismatch(String),
     #[error("the signed timestamp is more than {0} seconds away from now")]
     Timestamp(i64),
+    /// PayPal: the certificate URL is not on the allow-list, or is not a certificate.
+    #[error("{0}")]
+    Certificate(String),
+    /// PayPal: the allow-listed certificate host did not answer; the provider retries.
+    #[error("the signing certificate could not be fetched: {0}")]
+    CertificateUnavailable(String),
 }
 
 impl VerifyError {
     pub fn code(&self) -> &'static str {
         match self {
             VerifyError::Timestamp(_) => "timestamp_out_of_tolerance",
+            VerifyError::CertificateUnavailable(_) => "certificate_unavailable",
             _ => "invalid_signature",
         }
     }
 }
 
-/// Timestamped schemes (Stripe, Slack, Standard Webhooks) accept this much clock skew.
-pub const TOLERANCE_SECS: i64 = 300;
+/// An answer to a provider's set-up request (a URL challenge, a ping), given
+/// instead of admitting anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handshake {
+    pub status: u16,
+    pub body: Option<serde_json::Value>,
+}
 
-/// Verifies `body` against any of `secrets` (the secret strings as the tenant gave them).
-pub fn verify(
-    provider: &Provider,
-    secrets: &[String],
-    headers: &dyn Headers,
-    body: &[u8],
-    now: i64,
-) -> Result<(), VerifyError> {
-    match provider {
-        Provider::Stripe => timestamped::stripe(secrets, headers, body, now),
-        Provider::Slack => timestamped::slack(secrets, headers, body, now),
-        Provider::StandardWebhooks => timestamped::standard(secrets, headers, body, now),
-        Provider::Github => body_hmac::github(secrets, headers, body),
-        Provider::Shopify => body_hmac::shopify(secrets, headers, body),
-        Provider::Hmac(spec) => body_hmac::generic(spec, secrets, headers, body),
-        Provider::None => Ok(()),
+/// How a provider's requests are checked.
+pub enum Check {
+    Sync(fn(&Request, &[String]) -> Result<(), VerifyError>),
+    /// PayPal: a certificate fetched from an allow-listed host signs.
+    Certificate,
+    Nothing,
+}
+
+/// Where a provider's stable id is, the default idempotency key.
+pub enum KeyRule {
+    Header(&'static str),
+    Pointer(&'static str),
+    /// No stable id of its own: the body itself.
+    Body,
+    Custom(fn(&Request) -> Result<(KeyKind, Vec<u8>), KeyMissing>),
+}
+
+/// Where a provider's event type is.
+pub enum TypeRule {
+    Header(&'static str),
+    Pointer(&'static str),
+    Custom(fn(&Request) -> Option<String>),
+    None,
+}
+
+/// Everything Hookgate knows of one provider.
+pub struct Preset {
+    pub check: Check,
+    pub key: KeyRule,
+    pub event_type: TypeRule,
+    /// A set-up request, answered after its signature is verified, admitting nothing.
+    pub handshake: Option<fn(&Request, &[String]) -> Option<Handshake>>,
+    /// An unsigned ping the provider sends once to test the URL (WooCommerce),
+    /// answered 200 before verification; it carries nothing and admits nothing.
+    pub unsigned_ping: Option<fn(&Request) -> bool>,
+}
+
+/// The table of providers.
+pub fn preset(p: &Provider) -> &'static Preset {
+    match p {
+        Provider::Stripe => &stripe::PRESET,
+        Provider::Github => &github::PRESET,
+        Provider::Shopify => &shopify::PRESET,
+        Provider::Slack => &slack::PRESET,
+        Provider::StandardWebhooks => &standard::PRESET,
+        Provider::Svix => &svix::PRESET,
+        Provider::Twilio => &twilio::PRESET,
+        Provider::Square => &square::PRESET,
+        Provider::Paddle => &paddle::PRESET,
+        Provider::Paypal => &paypal::PRESET,
+        Provider::Sendgrid => &sendgrid::PRESET,
+        Provider::Discord => &discord::PRESET,
+        Provider::Mailgun => &mailgun::PRESET,
+        Provider::BasicAuth => &basic_auth::PRESET,
+        Provider::Gitlab => &gitlab::PRESET,
+        Provider::Bitbucket => &bitbucket::PRESET,
+        Provider::Hubspot => &hubspot::PRESET,
+        Provider::Intercom => &intercom::PRESET,
+        Provider::Zoom => &zoom::PRESET,
+        Provider::Linear => &linear::PRESET,
+        Provider::Typeform => &typeform::PRESET,
+        Provider::Calendly => &calendly::PRESET,
+        Provider::Woocommerce => &woocommerce::PRESET,
+        Provider::Hmac(_) => &generic::PRESET,
+        Provider::None => &generic::NONE,
     }
 }
 
-/// HMAC of the concatenated parts.
-fn mac(algorithm: Algorithm, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    match algorithm {
-        Algorithm::Sha256 => {
-            let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
-            parts.iter().for_each(|p| m.update(p));
-            m.finalize().into_bytes().to_vec()
-        }
-        Algorithm::Sha512 => {
-            let mut m = <Hmac<Sha512> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
-            parts.iter().for_each(|p| m.update(p));
-            m.finalize().into_bytes().to_vec()
-        }
+/// Verifies a request against any of `secrets` (the secrets or public keys as the
+/// tenant gave them).
+pub async fn verify(req: &Request<'_>, secrets: &[String], certs: &Certificates) -> Result<(), VerifyError> {
+    match preset(req.provider).check {
+        Check::Sync(check) => check(req, secrets),
+        Check::Certificate => paypal::verify(req, secrets, certs).await,
+        Check::Nothing => Ok(()),
     }
-}
-
-fn header<'a>(headers: &'a dyn Headers, name: &str) -> Result<&'a str, VerifyError> {
-    headers.get(name).map(str::trim).filter(|v| !v.is_empty()).ok_or_else(|| VerifyError::MissingHeader(name.into()))
-}
-
-fn check_timestamp(ts: i64, now: i64) -> Result<(), VerifyError> {
-    if (now - ts).abs() > TOLERANCE_SECS {
-        return Err(VerifyError::Timestamp(TOLERANCE_SECS));
-    }
-    Ok(())
-}
-
-/// Constant-time equality of a computed MAC and a presented one.
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    use subtle::ConstantTimeEq;
-    a.len() == b.len() && bool::from(a.ct_eq(b))
 }

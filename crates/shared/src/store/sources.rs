@@ -22,6 +22,8 @@ pub struct Source {
     pub provider: Provider,
     /// Set with provider `none`: the tenant confirmed that nothing is verified.
     pub allow_unverified: bool,
+    /// The URL the provider signs (Twilio, Square, HubSpot); `None`: the URL Hookgate shows.
+    pub public_url: Option<String>,
     pub secret: Option<Vec<u8>>,
     pub old_secret: Option<Vec<u8>>,
     pub old_secret_until: Option<DateTime<Utc>>,
@@ -44,6 +46,7 @@ pub struct SourceFields {
     pub name: String,
     pub provider: Provider,
     pub allow_unverified: bool,
+    pub public_url: Option<String>,
     pub idempotency: KeySpec,
     pub mode: Mode,
     pub app_id: AppId,
@@ -83,6 +86,7 @@ fn from_row(r: &Row) -> Result<Source, StoreError> {
         name: r.get(2),
         provider,
         allow_unverified: verify.get("allowUnverified").and_then(Value::as_bool).unwrap_or(false),
+        public_url: verify.get("publicUrl").and_then(Value::as_str).map(str::to_owned),
         secret: r.get(4),
         old_secret: r.get(5),
         old_secret_until: r.get(6),
@@ -101,7 +105,7 @@ fn from_row(r: &Row) -> Result<Source, StoreError> {
 
 /// The stored forms of the typed fields: provider name, `verify`, `idempotency`, mode.
 fn stored(f: &SourceFields) -> (&'static str, Value, Option<Value>, &'static str) {
-    (f.provider.name(), verify_json(&f.provider, f.allow_unverified), f.idempotency.to_json(), f.mode.as_str())
+    (f.provider.name(), verify_json(&f.provider, f.public_url.as_deref(), f.allow_unverified), f.idempotency.to_json(), f.mode.as_str())
 }
 
 pub async fn insert(

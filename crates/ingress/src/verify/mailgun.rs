@@ -1,0 +1,89 @@
+//! Mailgun: the body carries `signature: {timestamp, token, signature}` (JSON
+//! webhooks) or `timestamp`, `token`, `signature` fields (legacy form webhooks),
+//! the signature being hex HMAC-SHA256(signing key, timestamp + token). Mailgun
+//! signs no header and retries with the first signature, so no tolerance applies;
+//! `event-data.id` is the event's id, `event-data.event` its type.
+
+use serde_json::Value;
+
+use super::scheme::{any_matches, mac, Hash};
+use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use crate::{extract::KeyMissing, key::KeyKind};
+
+pub const PRESET: Preset = Preset {
+    check: Check::Sync(check),
+    key: KeyRule::Custom(key),
+    event_type: TypeRule::Custom(event_type),
+    handshake: None,
+    unsigned_ping: None,
+};
+
+const WHERE: &str = "body `signature`";
+
+/// `(timestamp, token, signature)` from a JSON or form body.
+fn parts(body: &[u8]) -> Option<(String, String, String)> {
+    if let Ok(doc) = serde_json::from_slice::<Value>(body) {
+        let sig = doc.get("signature")?;
+        let field = |k: &str| match sig.get(k)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        return Some((field("timestamp")?, field("token")?, field("signature")?));
+    }
+    let field = |k: &str| url::form_urlencoded::parse(body).find(|(n, _)| n == k).map(|(_, v)| v.into_owned());
+    Some((field("timestamp")?, field("token")?, field("signature")?))
+}
+
+fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
+    let (ts, token, sig) = parts(req.body).ok_or_else(|| VerifyError::MissingHeader(WHERE.into()))?;
+    let sig = hex::decode(sig).map_err(|_| VerifyError::Malformed(WHERE.into()))?;
+    if any_matches(secrets, &[sig], |s| mac(Hash::Sha256, s.as_bytes(), &[ts.as_bytes(), token.as_bytes()])) {
+        Ok(())
+    } else {
+        Err(VerifyError::Mismatch(WHERE.into()))
+    }
+}
+
+fn key(req: &Request) -> Result<(KeyKind, Vec<u8>), KeyMissing> {
+    if let Ok(doc) = serde_json::from_slice::<Value>(req.body) {
+        return match doc.pointer("/event-data/id").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() => Ok((KeyKind::Provider, id.as_bytes().to_vec())),
+            _ => Err(KeyMissing("field `/event-data/id` is absent from the body".into())),
+        };
+    }
+    Ok((KeyKind::Body, req.body.to_vec()))
+}
+
+fn event_type(req: &Request) -> Option<String> {
+    if let Ok(doc) = serde_json::from_slice::<Value>(req.body) {
+        return doc.pointer("/event-data/event").and_then(Value::as_str).map(str::to_owned);
+    }
+    url::form_urlencoded::parse(req.body).find(|(k, _)| k == "event").map(|(_, v)| v.into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scheme::testing::{h, req, s};
+    use super::super::Provider;
+    use super::*;
+
+    #[test]
+    fn a_json_and_a_form_webhook_verify_and_a_changed_token_does_not() {
+        let sig = hex::encode(mac(Hash::Sha256, b"key-1", &[b"1529006854", b"a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0"]));
+        let body = format!(
+            r#"{{"signature":{{"timestamp":"1529006854","token":"a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0","signature":"{sig}"}},"event-data":{{"id":"CPgfbmQMTCKtHW6uIWtuVe","event":"delivered"}}}}"#
+        );
+        let p = Provider::Mailgun;
+        let none = h(&[]);
+        let r = req(&p, &none, body.as_bytes(), 0);
+        assert_eq!(check(&r, &s("key-1")), Ok(()));
+        assert_eq!(key(&r).unwrap().1, b"CPgfbmQMTCKtHW6uIWtuVe");
+        assert_eq!(event_type(&r).as_deref(), Some("delivered"));
+        let form = format!("timestamp=1529006854&token=a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0&signature={sig}&event=opened");
+        assert_eq!(check(&req(&p, &none, form.as_bytes(), 0), &s("key-1")), Ok(()));
+        let changed = form.replace("token=a8", "token=b8");
+        assert!(matches!(check(&req(&p, &none, changed.as_bytes(), 0), &s("key-1")), Err(VerifyError::Mismatch(_))));
+        assert!(matches!(check(&req(&p, &none, b"{}", 0), &s("key-1")), Err(VerifyError::MissingHeader(_))));
+    }
+}
