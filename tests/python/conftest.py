@@ -200,3 +200,25 @@ def eventually(check, timeout: float = 15.0):
     if last:
         raise last
     raise AssertionError("condition never held")
+
+
+@pytest.fixture
+def wired(hookgate, tenant, svix, sink):
+    """An application with one endpoint (the sink); returns a source factory and the endpoint's secret."""
+    from svix.api import ApplicationIn, EndpointIn
+    app = svix.application.create(ApplicationIn(name="in"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    secret = svix.endpoint.get_secret(app.id, ep.id).key
+
+    def source(provider, **extra):
+        status, _, src = call(hookgate, "POST", "/api/v1/source", tenant["apiKey"],
+                              {"name": provider, "provider": provider, "appId": app.id, **extra})
+        assert status == 201, src
+        return src
+
+    return source, secret
+
+
+def post(hookgate, src, body: bytes, headers, query: str = ""):
+    """Posts a provider's request to a source."""
+    return call(hookgate, "POST", f"/in/{src['id']}{query}", raw=body, headers=headers)

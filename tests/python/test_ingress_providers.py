@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import standardwebhooks
 from slack_sdk.signature import SignatureVerifier
-from svix.api import ApplicationIn, EndpointIn
 
-from conftest import call
+from conftest import post
 
 NODE_SIGNER = Path(__file__).resolve().parents[1] / "node" / "sign.mjs"
 
@@ -20,26 +19,6 @@ NODE_SIGNER = Path(__file__).resolve().parents[1] / "node" / "sign.mjs"
 def node_sign(provider: str, secret: str, body: bytes, timestamp: int = None) -> str:
     args = ["node", str(NODE_SIGNER), provider, secret] + ([str(timestamp)] if timestamp else [])
     return subprocess.run(args, input=body, capture_output=True, check=True).stdout.decode()
-
-
-@pytest.fixture
-def wired(hookgate, tenant, svix, sink):
-    """An application with one endpoint (the sink); returns a source factory."""
-    app = svix.application.create(ApplicationIn(name="in"))
-    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
-    secret = svix.endpoint.get_secret(app.id, ep.id).key
-
-    def source(provider, **extra):
-        status, _, src = call(hookgate, "POST", "/api/v1/source", tenant["apiKey"],
-                              {"name": provider, "provider": provider, "appId": app.id, **extra})
-        assert status == 201, src
-        return src
-
-    return source, secret
-
-
-def post(hookgate, src, body: bytes, headers):
-    return call(hookgate, "POST", f"/in/{src['id']}", raw=body, headers=headers)
 
 
 def test_stripe_signed_by_stripes_library_is_admitted_once(hookgate, wired, sink):
