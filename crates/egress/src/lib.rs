@@ -2,12 +2,14 @@
 //! (the outbox write, [`publish`]), the worker that claims, signs, sends, retries
 //! and records attempts ([`deliver`]), synchronous forwarding for ingress's sync
 //! mode, Standard Webhooks signing, endpoint secrets, throttling, and the SSRF
-//! guard, and pruning messages past retention ([`prune`]).
+//! guard, pruning messages past retention ([`prune`]), and small fetches from
+//! operator-allowed URLs for ingress ([`fetch`]: PayPal's certificates).
 //!
 //! It is the only crate that makes outbound HTTP requests, and it imports no
 //! handler: the API crate calls into it, never the other way round.
 
 pub mod deliver;
+pub mod fetch;
 pub mod metrics;
 pub mod prune;
 pub mod publish;

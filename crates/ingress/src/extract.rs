@@ -76,7 +76,9 @@ pub fn key_value(spec: &KeySpec, req: &Request) -> Result<Option<(KeyKind, Vec<u
 /// event type may not hold (Shopify's `orders/create`) become `.`.
 pub fn event_type(path: Option<&str>, req: &Request) -> String {
     let from_body = |p: &str| {
-        serde_json::from_slice::<Value>(req.body).ok().and_then(|d| d.pointer(p).and_then(Value::as_str).map(str::to_owned))
+        serde_json::from_slice::<Value>(req.body)
+            .ok()
+            .and_then(|d| d.pointer(p).and_then(Value::as_str).map(str::to_owned))
     };
     let raw = match path {
         Some(p) => from_body(p),
@@ -115,7 +117,12 @@ mod tests {
         Request { provider: p, headers, body, method: "POST", url: "https://h.example/in/src_1", now: 0 }
     }
 
-    fn key(p: Provider, spec: &KeySpec, hs: &HashMap<String, String>, body: &[u8]) -> Result<Option<(KeyKind, Vec<u8>)>, KeyMissing> {
+    fn key(
+        p: Provider,
+        spec: &KeySpec,
+        hs: &HashMap<String, String>,
+        body: &[u8],
+    ) -> Result<Option<(KeyKind, Vec<u8>)>, KeyMissing> {
         key_value(spec, &req(&p, hs, body))
     }
 

@@ -333,7 +333,8 @@ impl Config {
         };
         let mut paypal_cert_urls = Vec::new();
         for prefix in raw.get("paypal_cert_urls").unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let ok = url::Url::parse(prefix).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+            let ok =
+                url::Url::parse(prefix).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
             if !ok {
                 return Err(Raw::invalid("paypal_cert_urls", format!("`{prefix}`: expected an http(s) URL prefix")));
             }

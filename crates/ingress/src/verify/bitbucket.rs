@@ -19,7 +19,10 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::scheme::{mac, testing::{h, req, s}};
+    use super::super::scheme::{
+        mac,
+        testing::{h, req, s},
+    };
     use super::super::Provider;
     use super::*;
 

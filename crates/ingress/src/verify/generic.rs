@@ -14,8 +14,13 @@ pub const PRESET: Preset = Preset {
 };
 
 /// Provider `none`: nothing is checked (only with the source's explicit flag).
-pub const NONE: Preset =
-    Preset { check: Check::Nothing, key: KeyRule::Body, event_type: TypeRule::None, handshake: None, unsigned_ping: None };
+pub const NONE: Preset = Preset {
+    check: Check::Nothing,
+    key: KeyRule::Body,
+    event_type: TypeRule::None,
+    handshake: None,
+    unsigned_ping: None,
+};
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
     let Some(spec) = req.provider.hmac() else { return Err(VerifyError::Malformed("hmac".into())) };
@@ -30,7 +35,11 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::scheme::{mac, testing::{h, req, s}, Hash};
+    use super::super::scheme::{
+        mac,
+        testing::{h, req, s},
+        Hash,
+    };
     use super::super::{Algorithm, Encoding, HmacSpec, Provider};
     use super::*;
 
@@ -45,6 +54,9 @@ mod tests {
         let sig = format!("v={}", hex::encode(mac(Hash::Sha512, b"k", &[b"b"])));
         assert_eq!(check(&req(&p, &h(&[("x-sig", &sig)]), b"b", 0), &s("k")), Ok(()));
         let no_prefix = hex::encode(mac(Hash::Sha512, b"k", &[b"b"]));
-        assert!(matches!(check(&req(&p, &h(&[("x-sig", &no_prefix)]), b"b", 0), &s("k")), Err(VerifyError::Malformed(_))));
+        assert!(matches!(
+            check(&req(&p, &h(&[("x-sig", &no_prefix)]), b"b", 0), &s("k")),
+            Err(VerifyError::Malformed(_))
+        ));
     }
 }

@@ -40,7 +40,10 @@ fn event_type(req: &Request) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::scheme::{mac, testing::{h, req, s}};
+    use super::super::scheme::{
+        mac,
+        testing::{h, req, s},
+    };
     use super::super::Provider;
     use super::*;
 

@@ -70,7 +70,11 @@ mod tests {
 
     #[test]
     fn a_json_and_a_form_webhook_verify_and_a_changed_token_does_not() {
-        let sig = hex::encode(mac(Hash::Sha256, b"key-1", &[b"1529006854", b"a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0"]));
+        let sig = hex::encode(mac(
+            Hash::Sha256,
+            b"key-1",
+            &[b"1529006854", b"a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0"],
+        ));
         let body = format!(
             r#"{{"signature":{{"timestamp":"1529006854","token":"a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0","signature":"{sig}"}},"event-data":{{"id":"CPgfbmQMTCKtHW6uIWtuVe","event":"delivered"}}}}"#
         );

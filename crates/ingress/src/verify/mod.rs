@@ -111,13 +111,19 @@ pub enum Check {
     Nothing,
 }
 
+/// A provider's own rule for its key: the value and its kind, or what is missing.
+pub type KeyFn = fn(&Request) -> Result<(KeyKind, Vec<u8>), KeyMissing>;
+
+/// A provider's answer to a verified set-up request, if this is one.
+pub type HandshakeFn = fn(&Request, &[String]) -> Option<Handshake>;
+
 /// Where a provider's stable id is, the default idempotency key.
 pub enum KeyRule {
     Header(&'static str),
     Pointer(&'static str),
     /// No stable id of its own: the body itself.
     Body,
-    Custom(fn(&Request) -> Result<(KeyKind, Vec<u8>), KeyMissing>),
+    Custom(KeyFn),
 }
 
 /// Where a provider's event type is.
@@ -134,7 +140,7 @@ pub struct Preset {
     pub key: KeyRule,
     pub event_type: TypeRule,
     /// A set-up request, answered after its signature is verified, admitting nothing.
-    pub handshake: Option<fn(&Request, &[String]) -> Option<Handshake>>,
+    pub handshake: Option<HandshakeFn>,
     /// An unsigned ping the provider sends once to test the URL (WooCommerce),
     /// answered 200 before verification; it carries nothing and admits nothing.
     pub unsigned_ping: Option<fn(&Request) -> bool>,

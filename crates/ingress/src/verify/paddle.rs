@@ -52,7 +52,13 @@ mod tests {
         let headers = h(&[(NAME, &format!("ts=1671552777;h1=00;h1={sig}"))]);
         let p = Provider::Paddle;
         assert_eq!(check(&req(&p, &headers, b"{}", 1671552777), &s("pdl_ntfset_key")), Ok(()));
-        assert!(matches!(check(&req(&p, &headers, b"{}", 1671553777), &s("pdl_ntfset_key")), Err(VerifyError::Timestamp(_))));
-        assert!(matches!(check(&req(&p, &headers, b"[]", 1671552777), &s("pdl_ntfset_key")), Err(VerifyError::Mismatch(_))));
+        assert!(matches!(
+            check(&req(&p, &headers, b"{}", 1671553777), &s("pdl_ntfset_key")),
+            Err(VerifyError::Timestamp(_))
+        ));
+        assert!(matches!(
+            check(&req(&p, &headers, b"[]", 1671552777), &s("pdl_ntfset_key")),
+            Err(VerifyError::Mismatch(_))
+        ));
     }
 }

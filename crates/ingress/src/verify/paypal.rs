@@ -14,6 +14,7 @@ use std::{
 };
 
 use base64::{engine::general_purpose::STANDARD, Engine};
+use hookgate_egress::fetch::{FetchError, Fetcher};
 use rustls_pki_types::{pem::PemObject, CertificateDer};
 
 use super::scheme::header;
@@ -34,27 +35,23 @@ const MAX_CERT_BYTES: usize = 64 * 1024;
 const CACHE_FOR: Duration = Duration::from_secs(86_400);
 const CACHE_ENTRIES: usize = 256;
 
+/// A fetched certificate (DER) and when it was fetched, by URL.
+type Cache = HashMap<String, (Arc<Vec<u8>>, Instant)>;
+
 /// PayPal's signing certificates: where they may come from, and those fetched.
 pub struct Certificates {
     allowed: Vec<url::Url>,
-    client: reqwest::Client,
-    cache: Mutex<HashMap<String, (Arc<Vec<u8>>, Instant)>>,
+    fetcher: Fetcher,
+    cache: Mutex<Cache>,
 }
 
 impl Certificates {
     /// `allowed`: URL prefixes (validated by the configuration); `timeout` bounds a fetch.
     pub fn new(allowed: &[String], timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .no_proxy()
-            .build()
-            .expect("a TLS client builds");
         Certificates {
             allowed: allowed.iter().filter_map(|p| url::Url::parse(p).ok()).collect(),
-            client,
-            cache: Mutex::new(HashMap::new()),
+            fetcher: Fetcher::new(timeout),
+            cache: Mutex::new(Cache::new()),
         }
     }
 
@@ -79,18 +76,10 @@ impl Certificates {
                 return Ok(der.clone());
             }
         }
-        let unavailable = |e: String| VerifyError::CertificateUnavailable(e);
-        let mut res = self.client.get(url.clone()).send().await.map_err(|e| unavailable(e.to_string()))?;
-        if !res.status().is_success() {
-            return Err(unavailable(format!("{} answered {}", url, res.status())));
-        }
-        let mut pem = Vec::new();
-        while let Some(chunk) = res.chunk().await.map_err(|e| unavailable(e.to_string()))? {
-            if pem.len() + chunk.len() > MAX_CERT_BYTES {
-                return Err(VerifyError::Certificate(format!("`{CERT_URL}` is not a certificate (too large)")));
-            }
-            pem.extend_from_slice(&chunk);
-        }
+        let pem = self.fetcher.get(url, MAX_CERT_BYTES).await.map_err(|e| match e {
+            FetchError::Unavailable(e) => VerifyError::CertificateUnavailable(e),
+            FetchError::TooLarge(_) => VerifyError::Certificate(format!("`{CERT_URL}` is not a certificate (too large)")),
+        })?;
         let der = Arc::new(parse(&pem)?);
         let mut cache = self.cache.lock().expect("cache lock");
         if cache.len() >= CACHE_ENTRIES {
@@ -188,7 +177,8 @@ mod tests {
 
     #[test]
     fn only_urls_under_an_allowed_prefix_are_fetched() {
-        let certs = Certificates::new(&["https://api.paypal.com/v1/notifications/certs/".into()], Duration::from_secs(1));
+        let certs =
+            Certificates::new(&["https://api.paypal.com/v1/notifications/certs/".into()], Duration::from_secs(1));
         let ok = |u: &str| certs.allows(&url::Url::parse(u).unwrap());
         assert!(ok("https://api.paypal.com/v1/notifications/certs/CERT-1"));
         assert!(ok("https://API.paypal.com:443/v1/notifications/certs/CERT-1"));

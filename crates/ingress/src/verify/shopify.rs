@@ -21,7 +21,10 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
 mod tests {
     use base64::{engine::general_purpose::STANDARD, Engine};
 
-    use super::super::scheme::{mac, testing::{h, req}};
+    use super::super::scheme::{
+        mac,
+        testing::{h, req},
+    };
     use super::super::Provider;
     use super::*;
 

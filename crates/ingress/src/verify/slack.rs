@@ -55,8 +55,7 @@ mod tests {
     fn slack_signs_version_timestamp_and_body() {
         let secret = "8f742231b10e8888abcd99yyyzzz85a5";
         let sig = hex::encode(mac(Hash::Sha256, secret.as_bytes(), &[b"v0:1531420618:", b"token=x"]));
-        let headers =
-            h(&[("x-slack-request-timestamp", "1531420618"), ("x-slack-signature", &format!("v0={sig}"))]);
+        let headers = h(&[("x-slack-request-timestamp", "1531420618"), ("x-slack-signature", &format!("v0={sig}"))]);
         let p = Provider::Slack;
         assert_eq!(check(&req(&p, &headers, b"token=x", 1531420618), &s(secret)), Ok(()));
         assert!(check(&req(&p, &headers, b"token=y", 1531420618), &s(secret)).is_err());

@@ -41,7 +41,8 @@ mod tests {
         let p = Provider::Square;
         let r = |u: &'static str| Request { provider: &p, headers: &headers, body, method: "POST", url: u, now: 0 };
         assert_eq!(check(&r(url), &s("Ibxx_5AKakO-3qeNVR61Dw")), Ok(()));
-        assert!(check(&r("https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9/"), &s("Ibxx_5AKakO-3qeNVR61Dw")).is_err());
+        assert!(check(&r("https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9/"), &s("Ibxx_5AKakO-3qeNVR61Dw"))
+            .is_err());
     }
 
     #[test]
@@ -51,7 +52,14 @@ mod tests {
         let sig = STANDARD.encode(mac(Hash::Sha256, b"sig-key", &[url.as_bytes(), body]));
         let headers = h(&[(NAME, &sig)]);
         let p = Provider::Square;
-        let r = |u: &'static str, b: &'static [u8]| Request { provider: &p, headers: &headers, body: b, method: "POST", url: u, now: 0 };
+        let r = |u: &'static str, b: &'static [u8]| Request {
+            provider: &p,
+            headers: &headers,
+            body: b,
+            method: "POST",
+            url: u,
+            now: 0,
+        };
         assert_eq!(check(&r("https://hooks.example.com/in/src_1", body), &s("sig-key")), Ok(()));
         assert!(check(&r("https://other.example.com/in/src_1", body), &s("sig-key")).is_err());
         assert!(check(&r("https://hooks.example.com/in/src_1", b"{}"), &s("sig-key")).is_err());

@@ -86,7 +86,10 @@ mod tests {
                 check(&req(&p, &headers, v.payload.as_bytes(), v.timestamp + 301), secret),
                 Err(VerifyError::Timestamp(300))
             );
-            assert!(matches!(check(&req(&p, &headers, b"tampered", v.timestamp), secret), Err(VerifyError::Mismatch(_))));
+            assert!(matches!(
+                check(&req(&p, &headers, b"tampered", v.timestamp), secret),
+                Err(VerifyError::Mismatch(_))
+            ));
         }
     }
 

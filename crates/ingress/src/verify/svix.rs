@@ -19,7 +19,11 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
 mod tests {
     use base64::{engine::general_purpose::STANDARD, Engine};
 
-    use super::super::scheme::{mac, testing::{h, req, s}, Hash};
+    use super::super::scheme::{
+        mac,
+        testing::{h, req, s},
+        Hash,
+    };
     use super::super::Provider;
     use super::*;
 
@@ -42,8 +46,7 @@ mod tests {
         let key = [3u8; 24];
         let secret = format!("whsec_{}", STANDARD.encode(key));
         let sig = STANDARD.encode(mac(Hash::Sha256, &key, &[b"msg_2.1000.{\"a\":1}"]));
-        let headers =
-            h(&[("svix-id", "msg_2"), ("svix-timestamp", "1000"), ("svix-signature", &format!("v1,{sig}"))]);
+        let headers = h(&[("svix-id", "msg_2"), ("svix-timestamp", "1000"), ("svix-signature", &format!("v1,{sig}"))]);
         let p = Provider::Svix;
         assert_eq!(check(&req(&p, &headers, br#"{"a":1}"#, 1000), &s(&secret)), Ok(()));
         assert!(check(&req(&p, &headers, br#"{"a":2}"#, 1000), &s(&secret)).is_err());

@@ -36,7 +36,9 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
         None => sorted_params(req.body),
     };
     let ok = variants(req.url, &url).iter().any(|u| {
-        any_matches(secrets, std::slice::from_ref(&sig), |s| mac(Hash::Sha1, s.as_bytes(), &[u.as_bytes(), params.as_bytes()]))
+        any_matches(secrets, std::slice::from_ref(&sig), |s| {
+            mac(Hash::Sha1, s.as_bytes(), &[u.as_bytes(), params.as_bytes()])
+        })
     });
     if ok {
         Ok(())
@@ -119,7 +121,10 @@ mod tests {
         assert_eq!(check(&request(&p, &headers, url, body), &s("12345")), Ok(()));
         assert!(check(&request(&p, &headers, url, b"CallSid=CA1234567890ABCDE&Digits=1"), &s("12345")).is_err());
         assert!(check(&request(&p, &headers, "https://mycompany.com/myapp.php?foo=1", body), &s("12345")).is_err());
-        assert_eq!(event_type(&request(&p, &headers, url, b"CallSid=CA1&CallStatus=completed")).as_deref(), Some("call.completed"));
+        assert_eq!(
+            event_type(&request(&p, &headers, url, b"CallSid=CA1&CallStatus=completed")).as_deref(),
+            Some("call.completed")
+        );
     }
 
     #[test]

@@ -21,7 +21,10 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
 mod tests {
     use base64::{engine::general_purpose::STANDARD, Engine};
 
-    use super::super::scheme::{mac, testing::{h, req, s}};
+    use super::super::scheme::{
+        mac,
+        testing::{h, req, s},
+    };
     use super::super::Provider;
     use super::*;
 
@@ -32,7 +35,8 @@ mod tests {
         let p = Provider::Typeform;
         let hs = h(&[("typeform-signature", &sig)]);
         assert_eq!(check(&req(&p, &hs, body, 0), &s("tf")), Ok(()));
-        let hex_form = h(&[("typeform-signature", &format!("sha256={}", hex::encode(mac(Hash::Sha256, b"tf", &[body]))))]);
+        let hex_form =
+            h(&[("typeform-signature", &format!("sha256={}", hex::encode(mac(Hash::Sha256, b"tf", &[body]))))]);
         assert!(check(&req(&p, &hex_form, body, 0), &s("tf")).is_err());
     }
 }

@@ -33,7 +33,10 @@ fn ping(req: &Request) -> bool {
 mod tests {
     use base64::{engine::general_purpose::STANDARD, Engine};
 
-    use super::super::scheme::{mac, testing::{h, req, s}};
+    use super::super::scheme::{
+        mac,
+        testing::{h, req, s},
+    };
     use super::super::Provider;
     use super::*;
 

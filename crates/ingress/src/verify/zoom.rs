@@ -42,11 +42,19 @@ fn handshake(req: &Request, secrets: &[String]) -> Option<Handshake> {
         return None;
     }
     let plain = doc.pointer("/payload/plainToken")?.as_str()?;
-    let shaped = (1..=64).contains(&plain.len()) && plain.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+    let shaped =
+        (1..=64).contains(&plain.len()) && plain.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
     let secret = secrets.first()?;
     let answer = match shaped {
-        true => json!({ "plainToken": plain, "encryptedToken": hex::encode(mac(Hash::Sha256, secret.as_bytes(), &[plain.as_bytes()])) }),
-        false => return Some(Handshake { status: 400, body: Some(json!({ "code": "bad_request", "detail": "`plainToken` is not a Zoom token" })) }),
+        true => {
+            json!({ "plainToken": plain, "encryptedToken": hex::encode(mac(Hash::Sha256, secret.as_bytes(), &[plain.as_bytes()])) })
+        }
+        false => {
+            return Some(Handshake {
+                status: 400,
+                body: Some(json!({ "code": "bad_request", "detail": "`plainToken` is not a Zoom token" })),
+            })
+        }
     };
     Some(Handshake { status: 200, body: Some(answer) })
 }
@@ -68,7 +76,8 @@ mod tests {
         let answer = handshake(&r, &s("zs")).unwrap();
         let want = hex::encode(mac(Hash::Sha256, b"zs", &[b"qgg8vlvZRS6UYooatFL8Aw"]));
         assert_eq!(answer.body.unwrap()["encryptedToken"], want);
-        let forged = br#"{"payload":{"plainToken":"v0:1654503849:{\"event\":\"x\"}"},"event":"endpoint.url_validation"}"#;
+        let forged =
+            br#"{"payload":{"plainToken":"v0:1654503849:{\"event\":\"x\"}"},"event":"endpoint.url_validation"}"#;
         assert_eq!(handshake(&req(&p, &hs, forged, 0), &s("zs")).unwrap().status, 400);
         assert!(check(&req(&p, &hs, b"{}", 1654503849), &s("zs")).is_err());
     }

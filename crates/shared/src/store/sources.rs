@@ -105,7 +105,12 @@ fn from_row(r: &Row) -> Result<Source, StoreError> {
 
 /// The stored forms of the typed fields: provider name, `verify`, `idempotency`, mode.
 fn stored(f: &SourceFields) -> (&'static str, Value, Option<Value>, &'static str) {
-    (f.provider.name(), verify_json(&f.provider, f.public_url.as_deref(), f.allow_unverified), f.idempotency.to_json(), f.mode.as_str())
+    (
+        f.provider.name(),
+        verify_json(&f.provider, f.public_url.as_deref(), f.allow_unverified),
+        f.idempotency.to_json(),
+        f.mode.as_str(),
+    )
 }
 
 pub async fn insert(
