@@ -247,9 +247,9 @@ fn signed_url(req: &HttpRequest, state: &AppState, source: &sources::Source) -> 
             format!("{host}/in/{}", source.id)
         }
     };
-    match req.uri().query() {
-        Some(q) => format!("{base}?{q}"),
-        None => base,
+    match req.query_string() {
+        "" => base,
+        q => format!("{base}?{q}"),
     }
 }
 

@@ -37,7 +37,7 @@ pub enum Encoding {
 }
 
 /// A source's provider, with what its verification needs. Each has one file
-/// under `hookgate_ingress::verify` (its signature check, stable id, event type
+/// in the ingress crate's `verify` module (its signature check, stable id, event type
 /// and handshake); `docs/receiving.md` has a row for each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provider {

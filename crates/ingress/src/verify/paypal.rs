@@ -78,7 +78,9 @@ impl Certificates {
         }
         let pem = self.fetcher.get(url, MAX_CERT_BYTES).await.map_err(|e| match e {
             FetchError::Unavailable(e) => VerifyError::CertificateUnavailable(e),
-            FetchError::TooLarge(_) => VerifyError::Certificate(format!("`{CERT_URL}` is not a certificate (too large)")),
+            FetchError::TooLarge(_) => {
+                VerifyError::Certificate(format!("`{CERT_URL}` is not a certificate (too large)"))
+            }
         })?;
         let der = Arc::new(parse(&pem)?);
         let mut cache = self.cache.lock().expect("cache lock");
