@@ -89,6 +89,8 @@ def hookgate():
         "HOOKGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "HOOKGATE_MASTER_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "HOOKGATE_EGRESS_ALLOW_NETWORKS": "127.0.0.1/32",
+        # PayPal certificates only from loopback: no test can make Hookgate reach PayPal.
+        "HOOKGATE_PAYPAL_CERT_URLS": "http://127.0.0.1:9/",
         "HOOKGATE_RETRY_SCHEDULE": "1,1",
         "HOOKGATE_WORKER_POLL_MS": "100",
         "RUST_LOG": "warn",

@@ -31,6 +31,85 @@ impl Noise {
     }
 }
 
+/// Each provider's header names, for the provider-door noise.
+const PROVIDER_HEADERS: &[(&str, &[&str])] = &[
+    ("twilio", &["x-twilio-signature", "i-twilio-idempotency-token"]),
+    ("square", &["x-square-hmacsha256-signature"]),
+    ("paddle", &["paddle-signature"]),
+    (
+        "paypal",
+        &[
+            "paypal-transmission-id",
+            "paypal-transmission-time",
+            "paypal-transmission-sig",
+            "paypal-cert-url",
+            "paypal-auth-algo",
+        ],
+    ),
+    ("sendgrid", &["x-twilio-email-event-webhook-signature", "x-twilio-email-event-webhook-timestamp"]),
+    ("discord", &["x-signature-ed25519", "x-signature-timestamp"]),
+    ("mailgun", &[]),
+    ("basic-auth", &["authorization"]),
+    ("gitlab", &["x-gitlab-token", "idempotency-key", "x-gitlab-event-uuid"]),
+    ("bitbucket", &["x-hub-signature", "x-request-uuid", "x-event-key"]),
+    ("hubspot", &["x-hubspot-signature-v3", "x-hubspot-request-timestamp"]),
+    ("intercom", &["x-hub-signature"]),
+    ("zoom", &["x-zm-signature", "x-zm-request-timestamp"]),
+    ("linear", &["linear-signature", "linear-delivery"]),
+    ("typeform", &["typeform-signature"]),
+    ("calendly", &["calendly-webhook-signature"]),
+    ("woocommerce", &["x-wc-webhook-signature", "x-wc-webhook-delivery-id", "x-wc-webhook-topic"]),
+    ("svix", &["svix-id", "svix-timestamp", "svix-signature"]),
+    ("standard-webhooks", &["webhook-id", "webhook-timestamp", "webhook-signature"]),
+];
+
+#[tokio::test]
+async fn random_requests_to_every_provider_never_get_a_5xx() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let mut noise = Noise(0xfeed_beef_0bad_cafe);
+    let mut bad = Vec::new();
+    for (provider, headers) in PROVIDER_HEADERS {
+        let secret = match *provider {
+            "discord" => "a".repeat(64),
+            // SendGrid's example verification key (its libraries' tests).
+            "sendgrid" => "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA==".into(),
+            "paypal" => "WH1".into(),
+            "basic-auth" => "user:pass".into(),
+            "svix" | "standard-webhooks" => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            _ => "a-shared-secret".into(),
+        };
+        let body = json!({"name": provider, "provider": provider, "secret": secret, "appId": a});
+        let src = t.post("/api/v1/source", body, 201).await["id"].as_str().unwrap().to_owned();
+        for i in 0..40 {
+            let raw = match i % 4 {
+                0 => noise.bytes(400),
+                1 => noise.text(200).into_bytes(),
+                2 => br#"{"event":"endpoint.url_validation","payload":{"plainToken":"abc"},"type":1}"#.to_vec(),
+                _ => b"webhook_id=1".to_vec(),
+            };
+            let mut req = app.http.post(app.url(&format!("/in/{src}?bodySHA256={}", noise.next()))).body(raw);
+            for name in *headers {
+                let value = match noise.next() % 3 {
+                    0 => noise.text(90),
+                    1 => format!("t={},v1={};h1={}", noise.next(), noise.text(40), noise.next()),
+                    _ => format!("sha256={}", noise.text(64)),
+                };
+                if let Ok(v) = reqwest::header::HeaderValue::from_str(&value) {
+                    req = req.header(*name, v);
+                }
+            }
+            let status = req.send().await.unwrap().status().as_u16();
+            if status >= 500 {
+                bad.push(format!("{provider}: {status}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} answers were 5xx: {:?}", bad.len(), &bad[..bad.len().min(10)]);
+    assert_eq!(app.http.get(app.url("/healthz")).send().await.unwrap().status(), 200);
+}
+
 #[tokio::test]
 async fn random_requests_never_get_a_5xx() {
     let app = TestApp::spawn().await;
