@@ -21,9 +21,10 @@ UNSIGNED_BODY = {"basic-auth", "gitlab", "mailgun"}
 
 
 def flip(text: str) -> str:
-    """The text with one character changed, in the middle."""
+    """The text with one character changed, in the middle, to a digit: a digit differs
+    in value from every other character in hex (which ignores case) and in base64."""
     i = len(text) // 2
-    return text[:i] + ("A" if text[i] != "A" else "B") + text[i + 1:]
+    return text[:i] + ("0" if text[i] != "0" else "1") + text[i + 1:]
 
 
 def events(hookgate, tenant, src):
@@ -74,10 +75,34 @@ def test_each_preset_admits_once_refuses_a_changed_byte_and_survives_rotation(ho
     assert (status, err["code"]) == (401, "invalid_signature"), "a third key is refused"
 
 
+def test_a_captured_request_replayed_with_new_unsigned_ids_is_a_duplicate(hookgate, tenant, wired):
+    source, _ = wired
+    mg = source("mailgun", secret="mg-key")
+    body, headers = ps.mailgun_sign("mg-key", 1, None)
+    first = post(hookgate, mg, body, headers)[2]
+    assert first["status"] == "accepted", first
+    forged = json.loads(body)
+    forged["event-data"] = {"id": "forged-1", "event": "failed"}
+    again = post(hookgate, mg, json.dumps(forged).encode(), headers)[2]
+    assert (again["status"], again["eventId"]) == ("duplicate", first["eventId"]), "Mailgun signs the token, not the event"
+    tw = source("twilio", secret="tw-token")
+    body, headers = ps.twilio_sign("tw-token", 1, tw["url"])
+    first = post(hookgate, tw, body, headers)[2]
+    replay = post(hookgate, tw, body, dict(headers, **{"I-Twilio-Idempotency-Token": "fresh"}))[2]
+    assert (replay["status"], replay["eventId"]) == ("duplicate", first["eventId"])
+    resplit = body.replace(b"&MessageStatus=", b"&&MessageStatus=")  # signs the same params
+    assert post(hookgate, tw, resplit, headers)[2]["status"] == "duplicate"
+    for src in (mg, tw):
+        assert len(events(hookgate, tenant, src)) == 1
+
+
 def test_keys_the_provider_makes_must_be_given_and_well_formed(hookgate, tenant):
     assert call(hookgate, "POST", "/api/v1/app", tenant["apiKey"], {"name": "in", "uid": "in"})[0] == 201
-    for provider, bad in (("discord", "xyz"), ("sendgrid", "AAAA"), ("paypal", "not an id!"),
-                          ("standard-webhooks", "whpk_AAAA"), ("basic-auth", "nocolon")):
+    small_order = "01" + "00" * 31  # the identity point: it would verify forgeries
+    for provider, bad in (("discord", "xyz"), ("discord", small_order), ("sendgrid", "AAAA"),
+                          ("paypal", "not an id!"), ("standard-webhooks", "whpk_AAAA"),
+                          ("standard-webhooks", "whpk_" + base64.b64encode(bytes(32)).decode()),
+                          ("basic-auth", "nocolon")):
         status, _, err = call(hookgate, "POST", "/api/v1/source", tenant["apiKey"],
                               {"name": "x", "provider": provider, "appId": "in", "secret": bad})
         assert status == 422 and "secret" in json.dumps(err), (provider, err)

@@ -230,11 +230,11 @@ enum Outcome {
     Handshake(verify::Handshake),
 }
 
-/// The URL the provider posted to, as it signs it: the source's `publicUrl`, else
-/// the URL Hookgate shows for the source, with the request's query.
+/// The URL the provider posted to, as it signs it: the source's `publicUrl` (which
+/// has no query), else the URL Hookgate shows for the source, with the query the
+/// request came with (the provider's own, such as Twilio's `bodySHA256`).
 fn signed_url(req: &HttpRequest, state: &AppState, source: &sources::Source) -> String {
     let base = match &source.public_url {
-        Some(url) if url.contains('?') => return url.clone(),
         Some(url) => url.clone(),
         None => {
             let host = match &state.config.public_url {

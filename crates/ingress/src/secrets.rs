@@ -62,13 +62,15 @@ pub fn check(provider: &Provider, secret: &str) -> Result<String, String> {
     match provider.secret_kind() {
         SecretKind::Whsec => whsec::normalise_secret(secret).map_err(|e| e.to_string()),
         SecretKind::WhsecOrPublicKey => match key.strip_prefix("whpk_") {
-            Some(pk) if STANDARD.decode(pk).is_ok_and(|k| k.len() == 32) => Ok(key.to_owned()),
-            Some(_) => bad("a `whsec_` secret or a `whpk_` public key (base64 of 32 bytes)"),
+            Some(pk) if STANDARD.decode(pk).is_ok_and(|k| crate::verify::ed25519_key_ok(&k)) => Ok(key.to_owned()),
+            Some(_) => {
+                bad("a `whsec_` secret or a `whpk_` Ed25519 public key (base64 of 32 bytes, not a small-order point)")
+            }
             None => whsec::normalise_secret(secret).map_err(|e| e.to_string()),
         },
         SecretKind::Ed25519Hex => match hex::decode(key) {
-            Ok(k) if k.len() == 32 => Ok(key.to_ascii_lowercase()),
-            _ => bad("the application's public key: 64 hex characters"),
+            Ok(k) if crate::verify::ed25519_key_ok(&k) => Ok(key.to_ascii_lowercase()),
+            _ => bad("the application's public key: 64 hex characters (an Ed25519 key, not a small-order point)"),
         },
         SecretKind::P256PublicKey => match crate::verify::p256_point(key) {
             Some(_) => Ok(key.to_owned()),

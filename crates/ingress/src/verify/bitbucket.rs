@@ -1,12 +1,14 @@
 //! Bitbucket Cloud: `X-Hub-Signature: sha256=<hex HMAC-SHA256(secret, body)>`;
-//! `X-Request-UUID` is the delivery's id, `X-Event-Key` (`repo:push`) its type.
+//! `X-Event-Key` (`repo:push`) is the type. The body is the key: the scheme signs
+//! no time, so an unsigned id header (`X-Request-UUID`) would let a captured
+//! request be replayed as new events.
 
 use super::scheme::{BodyHmac, Hash};
 use super::{Check, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
-    key: KeyRule::Header("X-Request-UUID"),
+    key: KeyRule::Body,
     event_type: TypeRule::Header("x-event-key"),
     handshake: None,
     unsigned_ping: None,

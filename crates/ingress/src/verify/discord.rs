@@ -25,10 +25,10 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
     let sig = hex::decode(header(req.headers, SIG)?).map_err(|_| VerifyError::Malformed(SIG.into()))?;
     let ts = header(req.headers, TS)?;
     let signed = [ts.as_bytes(), req.body].concat();
-    let ok = secrets
-        .iter()
-        .filter_map(|k| hex::decode(k.trim()).ok())
-        .any(|pk| ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, pk).verify(&signed, &sig).is_ok());
+    let ok =
+        secrets.iter().filter_map(|k| hex::decode(k.trim()).ok()).filter(|k| super::scheme::ed25519_key_ok(k)).any(
+            |pk| ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, pk).verify(&signed, &sig).is_ok(),
+        );
     if ok {
         Ok(())
     } else {

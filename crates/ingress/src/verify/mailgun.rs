@@ -1,12 +1,14 @@
 //! Mailgun: the body carries `signature: {timestamp, token, signature}` (JSON
 //! webhooks) or `timestamp`, `token`, `signature` fields (legacy form webhooks),
-//! the signature being hex HMAC-SHA256(signing key, timestamp + token). Mailgun
-//! signs no header and retries with the first signature, so no tolerance applies;
-//! `event-data.id` is the event's id, `event-data.event` its type.
+//! the signature being hex HMAC-SHA256(signing key, timestamp + token), within
+//! 15 minutes as Mailgun's own `SecurityGuard` checks. The signature does not
+//! cover the event, so the key is the signed `token`: a captured signature replayed
+//! with other event data is a duplicate, never a new event. `event-data.event` is
+//! the type.
 
 use serde_json::Value;
 
-use super::scheme::{any_matches, mac, Hash};
+use super::scheme::{any_matches, check_timestamp, mac, Hash};
 use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
 use crate::{extract::KeyMissing, key::KeyKind};
 
@@ -19,6 +21,7 @@ pub const PRESET: Preset = Preset {
 };
 
 const WHERE: &str = "body `signature`";
+const TOLERANCE_SECS: i64 = 900;
 
 /// `(timestamp, token, signature)` from a JSON or form body.
 fn parts(body: &[u8]) -> Option<(String, String, String)> {
@@ -38,21 +41,19 @@ fn parts(body: &[u8]) -> Option<(String, String, String)> {
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
     let (ts, token, sig) = parts(req.body).ok_or_else(|| VerifyError::MissingHeader(WHERE.into()))?;
     let sig = hex::decode(sig).map_err(|_| VerifyError::Malformed(WHERE.into()))?;
-    if any_matches(secrets, &[sig], |s| mac(Hash::Sha256, s.as_bytes(), &[ts.as_bytes(), token.as_bytes()])) {
-        Ok(())
-    } else {
-        Err(VerifyError::Mismatch(WHERE.into()))
+    if !any_matches(secrets, &[sig], |s| mac(Hash::Sha256, s.as_bytes(), &[ts.as_bytes(), token.as_bytes()])) {
+        return Err(VerifyError::Mismatch(WHERE.into()));
     }
+    let ts: i64 = ts.parse().map_err(|_| VerifyError::Malformed(WHERE.into()))?;
+    check_timestamp(ts, req.now, TOLERANCE_SECS)
 }
 
+/// The signed token: the one part of the request an attacker cannot choose.
 fn key(req: &Request) -> Result<(KeyKind, Vec<u8>), KeyMissing> {
-    if let Ok(doc) = serde_json::from_slice::<Value>(req.body) {
-        return match doc.pointer("/event-data/id").and_then(Value::as_str) {
-            Some(id) if !id.is_empty() => Ok((KeyKind::Provider, id.as_bytes().to_vec())),
-            _ => Err(KeyMissing("field `/event-data/id` is absent from the body".into())),
-        };
+    match parts(req.body) {
+        Some((_, token, _)) if !token.is_empty() => Ok((KeyKind::Provider, token.into_bytes())),
+        _ => Err(KeyMissing("field `/signature/token` is absent from the body".into())),
     }
-    Ok((KeyKind::Body, req.body.to_vec()))
 }
 
 fn event_type(req: &Request) -> Option<String> {
@@ -80,14 +81,24 @@ mod tests {
         );
         let p = Provider::Mailgun;
         let none = h(&[]);
-        let r = req(&p, &none, body.as_bytes(), 0);
+        let r = req(&p, &none, body.as_bytes(), 1529006854);
         assert_eq!(check(&r, &s("key-1")), Ok(()));
-        assert_eq!(key(&r).unwrap().1, b"CPgfbmQMTCKtHW6uIWtuVe");
+        assert_eq!(key(&r).unwrap().1, b"a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0");
+        assert_eq!(
+            check(&req(&p, &none, body.as_bytes(), 1529006854 + 901), &s("key-1")),
+            Err(VerifyError::Timestamp(900))
+        );
+        // Other event data under a captured signature keys as the same event.
+        let replayed = body.replace("CPgfbmQMTCKtHW6uIWtuVe", "forged");
+        assert_eq!(key(&req(&p, &none, replayed.as_bytes(), 0)).unwrap(), key(&r).unwrap());
         assert_eq!(event_type(&r).as_deref(), Some("delivered"));
         let form = format!("timestamp=1529006854&token=a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0&signature={sig}&event=opened");
-        assert_eq!(check(&req(&p, &none, form.as_bytes(), 0), &s("key-1")), Ok(()));
+        assert_eq!(check(&req(&p, &none, form.as_bytes(), 1529006854), &s("key-1")), Ok(()));
         let changed = form.replace("token=a8", "token=b8");
-        assert!(matches!(check(&req(&p, &none, changed.as_bytes(), 0), &s("key-1")), Err(VerifyError::Mismatch(_))));
+        assert!(matches!(
+            check(&req(&p, &none, changed.as_bytes(), 1529006854), &s("key-1")),
+            Err(VerifyError::Mismatch(_))
+        ));
         assert!(matches!(check(&req(&p, &none, b"{}", 0), &s("key-1")), Err(VerifyError::MissingHeader(_))));
     }
 }

@@ -32,7 +32,7 @@ mod zoom;
 
 pub use hookgate_shared::source::{Algorithm, Encoding, HmacSpec, Provider};
 pub use paypal::Certificates;
-pub use scheme::TOLERANCE_SECS;
+pub use scheme::{ed25519_key_ok, TOLERANCE_SECS};
 pub use sendgrid::p256_point;
 
 use crate::{extract::KeyMissing, key::KeyKind};

@@ -35,8 +35,19 @@ const MAX_CERT_BYTES: usize = 64 * 1024;
 const CACHE_FOR: Duration = Duration::from_secs(86_400);
 const CACHE_ENTRIES: usize = 256;
 
-/// A fetched certificate (DER) and when it was fetched, by URL.
-type Cache = HashMap<String, (Arc<Vec<u8>>, Instant)>;
+/// Fetches a process makes per minute at most: PayPal has a handful of
+/// certificates, and unauthenticated requests naming new URLs must not turn
+/// Hookgate into a stream of requests to PayPal (whose throttling would then fail
+/// every tenant's PayPal source).
+const FETCHES_PER_MINUTE: usize = 30;
+
+/// Fetched certificates (DER) by URL, with when they were fetched, and the times
+/// of the last minute's fetches.
+#[derive(Default)]
+struct Cache {
+    entries: HashMap<String, (Arc<Vec<u8>>, Instant)>,
+    fetches: std::collections::VecDeque<Instant>,
+}
 
 /// PayPal's signing certificates: where they may come from, and those fetched.
 pub struct Certificates {
@@ -51,7 +62,7 @@ impl Certificates {
         Certificates {
             allowed: allowed.iter().filter_map(|p| url::Url::parse(p).ok()).collect(),
             fetcher: Fetcher::new(timeout),
-            cache: Mutex::new(Cache::new()),
+            cache: Mutex::new(Cache::default()),
         }
     }
 
@@ -60,6 +71,9 @@ impl Certificates {
     pub fn allows(&self, url: &url::Url) -> bool {
         url.username().is_empty()
             && url.password().is_none()
+            // Neither is sent for a certificate; either would make one certificate many cache entries.
+            && url.query().is_none()
+            && url.fragment().is_none()
             && self.allowed.iter().any(|p| {
                 p.scheme() == url.scheme()
                     && p.host_str() == url.host_str()
@@ -71,10 +85,20 @@ impl Certificates {
     /// The certificate (DER) at an allowed URL, from the cache or fetched.
     async fn get(&self, url: &url::Url) -> Result<Arc<Vec<u8>>, VerifyError> {
         let key = url.as_str().to_owned();
-        if let Some((der, at)) = self.cache.lock().expect("cache lock").get(&key) {
-            if at.elapsed() < CACHE_FOR {
-                return Ok(der.clone());
+        {
+            let mut cache = self.cache.lock().expect("cache lock");
+            if let Some((der, at)) = cache.entries.get(&key) {
+                if at.elapsed() < CACHE_FOR {
+                    return Ok(der.clone());
+                }
             }
+            while cache.fetches.front().is_some_and(|t| t.elapsed() > Duration::from_secs(60)) {
+                cache.fetches.pop_front();
+            }
+            if cache.fetches.len() >= FETCHES_PER_MINUTE {
+                return Err(VerifyError::CertificateUnavailable("too many certificate fetches this minute".into()));
+            }
+            cache.fetches.push_back(Instant::now());
         }
         let pem = self.fetcher.get(url, MAX_CERT_BYTES).await.map_err(|e| match e {
             FetchError::Unavailable(e) => VerifyError::CertificateUnavailable(e),
@@ -84,20 +108,33 @@ impl Certificates {
         })?;
         let der = Arc::new(parse(&pem)?);
         let mut cache = self.cache.lock().expect("cache lock");
-        if cache.len() >= CACHE_ENTRIES {
-            cache.retain(|_, (_, at)| at.elapsed() < CACHE_FOR);
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
+        if cache.entries.len() >= CACHE_ENTRIES {
+            // The oldest goes: a flood of new URLs (bounded by the fetch budget) cannot
+            // empty the cache of the certificates in use.
+            let oldest = cache.entries.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                cache.entries.remove(&k);
             }
         }
-        cache.insert(key, (der.clone(), Instant::now()));
+        cache.entries.insert(key, (der.clone(), Instant::now()));
         Ok(der)
     }
 }
 
-/// The first certificate of a PEM file, as DER, checked to parse.
+/// The first certificate of a PEM file, as DER, checked to parse. The file must
+/// be certificates and nothing else: a page that merely contains one is refused.
 fn parse(pem: &[u8]) -> Result<Vec<u8>, VerifyError> {
     let bad = || VerifyError::Certificate(format!("`{CERT_URL}` does not name a usable certificate"));
+    let text = std::str::from_utf8(pem).map_err(|_| bad())?;
+    let only_certificates = text.lines().map(str::trim).all(|l| {
+        l.is_empty()
+            || l == "-----BEGIN CERTIFICATE-----"
+            || l == "-----END CERTIFICATE-----"
+            || l.bytes().all(|c| c.is_ascii_alphanumeric() || b"+/=".contains(&c))
+    });
+    if !only_certificates || !text.trim_start().starts_with("-----BEGIN CERTIFICATE-----") {
+        return Err(bad());
+    }
     let der = CertificateDer::from_pem_slice(pem).map_err(|_| bad())?;
     webpki::EndEntityCert::try_from(&der).map_err(|_| bad())?;
     Ok(der.as_ref().to_vec())
@@ -175,6 +212,8 @@ mod tests {
         assert!(check_with(&der, &req(BODY), &["1JE4291016473214D".into()], &sig).is_err());
         assert!(check_with(&der, &req(b"{}"), &["1JE4291016473214C".into()], &sig).is_err());
         assert!(parse(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").is_err());
+        let page = format!("<html>\n{CERT}\n</html>");
+        assert!(parse(page.as_bytes()).is_err(), "a page that contains a certificate is not one");
     }
 
     #[test]
@@ -192,6 +231,8 @@ mod tests {
             "https://api.paypal.com:8443/v1/notifications/certs/CERT-1",
             "https://api.paypal.com/v2/other",
             "https://user@api.paypal.com/v1/notifications/certs/CERT-1",
+            "https://api.paypal.com/v1/notifications/certs/CERT-1#2",
+            "https://api.paypal.com/v1/notifications/certs/CERT-1?x=1",
         ] {
             assert!(!ok(bad), "{bad}");
         }

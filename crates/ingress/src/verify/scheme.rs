@@ -77,6 +77,42 @@ pub fn any_matches(secrets: &[String], presented: &[Vec<u8>], expected: impl Fn(
     })
 }
 
+/// The encodings of Ed25519's small-order points (sign bit aside), as libsodium
+/// lists them: a public key among them verifies forged signatures.
+const SMALL_ORDER: [[u8; 32]; 7] = {
+    let mut points = [[0u8; 32]; 7];
+    points[1][0] = 1;
+    points[2] = [
+        0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98, 0xf0, 0xd5, 0xdf,
+        0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53, 0xfc, 0x05,
+    ];
+    points[3] = [
+        0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67, 0x0f, 0x2a, 0x20,
+        0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac, 0x03, 0x7a,
+    ];
+    // p - 1, p and p + 1: the order-2 point and non-canonical forms of 0 and 1.
+    let mut i = 4;
+    while i < 7 {
+        let mut j = 1;
+        while j < 31 {
+            points[i][j] = 0xff;
+            j += 1;
+        }
+        points[i][31] = 0x7f;
+        i += 1;
+    }
+    points[4][0] = 0xec;
+    points[5][0] = 0xed;
+    points[6][0] = 0xee;
+    points
+};
+
+/// Whether 32 bytes can be an Ed25519 public key that forgeries cannot satisfy:
+/// not a small-order point (the identity, or one of order 2, 4 or 8).
+pub fn ed25519_key_ok(key: &[u8]) -> bool {
+    key.len() == 32 && !SMALL_ORDER.iter().any(|p| p[..31] == key[..31] && p[31] == key[31] & 0x7f)
+}
+
 /// Decodes a signature in its encoding; `None` when it is not.
 pub fn decode(encoding: super::Encoding, text: &str) -> Option<Vec<u8>> {
     match encoding {

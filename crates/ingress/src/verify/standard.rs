@@ -42,10 +42,18 @@ pub fn signed(req: &Request, secrets: &[String], prefix: &str) -> Result<(), Ver
     let ok = secrets.iter().any(|s| {
         if let Some(pk) = s.strip_prefix("whpk_") {
             let Ok(pk) = STANDARD.decode(pk) else { return false };
+            if !super::scheme::ed25519_key_ok(&pk) {
+                return false;
+            }
             let key = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, pk);
             asymmetric.iter().any(|sig| key.verify(&signed, sig).is_ok())
         } else {
-            let key = STANDARD.decode(s.strip_prefix("whsec_").unwrap_or(s)).unwrap_or_default();
+            // A secret that is not base64 (never stored: checked when written) matches
+            // nothing, rather than keying the HMAC with nothing.
+            let Ok(key) = STANDARD.decode(s.strip_prefix("whsec_").unwrap_or(s)) else { return false };
+            if key.is_empty() {
+                return false;
+            }
             let expected = mac(Hash::Sha256, &key, &[&signed]);
             symmetric.iter().any(|sig| ct_eq(&expected, sig))
         }
@@ -108,6 +116,19 @@ mod tests {
         assert_eq!(check(&req(&p, &headers, b"{}", 1000), std::slice::from_ref(&whpk)), Ok(()));
         assert!(matches!(check(&req(&p, &headers, b"{ }", 1000), &[whpk]), Err(VerifyError::Mismatch(_))));
         // A `v1a` signature is never checked as an HMAC, nor a `v1` one with a public key.
+        // A small-order key (here the identity) would verify a forged signature for
+        // any message: it is never used.
+        let identity = [[1u8].as_slice(), &[0u8; 31]].concat();
+        assert!(!crate::verify::ed25519_key_ok(&identity) && !crate::verify::ed25519_key_ok(&[0u8; 32]));
+        let forged_sig = STANDARD.encode([identity.as_slice(), &[0u8; 32]].concat());
+        let forged = h(&[
+            ("webhook-id", "msg_1"),
+            ("webhook-timestamp", "1000"),
+            ("webhook-signature", &format!("v1a,{forged_sig}")),
+        ]);
+        let weak = format!("whpk_{}", STANDARD.encode(&identity));
+        assert!(check(&req(&p, &forged, b"anything", 1000), &[weak]).is_err());
+        assert!(crate::verify::ed25519_key_ok(pair.public_key().as_ref()));
         let other = format!("whpk_{}", STANDARD.encode([9u8; 32]));
         assert!(check(&req(&p, &headers, b"{}", 1000), &[other, "whsec_AAAA".into()]).is_err());
     }

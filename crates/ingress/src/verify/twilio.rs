@@ -2,7 +2,11 @@
 //! where a form POST's params are appended sorted (`key` then `value`), and a JSON
 //! POST's URL carries `bodySHA256=<hex SHA-256 of the body>` instead. The URL is
 //! the source's `publicUrl`, tried with and without its default port as Twilio's
-//! own validator does. `I-Twilio-Idempotency-Token` is the event's id.
+//! own validator does. The key is what is signed (the URL and the sorted params,
+//! or the URL with the body's hash): Twilio's scheme signs no time, so an unsigned
+//! id (`I-Twilio-Idempotency-Token`) would let a captured request be replayed as
+//! new events; and a body re-split (`a=1&b=2` as `a=1b2`, stray `&`) that signs
+//! the same keys the same.
 
 use base64::{engine::general_purpose::STANDARD, Engine};
 use sha2::{Digest, Sha256};
@@ -73,13 +77,11 @@ fn form_field(body: &[u8], name: &str) -> Option<String> {
     url::form_urlencoded::parse(body).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
 }
 
-/// `I-Twilio-Idempotency-Token`, the same on every retry of one event; a request
-/// without it (older products) is keyed on its body.
+/// The signed text: the URL with the sorted params, or with its body hash.
 fn key(req: &Request) -> Result<(KeyKind, Vec<u8>), KeyMissing> {
-    match header(req.headers, "i-twilio-idempotency-token") {
-        Ok(token) => Ok((KeyKind::Provider, token.as_bytes().to_vec())),
-        Err(_) => Ok((KeyKind::Body, req.body.to_vec())),
-    }
+    let pinned = url::Url::parse(req.url).is_ok_and(|u| u.query_pairs().any(|(k, _)| k == "bodySHA256"));
+    let params = if pinned { String::new() } else { sorted_params(req.body) };
+    Ok((KeyKind::Provider, [req.url.as_bytes(), params.as_bytes()].concat()))
 }
 
 /// `message.<MessageStatus>` or `call.<CallStatus>` for status callbacks,

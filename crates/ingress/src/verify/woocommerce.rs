@@ -1,6 +1,7 @@
 //! WooCommerce: `X-WC-Webhook-Signature: <base64 HMAC-SHA256(secret, body)>`;
-//! `X-WC-Webhook-Delivery-ID` is the delivery's id, `X-WC-Webhook-Topic`
-//! (`order.created`) its type. When a webhook is saved, WooCommerce posts an
+//! `X-WC-Webhook-Topic` (`order.created`) is the type. The body is the key:
+//! `X-WC-Webhook-Delivery-ID` is one value per webhook per second (two orders in
+//! one second would collide) and is not signed. When a webhook is saved, WooCommerce posts an
 //! unsigned `webhook_id=<n>` ping and keeps the webhook only if it gets a 200: that
 //! ping is answered and admits nothing.
 
@@ -9,7 +10,7 @@ use super::{Check, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
-    key: KeyRule::Header("X-WC-Webhook-Delivery-ID"),
+    key: KeyRule::Body,
     event_type: TypeRule::Header("x-wc-webhook-topic"),
     handshake: None,
     unsigned_ping: Some(ping),
