@@ -72,9 +72,9 @@ pub fn check(provider: &Provider, secret: &str) -> Result<String, String> {
             Ok(k) if crate::verify::ed25519_key_ok(&k) => Ok(key.to_ascii_lowercase()),
             _ => bad("the application's public key: 64 hex characters (an Ed25519 key, not a small-order point)"),
         },
-        SecretKind::P256PublicKey => match crate::verify::p256_point(key) {
-            Some(_) => Ok(key.to_owned()),
-            None => bad("the verification key SendGrid shows: a base64 ECDSA P-256 public key"),
+        SecretKind::P256PublicKey => match crate::verify::p256_key_ok(key) {
+            true => Ok(key.to_owned()),
+            false => bad("the verification key SendGrid shows: a base64 ECDSA P-256 public key"),
         },
         SecretKind::PaypalWebhookId => {
             match !key.is_empty() && key.len() <= 64 && key.bytes().all(|c| c.is_ascii_alphanumeric()) {

@@ -33,7 +33,7 @@ mod zoom;
 pub use hookgate_shared::source::{Algorithm, Encoding, HmacSpec, Provider};
 pub use paypal::Certificates;
 pub use scheme::{ed25519_key_ok, TOLERANCE_SECS};
-pub use sendgrid::p256_point;
+pub use sendgrid::p256_key_ok;
 
 use crate::{extract::KeyMissing, key::KeyKind};
 

@@ -33,6 +33,18 @@ pub fn p256_point(key: &str) -> Option<Vec<u8>> {
     (point.len() == 65 && point[0] == 0x04).then(|| point.to_vec())
 }
 
+/// Whether a base64 DER key is a P-256 public key whose point lies on the curve:
+/// checked when a tenant gives it, so a key that could verify nothing is refused
+/// rather than failing every request. (ECDH with a throwaway key is the check
+/// ring offers: it refuses a point off the curve.)
+pub fn p256_key_ok(key: &str) -> bool {
+    use ring::agreement::{agree_ephemeral, EphemeralPrivateKey, UnparsedPublicKey, ECDH_P256};
+    let Some(point) = p256_point(key) else { return false };
+    let rng = ring::rand::SystemRandom::new();
+    let Ok(mine) = EphemeralPrivateKey::generate(&ECDH_P256, &rng) else { return false };
+    agree_ephemeral(mine, &UnparsedPublicKey::new(&ECDH_P256, point), |_| ()).is_ok()
+}
+
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
     let sig = STANDARD.decode(header(req.headers, SIG)?).map_err(|_| VerifyError::Malformed(SIG.into()))?;
     let ts = header(req.headers, TS)?;
@@ -71,5 +83,8 @@ mod tests {
         let late = h(&[(SIG, &sig), (TS, "1588788368")]);
         assert!(check(&req(&p, &late, body, 0), &s(&key)).is_err(), "the timestamp is signed");
         assert_eq!(p256_point("AAAA"), None);
+        assert!(p256_key_ok(&key));
+        let off_curve = STANDARD.encode([&P256_SPKI_PREFIX[..], &[4u8], &[0u8; 64]].concat());
+        assert!(p256_point(&off_curve).is_some() && !p256_key_ok(&off_curve), "the shape alone is not enough");
     }
 }
