@@ -72,8 +72,7 @@ impl Certificates {
         url.username().is_empty()
             && url.password().is_none()
             // Neither is sent for a certificate; either would make one certificate many cache entries.
-            && url.query().is_none()
-            && url.fragment().is_none()
+            && url[url::Position::BeforeQuery..].is_empty()
             && self.allowed.iter().any(|p| {
                 p.scheme() == url.scheme()
                     && p.host_str() == url.host_str()
