@@ -187,6 +187,10 @@ class CertServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 outer.fetches += 1
+                if "missing" in self.path:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-pem-file")
                 self.end_headers()
@@ -248,6 +252,12 @@ def test_paypal_verifies_with_an_allow_listed_certificate_fetched_once(hookgate,
         status, _, err = post(hg, src, *request(4, off_list))
         assert (status, err["code"]) == (401, "invalid_signature") and "allowed" in err["detail"], err
         assert certs.fetches == 1, "a URL off the list is never fetched"
+        # An allowed URL that fails: 503 (PayPal retries), and not fetched again at once.
+        missing = certs.url + "/v1/notifications/certs/missing"
+        for _ in range(2):
+            status, _, err = post(hg, src, *request(5, missing))
+            assert (status, err["code"]) == (503, "certificate_unavailable"), err
+        assert certs.fetches == 2, "a failed URL waits before it is fetched again"
     finally:
         hg.stop()
         certs.server.shutdown()

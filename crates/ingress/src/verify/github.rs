@@ -18,7 +18,8 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
         .check(req, secrets)
 }
 
-/// A redelivery from GitHub's UI has a new delivery id and is a new event, as GitHub counts it.
+/// The hook and delivery ids, as GitHub sends them (neither is signed: see
+/// docs/receiving.md, "What a signature covers").
 fn key(req: &Request) -> Result<(KeyKind, Vec<u8>), KeyMissing> {
     let get = |name: &str| header(req.headers, &name.to_ascii_lowercase()).map_err(|_| KeyMissing::header(name));
     Ok((KeyKind::Provider, format!("{}:{}", get("X-GitHub-Hook-ID")?, get("X-GitHub-Delivery")?).into_bytes()))

@@ -40,13 +40,18 @@ const CACHE_ENTRIES: usize = 256;
 /// Hookgate into a stream of requests to PayPal (whose throttling would then fail
 /// every tenant's PayPal source).
 const FETCHES_PER_MINUTE: usize = 30;
+/// A URL whose fetch failed is not tried again sooner than this.
+const RETRY_FAILED_AFTER: Duration = Duration::from_secs(300);
+const FAILED_ENTRIES: usize = 1024;
 
-/// Fetched certificates (DER) by URL, with when they were fetched, and the times
-/// of the last minute's fetches.
+/// Fetched certificates (DER) by URL, with when they were fetched; the times of
+/// the last minute's fetches of new URLs; and the new URLs that failed.
 #[derive(Default)]
 struct Cache {
     entries: HashMap<String, (Arc<Vec<u8>>, Instant)>,
     fetches: std::collections::VecDeque<Instant>,
+    /// URLs never fetched successfully, with when they last failed.
+    failed: HashMap<String, Instant>,
 }
 
 /// PayPal's signing certificates: where they may come from, and those fetched.
@@ -81,33 +86,58 @@ impl Certificates {
             })
     }
 
-    /// The certificate (DER) at an allowed URL, from the cache or fetched.
+    /// The certificate (DER) at an allowed URL: cached, or fetched. A URL never
+    /// fetched before spends the per-minute budget (and one that just failed is
+    /// not tried again for a while), so requests naming ever new URLs cannot starve
+    /// the certificates in use: those are refetched when they expire outside the
+    /// budget, and served stale if the refetch fails.
     async fn get(&self, url: &url::Url) -> Result<Arc<Vec<u8>>, VerifyError> {
         let key = url.as_str().to_owned();
-        {
+        let stale = {
             let mut cache = self.cache.lock().expect("cache lock");
-            if let Some((der, at)) = cache.entries.get(&key) {
-                if at.elapsed() < CACHE_FOR {
-                    return Ok(der.clone());
+            match cache.entries.get(&key) {
+                Some((der, at)) if at.elapsed() < CACHE_FOR => return Ok(der.clone()),
+                Some((der, _)) => Some(der.clone()),
+                None => {
+                    if cache.failed.get(&key).is_some_and(|at| at.elapsed() < RETRY_FAILED_AFTER) {
+                        return Err(VerifyError::CertificateUnavailable("this certificate URL failed just now".into()));
+                    }
+                    while cache.fetches.front().is_some_and(|t| t.elapsed() > Duration::from_secs(60)) {
+                        cache.fetches.pop_front();
+                    }
+                    if cache.fetches.len() >= FETCHES_PER_MINUTE {
+                        let spent = "too many new certificate URLs this minute";
+                        return Err(VerifyError::CertificateUnavailable(spent.into()));
+                    }
+                    cache.fetches.push_back(Instant::now());
+                    None
                 }
             }
-            while cache.fetches.front().is_some_and(|t| t.elapsed() > Duration::from_secs(60)) {
-                cache.fetches.pop_front();
+        };
+        let fetched = match self.fetcher.get(url, MAX_CERT_BYTES).await {
+            Ok(pem) => parse(&pem),
+            Err(FetchError::Unavailable(e)) => Err(VerifyError::CertificateUnavailable(e)),
+            Err(FetchError::TooLarge(_)) => {
+                Err(VerifyError::Certificate(format!("`{CERT_URL}` is not a certificate (too large)")))
             }
-            if cache.fetches.len() >= FETCHES_PER_MINUTE {
-                return Err(VerifyError::CertificateUnavailable("too many certificate fetches this minute".into()));
-            }
-            cache.fetches.push_back(Instant::now());
-        }
-        let pem = self.fetcher.get(url, MAX_CERT_BYTES).await.map_err(|e| match e {
-            FetchError::Unavailable(e) => VerifyError::CertificateUnavailable(e),
-            FetchError::TooLarge(_) => {
-                VerifyError::Certificate(format!("`{CERT_URL}` is not a certificate (too large)"))
-            }
-        })?;
-        let der = Arc::new(parse(&pem)?);
+        };
         let mut cache = self.cache.lock().expect("cache lock");
-        if cache.entries.len() >= CACHE_ENTRIES {
+        let der = match (fetched, stale) {
+            (Ok(der), _) => Arc::new(der),
+            // The certificate in use stays in use while its host is away.
+            (Err(_), Some(stale)) => return Ok(stale),
+            (Err(e), None) => {
+                if cache.failed.len() >= FAILED_ENTRIES {
+                    cache.failed.retain(|_, at| at.elapsed() < RETRY_FAILED_AFTER);
+                    if cache.failed.len() >= FAILED_ENTRIES {
+                        cache.failed.clear();
+                    }
+                }
+                cache.failed.insert(key, Instant::now());
+                return Err(e);
+            }
+        };
+        if cache.entries.len() >= CACHE_ENTRIES && !cache.entries.contains_key(&key) {
             // The oldest goes: a flood of new URLs (bounded by the fetch budget) cannot
             // empty the cache of the certificates in use.
             let oldest = cache.entries.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone());
@@ -115,6 +145,7 @@ impl Certificates {
                 cache.entries.remove(&k);
             }
         }
+        cache.failed.remove(&key);
         cache.entries.insert(key, (der.clone(), Instant::now()));
         Ok(der)
     }

@@ -77,11 +77,16 @@ fn form_field(body: &[u8], name: &str) -> Option<String> {
     url::form_urlencoded::parse(body).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
 }
 
-/// The signed text: the URL with the sorted params, or with its body hash.
+/// The signed text without the host: the path and query with the sorted params,
+/// or with its body hash. The host (and port, which `check` accepts in two forms)
+/// is left out: the key is the source's already, and a `Host` a replay chooses
+/// must not make a new key.
 fn key(req: &Request) -> Result<(KeyKind, Vec<u8>), KeyMissing> {
-    let pinned = url::Url::parse(req.url).is_ok_and(|u| u.query_pairs().any(|(k, _)| k == "bodySHA256"));
+    let url = url::Url::parse(req.url).ok();
+    let pinned = url.as_ref().is_some_and(|u| u.query_pairs().any(|(k, _)| k == "bodySHA256"));
     let params = if pinned { String::new() } else { sorted_params(req.body) };
-    Ok((KeyKind::Provider, [req.url.as_bytes(), params.as_bytes()].concat()))
+    let path = url.as_ref().map_or(req.url, |u| &u[url::Position::BeforePath..]);
+    Ok((KeyKind::Provider, [path.as_bytes(), params.as_bytes()].concat()))
 }
 
 /// `message.<MessageStatus>` or `call.<CallStatus>` for status callbacks,
@@ -144,6 +149,18 @@ mod tests {
             check(&request(&p, &headers, &url, br#"{"property": "value", "boolean": false}"#), &s("12345")),
             Err(VerifyError::Mismatch("bodySHA256".into()))
         );
+    }
+
+    #[test]
+    fn the_key_ignores_the_host_and_port_a_replay_could_choose() {
+        let p = Provider::Twilio;
+        let hs = h(&[]);
+        let body = b"MessageSid=SM1&MessageStatus=sent";
+        let a = key(&request(&p, &hs, "https://h.example/in/src_1", body)).unwrap();
+        let b = key(&request(&p, &hs, "https://h.example:443/in/src_1", body)).unwrap();
+        assert_eq!(a, b);
+        let other = b"MessageSid=SM1&MessageStatus=delivered";
+        assert_ne!(a, key(&request(&p, &hs, "https://h.example/in/src_1", other)).unwrap());
     }
 
     #[test]

@@ -86,7 +86,13 @@ fn from_row(r: &Row) -> Result<Source, StoreError> {
         name: r.get(2),
         provider,
         allow_unverified: verify.get("allowUnverified").and_then(Value::as_bool).unwrap_or(false),
-        public_url: verify.get("publicUrl").and_then(Value::as_str).map(str::to_owned),
+        // Written without query or fragment (parse_public_url); cut here too, so a value
+        // stored otherwise cannot double the query it is given.
+        public_url: verify
+            .get("publicUrl")
+            .and_then(Value::as_str)
+            .and_then(|u| u.split(['?', '#']).next())
+            .map(str::to_owned),
         secret: r.get(4),
         old_secret: r.get(5),
         old_secret_until: r.get(6),
