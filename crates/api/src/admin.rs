@@ -177,22 +177,11 @@ struct CreatedKey {
 }
 
 fn check_name(name: &str) -> Result<(), ApiError> {
-    if name.trim().is_empty() || name.len() > 256 {
-        return Err(ApiError::Validation("`name` must be 1 to 256 characters".into()));
-    }
-    Ok(())
+    hookgate_shared::ids::check_tenant_name(name).map_err(ApiError::Validation)
 }
 
 fn check_uid(uid: &str) -> Result<(), ApiError> {
-    let ok = (1..=256).contains(&uid.len())
-        && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        && !uid.starts_with("tnt_");
-    if !ok {
-        return Err(ApiError::Validation(
-            "`uid` must be 1 to 256 of a-z A-Z 0-9 - _ . and must not start with `tnt_`".into(),
-        ));
-    }
-    Ok(())
+    hookgate_shared::ids::check_tenant_uid(uid).map_err(ApiError::Validation)
 }
 
 fn uid_conflict(e: ApiError) -> ApiError {

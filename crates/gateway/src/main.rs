@@ -144,6 +144,11 @@ async fn tenant(cmd: TenantCommand, config: Config) -> anyhow::Result<()> {
     let mut conn = db::conn(&state.db).await.context("cannot reach Postgres (DATABASE_URL)")?;
     match cmd {
         TenantCommand::Create { name, uid } => {
+            // The admin API's checks: a `tnt_…` uid would be taken for a tenant id.
+            hookgate_shared::ids::check_tenant_name(&name).map_err(anyhow::Error::msg)?;
+            if let Some(uid) = &uid {
+                hookgate_shared::ids::check_tenant_uid(uid).map_err(anyhow::Error::msg)?;
+            }
             let tx = conn.transaction().await?;
             let id = TenantId::generate();
             let tenant = tenants::insert(&*tx, &id, &name, uid.as_deref()).await?;

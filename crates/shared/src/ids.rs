@@ -115,6 +115,23 @@ pub fn is_uid(s: &str) -> bool {
     (1..=256).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
+/// Checks a tenant's `uid`: a `uid`, and not one that reads as a tenant id (the
+/// admin paths take either). The one check the admin API and the CLI share.
+pub fn check_tenant_uid(uid: &str) -> Result<(), String> {
+    if is_uid(uid) && !uid.starts_with("tnt_") {
+        return Ok(());
+    }
+    Err("`uid` must be 1 to 256 of a-z A-Z 0-9 - _ . and must not start with `tnt_`".into())
+}
+
+/// Checks a tenant's `name`.
+pub fn check_tenant_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() || name.len() > 256 {
+        return Err("`name` must be 1 to 256 characters".into());
+    }
+    Ok(())
+}
+
 /// A row named in a path by its id or by its `uid`, as Svix paths accept either.
 /// Parsed at the edge: anything that is neither never reaches a query.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -116,4 +116,14 @@ async fn the_tenant_cli_creates_a_tenant_whose_key_works() {
     assert_eq!(app.api(key, Method::GET, "/api/v1/app").send().await.unwrap().status(), 200);
     let listed = hookgate(&env).args(["tenant", "list"]).output().await.unwrap();
     assert!(String::from_utf8_lossy(&listed.stdout).contains("From CLI"));
+    // The admin API's checks hold here too: a uid that reads as a tenant id is refused, nothing made.
+    let out = hookgate(&env)
+        .args(["tenant", "create", "--name", "Impostor", "--uid", "tnt_00000000000000000000000000"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`uid`"), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed = hookgate(&env).args(["tenant", "list"]).output().await.unwrap();
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains("Impostor"));
 }
