@@ -78,16 +78,3 @@ pub fn optional_json<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> R
     }
     serde_json::from_slice(body).map_err(|e| ApiError::Validation(format!("invalid body: {e}")))
 }
-
-/// The base of the URLs Hookgate shows (a source's address, a portal link):
-/// `HOOKGATE_PUBLIC_URL` when the operator set it, else the request's own scheme
-/// and host.
-pub(crate) fn public_base(req: &actix_web::HttpRequest, state: &hookgate_shared::AppState) -> String {
-    match &state.config.public_url {
-        Some(base) => base.clone(),
-        None => {
-            let info = req.connection_info();
-            format!("{}://{}", info.scheme(), info.host())
-        }
-    }
-}

@@ -34,6 +34,8 @@ enum Refusal {
     TooLarge(usize),
     Quota(hookgate_shared::quota::Exceeded),
     Signature(crate::verify::VerifyError),
+    /// PayPal: the signing certificate could not be had now; the provider's retry may succeed.
+    CertificateUnavailable(crate::verify::VerifyError),
     KeyMissing(String),
     BadRequest(String),
     Unavailable,
@@ -45,10 +47,9 @@ impl Refusal {
         match self {
             Refusal::TooLarge(_) => "too_large",
             Refusal::Quota(_) => "quota_exceeded",
-            Refusal::Signature(crate::verify::VerifyError::CertificateUnavailable(_)) => "unavailable",
             Refusal::Signature(_) => "invalid_signature",
             Refusal::KeyMissing(_) | Refusal::BadRequest(_) => "bad_request",
-            Refusal::Unavailable => "unavailable",
+            Refusal::Unavailable | Refusal::CertificateUnavailable(_) => "unavailable",
             Refusal::Internal(_) => "error",
         }
     }
@@ -56,11 +57,10 @@ impl Refusal {
     /// The usage counter a refusal adds to, if it is the sender's doing.
     fn usage(&self) -> Option<Counter> {
         match self {
-            Refusal::Signature(crate::verify::VerifyError::CertificateUnavailable(_)) => None,
             Refusal::Signature(_) => Some(Counter::RejectedSignature),
             Refusal::TooLarge(_) | Refusal::KeyMissing(_) | Refusal::BadRequest(_) => Some(Counter::RejectedInvalid),
             Refusal::Quota(_) => Some(Counter::RejectedQuota),
-            Refusal::Unavailable | Refusal::Internal(_) => None,
+            Refusal::Unavailable | Refusal::CertificateUnavailable(_) | Refusal::Internal(_) => None,
         }
     }
 
@@ -69,12 +69,10 @@ impl Refusal {
             Refusal::TooLarge(n) => ApiError::TooLarge(n),
             Refusal::Quota(e) => ApiError::Quota(e),
             Refusal::Signature(e) => {
-                let status = match e {
-                    // The certificate host did not answer: the provider's retry may succeed.
-                    crate::verify::VerifyError::CertificateUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-                    _ => StatusCode::UNAUTHORIZED,
-                };
-                ApiError::Coded { status, code: e.code(), detail: e.to_string() }
+                ApiError::Coded { status: StatusCode::UNAUTHORIZED, code: e.code(), detail: e.to_string() }
+            }
+            Refusal::CertificateUnavailable(e) => {
+                ApiError::Coded { status: StatusCode::SERVICE_UNAVAILABLE, code: e.code(), detail: e.to_string() }
             }
             Refusal::KeyMissing(detail) => {
                 ApiError::Coded { status: StatusCode::BAD_REQUEST, code: "idempotency_key_missing", detail }
@@ -160,7 +158,6 @@ pub async fn receive(
                 state.limits.tally(&source.tenant_id, counter);
             }
             match refusal {
-                Refusal::Signature(crate::verify::VerifyError::CertificateUnavailable(_)) => {}
                 Refusal::Signature(_) => alerts.signature_failed(&state, &source).await,
                 Refusal::Quota(e) => alerts.quota_exceeded(&state, &source, e).await,
                 _ => {}
@@ -236,16 +233,7 @@ enum Outcome {
 fn signed_url(req: &HttpRequest, state: &AppState, source: &sources::Source) -> String {
     let base = match &source.public_url {
         Some(url) => url.clone(),
-        None => {
-            let host = match &state.config.public_url {
-                Some(base) => base.clone(),
-                None => {
-                    let info = req.connection_info();
-                    format!("{}://{}", info.scheme(), info.host())
-                }
-            };
-            format!("{host}/in/{}", source.id)
-        }
+        None => hookgate_shared::http::source_url(req, &state.config, &source.id),
     };
     match req.query_string() {
         "" => base,
@@ -278,7 +266,10 @@ async fn handle(
     verify::verify(&request, &secrets, certs)
         .instrument(hookgate_shared::otel_span!("ingress.verify", source = %source.id))
         .await
-        .map_err(Refusal::Signature)?;
+        .map_err(|e| match e {
+            e @ verify::VerifyError::CertificateUnavailable(_) => Refusal::CertificateUnavailable(e),
+            e => Refusal::Signature(e),
+        })?;
     if let Some(answer) = preset.handshake.and_then(|h| h(&request, &secrets)) {
         return Ok(Outcome::Handshake(answer));
     }

@@ -78,7 +78,12 @@ async fn access(
             || body.capabilities.is_some_and(|c| !c.iter().any(|c| c == "ManageEndpoint")),
     };
     let token = state.config.master_key.portal_signer().issue(&claims);
-    let url = format!("{}/portal/{}/{}#key={token}", crate::public_base(&req, &state), tenant.0, app.id);
+    let url = format!(
+        "{}/portal/{}/{}#key={token}",
+        hookgate_shared::http::public_base(&req, &state.config),
+        tenant.0,
+        app.id
+    );
     Ok(HttpResponse::Ok().json(json!({ "token": token, "url": url })))
 }
 

@@ -102,7 +102,7 @@ struct SourceOut {
 fn out(req: &HttpRequest, state: &AppState, s: Source) -> SourceOut {
     let retention = s.retention(state.config.retention_inbound_days);
     SourceOut {
-        url: format!("{}/in/{}", crate::public_base(req, state), s.id),
+        url: hookgate_shared::http::source_url(req, &state.config, &s.id),
         id: s.id.to_string(),
         name: s.name,
         provider: s.provider.name().to_owned(),

@@ -2,7 +2,7 @@
 //! "ts.body")>`, refused outside three minutes as Calendly's guide does. Its
 //! payloads carry no event id: the body is the key, `event` the type.
 
-use super::scheme::{any_matches, check_timestamp, header, mac, pairs, Hash};
+use super::scheme::TimestampedList;
 use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
@@ -17,22 +17,21 @@ const NAME: &str = "calendly-webhook-signature";
 const TOLERANCE_SECS: i64 = 180;
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
-    let (ts, sigs) = pairs(header(req.headers, NAME)?, ',', "t", "v1");
-    let ts_text = ts.ok_or_else(|| VerifyError::Malformed(NAME.into()))?;
-    let ts: i64 = ts_text.parse().map_err(|_| VerifyError::Malformed(NAME.into()))?;
-    let sigs: Vec<Vec<u8>> = sigs.iter().filter_map(|s| hex::decode(s).ok()).collect();
-    if sigs.is_empty() {
-        return Err(VerifyError::Malformed(NAME.into()));
-    }
-    if !any_matches(secrets, &sigs, |s| mac(Hash::Sha256, s.as_bytes(), &[ts_text.as_bytes(), b".", req.body])) {
-        return Err(VerifyError::Mismatch(NAME.into()));
-    }
-    check_timestamp(ts, req.now, TOLERANCE_SECS)
+    let list = TimestampedList {
+        header: NAME,
+        separator: ',',
+        ts_name: "t",
+        sig_name: "v1",
+        joiner: b".",
+        tolerance: TOLERANCE_SECS,
+    };
+    list.check(req, secrets)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::scheme::testing::{h, req, s};
+    use super::super::scheme::{mac, Hash};
     use super::super::Provider;
     use super::*;
 

@@ -2,7 +2,7 @@
 //! "ts:body")>` (several `h1` while a secret rotates); the body's `event_id` is the
 //! event's id, `event_type` its type.
 
-use super::scheme::{any_matches, check_timestamp, header, mac, pairs, Hash, TOLERANCE_SECS};
+use super::scheme::{TimestampedList, TOLERANCE_SECS};
 use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
@@ -16,22 +16,21 @@ pub const PRESET: Preset = Preset {
 const NAME: &str = "paddle-signature";
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
-    let (ts, sigs) = pairs(header(req.headers, NAME)?, ';', "ts", "h1");
-    let ts_text = ts.ok_or_else(|| VerifyError::Malformed(NAME.into()))?;
-    let ts: i64 = ts_text.parse().map_err(|_| VerifyError::Malformed(NAME.into()))?;
-    let sigs: Vec<Vec<u8>> = sigs.iter().filter_map(|s| hex::decode(s).ok()).collect();
-    if sigs.is_empty() {
-        return Err(VerifyError::Malformed(NAME.into()));
-    }
-    if !any_matches(secrets, &sigs, |s| mac(Hash::Sha256, s.as_bytes(), &[ts_text.as_bytes(), b":", req.body])) {
-        return Err(VerifyError::Mismatch(NAME.into()));
-    }
-    check_timestamp(ts, req.now, TOLERANCE_SECS)
+    let list = TimestampedList {
+        header: NAME,
+        separator: ';',
+        ts_name: "ts",
+        sig_name: "h1",
+        joiner: b":",
+        tolerance: TOLERANCE_SECS,
+    };
+    list.check(req, secrets)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::scheme::testing::{h, req, s};
+    use super::super::scheme::{mac, Hash};
     use super::super::Provider;
     use super::*;
 

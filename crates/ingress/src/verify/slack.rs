@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::scheme::{any_matches, check_timestamp, header, mac, Hash, TOLERANCE_SECS};
+use super::scheme::v0_signed;
 use super::{Check, Handshake, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
@@ -16,18 +16,7 @@ pub const PRESET: Preset = Preset {
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
-    let (ts_header, sig_header) = ("x-slack-request-timestamp", "x-slack-signature");
-    let ts_text = header(req.headers, ts_header)?;
-    let ts: i64 = ts_text.parse().map_err(|_| VerifyError::Malformed(ts_header.into()))?;
-    let sig = header(req.headers, sig_header)?
-        .strip_prefix("v0=")
-        .and_then(|h| hex::decode(h).ok())
-        .ok_or_else(|| VerifyError::Malformed(sig_header.into()))?;
-    if !any_matches(secrets, &[sig], |s| mac(Hash::Sha256, s.as_bytes(), &[b"v0:", ts_text.as_bytes(), b":", req.body]))
-    {
-        return Err(VerifyError::Mismatch(sig_header.into()));
-    }
-    check_timestamp(ts, req.now, TOLERANCE_SECS)
+    v0_signed(req, secrets, "x-slack-request-timestamp", "x-slack-signature")
 }
 
 fn event_type(req: &Request) -> Option<String> {
@@ -48,6 +37,7 @@ fn handshake(req: &Request, _: &[String]) -> Option<Handshake> {
 #[cfg(test)]
 mod tests {
     use super::super::scheme::testing::{h, req, s};
+    use super::super::scheme::{mac, Hash};
     use super::super::Provider;
     use super::*;
 

@@ -50,7 +50,7 @@ pub fn signed(req: &Request, secrets: &[String], prefix: &str) -> Result<(), Ver
         } else {
             // A secret that is not base64 (never stored: checked when written) matches
             // nothing, rather than keying the HMAC with nothing.
-            let Ok(key) = STANDARD.decode(s.strip_prefix("whsec_").unwrap_or(s)) else { return false };
+            let Ok(key) = hookgate_shared::whsec::key_bytes(s) else { return false };
             if key.is_empty() {
                 return false;
             }

@@ -28,17 +28,12 @@ const NAME: &str = "x-twilio-signature";
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
     let sig = STANDARD.decode(header(req.headers, NAME)?).map_err(|_| VerifyError::Malformed(NAME.into()))?;
     let url = url::Url::parse(req.url).map_err(|_| VerifyError::Mismatch(NAME.into()))?;
-    let body_hash = url.query_pairs().find(|(k, _)| k == "bodySHA256").map(|(_, v)| v.into_owned());
-    let params = match &body_hash {
-        // JSON (or any non-form) body: the URL alone is signed, and it pins the body's hash.
-        Some(want) => {
-            if !hex::decode(want).is_ok_and(|w| super::scheme::ct_eq(&w, &Sha256::digest(req.body))) {
-                return Err(VerifyError::Mismatch("bodySHA256".into()));
-            }
-            String::new()
+    if let Some(want) = pinned_hash(&url) {
+        if !hex::decode(want).is_ok_and(|w| super::scheme::ct_eq(&w, &Sha256::digest(req.body))) {
+            return Err(VerifyError::Mismatch("bodySHA256".into()));
         }
-        None => sorted_params(req.body),
-    };
+    }
+    let params = signed_params(&url, req.body);
     let ok = variants(req.url, &url).iter().any(|u| {
         any_matches(secrets, std::slice::from_ref(&sig), |s| {
             mac(Hash::Sha1, s.as_bytes(), &[u.as_bytes(), params.as_bytes()])
@@ -48,6 +43,21 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
         Ok(())
     } else {
         Err(VerifyError::Mismatch(NAME.into()))
+    }
+}
+
+/// The `bodySHA256` a JSON (or any non-form) request's URL carries: the URL alone
+/// is then signed, and it pins the body's hash.
+fn pinned_hash(url: &url::Url) -> Option<String> {
+    url.query_pairs().find(|(k, _)| k == "bodySHA256").map(|(_, v)| v.into_owned())
+}
+
+/// What is signed after the URL: nothing when the URL pins the body's hash, else
+/// the sorted form params.
+fn signed_params(url: &url::Url, body: &[u8]) -> String {
+    match pinned_hash(url) {
+        Some(_) => String::new(),
+        None => sorted_params(body),
     }
 }
 
@@ -83,8 +93,10 @@ fn form_field(body: &[u8], name: &str) -> Option<String> {
 /// must not make a new key.
 fn key(req: &Request) -> Result<(KeyKind, Vec<u8>), KeyMissing> {
     let url = url::Url::parse(req.url).ok();
-    let pinned = url.as_ref().is_some_and(|u| u.query_pairs().any(|(k, _)| k == "bodySHA256"));
-    let params = if pinned { String::new() } else { sorted_params(req.body) };
+    let params = match &url {
+        Some(u) => signed_params(u, req.body),
+        None => sorted_params(req.body),
+    };
     let path = url.as_ref().map_or(req.url, |u| &u[url::Position::BeforePath..]);
     Ok((KeyKind::Provider, [path.as_bytes(), params.as_bytes()].concat()))
 }
