@@ -308,7 +308,9 @@ impl KeySpec {
 /// Checks a source's `publicUrl`: an absolute http(s) URL, as the provider is
 /// told to post to.
 pub fn parse_public_url(url: &str) -> Result<String, String> {
-    let bad = || format!("`publicUrl` must be the absolute http(s) URL the provider posts to, not `{url}`");
+    // The value is shown back, cut short: the body may hold a very long one.
+    let shown: String = url.chars().take(80).map(|c| if c.is_control() { '?' } else { c }).collect();
+    let bad = || format!("`publicUrl` must be the absolute http(s) URL the provider posts to, not `{shown}`");
     if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(bad());
     }
