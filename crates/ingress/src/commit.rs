@@ -147,8 +147,11 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
         inbound_batch::duplicates_batch(&**conn, &losers).await
     })
     .await;
+    // The event is committed either way, but a duplicate's answer names it: when
+    // the lookup fails, a copy whose original this batch did not write answers
+    // 503 (the provider retries and is told the id) rather than a 2xx naming nothing.
+    let lookup_failed = existing.is_err();
     let mut existing = match existing {
-        // The event is committed either way: a failed count only loses the count.
         Ok(ids) => ids.into_iter(),
         Err(_) => vec![None; losers.len()].into_iter(),
     };
@@ -158,7 +161,7 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
     // in flight while its lease runs, then taken over and admitted here.
     let mut abandoned = Vec::new();
     for ((row, retention_days), (i, first)) in jobs.into_iter().zip(slot) {
-        answers.push(Ok(if first && admitted[i] {
+        let answer = if first && admitted[i] {
             metrics.message_created(row.tenant_id.as_str());
             winners.push(admit::Committed {
                 tenant: row.tenant_id.clone(),
@@ -166,19 +169,24 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
                 id: row.id.clone(),
                 retention_days,
             });
-            Admitted::Accepted(row.id)
+            Ok(Admitted::Accepted(row.id))
         } else {
             match existing.next().flatten() {
                 Some(e) if e.status == InboundStatus::Processing => {
                     if e.lease_expired && first {
                         abandoned.push((answers.len(), row, retention_days));
                     }
-                    Admitted::InFlight
+                    Ok(Admitted::InFlight)
                 }
-                Some(e) => Admitted::Duplicate(Some(e.id), Layer::Postgres),
-                None => Admitted::Duplicate((!first).then(|| rows[i].id.clone()), Layer::Postgres),
+                Some(e) => Ok(Admitted::Duplicate(Some(e.id), Layer::Postgres)),
+                // A repeat of a key this batch admitted: its original is this batch's row.
+                None if admitted[i] => Ok(Admitted::Duplicate(Some(rows[i].id.clone()), Layer::Postgres)),
+                // The original could not be read (the lookup failed, or it was pruned
+                // since the insert lost): never a 2xx without the event it repeats.
+                None => Err(unreadable_original(lookup_failed)),
             }
-        }));
+        };
+        answers.push(answer);
     }
     for (at, row, retention_days) in abandoned {
         let taken = db::bounded(state.db_budget(), async {
@@ -215,8 +223,16 @@ async fn duplicate_of(state: &AppState, row: &BatchRow) -> Result<Admitted, Comm
         inbound_batch::duplicates_batch(&**conn, &[row]).await
     })
     .await?;
-    Ok(match ids.into_iter().next().flatten() {
-        Some(e) if e.status == InboundStatus::Processing => Admitted::InFlight,
-        found => Admitted::Duplicate(found.map(|e| e.id), Layer::Postgres),
-    })
+    match ids.into_iter().next().flatten() {
+        Some(e) if e.status == InboundStatus::Processing => Ok(Admitted::InFlight),
+        Some(e) => Ok(Admitted::Duplicate(Some(e.id), Layer::Postgres)),
+        None => Err(unreadable_original(false)),
+    }
+}
+
+/// The answer to a copy whose original could not be read: 503, so the provider
+/// retries and is then told the event's id (or, if it was pruned meanwhile, admitted).
+fn unreadable_original(lookup_failed: bool) -> CommitError {
+    let why = if lookup_failed { "could not be read" } else { "is gone" };
+    CommitError { unavailable: true, detail: format!("the event this copy repeats {why}; retry") }
 }

@@ -76,3 +76,40 @@ async fn a_stalled_postgres_answers_503_within_seconds_and_the_retry_is_admitted
     assert_eq!(sink.received().len(), 2);
     assert_eq!(http.get(app.url("/readyz")).send().await.unwrap().status(), 200);
 }
+
+/// A copy whose original is committed but cannot be read in time (here: its row
+/// locked by another transaction) is answered 503, never a 2xx that names no
+/// event; once the original can be read, the retry is told its id.
+#[tokio::test]
+async fn a_copy_whose_original_cannot_be_read_answers_503_and_its_retry_names_the_event() {
+    // No Redis: the copy must go to Postgres to learn it is a duplicate.
+    let app = TestApp::spawn_with(|env| {
+        env.remove("REDIS_URL");
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let src = t.stripe_source(&a, SECRET, json!({})).await;
+    let body = r#"{"id": "evt_locked", "type": "invoice.paid"}"#;
+    let first = app.send_stripe(&src, SECRET, body).await;
+    assert_eq!(first.status(), 200);
+    let id = first.json::<Value>().await.unwrap()["eventId"].as_str().unwrap().to_owned();
+
+    let mut locker = app.db.client().await;
+    let tx = locker.transaction().await.unwrap();
+    tx.execute("SELECT 1 FROM inbound_events WHERE id = $1 FOR UPDATE", &[&id]).await.unwrap();
+    let res = app.send_stripe(&src, SECRET, body).await;
+    let status = res.status().as_u16();
+    let answer: Value = res.json().await.unwrap_or(Value::Null);
+    assert_eq!(status, 503, "a copy whose original is locked: {answer}");
+    assert_eq!(answer["code"], "unavailable", "{answer}");
+    tx.rollback().await.unwrap();
+
+    let res = app.send_stripe(&src, SECRET, body).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["hookgate-duplicate"], "true");
+    assert_eq!(res.json::<Value>().await.unwrap()["eventId"], id.as_str(), "the retry names the original");
+    let n: i64 = app.db.client().await.query_one("SELECT count(*) FROM inbound_events", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1);
+}
