@@ -70,7 +70,6 @@ settings! {
     "quota_inbound_per_second", "HOOKGATE_QUOTA_INBOUND_PER_SECOND", Some("0"), "Default quota: inbound events per second per tenant, over all its sources (0: no limit); over it a provider is answered 429 and retries.";
     "quota_apps_per_tenant", "HOOKGATE_QUOTA_APPS_PER_TENANT", Some("0"), "Default quota: applications per tenant (0: no limit).";
     "worker_concurrency", "HOOKGATE_WORKER_CONCURRENCY", Some("64"), "Deliveries in flight at once per worker process.";
-    "delivery_lanes", "HOOKGATE_DELIVERY_LANES", Some("false"), "Experimental, off by default: fair delivery through endpoint lanes (each tenant and endpoint a share of a worker's requests; what an endpoint cannot take now, over its share or held by its throttle, parked in its own lane out of the shared due order). Fair under small backlogs; with very large ones it still costs Postgres too much (docs/performance.md, \"Fair delivery\").";
     "worker_poll_ms", "HOOKGATE_WORKER_POLL_MS", Some("1000"), "How often a worker looks for due deliveries without a notification.";
     "disable_after_secs", "HOOKGATE_DISABLE_AFTER_SECS", Some("432000"), "An endpoint failing without a success for this long is disabled (5 days).";
     "metrics_tenant_label", "HOOKGATE_METRICS_TENANT_LABEL", Some("true"), "Label metrics by tenant; switch off for very many tenants.";
@@ -129,8 +128,6 @@ pub struct Config {
     /// The operator's default quotas (0: no limit).
     pub quotas: crate::quota::Quotas,
     pub worker_concurrency: usize,
-    /// `HOOKGATE_DELIVERY_LANES`: fair delivery through endpoint lanes.
-    pub delivery_lanes: bool,
     pub worker_poll: Duration,
     pub disable_after: Duration,
     pub metrics_tenant_label: bool,
@@ -426,7 +423,6 @@ impl Config {
                 apps_per_tenant: Some(raw.parse("quota_apps_per_tenant")?),
             },
             worker_concurrency,
-            delivery_lanes: raw.parse("delivery_lanes")?,
             worker_poll: raw.millis("worker_poll_ms")?,
             disable_after: raw.secs("disable_after_secs")?,
             metrics_tenant_label: raw.parse("metrics_tenant_label")?,

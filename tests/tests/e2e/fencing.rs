@@ -9,7 +9,10 @@ use hookgate_shared::{
     db,
     ids::AttemptId,
     status::DeliveryStatus,
-    store::deliveries::{self, AttemptRecord, Outcome},
+    store::{
+        deliveries::{self, AttemptRecord, Outcome},
+        queues,
+    },
 };
 use hookgate_tests::{
     app::default_env,
@@ -84,9 +87,15 @@ fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Ou
         status,
         next_attempt_at: None,
         disable_endpoint: false,
-        parked: None,
         notice: None,
     }
+}
+
+/// Claims what is due, as a worker with room for ten per endpoint would.
+async fn claim_all(conn: &db::Client, lease: Duration) -> Vec<deliveries::Claimed> {
+    let listed = queues::list(conn, None, None, 100).await.unwrap();
+    let wants: Vec<_> = listed.into_iter().map(|q| (q, 10)).collect();
+    queues::claim(conn, &wants, lease).await.unwrap()
 }
 
 #[tokio::test]
@@ -102,10 +111,10 @@ async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_
     let pool = db::pool(&app.db.url, 2, Duration::from_secs(2), Duration::from_secs(5)).unwrap();
     let mut conn = db::conn(&pool).await.unwrap();
     let lease = Duration::from_millis(300);
-    let old = deliveries::claim(&conn, 10, lease).await.unwrap();
+    let old = claim_all(&conn, lease).await;
     assert_eq!(old.len(), 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let new = deliveries::claim(&conn, 10, lease).await.unwrap();
+    let new = claim_all(&conn, lease).await;
     assert_eq!(new.len(), 1, "the lease ran out: another worker takes it");
     deliveries::record(&mut conn, &[outcome(&new[0], DeliveryStatus::Success, true)], Duration::from_secs(3600))
         .await

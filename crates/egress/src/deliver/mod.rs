@@ -1,4 +1,5 @@
-//! The delivery worker: claims due deliveries in batches, sends each with bounded
+//! The delivery worker: claims due deliveries in batches, fairly between tenants
+//! and endpoints (`shares.rs`, `store::queues`), sends each with bounded
 //! concurrency, and writes the results back in batches.
 //!
 //! No Postgres connection is held while a request is in flight: a connection is
@@ -6,21 +7,24 @@
 //! worker dies mid-send becomes due again when its lease runs out.
 
 pub mod forward;
-mod lanes;
 mod prepare;
 mod record;
 pub mod schedule;
 pub mod send;
+mod shares;
 mod throttle;
 
 use std::{
     sync::Arc,
-    time::{Duration, SystemTime},
+    time::{Duration, Instant, SystemTime},
 };
 
 use hookgate_shared::{
     db,
-    store::deliveries::{self, Claimed, Outcome},
+    store::{
+        deliveries::{self, Claimed, Outcome},
+        queues::{self, Queue},
+    },
     trace::{self, KeyValue},
     AppState,
 };
@@ -35,8 +39,6 @@ pub struct DeliveryConfig {
     pub retry_schedule: Vec<Duration>,
     pub lease: Duration,
     pub concurrency: usize,
-    /// Fair delivery through endpoint lanes (`HOOKGATE_DELIVERY_LANES`).
-    pub lanes: bool,
     pub batch: usize,
     pub poll: Duration,
     pub disable_after: Duration,
@@ -50,7 +52,6 @@ impl DeliveryConfig {
             retry_schedule: c.retry_schedule.clone(),
             lease: c.delivery_lease,
             concurrency: c.worker_concurrency,
-            lanes: c.delivery_lanes,
             batch: c.worker_concurrency.min(500),
             poll: c.worker_poll,
             disable_after: c.disable_after,
@@ -60,6 +61,10 @@ impl DeliveryConfig {
     }
 }
 
+/// Most endpoints one claim lists: a claim costs an index probe per endpoint
+/// listed, and the next claim goes on from where this one stopped.
+const LIST: i64 = 512;
+
 /// One process's delivery worker.
 pub struct Worker {
     state: AppState,
@@ -67,7 +72,7 @@ pub struct Worker {
     cfg: DeliveryConfig,
     sender: Sender,
     throttle: Arc<throttle::Throttle>,
-    shares: lanes::Shares,
+    shares: shares::Shares,
 }
 
 /// A finished delivery and the concurrency permit it holds until it is recorded.
@@ -79,7 +84,7 @@ impl Worker {
         let guard = Guard::new(state.config.egress_allow_networks.clone());
         let sender = Sender::new(guard, cfg.connect_timeout, cfg.timeout, state.config.egress_proxy.as_deref());
         let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
-        let shares = lanes::Shares::new(cfg.concurrency);
+        let shares = shares::Shares::new(cfg.concurrency);
         Worker { state, metrics, cfg, sender, throttle, shares }
     }
 
@@ -96,20 +101,18 @@ impl Worker {
             tokio::spawn(sample_pending(this.state.clone(), this.metrics.clone())),
             tokio::spawn(record::record_loop(this.state.clone(), this.metrics.clone(), this.cfg.clone(), done_rx)),
         ]);
-        let _lanes = this.cfg.lanes.then(|| {
-            AbortOnDrop(vec![tokio::spawn(lanes::serve_lanes(this.clone(), permits.clone(), done_tx.clone()))])
-        });
+        // Where the next claim starts listing endpoints: after the last one served.
+        let mut cursor: Option<Queue> = None;
         loop {
-            // Wait for room, then take the free slots (the lanes take from the same
-            // ones) and claim only as many as were taken: a claimed delivery never
-            // waits for a slot while its lease runs.
+            // Wait for room, then take the free slots and claim only as many as
+            // were taken: a claimed delivery never waits for a slot while its lease runs.
             let mut first = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
-            if let Some(more) = lanes::reserve(&permits, this.cfg.batch - 1) {
+            if let Some(more) = shares::reserve(&permits, this.cfg.batch - 1) {
                 first.merge(more);
             }
             let room = first.num_permits();
             let started = SystemTime::now();
-            let claimed = match this.claim(room).await {
+            let (claimed, listed) = match this.claim(&mut cursor, room).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming deliveries failed; retrying");
@@ -120,10 +123,17 @@ impl Worker {
             };
             if claimed.is_empty() {
                 drop(first);
+                // Endpoints that wait with no room now get some when a request of
+                // theirs ends or their throttle's next slot comes.
+                let poll = match this.shares.next_release() {
+                    Some(t) => t.saturating_duration_since(Instant::now()).min(this.cfg.poll),
+                    None => this.cfg.poll,
+                };
                 tokio::select! {
                     _ = wake.notified() => {}
                     _ = local.notified() => {}
-                    _ = tokio::time::sleep(this.cfg.poll) => {}
+                    _ = this.shares.freed.notified(), if listed => {}
+                    _ = tokio::time::sleep(poll) => {}
                 }
                 continue;
             }
@@ -142,10 +152,33 @@ impl Worker {
         }
     }
 
-    async fn claim(&self, n: usize) -> Result<Vec<Claimed>, hookgate_shared::store::StoreError> {
+    /// Lists the endpoints with deliveries waiting, from `cursor` round to where it
+    /// began, and claims from each what it may start now, up to `room` in all.
+    /// Returns the claimed deliveries and whether any endpoint was listed.
+    async fn claim(
+        &self,
+        cursor: &mut Option<Queue>,
+        room: usize,
+    ) -> Result<(Vec<Claimed>, bool), hookgate_shared::store::StoreError> {
         db::bounded(self.state.db_budget(), async {
             let conn = db::conn(&self.state.db).await?;
-            deliveries::claim(&conn, n as i64, self.cfg.lease).await
+            let mut listed = queues::list(&conn, cursor.as_ref(), None, LIST).await?;
+            let reached_end = (listed.len() as i64) < LIST;
+            if reached_end && cursor.is_some() {
+                let wrapped = queues::list(&conn, None, cursor.as_ref(), LIST - listed.len() as i64).await?;
+                listed.extend(wrapped);
+            }
+            let wants = self.shares.allocate(&listed, room);
+            let claimed = queues::claim(&conn, &wants, self.cfg.lease).await?;
+            // Round robin: the next claim starts after the last endpoint given any
+            // here; if none was, after the last listed (more may wait past it).
+            let served: std::collections::HashSet<Queue> = claimed.iter().map(shares::queue_of).collect();
+            *cursor = match wants.iter().rev().find(|(q, _)| served.contains(q)) {
+                Some((q, _)) => Some(q.clone()),
+                None if !reached_end => listed.last().cloned(),
+                None => cursor.clone(),
+            };
+            Ok((claimed, !listed.is_empty()))
         })
         .await
         .inspect_err(|e| db::forget_stale_plans(&self.state.db, e))
@@ -160,8 +193,7 @@ impl Worker {
     }
 }
 
-/// Sends a claimed delivery within its endpoint's share of the worker, or parks
-/// it in the endpoint's lane (and the endpoint's other due deliveries with it).
+/// Sends a claimed delivery, holding its slot in its endpoint's share until it ends.
 fn start(
     w: Arc<Worker>,
     c: Claimed,
@@ -169,24 +201,11 @@ fn start(
     permit: OwnedSemaphorePermit,
     done_tx: mpsc::UnboundedSender<Done>,
 ) {
-    // Without lanes every claimed delivery goes at once, as it always did.
-    let slot = match w.cfg.lanes {
-        false => None,
-        true => {
-            let lane = lanes::lane_of(&c);
-            if !w.shares.try_start(&lane) {
-                w.shares.park_rest(&lane);
-                let _ = done_tx.send((prepare::parked(&c), permit));
-                return;
-            }
-            Some(lanes::Slot { worker: w.clone(), lane })
-        }
-    };
+    let queue = shares::queue_of(&c);
+    w.shares.start(&queue);
+    let slot = shares::Slot { worker: w.clone(), queue };
     tokio::spawn(async move {
         let outcome = w.deliver(c, claim).await;
-        if let Some(slot) = slot.as_ref().filter(|_| outcome.parked.is_some()) {
-            w.shares.park_rest(&slot.lane);
-        }
         drop(slot);
         let _ = done_tx.send((outcome, permit));
     });

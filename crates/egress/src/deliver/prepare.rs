@@ -17,20 +17,11 @@ use rand::Rng;
 use reqwest::header::HeaderMap;
 
 use super::{
-    lanes, schedule,
+    schedule, shares,
     send::{self, Request},
     throttle, Worker,
 };
 use crate::{secrets, signing};
-
-/// What becomes of a delivery parked in its endpoint's lane: pending, no due
-/// time, its due time kept as its place in the lane; no attempt made.
-pub(super) fn parked(c: &Claimed) -> Outcome {
-    let mut out = untried(c);
-    out.status = DeliveryStatus::Pending;
-    out.parked = Some(c.due_at);
-    out
-}
 
 fn untried(c: &Claimed) -> Outcome {
     Outcome {
@@ -44,7 +35,6 @@ fn untried(c: &Claimed) -> Outcome {
         status: DeliveryStatus::Failed,
         next_attempt_at: None,
         disable_endpoint: false,
-        parked: None,
         notice: None,
     }
 }
@@ -68,24 +58,21 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     ];
     for (rate, key) in limits {
         let Some(rate) = rate else { continue };
-        match (w.throttle.check(&key, rate).await, w.cfg.lanes) {
-            // Its turn has not come: into its lane, which is not served before
-            // then, so a throttled backlog waits without being rewritten.
-            (Some(wait), true) => {
-                w.shares.hold(&lanes::lane_of(&c), wait);
-                return parked(&c);
-            }
-            // Without lanes: due again after the wait, spread so that the waiting
-            // deliveries do not all return at once.
-            (Some(wait), false) => {
+        let queue = shares::queue_of(&c);
+        match w.throttle.check(&key, rate).await {
+            // Its turn has not come (another worker took the slot): due again after
+            // the wait, spread so that the waiting ones do not all return at once;
+            // the endpoint is held off meanwhile, so its other deliveries are not
+            // claimed (and rewritten) before then.
+            Some(wait) => {
+                w.shares.hold(&queue, wait);
                 let spread = Duration::from_millis(rand::rng().random_range(0..1000));
                 out.status = DeliveryStatus::Pending;
                 out.next_attempt_at = Some(Utc::now() + (wait + spread));
                 return out;
             }
-            // Sent now: the next of this endpoint waits its spacing.
-            (None, true) => w.shares.hold(&lanes::lane_of(&c), throttle::interval(rate)),
-            (None, false) => {}
+            // Sent now: the endpoint's next waits its spacing.
+            None => w.shares.hold(&queue, throttle::interval(rate)),
         }
     }
     let keys = match secrets::signing_keys(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, ep) {

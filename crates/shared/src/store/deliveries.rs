@@ -71,43 +71,6 @@ pub(super) const CLAIMED_ROWS: &str = "SELECT c.tenant_id, c.app_id, c.msg_id, c
      LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
      LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id";
 
-/// Claims up to `limit` due deliveries for `lease`, under a fresh fencing token.
-///
-/// Prepared once per connection: the due scan cannot tell its partitions from
-/// its parameters, so planning it afresh would plan (and lock) every partition of
-/// `deliveries` and `messages` each time; a cached plan is made once.
-pub async fn claim(db: &deadpool_postgres::Client, limit: i64, lease: Duration) -> Result<Vec<Claimed>, StoreError> {
-    let token: i64 = rand::random();
-    // A disabled or deleted tenant's due deliveries are paused, not sent: pending
-    // with no due time, until `resume_tenant`.
-    let sql = format!(
-        "WITH due AS (
-            SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at,
-                (t.disabled OR t.deleted_at IS NOT NULL) AS paused
-            FROM deliveries d JOIN tenants t ON t.id = d.tenant_id
-            WHERE d.status IN (1, 3) AND d.next_attempt_at <= now()
-            ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED
-         ), paused AS (
-            UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
-            FROM due
-            WHERE due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
-              AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
-         ), claimed AS (
-            UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $2),
-                lease_token = $3
-            FROM due
-            WHERE NOT due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
-              AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
-            RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger,
-                due.next_attempt_at AS due_at
-         )
-         {CLAIMED_ROWS}"
-    );
-    let statement = db.prepare_cached(&sql).await?;
-    let rows = db.query(&statement, &[&limit, &lease.as_secs_f64(), &token]).await?;
-    Ok(rows.iter().map(|r| claimed_from_row(r, token)).collect())
-}
-
 /// A claimed delivery from a row of [`CLAIMED_ROWS`].
 pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64) -> Claimed {
     let url: Option<String> = r.get(8);
@@ -170,9 +133,6 @@ pub struct Outcome {
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// The endpoint answered 410 Gone: disable it.
     pub disable_endpoint: bool,
-    /// Parked in its endpoint's lane (`status` pending, no `next_attempt_at`),
-    /// keeping this due time as its place there.
-    pub parked: Option<DateTime<Utc>>,
     /// What the attempt tells the operational webhooks, if anything.
     pub notice: Option<AttemptNotice>,
 }
@@ -269,26 +229,18 @@ pub async fn record(
         .await?;
     }
     let s = |f: fn(&Outcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
-    // A parked delivery goes into its lane in the same statement as its state, so
-    // that a delivery pending with no due time always has its lane row.
     let statement = tx
         .prepare_cached(
             "WITH applied AS (
-                UPDATE deliveries d SET status = u.status, next_attempt_at = u.next,
-                    last_attempt_at = CASE WHEN u.parked IS NULL THEN now() ELSE d.last_attempt_at END,
-                    attempts = d.attempts + u.tried, trigger = CASE WHEN u.parked IS NULL THEN 0 ELSE d.trigger END,
-                    lease_token = NULL
+                UPDATE deliveries d SET status = u.status, next_attempt_at = u.next, last_attempt_at = now(),
+                    attempts = d.attempts + u.tried, trigger = 0, lease_token = NULL
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
-                        $7::int[], $8::bigint[], $9::timestamptz[], $12::bool[])
-                    AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token, parked, noticed)
-                WHERE d.msg_id = ANY ($3) AND d.msg_id BETWEEN $10 AND $11
+                        $7::int[], $8::bigint[], $11::bool[])
+                    AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token, noticed)
+                WHERE d.msg_id = ANY ($3) AND d.msg_id BETWEEN $9 AND $10
                   AND d.tenant_id = u.tenant_id AND d.app_id = u.app_id
                   AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token
-                RETURNING d.tenant_id, d.app_id, d.endpoint_id, d.msg_id, u.parked, u.noticed
-             ), laned AS (
-                INSERT INTO delivery_lanes (tenant_id, app_id, endpoint_id, msg_id, due_at)
-                SELECT tenant_id, app_id, endpoint_id, msg_id, parked FROM applied WHERE parked IS NOT NULL
-                ON CONFLICT (tenant_id, app_id, endpoint_id, msg_id) DO UPDATE SET due_at = EXCLUDED.due_at
+                RETURNING d.msg_id, d.endpoint_id, u.noticed
              )
              SELECT count(*), array_agg(msg_id || ' ' || endpoint_id) FILTER (WHERE noticed) FROM applied",
         )
@@ -305,7 +257,6 @@ pub async fn record(
                 &outcomes.iter().map(|o| o.next_attempt_at).collect::<Vec<Option<DateTime<Utc>>>>(),
                 &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
                 &outcomes.iter().map(|o| o.lease).collect::<Vec<i64>>(),
-                &outcomes.iter().map(|o| o.parked).collect::<Vec<Option<DateTime<Utc>>>>(),
                 &lo,
                 &hi,
                 &outcomes.iter().map(may_notice).collect::<Vec<bool>>(),
@@ -408,10 +359,8 @@ fn may_notice(o: &Outcome) -> bool {
 pub async fn resume_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result<u64, StoreError> {
     Ok(db
         .execute(
-            "UPDATE deliveries d SET next_attempt_at = now()
-             WHERE tenant_id = $1 AND status = 1 AND next_attempt_at IS NULL AND NOT EXISTS (
-                 SELECT 1 FROM delivery_lanes l WHERE l.tenant_id = d.tenant_id AND l.app_id = d.app_id
-                   AND l.endpoint_id = d.endpoint_id AND l.msg_id = d.msg_id)",
+            "UPDATE deliveries SET next_attempt_at = now()
+             WHERE tenant_id = $1 AND status = 1 AND next_attempt_at IS NULL",
             &[&tenant.as_str()],
         )
         .await?)
@@ -432,9 +381,6 @@ pub async fn resume_enabled(db: &impl GenericClient, limit: i64) -> Result<u64, 
                    FROM tenants t JOIN deliveries d ON d.tenant_id = t.id
                    WHERE NOT t.disabled AND t.deleted_at IS NULL AND t.updated_at > now() - interval '2 minutes'
                      AND d.status = 1 AND d.next_attempt_at IS NULL
-                     -- Parked in a lane is not paused: the lane serves it.
-                     AND NOT EXISTS (SELECT 1 FROM delivery_lanes l WHERE l.tenant_id = d.tenant_id
-                         AND l.app_id = d.app_id AND l.endpoint_id = d.endpoint_id AND l.msg_id = d.msg_id)
                    LIMIT $1 FOR UPDATE OF d SKIP LOCKED) r
              WHERE d.tenant_id = r.tenant_id AND d.app_id = r.app_id AND d.msg_id = r.msg_id
                AND d.endpoint_id = r.endpoint_id AND d.status = 1 AND d.next_attempt_at IS NULL",
@@ -461,12 +407,10 @@ pub async fn quarantine(db: &impl GenericClient, o: &Outcome) -> Result<bool, St
 /// Deliveries waiting or in flight, for `hookgate_deliveries_pending`.
 pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
     // Paused deliveries (a disabled or deleted tenant's: no due time) are not
-    // waiting to be sent, so they are not counted; those parked in a lane are.
+    // waiting to be sent, so they are not counted.
     let row = db
         .query_one(
-            "SELECT count(*) FROM deliveries d WHERE status IN (1, 3) AND (next_attempt_at IS NOT NULL
-                 OR EXISTS (SELECT 1 FROM delivery_lanes l WHERE l.tenant_id = d.tenant_id AND l.app_id = d.app_id
-                     AND l.endpoint_id = d.endpoint_id AND l.msg_id = d.msg_id))",
+            "SELECT count(*) FROM deliveries WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL",
             &[],
         )
         .await?;

@@ -16,7 +16,7 @@ pub mod health;
 pub mod idempotency;
 pub mod inbound_batch;
 pub mod inbound_events;
-pub mod lanes;
+pub mod queues;
 pub mod messages;
 pub mod notify;
 pub mod operational;

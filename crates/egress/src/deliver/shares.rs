@@ -1,0 +1,259 @@
+//! Fair shares of a worker's requests between tenants and their endpoints.
+//!
+//! A tenant may hold at most `C / (t + 1)` of the worker's `C` requests in flight,
+//! `t` being the tenants with requests in flight (itself included), so there is
+//! always room for one more tenant; within it, each of its `e` endpoints with
+//! requests in flight at most an `e`th of that. The claim asks each endpoint's
+//! queue for no more than its room (`allocate`), and an endpoint with no room, or
+//! held off by its throttle, is not asked at all: its waiting deliveries are
+//! neither read nor rewritten until it has room again.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use hookgate_shared::{
+    ids::TenantId,
+    store::{deliveries::Claimed, queues::Queue},
+};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+use super::Worker;
+
+/// How long an endpoint counts as throttled after its throttle last spaced it.
+const PACED_FOR: Duration = Duration::from_secs(10);
+
+#[derive(Default, Clone)]
+struct State {
+    inflight: HashMap<Queue, usize>,
+    /// Per tenant: requests in flight, and its endpoints with any.
+    tenants: HashMap<TenantId, (usize, usize)>,
+    /// Not before this instant: the endpoint's throttle spacing.
+    held: HashMap<Queue, Instant>,
+    /// Endpoints a throttle spaced lately: one delivery per slot is asked of them.
+    paced: HashMap<Queue, Instant>,
+}
+
+impl State {
+    fn start(&mut self, q: &Queue, n: usize) {
+        let mine = self.inflight.entry(q.clone()).or_insert(0);
+        let first = *mine == 0;
+        *mine += n;
+        let t = self.tenants.entry(q.tenant_id.clone()).or_insert((0, 0));
+        t.0 += n;
+        t.1 += usize::from(first);
+    }
+}
+
+/// One worker's view of the endpoints it sends to.
+pub(crate) struct Shares {
+    concurrency: usize,
+    state: Mutex<State>,
+    /// Notified when a request ends: an endpoint may have room again.
+    pub(super) freed: Notify,
+}
+
+impl Shares {
+    pub(crate) fn new(concurrency: usize) -> Self {
+        Shares { concurrency, state: Mutex::new(State::default()), freed: Notify::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("the shares lock is never poisoned")
+    }
+
+    /// How many more requests the endpoint may start now: within its tenant's
+    /// share and its own share of that, and not while its throttle holds it off.
+    fn room_in(&self, s: &State, q: &Queue) -> usize {
+        if s.held.get(q).is_some_and(|t| *t > Instant::now()) {
+            return 0;
+        }
+        let (tenant_inflight, tenant_endpoints) = s.tenants.get(&q.tenant_id).copied().unwrap_or((0, 0));
+        let tenants = s.tenants.len() + usize::from(tenant_inflight == 0);
+        let tenant_share = (self.concurrency / (tenants + 1)).max(1);
+        let mine = s.inflight.get(q).copied().unwrap_or(0);
+        let endpoints = tenant_endpoints + usize::from(mine == 0);
+        let share = (tenant_share / endpoints).max(1);
+        let room = share.saturating_sub(mine).min(tenant_share.saturating_sub(tenant_inflight));
+        // A throttled endpoint gets one per slot: more would find the throttle closed.
+        match s.paced.contains_key(q) {
+            true => room.min(1),
+            false => room,
+        }
+    }
+
+    /// What to ask of each listed queue, in order, for `room` free slots: each
+    /// no more than it may start now, as if the ones before it had started
+    /// theirs. Queues with no room are left out.
+    pub(crate) fn allocate(&self, queues: &[Queue], room: usize) -> Vec<(Queue, i64)> {
+        let mut s = self.lock().clone();
+        let mut left = room;
+        let mut wants = Vec::new();
+        for q in queues {
+            if left == 0 {
+                break;
+            }
+            let n = self.room_in(&s, q).min(left);
+            if n > 0 {
+                s.start(q, n);
+                left -= n;
+                wants.push((q.clone(), n as i64));
+            }
+        }
+        wants
+    }
+
+    /// Counts a claimed delivery's request as started; the slot gives it back.
+    pub(super) fn start(&self, q: &Queue) {
+        self.lock().start(q, 1);
+    }
+
+    /// The earliest instant a held endpoint may go again, if any is held.
+    pub(crate) fn next_release(&self) -> Option<Instant> {
+        let mut s = self.lock();
+        let now = Instant::now();
+        s.held.retain(|_, t| *t > now);
+        s.paced.retain(|_, t| now.duration_since(*t) < PACED_FOR);
+        s.held.values().min().copied()
+    }
+
+    /// Gives the slot back.
+    fn finish(&self, q: &Queue) {
+        let mut s = self.lock();
+        let Some(n) = s.inflight.get_mut(q) else { return };
+        *n -= 1;
+        let last = *n == 0;
+        if last {
+            s.inflight.remove(q);
+        }
+        if let Some(t) = s.tenants.get_mut(&q.tenant_id) {
+            t.0 -= 1;
+            t.1 -= usize::from(last);
+            if t.0 == 0 {
+                s.tenants.remove(&q.tenant_id);
+            }
+        }
+        drop(s);
+        self.freed.notify_one();
+    }
+
+    /// Holds the endpoint off for `wait` (its throttle's spacing).
+    pub(crate) fn hold(&self, q: &Queue, wait: Duration) {
+        let now = Instant::now();
+        let until = now + wait;
+        let mut s = self.lock();
+        let held = s.held.entry(q.clone()).or_insert(until);
+        *held = (*held).max(until);
+        s.paced.insert(q.clone(), now);
+    }
+}
+
+/// A request's slot in its endpoint's share, given back when dropped (a panic
+/// in the request included).
+pub(super) struct Slot {
+    pub(super) worker: Arc<Worker>,
+    pub(super) queue: Queue,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.worker.shares.finish(&self.queue);
+    }
+}
+
+/// The queue of a claimed delivery.
+pub(crate) fn queue_of(c: &Claimed) -> Queue {
+    Queue { tenant_id: c.tenant_id.clone(), app_id: c.app_id.clone(), endpoint_id: c.endpoint_id.clone() }
+}
+
+/// Up to `n` free slots of the worker, taken now; `None` if there are none.
+pub(super) fn reserve(permits: &Arc<Semaphore>, n: usize) -> Option<OwnedSemaphorePermit> {
+    let n = n.min(permits.available_permits());
+    if n == 0 {
+        return None;
+    }
+    permits.clone().try_acquire_many_owned(n as u32).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookgate_shared::ids::{AppId, EndpointId, TenantId};
+
+    fn lane(n: u8) -> Queue {
+        lane_of_tenant(TenantId::generate(), n)
+    }
+
+    fn lane_of_tenant(tenant_id: TenantId, n: u8) -> Queue {
+        Queue { tenant_id, app_id: AppId::generate(), endpoint_id: EndpointId::from_db(format!("ep_{n}")) }
+    }
+
+    /// Starts as many as the endpoint is given, one claim at a time.
+    fn take(shares: &Shares, l: &Queue) -> usize {
+        (0..100).take_while(|_| try_start(shares, l)).count()
+    }
+
+    fn try_start(shares: &Shares, l: &Queue) -> bool {
+        let given = shares.allocate(std::slice::from_ref(l), 1);
+        for _ in 0..given.first().map_or(0, |(_, n)| *n) {
+            shares.start(l);
+        }
+        !given.is_empty()
+    }
+
+    #[test]
+    fn a_tenant_alone_takes_half_and_every_newcomer_finds_room() {
+        let shares = Shares::new(64);
+        let (a, b, c) = (lane(1), lane(2), lane(3));
+        let taken = take(&shares, &a);
+        assert_eq!(taken, 32, "alone, half of the requests");
+        assert!(try_start(&shares, &b), "a newcomer finds room");
+        assert!(!try_start(&shares, &a), "the first is over its share of three ways");
+        assert_eq!(1 + take(&shares, &b), 64 / 3);
+        assert!(try_start(&shares, &c), "and the next one too");
+        for _ in 0..taken {
+            shares.finish(&a);
+        }
+        assert!(try_start(&shares, &a), "back within its share once its requests end");
+    }
+
+    #[test]
+    fn a_tenants_endpoints_split_its_share_and_leave_other_tenants_theirs() {
+        let shares = Shares::new(64);
+        let tenant = TenantId::generate();
+        let many: Vec<Queue> = (0..8).map(|n| lane_of_tenant(tenant.clone(), n)).collect();
+        let used: usize = many.iter().map(|l| take(&shares, l)).sum();
+        assert!(used <= 32, "one tenant's eight endpoints hold at most its half ({used})");
+        let other = lane(9);
+        assert!(take(&shares, &other) >= 64 / 3, "another tenant gets its share all the same");
+    }
+
+    #[test]
+    fn one_claim_asks_no_queue_for_more_than_its_room_and_leaves_out_a_full_one() {
+        let shares = Shares::new(64);
+        let (a, b) = (lane(1), lane(2));
+        assert_eq!(take(&shares, &a), 32);
+        let wants = shares.allocate(&[a.clone(), b.clone()], 64);
+        assert_eq!(wants.iter().map(|(q, _)| q).collect::<Vec<_>>(), vec![&b], "the full endpoint is not asked");
+        assert_eq!(wants[0].1, 64 / 3, "the newcomer is asked for its share");
+        // Two endpoints of one new tenant in one claim: its share between them, not each the whole.
+        let shares = Shares::new(64);
+        let t = TenantId::generate();
+        let wants = shares.allocate(&[lane_of_tenant(t.clone(), 3), lane_of_tenant(t, 4)], 64);
+        let asked: i64 = wants.iter().map(|(_, n)| n).sum();
+        assert_eq!(asked, 32, "{wants:?}");
+        assert!(shares.allocate(&[lane(5)], 0).is_empty(), "no free slot, nothing asked");
+    }
+
+    #[test]
+    fn a_held_endpoint_gets_no_room_until_its_time() {
+        let shares = Shares::new(8);
+        let a = lane(1);
+        shares.hold(&a, Duration::from_millis(50));
+        assert!(!try_start(&shares, &a));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(try_start(&shares, &a));
+    }
+}
