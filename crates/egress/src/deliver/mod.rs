@@ -9,6 +9,7 @@
 pub mod forward;
 mod prepare;
 mod record;
+mod round;
 pub mod schedule;
 pub mod send;
 mod shares;
@@ -23,7 +24,7 @@ use hookgate_shared::{
     db,
     store::{
         deliveries::{self, Claimed, Outcome},
-        queues::{self, Queue},
+        queues,
     },
     trace::{self, KeyValue},
     AppState,
@@ -61,10 +62,6 @@ impl DeliveryConfig {
     }
 }
 
-/// Most endpoints one claim lists: a claim costs an index probe per endpoint
-/// listed, and the next claim goes on from where this one stopped.
-const LIST: i64 = 512;
-
 /// One process's delivery worker.
 pub struct Worker {
     state: AppState,
@@ -101,8 +98,7 @@ impl Worker {
             tokio::spawn(sample_pending(this.state.clone(), this.metrics.clone())),
             tokio::spawn(record::record_loop(this.state.clone(), this.metrics.clone(), this.cfg.clone(), done_rx)),
         ]);
-        // Where the next claim starts listing endpoints: after the last one served.
-        let mut cursor: Option<Queue> = None;
+        let mut round = round::Round::default();
         loop {
             // Wait for room, then take the free slots and claim only as many as
             // were taken: a claimed delivery never waits for a slot while its lease runs.
@@ -112,7 +108,7 @@ impl Worker {
             }
             let room = first.num_permits();
             let started = SystemTime::now();
-            let (claimed, listed) = match this.claim(&mut cursor, room).await {
+            let (claimed, listed) = match this.claim(&mut round, room).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming deliveries failed; retrying");
@@ -152,33 +148,19 @@ impl Worker {
         }
     }
 
-    /// Lists the endpoints with deliveries waiting, from `cursor` round to where it
-    /// began, and claims from each what it may start now, up to `room` in all.
-    /// Returns the claimed deliveries and whether any endpoint was listed.
+    /// Claims from the endpoints in turn what each may start now, up to `room` in
+    /// all. Returns the claimed deliveries and whether any endpoint was listed.
     async fn claim(
         &self,
-        cursor: &mut Option<Queue>,
+        round: &mut round::Round,
         room: usize,
     ) -> Result<(Vec<Claimed>, bool), hookgate_shared::store::StoreError> {
         db::bounded(self.state.db_budget(), async {
             let conn = db::conn(&self.state.db).await?;
-            let mut listed = queues::list(&conn, cursor.as_ref(), None, LIST).await?;
-            let reached_end = (listed.len() as i64) < LIST;
-            if reached_end && cursor.is_some() {
-                let wrapped = queues::list(&conn, None, cursor.as_ref(), LIST - listed.len() as i64).await?;
-                listed.extend(wrapped);
-            }
-            let wants = self.shares.allocate(&listed, room);
+            let wants = self.shares.allocate(round.queues(&conn).await?, room);
             let claimed = queues::claim(&conn, &wants, self.cfg.lease).await?;
-            // Round robin: the next claim starts after the last endpoint given any
-            // here; if none was, after the last listed (more may wait past it).
-            let served: std::collections::HashSet<Queue> = claimed.iter().map(shares::queue_of).collect();
-            *cursor = match wants.iter().rev().find(|(q, _)| served.contains(q)) {
-                Some((q, _)) => Some(q.clone()),
-                None if !reached_end => listed.last().cloned(),
-                None => cursor.clone(),
-            };
-            Ok((claimed, !listed.is_empty()))
+            round.claimed(&wants, &claimed);
+            Ok((claimed, round.any_listed()))
         })
         .await
         .inspect_err(|e| db::forget_stale_plans(&self.state.db, e))

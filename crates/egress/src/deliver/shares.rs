@@ -1,9 +1,10 @@
 //! Fair shares of a worker's requests between tenants and their endpoints.
 //!
-//! A tenant may hold at most `C / (t + 1)` of the worker's `C` requests in flight,
-//! `t` being the tenants with requests in flight (itself included), so there is
-//! always room for one more tenant; within it, each of its `e` endpoints with
-//! requests in flight at most an `e`th of that. The claim asks each endpoint's
+//! A tenant may hold at most `(C - R) / t` of the worker's `C` requests in flight,
+//! `t` being the tenants with requests in flight (itself included) and `R` an
+//! eighth of `C` kept for tenants with none, so a newcomer always finds a free
+//! slot at once; within it, each of its `e` endpoints with requests in flight at
+//! most an `e`th of that. The claim asks each endpoint's
 //! queue for no more than its room (`allocate`), and an endpoint with no room, or
 //! held off by its throttle, is not asked at all: its waiting deliveries are
 //! neither read nor rewritten until it has room again.
@@ -72,7 +73,8 @@ impl Shares {
         }
         let (tenant_inflight, tenant_endpoints) = s.tenants.get(&q.tenant_id).copied().unwrap_or((0, 0));
         let tenants = s.tenants.len() + usize::from(tenant_inflight == 0);
-        let tenant_share = (self.concurrency / (tenants + 1)).max(1);
+        let reserve = (self.concurrency / 8).max(1);
+        let tenant_share = (self.concurrency.saturating_sub(reserve) / tenants).max(1);
         let mine = s.inflight.get(q).copied().unwrap_or(0);
         let endpoints = tenant_endpoints + usize::from(mine == 0);
         let share = (tenant_share / endpoints).max(1);
@@ -204,14 +206,14 @@ mod tests {
     }
 
     #[test]
-    fn a_tenant_alone_takes_half_and_every_newcomer_finds_room() {
+    fn a_tenant_alone_takes_all_but_the_reserve_and_every_newcomer_finds_room() {
         let shares = Shares::new(64);
         let (a, b, c) = (lane(1), lane(2), lane(3));
         let taken = take(&shares, &a);
-        assert_eq!(taken, 32, "alone, half of the requests");
+        assert_eq!(taken, 56, "alone, all but the eighth kept for newcomers");
         assert!(try_start(&shares, &b), "a newcomer finds room");
-        assert!(!try_start(&shares, &a), "the first is over its share of three ways");
-        assert_eq!(1 + take(&shares, &b), 64 / 3);
+        assert!(!try_start(&shares, &a), "the first is over its share of two ways");
+        assert_eq!(1 + take(&shares, &b), 56 / 2);
         assert!(try_start(&shares, &c), "and the next one too");
         for _ in 0..taken {
             shares.finish(&a);
@@ -225,25 +227,25 @@ mod tests {
         let tenant = TenantId::generate();
         let many: Vec<Queue> = (0..8).map(|n| lane_of_tenant(tenant.clone(), n)).collect();
         let used: usize = many.iter().map(|l| take(&shares, l)).sum();
-        assert!(used <= 32, "one tenant's eight endpoints hold at most its half ({used})");
+        assert!(used <= 56, "one tenant's eight endpoints hold at most its share ({used})");
         let other = lane(9);
-        assert!(take(&shares, &other) >= 64 / 3, "another tenant gets its share all the same");
+        assert!(take(&shares, &other) >= 56 / 2, "another tenant gets its share all the same");
     }
 
     #[test]
     fn one_claim_asks_no_queue_for_more_than_its_room_and_leaves_out_a_full_one() {
         let shares = Shares::new(64);
         let (a, b) = (lane(1), lane(2));
-        assert_eq!(take(&shares, &a), 32);
+        assert_eq!(take(&shares, &a), 56);
         let wants = shares.allocate(&[a.clone(), b.clone()], 64);
         assert_eq!(wants.iter().map(|(q, _)| q).collect::<Vec<_>>(), vec![&b], "the full endpoint is not asked");
-        assert_eq!(wants[0].1, 64 / 3, "the newcomer is asked for its share");
+        assert_eq!(wants[0].1, 56 / 2, "the newcomer is asked for its share");
         // Two endpoints of one new tenant in one claim: its share between them, not each the whole.
         let shares = Shares::new(64);
         let t = TenantId::generate();
         let wants = shares.allocate(&[lane_of_tenant(t.clone(), 3), lane_of_tenant(t, 4)], 64);
         let asked: i64 = wants.iter().map(|(_, n)| n).sum();
-        assert_eq!(asked, 32, "{wants:?}");
+        assert_eq!(asked, 56, "{wants:?}");
         assert!(shares.allocate(&[lane(5)], 0).is_empty(), "no free slot, nothing asked");
     }
 

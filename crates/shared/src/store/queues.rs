@@ -72,6 +72,10 @@ pub async fn list(
 /// Claims, for each queue, up to its count of its due deliveries, oldest due
 /// first, under a lease and a fresh fencing token. A disabled or deleted tenant's
 /// due deliveries are paused instead (pending, no due time, until resumed).
+///
+/// The rows are updated by the `ctid` they were locked at (the lock, taken in the
+/// same statement, keeps it): the per-queue `LIMIT` is a column, which the planner
+/// cannot estimate, and joining on the key made it hash the whole table.
 pub async fn claim(
     db: &deadpool_postgres::Client,
     wants: &[(Queue, i64)],
@@ -93,24 +97,26 @@ pub async fn claim(
             LEFT JOIN endpoints ep ON ep.tenant_id = w.t AND ep.app_id = w.a AND ep.id = w.e
             LEFT JOIN applications ap ON ap.tenant_id = w.t AND ap.id = w.a
          ), due AS (
-            SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at,
+            SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at, d.tableoid, d.ctid,
                 (tn.disabled OR tn.deleted_at IS NOT NULL) AS paused
             FROM want w CROSS JOIN LATERAL (
-                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at FROM deliveries d
+                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at, tableoid, ctid FROM deliveries d
                 WHERE d.tenant_id = w.t AND d.app_id = w.a AND d.endpoint_id = w.e AND d.status IN (1, 3)
                   AND d.next_attempt_at <= now()
                 ORDER BY d.next_attempt_at LIMIT w.room FOR UPDATE SKIP LOCKED) d
             JOIN tenants tn ON tn.id = d.tenant_id
+            -- A bound the planner can see (the worker's batch is at most this).
+            LIMIT 500
          ), paused AS (
             UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
             FROM due
-            WHERE due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
+            WHERE due.paused AND d.tableoid = due.tableoid AND d.ctid = due.ctid AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
               AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
          ), claimed AS (
             UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $5),
                 lease_token = $6
             FROM due
-            WHERE NOT due.paused AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
+            WHERE NOT due.paused AND d.tableoid = due.tableoid AND d.ctid = due.ctid AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
               AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
             RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger,
                 due.next_attempt_at AS due_at
