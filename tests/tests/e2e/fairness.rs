@@ -90,10 +90,11 @@ async fn a_throttled_backlog_waits_without_being_rewritten() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let later: std::collections::HashMap<_, _> = parked().await.into_iter().collect();
     let rewritten: Vec<_> = first.iter().filter(|(id, version)| later.get(id).is_some_and(|v| v != version)).collect();
-    // A delivery that finds its throttle's slot taken after all (by another
-    // worker, or a clock's rounding) is written back once; a backlog that churns
-    // is rewritten by the dozen (31 here when every claim asked for a share).
-    assert!(rewritten.len() <= 2, "waiting rows rewritten while they waited: {}", rewritten.len());
+    // One worker holds its throttled endpoint off between slots and asks for one
+    // delivery at a time: nothing waiting is rewritten (31 rows here when every
+    // claim asked for a share; 6 when a claim could take one more while the
+    // previous one was still on its way to its throttle check).
+    assert!(rewritten.is_empty(), "waiting rows rewritten while they waited: {}", rewritten.len());
     // The rate still holds: at most 5 in any second.
     let got = sink.wait_for(15, Duration::from_secs(20)).await;
     let times: Vec<_> = got.iter().map(|r| r.at).collect();

@@ -79,10 +79,12 @@ impl Shares {
         let endpoints = tenant_endpoints + usize::from(mine == 0);
         let share = (tenant_share / endpoints).max(1);
         let room = share.saturating_sub(mine).min(tenant_share.saturating_sub(tenant_inflight));
-        // A throttled endpoint gets one per slot: more would find the throttle closed.
-        match s.paced.contains_key(q) {
-            true => room.min(1),
-            false => room,
+        // A throttled endpoint gets one per slot, and none while one is on its way
+        // (its throttle is checked as it goes): more would find the throttle closed.
+        match (s.paced.contains_key(q), mine) {
+            (false, _) => room,
+            (true, 0) => room.min(1),
+            (true, _) => 0,
         }
     }
 
@@ -139,6 +141,11 @@ impl Shares {
         }
         drop(s);
         self.freed.notify_one();
+    }
+
+    /// Marks the endpoint as throttled: one request at a time, one per slot.
+    pub(crate) fn pace(&self, q: &Queue) {
+        self.lock().paced.insert(q.clone(), Instant::now());
     }
 
     /// Holds the endpoint off for `wait` (its throttle's spacing).
@@ -247,6 +254,17 @@ mod tests {
         let asked: i64 = wants.iter().map(|(_, n)| n).sum();
         assert_eq!(asked, 56, "{wants:?}");
         assert!(shares.allocate(&[lane(5)], 0).is_empty(), "no free slot, nothing asked");
+    }
+
+    #[test]
+    fn a_throttled_endpoint_is_given_one_at_a_time() {
+        let shares = Shares::new(64);
+        let a = lane(1);
+        shares.pace(&a);
+        assert!(try_start(&shares, &a));
+        assert!(!try_start(&shares, &a), "none while one is on its way");
+        shares.finish(&a);
+        assert_eq!(shares.allocate(std::slice::from_ref(&a), 64), vec![(a.clone(), 1)], "then one again");
     }
 
     #[test]
