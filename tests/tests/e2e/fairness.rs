@@ -103,3 +103,36 @@ async fn a_throttled_backlog_waits_without_being_rewritten() {
         assert!(in_window <= 5, "{in_window} deliveries within one second from delivery {i}");
     }
 }
+
+/// Endpoints whose deliveries are all retried later (or in flight) take no room
+/// from a claim: due work behind them in the listing order goes at once.
+#[tokio::test]
+async fn endpoints_with_nothing_due_do_not_hold_up_due_deliveries_listed_after_them() {
+    let db = TestDb::new().await;
+    let mut env = default_env(&db);
+    env.insert("HOOKGATE_WORKER_CONCURRENCY".into(), "8".into());
+    env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
+    let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
+    let idle = Sink::start().await;
+    // Two tenants created first (their ids sort first), each with a delivery
+    // retried in ten hours.
+    for _ in 0..2 {
+        let t = api.tenant().await;
+        let app = t.application().await;
+        t.endpoint(&app, &idle.url, json!({})).await;
+        t.message(&app, "later", json!({})).await;
+    }
+    let client = db.client().await;
+    client.execute("UPDATE deliveries SET next_attempt_at = now() + interval '10 hours'", &[]).await.unwrap();
+    let fast = Sink::start().await;
+    let b = api.tenant().await;
+    let b_app = b.application().await;
+    b.endpoint(&b_app, &fast.url, json!({})).await;
+    for i in 0..20 {
+        b.message(&b_app, "now", json!({"i": i})).await;
+    }
+    let _worker = TestApp::spawn_role(db.clone(), env.clone(), Role::Worker).await;
+    // Before, the two idle endpoints were given the whole room and B nothing, claim after claim.
+    fast.wait_for(20, Duration::from_secs(15)).await;
+    assert!(idle.received().is_empty(), "nothing due went early");
+}

@@ -93,8 +93,8 @@ fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Ou
 
 /// Claims what is due, as a worker with room for ten per endpoint would.
 async fn claim_all(conn: &db::Client, lease: Duration) -> Vec<deliveries::Claimed> {
-    let listed = queues::list(conn, None, None, 100).await.unwrap();
-    let wants: Vec<_> = listed.into_iter().map(|q| (q, 10)).collect();
+    let (listed, _, _) = queues::list(conn, None, None, 100).await.unwrap();
+    let wants: Vec<_> = listed.into_iter().map(|l| (l.queue, 10)).collect();
     queues::claim(conn, &wants, lease).await.unwrap()
 }
 

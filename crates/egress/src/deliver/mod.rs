@@ -184,10 +184,11 @@ fn start(
     done_tx: mpsc::UnboundedSender<Done>,
 ) {
     let queue = shares::queue_of(&c);
-    // Known throttled before its throttle is checked, so the next claim, made
-    // while this one is on its way, does not take another of its deliveries.
-    if c.app_throttle_rate.is_some() || c.endpoint.as_ref().is_some_and(|e| e.throttle_rate.is_some()) {
-        w.shares.pace(&queue);
+    // Held off for its spacing from the claim on, so the next claim, made while
+    // this one is on its way to its throttle check, does not take another.
+    let rates = [c.endpoint.as_ref().and_then(|e| e.throttle_rate), c.app_throttle_rate];
+    if let Some(rate) = rates.into_iter().flatten().min() {
+        w.shares.hold(&queue, throttle::interval(rate));
     }
     w.shares.start(&queue);
     let slot = shares::Slot { worker: w.clone(), queue };

@@ -14,7 +14,7 @@ use std::{
 
 use hookgate_shared::store::{
     deliveries::Claimed,
-    queues::{self, Queue},
+    queues::{self, Listed, Queue},
     StoreError,
 };
 
@@ -28,12 +28,15 @@ const RELIST: Duration = Duration::from_millis(25);
 
 #[derive(Default)]
 pub(super) struct Round {
-    /// The listing, in the order the next claim asks it.
-    listed: Vec<Queue>,
+    /// The endpoints with something due, in the order the next claim asks them.
+    listed: Vec<Listed>,
     listed_at: Option<Instant>,
-    /// The listing stopped at its limit: more endpoints wait past its end.
+    /// The last endpoint the listing looked at (due or not), and whether it
+    /// stopped at its limit (more endpoints wait past it).
+    last_looked: Option<Queue>,
     truncated: bool,
-    /// The last endpoint a claim was given anything by; the next listing starts after it.
+    /// Where the next listing starts: after the last endpoint a claim was given
+    /// anything by, or, if none was, after the last one looked at.
     cursor: Option<Queue>,
     /// The last claim got less than it asked for.
     short: bool,
@@ -46,17 +49,21 @@ impl Round {
 
     /// The endpoints to ask, in turn: listed again from the cursor round to
     /// where it began if the listing is stale, else the kept one from the cursor on.
-    pub(super) async fn queues(&mut self, conn: &hookgate_shared::db::Client) -> Result<&[Queue], StoreError> {
+    pub(super) async fn queues(&mut self, conn: &hookgate_shared::db::Client) -> Result<&[Listed], StoreError> {
         if self.stale() {
-            let mut listed = queues::list(conn, self.cursor.as_ref(), None, LIST).await?;
-            self.truncated = listed.len() as i64 == LIST;
+            let (mut listed, mut last, looked) = queues::list(conn, self.cursor.as_ref(), None, LIST).await?;
+            self.truncated = looked == LIST;
             if !self.truncated && self.cursor.is_some() {
-                let left = LIST - listed.len() as i64;
-                listed.extend(queues::list(conn, None, self.cursor.as_ref(), left).await?);
+                let (wrapped, wrapped_last, more) =
+                    queues::list(conn, None, self.cursor.as_ref(), LIST - looked).await?;
+                self.truncated = more == LIST - looked;
+                listed.extend(wrapped);
+                last = wrapped_last.or(last);
             }
             self.listed = listed;
+            self.last_looked = last;
             self.listed_at = Some(Instant::now());
-        } else if let Some(at) = self.cursor.as_ref().and_then(|c| self.listed.iter().position(|q| q == c)) {
+        } else if let Some(at) = self.cursor.as_ref().and_then(|c| self.listed.iter().position(|l| &l.queue == c)) {
             self.listed.rotate_left(at + 1);
         }
         Ok(&self.listed)
@@ -70,13 +77,13 @@ impl Round {
         let served: HashSet<Queue> = claimed.iter().map(shares::queue_of).collect();
         self.cursor = match wants.iter().rev().find(|(q, _)| served.contains(q)) {
             Some((q, _)) => Some(q.clone()),
-            // Nothing given: go on past this listing if it stopped at its limit.
-            None if self.truncated => self.listed.last().cloned(),
-            None => self.cursor.take(),
+            // Nothing given: on past everything this listing looked at, so the
+            // next one looks at the others first.
+            None => self.last_looked.clone().or(self.cursor.take()),
         };
     }
 
-    /// Whether the last listing found any endpoint with deliveries waiting.
+    /// Whether the last listing found any endpoint with something due.
     pub(super) fn any_listed(&self) -> bool {
         !self.listed.is_empty()
     }

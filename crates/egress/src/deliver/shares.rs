@@ -17,14 +17,14 @@ use std::{
 
 use hookgate_shared::{
     ids::TenantId,
-    store::{deliveries::Claimed, queues::Queue},
+    store::{
+        deliveries::Claimed,
+        queues::{Listed, Queue},
+    },
 };
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::Worker;
-
-/// How long an endpoint counts as throttled after its throttle last spaced it.
-const PACED_FOR: Duration = Duration::from_secs(10);
 
 #[derive(Default, Clone)]
 struct State {
@@ -33,8 +33,6 @@ struct State {
     tenants: HashMap<TenantId, (usize, usize)>,
     /// Not before this instant: the endpoint's throttle spacing.
     held: HashMap<Queue, Instant>,
-    /// Endpoints a throttle spaced lately: one delivery per slot is asked of them.
-    paced: HashMap<Queue, Instant>,
 }
 
 impl State {
@@ -78,28 +76,28 @@ impl Shares {
         let mine = s.inflight.get(q).copied().unwrap_or(0);
         let endpoints = tenant_endpoints + usize::from(mine == 0);
         let share = (tenant_share / endpoints).max(1);
-        let room = share.saturating_sub(mine).min(tenant_share.saturating_sub(tenant_inflight));
-        // A throttled endpoint gets one per slot, and none while one is on its way
-        // (its throttle is checked as it goes): more would find the throttle closed.
-        match (s.paced.contains_key(q), mine) {
-            (false, _) => room,
-            (true, 0) => room.min(1),
-            (true, _) => 0,
-        }
+        share.saturating_sub(mine).min(tenant_share.saturating_sub(tenant_inflight))
     }
 
     /// What to ask of each listed queue, in order, for `room` free slots: each
     /// no more than it may start now, as if the ones before it had started
     /// theirs. Queues with no room are left out.
-    pub(crate) fn allocate(&self, queues: &[Queue], room: usize) -> Vec<(Queue, i64)> {
-        let mut s = self.lock().clone();
+    /// A throttled one is asked for one: its throttle lets one through per slot.
+    pub(crate) fn allocate(&self, queues: &[Listed], room: usize) -> Vec<(Queue, i64)> {
+        let mut s = {
+            let mut real = self.lock();
+            let now = Instant::now();
+            real.held.retain(|_, t| *t > now);
+            real.clone()
+        };
         let mut left = room;
         let mut wants = Vec::new();
-        for q in queues {
+        for Listed { queue: q, throttled } in queues {
             if left == 0 {
                 break;
             }
-            let n = self.room_in(&s, q).min(left);
+            let room = self.room_in(&s, q);
+            let n = if *throttled { room.min(1) } else { room }.min(left);
             if n > 0 {
                 s.start(q, n);
                 left -= n;
@@ -119,7 +117,6 @@ impl Shares {
         let mut s = self.lock();
         let now = Instant::now();
         s.held.retain(|_, t| *t > now);
-        s.paced.retain(|_, t| now.duration_since(*t) < PACED_FOR);
         s.held.values().min().copied()
     }
 
@@ -143,11 +140,6 @@ impl Shares {
         self.freed.notify_one();
     }
 
-    /// Marks the endpoint as throttled: one request at a time, one per slot.
-    pub(crate) fn pace(&self, q: &Queue) {
-        self.lock().paced.insert(q.clone(), Instant::now());
-    }
-
     /// Holds the endpoint off for `wait` (its throttle's spacing).
     pub(crate) fn hold(&self, q: &Queue, wait: Duration) {
         let now = Instant::now();
@@ -155,7 +147,6 @@ impl Shares {
         let mut s = self.lock();
         let held = s.held.entry(q.clone()).or_insert(until);
         *held = (*held).max(until);
-        s.paced.insert(q.clone(), now);
     }
 }
 
@@ -204,8 +195,12 @@ mod tests {
         (0..100).take_while(|_| try_start(shares, l)).count()
     }
 
+    fn listed(q: &Queue, throttled: bool) -> Listed {
+        Listed { queue: q.clone(), throttled }
+    }
+
     fn try_start(shares: &Shares, l: &Queue) -> bool {
-        let given = shares.allocate(std::slice::from_ref(l), 1);
+        let given = shares.allocate(&[listed(l, false)], 1);
         for _ in 0..given.first().map_or(0, |(_, n)| *n) {
             shares.start(l);
         }
@@ -244,27 +239,28 @@ mod tests {
         let shares = Shares::new(64);
         let (a, b) = (lane(1), lane(2));
         assert_eq!(take(&shares, &a), 56);
-        let wants = shares.allocate(&[a.clone(), b.clone()], 64);
+        let wants = shares.allocate(&[listed(&a, false), listed(&b, false)], 64);
         assert_eq!(wants.iter().map(|(q, _)| q).collect::<Vec<_>>(), vec![&b], "the full endpoint is not asked");
         assert_eq!(wants[0].1, 56 / 2, "the newcomer is asked for its share");
         // Two endpoints of one new tenant in one claim: its share between them, not each the whole.
         let shares = Shares::new(64);
         let t = TenantId::generate();
-        let wants = shares.allocate(&[lane_of_tenant(t.clone(), 3), lane_of_tenant(t, 4)], 64);
+        let (c, d) = (lane_of_tenant(t.clone(), 3), lane_of_tenant(t, 4));
+        let wants = shares.allocate(&[listed(&c, false), listed(&d, false)], 64);
         let asked: i64 = wants.iter().map(|(_, n)| n).sum();
         assert_eq!(asked, 56, "{wants:?}");
-        assert!(shares.allocate(&[lane(5)], 0).is_empty(), "no free slot, nothing asked");
+        assert!(shares.allocate(&[listed(&lane(5), false)], 0).is_empty(), "no free slot, nothing asked");
     }
 
     #[test]
-    fn a_throttled_endpoint_is_given_one_at_a_time() {
+    fn a_throttled_endpoint_is_asked_for_one_and_a_held_one_for_none() {
         let shares = Shares::new(64);
-        let a = lane(1);
-        shares.pace(&a);
-        assert!(try_start(&shares, &a));
-        assert!(!try_start(&shares, &a), "none while one is on its way");
-        shares.finish(&a);
-        assert_eq!(shares.allocate(std::slice::from_ref(&a), 64), vec![(a.clone(), 1)], "then one again");
+        let (a, b) = (lane(1), lane(2));
+        let wants = shares.allocate(&[listed(&a, true), listed(&b, false)], 64);
+        assert_eq!(wants[0], (a.clone(), 1), "one of the throttled endpoint, the rest left for others");
+        assert_eq!(wants[1].1, 56 / 2, "the other tenant is asked for its share: {wants:?}");
+        shares.hold(&a, Duration::from_secs(60));
+        assert!(shares.allocate(&[listed(&a, true)], 64).is_empty(), "held: not asked");
     }
 
     #[test]

@@ -22,16 +22,26 @@ pub struct Queue {
     pub endpoint_id: EndpointId,
 }
 
-/// Up to `limit` endpoints with deliveries waiting (due or not, in flight
-/// included), in index order after `after` (from the first if `None`) and not
-/// past `upto`. A loose index scan: one probe per endpoint listed, whatever its
-/// backlog.
+/// A listed queue with something due, and whether a `throttleRate` (its
+/// endpoint's or its application's) spaces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub queue: Queue,
+    pub throttled: bool,
+}
+
+/// Of up to `limit` endpoints with deliveries waiting (in index order after
+/// `after`, from the first if `None`, and not past `upto`), those with a delivery
+/// due now, and the last endpoint looked at. A loose index scan: two probes per
+/// endpoint (is there one, is one due), whatever its backlog; an endpoint whose
+/// deliveries are all in flight or retried later is looked at but not listed,
+/// so it takes no room from a claim.
 pub async fn list(
     db: &deadpool_postgres::Client,
     after: Option<&Queue>,
     upto: Option<&Queue>,
     limit: i64,
-) -> Result<Vec<Queue>, StoreError> {
+) -> Result<(Vec<Listed>, Option<Queue>, i64), StoreError> {
     // The empty string sorts first in every collation: "from the first".
     let key = |q: Option<&Queue>| match q {
         Some(q) => (Some(q.tenant_id.as_str().to_owned()), q.app_id.as_str().to_owned(), q.endpoint_id.as_str().to_owned()),
@@ -55,18 +65,31 @@ pub async fn list(
                 -- Stop at the limit, and one probe past the bound at most.
                 WHERE q.n < $7::bigint AND ($4::text IS NULL OR (q.t, q.a, q.e) < ($4, $5, $6))
              )
-             SELECT t, a, e FROM q WHERE $4::text IS NULL OR (t, a, e) <= ($4, $5, $6)",
+             SELECT q.t, q.a, q.e,
+                 EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = q.t AND d.app_id = q.a
+                     AND d.endpoint_id = q.e AND d.status IN (1, 3) AND d.next_attempt_at <= now()) AS due,
+                 (ep.throttle_rate IS NOT NULL OR ap.throttle_rate IS NOT NULL) AS throttled
+             FROM q
+             LEFT JOIN endpoints ep ON ep.tenant_id = q.t AND ep.app_id = q.a AND ep.id = q.e
+             LEFT JOIN applications ap ON ap.tenant_id = q.t AND ap.id = q.a
+             WHERE $4::text IS NULL OR (q.t, q.a, q.e) <= ($4, $5, $6)
+             ORDER BY q.n",
         )
         .await?;
     let rows = db.query(&statement, &[&at, &aa, &ae, &ut, &ua, &ue, &limit]).await?;
-    Ok(rows
+    let looked = rows.len() as i64;
+    let queue = |r: &tokio_postgres::Row| Queue {
+        tenant_id: TenantId::from_db(r.get(0)),
+        app_id: AppId::from_db(r.get(1)),
+        endpoint_id: EndpointId::from_db(r.get(2)),
+    };
+    let last = rows.last().map(queue);
+    let due = rows
         .iter()
-        .map(|r| Queue {
-            tenant_id: TenantId::from_db(r.get(0)),
-            app_id: AppId::from_db(r.get(1)),
-            endpoint_id: EndpointId::from_db(r.get(2)),
-        })
-        .collect())
+        .filter(|r| r.get::<_, bool>(3))
+        .map(|r| Listed { queue: queue(r), throttled: r.get(4) })
+        .collect();
+    Ok((due, last, looked))
 }
 
 /// Claims, for each queue, up to its count of its due deliveries, oldest due
