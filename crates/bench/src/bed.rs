@@ -1,5 +1,5 @@
 //! The test bed every scenario shares: the stack's URLs, the sink, the running
-//! Hookgate processes, the CPU meter, and tenants made through the admin API.
+//! Hookgate processes, the CPU and WAL meter, and tenants made through the admin API.
 
 use std::{
     collections::HashMap,
@@ -91,10 +91,10 @@ impl Bed {
     }
 
     /// The CPU used so far by the API, ingress and `worker` (if running), Postgres and Redis.
-    pub fn cpu(&self, worker: Option<&Hookgate>) -> Sample {
+    pub async fn cpu(&self, worker: Option<&Hookgate>) -> Sample {
         let mut procs = vec![&self.api, &self.ingress];
         procs.extend(worker);
-        self.meter.sample(&procs)
+        self.meter.sample(&procs).await
     }
 
     pub async fn start_worker(&self) -> Hookgate {

@@ -2,7 +2,8 @@
 //! processes, the bench's Postgres (postmaster, live backends, and the backends
 //! that already exited, which the kernel folds into the postmaster's children
 //! time) and its Redis. The load generator and the sink run in this process and
-//! are left out.
+//! are left out. Beside CPU, what Postgres wrote to its write-ahead log (bytes,
+//! and the flushes to disk that commits waited for), for the capacity model.
 
 use std::fs;
 
@@ -17,6 +18,9 @@ pub struct Sample {
     pub hookgate: f64,
     pub postgres: f64,
     pub redis: f64,
+    /// WAL position, in bytes, and WAL flushes (`pg_stat_wal.wal_sync`) so far.
+    pub wal_bytes: f64,
+    pub wal_syncs: f64,
 }
 
 /// CPU used between two samples, per unit of work, in microseconds.
@@ -24,6 +28,9 @@ pub struct Sample {
 pub struct PerUnit {
     pub total_us: f64,
     pub postgres_us: f64,
+    pub wal_bytes: f64,
+    /// WAL flushes per unit: the disk writes a commit waits for (one per group commit).
+    pub wal_syncs: f64,
 }
 
 impl Sample {
@@ -31,7 +38,12 @@ impl Sample {
         let n = units.max(1) as f64;
         let pg = later.postgres - self.postgres;
         let all = (later.hookgate - self.hookgate) + pg + (later.redis - self.redis);
-        PerUnit { total_us: all * 1e6 / n, postgres_us: pg * 1e6 / n }
+        PerUnit {
+            total_us: all * 1e6 / n,
+            postgres_us: pg * 1e6 / n,
+            wal_bytes: (later.wal_bytes - self.wal_bytes) / n,
+            wal_syncs: (later.wal_syncs - self.wal_syncs) / n,
+        }
     }
 }
 
@@ -39,6 +51,7 @@ impl Sample {
 pub struct Meter {
     postmaster: u32,
     redis: Option<u32>,
+    db: tokio_postgres::Client,
 }
 
 /// utime, stime, cutime, cstime and ppid of one process, in ticks.
@@ -76,16 +89,24 @@ impl Meter {
             let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             cmd.starts_with("redis-server") && cmd.contains(&port)
         });
-        Ok(Meter { postmaster, redis })
+        Ok(Meter { postmaster, redis, db: client })
     }
 
-    /// The CPU seconds used so far by the given Hookgate processes, Postgres and Redis.
-    pub fn sample(&self, hookgate: &[&Hookgate]) -> Sample {
+    /// The CPU seconds used so far by the given Hookgate processes, Postgres and
+    /// Redis, and the WAL written so far. Backends report their WAL flushes to
+    /// `pg_stat_wal` at most once a second, so over a few seconds that count is
+    /// good to about a second's worth.
+    pub async fn sample(&self, hookgate: &[&Hookgate]) -> Sample {
+        let wal = self
+            .db
+            .query_one("SELECT (pg_current_wal_lsn() - '0/0')::float8, wal_sync::float8 FROM pg_stat_wal", &[])
+            .await;
+        let (wal_bytes, wal_syncs) = wal.map(|r| (r.get(0), r.get(1))).unwrap_or((0.0, 0.0));
         let secs = |ticks: u64| ticks as f64 / TICKS;
         let hg: u64 = hookgate.iter().filter_map(|p| p.child.id()).filter_map(stat).map(|s| s.own).sum();
         let mut pg = stat(self.postmaster).map(|s| s.own + s.children).unwrap_or(0);
         pg += pids().filter_map(stat).filter(|s| s.ppid == self.postmaster).map(|s| s.own + s.children).sum::<u64>();
         let redis = self.redis.and_then(stat).map(|s| s.own).unwrap_or(0);
-        Sample { hookgate: secs(hg), postgres: secs(pg), redis: secs(redis) }
+        Sample { hookgate: secs(hg), postgres: secs(pg), redis: secs(redis), wal_bytes, wal_syncs }
     }
 }

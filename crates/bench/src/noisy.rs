@@ -67,7 +67,7 @@ async fn one_run(bed: &Bed, s: Settings, backlog: usize, a: Neighbour, i: usize)
     let stamped = bed.sink.stamped();
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let (updates0, at0) = (delivery_updates(bed).await?, Instant::now());
-    let before = bed.cpu(Some(&worker));
+    let before = bed.cpu(Some(&worker)).await;
     let delivered0 = bed.sink.count();
     let sent = {
         let (http, url, key) =
@@ -80,7 +80,7 @@ async fn one_run(bed: &Bed, s: Settings, backlog: usize, a: Neighbour, i: usize)
     };
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let (updates1, wall) = (delivery_updates(bed).await?, at0.elapsed());
-    let cpu = before.per(&bed.cpu(Some(&worker)), bed.sink.count() - delivered0);
+    let cpu = before.per(&bed.cpu(Some(&worker)).await, bed.sink.count() - delivered0);
     let waited = Instant::now();
     while bed.sink.stamped() - stamped < sent.accepted && waited.elapsed() < GRACE {
         tokio::time::sleep(Duration::from_millis(20)).await;

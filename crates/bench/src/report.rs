@@ -17,7 +17,8 @@ pub struct Row {
     pub ratio: Option<(f64, String)>,
     /// The bar, as a ratio or a limit, and whether it is met.
     pub bar: Option<(String, bool)>,
-    /// CPU of Hookgate, Postgres and Redis per message handled, and Postgres's share.
+    /// CPU of Hookgate, Postgres and Redis per message handled, Postgres's share,
+    /// and the WAL bytes and flushes per message.
     pub cpu: Option<PerUnit>,
     pub note: String,
 }
@@ -29,8 +30,8 @@ pub fn render(rows: &[Row], s: &Settings) -> String {
         s.concurrency
     );
     out += &format!(
-        "{:<44} {:>5} {:>11} {:>9} {:>9} {:>16} {:>18} {:>15}  {}\n",
-        "scenario", "conc", "per second", "p50 ms", "p99 ms", "ratio", "bar", "cpu us (pg)", "note"
+        "{:<44} {:>5} {:>11} {:>9} {:>9} {:>16} {:>18} {:>15} {:>15}  {}\n",
+        "scenario", "conc", "per second", "p50 ms", "p99 ms", "ratio", "bar", "cpu us (pg)", "wal B (flush)", "note"
     );
     for r in rows {
         let ms = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
@@ -38,8 +39,9 @@ pub fn render(rows: &[Row], s: &Settings) -> String {
         let bar =
             r.bar.as_ref().map(|(b, ok)| format!("{b} {}", if *ok { "met" } else { "MISSED" })).unwrap_or_default();
         let cpu = r.cpu.map(|c| format!("{:.0} ({:.0})", c.total_us, c.postgres_us)).unwrap_or_else(|| "-".into());
+        let wal = r.cpu.map(|c| format!("{:.0} ({:.3})", c.wal_bytes, c.wal_syncs)).unwrap_or_else(|| "-".into());
         out += &format!(
-            "{:<44} {:>5} {:>11.0} {:>9} {:>9} {:>16} {:>18} {:>15}  {}\n",
+            "{:<44} {:>5} {:>11.0} {:>9} {:>9} {:>16} {:>18} {:>15} {:>15}  {}\n",
             r.name,
             r.concurrency,
             r.rate,
@@ -48,6 +50,7 @@ pub fn render(rows: &[Row], s: &Settings) -> String {
             ratio,
             bar,
             cpu,
+            wal,
             r.note
         );
     }

@@ -108,7 +108,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
 
     if only("ingress") {
         eprintln!("ingress: unique Stripe events");
-        let before = bed.cpu(None);
+        let before = bed.cpu(None).await;
         let unique = {
             let (http, url) = (bed.http.clone(), in_url.clone());
             closed_loop(c, s.duration, move |client, n| {
@@ -126,11 +126,11 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
             Some((1.0, unique.rate() / p)),
             "admitted/s",
         );
-        r.cpu = Some(before.per(&bed.cpu(None), unique.ok));
+        r.cpu = Some(before.per(&bed.cpu(None).await, unique.ok));
         rows.push(r);
 
         eprintln!("ingress: 90% duplicates");
-        let before = bed.cpu(None);
+        let before = bed.cpu(None).await;
         let dups = {
             let (http, url) = (bed.http.clone(), in_url.clone());
             // Duplicates replay events the unique run admitted (its first 100 per client).
@@ -152,12 +152,12 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
             Some((3.0, dup_ratio)),
             "answered/s",
         );
-        r.cpu = Some(before.per(&bed.cpu(None), dups.ok));
+        r.cpu = Some(before.per(&bed.cpu(None).await, dups.ok));
         rows.push(r);
     }
 
     eprintln!("egress: message creation");
-    let before = bed.cpu(None);
+    let before = bed.cpu(None).await;
     let created = {
         let (http, url, key) = (bed.http.clone(), bed.api.url(&format!("/api/v1/app/{app1}/msg")), tenant.key.clone());
         closed_loop(c, s.duration, move |_, _| {
@@ -174,7 +174,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
         Some((1.0, created.rate() / p)),
         "created/s, 1 endpoint each",
     );
-    r.cpu = Some(before.per(&bed.cpu(None), created.ok));
+    r.cpu = Some(before.per(&bed.cpu(None).await, created.ok));
     rows.push(r);
 
     // Deliveries: start from an empty outbox, publish with no worker running, then
@@ -206,7 +206,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
         eprintln!("egress: lag at {rate:.0}/s (half the peak)");
         bed.sink.reset_lag();
         let before_count = bed.sink.count();
-        let before = bed.cpu(Some(&worker));
+        let before = bed.cpu(Some(&worker)).await;
         let sent = {
             let (http, url, key) =
                 (bed.http.clone(), bed.api.url(&format!("/api/v1/app/{app1}/msg")), tenant.key.clone());
@@ -217,7 +217,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
             .await
         };
         bed.wait_for(before_count + sent.accepted, Duration::from_secs(120)).await?;
-        let cpu = before.per(&bed.cpu(Some(&worker)), sent.accepted);
+        let cpu = before.per(&bed.cpu(Some(&worker)).await, sent.accepted);
         let lag = bed.sink.lag.lock().expect("lag lock").clone();
         let (p50, p99) = (lag.value_at_quantile(0.5) as f64 / 1000.0, lag.value_at_quantile(0.99) as f64 / 1000.0);
         rows.push(Row {
@@ -271,10 +271,10 @@ fn only(group: &str) -> bool {
 /// the row; the rate delivered per second.
 async fn drain(bed: &Bed, n: usize, name: &str, h: f64, rows: &mut Vec<Row>) -> anyhow::Result<f64> {
     let before_count = bed.sink.count();
-    let before: Sample = bed.cpu(None);
+    let before: Sample = bed.cpu(None).await;
     let mut worker = bed.start_worker().await;
     let took = bed.wait_for(before_count + n as u64, Duration::from_secs(600)).await?;
-    let cpu = before.per(&bed.cpu(Some(&worker)), n as u64);
+    let cpu = before.per(&bed.cpu(Some(&worker)).await, n as u64);
     worker.stop().await;
     let rate = n as f64 / took.as_secs_f64();
     rows.push(Row {

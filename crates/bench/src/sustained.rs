@@ -121,7 +121,7 @@ async fn one_step(
 ) -> anyhow::Result<Step> {
     bed.sink.reset_lag();
     let base = bed.sink.count();
-    let before = bed.cpu(Some(worker));
+    let before = bed.cpu(Some(worker)).await;
     let started = std::time::Instant::now();
     let ingress = {
         let (http, url) = (bed.http.clone(), in_url.to_owned());
@@ -144,7 +144,7 @@ async fn one_step(
     // A rate that builds a backlog is already a miss: give it a bounded time to drain.
     let drained = bed.wait_for(base + accepted, Duration::from_secs(60)).await;
     let busy = started.elapsed().as_secs_f64();
-    let cpu = before.per(&bed.cpu(Some(worker)), accepted);
+    let cpu = before.per(&bed.cpu(Some(worker)).await, accepted);
     let lag = bed.sink.lag.lock().expect("lag lock").clone();
     let mut p99_ms = lag.value_at_quantile(0.99) as f64 / 1000.0;
     if drained.is_err() {

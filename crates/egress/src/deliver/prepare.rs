@@ -17,9 +17,9 @@ use rand::Rng;
 use reqwest::header::HeaderMap;
 
 use super::{
-    schedule, shares,
+    schedule,
     send::{self, Request},
-    throttle, Worker,
+    shares, throttle, Worker,
 };
 use crate::{secrets, signing};
 

@@ -409,10 +409,7 @@ pub async fn pending_count(db: &impl GenericClient) -> Result<i64, StoreError> {
     // Paused deliveries (a disabled or deleted tenant's: no due time) are not
     // waiting to be sent, so they are not counted.
     let row = db
-        .query_one(
-            "SELECT count(*) FROM deliveries WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL",
-            &[],
-        )
+        .query_one("SELECT count(*) FROM deliveries WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL", &[])
         .await?;
     Ok(row.get(0))
 }

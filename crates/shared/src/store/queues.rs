@@ -44,7 +44,9 @@ pub async fn list(
 ) -> Result<(Vec<Listed>, Option<Queue>, i64), StoreError> {
     // The empty string sorts first in every collation: "from the first".
     let key = |q: Option<&Queue>| match q {
-        Some(q) => (Some(q.tenant_id.as_str().to_owned()), q.app_id.as_str().to_owned(), q.endpoint_id.as_str().to_owned()),
+        Some(q) => {
+            (Some(q.tenant_id.as_str().to_owned()), q.app_id.as_str().to_owned(), q.endpoint_id.as_str().to_owned())
+        }
         None => (None, String::new(), String::new()),
     };
     let (at, aa, ae) = key(after);
@@ -84,11 +86,8 @@ pub async fn list(
         endpoint_id: EndpointId::from_db(r.get(2)),
     };
     let last = rows.last().map(queue);
-    let due = rows
-        .iter()
-        .filter(|r| r.get::<_, bool>(3))
-        .map(|r| Listed { queue: queue(r), throttled: r.get(4) })
-        .collect();
+    let due =
+        rows.iter().filter(|r| r.get::<_, bool>(3)).map(|r| Listed { queue: queue(r), throttled: r.get(4) }).collect();
     Ok((due, last, looked))
 }
 
