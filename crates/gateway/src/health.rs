@@ -37,7 +37,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 
 #[get("/metrics")]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    state.metrics.observe_pool(&state.db);
+    state.metrics.observe_pools(&state.pools());
     HttpResponse::Ok().content_type("text/plain; version=0.0.4; charset=utf-8").body(state.metrics.render())
 }
 

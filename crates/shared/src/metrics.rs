@@ -146,13 +146,17 @@ impl Metrics {
         }
     }
 
-    /// Samples the pool gauges; called at scrape time.
-    pub fn observe_pool(&self, pool: &deadpool_postgres::Pool) {
-        let s = pool.status();
-        let idle = s.available as i64;
+    /// Samples the pool gauges, summed over the process's pools; called at scrape time.
+    pub fn observe_pools(&self, pools: &[&deadpool_postgres::Pool]) {
+        let (mut idle, mut size, mut max) = (0i64, 0i64, 0i64);
+        for s in pools.iter().map(|p| p.status()) {
+            idle += s.available as i64;
+            size += s.size as i64;
+            max += s.max_size as i64;
+        }
         self.db_pool_connections.with_label_values(&["idle"]).set(idle);
-        self.db_pool_connections.with_label_values(&["in_use"]).set(s.size as i64 - idle);
-        self.db_pool_connections.with_label_values(&["max"]).set(s.max_size as i64);
+        self.db_pool_connections.with_label_values(&["in_use"]).set(size - idle);
+        self.db_pool_connections.with_label_values(&["max"]).set(max);
     }
 
     /// The registry in the Prometheus text format.

@@ -18,6 +18,9 @@ use crate::{
 pub struct AppState {
     pub config: Arc<Config>,
     pub db: deadpool_postgres::Pool,
+    /// Connections with one generic plan per statement, for the delivery worker
+    /// (`db::Plans::Generic`); none is opened in a process that runs no worker.
+    generic_db: deadpool_postgres::Pool,
     pub redis: Redis,
     pub metrics: Metrics,
     pub api_keys: ApiKeyHasher,
@@ -36,10 +39,31 @@ impl AppState {
         self.config.db_timeout + self.config.db_statement_timeout
     }
 
+    /// This state with `db` planning each statement once (`db::Plans::Generic`):
+    /// the delivery worker's, whose batch statements Postgres would otherwise plan
+    /// again on every run.
+    pub fn with_generic_plans(&self) -> AppState {
+        AppState { db: self.generic_db.clone(), ..self.clone() }
+    }
+
+    /// The process's pools in use, for the pool gauges: the worker's only once it
+    /// has opened a connection (a process without a worker never does), so its
+    /// capacity does not hide a full pool of the process's requests.
+    pub fn pools(&self) -> Vec<&deadpool_postgres::Pool> {
+        let mut pools = vec![&self.db];
+        if self.generic_db.status().size > 0 {
+            pools.push(&self.generic_db);
+        }
+        pools
+    }
+
     /// Builds the state; connects to nothing yet, so it works while Postgres is down.
     pub fn new(config: Config) -> Result<Self, StoreError> {
         let metrics = Metrics::new(config.metrics_tenant_label);
-        let db = db::pool(&config.database_url, config.db_pool_size, config.db_timeout, config.db_statement_timeout)?;
+        let pool = |plans| {
+            db::pool(&config.database_url, config.db_pool_size, config.db_timeout, config.db_statement_timeout, plans)
+        };
+        let (db, generic_db) = (pool(db::Plans::Chosen)?, pool(db::Plans::Generic)?);
         let target = config.redis_url.as_ref().map(|url| RedisTarget {
             url: url.clone(),
             cluster: config.redis_cluster,
@@ -56,6 +80,16 @@ impl AppState {
         let api_keys = config.master_key.api_key_hasher();
         let wake = Wake::new(db.clone(), config.db_timeout + config.db_statement_timeout);
         let limits = Arc::new(crate::limits::Limits::new(redis.clone()));
-        Ok(AppState { config: Arc::new(config), db, redis, metrics, api_keys, wake, caches: Caches::default(), limits })
+        Ok(AppState {
+            config: Arc::new(config),
+            db,
+            generic_db,
+            redis,
+            metrics,
+            api_keys,
+            wake,
+            caches: Caches::default(),
+            limits,
+        })
     }
 }

@@ -77,6 +77,9 @@ type Done = (Outcome, OwnedSemaphorePermit);
 
 impl Worker {
     pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
+        // The claim and the recorder run the same statements over and over:
+        // planned once per connection (`db::Plans::Generic`).
+        let state = state.with_generic_plans();
         let cfg = DeliveryConfig::from_config(&state.config);
         let guard = Guard::new(state.config.egress_allow_networks.clone());
         let sender = Sender::new(guard, cfg.connect_timeout, cfg.timeout, state.config.egress_proxy.as_deref());

@@ -34,13 +34,31 @@ pub async fn connect(url: &str) -> Result<(tokio_postgres::Client, Connection), 
     pg.connect(tls).await.map_err(StoreError::from)
 }
 
+/// How a pool's connections plan the statements they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plans {
+    /// Postgres's choice: a plan for each run's values until a generic plan looks
+    /// no dearer. Right for queries written for one request's values.
+    Chosen,
+    /// One generic plan per prepared statement, made once per connection. For the
+    /// delivery worker, whose claim and recorder run the same statements over
+    /// batches of arrays: left to choose, Postgres planned them afresh on every
+    /// run (a plan for one batch's values prunes partitions when it is made, so it
+    /// always looked cheaper than the generic plan, which prunes the same
+    /// partitions when it starts), and that planning was 40 % of its time while
+    /// delivering (docs/performance.md). It applies to every statement run with
+    /// parameters on these connections, so queries on them must not depend on
+    /// a plan for their values (no `$n IS NULL OR …` filters).
+    Generic,
+}
+
 /// Builds the pool; no connection is made until the first query, so a process can
 /// start while Postgres is down and become ready when it returns.
 ///
 /// `timeout` bounds connecting and waiting for a pooled connection; `statement`
 /// is sent as `statement_timeout` (a query stuck on a lock ends), and TCP
 /// keepalives and a user timeout drop a connection whose peer vanished.
-pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration) -> Result<Pool, StoreError> {
+pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration, plans: Plans) -> Result<Pool, StoreError> {
     let (mut pg, tls) = target(url)?;
     pg.connect_timeout(timeout);
     if pg.get_application_name().is_none() {
@@ -49,8 +67,11 @@ pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration) -> R
     // A session idle in a transaction past twice the statement bound is ended by
     // Postgres: a client cut off mid-transaction cannot hold its locks for hours.
     let ms = statement.as_millis();
-    let options =
+    let mut options =
         format!("-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}", ms * 2);
+    if plans == Plans::Generic {
+        options += " -c plan_cache_mode=force_generic_plan";
+    }
     let options = match pg.get_options() {
         Some(given) => format!("{given} {options}"),
         None => options,
