@@ -18,9 +18,9 @@ pub struct Sample {
     pub hookgate: f64,
     pub postgres: f64,
     pub redis: f64,
-    /// WAL position, in bytes, and WAL flushes (`pg_stat_wal.wal_sync`) so far.
-    pub wal_bytes: f64,
-    pub wal_syncs: f64,
+    /// WAL position, in bytes, and WAL flushes (`pg_stat_wal.wal_sync`) so far;
+    /// `None` if they could not be read.
+    pub wal: Option<(f64, f64)>,
 }
 
 /// CPU used between two samples, per unit of work, in microseconds.
@@ -28,9 +28,9 @@ pub struct Sample {
 pub struct PerUnit {
     pub total_us: f64,
     pub postgres_us: f64,
-    pub wal_bytes: f64,
-    /// WAL flushes per unit: the disk writes a commit waits for (one per group commit).
-    pub wal_syncs: f64,
+    /// WAL bytes and WAL flushes (the disk writes commits wait for) per unit,
+    /// when both samples could be read.
+    pub wal: Option<(f64, f64)>,
 }
 
 impl Sample {
@@ -41,8 +41,7 @@ impl Sample {
         PerUnit {
             total_us: all * 1e6 / n,
             postgres_us: pg * 1e6 / n,
-            wal_bytes: (later.wal_bytes - self.wal_bytes) / n,
-            wal_syncs: (later.wal_syncs - self.wal_syncs) / n,
+            wal: self.wal.zip(later.wal).map(|((b0, s0), (b1, s1))| ((b1 - b0) / n, (s1 - s0) / n)),
         }
     }
 }
@@ -95,18 +94,19 @@ impl Meter {
     /// The CPU seconds used so far by the given Hookgate processes, Postgres and
     /// Redis, and the WAL written so far. Backends report their WAL flushes to
     /// `pg_stat_wal` at most once a second, so over a few seconds that count is
-    /// good to about a second's worth.
+    /// good to about a second's worth (the last second of a scenario may count
+    /// in the next).
     pub async fn sample(&self, hookgate: &[&Hookgate]) -> Sample {
         let wal = self
             .db
             .query_one("SELECT (pg_current_wal_lsn() - '0/0')::float8, wal_sync::float8 FROM pg_stat_wal", &[])
             .await;
-        let (wal_bytes, wal_syncs) = wal.map(|r| (r.get(0), r.get(1))).unwrap_or((0.0, 0.0));
+        let wal = wal.ok().map(|r| (r.get(0), r.get(1)));
         let secs = |ticks: u64| ticks as f64 / TICKS;
         let hg: u64 = hookgate.iter().filter_map(|p| p.child.id()).filter_map(stat).map(|s| s.own).sum();
         let mut pg = stat(self.postmaster).map(|s| s.own + s.children).unwrap_or(0);
         pg += pids().filter_map(stat).filter(|s| s.ppid == self.postmaster).map(|s| s.own + s.children).sum::<u64>();
         let redis = self.redis.and_then(stat).map(|s| s.own).unwrap_or(0);
-        Sample { hookgate: secs(hg), postgres: secs(pg), redis: secs(redis), wal_bytes, wal_syncs }
+        Sample { hookgate: secs(hg), postgres: secs(pg), redis: secs(redis), wal }
     }
 }

@@ -39,7 +39,7 @@ pub fn render(rows: &[Row], s: &Settings) -> String {
         let bar =
             r.bar.as_ref().map(|(b, ok)| format!("{b} {}", if *ok { "met" } else { "MISSED" })).unwrap_or_default();
         let cpu = r.cpu.map(|c| format!("{:.0} ({:.0})", c.total_us, c.postgres_us)).unwrap_or_else(|| "-".into());
-        let wal = r.cpu.map(|c| format!("{:.0} ({:.3})", c.wal_bytes, c.wal_syncs)).unwrap_or_else(|| "-".into());
+        let wal = r.cpu.and_then(|c| c.wal).map(|(b, s)| format!("{b:.0} ({s:.3})")).unwrap_or_else(|| "-".into());
         out += &format!(
             "{:<44} {:>5} {:>11.0} {:>9} {:>9} {:>16} {:>18} {:>15} {:>15}  {}\n",
             r.name,

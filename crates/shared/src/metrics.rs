@@ -48,8 +48,11 @@ impl Metrics {
         )
         .expect("valid metric");
         let db_pool_connections = IntGaugeVec::new(
-            Opts::new("hookgate_db_pool_connections", "Postgres pool connections by state (idle, in_use, max)."),
-            &["state"],
+            Opts::new(
+                "hookgate_db_pool_connections",
+                "Postgres pool connections by pool (main, worker) and state (idle, in_use, max).",
+            ),
+            &["pool", "state"],
         )
         .expect("valid metric");
         let redis_errors = IntCounter::new(
@@ -146,17 +149,15 @@ impl Metrics {
         }
     }
 
-    /// Samples the pool gauges, summed over the process's pools; called at scrape time.
-    pub fn observe_pools(&self, pools: &[&deadpool_postgres::Pool]) {
-        let (mut idle, mut size, mut max) = (0i64, 0i64, 0i64);
-        for s in pools.iter().map(|p| p.status()) {
-            idle += s.available as i64;
-            size += s.size as i64;
-            max += s.max_size as i64;
+    /// Samples the pool gauges, one set per named pool; called at scrape time.
+    pub fn observe_pools(&self, pools: &[(&str, &deadpool_postgres::Pool)]) {
+        for (name, pool) in pools {
+            let s = pool.status();
+            let idle = s.available as i64;
+            self.db_pool_connections.with_label_values(&[name, "idle"]).set(idle);
+            self.db_pool_connections.with_label_values(&[name, "in_use"]).set(s.size as i64 - idle);
+            self.db_pool_connections.with_label_values(&[name, "max"]).set(s.max_size as i64);
         }
-        self.db_pool_connections.with_label_values(&["idle"]).set(idle);
-        self.db_pool_connections.with_label_values(&["in_use"]).set(size - idle);
-        self.db_pool_connections.with_label_values(&["max"]).set(max);
     }
 
     /// The registry in the Prometheus text format.

@@ -46,13 +46,13 @@ impl AppState {
         AppState { db: self.generic_db.clone(), ..self.clone() }
     }
 
-    /// The process's pools in use, for the pool gauges: the worker's only once it
-    /// has opened a connection (a process without a worker never does), so its
-    /// capacity does not hide a full pool of the process's requests.
-    pub fn pools(&self) -> Vec<&deadpool_postgres::Pool> {
-        let mut pools = vec![&self.db];
+    /// The process's pools by name, for the pool gauges: `main`, and `worker`
+    /// once the delivery worker has opened a connection (a process without a
+    /// worker never does).
+    pub fn pools(&self) -> Vec<(&'static str, &deadpool_postgres::Pool)> {
+        let mut pools = vec![("main", &self.db)];
         if self.generic_db.status().size > 0 {
-            pools.push(&self.generic_db);
+            pools.push(("worker", &self.generic_db));
         }
         pools
     }

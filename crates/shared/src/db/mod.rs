@@ -47,8 +47,9 @@ pub enum Plans {
     /// always looked cheaper than the generic plan, which prunes the same
     /// partitions when it starts), and that planning was 40 % of its time while
     /// delivering (docs/performance.md). It applies to every statement run with
-    /// parameters on these connections, so queries on them must not depend on
-    /// a plan for their values (no `$n IS NULL OR …` filters).
+    /// parameters on these connections, so their index and partition-key
+    /// conditions must not depend on a plan made for the values (no `$n IS NULL
+    /// OR …` around an index condition: such a filter then reads every row).
     Generic,
 }
 
