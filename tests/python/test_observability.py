@@ -312,7 +312,9 @@ def test_prometheus_scrapes_hookgate_and_answers_for_the_traffic(hookgate, tenan
         "hookgate_ingress_request_duration_seconds_count": lambda v: v >= 3,
         'hookgate_ingress_request_duration_seconds_bucket{le="+Inf"}': lambda v: v >= 3,
         "hookgate_delivery_duration_seconds_count": lambda v: v >= 2,
-        'hookgate_db_pool_connections{state="max"}': lambda v: v > 0,
+        'hookgate_db_pool_connections{pool="main",state="max"}': lambda v: v > 0,
+        # The worker's own pool shows once it has claimed (the traffic was delivered).
+        'hookgate_db_pool_connections{pool="worker",state="max"}': lambda v: v > 0,
         'max by (job) (hookgate_deliveries_pending)': lambda v: v >= 0,
     }
     last = {}
