@@ -53,7 +53,7 @@ impl DeliveryConfig {
             retry_schedule: c.retry_schedule.clone(),
             lease: c.delivery_lease,
             concurrency: c.worker_concurrency,
-            batch: c.worker_concurrency.min(500),
+            batch: c.worker_concurrency.min(queues::MOST_PER_CLAIM),
             poll: c.worker_poll,
             disable_after: c.disable_after,
             connect_timeout: c.egress_connect_timeout,

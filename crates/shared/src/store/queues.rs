@@ -14,6 +14,10 @@ use super::{
 };
 use crate::ids::{AppId, EndpointId, TenantId};
 
+/// Most deliveries one claim takes: the worker's batch is at most this, and the
+/// claim states it as a bound the planner can see.
+pub const MOST_PER_CLAIM: usize = 500;
+
 /// One endpoint's queue.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Queue {
@@ -128,7 +132,7 @@ pub async fn claim(
                 ORDER BY d.next_attempt_at LIMIT w.room FOR UPDATE SKIP LOCKED) d
             JOIN tenants tn ON tn.id = d.tenant_id
             -- A bound the planner can see (the worker's batch is at most this).
-            LIMIT 500
+            LIMIT {MOST_PER_CLAIM}
          ), paused AS (
             UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
             FROM due
