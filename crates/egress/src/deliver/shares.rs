@@ -84,12 +84,7 @@ impl Shares {
     /// theirs. Queues with no room are left out.
     /// A throttled one is asked for one: its throttle lets one through per slot.
     pub(crate) fn allocate(&self, queues: &[Listed], room: usize) -> Vec<(Queue, i64)> {
-        let mut s = {
-            let mut real = self.lock();
-            let now = Instant::now();
-            real.held.retain(|_, t| *t > now);
-            real.clone()
-        };
+        let mut s = self.lock().clone();
         let mut left = room;
         let mut wants = Vec::new();
         for Listed { queue: q, throttled } in queues {
@@ -114,10 +109,8 @@ impl Shares {
 
     /// The earliest instant a held endpoint may go again, if any is held.
     pub(crate) fn next_release(&self) -> Option<Instant> {
-        let mut s = self.lock();
         let now = Instant::now();
-        s.held.retain(|_, t| *t > now);
-        s.held.values().min().copied()
+        self.lock().held.values().filter(|t| **t > now).min().copied()
     }
 
     /// Gives the slot back.
@@ -140,11 +133,14 @@ impl Shares {
         self.freed.notify_one();
     }
 
-    /// Holds the endpoint off for `wait` (its throttle's spacing).
+    /// Holds the endpoint off for `wait` (its throttle's spacing). Holds that
+    /// ran out are forgotten here, where the map grows, so it holds only the
+    /// endpoints held now.
     pub(crate) fn hold(&self, q: &Queue, wait: Duration) {
         let now = Instant::now();
         let until = now + wait;
         let mut s = self.lock();
+        s.held.retain(|_, t| *t > now);
         let held = s.held.entry(q.clone()).or_insert(until);
         *held = (*held).max(until);
     }
