@@ -2,7 +2,10 @@
 //! delays no other tenant's deliveries, and a throttled backlog waits without its
 //! rows being rewritten.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use hookgate_gateway::Role;
 use hookgate_tests::{
@@ -12,13 +15,36 @@ use hookgate_tests::{
 };
 use serde_json::json;
 
+/// An API process now, and a worker on the same database once the test has put
+/// its backlog in place; the worker polls every 50 ms and, if `concurrency` is
+/// given, has that many requests in flight at most.
+struct Split {
+    db: TestDb,
+    env: HashMap<String, String>,
+    api: TestApp,
+}
+
+impl Split {
+    async fn new(concurrency: Option<usize>) -> Self {
+        let db = TestDb::new().await;
+        let mut env = default_env(&db);
+        if let Some(n) = concurrency {
+            env.insert("HOOKGATE_WORKER_CONCURRENCY".into(), n.to_string());
+        }
+        env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
+        let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
+        Split { db, env, api }
+    }
+
+    async fn start_worker(&self) -> TestApp {
+        TestApp::spawn_role(self.db.clone(), self.env.clone(), Role::Worker).await
+    }
+}
+
 #[tokio::test]
 async fn a_slow_endpoints_backlog_does_not_hold_up_another_tenants_deliveries() {
-    let db = TestDb::new().await;
-    let mut env = default_env(&db);
-    env.insert("HOOKGATE_WORKER_CONCURRENCY".into(), "8".into());
-    env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
-    let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
+    let split = Split::new(Some(8)).await;
+    let api = &split.api;
     let (slow, fast) = (Sink::start().await, Sink::start().await);
     slow.set(Behaviour { delay: Duration::from_millis(300), ..Default::default() });
     let a = api.tenant().await;
@@ -29,7 +55,7 @@ async fn a_slow_endpoints_backlog_does_not_hold_up_another_tenants_deliveries() 
         futures_util::future::join_all(sends).await;
     }
     // A's 40 are due before anything of B's exists.
-    let _worker = TestApp::spawn_role(db.clone(), env.clone(), Role::Worker).await;
+    let _worker = split.start_worker().await;
     slow.wait_for(1, Duration::from_secs(20)).await;
 
     let b = api.tenant().await;
@@ -51,10 +77,8 @@ async fn a_slow_endpoints_backlog_does_not_hold_up_another_tenants_deliveries() 
 
 #[tokio::test]
 async fn a_throttled_backlog_waits_without_being_rewritten() {
-    let db = TestDb::new().await;
-    let mut env = default_env(&db);
-    env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
-    let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
+    let split = Split::new(None).await;
+    let (db, api) = (&split.db, &split.api);
     let sink = Sink::start().await;
     let t = api.tenant().await;
     let app = t.application().await;
@@ -64,7 +88,7 @@ async fn a_throttled_backlog_waits_without_being_rewritten() {
         let sends = (0..20).map(|i| t.message(&app, "bulk", json!({"n": chunk * 20 + i})));
         futures_util::future::join_all(sends).await;
     }
-    let _worker = TestApp::spawn_role(db.clone(), env.clone(), Role::Worker).await;
+    let _worker = split.start_worker().await;
     let client = db.client().await;
     // Versions of the rows waiting, never tried: a rewrite makes a new one.
     let parked = || async {
@@ -108,11 +132,8 @@ async fn a_throttled_backlog_waits_without_being_rewritten() {
 /// from a claim: due work behind them in the listing order goes at once.
 #[tokio::test]
 async fn endpoints_with_nothing_due_do_not_hold_up_due_deliveries_listed_after_them() {
-    let db = TestDb::new().await;
-    let mut env = default_env(&db);
-    env.insert("HOOKGATE_WORKER_CONCURRENCY".into(), "8".into());
-    env.insert("HOOKGATE_WORKER_POLL_MS".into(), "50".into());
-    let api = TestApp::spawn_role(db.clone(), env.clone(), Role::Api).await;
+    let split = Split::new(Some(8)).await;
+    let (db, api) = (&split.db, &split.api);
     let idle = Sink::start().await;
     // Two tenants created first (their ids sort first), each with a delivery
     // retried in ten hours.
@@ -131,7 +152,7 @@ async fn endpoints_with_nothing_due_do_not_hold_up_due_deliveries_listed_after_t
     for i in 0..20 {
         b.message(&b_app, "now", json!({"i": i})).await;
     }
-    let _worker = TestApp::spawn_role(db.clone(), env.clone(), Role::Worker).await;
+    let _worker = split.start_worker().await;
     // Before, the two idle endpoints were given the whole room and B nothing, claim after claim.
     fast.wait_for(20, Duration::from_secs(15)).await;
     assert!(idle.received().is_empty(), "nothing due went early");
