@@ -17,6 +17,7 @@ use hookgate_shared::{
         applications::{self, ApplicationFields},
         messages::{self, Message, NewMessage},
         publish_batch::{publish_batch, PublishRow, Published},
+        queues::{Hint, Queue},
         StoreError,
     },
     trace, AppState,
@@ -101,8 +102,24 @@ async fn commit_batch(state: &AppState, rows: Vec<PublishRow>) -> Vec<Outcome> {
         }
         Err(e) => vec![Err(e.into()); rows.len()],
     };
-    if results.iter().any(|r| matches!(r, Ok(Published::Created { deliveries, .. }) if *deliveries > 0)) {
-        state.wake.poke();
+    // The workers are told what this commit made due, endpoint by endpoint.
+    let hints: Vec<Hint> = rows
+        .iter()
+        .zip(&results)
+        .filter_map(|(row, r)| match r {
+            Ok(Published::Created { app_id, endpoints, .. }) => Some((row, app_id, endpoints)),
+            _ => None,
+        })
+        .flat_map(|(row, app_id, endpoints)| {
+            endpoints.iter().map(move |e| Hint {
+                queue: Queue { tenant_id: row.tenant_id.clone(), app_id: app_id.clone(), endpoint_id: e.clone() },
+                lo: row.msg_id.clone(),
+                hi: row.msg_id.clone(),
+            })
+        })
+        .collect();
+    if !hints.is_empty() {
+        state.wake.announce(hints);
     }
     results
 }

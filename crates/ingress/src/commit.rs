@@ -13,6 +13,7 @@ use hookgate_shared::{
     status::InboundStatus,
     store::{
         inbound_batch::{self, BatchRow},
+        queues::{Hint, Queue},
         StoreError,
     },
     trace, AppState,
@@ -82,13 +83,30 @@ impl GroupCommit {
 }
 
 /// One statement, so one implicit transaction: atomic, and one commit.
+/// Tells the workers at once what it made due, endpoint by endpoint.
 async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
-    db::bounded(state.db_budget(), async {
+    let admitted = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         inbound_batch::admit_batch(&conn, rows).await
     })
     .await
-    .inspect_err(|e| db::forget_stale_plans(&state.db, e))
+    .inspect_err(|e| db::forget_stale_plans(&state.db, e))?;
+    let hints: Vec<Hint> = rows
+        .iter()
+        .zip(&admitted)
+        .filter_map(|(row, eps)| eps.as_ref().map(|eps| (row, eps)))
+        .flat_map(|(row, eps)| {
+            eps.iter().map(move |e| Hint {
+                queue: Queue { tenant_id: row.tenant_id.clone(), app_id: row.app_id.clone(), endpoint_id: e.clone() },
+                lo: row.msg_id.clone(),
+                hi: row.msg_id.clone(),
+            })
+        })
+        .collect();
+    if !hints.is_empty() {
+        state.wake.announce(hints);
+    }
+    Ok(admitted.iter().map(Option::is_some).collect())
 }
 
 /// Admits a batch in its own span, linked to each request it answers.
@@ -127,7 +145,6 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
             for (row, _) in &jobs {
                 answers.push(match commit(state, std::slice::from_ref(row)).await {
                     Ok(a) if a[0] => {
-                        state.wake.poke();
                         metrics.message_created(row.tenant_id.as_str());
                         Ok(Admitted::Accepted(row.id.clone()))
                     }
@@ -188,6 +205,7 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
         };
         answers.push(answer);
     }
+    let taken_over = !abandoned.is_empty();
     for (at, row, retention_days) in abandoned {
         let taken = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
@@ -210,7 +228,8 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
             Err(e) => answers[at] = Err(e.into()),
         }
     }
-    if !winners.is_empty() {
+    // The batch's own admissions were announced after their commit; these not.
+    if taken_over {
         state.wake.poke();
     }
     admit::remember_many(&state.redis, &winners).await;

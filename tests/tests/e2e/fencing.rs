@@ -11,7 +11,8 @@ use hookgate_shared::{
     status::DeliveryStatus,
     store::{
         deliveries::{self, AttemptRecord, Outcome},
-        queues,
+        queues::{self, Want},
+        results, wakes,
     },
 };
 use hookgate_tests::{
@@ -93,9 +94,13 @@ fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Ou
 
 /// Claims what is due, as a worker with room for ten per endpoint would.
 async fn claim_all(conn: &db::Client, lease: Duration) -> Vec<deliveries::Claimed> {
-    let (listed, _, _) = queues::list(conn, None, None, 100).await.unwrap();
-    let wants: Vec<_> = listed.into_iter().map(|l| (l.queue, 10)).collect();
-    queues::claim(conn, &wants, lease).await.unwrap()
+    let (listed, _) = wakes::due(conn, &Default::default(), &Default::default(), 100).await.unwrap();
+    let mut claimed = Vec::new();
+    for l in listed {
+        let want = Want { app_id: l.queue.app_id, endpoint_id: l.queue.endpoint_id, room: 10, range: None };
+        claimed.extend(queues::claim(conn, &l.queue.tenant_id, &[want], lease).await.unwrap());
+    }
+    claimed
 }
 
 #[tokio::test]
@@ -116,12 +121,12 @@ async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_
     tokio::time::sleep(Duration::from_millis(500)).await;
     let new = claim_all(&conn, lease).await;
     assert_eq!(new.len(), 1, "the lease ran out: another worker takes it");
-    deliveries::record(&mut conn, &[outcome(&new[0], DeliveryStatus::Success, true)], Duration::from_secs(3600))
+    results::record(&mut conn, &[outcome(&new[0], DeliveryStatus::Success, true)], Duration::from_secs(3600))
         .await
         .unwrap();
     // The first worker's late failure is refused: the row stays as its owner left it.
     let late = outcome(&old[0], DeliveryStatus::Failed, false);
-    let applied = deliveries::record(&mut conn, &[late], Duration::from_secs(3600)).await.unwrap();
+    let applied = results::record(&mut conn, &[late], Duration::from_secs(3600)).await.unwrap();
     assert_eq!(applied.stale, 1, "the stale write is reported");
     let state = t.get(&format!("/api/v1/app/{a}/msg/{}/endpoint", new[0].msg_id)).await;
     assert_eq!(state["data"][0]["status"], 0, "{state}");
@@ -151,7 +156,7 @@ async fn the_workers_statements_are_planned_once_not_on_every_run() {
         let claimed = claim_all(&conn, Duration::from_secs(60)).await;
         assert_eq!(claimed.len(), 1, "run {i}");
         let done = outcome(&claimed[0], DeliveryStatus::Success, true);
-        deliveries::record(&mut conn, &[done], Duration::from_secs(3600)).await.unwrap();
+        results::record(&mut conn, &[done], Duration::from_secs(3600)).await.unwrap();
     }
     let plans = conn
         .query("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE NOT from_sql", &[])

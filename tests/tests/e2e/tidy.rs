@@ -216,9 +216,10 @@ fn crate_dependencies_point_one_way() {
 /// ("module::function" under crates/shared/src/store/, why it names no single tenant).
 /// A stale entry (gone, renamed, or now tenant-first) fails the test too.
 const EXCEPTIONS: &[(&str, &str)] = &[
-    ("queues::list", "workers list the endpoints with deliveries waiting of every tenant; each carries its tenant id"),
-    ("queues::claim", "workers claim due rows of many tenants' endpoints; each queue and row carries its tenant id"),
-    ("deliveries::record", "workers write back outcomes of many tenants; each outcome carries its tenant id"),
+    ("queues::list", "the worker's slow sweep of endpoints with deliveries waiting, of every tenant"),
+    ("queues::claim_all", "one transaction for a worker's claim: one statement per tenant (queues::claim) inside"),
+    ("results::record", "one transaction for a batch of results: one statement per tenant and kind inside"),
+    ("wakes::due", "the listing of endpoints whose wake has come, of every tenant: a worker serves them all"),
     ("deliveries::quarantine", "the worker marks one claimed row failed; the outcome carries its tenant id"),
     ("deliveries::resume_enabled", "the worker's sweep resumes paused rows of every re-enabled tenant"),
     ("deliveries::pending_count", "the pending-deliveries gauge is one operator metric over all tenants"),

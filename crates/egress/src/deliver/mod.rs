@@ -1,25 +1,32 @@
 //! The delivery worker: claims due deliveries in batches, fairly between tenants
-//! and endpoints (`shares.rs`, `store::queues`), sends each with bounded
-//! concurrency, and writes the results back in batches.
+//! and endpoints (`shares.rs`), sends each with bounded concurrency, and writes
+//! the results back in batches.
+//!
+//! What to claim comes from two places (`plan.rs`): hints, the deliveries a
+//! commit just made due, claimed by key without looking for them; and the
+//! endpoints whose wake has come (`store::wakes`), for retries, backlogs, lost
+//! hints and leases run out. Drained endpoints' wakes are raised (`wakes.rs`).
 //!
 //! No Postgres connection is held while a request is in flight: a connection is
 //! taken to claim, returned, and taken again by the recorder. A delivery whose
 //! worker dies mid-send becomes due again when its lease runs out.
 
 pub mod forward;
+mod plan;
 mod prepare;
 mod record;
-mod round;
 pub mod schedule;
 pub mod send;
 mod shares;
 mod throttle;
+mod wakes;
 
 use std::{
     sync::Arc,
     time::{Duration, Instant, SystemTime},
 };
 
+use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     store::{
@@ -29,7 +36,7 @@ use hookgate_shared::{
     trace::{self, KeyValue},
     AppState,
 };
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::{metrics::EgressMetrics, ssrf::Guard};
 use send::Sender;
@@ -75,6 +82,15 @@ pub struct Worker {
 /// A finished delivery and the concurrency permit it holds until it is recorded.
 type Done = (Outcome, OwnedSemaphorePermit);
 
+/// How long a worker woken from idle waits for the rest of a burst.
+const GATHER: Duration = Duration::from_millis(1);
+
+/// What one claim took, and when it listed, if it did.
+struct Claim {
+    claimed: Vec<Claimed>,
+    listed_at: Option<Instant>,
+}
+
 impl Worker {
     pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
         // The claim and the recorder run the same statements over and over:
@@ -90,18 +106,32 @@ impl Worker {
 
     /// Runs until the task is dropped.
     pub async fn run(self) {
-        let wake = Arc::new(Notify::new());
         let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
+        let (woken_tx, mut woken_rx) = mpsc::unbounded_channel::<DateTime<Utc>>();
         let local = self.state.wake.local();
+        let hints = self.state.wake.hints();
         let permits = Arc::new(Semaphore::new(self.cfg.concurrency));
+        let drained: plan::Drained = Default::default();
         let this = Arc::new(self);
         // Helpers live exactly as long as this future: dropping it stops them.
         let _helpers = AbortOnDrop(vec![
-            tokio::spawn(hookgate_shared::store::notify::listen(this.state.config.database_url.clone(), wake.clone())),
+            tokio::spawn(hookgate_shared::store::notify::listen(
+                this.state.config.database_url.clone(),
+                this.state.wake.clone(),
+            )),
             tokio::spawn(sample_pending(this.state.clone(), this.metrics.clone())),
-            tokio::spawn(record::record_loop(this.state.clone(), this.metrics.clone(), this.cfg.clone(), done_rx)),
+            tokio::spawn(record::record_loop(
+                this.state.clone(),
+                this.metrics.clone(),
+                this.cfg.clone(),
+                done_rx,
+                woken_tx.clone(),
+            )),
+            tokio::spawn(wakes::raise_loop(this.state.clone(), drained.clone(), woken_tx, local.clone())),
+            tokio::spawn(wakes::sweep_loop(this.state.clone(), local.clone())),
         ]);
-        let mut round = round::Round::default();
+        let mut plan = plan::Plan::new();
+        let mut last_list = Instant::now();
         loop {
             // Wait for room, then take the free slots and claim only as many as
             // were taken: a claimed delivery never waits for a slot while its lease runs.
@@ -110,30 +140,52 @@ impl Worker {
                 first.merge(more);
             }
             let room = first.num_permits();
+            while let Ok(at) = woken_rx.try_recv() {
+                plan.wake_at(at);
+            }
+            plan.hint(hints.lock().expect("hints lock").take());
+            if this.state.wake.take_plain() || plan.next_wake.is_some_and(|t| t <= Utc::now()) {
+                plan.list = true;
+            }
+            if last_list.elapsed() >= this.cfg.poll {
+                plan.list = true;
+            }
             let started = SystemTime::now();
-            let (claimed, listed) = match this.claim(&mut round, room).await {
+            let claimed = match this.claim(&mut plan, &drained, room).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming deliveries failed; retrying");
                     drop(first);
                     tokio::time::sleep(Duration::from_secs(1)).await;
+                    plan.list = true;
                     continue;
                 }
             };
+            if let Some(at) = claimed.listed_at {
+                last_list = at;
+            }
+            let claimed = claimed.claimed;
             if claimed.is_empty() {
                 drop(first);
                 // Endpoints that wait with no room now get some when a request of
-                // theirs ends or their throttle's next slot comes.
-                let poll = match this.shares.next_release() {
-                    Some(t) => t.saturating_duration_since(Instant::now()).min(this.cfg.poll),
-                    None => this.cfg.poll,
-                };
-                tokio::select! {
-                    _ = wake.notified() => {}
-                    _ = local.notified() => {}
-                    _ = this.shares.freed.notified(), if listed => {}
-                    _ = tokio::time::sleep(poll) => {}
+                // theirs ends or their throttle's next slot comes; retries at their wake.
+                let mut sleep = this.cfg.poll.saturating_sub(last_list.elapsed());
+                if let Some(t) = this.shares.next_release() {
+                    sleep = sleep.min(t.saturating_duration_since(Instant::now()));
                 }
+                if let Some(at) = plan.next_wake {
+                    sleep = sleep.min((at - Utc::now()).to_std().unwrap_or_default());
+                }
+                let waiting = plan.any_listed() || plan.has_hints();
+                tokio::select! {
+                    _ = local.notified() => {}
+                    _ = this.shares.freed.notified(), if waiting => {}
+                    at = woken_rx.recv() => if let Some(at) = at { plan.wake_at(at) },
+                    _ = tokio::time::sleep(sleep) => {}
+                }
+                // Woken by a commit: let the rest of its burst arrive, so one
+                // claim takes them together.
+                tokio::time::sleep(GATHER).await;
                 continue;
             }
             // A span for each claim that found work (an idle poll leaves none); the
@@ -151,19 +203,30 @@ impl Worker {
         }
     }
 
-    /// Claims from the endpoints in turn what each may start now, up to `room` in
-    /// all. Returns the claimed deliveries and whether any endpoint was listed.
+    /// Claims what the plan asks for `room` slots (listing first if it is due),
+    /// in one transaction of one statement per tenant and kind, whose commit does
+    /// not wait for the disk: a claim lost in a crash leaves its rows due, to be
+    /// claimed again.
     async fn claim(
         &self,
-        round: &mut round::Round,
+        plan: &mut plan::Plan,
+        drained: &plan::Drained,
         room: usize,
-    ) -> Result<(Vec<Claimed>, bool), hookgate_shared::store::StoreError> {
+    ) -> Result<Claim, hookgate_shared::store::StoreError> {
         db::bounded(self.state.db_budget(), async {
-            let conn = db::conn(&self.state.db).await?;
-            let wants = self.shares.allocate(round.queues(&conn).await?, room);
-            let claimed = queues::claim(&conn, &wants, self.cfg.lease).await?;
-            round.claimed(&wants, &claimed);
-            Ok((claimed, round.any_listed()))
+            let mut conn = db::conn(&self.state.db).await?;
+            let mut listed_at = None;
+            if plan.list {
+                plan.relist(&conn, &self.shares, drained).await?;
+                listed_at = Some(Instant::now());
+            }
+            let asked = plan.wants(&self.shares, room);
+            if asked.by_tenant.is_empty() {
+                return Ok(Claim { claimed: Vec::new(), listed_at });
+            }
+            let claimed = queues::claim_all(&mut conn, &asked.by_tenant, self.cfg.lease).await?;
+            plan.claimed(&asked, &claimed, drained);
+            Ok(Claim { claimed, listed_at })
         })
         .await
         .inspect_err(|e| db::forget_stale_plans(&self.state.db, e))

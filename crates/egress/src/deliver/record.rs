@@ -1,22 +1,27 @@
-//! Recording finished deliveries: in batches, with no batch poisoned by one row.
+//! Recording finished deliveries: in batches, with no batch poisoned by one row,
+//! and no result lost or misjudged because Postgres was slow.
 //!
-//! A batch is one transaction. While Postgres is unreachable it waits (the
-//! permits it holds keep the worker from claiming more). Any other failure, a
-//! timeout included (it may be one row's lock), belongs to some row: the batch is
-//! handed to a task of its own that records each result alone, retries the
-//! refused ones, and quarantines what is still refused; the loop goes on with the
-//! next batch meanwhile. If the process dies first, the leases bring the
+//! A batch gathers what finishes within a few milliseconds and is one
+//! transaction. A refusal or a timeout that persists splits it: each result is
+//! then written alone, so the healthy ones land whatever the others wait on.
+//! Waiting is never a verdict: a result that meets an outage, a stall or a lock
+//! (`Unavailable`, `TimedOut`) is written again, with backoff, until Postgres
+//! answers, however long that takes; only a result Postgres refuses
+//! [`RECORD_TRIES`] times is quarantined. Results wait in memory, each holding
+//! its worker slot, so the worker claims nothing more meanwhile: the memory is
+//! bounded by its concurrency. If the process dies first, the leases bring the
 //! deliveries back.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use futures_util::{stream, StreamExt};
 use hookgate_shared::{
     db,
     status::DeliveryStatus,
     store::{
         deliveries::{self, Outcome, Recorded},
-        StoreError,
+        results, StoreError,
     },
     AppState,
 };
@@ -27,52 +32,74 @@ use crate::metrics::EgressMetrics;
 
 /// How often a result refused alone is written before it is quarantined.
 const RECORD_TRIES: u32 = 3;
+/// The first wait before writing again; it doubles up to [`MOST_WAIT`].
 const RECORD_RETRY: Duration = Duration::from_millis(500);
+const MOST_WAIT: Duration = Duration::from_secs(5);
+/// How often a whole batch meets a timeout before it is split.
+const BATCH_TIMEOUTS: u32 = 2;
 /// Results of a split batch written at once.
 const SPLIT_CONCURRENCY: usize = 8;
+/// Most results one batch takes.
+const MOST_PER_BATCH: usize = 1000;
+/// How long the first result of a batch waits for others to share its
+/// transaction. Recording is off the delivery's path: only the slot waits.
+const GATHER: Duration = Duration::from_millis(5);
 
 pub(super) async fn record_loop(
     state: AppState,
     metrics: EgressMetrics,
     cfg: DeliveryConfig,
     mut rx: mpsc::UnboundedReceiver<Done>,
+    woken: mpsc::UnboundedSender<DateTime<Utc>>,
 ) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
-        while batch.len() < 1000 {
-            match rx.try_recv() {
-                Ok(d) => batch.push(d),
-                Err(_) => break,
+        let until = tokio::time::Instant::now() + GATHER;
+        while batch.len() < MOST_PER_BATCH {
+            match tokio::time::timeout_at(until, rx.recv()).await {
+                Ok(Some(d)) => batch.push(d),
+                _ => break,
             }
         }
         let outcomes: Vec<Outcome> = batch.iter().map(|(o, _)| o.clone()).collect();
-        if let Err(e) = record_batch(&state, &metrics, &cfg, &outcomes).await {
-            tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
-            let split = split(state.clone(), metrics.clone(), cfg.clone(), outcomes);
-            tokio::spawn(async move {
-                split.await;
-                // Its permits go back once every result is settled.
-                drop(batch);
-            });
+        let ctx = Ctx { state: state.clone(), metrics: metrics.clone(), cfg: cfg.clone(), woken: woken.clone() };
+        match record_batch(&ctx, &outcomes).await {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
+                tokio::spawn(async move {
+                    split(ctx, outcomes).await;
+                    // Its slots go back once every result is settled.
+                    drop(batch);
+                });
+            }
         }
     }
 }
 
-async fn write(state: &AppState, cfg: &DeliveryConfig, outcomes: &[Outcome]) -> Result<Recorded, StoreError> {
-    // Timed out after the commit went through, the retry writes the same again:
-    // recording is idempotent (attempt ids, and fencing tokens the first write cleared).
-    db::bounded(state.db_budget(), async {
-        let mut conn = db::conn(&state.db).await?;
-        deliveries::record(&mut conn, outcomes, cfg.disable_after).await
-    })
-    .await
-    .inspect_err(|e| db::forget_stale_plans(&state.db, e))
+/// What writing a result needs.
+struct Ctx {
+    state: AppState,
+    metrics: EgressMetrics,
+    cfg: DeliveryConfig,
+    woken: mpsc::UnboundedSender<DateTime<Utc>>,
 }
 
-fn count(state: &AppState, metrics: &EgressMetrics, outcomes: &[Outcome], recorded: Recorded) {
-    metrics.endpoints_disabled.inc_by(recorded.disabled);
+async fn write(ctx: &Ctx, outcomes: &[Outcome]) -> Result<Recorded, StoreError> {
+    // Timed out after the commit went through, the retry writes the same again:
+    // recording is idempotent (attempt ids, and fencing tokens the first write cleared).
+    db::bounded(ctx.state.db_budget(), async {
+        let mut conn = db::conn(&ctx.state.db).await?;
+        results::record(&mut conn, outcomes, ctx.cfg.disable_after).await
+    })
+    .await
+    .inspect_err(|e| db::forget_stale_plans(&ctx.state.db, e))
+}
+
+fn count(ctx: &Ctx, outcomes: &[Outcome], recorded: Recorded) {
+    ctx.metrics.endpoints_disabled.inc_by(recorded.disabled);
     if recorded.operational > 0 {
-        state.wake.poke();
+        ctx.state.wake.poke();
     }
     if recorded.stale > 0 {
         // Fencing at work: a claim outlived its lease and another worker owns the
@@ -80,26 +107,36 @@ fn count(state: &AppState, metrics: &EgressMetrics, outcomes: &[Outcome], record
         tracing::info!(stale = recorded.stale, "results of expired claims were not applied to their deliveries");
     }
     let failed = outcomes.iter().filter(|o| o.status == DeliveryStatus::Failed).count();
-    metrics.failed.inc_by(failed as u64);
+    ctx.metrics.failed.inc_by(failed as u64);
+    // This worker's claim loop learns of the retries it wrote at once.
+    if let Some(at) = outcomes.iter().filter_map(|o| o.next_attempt_at).min() {
+        let _ = ctx.woken.send(at);
+    }
 }
 
-/// Writes `outcomes` in one transaction, waiting out an outage; any other error
-/// (a refusal, a timeout) is returned: the caller splits the batch.
-async fn record_batch(
-    state: &AppState,
-    metrics: &EgressMetrics,
-    cfg: &DeliveryConfig,
-    outcomes: &[Outcome],
-) -> Result<(), StoreError> {
+/// The next wait after `wait`.
+fn longer(wait: Duration) -> Duration {
+    (wait * 2).min(MOST_WAIT)
+}
+
+/// Writes `outcomes` in one transaction, waiting out an outage; a refusal, or a
+/// timeout met [`BATCH_TIMEOUTS`] times (it may be one row's lock), is returned:
+/// the caller splits the batch.
+async fn record_batch(ctx: &Ctx, outcomes: &[Outcome]) -> Result<(), StoreError> {
+    let mut wait = RECORD_RETRY;
+    let mut timeouts = 0;
     loop {
-        match write(state, cfg, outcomes).await {
+        match write(ctx, outcomes).await {
             Ok(recorded) => {
-                count(state, metrics, outcomes, recorded);
+                count(ctx, outcomes, recorded);
                 return Ok(());
             }
-            Err(e) if e.is_unavailable() && !e.is_timeout() => {
-                tracing::warn!(error = %e, n = outcomes.len(), "recording delivery results failed; retrying");
-                tokio::time::sleep(RECORD_RETRY).await;
+            Err(e) if e.is_timeout() && timeouts + 1 >= BATCH_TIMEOUTS => return Err(e),
+            Err(e) if e.is_unavailable() => {
+                timeouts += u32::from(e.is_timeout());
+                tracing::warn!(error = %e, n = outcomes.len(), "recording delivery results waits for Postgres");
+                tokio::time::sleep(wait).await;
+                wait = longer(wait);
             }
             Err(e) => return Err(e),
         }
@@ -107,47 +144,74 @@ async fn record_batch(
 }
 
 /// Each result alone, all of them once before any is tried again, so the healthy
-/// ones land at once whatever the refused ones wait on; what is refused
+/// ones land at once whatever the others wait on. A result that meets only
+/// outages, stalls and locks is written again until it lands; one refused
 /// [`RECORD_TRIES`] times is quarantined.
-async fn split(state: AppState, metrics: EgressMetrics, cfg: DeliveryConfig, outcomes: Vec<Outcome>) {
-    let mut pending = outcomes;
-    for round in 1..=RECORD_TRIES {
-        let results: Vec<(Outcome, Result<(), StoreError>)> = stream::iter(pending)
-            .map(|o| {
-                let (state, metrics, cfg) = (state.clone(), metrics.clone(), cfg.clone());
+async fn split(ctx: Ctx, outcomes: Vec<Outcome>) {
+    let mut pending: Vec<(Outcome, u32)> = outcomes.into_iter().map(|o| (o, 0)).collect();
+    let mut wait = RECORD_RETRY;
+    let started = Instant::now();
+    loop {
+        let results: Vec<(Outcome, u32, Result<(), StoreError>)> = stream::iter(pending)
+            .map(|(o, refused)| {
+                let ctx = &ctx;
                 async move {
-                    let written = record_batch(&state, &metrics, &cfg, std::slice::from_ref(&o)).await;
-                    (o, written)
+                    let written = match write(ctx, std::slice::from_ref(&o)).await {
+                        Ok(recorded) => {
+                            count(ctx, std::slice::from_ref(&o), recorded);
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    };
+                    (o, refused, written)
                 }
             })
             .buffer_unordered(SPLIT_CONCURRENCY)
             .collect()
             .await;
-        let refused: Vec<(Outcome, StoreError)> =
-            results.into_iter().filter_map(|(o, r)| r.err().map(|e| (o, e))).collect();
-        if refused.is_empty() {
-            return;
-        }
-        if round == RECORD_TRIES {
-            for (o, e) in refused {
-                quarantine(&state, &metrics, &o, &e).await;
+        pending = Vec::new();
+        for (o, refused, written) in results {
+            match written {
+                Ok(()) => {}
+                // Postgres is away, stalled, or a lock holds the row: not a verdict.
+                Err(e) if e.is_unavailable() => pending.push((o, refused)),
+                Err(e) if refused + 1 >= RECORD_TRIES => quarantine(&ctx, &o, &e).await,
+                Err(_) => pending.push((o, refused + 1)),
             }
+        }
+        if pending.is_empty() {
             return;
         }
-        tokio::time::sleep(RECORD_RETRY).await;
-        pending = refused.into_iter().map(|(o, _)| o).collect();
+        tracing::warn!(
+            n = pending.len(),
+            waited_s = started.elapsed().as_secs(),
+            "delivery results wait to be recorded; writing them again"
+        );
+        tokio::time::sleep(wait).await;
+        wait = longer(wait);
     }
 }
 
 /// The last resort for a result refused [`RECORD_TRIES`] times: its delivery is
-/// marked failed (if this claim still holds it), counted, and logged here.
-async fn quarantine(state: &AppState, metrics: &EgressMetrics, o: &Outcome, e: &StoreError) {
-    let marked = db::bounded(state.db_budget(), async {
-        let conn = db::conn(&state.db).await?;
-        deliveries::quarantine(&**conn, o).await
-    })
-    .await;
-    metrics.records_quarantined.inc();
+/// marked failed (if this claim still holds it), counted, and logged here. Marking
+/// waits out outages as recording does.
+async fn quarantine(ctx: &Ctx, o: &Outcome, e: &StoreError) {
+    let mut wait = RECORD_RETRY;
+    let marked = loop {
+        let marked = db::bounded(ctx.state.db_budget(), async {
+            let conn = db::conn(&ctx.state.db).await?;
+            deliveries::quarantine(&**conn, o).await
+        })
+        .await;
+        match marked {
+            Err(e) if e.is_unavailable() => {
+                tokio::time::sleep(wait).await;
+                wait = longer(wait);
+            }
+            other => break other,
+        }
+    };
+    ctx.metrics.records_quarantined.inc();
     tracing::error!(
         tenant = %o.tenant_id, app = %o.app_id, msg = %o.msg_id, endpoint = %o.endpoint_id,
         error = %e, marked_failed = ?marked,

@@ -10,17 +10,14 @@
 //! neither read nor rewritten until it has room again.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use hookgate_shared::{
     ids::TenantId,
-    store::{
-        deliveries::Claimed,
-        queues::{Listed, Queue},
-    },
+    store::{deliveries::Claimed, queues::Queue},
 };
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
@@ -65,29 +62,41 @@ impl Shares {
 
     /// How many more requests the endpoint may start now: within its tenant's
     /// share and its own share of that, and not while its throttle holds it off.
+    fn tenant_share(&self, s: &State, tenant: &TenantId) -> usize {
+        let tenant_inflight = s.tenants.get(tenant).map_or(0, |t| t.0);
+        let tenants = s.tenants.len() + usize::from(tenant_inflight == 0);
+        let reserve = (self.concurrency / 8).max(1);
+        (self.concurrency.saturating_sub(reserve) / tenants).max(1)
+    }
+
+    /// How many more requests the tenant may start now.
+    fn tenant_room(&self, s: &State, tenant: &TenantId) -> usize {
+        let inflight = s.tenants.get(tenant).map_or(0, |t| t.0);
+        self.tenant_share(s, tenant).saturating_sub(inflight)
+    }
+
     fn room_in(&self, s: &State, q: &Queue) -> usize {
         if s.held.get(q).is_some_and(|t| *t > Instant::now()) {
             return 0;
         }
         let (tenant_inflight, tenant_endpoints) = s.tenants.get(&q.tenant_id).copied().unwrap_or((0, 0));
-        let tenants = s.tenants.len() + usize::from(tenant_inflight == 0);
-        let reserve = (self.concurrency / 8).max(1);
-        let tenant_share = (self.concurrency.saturating_sub(reserve) / tenants).max(1);
+        let tenant_share = self.tenant_share(s, &q.tenant_id);
         let mine = s.inflight.get(q).copied().unwrap_or(0);
         let endpoints = tenant_endpoints + usize::from(mine == 0);
         let share = (tenant_share / endpoints).max(1);
         share.saturating_sub(mine).min(tenant_share.saturating_sub(tenant_inflight))
     }
 
-    /// What to ask of each listed queue, in order, for `room` free slots: each
-    /// no more than it may start now, as if the ones before it had started
-    /// theirs. Queues with no room are left out.
-    /// A throttled one is asked for one: its throttle lets one through per slot.
-    pub(crate) fn allocate(&self, queues: &[Listed], room: usize) -> Vec<(Queue, i64)> {
+    /// What to ask of each queue offered (with whether it is throttled), in
+    /// order, for `room` free slots: each no more than it may start now, as if
+    /// the ones before it had started theirs. Returns the offered queues' indices
+    /// with their counts; queues with no room are left out. A throttled one is
+    /// asked for one: its throttle lets one through per slot.
+    pub(crate) fn allocate(&self, queues: &[(&Queue, bool)], room: usize) -> Vec<(usize, i64)> {
         let mut s = self.lock().clone();
         let mut left = room;
         let mut wants = Vec::new();
-        for Listed { queue: q, throttled } in queues {
+        for (i, (q, throttled)) in queues.iter().enumerate() {
             if left == 0 {
                 break;
             }
@@ -96,10 +105,22 @@ impl Shares {
             if n > 0 {
                 s.start(q, n);
                 left -= n;
-                wants.push((q.clone(), n as i64));
+                wants.push((i, n as i64));
             }
         }
         wants
+    }
+
+    /// What a listing should leave out: the tenants at their share, and the
+    /// endpoints at theirs or held by their throttle (none of them may start
+    /// anything now).
+    pub(crate) fn skips(&self) -> (HashSet<TenantId>, HashSet<Queue>) {
+        let s = self.lock();
+        let now = Instant::now();
+        let tenants = s.tenants.keys().filter(|t| self.tenant_room(&s, t) == 0).cloned().collect();
+        let mut queues: HashSet<Queue> = s.inflight.keys().filter(|q| self.room_in(&s, q) == 0).cloned().collect();
+        queues.extend(s.held.iter().filter(|(_, t)| **t > now).map(|(q, _)| q.clone()));
+        (tenants, queues)
     }
 
     /// Counts a claimed delivery's request as started; the slot gives it back.
@@ -191,12 +212,8 @@ mod tests {
         (0..100).take_while(|_| try_start(shares, l)).count()
     }
 
-    fn listed(q: &Queue, throttled: bool) -> Listed {
-        Listed { queue: q.clone(), throttled }
-    }
-
     fn try_start(shares: &Shares, l: &Queue) -> bool {
-        let given = shares.allocate(&[listed(l, false)], 1);
+        let given = shares.allocate(&[(l, false)], 1);
         for _ in 0..given.first().map_or(0, |(_, n)| *n) {
             shares.start(l);
         }
@@ -235,28 +252,30 @@ mod tests {
         let shares = Shares::new(64);
         let (a, b) = (lane(1), lane(2));
         assert_eq!(take(&shares, &a), 56);
-        let wants = shares.allocate(&[listed(&a, false), listed(&b, false)], 64);
-        assert_eq!(wants.iter().map(|(q, _)| q).collect::<Vec<_>>(), vec![&b], "the full endpoint is not asked");
+        let wants = shares.allocate(&[(&a, false), (&b, false)], 64);
+        assert_eq!(wants.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![1], "the full endpoint is not asked");
         assert_eq!(wants[0].1, 56 / 2, "the newcomer is asked for its share");
         // Two endpoints of one new tenant in one claim: its share between them, not each the whole.
         let shares = Shares::new(64);
         let t = TenantId::generate();
         let (c, d) = (lane_of_tenant(t.clone(), 3), lane_of_tenant(t, 4));
-        let wants = shares.allocate(&[listed(&c, false), listed(&d, false)], 64);
+        let wants = shares.allocate(&[(&c, false), (&d, false)], 64);
         let asked: i64 = wants.iter().map(|(_, n)| n).sum();
         assert_eq!(asked, 56, "{wants:?}");
-        assert!(shares.allocate(&[listed(&lane(5), false)], 0).is_empty(), "no free slot, nothing asked");
+        assert!(shares.allocate(&[(&lane(5), false)], 0).is_empty(), "no free slot, nothing asked");
     }
 
     #[test]
     fn a_throttled_endpoint_is_asked_for_one_and_a_held_one_for_none() {
         let shares = Shares::new(64);
         let (a, b) = (lane(1), lane(2));
-        let wants = shares.allocate(&[listed(&a, true), listed(&b, false)], 64);
-        assert_eq!(wants[0], (a.clone(), 1), "one of the throttled endpoint, the rest left for others");
+        let wants = shares.allocate(&[(&a, true), (&b, false)], 64);
+        assert_eq!(wants[0], (0, 1), "one of the throttled endpoint, the rest left for others");
         assert_eq!(wants[1].1, 56 / 2, "the other tenant is asked for its share: {wants:?}");
         shares.hold(&a, Duration::from_secs(60));
-        assert!(shares.allocate(&[listed(&a, true)], 64).is_empty(), "held: not asked");
+        assert!(shares.allocate(&[(&a, true)], 64).is_empty(), "held: not asked");
+        let (_, skipped) = shares.skips();
+        assert!(skipped.contains(&a), "a held endpoint is left out of listings");
     }
 
     #[test]

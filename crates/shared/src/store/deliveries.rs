@@ -5,14 +5,13 @@
 //! again by itself. Results are written back in batches.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_postgres::GenericClient;
 
-use super::operational::{self, AttemptNotice, Notice};
-use super::usage::{self, Counter};
+use super::operational::AttemptNotice;
+use super::wakes;
 use super::StoreError;
 use crate::{
     ids::{AppId, AttemptId, EndpointId, MessageId, TenantId},
@@ -46,6 +45,8 @@ pub struct Claimed {
     pub traceparent: Option<String>,
     /// `None` if the endpoint was deleted since the message was created.
     pub endpoint: Option<ClaimedEndpoint>,
+    /// Claimed by key, from a hint, rather than from its endpoint's due queue.
+    pub by_hint: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -60,18 +61,23 @@ pub struct ClaimedEndpoint {
 }
 
 /// The columns of each delivery a claim took, for [`claimed_from_row`]: reads the
-/// CTE `claimed` (the rows taken, with their `due_at`).
-pub(super) const CLAIMED_ROWS: &str = "SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
+/// CTE `claimed` (the rows taken, with their `due_at`). `messages` narrows the
+/// message lookup (for example to a range of ids, so only its partitions are read).
+pub(super) fn claimed_rows(messages: &str) -> String {
+    format!(
+        "SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
         m.payload, COALESCE(m.content_type, 'application/json'),
         e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
         a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent
      FROM claimed c
      JOIN tenants t ON t.id = c.tenant_id
      JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
-     LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id
-     LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id";
+     LEFT JOIN messages m ON m.tenant_id = c.tenant_id AND m.app_id = c.app_id AND m.id = c.msg_id {messages}
+     LEFT JOIN endpoints e ON e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id"
+    )
+}
 
-/// A claimed delivery from a row of [`CLAIMED_ROWS`].
+/// A claimed delivery from a row of [`claimed_rows`].
 pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64) -> Claimed {
     let url: Option<String> = r.get(8);
     Claimed {
@@ -89,6 +95,7 @@ pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64) -> Claimed {
         traceparent: r.get(19),
         payload: r.get(6),
         content_type: r.get(7),
+        by_hint: false,
         endpoint: url.map(|url| ClaimedEndpoint {
             url,
             disabled: r.get(9),
@@ -149,221 +156,23 @@ pub struct Recorded {
     pub operational: u64,
 }
 
-/// Writes a batch of outcomes in one transaction: attempts, delivery states (each
-/// only while its claim's token is still the row's), and endpoint health (success
-/// clears the failure streak; failing longer than `disable_after`, or a 410,
-/// disables).
-pub async fn record(
-    db: &mut deadpool_postgres::Client,
-    outcomes: &[Outcome],
-    disable_after: Duration,
-) -> Result<Recorded, StoreError> {
-    let tx = db.transaction().await?;
-    // The batch's message ids as a range too: these statements are prepared, and a
-    // generic plan prunes partitions by scalar parameters (not by an array's).
-    let lo = outcomes.iter().map(|o| o.msg_id.as_str()).min().unwrap_or_default();
-    let hi = outcomes.iter().map(|o| o.msg_id.as_str()).max().unwrap_or_default();
-    let attempted: Vec<&Outcome> = outcomes.iter().filter(|o| o.attempt.is_some()).collect();
-    if !attempted.is_empty() {
-        let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
-        let a = |o: &Outcome| o.attempt.clone().expect("filtered");
-        let statement = tx
-            .prepare_cached(&format!(
-                // Idempotent (a commit whose acknowledgement was lost is retried with the
-                // same attempt ids: usage counts only the attempts this statement
-                // inserted), and an attempt of a message deleted meanwhile is dropped
-                // rather than failing the batch on its foreign key.
-                "WITH u AS (
-                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                    $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[], $12::text[],
-                    $15::bigint[])
-                    AS u(tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms,
-                        headers, bytes)
-             ), ins AS (
-                INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
-                    response_status_code, response, response_duration_ms, request_headers)
-                SELECT u.tenant_id, u.app_id, u.id, u.msg_id, u.endpoint_id, u.url, u.status, u.trigger_type, u.code,
-                    u.response, u.ms, u.headers::jsonb
-                FROM u
-                WHERE EXISTS (SELECT 1 FROM messages m
-                    WHERE m.id = ANY ($4) AND m.id BETWEEN $13 AND $14
-                      AND m.tenant_id = u.tenant_id AND m.app_id = u.app_id AND m.id = u.msg_id)
-                ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING
-                RETURNING tenant_id, id, status
-             ), counted AS (SELECT ins.tenant_id, ins.status, u.bytes FROM ins JOIN u ON u.id = ins.id), {}
-             SELECT 1",
-                usage::bump(
-                    "usage",
-                    "counted",
-                    &[
-                        (Counter::AttemptsSucceeded, "count(*) FILTER (WHERE status = 0)"),
-                        (Counter::AttemptsFailed, "count(*) FILTER (WHERE status <> 0)"),
-                        (Counter::BytesOut, "sum(bytes)"),
-                    ],
-                )
-            ))
-            .await?;
-        tx.execute(
-            &statement,
-            &[
-                &col(|o| o.tenant_id.to_string()),
-                &col(|o| o.app_id.to_string()),
-                &col(|o| o.attempt.as_ref().expect("filtered").id.to_string()),
-                &col(|o| o.msg_id.to_string()),
-                &col(|o| o.endpoint_id.to_string()),
-                &attempted.iter().map(|o| a(o).url).collect::<Vec<_>>(),
-                &attempted
-                    .iter()
-                    .map(|o| if a(o).success { DeliveryStatus::Success } else { DeliveryStatus::Failed }.code())
-                    .collect::<Vec<i16>>(),
-                &attempted.iter().map(|o| o.trigger.code()).collect::<Vec<i16>>(),
-                &attempted.iter().map(|o| a(o).status_code).collect::<Vec<i16>>(),
-                &attempted.iter().map(|o| a(o).response).collect::<Vec<_>>(),
-                &attempted.iter().map(|o| a(o).duration_ms).collect::<Vec<i64>>(),
-                &attempted.iter().map(|o| a(o).request_headers).collect::<Vec<_>>(),
-                &lo,
-                &hi,
-                &attempted.iter().map(|o| a(o).bytes).collect::<Vec<i64>>(),
-            ],
-        )
-        .await?;
-    }
-    let s = |f: fn(&Outcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
-    let statement = tx
-        .prepare_cached(
-            "WITH applied AS (
-                UPDATE deliveries d SET status = u.status, next_attempt_at = u.next, last_attempt_at = now(),
-                    attempts = d.attempts + u.tried, trigger = 0, lease_token = NULL
-                FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
-                        $7::int[], $8::bigint[], $11::bool[])
-                    AS u(tenant_id, app_id, msg_id, endpoint_id, status, next, tried, token, noticed)
-                WHERE d.msg_id = ANY ($3) AND d.msg_id BETWEEN $9 AND $10
-                  AND d.tenant_id = u.tenant_id AND d.app_id = u.app_id
-                  AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id AND d.lease_token = u.token
-                RETURNING d.msg_id, d.endpoint_id, u.noticed
-             )
-             SELECT count(*), array_agg(msg_id || ' ' || endpoint_id) FILTER (WHERE noticed) FROM applied",
-        )
-        .await?;
-    let row = tx
-        .query_one(
-            &statement,
-            &[
-                &s(|o| o.tenant_id.to_string()),
-                &s(|o| o.app_id.to_string()),
-                &s(|o| o.msg_id.to_string()),
-                &s(|o| o.endpoint_id.to_string()),
-                &outcomes.iter().map(|o| o.status.code()).collect::<Vec<i16>>(),
-                &outcomes.iter().map(|o| o.next_attempt_at).collect::<Vec<Option<DateTime<Utc>>>>(),
-                &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
-                &outcomes.iter().map(|o| o.lease).collect::<Vec<i64>>(),
-                &lo,
-                &hi,
-                &outcomes.iter().map(may_notice).collect::<Vec<bool>>(),
-            ],
-        )
-        .await?;
-    let applied: i64 = row.get(0);
-    // Notices only of the outcomes this claim still owned: a stale one's verdict,
-    // and so its notice, is the new owner's to give.
-    let noticed: std::collections::HashSet<String> =
-        row.get::<_, Option<Vec<String>>>(1).unwrap_or_default().into_iter().collect();
-    let owned: Vec<&Outcome> = outcomes
-        .iter()
-        .filter(|o| may_notice(o) && noticed.contains(&format!("{} {}", o.msg_id, o.endpoint_id)))
-        .collect();
-    let mut notices = Vec::new();
-
-    // Endpoint health, one row per endpoint: any success in the batch clears the
-    // streak; any 410 disables.
-    let mut health: HashMap<(String, String, String), (bool, bool)> = HashMap::new();
-    for o in attempted {
-        let e = health
-            .entry((o.tenant_id.to_string(), o.app_id.to_string(), o.endpoint_id.to_string()))
-            .or_insert((false, false));
-        e.0 |= o.attempt.as_ref().is_some_and(|a| a.success);
-        e.1 |= o.disable_endpoint;
-    }
-    let mut disabled = 0;
-    let mut newly_disabled = Vec::new();
-    if !health.is_empty() {
-        let keys: Vec<_> = health.iter().collect();
-        let statement = tx
-            .prepare_cached(
-                "UPDATE endpoints e SET
-                    failing_since = CASE WHEN u.ok THEN NULL ELSE COALESCE(e.failing_since, now()) END,
-                    disabled = e.disabled OR u.gone
-                        OR (NOT u.ok AND COALESCE(e.failing_since, now()) < now() - make_interval(secs => $6))
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::bool[])
-                    AS u(tenant_id, app_id, id, ok, gone)
-                 WHERE e.tenant_id = u.tenant_id AND e.app_id = u.app_id AND e.id = u.id
-                 RETURNING e.disabled, (SELECT disabled FROM endpoints o
-                    WHERE o.tenant_id = e.tenant_id AND o.app_id = e.app_id AND o.id = e.id),
-                    e.tenant_id, e.app_id, e.id, e.failing_since",
-            )
-            .await?;
-        let rows = tx
-            .query(
-                &statement,
-                &[
-                    &keys.iter().map(|(k, _)| k.0.clone()).collect::<Vec<_>>(),
-                    &keys.iter().map(|(k, _)| k.1.clone()).collect::<Vec<_>>(),
-                    &keys.iter().map(|(k, _)| k.2.clone()).collect::<Vec<_>>(),
-                    &keys.iter().map(|(_, v)| v.0).collect::<Vec<_>>(),
-                    &keys.iter().map(|(_, v)| v.1).collect::<Vec<_>>(),
-                    &disable_after.as_secs_f64(),
-                ],
-            )
-            .await?;
-        // The sub-select sees the row as it was before this statement.
-        for r in rows.iter().filter(|r| r.get::<_, bool>(0) && !r.get::<_, bool>(1)) {
-            disabled += 1;
-            let (tenant, app, ep) =
-                (TenantId::from_db(r.get(2)), AppId::from_db(r.get(3)), EndpointId::from_db(r.get(4)));
-            let mut n = Notice::endpoint(&tenant, "endpoint.disabled", &app, &ep);
-            n.fail_since = r.get(5);
-            n.trigger = Some("automatic");
-            newly_disabled.push(n);
-        }
-    }
-    // A failed attempt that disabled its endpoint was its delivery's last: its
-    // retries are exhausted too (the rest would go unsent).
-    for o in owned {
-        let gone =
-            newly_disabled.iter().any(|n| n.endpoint_id.as_ref() == Some(&o.endpoint_id) && n.app_id == o.app_id);
-        let kind = match o.notice {
-            Some(AttemptNotice::Recovered) => AttemptNotice::Recovered,
-            _ if gone => AttemptNotice::Exhausted,
-            Some(kind) => kind,
-            None => continue,
-        };
-        let mut n = Notice::endpoint(&o.tenant_id, kind.event_type(), &o.app_id, &o.endpoint_id);
-        n.msg_id = Some(o.msg_id.clone());
-        n.attempt = o.attempt.as_ref().map(|a| (a.id.clone(), a.status_code));
-        notices.push(n);
-    }
-    notices.extend(newly_disabled);
-    let operational = operational::emit(&*tx, &notices).await?;
-    tx.commit().await?;
-    Ok(Recorded { disabled, stale: outcomes.len() as u64 - applied as u64, operational })
-}
-
-/// Whether an outcome may tell the operational webhooks something: it has a
-/// notice, or it is a scheduled attempt that failed (its endpoint may be disabled
-/// by it, which makes it the delivery's last).
-fn may_notice(o: &Outcome) -> bool {
-    o.notice.is_some() || (o.trigger != Trigger::Manual && o.attempt.as_ref().is_some_and(|a| !a.success))
-}
-
 /// Makes a re-enabled tenant's paused deliveries due now; returns how many.
 pub async fn resume_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result<u64, StoreError> {
-    Ok(db
-        .execute(
-            "UPDATE deliveries SET next_attempt_at = now()
-             WHERE tenant_id = $1 AND status = 1 AND next_attempt_at IS NULL",
+    let row = db
+        .query_one(
+            &format!(
+                "WITH resumed AS (
+                    UPDATE deliveries SET next_attempt_at = now()
+                    WHERE tenant_id = $1 AND status = 1 AND next_attempt_at IS NULL
+                    RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+                 ), {}
+                 SELECT count(*) FROM resumed",
+                wakes::lower("resumed")
+            ),
             &[&tenant.as_str()],
         )
-        .await?)
+        .await?;
+    Ok(row.get::<_, i64>(0) as u64)
 }
 
 /// Makes paused deliveries of tenants enabled again lately due now, at most
@@ -374,19 +183,28 @@ pub async fn resume_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result
 /// in the last two minutes, so the paused rows of tenants still disabled (or
 /// deleted) cost it nothing.
 pub async fn resume_enabled(db: &impl GenericClient, limit: i64) -> Result<u64, StoreError> {
-    Ok(db
-        .execute(
-            "UPDATE deliveries d SET next_attempt_at = now()
-             FROM (SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id
-                   FROM tenants t JOIN deliveries d ON d.tenant_id = t.id
-                   WHERE NOT t.disabled AND t.deleted_at IS NULL AND t.updated_at > now() - interval '2 minutes'
-                     AND d.status = 1 AND d.next_attempt_at IS NULL
-                   LIMIT $1 FOR UPDATE OF d SKIP LOCKED) r
-             WHERE d.tenant_id = r.tenant_id AND d.app_id = r.app_id AND d.msg_id = r.msg_id
-               AND d.endpoint_id = r.endpoint_id AND d.status = 1 AND d.next_attempt_at IS NULL",
+    let row = db
+        .query_one(
+            &format!(
+                "WITH resumed AS (
+                    UPDATE deliveries d SET next_attempt_at = now()
+                    FROM (SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id
+                          FROM tenants t JOIN deliveries d ON d.tenant_id = t.id
+                          WHERE NOT t.disabled AND t.deleted_at IS NULL
+                            AND t.updated_at > now() - interval '2 minutes'
+                            AND d.status = 1 AND d.next_attempt_at IS NULL
+                          LIMIT $1 FOR UPDATE OF d SKIP LOCKED) r
+                    WHERE d.tenant_id = r.tenant_id AND d.app_id = r.app_id AND d.msg_id = r.msg_id
+                      AND d.endpoint_id = r.endpoint_id AND d.status = 1 AND d.next_attempt_at IS NULL
+                    RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at
+                 ), {}
+                 SELECT count(*) FROM resumed",
+                wakes::lower("resumed")
+            ),
             &[&limit],
         )
-        .await?)
+        .await?;
+    Ok(row.get::<_, i64>(0) as u64)
 }
 
 /// Marks a claimed delivery failed without an attempt row: the last resort for a
@@ -431,18 +249,25 @@ pub async fn resend(
     // The message is held (FOR KEY SHARE) while the delivery is written: a pruner
     // deleting it waits, or has deleted it already and nothing is written; no
     // delivery outlives its message (no foreign key says so any more).
-    let n = db
-        .execute(
-            "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
-         SELECT $1, $2, $3, $4, 1, now(), 1 FROM messages
-         WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR KEY SHARE
-         ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
-            SET status = 1, next_attempt_at = now(), lease_token = NULL,
-                trigger = CASE WHEN deliveries.status IN (1, 3) THEN deliveries.trigger ELSE 1 END",
+    let row = db
+        .query_one(
+            &format!(
+                "WITH resent AS (
+                    INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
+                    SELECT $1, $2, $3, $4, 1, now(), 1 FROM messages
+                    WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR KEY SHARE
+                    ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
+                        SET status = 1, next_attempt_at = now(), lease_token = NULL,
+                            trigger = CASE WHEN deliveries.status IN (1, 3) THEN deliveries.trigger ELSE 1 END
+                    RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+                 ), {}
+                 SELECT count(*) FROM resent",
+                wakes::lower("resent")
+            ),
             &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &endpoint.as_str()],
         )
         .await?;
-    Ok(n == 1)
+    Ok(row.get::<_, i64>(0) == 1)
 }
 
 /// Schedules one manual attempt of a message to every endpoint it went to (a replay);
@@ -454,17 +279,24 @@ pub async fn replay_message(
     app: &AppId,
     msg: &MessageId,
 ) -> Result<u64, StoreError> {
-    let n = db
-        .execute(
-            "UPDATE deliveries SET status = 1, next_attempt_at = now(), lease_token = NULL,
-                trigger = CASE WHEN status IN (1, 3) THEN trigger ELSE 1 END
-             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3
-               AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = $3
-                   AND m.payload IS NOT NULL)",
+    let row = db
+        .query_one(
+            &format!(
+                "WITH replayed AS (
+                    UPDATE deliveries SET status = 1, next_attempt_at = now(), lease_token = NULL,
+                        trigger = CASE WHEN status IN (1, 3) THEN trigger ELSE 1 END
+                    WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3
+                      AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = $3
+                          AND m.payload IS NOT NULL)
+                    RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+                 ), {}
+                 SELECT count(*) FROM replayed",
+                wakes::lower("replayed")
+            ),
             &[&tenant.as_str(), &app.as_str(), &msg.as_str()],
         )
         .await?;
-    Ok(n)
+    Ok(row.get::<_, i64>(0) as u64)
 }
 
 /// Re-schedules the endpoint's failed deliveries created in `[since, until)` for a
@@ -477,17 +309,25 @@ pub async fn recover(
     since: DateTime<Utc>,
     until: Option<DateTime<Utc>>,
 ) -> Result<u64, StoreError> {
-    let n = db
-        .execute(
-            "UPDATE deliveries SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0, lease_token = NULL
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 2
-               AND created_at >= $4 AND ($5::timestamptz IS NULL OR created_at < $5)
-               AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = deliveries.tenant_id
-                   AND m.app_id = deliveries.app_id AND m.id = deliveries.msg_id AND m.payload IS NOT NULL)",
+    let row = db
+        .query_one(
+            &format!(
+                "WITH recovered AS (
+                    UPDATE deliveries SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0,
+                        lease_token = NULL
+                    WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 2
+                      AND created_at >= $4 AND ($5::timestamptz IS NULL OR created_at < $5)
+                      AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = deliveries.tenant_id
+                          AND m.app_id = deliveries.app_id AND m.id = deliveries.msg_id AND m.payload IS NOT NULL)
+                    RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+                 ), {}
+                 SELECT count(*) FROM recovered",
+                wakes::lower("recovered")
+            ),
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
         )
         .await?;
-    Ok(n)
+    Ok(row.get::<_, i64>(0) as u64)
 }
 
 /// Counts of the endpoint's deliveries by status, in `[since, until)`.

@@ -53,6 +53,11 @@ impl From<tokio_postgres::Error> for StoreError {
             if matches!(db.code().code(), "57014" | "55P03") {
                 return StoreError::TimedOut(e.to_string());
             }
+            // 40P01 (deadlock) and 40001 (serialization): this attempt lost a race the
+            // database settled; the same statement again succeeds.
+            if matches!(db.code().code(), "40P01" | "40001") {
+                return StoreError::Unavailable(with_causes(&e));
+            }
             let class = &db.code().code()[..2];
             if matches!(class, "08" | "53" | "57") {
                 return StoreError::Unavailable(with_causes(&e));

@@ -10,13 +10,18 @@ pub(super) const MATCHES: &str = "e.tenant_id = m.tenant_id AND e.app_id = m.app
     AND (e.event_types IS NULL OR m.event_type = ANY (e.event_types))
     AND (e.channels IS NULL OR e.channels && m.channels)";
 
-/// A CTE body that inserts one due delivery per matching endpoint for each row of
+/// CTEs that insert one due delivery per matching endpoint for each row of
 /// `messages` (a CTE returning `tenant_id, app_id, id, event_type, channels`),
-/// returning each delivery's `msg_id`.
+/// as `dels` (returning each delivery's `tenant_id, app_id, msg_id,
+/// endpoint_id, next_attempt_at`), and wake their endpoints in the same
+/// statement (`wakes::lower`).
 pub(super) fn insert_deliveries(messages: &str) -> String {
     format!(
-        "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
-         SELECT e.tenant_id, e.app_id, m.id, e.id, now() FROM {messages} m JOIN endpoints e ON {MATCHES}
-         RETURNING msg_id"
+        "dels AS (
+            INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+            SELECT e.tenant_id, e.app_id, m.id, e.id, now() FROM {messages} m JOIN endpoints e ON {MATCHES}
+            RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+         ), {}",
+        super::wakes::lower("dels")
     )
 }

@@ -12,7 +12,7 @@ use super::inbound_events::Existing;
 use super::usage::{self, Counter};
 use super::{fanout, StoreError};
 use crate::{
-    ids::{AppId, InboundEventId, MessageId, SourceId, TenantId},
+    ids::{AppId, EndpointId, InboundEventId, MessageId, SourceId, TenantId},
     status::InboundStatus,
 };
 
@@ -43,7 +43,7 @@ fn messages_of_admitted() -> String {
                 traceparent)
             SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key, traceparent FROM ins
             RETURNING tenant_id, app_id, id, event_type, channels
-         ), dels AS ({}), {}",
+         ), {}, {}",
         fanout::insert_deliveries("msgs"),
         super::inbound_events::accepted_usage("ins")
     )
@@ -53,8 +53,12 @@ fn messages_of_admitted() -> String {
 /// statement: alone (autocommit) it is one round trip and one commit for the
 /// whole batch, as cheap for the database as a single bare insert. The caller
 /// wakes the workers afterwards. Returns, per input row, whether it was the one
-/// admitted. Rows must not repeat a key (the caller keeps the first of each key).
-pub async fn admit_batch(db: &deadpool_postgres::Client, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
+/// admitted, and if so the endpoints its deliveries go to. Rows must not repeat a
+/// key (the caller keeps the first of each key).
+pub async fn admit_batch(
+    db: &deadpool_postgres::Client,
+    rows: &[BatchRow],
+) -> Result<Vec<Option<Vec<EndpointId>>>, StoreError> {
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
         (&rows[a].tenant_id, &rows[a].source_id, &rows[a].key).cmp(&(
@@ -84,7 +88,9 @@ pub async fn admit_batch(db: &deadpool_postgres::Client, rows: &[BatchRow]) -> R
                 SELECT t, s, k, i, 'accepted', a, m, e, c, p, tp FROM input JOIN won ON won.event_id = input.i
                 RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent
              ), {}
-             SELECT id FROM ins",
+             SELECT i.id, COALESCE(d.eps, '{{}}') FROM ins i
+             LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d
+                ON d.msg_id = i.msg_id",
                 messages_of_admitted()
             )).await?;
     let inserted = db
@@ -104,8 +110,11 @@ pub async fn admit_batch(db: &deadpool_postgres::Client, rows: &[BatchRow]) -> R
             ],
         )
         .await?;
-    let won: std::collections::HashSet<String> = inserted.iter().map(|r| r.get(0)).collect();
-    Ok(rows.iter().map(|r| won.contains(r.id.as_str())).collect())
+    let mut won: std::collections::HashMap<String, Vec<EndpointId>> = inserted
+        .iter()
+        .map(|r| (r.get(0), r.get::<_, Vec<String>>(1).into_iter().map(EndpointId::from_db).collect()))
+        .collect();
+    Ok(rows.iter().map(|r| won.remove(r.id.as_str())).collect())
 }
 
 /// Counts duplicates of a batch's losing rows and returns what each one's key

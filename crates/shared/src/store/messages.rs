@@ -114,7 +114,7 @@ pub async fn publish(
                 idempotency_key, traceparent, payload_expires_at)
             SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13 FROM app
             RETURNING {COLUMNS}, tenant_id, app_id
-         ), dels AS ({}), {}
+         ), {}, {}
          SELECT {cols}, (SELECT count(*) FROM dels) FROM msg",
         fanout::insert_deliveries("msg"),
         created_usage("msg"),
@@ -167,8 +167,10 @@ pub async fn publish_to_endpoint(
          ), del AS (
             INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
             SELECT ep.tenant_id, ep.app_id, msg.id, ep.id, now() FROM ep, msg
-         ), {}
+            RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+         ), {}, {}
          SELECT {COLUMNS} FROM msg",
+        super::wakes::lower("del"),
         created_usage("msg"),
     );
     let row = db

@@ -25,6 +25,7 @@ pub mod partitions;
 pub mod portals;
 pub mod publish_batch;
 pub mod queues;
+pub mod results;
 pub mod retention;
 pub mod retention_stats;
 pub mod search;
@@ -32,6 +33,7 @@ pub mod sources;
 pub mod tenants;
 pub mod usage;
 pub mod volume;
+pub mod wakes;
 
 mod error;
 pub use error::StoreError;

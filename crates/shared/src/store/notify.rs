@@ -1,17 +1,24 @@
 //! Waking delivery workers after a commit (`NOTIFY`) and listening for it
-//! (`LISTEN`), without serialising commits.
+//! (`LISTEN`), without serialising commits; and telling them what the commit
+//! made due (hints), so they claim it by key instead of looking for it.
 //!
 //! A `NOTIFY` inside a transaction takes a database-wide lock at commit and holds
 //! it across the WAL flush, so every notifying commit waits for the one before it:
-//! group commit in Postgres stops. Instead, committers poke this handle after
-//! their commit: it wakes workers in this process at once, and sends at most one
-//! `NOTIFY` at a time, in its own tiny transaction, for workers elsewhere. Workers
-//! also poll, so a lost wake-up costs latency, never a delivery.
+//! group commit in Postgres stops. Instead, committers poke or announce to this
+//! handle after their commit: it wakes the worker in this process at once (with
+//! the hints), and sends at most one round of `NOTIFY`s at a time, in a tiny
+//! transaction of its own whose commit does not wait for the disk (a lost
+//! notification costs latency, never a delivery), for workers elsewhere.
+//!
+//! Hints are only a short cut: every delivery made due has its endpoint's wake
+//! written in the same statement (`store::wakes`), which is what workers list,
+//! so a dropped hint (a full buffer, a lost notification) costs a listing.
 
 use std::{
+    collections::HashMap,
     sync::{
         atomic::{AtomicBool, Ordering},
-        Arc, Once,
+        Arc, Mutex, Once,
     },
     time::Duration,
 };
@@ -20,8 +27,19 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, Notify};
 use tokio_postgres::AsyncMessage;
 
+use super::queues::{Hint, Queue};
+use crate::ids::{AppId, EndpointId, MessageId, TenantId};
+
 /// The channel workers LISTEN on; [`Wake`] notifies it after commits.
 pub const NOTIFY_CHANNEL: &str = "hookgate_deliveries";
+
+/// Most hints waiting to be taken or sent; past it, new ones are dropped (the
+/// wakes hold them anyway).
+const MOST_HINTS: usize = 20_000;
+/// Most bytes of one notification's payload (Postgres takes under 8,000).
+const PAYLOAD: usize = 7_900;
+/// What a payload carrying hints starts with; an empty payload is a plain wake-up.
+const HINTS_V1: &str = "h1";
 
 #[derive(Clone)]
 pub struct Wake {
@@ -32,10 +50,49 @@ struct Inner {
     pool: deadpool_postgres::Pool,
     /// Bound of one NOTIFY: a stalled database must not hold the notifier.
     budget: Duration,
+    /// This process, in the payloads it sends: its own worker has its hints already.
+    sender: u64,
     local: Arc<Notify>,
+    /// Hints for this process's worker (its own commits', and those heard of).
+    hints: Arc<Mutex<Hints>>,
+    /// Hints to send to workers elsewhere.
+    outbox: Mutex<Hints>,
     kick: Notify,
     pending: AtomicBool,
+    /// A wake-up without hints came (a resend, the previous release's commit):
+    /// the worker lists the endpoints whose wake has come.
+    plain: AtomicBool,
     started: Once,
+}
+
+/// Hints by endpoint, merged: one range per endpoint.
+#[derive(Default)]
+pub struct Hints {
+    by_queue: HashMap<Queue, (MessageId, MessageId)>,
+}
+
+impl Hints {
+    fn add(&mut self, h: Hint) -> bool {
+        if let Some((lo, hi)) = self.by_queue.get_mut(&h.queue) {
+            if h.lo < *lo {
+                *lo = h.lo;
+            }
+            if h.hi > *hi {
+                *hi = h.hi;
+            }
+            return true;
+        }
+        if self.by_queue.len() >= MOST_HINTS {
+            return false;
+        }
+        self.by_queue.insert(h.queue, (h.lo, h.hi));
+        true
+    }
+
+    /// Takes every hint held.
+    pub fn take(&mut self) -> Vec<Hint> {
+        self.by_queue.drain().map(|(queue, (lo, hi))| Hint { queue, lo, hi }).collect()
+    }
 }
 
 impl Wake {
@@ -44,21 +101,51 @@ impl Wake {
             inner: Arc::new(Inner {
                 pool,
                 budget,
+                sender: rand::random(),
                 local: Arc::new(Notify::new()),
+                hints: Arc::new(Mutex::new(Hints::default())),
+                outbox: Mutex::new(Hints::default()),
                 kick: Notify::new(),
                 pending: AtomicBool::new(false),
+                plain: AtomicBool::new(false),
                 started: Once::new(),
             }),
         }
     }
 
-    /// What this process's workers wait on.
+    /// What this process's worker waits on.
     pub fn local(&self) -> Arc<Notify> {
         self.inner.local.clone()
     }
 
+    /// The hints this process's worker takes.
+    pub fn hints(&self) -> Arc<Mutex<Hints>> {
+        self.inner.hints.clone()
+    }
+
     /// Call after committing deliveries. Cheap; coalesces bursts into one NOTIFY.
     pub fn poke(&self) {
+        self.announce(Vec::new());
+    }
+
+    /// Whether a wake-up without hints came since the last call.
+    pub fn take_plain(&self) -> bool {
+        self.inner.plain.swap(false, Ordering::AcqRel)
+    }
+
+    /// Call after committing deliveries that these hints name: this process's
+    /// worker and the workers elsewhere are told.
+    pub fn announce(&self, hints: Vec<Hint>) {
+        if hints.is_empty() {
+            self.inner.plain.store(true, Ordering::Release);
+        } else {
+            let mut mine = self.inner.hints.lock().expect("hints lock");
+            let mut out = self.inner.outbox.lock().expect("outbox lock");
+            for h in hints {
+                mine.add(h.clone());
+                out.add(h);
+            }
+        }
         self.inner.local.notify_waiters();
         self.inner.local.notify_one();
         let inner = self.inner.clone();
@@ -75,21 +162,76 @@ async fn notifier(inner: Arc<Inner>) {
     loop {
         inner.kick.notified().await;
         inner.pending.store(false, Ordering::Release);
+        let hints = inner.outbox.lock().expect("outbox lock").take();
+        let payloads = encode(inner.sender, &hints);
         let sent = crate::db::bounded(inner.budget, async {
             let conn = crate::db::conn(&inner.pool).await?;
-            conn.execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL]).await?;
+            // Its own transaction, whose commit need not wait for the WAL flush.
+            conn.execute(
+                "WITH quick AS (SELECT set_config('synchronous_commit', 'off', true))
+                 SELECT pg_notify($1, p) FROM quick, unnest($2::text[]) AS p",
+                &[&NOTIFY_CHANNEL, &payloads],
+            )
+            .await?;
             Ok(())
         })
         .await;
         if let Err(e) = sent {
-            tracing::debug!(error = %e, "NOTIFY failed; workers elsewhere will poll");
+            tracing::debug!(error = %e, "NOTIFY failed; workers elsewhere will find the wakes");
         }
     }
 }
 
-/// Wakes `wake` whenever a commit anywhere adds deliveries; reconnects forever.
-/// Polling remains the fallback, so a lost notification only costs latency.
-pub async fn listen(url: String, wake: Arc<Notify>) {
+/// The payloads announcing `hints`: lines of `tenant app endpoint lo hi` after a
+/// header naming the sender; an empty list is one empty payload (a plain wake-up).
+fn encode(sender: u64, hints: &[Hint]) -> Vec<String> {
+    let head = format!("{HINTS_V1} {sender:x}");
+    if hints.is_empty() {
+        return vec![String::new()];
+    }
+    let mut out = Vec::new();
+    let mut cur = head.clone();
+    for h in hints {
+        let line = format!("\n{} {} {} {} {}", h.queue.tenant_id, h.queue.app_id, h.queue.endpoint_id, h.lo, h.hi);
+        if cur.len() + line.len() > PAYLOAD {
+            out.push(std::mem::replace(&mut cur, head.clone()));
+        }
+        cur.push_str(&line);
+    }
+    out.push(cur);
+    out
+}
+
+/// The hints of a payload, unless it is this process's own or names none; a
+/// line that does not parse is skipped (a hint is only a short cut).
+fn decode(me: u64, payload: &str) -> Vec<Hint> {
+    let mut lines = payload.lines();
+    let Some(head) = lines.next() else { return Vec::new() };
+    let mut parts = head.split(' ');
+    if parts.next() != Some(HINTS_V1) || parts.next().and_then(|s| u64::from_str_radix(s, 16).ok()) == Some(me) {
+        return Vec::new();
+    }
+    lines
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let [t, a, e, lo, hi] = f[..] else { return None };
+            Some(Hint {
+                queue: Queue {
+                    tenant_id: TenantId::parse(t).ok()?,
+                    app_id: AppId::parse(a).ok()?,
+                    endpoint_id: EndpointId::parse(e).ok()?,
+                },
+                lo: MessageId::parse(lo).ok()?,
+                hi: MessageId::parse(hi).ok()?,
+            })
+        })
+        .collect()
+}
+
+/// Wakes `wake` whenever a commit anywhere adds deliveries, with its hints in
+/// `hints`; reconnects forever. The wakes remain, so a lost notification only
+/// costs latency.
+pub async fn listen(url: String, wake: Wake) {
     loop {
         if let Err(e) = listen_once(&url, &wake).await {
             tracing::debug!(error = %e, "delivery LISTEN connection lost; polling until it is back");
@@ -98,25 +240,85 @@ pub async fn listen(url: String, wake: Arc<Notify>) {
     }
 }
 
-async fn listen_once(url: &str, wake: &Notify) -> Result<(), crate::store::StoreError> {
+async fn listen_once(url: &str, wake: &Wake) -> Result<(), crate::store::StoreError> {
     let (client, mut connection) = crate::db::connect(url).await?;
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     // The connection must be polled for the LISTEN to complete and for
     // notifications to arrive; a task drives it and forwards notifications.
     let driver = tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(Ok(m)) = messages.next().await {
-            if let AsyncMessage::Notification(_) = m {
-                let _ = tx.send(());
+            if let AsyncMessage::Notification(n) = m {
+                let _ = tx.send(n.payload().to_owned());
             }
         }
     });
     client.batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}")).await?;
     // Catch up on anything committed before LISTEN took effect.
-    wake.notify_one();
-    while rx.recv().await.is_some() {
-        wake.notify_one();
+    wake.inner.local.notify_one();
+    while let Some(payload) = rx.recv().await {
+        let hints = decode(wake.inner.sender, &payload);
+        if payload.is_empty() {
+            wake.inner.plain.store(true, Ordering::Release);
+        } else if !hints.is_empty() {
+            let mut mine = wake.inner.hints.lock().expect("hints lock");
+            for h in hints {
+                mine.add(h);
+            }
+        }
+        wake.inner.local.notify_one();
     }
     driver.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint() -> Hint {
+        Hint {
+            queue: Queue {
+                tenant_id: TenantId::generate(),
+                app_id: AppId::generate(),
+                endpoint_id: EndpointId::generate(),
+            },
+            lo: MessageId::generate(),
+            hi: MessageId::generate(),
+        }
+    }
+
+    #[test]
+    fn hints_round_trip_through_payloads_that_fit_a_notification() {
+        let hints: Vec<Hint> = (0..200).map(|_| hint()).collect();
+        let payloads = encode(7, &hints);
+        assert!(payloads.len() > 1, "200 hints need more than one payload");
+        assert!(payloads.iter().all(|p| p.len() <= PAYLOAD), "every payload fits");
+        let back: Vec<Hint> = payloads.iter().flat_map(|p| decode(8, p)).collect();
+        assert_eq!(back, hints);
+    }
+
+    #[test]
+    fn a_process_ignores_its_own_hints_and_a_plain_wake_up_names_none() {
+        let payloads = encode(7, &[hint()]);
+        assert!(decode(7, &payloads[0]).is_empty(), "its own");
+        assert_eq!(encode(7, &[]), vec![String::new()]);
+        assert!(decode(8, "").is_empty());
+        assert!(decode(8, "h1 9\nnot a hint\ntnt_x app_y").is_empty(), "malformed lines are skipped");
+    }
+
+    #[test]
+    fn hints_of_one_endpoint_merge_into_one_range() {
+        let mut hints = Hints::default();
+        let first = hint();
+        let mut later = first.clone();
+        later.lo = MessageId::generate();
+        later.hi = later.lo.clone();
+        hints.add(first.clone());
+        hints.add(later.clone());
+        let taken = hints.take();
+        assert_eq!(taken.len(), 1);
+        assert_eq!((taken[0].lo.clone(), taken[0].hi.clone()), (first.lo.min(later.lo), first.hi.max(later.hi)));
+        assert!(hints.take().is_empty());
+    }
 }

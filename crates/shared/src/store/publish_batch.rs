@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{fanout, StoreError};
-use crate::ids::{AppId, MessageId, Ref, TenantId};
+use crate::ids::{AppId, EndpointId, MessageId, Ref, TenantId};
 
 /// One message of a batch: no channels or tags (those take the single path).
 #[derive(Debug, Clone)]
@@ -26,7 +26,8 @@ pub enum Published {
     Created {
         app_id: AppId,
         created_at: DateTime<Utc>,
-        deliveries: i64,
+        /// The endpoints its deliveries go to (made due in the same commit).
+        endpoints: Vec<EndpointId>,
     },
     /// The `eventId` exists for the application (or repeats within the batch).
     Conflict,
@@ -68,9 +69,10 @@ pub async fn publish_batch(db: &deadpool_postgres::Client, rows: &[PublishRow]) 
                 SELECT t, app, m, eid, et, p, 'application/json', tp, px FROM resolved
                 WHERE eid IS NULL OR m IN (SELECT msg_id FROM event_ids) ORDER BY n
                 RETURNING tenant_id, app_id, id, event_type, channels, created_at, payload
-             ), dels AS ({}), {}
-             SELECT r.m, r.app, msg.created_at, (SELECT count(*) FROM dels d WHERE d.msg_id = r.m)
-             FROM resolved r LEFT JOIN msg ON msg.id = r.m",
+             ), {}, {}
+             SELECT r.m, r.app, msg.created_at, COALESCE(d.eps, '{{}}')
+             FROM resolved r LEFT JOIN msg ON msg.id = r.m
+             LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d ON d.msg_id = r.m",
                 fanout::insert_deliveries("msg"),
                 super::messages::created_usage("msg"),
             )).await?;
@@ -94,9 +96,11 @@ pub async fn publish_batch(db: &deadpool_postgres::Client, rows: &[PublishRow]) 
         .map(|r| {
             let created: Option<DateTime<Utc>> = r.get(2);
             let p = match created {
-                Some(created_at) => {
-                    Published::Created { app_id: AppId::from_db(r.get(1)), created_at, deliveries: r.get(3) }
-                }
+                Some(created_at) => Published::Created {
+                    app_id: AppId::from_db(r.get(1)),
+                    created_at,
+                    endpoints: r.get::<_, Vec<String>>(3).into_iter().map(EndpointId::from_db).collect(),
+                },
                 None => Published::Conflict,
             };
             (r.get::<_, String>(0), p)

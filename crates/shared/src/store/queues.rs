@@ -1,18 +1,19 @@
-//! Endpoint queues: the fair claim. Each endpoint's waiting deliveries are a
-//! queue (`deliveries_queue`: tenant, application, endpoint, due time); a worker
-//! lists the endpoints with deliveries waiting, round robin from where its last
-//! claim left off, and claims from each only as many as that endpoint may start
-//! now. What an endpoint cannot take now (over its share, held by its throttle)
-//! is not read, claimed or rewritten, so one endpoint's backlog costs the others
-//! one index probe per claim, however long it is.
+//! Endpoint queues: the claim. Each endpoint's waiting deliveries are a queue
+//! (`deliveries_queue`: tenant, application, endpoint, due time). A worker claims
+//! from the endpoints whose wake has come (`store::wakes::due`), and from the
+//! deliveries a commit has just made due, by key (`Hint`), as many as each
+//! endpoint may start now; one statement per tenant. What an endpoint cannot
+//! take now is not read, claimed or rewritten.
 
 use std::time::Duration;
 
+use deadpool_postgres::GenericClient;
+
 use super::{
-    deliveries::{claimed_from_row, Claimed, CLAIMED_ROWS},
+    deliveries::{claimed_from_row, claimed_rows, Claimed},
     StoreError,
 };
-use crate::ids::{AppId, EndpointId, TenantId};
+use crate::ids::{AppId, EndpointId, MessageId, TenantId};
 
 /// Most deliveries one claim takes: the worker's batch is at most this, and the
 /// claim states it as a bound the planner can see.
@@ -26,41 +27,52 @@ pub struct Queue {
     pub endpoint_id: EndpointId,
 }
 
-/// A listed queue with something due, and whether a `throttleRate` (its
-/// endpoint's or its application's) spaces it.
+/// Deliveries of one endpoint that a commit has just made due: its messages
+/// from `lo` to `hi` (ids sort by time, so a commit's are one narrow range).
+/// Told to the workers after the commit, so they claim by key, in the one
+/// partition the range lies in, without looking for them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listed {
+pub struct Hint {
     pub queue: Queue,
-    pub throttled: bool,
+    pub lo: MessageId,
+    pub hi: MessageId,
+}
+
+/// What a claim asks of one endpoint of the tenant: up to `room` deliveries,
+/// and, for a hinted claim, only among the messages from `lo` to `hi`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Want {
+    pub app_id: AppId,
+    pub endpoint_id: EndpointId,
+    pub room: i64,
+    pub range: Option<(MessageId, MessageId)>,
 }
 
 /// Of up to `limit` endpoints with deliveries waiting (in index order after
-/// `after`, from the first if `None`, and not past `upto`), those with a delivery
-/// due now, and the last endpoint looked at. A loose index scan: two probes per
-/// endpoint (is there one, is one due), whatever its backlog; an endpoint whose
-/// deliveries are all in flight or retried later is looked at but not listed,
-/// so it takes no room from a claim.
+/// `after`, from the first if `None`), those with a delivery due now, and the
+/// last endpoint looked at. A loose index scan of `deliveries_queue`: two probes
+/// per endpoint and partition, whatever its backlog. Not on the claim path: the
+/// worker's slow sweep, which wakes endpoints whose deliveries were made due
+/// without a wake (by the previous release, during an upgrade).
+///
+/// Deliberately across tenants (a sweep of the whole table, in bounded steps).
 pub async fn list(
     db: &deadpool_postgres::Client,
     after: Option<&Queue>,
-    upto: Option<&Queue>,
     limit: i64,
-) -> Result<(Vec<Listed>, Option<Queue>, i64), StoreError> {
+) -> Result<(Vec<Queue>, Option<Queue>), StoreError> {
     // The empty string sorts first in every collation: "from the first".
-    let key = |q: Option<&Queue>| match q {
-        Some(q) => {
-            (Some(q.tenant_id.as_str().to_owned()), q.app_id.as_str().to_owned(), q.endpoint_id.as_str().to_owned())
-        }
-        None => (None, String::new(), String::new()),
+    let (at, aa, ae) = match after {
+        Some(q) => (q.tenant_id.as_str(), q.app_id.as_str(), q.endpoint_id.as_str()),
+        None => ("", "", ""),
     };
-    let (at, aa, ae) = key(after);
-    let (ut, ua, ue) = key(upto);
     let statement = db
         .prepare_cached(
+            // cross-tenant: the sweep of endpoints with deliveries waiting
             "WITH RECURSIVE q(t, a, e, n) AS (
                 (SELECT tenant_id, app_id, endpoint_id, 1 FROM deliveries
                  WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL
-                   AND (tenant_id, app_id, endpoint_id) > (COALESCE($1, ''), $2, $3)
+                   AND (tenant_id, app_id, endpoint_id) > ($1, $2, $3)
                  ORDER BY tenant_id, app_id, endpoint_id LIMIT 1)
                 UNION ALL
                 SELECT x.tenant_id, x.app_id, x.endpoint_id, q.n + 1 FROM q CROSS JOIN LATERAL (
@@ -68,100 +80,169 @@ pub async fn list(
                     WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL
                       AND (tenant_id, app_id, endpoint_id) > (q.t, q.a, q.e)
                     ORDER BY tenant_id, app_id, endpoint_id LIMIT 1) x
-                -- Stop at the limit, and one probe past the bound at most.
-                WHERE q.n < $7::bigint AND ($4::text IS NULL OR (q.t, q.a, q.e) < ($4, $5, $6))
+                WHERE q.n < $4::bigint
              )
              SELECT q.t, q.a, q.e,
                  EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = q.t AND d.app_id = q.a
-                     AND d.endpoint_id = q.e AND d.status IN (1, 3) AND d.next_attempt_at <= now()) AS due,
-                 (ep.throttle_rate IS NOT NULL OR ap.throttle_rate IS NOT NULL) AS throttled
-             FROM q
-             LEFT JOIN endpoints ep ON ep.tenant_id = q.t AND ep.app_id = q.a AND ep.id = q.e
-             LEFT JOIN applications ap ON ap.tenant_id = q.t AND ap.id = q.a
-             WHERE $4::text IS NULL OR (q.t, q.a, q.e) <= ($4, $5, $6)
-             ORDER BY q.n",
+                     AND d.endpoint_id = q.e AND d.status IN (1, 3) AND d.next_attempt_at <= now()) AS due
+             FROM q ORDER BY q.n",
         )
         .await?;
-    let rows = db.query(&statement, &[&at, &aa, &ae, &ut, &ua, &ue, &limit]).await?;
-    let looked = rows.len() as i64;
+    let rows = db.query(&statement, &[&at, &aa, &ae, &limit]).await?;
     let queue = |r: &tokio_postgres::Row| Queue {
         tenant_id: TenantId::from_db(r.get(0)),
         app_id: AppId::from_db(r.get(1)),
         endpoint_id: EndpointId::from_db(r.get(2)),
     };
-    let last = rows.last().map(queue);
-    let due =
-        rows.iter().filter(|r| r.get::<_, bool>(3)).map(|r| Listed { queue: queue(r), throttled: r.get(4) }).collect();
-    Ok((due, last, looked))
+    let last = if rows.len() as i64 == limit { rows.last().map(queue) } else { None };
+    Ok((rows.iter().filter(|r| r.get::<_, bool>(3)).map(queue).collect(), last))
 }
 
-/// Claims, for each queue, up to its count of its due deliveries, oldest due
-/// first, under a lease and a fresh fencing token. A disabled or deleted tenant's
-/// due deliveries are paused instead (pending, no due time, until resumed).
+/// The statement's head: the wanted endpoints with their room (a throttled one,
+/// its endpoint's or application's `throttleRate`, asked for one: its throttle
+/// lets one through per slot, and more would only be written back).
+const WANT: &str = "want AS (
+        SELECT w.a, w.e, w.lo, w.hi, CASE WHEN ep.throttle_rate IS NULL AND ap.throttle_rate IS NULL
+                THEN w.room ELSE LEAST(w.room, 1) END AS room
+        FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[]) AS w(a, e, room, lo, hi)
+        LEFT JOIN endpoints ep ON ep.tenant_id = $1 AND ep.app_id = w.a AND ep.id = w.e
+        LEFT JOIN applications ap ON ap.tenant_id = $1 AND ap.id = w.a
+     )";
+
+/// The statement's tail: the rows of `due` paused (a disabled or deleted tenant:
+/// pending with no due time, until resumed) or claimed under a lease and a fresh
+/// fencing token; the rows updated by the `ctid` they were locked at (the lock,
+/// taken in the same statement, keeps it: the per-endpoint `LIMIT` is a column,
+/// which the planner cannot estimate, and joining on the key made it hash the
+/// whole table); `msg` narrows the lookups to the statement's message ids.
+fn take(msg: &str) -> String {
+    format!(
+        "paused AS (
+            UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
+            FROM due
+            WHERE due.paused AND d.tableoid = due.tableoid AND d.ctid = due.ctid AND d.tenant_id = $1
+              AND d.app_id = due.app_id AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id {msg}
+         ), claimed AS (
+            UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $7),
+                lease_token = $8
+            FROM due
+            WHERE NOT due.paused AND d.tableoid = due.tableoid AND d.ctid = due.ctid AND d.tenant_id = $1
+              AND d.app_id = due.app_id AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id {msg}
+            RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger,
+                due.next_attempt_at AS due_at
+         )"
+    )
+}
+
+/// Claims, for each wanted endpoint of the tenant, up to its room of its due
+/// deliveries, oldest due first (a hinted want: lowest message id first, among
+/// its range), under a lease and a fresh fencing token. A disabled or deleted
+/// tenant's due deliveries are paused instead. Endpoints whose wake had come and
+/// that gave something are woken last (`wake_at = now()`): the listing goes round
+/// them least lately served first.
 ///
-/// The rows are updated by the `ctid` they were locked at (the lock, taken in the
-/// same statement, keeps it): the per-queue `LIMIT` is a column, which the planner
-/// cannot estimate, and joining on the key made it hash the whole table.
+/// Hinted and due wants go in separate statements: a hinted one names the range
+/// of message ids it may touch (`$9`, `$10`), so Postgres reads only the
+/// partitions that range lies in.
 pub async fn claim(
-    db: &deadpool_postgres::Client,
-    wants: &[(Queue, i64)],
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    wants: &[Want],
+    lease: Duration,
+) -> Result<Vec<Claimed>, StoreError> {
+    let (hinted, due): (Vec<&Want>, Vec<&Want>) = wants.iter().partition(|w| w.range.is_some());
+    let mut claimed = claim_some(db, tenant, &due, lease).await?;
+    claimed.extend(claim_some(db, tenant, &hinted, lease).await?);
+    Ok(claimed)
+}
+
+/// One claim of a worker: each tenant's wants in a statement of its own (pipelined,
+/// in tenant order), all in one transaction whose commit does not wait for the
+/// disk: a claim lost in a crash leaves its rows due, to be claimed again.
+pub async fn claim_all(
+    db: &mut deadpool_postgres::Client,
+    by_tenant: &std::collections::BTreeMap<TenantId, Vec<Want>>,
+    lease: Duration,
+) -> Result<Vec<Claimed>, StoreError> {
+    let tx = db.transaction().await?;
+    tx.batch_execute("SET LOCAL synchronous_commit = off").await?;
+    let parts =
+        futures_util::future::try_join_all(by_tenant.iter().map(|(tenant, wants)| claim(&tx, tenant, wants, lease)))
+            .await?;
+    tx.commit().await?;
+    Ok(parts.into_iter().flatten().collect())
+}
+
+async fn claim_some(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    wants: &[&Want],
     lease: Duration,
 ) -> Result<Vec<Claimed>, StoreError> {
     if wants.is_empty() {
         return Ok(Vec::new());
     }
+    let hinted = wants[0].range.is_some();
     let token: i64 = rand::random();
-    let col = |f: fn(&Queue) -> &str| wants.iter().map(|(q, _)| f(q).to_owned()).collect::<Vec<String>>();
-    let rooms: Vec<i64> = wants.iter().map(|(_, n)| *n).collect();
-    let sql = format!(
-        "WITH want AS (
-            -- A throttled endpoint (or application) is asked for one: its throttle
-            -- lets one through per slot, and more would only be written back.
-            SELECT w.t, w.a, w.e, CASE WHEN ep.throttle_rate IS NULL AND ap.throttle_rate IS NULL
-                    THEN w.room ELSE LEAST(w.room, 1) END AS room
-            FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS w(t, a, e, room)
-            LEFT JOIN endpoints ep ON ep.tenant_id = w.t AND ep.app_id = w.a AND ep.id = w.e
-            LEFT JOIN applications ap ON ap.tenant_id = w.t AND ap.id = w.a
-         ), due AS (
-            SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at, d.tableoid, d.ctid,
-                (tn.disabled OR tn.deleted_at IS NOT NULL) AS paused
-            FROM want w CROSS JOIN LATERAL (
-                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at, tableoid, ctid FROM deliveries d
-                WHERE d.tenant_id = w.t AND d.app_id = w.a AND d.endpoint_id = w.e AND d.status IN (1, 3)
-                  AND d.next_attempt_at <= now()
-                ORDER BY d.next_attempt_at LIMIT w.room FOR UPDATE SKIP LOCKED) d
-            JOIN tenants tn ON tn.id = d.tenant_id
-            -- A bound the planner can see (the worker's batch is at most this).
-            LIMIT {MOST_PER_CLAIM}
-         ), paused AS (
-            UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
-            FROM due
-            WHERE due.paused AND d.tableoid = due.tableoid AND d.ctid = due.ctid AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
-              AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
-         ), claimed AS (
-            UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $5),
-                lease_token = $6
-            FROM due
-            WHERE NOT due.paused AND d.tableoid = due.tableoid AND d.ctid = due.ctid AND d.tenant_id = due.tenant_id AND d.app_id = due.app_id
-              AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
-            RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.attempts, d.trigger,
-                due.next_attempt_at AS due_at
-         )
-         {CLAIMED_ROWS}"
-    );
-    let statement = db.prepare_cached(&sql).await?;
-    let rows = db
-        .query(
-            &statement,
-            &[
-                &col(|q| q.tenant_id.as_str()),
-                &col(|q| q.app_id.as_str()),
-                &col(|q| q.endpoint_id.as_str()),
-                &rooms,
-                &lease.as_secs_f64(),
-                &token,
-            ],
+    let lo = wants.iter().filter_map(|w| w.range.as_ref().map(|r| r.0.as_str())).min().unwrap_or_default();
+    let hi = wants.iter().filter_map(|w| w.range.as_ref().map(|r| r.1.as_str())).max().unwrap_or_default();
+    let range = |f: fn(&(MessageId, MessageId)) -> &MessageId| {
+        wants.iter().map(|w| w.range.as_ref().map(|r| f(r).to_string())).collect::<Vec<Option<String>>>()
+    };
+    let sql = if hinted {
+        let msg = "AND d.msg_id BETWEEN $9 AND $10";
+        format!(
+            "WITH {WANT}, due AS (
+                SELECT d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at, d.tableoid, d.ctid,
+                    (tn.disabled OR tn.deleted_at IS NOT NULL) AS paused
+                FROM want w CROSS JOIN LATERAL (
+                    SELECT app_id, msg_id, endpoint_id, next_attempt_at, tableoid, ctid FROM deliveries d
+                    WHERE d.tenant_id = $1 AND d.app_id = w.a AND d.endpoint_id = w.e
+                      AND d.msg_id BETWEEN w.lo AND w.hi {msg} AND d.status = 1 AND d.next_attempt_at <= now()
+                    ORDER BY d.msg_id LIMIT w.room FOR UPDATE SKIP LOCKED) d
+                JOIN tenants tn ON tn.id = $1
+                LIMIT {MOST_PER_CLAIM}
+             ), {take}
+             {rows}",
+            take = take(msg),
+            rows = claimed_rows("AND m.id BETWEEN $9 AND $10"),
         )
-        .await?;
-    Ok(rows.iter().map(|r| claimed_from_row(r, token)).collect())
+    } else {
+        format!(
+            "WITH {WANT}, due AS (
+                SELECT d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at, d.tableoid, d.ctid,
+                    (tn.disabled OR tn.deleted_at IS NOT NULL) AS paused
+                FROM want w CROSS JOIN LATERAL (
+                    SELECT app_id, msg_id, endpoint_id, next_attempt_at, tableoid, ctid FROM deliveries d
+                    WHERE d.tenant_id = $1 AND d.app_id = w.a AND d.endpoint_id = w.e AND d.status IN (1, 3)
+                      AND d.next_attempt_at <= now()
+                    ORDER BY d.next_attempt_at LIMIT w.room FOR UPDATE SKIP LOCKED) d
+                JOIN tenants tn ON tn.id = $1
+                -- A bound the planner can see (the worker's batch is at most this).
+                LIMIT {MOST_PER_CLAIM}
+             ), {take}, rotated AS (
+                UPDATE endpoint_wakes q SET wake_at = now()
+                FROM (SELECT DISTINCT app_id, endpoint_id FROM claimed) s
+                WHERE q.tenant_id = $1 AND q.app_id = s.app_id AND q.endpoint_id = s.endpoint_id
+                  AND q.wake_at < now()
+             )
+             {rows}",
+            take = take(""),
+            rows = claimed_rows(""),
+        )
+    };
+    let statement = db.prepare_cached(&sql).await?;
+    let (apps, eps): (Vec<String>, Vec<String>) =
+        wants.iter().map(|w| (w.app_id.to_string(), w.endpoint_id.to_string())).unzip();
+    let rooms: Vec<i64> = wants.iter().map(|w| w.room).collect();
+    let (los, his) = (range(|r| &r.0), range(|r| &r.1));
+    let secs = lease.as_secs_f64();
+    let tenant_id = tenant.as_str();
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+        vec![&tenant_id, &apps, &eps, &rooms, &los, &his, &secs, &token];
+    if hinted {
+        params.extend([&lo as &(dyn tokio_postgres::types::ToSql + Sync), &hi]);
+    }
+    let rows = db.query(&statement, &params).await?;
+    Ok(rows.iter().map(|r| Claimed { by_hint: hinted, ..claimed_from_row(r, token) }).collect())
 }

@@ -1,0 +1,182 @@
+//! What the next claim asks for: the deliveries commits just made due (hints,
+//! claimed by key), then the endpoints whose wake has come (listed), each within
+//! its share; and what a claim's answer says about each endpoint afterwards.
+//!
+//! An endpoint a claim found drained (it gave less than it was asked) is left
+//! out of listings until its wake is raised (`deliver::wakes`): its wake is early
+//! and would list it again and again. So is an endpoint woken only by a commit
+//! whose deliveries the hints took: its wake came with them.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::{Arc, Mutex},
+};
+
+use chrono::{DateTime, Utc};
+use hookgate_shared::{
+    ids::{MessageId, TenantId},
+    store::{
+        deliveries::Claimed,
+        queues::{Hint, Queue, Want},
+        wakes::{self, Listed},
+        StoreError,
+    },
+};
+
+use super::shares::{self, Shares};
+
+/// Most endpoints one listing returns.
+const LIST: i64 = 512;
+
+/// The worker's view of what is due, between claims.
+#[derive(Default)]
+pub(super) struct Plan {
+    /// Per endpoint, the range of message ids commits made due that no claim has
+    /// taken all of yet.
+    hinted: HashMap<Queue, (MessageId, MessageId)>,
+    /// The last listing: endpoints whose wake had come.
+    listed: Vec<Listed>,
+    /// The endpoints of `listed`, for telling a woken endpoint from a busy one.
+    known_due: HashSet<Queue>,
+    /// Whether to list before the next claim (a wake-up without hints, a wake
+    /// time reached, or the last listing found more than was claimed).
+    pub(super) list: bool,
+    /// The next wake after the last listing, and those the recorder wrote since.
+    pub(super) next_wake: Option<DateTime<Utc>>,
+}
+
+/// Endpoints left out of listings until their wakes are raised, shared with the
+/// task that raises them.
+pub(super) type Drained = Arc<Mutex<HashSet<Queue>>>;
+
+/// One claim's wants, by tenant, and what each asked (to read the answer by).
+pub(super) struct Asked {
+    pub(super) by_tenant: BTreeMap<TenantId, Vec<Want>>,
+}
+
+impl Plan {
+    pub(super) fn new() -> Self {
+        Plan { list: true, ..Plan::default() }
+    }
+
+    /// Takes new hints in.
+    pub(super) fn hint(&mut self, hints: Vec<Hint>) {
+        for h in hints {
+            let range = self.hinted.entry(h.queue).or_insert((h.lo.clone(), h.hi.clone()));
+            if h.lo < range.0 {
+                range.0 = h.lo;
+            }
+            if h.hi > range.1 {
+                range.1 = h.hi;
+            }
+        }
+    }
+
+    pub(super) fn has_hints(&self) -> bool {
+        !self.hinted.is_empty()
+    }
+
+    /// Lists the endpoints whose wake has come, leaving out those that cannot
+    /// start anything now and those waiting to be raised.
+    pub(super) async fn relist(
+        &mut self,
+        conn: &hookgate_shared::db::Client,
+        shares: &Shares,
+        drained: &Drained,
+    ) -> Result<(), StoreError> {
+        let (skip_tenants, mut skip) = shares.skips();
+        skip.extend(drained.lock().expect("drained lock").iter().cloned());
+        let (listed, next) = wakes::due(conn, &skip_tenants, &skip, LIST).await?;
+        self.known_due = listed.iter().map(|l| l.queue.clone()).collect();
+        self.listed = listed;
+        self.next_wake = next;
+        self.list = false;
+        Ok(())
+    }
+
+    /// What to ask for `room` slots: hinted endpoints first (their deliveries are
+    /// the newest and cheapest to claim), then the listed ones, each within its
+    /// share.
+    pub(super) fn wants(&self, shares: &Shares, room: usize) -> Asked {
+        let hinted: Vec<(&Queue, &(MessageId, MessageId))> = self.hinted.iter().collect();
+        let mut offered: Vec<(&Queue, bool)> = hinted.iter().map(|(q, _)| (*q, false)).collect();
+        offered.extend(self.listed.iter().map(|l| (&l.queue, l.throttled)));
+        let mut by_tenant: BTreeMap<TenantId, Vec<Want>> = BTreeMap::new();
+        for (i, n) in shares.allocate(&offered, room) {
+            let q = offered[i].0;
+            let range = hinted.get(i).map(|(_, r)| (*r).clone());
+            by_tenant.entry(q.tenant_id.clone()).or_default().push(Want {
+                app_id: q.app_id.clone(),
+                endpoint_id: q.endpoint_id.clone(),
+                room: n,
+                range,
+            });
+        }
+        Asked { by_tenant }
+    }
+
+    /// Reads a claim's answer: hinted endpoints move past what they gave, and are
+    /// forgotten once they gave less than asked (their hinted deliveries are all
+    /// taken); listed endpoints that gave less than asked are drained. Both kinds
+    /// of used-up endpoint go to `drained` unless the listing had them due anyway.
+    pub(super) fn claimed(&mut self, asked: &Asked, claimed: &[Claimed], drained: &Drained) {
+        let mut got: HashMap<(Queue, bool), (i64, Option<MessageId>)> = HashMap::new();
+        for c in claimed {
+            let e = got.entry((shares::queue_of(c), c.by_hint)).or_insert((0, None));
+            e.0 += 1;
+            if e.1.as_ref().is_none_or(|m| c.msg_id > *m) {
+                e.1 = Some(c.msg_id.clone());
+            }
+        }
+        let mut used_up = Vec::new();
+        let mut short = false;
+        for (tenant, wants) in &asked.by_tenant {
+            for w in wants {
+                let q =
+                    Queue { tenant_id: tenant.clone(), app_id: w.app_id.clone(), endpoint_id: w.endpoint_id.clone() };
+                let hinted = w.range.is_some();
+                let (n, last) = got.remove(&(q.clone(), hinted)).unwrap_or((0, None));
+                if n < w.room {
+                    short = true;
+                    if hinted {
+                        self.hinted.remove(&q);
+                        // Woken by the commit alone: its wake came with these.
+                        if !self.known_due.contains(&q) {
+                            used_up.push(q);
+                        }
+                    } else {
+                        self.listed.retain(|l| l.queue != q);
+                        self.known_due.remove(&q);
+                        used_up.push(q);
+                    }
+                } else if let (true, Some(last)) = (hinted, last) {
+                    if let Some(range) = self.hinted.get_mut(&q) {
+                        range.0 = last;
+                    }
+                }
+            }
+        }
+        // A listing that gave everything it was asked may hold more: list again.
+        if !short && !self.listed.is_empty() {
+            self.list = true;
+        }
+        if !used_up.is_empty() {
+            drained.lock().expect("drained lock").extend(used_up);
+        }
+    }
+
+    /// Whether the last listing left endpoints due that the next claim may ask.
+    pub(super) fn any_listed(&self) -> bool {
+        !self.listed.is_empty()
+    }
+
+    /// An earlier wake someone wrote (a retry, a raise that left a wake due).
+    pub(super) fn wake_at(&mut self, at: DateTime<Utc>) {
+        if at <= Utc::now() {
+            self.list = true;
+        }
+        if self.next_wake.is_none_or(|n| at < n) {
+            self.next_wake = Some(at);
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Recording delivery results: attempts, delivery states, endpoint health and the
+//! notices they give, for a batch of outcomes in one transaction; each tenant's
+//! part in statements that name that tenant alone.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::deliveries::{Outcome, Recorded};
+use super::operational::{self, AttemptNotice, Notice};
+use super::usage::{self, Counter};
+use super::{wakes, StoreError};
+use crate::{
+    ids::{AppId, EndpointId, TenantId},
+    status::{DeliveryStatus, Trigger},
+};
+
+/// Writes a batch of outcomes in one transaction: for each tenant, in tenant order
+/// (the order every usage write locks in), its attempts, its delivery states (each
+/// only while its claim's token is still the row's, the wakes of those due again
+/// brought forward) and its endpoints' health; then the notices. The tenants'
+/// statements go out together (pipelined), so a batch costs one round trip per
+/// statement kind whatever the tenants in it.
+pub async fn record(
+    db: &mut deadpool_postgres::Client,
+    outcomes: &[Outcome],
+    disable_after: Duration,
+) -> Result<Recorded, StoreError> {
+    let mut by_tenant: BTreeMap<&TenantId, Vec<&Outcome>> = BTreeMap::new();
+    for o in outcomes {
+        by_tenant.entry(&o.tenant_id).or_default().push(o);
+    }
+    let tx = db.transaction().await?;
+    let parts = futures_util::future::try_join_all(
+        by_tenant.iter().map(|(tenant, outs)| record_tenant(&tx, tenant, outs, disable_after)),
+    )
+    .await?;
+    let mut recorded = Recorded::default();
+    let mut notices = Vec::new();
+    for (part, tenant_notices) in parts {
+        recorded.disabled += part.disabled;
+        recorded.stale += part.stale;
+        notices.extend(tenant_notices);
+    }
+    recorded.operational = operational::emit(&*tx, &notices).await?;
+    tx.commit().await?;
+    Ok(recorded)
+}
+
+/// One tenant's part of a batch; its notices are returned for the caller to emit.
+pub async fn record_tenant(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &TenantId,
+    outcomes: &[&Outcome],
+    disable_after: Duration,
+) -> Result<(Recorded, Vec<Notice>), StoreError> {
+    // The batch's message ids as a range too: these statements are prepared, and a
+    // generic plan prunes partitions by scalar parameters (not by an array's).
+    let lo = outcomes.iter().map(|o| o.msg_id.as_str()).min().unwrap_or_default();
+    let hi = outcomes.iter().map(|o| o.msg_id.as_str()).max().unwrap_or_default();
+    let attempted: Vec<&Outcome> = outcomes.iter().copied().filter(|o| o.attempt.is_some()).collect();
+    let (_, applied, health) = futures_util::try_join!(
+        attempts(tx, tenant, &attempted, lo, hi),
+        states(tx, tenant, outcomes, lo, hi),
+        health(tx, tenant, &attempted, disable_after),
+    )?;
+    let (applied, noticed) = applied;
+    let mut notices = Vec::new();
+    let newly_disabled: Vec<Notice> = health
+        .into_iter()
+        .map(|(app, ep, since)| {
+            let mut n = Notice::endpoint(tenant, "endpoint.disabled", &app, &ep);
+            n.fail_since = since;
+            n.trigger = Some("automatic");
+            n
+        })
+        .collect();
+    // Notices only of the outcomes this claim still owned: a stale one's verdict,
+    // and so its notice, is the new owner's to give. A failed attempt that disabled
+    // its endpoint was its delivery's last: its retries are exhausted too.
+    for o in outcomes
+        .iter()
+        .filter(|o| may_notice(o) && noticed.contains(&(o.msg_id.to_string(), o.endpoint_id.to_string())))
+    {
+        let gone =
+            newly_disabled.iter().any(|n| n.endpoint_id.as_ref() == Some(&o.endpoint_id) && n.app_id == o.app_id);
+        let kind = match o.notice {
+            Some(AttemptNotice::Recovered) => AttemptNotice::Recovered,
+            _ if gone => AttemptNotice::Exhausted,
+            Some(kind) => kind,
+            None => continue,
+        };
+        let mut n = Notice::endpoint(tenant, kind.event_type(), &o.app_id, &o.endpoint_id);
+        n.msg_id = Some(o.msg_id.clone());
+        n.attempt = o.attempt.as_ref().map(|a| (a.id.clone(), a.status_code));
+        notices.push(n);
+    }
+    let disabled = newly_disabled.len() as u64;
+    notices.extend(newly_disabled);
+    Ok((Recorded { disabled, stale: outcomes.len() as u64 - applied, operational: 0 }, notices))
+}
+
+/// Inserts the attempts. Idempotent (a commit whose acknowledgement was lost is
+/// retried with the same attempt ids: usage counts only the attempts this
+/// statement inserted), and an attempt of a message deleted meanwhile is dropped
+/// rather than failing the batch on its foreign key.
+async fn attempts(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &TenantId,
+    attempted: &[&Outcome],
+    lo: &str,
+    hi: &str,
+) -> Result<(), StoreError> {
+    if attempted.is_empty() {
+        return Ok(());
+    }
+    let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
+    let a = |o: &Outcome| o.attempt.clone().expect("filtered");
+    let statement = tx
+        .prepare_cached(&format!(
+            "WITH u AS (
+                SELECT $1::text AS tenant_id, u.* FROM unnest($2::text[], $3::text[], $4::text[], $5::text[],
+                    $6::text[], $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[],
+                    $12::text[], $15::bigint[])
+                    AS u(app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms, headers, bytes)
+             ), ins AS (
+                INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
+                    response_status_code, response, response_duration_ms, request_headers)
+                SELECT u.tenant_id, u.app_id, u.id, u.msg_id, u.endpoint_id, u.url, u.status, u.trigger_type, u.code,
+                    u.response, u.ms, u.headers::jsonb
+                FROM u
+                WHERE EXISTS (SELECT 1 FROM messages m
+                    WHERE m.tenant_id = $1 AND m.id = ANY ($4) AND m.id BETWEEN $13 AND $14
+                      AND m.app_id = u.app_id AND m.id = u.msg_id)
+                ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING
+                RETURNING tenant_id, id, status
+             ), counted AS (SELECT ins.tenant_id, ins.status, u.bytes FROM ins JOIN u ON u.id = ins.id), {}
+             SELECT 1",
+            usage::bump(
+                "usage",
+                "counted",
+                &[
+                    (Counter::AttemptsSucceeded, "count(*) FILTER (WHERE status = 0)"),
+                    (Counter::AttemptsFailed, "count(*) FILTER (WHERE status <> 0)"),
+                    (Counter::BytesOut, "sum(bytes)"),
+                ],
+            )
+        ))
+        .await?;
+    tx.execute(
+        &statement,
+        &[
+            &tenant.as_str(),
+            &col(|o| o.app_id.to_string()),
+            &col(|o| o.attempt.as_ref().expect("filtered").id.to_string()),
+            &col(|o| o.msg_id.to_string()),
+            &col(|o| o.endpoint_id.to_string()),
+            &attempted.iter().map(|o| a(o).url).collect::<Vec<_>>(),
+            &attempted
+                .iter()
+                .map(|o| if a(o).success { DeliveryStatus::Success } else { DeliveryStatus::Failed }.code())
+                .collect::<Vec<i16>>(),
+            &attempted.iter().map(|o| o.trigger.code()).collect::<Vec<i16>>(),
+            &attempted.iter().map(|o| a(o).status_code).collect::<Vec<i16>>(),
+            &attempted.iter().map(|o| a(o).response).collect::<Vec<_>>(),
+            &attempted.iter().map(|o| a(o).duration_ms).collect::<Vec<i64>>(),
+            &attempted.iter().map(|o| a(o).request_headers).collect::<Vec<_>>(),
+            &lo,
+            &hi,
+            &attempted.iter().map(|o| a(o).bytes).collect::<Vec<i64>>(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes the delivery states, each only while the row's fencing token is its
+/// claim's, and brings forward the wakes of those due again (a retry, or a
+/// delivery its throttle wrote back). A row written back untried (its throttle)
+/// keeps its trigger: a manual resend held by a throttle stays manual. Returns
+/// how many were applied and which of those may give a notice.
+async fn states(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &TenantId,
+    outcomes: &[&Outcome],
+    lo: &str,
+    hi: &str,
+) -> Result<(u64, HashSet<(String, String)>), StoreError> {
+    let s = |f: fn(&Outcome) -> String| outcomes.iter().map(|o| f(o)).collect::<Vec<String>>();
+    let statement = tx
+        .prepare_cached(&format!(
+            "WITH applied AS (
+                UPDATE deliveries d SET status = u.status, next_attempt_at = u.next, last_attempt_at = now(),
+                    attempts = d.attempts + u.tried, trigger = CASE WHEN u.tried = 0 THEN d.trigger ELSE 0 END,
+                    lease_token = NULL
+                FROM unnest($2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
+                        $7::int[], $8::bigint[], $11::bool[])
+                    AS u(app_id, msg_id, endpoint_id, status, next, tried, token, noticed)
+                WHERE d.tenant_id = $1 AND d.msg_id = ANY ($3) AND d.msg_id BETWEEN $9 AND $10
+                  AND d.app_id = u.app_id AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id
+                  AND d.lease_token = u.token
+                RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.status, d.next_attempt_at, u.noticed
+             ), again AS (
+                SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at FROM applied WHERE status = 1
+             ), {}
+             SELECT count(*), array_agg(msg_id || ' ' || endpoint_id) FILTER (WHERE noticed) FROM applied",
+            wakes::lower("again")
+        ))
+        .await?;
+    let row = tx
+        .query_one(
+            &statement,
+            &[
+                &tenant.as_str(),
+                &s(|o| o.app_id.to_string()),
+                &s(|o| o.msg_id.to_string()),
+                &s(|o| o.endpoint_id.to_string()),
+                &outcomes.iter().map(|o| o.status.code()).collect::<Vec<i16>>(),
+                &outcomes.iter().map(|o| o.next_attempt_at).collect::<Vec<Option<DateTime<Utc>>>>(),
+                &outcomes.iter().map(|o| o.attempt.is_some() as i32).collect::<Vec<i32>>(),
+                &outcomes.iter().map(|o| o.lease).collect::<Vec<i64>>(),
+                &lo,
+                &hi,
+                &outcomes.iter().map(|o| may_notice(o)).collect::<Vec<bool>>(),
+            ],
+        )
+        .await?;
+    let applied: i64 = row.get(0);
+    let noticed = row
+        .get::<_, Option<Vec<String>>>(1)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|k| k.split_once(' ').map(|(m, e)| (m.to_owned(), e.to_owned())))
+        .collect();
+    Ok((applied as u64, noticed))
+}
+
+/// Endpoint health, one row per endpoint: any success in the batch clears the
+/// streak; failing longer than `disable_after`, or a 410, disables. Returns the
+/// endpoints this statement disabled, with since when they failed.
+///
+/// The rows are locked first, in key order, and the new state computed from
+/// them as locked: two recorders disabling one endpoint at once see each other's
+/// write, so only the first reports it (a statement's own snapshot would show
+/// both the endpoint as it was).
+async fn health(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &TenantId,
+    attempted: &[&Outcome],
+    disable_after: Duration,
+) -> Result<Vec<(AppId, EndpointId, Option<DateTime<Utc>>)>, StoreError> {
+    let mut by_endpoint: HashMap<(String, String), (bool, bool)> = HashMap::new();
+    for o in attempted {
+        let e = by_endpoint.entry((o.app_id.to_string(), o.endpoint_id.to_string())).or_insert((false, false));
+        e.0 |= o.attempt.as_ref().is_some_and(|a| a.success);
+        e.1 |= o.disable_endpoint;
+    }
+    if by_endpoint.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<_> = by_endpoint.into_iter().collect();
+    let statement = tx
+        .prepare_cached(
+            "WITH u AS (
+                SELECT * FROM unnest($2::text[], $3::text[], $4::bool[], $5::bool[]) AS u(app_id, id, ok, gone)
+             ), cur AS (
+                SELECT e.app_id, e.id, e.disabled, e.failing_since FROM endpoints e
+                JOIN u ON e.tenant_id = $1 AND e.app_id = u.app_id AND e.id = u.id
+                ORDER BY e.app_id, e.id
+                FOR NO KEY UPDATE OF e
+             )
+             UPDATE endpoints e SET
+                failing_since = CASE WHEN u.ok THEN NULL ELSE COALESCE(c.failing_since, now()) END,
+                disabled = c.disabled OR u.gone
+                    OR (NOT u.ok AND COALESCE(c.failing_since, now()) < now() - make_interval(secs => $6))
+             FROM cur c JOIN u ON u.app_id = c.app_id AND u.id = c.id
+             WHERE e.tenant_id = $1 AND e.app_id = c.app_id AND e.id = c.id
+             RETURNING e.disabled AND NOT c.disabled, e.app_id, e.id, e.failing_since",
+        )
+        .await?;
+    let rows = tx
+        .query(
+            &statement,
+            &[
+                &tenant.as_str(),
+                &keys.iter().map(|(k, _)| k.0.clone()).collect::<Vec<_>>(),
+                &keys.iter().map(|(k, _)| k.1.clone()).collect::<Vec<_>>(),
+                &keys.iter().map(|(_, v)| v.0).collect::<Vec<_>>(),
+                &keys.iter().map(|(_, v)| v.1).collect::<Vec<_>>(),
+                &disable_after.as_secs_f64(),
+            ],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter(|r| r.get::<_, bool>(0))
+        .map(|r| (AppId::from_db(r.get(1)), EndpointId::from_db(r.get(2)), r.get(3)))
+        .collect())
+}
+
+/// Whether an outcome may tell the operational webhooks something: it has a
+/// notice, or it is a scheduled attempt that failed (its endpoint may be disabled
+/// by it, which makes it the delivery's last).
+fn may_notice(o: &Outcome) -> bool {
+    o.notice.is_some() || (o.trigger != Trigger::Manual && o.attempt.as_ref().is_some_and(|a| !a.success))
+}

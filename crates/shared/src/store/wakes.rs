@@ -1,0 +1,208 @@
+//! Endpoint wakes: when each endpoint next needs a worker (`endpoint_wakes`).
+//!
+//! An endpoint's `wake_at` is never later than the earliest time one of its
+//! waiting deliveries (pending, or in flight until its lease ends) falls due.
+//! Workers list the endpoints whose wake has come, least lately woken first
+//! ([`due`]): an endpoint waiting on a retry, or with everything in flight, is
+//! not looked at until its time, so a claim's cost does not grow with endpoints
+//! in backoff, and the listing reads one narrow unpartitioned index.
+//!
+//! The rule is kept by construction, with two moves:
+//! - **lowering** ([`lower`]): every statement that makes a delivery due (creation,
+//!   a retry written back, a resend) brings its endpoint's wake forward in the same
+//!   statement, holding the wake row `FOR KEY SHARE` until it commits;
+//! - **raising** ([`raise`]): a worker that found an endpoint drained locks its wake
+//!   row `FOR UPDATE SKIP LOCKED` (so never while a statement that makes deliveries
+//!   due holds it), then, in a new statement whose snapshot sees every such
+//!   statement that committed, sets the wake to the earliest waiting delivery's
+//!   time, or none. A statement that comes after the lock waits for it and sees
+//!   the raised wake, which it lowers again. So no due delivery is ever left
+//!   behind a later wake.
+//!
+//! A wake that is too early costs one look and is raised; a wake is never too late.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+
+use super::{queues::Queue, StoreError};
+use crate::ids::{AppId, EndpointId, TenantId};
+
+/// CTEs that bring forward the wakes of the rows of the CTE `source`, which returns
+/// `tenant_id, app_id, endpoint_id, next_attempt_at` of deliveries made due (rows
+/// with no due time are left out). Appended to the `WITH` of every statement that
+/// makes deliveries due; named after `source`, so a statement may hold several.
+///
+/// The wake rows are held `FOR KEY SHARE` (in key order, so concurrent statements
+/// cannot deadlock) until the statement's transaction ends: a raise skips them.
+/// The lowering reads the wake as locked (its latest version, even one a raise
+/// committed after this statement began), not as this statement's snapshot saw it.
+pub(super) fn lower(source: &str) -> String {
+    format!(
+        "{source}_wake AS (
+            SELECT tenant_id, app_id, endpoint_id, min(next_attempt_at) AS at FROM {source}
+            WHERE next_attempt_at IS NOT NULL GROUP BY tenant_id, app_id, endpoint_id
+         ), {source}_held AS (
+            SELECT w.tenant_id, w.app_id, w.endpoint_id, w.at, q.wake_at
+            FROM {source}_wake w JOIN endpoint_wakes q
+                ON q.tenant_id = w.tenant_id AND q.app_id = w.app_id AND q.endpoint_id = w.endpoint_id
+            ORDER BY w.tenant_id, w.app_id, w.endpoint_id
+            FOR KEY SHARE OF q
+         ), {source}_lowered AS (
+            UPDATE endpoint_wakes q SET wake_at = h.at FROM {source}_held h
+            WHERE q.tenant_id = h.tenant_id AND q.app_id = h.app_id AND q.endpoint_id = h.endpoint_id
+              AND (h.wake_at IS NULL OR h.wake_at > h.at)
+         ), {source}_woken AS (
+            INSERT INTO endpoint_wakes (tenant_id, app_id, endpoint_id, wake_at)
+            SELECT w.tenant_id, w.app_id, w.endpoint_id, w.at FROM {source}_wake w
+            WHERE NOT EXISTS (SELECT 1 FROM {source}_held h
+                WHERE h.tenant_id = w.tenant_id AND h.app_id = w.app_id AND h.endpoint_id = w.endpoint_id)
+            ORDER BY w.tenant_id, w.app_id, w.endpoint_id
+            ON CONFLICT (tenant_id, app_id, endpoint_id)
+                DO UPDATE SET wake_at = LEAST(endpoint_wakes.wake_at, EXCLUDED.wake_at)
+         )"
+    )
+}
+
+/// An endpoint whose wake has come, and whether a `throttleRate` (its endpoint's
+/// or its application's) spaces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub queue: Queue,
+    pub throttled: bool,
+}
+
+fn key(q: &Queue) -> String {
+    format!("{} {} {}", q.tenant_id, q.app_id, q.endpoint_id)
+}
+
+/// Up to `limit` endpoints whose wake has come, least lately woken first, leaving
+/// out the tenants and endpoints named (those with no room now, or waiting to be
+/// raised); and the next wake after now, if any, for the worker's timer.
+///
+/// Deliberately across tenants: the one statement of the claim cycle that is (a
+/// worker serves every tenant). It reads one narrow unpartitioned index.
+pub async fn due(
+    db: &deadpool_postgres::Client,
+    skip_tenants: &HashSet<TenantId>,
+    skip: &HashSet<Queue>,
+    limit: i64,
+) -> Result<(Vec<Listed>, Option<DateTime<Utc>>), StoreError> {
+    let statement = db
+        .prepare_cached(
+            // cross-tenant: the listing of endpoints whose wake has come
+            "WITH due AS (
+                SELECT w.tenant_id, w.app_id, w.endpoint_id, w.wake_at FROM endpoint_wakes w
+                WHERE w.wake_at <= now()
+                  AND w.tenant_id NOT IN (SELECT unnest($1::text[]))
+                  AND (w.tenant_id || ' ' || w.app_id || ' ' || w.endpoint_id) NOT IN (SELECT unnest($2::text[]))
+                ORDER BY w.wake_at LIMIT $3
+             )
+             SELECT d.tenant_id, d.app_id, d.endpoint_id,
+                 (ep.throttle_rate IS NOT NULL OR ap.throttle_rate IS NOT NULL), NULL::timestamptz
+             FROM due d
+             LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.app_id = d.app_id AND ep.id = d.endpoint_id
+             LEFT JOIN applications ap ON ap.tenant_id = d.tenant_id AND ap.id = d.app_id
+             UNION ALL
+             SELECT NULL, NULL, NULL, NULL, (SELECT min(wake_at) FROM endpoint_wakes WHERE wake_at > now())",
+        )
+        .await?;
+    let tenants: Vec<&str> = skip_tenants.iter().map(TenantId::as_str).collect();
+    let queues: Vec<String> = skip.iter().map(key).collect();
+    let rows = db.query(&statement, &[&tenants, &queues, &limit]).await?;
+    let mut listed = Vec::with_capacity(rows.len());
+    let mut next = None;
+    for r in &rows {
+        match r.get::<_, Option<String>>(0) {
+            Some(t) => listed.push(Listed {
+                queue: Queue {
+                    tenant_id: TenantId::from_db(t),
+                    app_id: AppId::from_db(r.get(1)),
+                    endpoint_id: EndpointId::from_db(r.get(2)),
+                },
+                throttled: r.get(3),
+            }),
+            None => next = r.get(4),
+        }
+    }
+    Ok((listed, next))
+}
+
+/// Moves the wakes of the tenant's `endpoints`, which a worker found drained,
+/// to the earliest time any of their waiting deliveries falls due (none: no
+/// wake). An endpoint whose wake row a statement making deliveries due holds now
+/// is skipped: it is about to be due anyway. Returns the endpoints raised, with
+/// their new wakes.
+///
+/// One transaction of two statements: the lock, then the reading in a snapshot
+/// taken after it (see the module's doc). Its commit need not wait for the disk:
+/// a raise lost in a crash leaves a wake too early, which costs one look.
+pub async fn raise(
+    db: &mut deadpool_postgres::Client,
+    tenant: &TenantId,
+    endpoints: &[(AppId, EndpointId)],
+) -> Result<Vec<((AppId, EndpointId), Option<DateTime<Utc>>)>, StoreError> {
+    if endpoints.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sorted: Vec<&(AppId, EndpointId)> = endpoints.iter().collect();
+    sorted.sort();
+    let apps: Vec<&str> = sorted.iter().map(|(a, _)| a.as_str()).collect();
+    let eps: Vec<&str> = sorted.iter().map(|(_, e)| e.as_str()).collect();
+    let tx = db.transaction().await?;
+    tx.batch_execute("SET LOCAL synchronous_commit = off").await?;
+    let lock = tx
+        .prepare_cached(
+            "SELECT w.app_id, w.endpoint_id FROM endpoint_wakes w
+             JOIN unnest($2::text[], $3::text[]) AS u(a, e) ON w.app_id = u.a AND w.endpoint_id = u.e
+             WHERE w.tenant_id = $1
+             ORDER BY w.app_id, w.endpoint_id
+             FOR UPDATE OF w SKIP LOCKED",
+        )
+        .await?;
+    let locked = tx.query(&lock, &[&tenant.as_str(), &apps, &eps]).await?;
+    if locked.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    let apps: Vec<String> = locked.iter().map(|r| r.get(0)).collect();
+    let eps: Vec<String> = locked.iter().map(|r| r.get(1)).collect();
+    let set = tx
+        .prepare_cached(
+            "UPDATE endpoint_wakes w SET wake_at = (
+                SELECT min(d.next_attempt_at) FROM deliveries d
+                WHERE d.tenant_id = w.tenant_id AND d.app_id = w.app_id AND d.endpoint_id = w.endpoint_id
+                  AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL)
+             FROM unnest($2::text[], $3::text[]) AS u(a, e)
+             WHERE w.tenant_id = $1 AND w.app_id = u.a AND w.endpoint_id = u.e
+             RETURNING w.app_id, w.endpoint_id, w.wake_at",
+        )
+        .await?;
+    let rows = tx.query(&set, &[&tenant.as_str(), &apps, &eps]).await?;
+    tx.commit().await?;
+    Ok(rows.iter().map(|r| ((AppId::from_db(r.get(0)), EndpointId::from_db(r.get(1))), r.get(2))).collect())
+}
+
+/// Brings the wakes of the tenant's `endpoints` forward to now: for what made
+/// deliveries due without a wake (the previous release, beside this one during an
+/// upgrade), found by the worker's sweep.
+pub async fn wake_now(
+    db: &deadpool_postgres::Client,
+    tenant: &TenantId,
+    endpoints: &[(AppId, EndpointId)],
+) -> Result<u64, StoreError> {
+    let apps: Vec<&str> = endpoints.iter().map(|(a, _)| a.as_str()).collect();
+    let eps: Vec<&str> = endpoints.iter().map(|(_, e)| e.as_str()).collect();
+    let statement = db
+        .prepare_cached(&format!(
+            "WITH found AS (
+                SELECT $1::text AS tenant_id, a AS app_id, e AS endpoint_id, now() AS next_attempt_at
+                FROM unnest($2::text[], $3::text[]) AS u(a, e)
+             ), {}
+             SELECT count(*) FROM found_wake",
+            lower("found")
+        ))
+        .await?;
+    let row = db.query_one(&statement, &[&tenant.as_str(), &apps, &eps]).await?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
