@@ -112,6 +112,8 @@ up() {
     # Benchmarks keep Postgres durable (fsync, synchronous commit): the baseline and
     # Hookgate pay the same commit cost. Memory settings suit the 24 GiB machine.
     [ "$profile" = bench ] && opts="$opts -c shared_buffers=1GB -c max_wal_size=4GB -c checkpoint_timeout=15min"
+    # Profiling settings of one's own, such as preloading pg_stat_statements.
+    [ "$profile" = bench ] && opts="$opts ${HOOKGATE_BENCH_PG_OPTIONS:-}"
     as_pg pg_ctl -D "$pgd" -l "$(dirname "$pgd")/postgres.log" -o "$opts" -w start >/dev/null
   fi
   as_pg psql -h 127.0.0.1 -p "$pg_port" -U hookgate -d postgres -tAc \

@@ -5,10 +5,12 @@
 
 mod bed;
 mod cpu;
+mod engine;
 mod load;
 mod noisy;
 mod pace;
 mod pgbench;
+mod profile;
 mod pruning;
 mod report;
 mod scenarios;

@@ -106,6 +106,10 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
         .await?;
     let in_url = bed.ingress.url(&format!("/in/{}", source["id"].as_str().unwrap_or_default()));
 
+    if let Some(rate) = std::env::var("BENCH_PROFILE_RATE").ok().and_then(|v| v.parse().ok()) {
+        crate::profile::run(&bed, &tenant, &app1, &in_url, rate, s).await?;
+        return Ok(rows);
+    }
     if only("ingress") {
         eprintln!("ingress: unique Stripe events");
         let before = bed.cpu(None).await;
@@ -196,13 +200,20 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     publish(&tenant, &app10, n / 10, c).await?;
     drain(&bed, n, &format!("egress: deliver {} messages to 10 endpoints", n / 10), h.rate(), &mut rows).await?;
 
+    // The end-to-end peak: created and delivered at once, counted until the last
+    // is delivered (the `burst` row); the lag row runs at half of it.
+    let mut end_to_end = None;
+    if only("burst") || only("lag") {
+        let row = crate::engine::burst(&bed, &tenant, &app1, p, s).await?;
+        end_to_end = Some(row.rate);
+        rows.push(row);
+    }
     if only("lag") {
-        // Lag at half the peak rate: paced publishing, a running worker, payloads
-        // stamped at send time (so the lag includes the commit).
+        // Lag at half the end-to-end peak: paced publishing, a running worker,
+        // payloads stamped at send time (so the lag includes the commit).
         bed.truncate()?;
         let mut worker = bed.start_worker().await;
-        // Half the peak, where the peak is what both ends sustain: delivery, and creation.
-        let rate = (one.min(created.rate()) / 2.0).max(1.0);
+        let rate = (end_to_end.unwrap_or_else(|| one.min(created.rate())) / 2.0).max(1.0);
         eprintln!("egress: lag at {rate:.0}/s (half the peak)");
         bed.sink.reset_lag();
         let before_count = bed.sink.count();
@@ -227,7 +238,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
             p99_ms: Some(p99),
             bar: Some(("p99 < 100 ms".into(), p99 < 100.0)),
             cpu: Some(cpu),
-            note: format!("paced at half the peak; {} of {} accepted", sent.accepted, sent.sent),
+            note: format!("paced at half the end-to-end peak; {} of {} accepted", sent.accepted, sent.sent),
             ..Row::default()
         });
         worker.stop().await;
@@ -238,6 +249,9 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     }
     if only("noisy") {
         rows.extend(crate::noisy::run(&bed, s).await?);
+    }
+    if only("backoff") {
+        rows.push(crate::engine::backoff(&bed, s).await?);
     }
 
     let mut worker = bed.start_worker().await;
@@ -261,7 +275,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
 }
 
 /// Whether a group of scenarios runs: `BENCH_ONLY` (comma-separated: ingress,
-/// lag, sustained, noisy, prune) picks some; unset runs all. The baselines,
+/// burst, lag, sustained, noisy, backoff, prune) picks some; unset runs all. The baselines,
 /// creation and delivery always run (the others' rates derive from them).
 fn only(group: &str) -> bool {
     std::env::var("BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))

@@ -1,6 +1,6 @@
 //! The delivery sink: a real HTTP server on 127.0.0.1 that answers 200 at once
-//! (or after a second, under `/slow`), counts what it receives, and records the
-//! lag of payloads stamped with `t`.
+//! (or after a second, under `/slow`; or 500, under `/fail`, counted apart),
+//! counts what it receives, and records the lag of payloads stamped with `t`.
 
 use std::{
     net::TcpListener,
@@ -20,6 +20,8 @@ pub const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct Sink {
     pub url: String,
     pub received: Arc<AtomicU64>,
+    /// Requests under `/fail`, answered 500 and not counted in `received`.
+    pub failed: Arc<AtomicU64>,
     /// Of those, the payloads stamped with `t` (whose lag is recorded).
     pub stamped: Arc<AtomicU64>,
     pub lag: Arc<Mutex<Histogram<u64>>>,
@@ -37,6 +39,7 @@ impl Sink {
         let sink = Sink {
             url,
             received: Arc::new(AtomicU64::new(0)),
+            failed: Arc::new(AtomicU64::new(0)),
             stamped: Arc::new(AtomicU64::new(0)),
             lag: Arc::new(Mutex::new(crate::load::histogram())),
         };
@@ -44,6 +47,10 @@ impl Sink {
         let server = HttpServer::new(move || {
             App::new().app_data(data.clone()).default_service(web::to(
                 |s: web::Data<Sink>, req: actix_web::HttpRequest, body: web::Bytes| async move {
+                    if req.path().starts_with("/fail") {
+                        s.failed.fetch_add(1, Ordering::Relaxed);
+                        return HttpResponse::InternalServerError().finish();
+                    }
                     if req.path().starts_with("/slow") {
                         tokio::time::sleep(SLOW).await;
                     }
@@ -66,6 +73,10 @@ impl Sink {
 
     pub fn count(&self) -> u64 {
         self.received.load(Ordering::Relaxed)
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
     }
 
     pub fn stamped(&self) -> u64 {

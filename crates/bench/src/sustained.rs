@@ -20,17 +20,17 @@ const LAG_P99_MS: f64 = 100.0;
 
 /// One step of the ramp.
 #[derive(Debug, Clone, Copy)]
-struct Step {
+pub struct Step {
     /// Messages per second offered (half by ingress, half by the API).
-    rate: f64,
-    p50_ms: f64,
-    p99_ms: f64,
+    pub rate: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
     /// Accepted but not yet delivered when the pacing ended.
-    backlog: u64,
-    messages: u64,
-    cpu: PerUnit,
+    pub backlog: u64,
+    pub messages: u64,
+    pub cpu: PerUnit,
     /// Wall time from the first send until the last delivery.
-    busy: f64,
+    pub busy: f64,
 }
 
 impl Step {
@@ -109,7 +109,7 @@ pub async fn run(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn one_step(
+pub async fn one_step(
     bed: &Bed,
     worker: &crate::stack::Hookgate,
     tenant: &Arc<Tenant>,

@@ -73,8 +73,11 @@ pub struct Publisher {
     batcher: Batcher<PublishRow, Outcome>,
 }
 
-const WORKERS: usize = 16;
+/// Batches in flight at once, the largest batch, and how long a batch waits for
+/// company while messages come closer together than that (`shared::batch`).
+const WORKERS: usize = 4;
 const MAX_BATCH: usize = 256;
+const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
 
 async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
     db::bounded(state.db_budget(), async {
@@ -127,7 +130,7 @@ async fn commit_batch(state: &AppState, rows: Vec<PublishRow>) -> Vec<Outcome> {
 impl Publisher {
     pub fn start(state: AppState, metrics: EgressMetrics) -> Self {
         let batch_state = state.clone();
-        let batcher = Batcher::start(WORKERS, MAX_BATCH, move |rows: Vec<PublishRow>| {
+        let batcher = Batcher::start(WORKERS, MAX_BATCH, GATHER, move |rows: Vec<PublishRow>| {
             let state = batch_state.clone();
             async move { commit_batch(&state, rows).await }
         });

@@ -25,9 +25,11 @@ use crate::admit::{self, Admitted, Candidate, Layer};
 
 /// Largest batch one transaction takes.
 const MAX_BATCH: usize = 256;
-/// Committer tasks per process: batches in flight at once. Enough that Postgres's
-/// own group commit of WAL flushes has company.
-const COMMITTERS: usize = 16;
+/// Committer tasks per process: batches in flight at once.
+const COMMITTERS: usize = 4;
+/// How long a batch waits for company while admissions come closer together
+/// than that (`shared::batch`).
+const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Why a batched admission failed; `unavailable` maps to 503.
 #[derive(Debug, Clone)]
@@ -54,7 +56,7 @@ impl GroupCommit {
     /// Starts the committers on the current runtime. Admitted events' messages
     /// count in `hookgate_messages_created_total`, as the API's do.
     pub fn start(state: AppState, metrics: EgressMetrics) -> Self {
-        let batcher = Batcher::start(COMMITTERS, MAX_BATCH, move |jobs: Vec<Job>| {
+        let batcher = Batcher::start(COMMITTERS, MAX_BATCH, GATHER, move |jobs: Vec<Job>| {
             let (state, metrics) = (state.clone(), metrics.clone());
             async move { run_batch(&state, &metrics, jobs).await }
         });

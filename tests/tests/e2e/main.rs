@@ -9,6 +9,7 @@ mod chaos;
 mod delivery;
 mod delivery_faults;
 mod egress_proxy;
+mod engine;
 mod fairness;
 mod fanout;
 mod fencing;

@@ -1,10 +1,18 @@
 //! Bounded waits: a stalled Postgres (every process SIGSTOPped, connections open)
 //! gets 503s within seconds from ingress, the API and `/readyz`, and everything
-//! recovers when it resumes, without a restart.
+//! recovers when it resumes, without a restart; delivery results made meanwhile,
+//! or held up by a row lock, are recorded as they happened once they can be.
 
 use std::time::{Duration, Instant};
 
-use hookgate_tests::{app::default_env, process::hookgate, providers, servers::PgServer, sink::Sink, TestApp, TestDb};
+use hookgate_tests::{
+    app::default_env,
+    process::hookgate,
+    providers,
+    servers::PgServer,
+    sink::{Behaviour, Sink},
+    TestApp, TestDb,
+};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -112,4 +120,113 @@ async fn a_copy_whose_original_cannot_be_read_answers_503_and_its_retry_names_th
     assert_eq!(res.json::<Value>().await.unwrap()["eventId"], id.as_str(), "the retry names the original");
     let n: i64 = app.db.client().await.query_one("SELECT count(*) FROM inbound_events", &[]).await.unwrap().get(0);
     assert_eq!(n, 1);
+}
+
+/// Each delivery's status and attempt count, by message id.
+async fn deliveries_of(client: &tokio_postgres::Client) -> Vec<(String, i16, i64)> {
+    client
+        .query(
+            "SELECT d.msg_id, d.status, (SELECT count(*) FROM attempts a WHERE a.msg_id = d.msg_id)
+             FROM deliveries d ORDER BY d.msg_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+/// Waits until every delivery of the database succeeded with one attempt, or
+/// panics after `within` showing where they stand.
+async fn all_delivered_once(client: &tokio_postgres::Client, n: usize, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let rows = deliveries_of(client).await;
+        if rows.len() == n && rows.iter().all(|(_, status, attempts)| *status == 0 && *attempts == 1) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not every delivery succeeded with one attempt recorded: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A row lock on one delivery while its result waits to be written, for longer
+/// than a result refused used to be tried: the others land at once, and its own
+/// lands when the lock goes, recorded as it happened (before, it was quarantined
+/// after three tries of its one-second lock timeout, its attempt lost).
+#[tokio::test]
+async fn a_result_held_up_by_a_row_lock_is_recorded_when_the_lock_goes_and_holds_up_no_other() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "1000".into());
+    })
+    .await;
+    let sink = Sink::start().await;
+    sink.set(Behaviour { delay: Duration::from_millis(1500), ..Behaviour::default() });
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    let mut msgs = Vec::new();
+    for i in 0..3 {
+        msgs.push(t.message(&a, "x", json!({"i": i})).await["id"].as_str().unwrap().to_owned());
+    }
+    // All three in flight; the first one's row locked until well after they end.
+    sink.wait_for(3, Duration::from_secs(10)).await;
+    let mut locker = app.db.client().await;
+    let tx = locker.transaction().await.unwrap();
+    tx.execute("SELECT 1 FROM deliveries WHERE msg_id = $1 FOR UPDATE", &[&msgs[0]]).await.unwrap();
+    let watcher = app.db.client().await;
+    let locked_at = Instant::now();
+    loop {
+        let rows = deliveries_of(&watcher).await;
+        let others: Vec<_> = rows.iter().filter(|(m, ..)| *m != msgs[0]).collect();
+        if others.iter().all(|(_, s, n)| *s == 0 && *n == 1) {
+            break;
+        }
+        assert!(locked_at.elapsed() < Duration::from_secs(8), "the others land while the lock holds: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Held well past the three one-second tries a refused result used to get.
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(locked_at.elapsed())).await;
+    let rows = deliveries_of(&watcher).await;
+    let mine = rows.iter().find(|(m, ..)| *m == msgs[0]).unwrap();
+    assert_eq!((mine.1, mine.2), (3, 0), "the locked one still waits, neither failed nor lost: {rows:?}");
+    tx.rollback().await.unwrap();
+    all_delivered_once(&watcher, 3, Duration::from_secs(15)).await;
+    assert_eq!(sink.received().len(), 3, "none sent twice");
+}
+
+/// Postgres stalled (SIGSTOP, connections open) for 45 seconds while deliveries
+/// are in flight: every result waits in the worker and is written when Postgres
+/// answers again; none is marked failed, none loses its attempt row.
+#[tokio::test]
+async fn results_waiting_through_a_45_second_postgres_stall_are_all_recorded_as_they_happened() {
+    let pg = PgServer::start();
+    let db = TestDb { name: "stall_results".into(), url: pg.url() };
+    let mut env = default_env(&db);
+    env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
+    env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "2000".into());
+    // Longer than the stall: no claim runs out meanwhile.
+    env.insert("HOOKGATE_DELIVERY_LEASE_SECS".into(), "120".into());
+    let key = env["HOOKGATE_MASTER_KEY"].clone();
+    let out =
+        hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
+    assert!(out.status.success());
+    let app = TestApp::spawn_on(db, env).await;
+    let sink = Sink::start().await;
+    sink.set(Behaviour { delay: Duration::from_secs(2), ..Behaviour::default() });
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    for i in 0..10 {
+        t.message(&a, "x", json!({"i": i})).await;
+    }
+    sink.wait_for(10, Duration::from_secs(10)).await;
+    pg.pause();
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    pg.resume();
+    let (client, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    all_delivered_once(&client, 10, Duration::from_secs(30)).await;
+    assert_eq!(sink.received().len(), 10, "none sent twice");
 }

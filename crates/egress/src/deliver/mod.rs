@@ -83,7 +83,7 @@ pub struct Worker {
 type Done = (Outcome, OwnedSemaphorePermit);
 
 /// How long a worker woken from idle waits for the rest of a burst.
-const GATHER: Duration = Duration::from_millis(1);
+const GATHER: Duration = Duration::from_millis(2);
 
 /// What one claim took, and when it listed, if it did.
 struct Claim {
@@ -126,9 +126,11 @@ impl Worker {
                 this.cfg.clone(),
                 done_rx,
                 woken_tx.clone(),
+                permits.clone(),
             )),
             tokio::spawn(wakes::raise_loop(this.state.clone(), drained.clone(), woken_tx, local.clone())),
             tokio::spawn(wakes::sweep_loop(this.state.clone(), local.clone())),
+            tokio::spawn(wakes::analyze_loop(this.state.clone())),
         ]);
         let mut plan = plan::Plan::new();
         let mut last_list = Instant::now();
@@ -176,10 +178,11 @@ impl Worker {
                 if let Some(at) = plan.next_wake {
                     sleep = sleep.min((at - Utc::now()).to_std().unwrap_or_default());
                 }
-                let waiting = plan.any_listed() || plan.has_hints();
+                let waiting = plan.any_listed() || plan.has_hints() || plan.behind_shares;
                 tokio::select! {
                     _ = local.notified() => {}
-                    _ = this.shares.freed.notified(), if waiting => {}
+                    // Room again for what the listing left out: list again.
+                    _ = this.shares.freed.notified(), if waiting => plan.list |= plan.behind_shares,
                     at = woken_rx.recv() => if let Some(at) = at { plan.wake_at(at) },
                     _ = tokio::time::sleep(sleep) => {}
                 }

@@ -8,7 +8,7 @@
 //! whose deliveries the hints took: its wake came with them.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
     sync::{Arc, Mutex},
 };
 
@@ -27,13 +27,17 @@ use super::shares::{self, Shares};
 
 /// Most endpoints one listing returns.
 const LIST: i64 = 512;
+/// Most hinted ranges kept per endpoint.
+const MOST_RANGES: usize = 16;
 
 /// The worker's view of what is due, between claims.
 #[derive(Default)]
 pub(super) struct Plan {
-    /// Per endpoint, the range of message ids commits made due that no claim has
-    /// taken all of yet.
-    hinted: HashMap<Queue, (MessageId, MessageId)>,
+    /// Per endpoint, the ranges of message ids commits made due that no claim has
+    /// taken all of yet, lowest first. Commits end out of id order (an id is
+    /// drawn before its commit), so a hint below the ranges held starts a range
+    /// of its own: merged, the range would be scanned again from below.
+    hinted: HashMap<Queue, VecDeque<(MessageId, MessageId)>>,
     /// The last listing: endpoints whose wake had come.
     listed: Vec<Listed>,
     /// The endpoints of `listed`, for telling a woken endpoint from a busy one.
@@ -43,6 +47,9 @@ pub(super) struct Plan {
     pub(super) list: bool,
     /// The next wake after the last listing, and those the recorder wrote since.
     pub(super) next_wake: Option<DateTime<Utc>>,
+    /// The last listing left out tenants or endpoints for want of room: a request
+    /// that ends may let them go.
+    pub(super) behind_shares: bool,
 }
 
 /// Endpoints left out of listings until their wakes are raised, shared with the
@@ -62,12 +69,22 @@ impl Plan {
     /// Takes new hints in.
     pub(super) fn hint(&mut self, hints: Vec<Hint>) {
         for h in hints {
-            let range = self.hinted.entry(h.queue).or_insert((h.lo.clone(), h.hi.clone()));
-            if h.lo < range.0 {
-                range.0 = h.lo;
-            }
-            if h.hi > range.1 {
-                range.1 = h.hi;
+            let ranges = self.hinted.entry(h.queue).or_default();
+            match ranges.back_mut() {
+                Some(last) if h.lo >= last.0 => {
+                    if h.hi > last.1 {
+                        last.1 = h.hi;
+                    }
+                }
+                _ => {
+                    let at = ranges.partition_point(|r| r.0 <= h.lo);
+                    ranges.insert(at, (h.lo, h.hi));
+                    if ranges.len() > MOST_RANGES {
+                        // The wakes hold what is dropped: the listing finds it.
+                        ranges.pop_front();
+                        self.list = true;
+                    }
+                }
             }
         }
     }
@@ -85,6 +102,7 @@ impl Plan {
         drained: &Drained,
     ) -> Result<(), StoreError> {
         let (skip_tenants, mut skip) = shares.skips();
+        self.behind_shares = !skip_tenants.is_empty() || !skip.is_empty();
         skip.extend(drained.lock().expect("drained lock").iter().cloned());
         let (listed, next) = wakes::due(conn, &skip_tenants, &skip, LIST).await?;
         self.known_due = listed.iter().map(|l| l.queue.clone()).collect();
@@ -98,7 +116,8 @@ impl Plan {
     /// the newest and cheapest to claim), then the listed ones, each within its
     /// share.
     pub(super) fn wants(&self, shares: &Shares, room: usize) -> Asked {
-        let hinted: Vec<(&Queue, &(MessageId, MessageId))> = self.hinted.iter().collect();
+        let hinted: Vec<(&Queue, &(MessageId, MessageId))> =
+            self.hinted.iter().filter_map(|(q, r)| r.front().map(|r| (q, r))).collect();
         let mut offered: Vec<(&Queue, bool)> = hinted.iter().map(|(q, _)| (*q, false)).collect();
         offered.extend(self.listed.iter().map(|l| (&l.queue, l.throttled)));
         let mut by_tenant: BTreeMap<TenantId, Vec<Want>> = BTreeMap::new();
@@ -139,10 +158,17 @@ impl Plan {
                 if n < w.room {
                     short = true;
                     if hinted {
-                        self.hinted.remove(&q);
-                        // Woken by the commit alone: its wake came with these.
-                        if !self.known_due.contains(&q) {
-                            used_up.push(q);
+                        let ranges = self.hinted.get_mut(&q);
+                        let more = ranges.is_some_and(|r| {
+                            r.pop_front();
+                            !r.is_empty()
+                        });
+                        if !more {
+                            self.hinted.remove(&q);
+                            // Woken by the commit alone: its wake came with these.
+                            if !self.known_due.contains(&q) {
+                                used_up.push(q);
+                            }
                         }
                     } else {
                         self.listed.retain(|l| l.queue != q);
@@ -150,7 +176,7 @@ impl Plan {
                         used_up.push(q);
                     }
                 } else if let (true, Some(last)) = (hinted, last) {
-                    if let Some(range) = self.hinted.get_mut(&q) {
+                    if let Some(range) = self.hinted.get_mut(&q).and_then(|r| r.front_mut()) {
                         range.0 = last;
                     }
                 }

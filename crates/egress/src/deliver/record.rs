@@ -12,7 +12,10 @@
 //! bounded by its concurrency. If the process dies first, the leases bring the
 //! deliveries back.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use chrono::{DateTime, Utc};
 use futures_util::{stream, StreamExt};
@@ -25,7 +28,7 @@ use hookgate_shared::{
     },
     AppState,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use super::{DeliveryConfig, Done};
 use crate::metrics::EgressMetrics;
@@ -43,7 +46,7 @@ const SPLIT_CONCURRENCY: usize = 8;
 const MOST_PER_BATCH: usize = 1000;
 /// How long the first result of a batch waits for others to share its
 /// transaction. Recording is off the delivery's path: only the slot waits.
-const GATHER: Duration = Duration::from_millis(5);
+const GATHER: Duration = Duration::from_millis(10);
 
 pub(super) async fn record_loop(
     state: AppState,
@@ -51,11 +54,21 @@ pub(super) async fn record_loop(
     cfg: DeliveryConfig,
     mut rx: mpsc::UnboundedReceiver<Done>,
     woken: mpsc::UnboundedSender<DateTime<Utc>>,
+    permits: Arc<Semaphore>,
 ) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         let until = tokio::time::Instant::now() + GATHER;
         while batch.len() < MOST_PER_BATCH {
+            if let Ok(d) = rx.try_recv() {
+                batch.push(d);
+                continue;
+            }
+            // Waiting holds the batch's slots: only while the worker has half of
+            // its slots free, so a backlog is never held up by the gathering.
+            if permits.available_permits() < cfg.concurrency / 2 {
+                break;
+            }
             match tokio::time::timeout_at(until, rx.recv()).await {
                 Ok(Some(d)) => batch.push(d),
                 _ => break,

@@ -1,7 +1,8 @@
 //! Keeping endpoint wakes honest from the worker's side: raising the wakes of
 //! endpoints its claims found drained, a few times a second, in one step per
 //! tenant; and a slow sweep that wakes endpoints with deliveries due but no wake
-//! (made due by the previous release while it ran beside this one).
+//! (made due by the previous release while it ran beside this one). Also the
+//! statistics of partitions that just got their first rows (`analyze_loop`).
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -9,7 +10,7 @@ use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     ids::{AppId, EndpointId, TenantId},
-    store::{queues, wakes, StoreError},
+    store::{partitions, queues, wakes, StoreError},
     AppState,
 };
 use tokio::sync::{mpsc, Notify};
@@ -123,6 +124,30 @@ pub(super) async fn sweep_loop(state: AppState, wake: Arc<Notify>) {
                 }
             }
             Err(e) => tracing::debug!(error = %e, "sweeping for unwoken endpoints postponed"),
+        }
+    }
+}
+
+/// How often partitions without statistics are looked for.
+const ANALYZE_EVERY: Duration = Duration::from_secs(2);
+
+/// Every [`ANALYZE_EVERY`], analyzes the partitions that hold rows but have no
+/// statistics (`store::partitions::analyze_fresh`): the claim's plans are made
+/// again from them.
+pub(super) async fn analyze_loop(state: AppState) {
+    let mut tick = tokio::time::interval(ANALYZE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let done = db::bounded(state.db_budget() * 4, async {
+            let conn = db::conn(&state.db).await?;
+            partitions::analyze_fresh(&**conn, 4).await
+        })
+        .await;
+        match done {
+            Ok(names) if !names.is_empty() => tracing::debug!(?names, "analyzed partitions without statistics"),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "analyzing new partitions postponed"),
         }
     }
 }

@@ -158,9 +158,13 @@ impl Wake {
     }
 }
 
+/// How long the notifier lets commits gather before one round of `NOTIFY`s.
+const NOTIFY_GATHER: Duration = Duration::from_millis(1);
+
 async fn notifier(inner: Arc<Inner>) {
     loop {
         inner.kick.notified().await;
+        tokio::time::sleep(NOTIFY_GATHER).await;
         inner.pending.store(false, Ordering::Release);
         let hints = inner.outbox.lock().expect("outbox lock").take();
         let payloads = encode(inner.sender, &hints);

@@ -286,6 +286,34 @@ pub async fn horizons(
     Ok((row.get(0), row.get(1)))
 }
 
+/// Analyzes the partitions of the delivery families that hold rows but have no
+/// statistics yet (a new day's partition, or one emptied by `TRUNCATE`); returns
+/// their names. Until a partition has statistics, Postgres takes it for empty and
+/// may plan a lookup by key through the narrower `(tenant_id, created_at)` index,
+/// reading a tenant's whole day for each row; autovacuum fixes that within a
+/// minute or so, this within seconds. At most `most` per call.
+pub async fn analyze_fresh(db: &impl GenericClient, most: i64) -> Result<Vec<String>, StoreError> {
+    let tables: Vec<&str> = FAMILIES.iter().map(|f| f.table).collect();
+    let rows = db
+        .query(
+            "SELECT c.relname::text FROM pg_class c
+             JOIN pg_inherits i ON i.inhrelid = c.oid
+             JOIN pg_class p ON p.oid = i.inhparent
+             JOIN pg_stat_user_tables s ON s.relid = c.oid
+             WHERE p.relname = ANY ($1) AND c.reltuples < 0 AND s.n_live_tup > 0
+             ORDER BY s.n_live_tup DESC LIMIT $2",
+            &[&tables, &most],
+        )
+        .await?;
+    let mut done = Vec::new();
+    for r in rows {
+        let name: String = r.get(0);
+        db.batch_execute(&format!("ANALYZE \"{}\"", checked(&name)?)).await?;
+        done.push(name);
+    }
+    Ok(done)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,10 +33,11 @@ use crate::ids::{AppId, EndpointId, TenantId};
 /// with no due time are left out). Appended to the `WITH` of every statement that
 /// makes deliveries due; named after `source`, so a statement may hold several.
 ///
-/// The wake rows are held `FOR KEY SHARE` (in key order, so concurrent statements
-/// cannot deadlock) until the statement's transaction ends: a raise skips them.
-/// The lowering reads the wake as locked (its latest version, even one a raise
-/// committed after this statement began), not as this statement's snapshot saw it.
+/// The wake rows are held `FOR KEY SHARE` until the statement's transaction ends:
+/// a raise skips them. The lowering reads the wake as locked (its latest version,
+/// even one a raise committed after this statement began), not as this
+/// statement's snapshot saw it. Every lock is taken in key order (the shared
+/// ones, then the rows to lower), so concurrent statements cannot deadlock.
 pub(super) fn lower(source: &str) -> String {
     format!(
         "{source}_wake AS (
@@ -48,10 +49,16 @@ pub(super) fn lower(source: &str) -> String {
                 ON q.tenant_id = w.tenant_id AND q.app_id = w.app_id AND q.endpoint_id = w.endpoint_id
             ORDER BY w.tenant_id, w.app_id, w.endpoint_id
             FOR KEY SHARE OF q
+         ), {source}_need AS (
+            SELECT q.tenant_id, q.app_id, q.endpoint_id, h.at
+            FROM {source}_held h JOIN endpoint_wakes q
+                ON q.tenant_id = h.tenant_id AND q.app_id = h.app_id AND q.endpoint_id = h.endpoint_id
+            WHERE h.wake_at IS NULL OR h.wake_at > h.at
+            ORDER BY q.tenant_id, q.app_id, q.endpoint_id
+            FOR NO KEY UPDATE OF q
          ), {source}_lowered AS (
-            UPDATE endpoint_wakes q SET wake_at = h.at FROM {source}_held h
-            WHERE q.tenant_id = h.tenant_id AND q.app_id = h.app_id AND q.endpoint_id = h.endpoint_id
-              AND (h.wake_at IS NULL OR h.wake_at > h.at)
+            UPDATE endpoint_wakes q SET wake_at = n.at FROM {source}_need n
+            WHERE q.tenant_id = n.tenant_id AND q.app_id = n.app_id AND q.endpoint_id = n.endpoint_id
          ), {source}_woken AS (
             INSERT INTO endpoint_wakes (tenant_id, app_id, endpoint_id, wake_at)
             SELECT w.tenant_id, w.app_id, w.endpoint_id, w.at FROM {source}_wake w
