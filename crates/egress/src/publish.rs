@@ -16,7 +16,7 @@ use hookgate_shared::{
     store::{
         applications::{self, ApplicationFields},
         messages::{self, Message, NewMessage},
-        publish_batch::{publish_batch, PublishRow, Published},
+        publish_batch::{publish_batches, PublishRow, Published},
         queues::{Hint, Queue},
         StoreError,
     },
@@ -81,8 +81,8 @@ const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
 
 async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
     db::bounded(state.db_budget(), async {
-        let conn = db::conn(&state.db).await?;
-        publish_batch(&conn, rows).await
+        let mut conn = db::conn(&state.db).await?;
+        publish_batches(&mut conn, rows).await
     })
     .await
     .inspect_err(|e| db::forget_stale_plans(&state.db, e))

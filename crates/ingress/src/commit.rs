@@ -88,8 +88,8 @@ impl GroupCommit {
 /// Tells the workers at once what it made due, endpoint by endpoint.
 async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
     let admitted = db::bounded(state.db_budget(), async {
-        let conn = db::conn(&state.db).await?;
-        inbound_batch::admit_batch(&conn, rows).await
+        let mut conn = db::conn(&state.db).await?;
+        inbound_batch::admit_batches(&mut conn, rows).await
     })
     .await
     .inspect_err(|e| db::forget_stale_plans(&state.db, e))?;
@@ -162,8 +162,8 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
     let losers: Vec<&BatchRow> =
         jobs.iter().zip(&slot).filter(|(_, (i, first))| !(*first && admitted[*i])).map(|((row, _), _)| row).collect();
     let existing = db::bounded(state.db_budget(), async {
-        let conn = db::conn(&state.db).await?;
-        inbound_batch::duplicates_batch(&**conn, &losers).await
+        let mut conn = db::conn(&state.db).await?;
+        inbound_batch::duplicates_batches(&mut conn, &losers).await
     })
     .await;
     // The event is committed either way, but a duplicate's answer names it: when
@@ -241,7 +241,7 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
 async fn duplicate_of(state: &AppState, row: &BatchRow) -> Result<Admitted, CommitError> {
     let ids = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        inbound_batch::duplicates_batch(&**conn, &[row]).await
+        inbound_batch::duplicates_batch(&conn, &row.tenant_id, &[row]).await
     })
     .await?;
     match ids.into_iter().next().flatten() {

@@ -140,7 +140,7 @@ async fn a_resend_held_by_its_throttle_stays_a_manual_attempt() {
 
 #[tokio::test]
 async fn two_workers_disabling_one_endpoint_report_it_once() {
-    // Disabled on the second failing batch; no retries: every failure is final.
+    // Disabled by the first failure after its streak began; no retries: every failure is final.
     let (api, _workers) = split(2, |env| {
         env.insert("HOOKGATE_DISABLE_AFTER_SECS".into(), "0".into());
         env.insert("HOOKGATE_RETRY_SCHEDULE".into(), "".into());
@@ -149,49 +149,37 @@ async fn two_workers_disabling_one_endpoint_report_it_once() {
     let t = api.tenant().await;
     let ops = Sink::start().await;
     t.post("/api/v1/operational-webhook/endpoint", json!({"url": ops.url}), 201).await;
-    // Slow answers, so that both workers' requests end, and are recorded, together.
     let failing = Sink::start().await;
-    failing.set(Behaviour { status: 500, delay: Duration::from_millis(400), ..Behaviour::default() });
-    let mut endpoints = Vec::new();
-    for _ in 0..3 {
-        let a = t.application().await;
-        let ep = t.endpoint(&a, &failing.url, json!({})).await["id"].as_str().unwrap().to_owned();
-        endpoints.push((a, ep));
-    }
-    for (a, _) in &endpoints {
-        // Its failing streak starts, then many at once from both workers.
-        t.message(a, "x", json!({"first": true})).await;
-    }
-    failing.wait_for(3, Duration::from_secs(20)).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let t = &t;
-    let sends = endpoints.iter().flat_map(|(a, _)| (0..20).map(move |i| t.message(a, "x", json!({"i": i}))));
-    futures_util::future::join_all(sends).await;
+    failing.set(Behaviour { status: 500, ..Behaviour::default() });
+    let a = t.application().await;
+    let ep = t.endpoint(&a, &failing.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    // Its failing streak starts.
+    t.message(&a, "x", json!({"first": true})).await;
+    failing.wait_for(1, Duration::from_secs(20)).await;
     let client = api.db.client().await;
-    for (_, ep) in &endpoints {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let disabled: bool =
-                client.query_one("SELECT disabled FROM endpoints WHERE id = $1", &[ep]).await.unwrap().get(0);
-            if disabled {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{ep} was never disabled");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    // Every result recorded (nothing in flight any more).
-    until_count(&api.db, "SELECT count(*) FROM deliveries WHERE status IN (0, 2)", 63, Duration::from_secs(30)).await;
-    for (_, ep) in &endpoints {
-        let n: i64 = client
-            .query_one(
-                "SELECT count(*) FROM messages WHERE event_type = 'endpoint.disabled'
-                 AND convert_from(payload, 'UTF8')::jsonb -> 'data' ->> 'endpointId' = $1",
-                &[ep],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 1, "endpoint.disabled notices for {ep}");
-    }
+    until_count(&api.db, "SELECT count(*) FROM endpoints WHERE failing_since IS NOT NULL", 1, Duration::from_secs(10))
+        .await;
+    // The endpoint's row held while both workers' failures come back: both
+    // recorders then disable it at the same moment, one waiting for the other.
+    let mut locker = api.db.client().await;
+    let tx = locker.transaction().await.unwrap();
+    tx.execute("SELECT 1 FROM endpoints WHERE id = $1 FOR UPDATE", &[&ep]).await.unwrap();
+    let t = &t;
+    futures_util::future::join_all((0..20).map(|i| t.message(&a, "x", json!({"i": i})))).await;
+    failing.wait_for(21, Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tx.rollback().await.unwrap();
+    until_count(&api.db, "SELECT count(*) FROM deliveries WHERE status = 2", 21, Duration::from_secs(30)).await;
+    let disabled: bool = client.query_one("SELECT disabled FROM endpoints WHERE id = $1", &[&ep]).await.unwrap().get(0);
+    assert!(disabled, "the endpoint is disabled");
+    let n: i64 = client
+        .query_one(
+            "SELECT count(*) FROM messages WHERE event_type = 'endpoint.disabled'
+             AND convert_from(payload, 'UTF8')::jsonb -> 'data' ->> 'endpointId' = $1",
+            &[&ep],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1, "endpoint.disabled notices");
 }

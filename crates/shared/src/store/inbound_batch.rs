@@ -1,10 +1,11 @@
-//! Group commit for async ingress: many requests' admissions in one transaction.
+//! Group commit for async ingress: many requests' admissions in one transaction,
+//! one statement per tenant (a batch of one tenant's rows is one statement).
 //!
-//! Each row carries its tenant id (a batch mixes tenants). The decision is still
-//! one `INSERT … ON CONFLICT DO NOTHING` per key into `inbound_keys`, here over
-//! the whole batch in key order, so concurrent batches on any number of
-//! instances take the unique-index locks in the same order and cannot deadlock;
-//! only the keys that won write their event rows.
+//! The decision is still one `INSERT … ON CONFLICT DO NOTHING` per key into
+//! `inbound_keys`, here over the whole batch in key order (tenants in order, each
+//! tenant's keys in order), so concurrent batches on any number of instances take
+//! the unique-index locks in the same order and cannot deadlock; only the keys
+//! that won write their event rows.
 
 use tokio_postgres::GenericClient;
 
@@ -49,24 +50,53 @@ fn messages_of_admitted() -> String {
     )
 }
 
-/// Inserts the rows whose key is new, their messages and their deliveries, in one
-/// statement: alone (autocommit) it is one round trip and one commit for the
-/// whole batch, as cheap for the database as a single bare insert. The caller
-/// wakes the workers afterwards. Returns, per input row, whether it was the one
-/// admitted, and if so the endpoints its deliveries go to. Rows must not repeat a
-/// key (the caller keeps the first of each key).
+/// Admits a batch of rows of any tenants in one commit: each tenant's rows in a
+/// statement of its own (pipelined in one transaction, in tenant order, when the
+/// batch holds more than one tenant). Per input row, whether it was the one
+/// admitted, and if so the endpoints its deliveries go to. Rows must not repeat
+/// a key (the caller keeps the first of each key).
+pub async fn admit_batches(
+    db: &mut deadpool_postgres::Client,
+    rows: &[BatchRow],
+) -> Result<Vec<Option<Vec<EndpointId>>>, StoreError> {
+    let groups = by_tenant(rows);
+    let parts = if groups.len() == 1 {
+        vec![admit_batch(&*db, groups[0].0, &groups[0].1).await?]
+    } else {
+        let tx = db.transaction().await?;
+        let parts =
+            futures_util::future::try_join_all(groups.iter().map(|(t, rows)| admit_batch(&tx, t, rows))).await?;
+        tx.commit().await?;
+        parts
+    };
+    let mut out: std::collections::HashMap<&InboundEventId, Option<Vec<EndpointId>>> = Default::default();
+    for ((_, rows), results) in groups.iter().zip(parts) {
+        for (r, won) in rows.iter().zip(results) {
+            out.insert(&r.id, won);
+        }
+    }
+    Ok(rows.iter().map(|r| out.remove(&r.id).flatten()).collect())
+}
+
+/// A batch's rows by tenant, in tenant order.
+fn by_tenant<R: std::borrow::Borrow<BatchRow> + Clone>(rows: &[R]) -> Vec<(&TenantId, Vec<R>)> {
+    let mut groups: std::collections::BTreeMap<&TenantId, Vec<R>> = Default::default();
+    for r in rows {
+        groups.entry(&r.borrow().tenant_id).or_default().push(r.clone());
+    }
+    groups.into_iter().collect()
+}
+
+/// One tenant's rows: inserts those whose key is new, their messages and their
+/// deliveries, in one statement: alone (autocommit) it is one round trip and one
+/// commit for the whole batch. The caller wakes the workers afterwards.
 pub async fn admit_batch(
-    db: &deadpool_postgres::Client,
+    db: &impl deadpool_postgres::GenericClient,
+    tenant: &TenantId,
     rows: &[BatchRow],
 ) -> Result<Vec<Option<Vec<EndpointId>>>, StoreError> {
     let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&a, &b| {
-        (&rows[a].tenant_id, &rows[a].source_id, &rows[a].key).cmp(&(
-            &rows[b].tenant_id,
-            &rows[b].source_id,
-            &rows[b].key,
-        ))
-    });
+    order.sort_by(|&a, &b| (&rows[a].source_id, &rows[a].key).cmp(&(&rows[b].source_id, &rows[b].key)));
     let col = |f: fn(&BatchRow) -> &str| order.iter().map(|&i| f(&rows[i]).to_owned()).collect::<Vec<String>>();
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
     let traces: Vec<Option<&str>> = order.iter().map(|&i| rows[i].traceparent.as_deref()).collect();
@@ -75,17 +105,17 @@ pub async fn admit_batch(
     // is the inbound key, the same on every admission of the provider's event.
     let statement = db.prepare_cached(&format!(
                 "WITH input AS (
-                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                    $7::text[], $8::text[], $9::bytea[], $10::text[]) WITH ORDINALITY AS u(t, s, k, i, a, m, e, c, p, tp, n)
+                SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::text[], $8::text[], $9::bytea[], $10::text[]) WITH ORDINALITY AS u(s, k, i, a, m, e, c, p, tp, n)
              ), won AS (
                 INSERT INTO inbound_keys (tenant_id, source_id, key, event_id)
-                SELECT t, s, k, i FROM input ORDER BY n
+                SELECT $1, s, k, i FROM input ORDER BY n
                 ON CONFLICT (tenant_id, source_id, key) DO NOTHING
                 RETURNING event_id
              ), ins AS (
                 INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
                     content_type, payload, traceparent)
-                SELECT t, s, k, i, 'accepted', a, m, e, c, p, tp FROM input JOIN won ON won.event_id = input.i
+                SELECT $1, s, k, i, 'accepted', a, m, e, c, p, tp FROM input JOIN won ON won.event_id = input.i
                 RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent
              ), {}
              SELECT i.id, COALESCE(d.eps, '{{}}') FROM ins i
@@ -97,7 +127,7 @@ pub async fn admit_batch(
         .query(
             &statement,
             &[
-                &col(|r| r.tenant_id.as_str()),
+                &tenant.as_str(),
                 &col(|r| r.source_id.as_str()),
                 &col(|r| &r.key),
                 &col(|r| r.id.as_str()),
@@ -117,10 +147,37 @@ pub async fn admit_batch(
     Ok(rows.iter().map(|r| won.remove(r.id.as_str())).collect())
 }
 
-/// Counts duplicates of a batch's losing rows and returns what each one's key
-/// holds (`None` where the row is gone).
+/// Counts duplicates of a batch's losing rows, of any tenants, and returns what
+/// each one's key holds (`None` where the row is gone): one statement per tenant,
+/// in one transaction when there are several.
+pub async fn duplicates_batches(
+    db: &mut deadpool_postgres::Client,
+    rows: &[&BatchRow],
+) -> Result<Vec<Option<Existing>>, StoreError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let groups = by_tenant(rows);
+    let parts = if groups.len() == 1 {
+        vec![duplicates_batch(&*db, groups[0].0, &groups[0].1).await?]
+    } else {
+        let tx = db.transaction().await?;
+        let parts =
+            futures_util::future::try_join_all(groups.iter().map(|(t, rows)| duplicates_batch(&tx, t, rows))).await?;
+        tx.commit().await?;
+        parts
+    };
+    // Each row's answer by its place in its tenant's group, in input order.
+    let mut found: std::collections::HashMap<&TenantId, std::vec::IntoIter<Option<Existing>>> =
+        groups.iter().map(|(t, _)| *t).zip(parts.into_iter().map(Vec::into_iter)).collect();
+    Ok(rows.iter().map(|r| found.get_mut(&r.tenant_id).and_then(Iterator::next).flatten()).collect())
+}
+
+/// One tenant's losing rows: counts their duplicates and returns what each one's
+/// key holds (`None` where the row is gone), in order.
 pub async fn duplicates_batch(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
+    tenant: &TenantId,
     rows: &[&BatchRow],
 ) -> Result<Vec<Option<Existing>>, StoreError> {
     if rows.is_empty() {
@@ -131,17 +188,16 @@ pub async fn duplicates_batch(
         "WITH dup AS (
             UPDATE inbound_events e SET duplicates = e.duplicates + u.n
             FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n
-                  FROM (SELECT t, s, k, count(*)::int AS n FROM unnest($1::text[], $2::text[], $3::text[]) AS x(t, s, k)
-                        GROUP BY t, s, k) AS x
-                  JOIN inbound_keys k ON k.tenant_id = x.t AND k.source_id = x.s AND k.key = x.k) AS u
-            WHERE e.tenant_id = u.tenant_id AND e.source_id = u.source_id AND e.id = u.event_id
+                  FROM (SELECT s, k, count(*)::int AS n FROM unnest($2::text[], $3::text[]) AS x(s, k)
+                        GROUP BY s, k) AS x
+                  JOIN inbound_keys k ON k.tenant_id = $1 AND k.source_id = x.s AND k.key = x.k) AS u
+            WHERE e.tenant_id = $1 AND e.source_id = u.source_id AND e.id = u.event_id
             RETURNING e.tenant_id, e.source_id, e.key, e.id, e.status, COALESCE(e.lease_until < now(), false) AS x, u.n
          ), {}
          SELECT tenant_id, source_id, key, id, status, x FROM dup",
         usage::bump("usage", "dup", &[(Counter::InboundDuplicates, "sum(n)")])
     );
-    let found =
-        db.query(&sql, &[&col(|r| r.tenant_id.as_str()), &col(|r| r.source_id.as_str()), &col(|r| &r.key)]).await?;
+    let found = db.query(&sql, &[&tenant.as_str(), &col(|r| r.source_id.as_str()), &col(|r| &r.key)]).await?;
     let found: std::collections::HashMap<(String, String, String), Existing> = found
         .iter()
         .map(|r| {

@@ -1,5 +1,6 @@
 //! Group commit for the API's message creation: many requests' messages and their
-//! deliveries in one statement, so one commit. Rows carry their tenant id.
+//! deliveries in one commit; one statement per tenant, so every statement names
+//! one tenant (a batch of one tenant's rows is one statement, so one commit).
 
 use chrono::{DateTime, Utc};
 
@@ -34,53 +35,85 @@ pub enum Published {
     NoApplication,
 }
 
-pub async fn publish_batch(db: &deadpool_postgres::Client, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
+/// Publishes a batch of rows of any tenants in one commit: each tenant's rows in a
+/// statement of its own (pipelined in one transaction when the batch holds more
+/// than one tenant). One outcome per row, in order.
+pub async fn publish_batches(
+    db: &mut deadpool_postgres::Client,
+    rows: &[PublishRow],
+) -> Result<Vec<Published>, StoreError> {
+    let mut by_tenant: std::collections::BTreeMap<&TenantId, Vec<usize>> = Default::default();
+    for (i, r) in rows.iter().enumerate() {
+        by_tenant.entry(&r.tenant_id).or_default().push(i);
+    }
+    let groups: Vec<(&TenantId, Vec<PublishRow>)> =
+        by_tenant.into_iter().map(|(t, ix)| (t, ix.iter().map(|&i| rows[i].clone()).collect())).collect();
+    let parts = if groups.len() == 1 {
+        vec![publish_batch(&*db, groups[0].0, &groups[0].1).await?]
+    } else {
+        let tx = db.transaction().await?;
+        let parts =
+            futures_util::future::try_join_all(groups.iter().map(|(t, rows)| publish_batch(&tx, t, rows))).await?;
+        tx.commit().await?;
+        parts
+    };
+    let mut out: std::collections::HashMap<&MessageId, Published> = std::collections::HashMap::new();
+    for ((_, rows), results) in groups.iter().zip(parts) {
+        for (r, p) in rows.iter().zip(results) {
+            out.insert(&r.msg_id, p);
+        }
+    }
+    Ok(rows.iter().map(|r| out.remove(&r.msg_id).unwrap_or(Published::NoApplication)).collect())
+}
+
+/// One tenant's rows of a batch, in one statement.
+pub async fn publish_batch(
+    db: &impl deadpool_postgres::GenericClient,
+    tenant: &TenantId,
+    rows: &[PublishRow],
+) -> Result<Vec<Published>, StoreError> {
     // Unique-index locks in one order across concurrent batches.
     let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&a, &b| {
-        (&rows[a].tenant_id, rows[a].app.as_str(), &rows[a].event_id).cmp(&(
-            &rows[b].tenant_id,
-            rows[b].app.as_str(),
-            &rows[b].event_id,
-        ))
-    });
+    order.sort_by(|&a, &b| (rows[a].app.as_str(), &rows[a].event_id).cmp(&(rows[b].app.as_str(), &rows[b].event_id)));
     let s = |f: fn(&PublishRow) -> String| order.iter().map(|&i| f(&rows[i])).collect::<Vec<String>>();
     let event_ids: Vec<Option<String>> = order.iter().map(|&i| rows[i].event_id.clone()).collect();
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
     let traces: Vec<Option<&str>> = order.iter().map(|&i| rows[i].traceparent.as_deref()).collect();
     let expiries: Vec<Option<DateTime<Utc>>> = order.iter().map(|&i| rows[i].payload_expires_at).collect();
-    let statement = db.prepare_cached(&format!(
-                "WITH input AS (
-                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
-                    $8::timestamptz[]) WITH ORDINALITY AS u(t, aref, m, eid, et, p, tp, px, n)
+    let statement = db
+        .prepare_cached(&format!(
+            "WITH input AS (
+                SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
+                    $8::timestamptz[]) WITH ORDINALITY AS u(aref, m, eid, et, p, tp, px, n)
              ), resolved AS (
                 SELECT DISTINCT ON (i.n) i.*, a.id AS app FROM input i
-                JOIN applications a ON a.tenant_id = i.t AND (a.id = i.aref OR a.uid = i.aref) AND NOT a.operational
+                JOIN applications a ON a.tenant_id = $1 AND (a.id = i.aref OR a.uid = i.aref) AND NOT a.operational
                 ORDER BY i.n, (a.id = i.aref) DESC
              ), event_ids AS (
                 -- An eventId is the message's only if its row here is new.
                 INSERT INTO message_event_ids (tenant_id, app_id, event_id, msg_id)
-                SELECT t, app, eid, m FROM resolved WHERE eid IS NOT NULL ORDER BY n
+                SELECT $1, app, eid, m FROM resolved WHERE eid IS NOT NULL ORDER BY n
                 ON CONFLICT (tenant_id, app_id, event_id) DO NOTHING
                 RETURNING msg_id
              ), msg AS (
                 INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, traceparent,
                     payload_expires_at)
-                SELECT t, app, m, eid, et, p, 'application/json', tp, px FROM resolved
+                SELECT $1, app, m, eid, et, p, 'application/json', tp, px FROM resolved
                 WHERE eid IS NULL OR m IN (SELECT msg_id FROM event_ids) ORDER BY n
                 RETURNING tenant_id, app_id, id, event_type, channels, created_at, payload
              ), {}, {}
              SELECT r.m, r.app, msg.created_at, COALESCE(d.eps, '{{}}')
              FROM resolved r LEFT JOIN msg ON msg.id = r.m
              LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d ON d.msg_id = r.m",
-                fanout::insert_deliveries("msg"),
-                super::messages::created_usage("msg"),
-            )).await?;
+            fanout::insert_deliveries("msg"),
+            super::messages::created_usage("msg"),
+        ))
+        .await?;
     let found = db
         .query(
             &statement,
             &[
-                &s(|r| r.tenant_id.to_string()),
+                &tenant.as_str(),
                 &s(|r| r.app.to_string()),
                 &s(|r| r.msg_id.to_string()),
                 &event_ids,
