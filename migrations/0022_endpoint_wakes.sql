@@ -25,3 +25,14 @@ SELECT tenant_id, app_id, endpoint_id, min(next_attempt_at) FROM deliveries
 WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL
 GROUP BY tenant_id, app_id, endpoint_id
 ON CONFLICT (tenant_id, app_id, endpoint_id) DO UPDATE SET wake_at = LEAST(endpoint_wakes.wake_at, EXCLUDED.wake_at);
+
+-- What each delivery worker reports of how far behind it is (milliseconds that
+-- work it could start has waited for it), read by the processes that create
+-- messages to hold creation back while workers fall behind (admission control).
+-- Operational state, rewritten a few times a second: unlogged, not replicated,
+-- emptied by a crash, which only means "no worker is behind".
+CREATE UNLOGGED TABLE IF NOT EXISTS delivery_pressure (
+    worker       text PRIMARY KEY,
+    pressure_ms  integer NOT NULL,
+    at           timestamptz NOT NULL DEFAULT now()
+);

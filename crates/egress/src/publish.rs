@@ -48,7 +48,7 @@ pub enum PublishError {
 impl From<StoreError> for PublishError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Unavailable(_) => PublishError::Unavailable,
+            StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::LostRace(_) => PublishError::Unavailable,
             StoreError::Conflict(c) if c == "message_request_keys_pkey" => PublishError::SameRequest,
             StoreError::Conflict(_) => PublishError::Conflict,
             StoreError::InvalidText => PublishError::Invalid(e.to_string()),
@@ -77,15 +77,23 @@ pub struct Publisher {
 /// company while messages come closer together than that (`shared::batch`).
 const WORKERS: usize = 4;
 const MAX_BATCH: usize = 256;
-const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
+const GATHER: std::time::Duration = std::time::Duration::from_millis(4);
 
 async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, StoreError> {
-    db::bounded(state.db_budget(), async {
-        let mut conn = db::conn(&state.db).await?;
-        publish_batches(&mut conn, rows).await
-    })
-    .await
-    .inspect_err(|e| db::forget_stale_plans(&state.db, e))
+    // A batch that lost a deadlock is run again: nothing of it was written.
+    let mut tries = 0;
+    loop {
+        let done = db::bounded(state.db_budget(), async {
+            let mut conn = db::conn(&state.db).await?;
+            publish_batches(&mut conn, rows).await
+        })
+        .await
+        .inspect_err(|e| db::forget_stale_plans(&state.db, e));
+        match done {
+            Err(e) if e.is_lost_race() && tries < 3 => tries += 1,
+            other => return other,
+        }
+    }
 }
 
 /// One batch of the group commit; one outcome per row, in order.
@@ -184,6 +192,8 @@ impl Publisher {
                 other => other,
             };
         }
+        // While workers fall behind, creation waits its turn (never refused).
+        self.state.admission.wait().await;
         if new.channels.is_none() && new.tags.is_none() {
             match self.batched(tenant, app, &new).await? {
                 Some(created_at) => {

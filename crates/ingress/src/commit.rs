@@ -29,7 +29,7 @@ const MAX_BATCH: usize = 256;
 const COMMITTERS: usize = 4;
 /// How long a batch waits for company while admissions come closer together
 /// than that (`shared::batch`).
-const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
+const GATHER: std::time::Duration = std::time::Duration::from_millis(4);
 
 /// Why a batched admission failed; `unavailable` maps to 503.
 #[derive(Debug, Clone)]
@@ -49,6 +49,7 @@ type Job = (BatchRow, i32);
 
 #[derive(Clone)]
 pub struct GroupCommit {
+    state: AppState,
     batcher: Batcher<Job, Result<Admitted, CommitError>>,
 }
 
@@ -56,14 +57,17 @@ impl GroupCommit {
     /// Starts the committers on the current runtime. Admitted events' messages
     /// count in `hookgate_messages_created_total`, as the API's do.
     pub fn start(state: AppState, metrics: EgressMetrics) -> Self {
+        let batch_state = state.clone();
         let batcher = Batcher::start(COMMITTERS, MAX_BATCH, GATHER, move |jobs: Vec<Job>| {
-            let (state, metrics) = (state.clone(), metrics.clone());
+            let (state, metrics) = (batch_state.clone(), metrics.clone());
             async move { run_batch(&state, &metrics, jobs).await }
         });
-        GroupCommit { batcher }
+        GroupCommit { state, batcher }
     }
 
     pub async fn admit(&self, c: Candidate<'_>) -> Result<Admitted, CommitError> {
+        // While workers fall behind, admission waits its turn (never refused).
+        self.state.admission.wait().await;
         let row = BatchRow {
             tenant_id: c.source.tenant_id.clone(),
             source_id: c.source.id.clone(),
@@ -87,12 +91,20 @@ impl GroupCommit {
 /// One statement, so one implicit transaction: atomic, and one commit.
 /// Tells the workers at once what it made due, endpoint by endpoint.
 async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreError> {
-    let admitted = db::bounded(state.db_budget(), async {
-        let mut conn = db::conn(&state.db).await?;
-        inbound_batch::admit_batches(&mut conn, rows).await
-    })
-    .await
-    .inspect_err(|e| db::forget_stale_plans(&state.db, e))?;
+    // A batch that lost a deadlock is run again: nothing of it was written.
+    let mut tries = 0;
+    let admitted = loop {
+        let done = db::bounded(state.db_budget(), async {
+            let mut conn = db::conn(&state.db).await?;
+            inbound_batch::admit_batches(&mut conn, rows).await
+        })
+        .await
+        .inspect_err(|e| db::forget_stale_plans(&state.db, e));
+        match done {
+            Err(e) if e.is_lost_race() && tries < 3 => tries += 1,
+            other => break other?,
+        }
+    };
     let hints: Vec<Hint> = rows
         .iter()
         .zip(&admitted)

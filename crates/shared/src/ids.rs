@@ -30,6 +30,13 @@ macro_rules! prefixed_id {
                 Self(format!("{}_{}", $prefix, Ulid::from_parts(ms, rand::random())))
             }
 
+            /// When the id was made, in milliseconds since the epoch (the ULID's
+            /// time part); `None` if it does not hold a ULID (never, once parsed).
+            pub fn millis(&self) -> Option<u64> {
+                let body = self.0.strip_prefix($prefix)?.strip_prefix('_')?;
+                Ulid::from_string(body).ok().map(|u| u.timestamp_ms())
+            }
+
             /// Parses an id, checking the prefix and the ULID body.
             pub fn parse(s: &str) -> Result<Self, IdError> {
                 parse_prefixed(s, $prefix).map(|_| Self(s.to_owned()))

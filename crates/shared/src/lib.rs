@@ -8,6 +8,7 @@
 //! its connection, so a query can never forget the tenant it is acting for; the
 //! few exceptions are listed, with their reasons, beside the tidy test.
 
+pub mod admission;
 pub mod archive;
 pub mod batch;
 pub mod cache;

@@ -30,6 +30,8 @@ pub struct AppState {
     pub caches: Caches,
     /// Quota enforcement and usage tallies.
     pub limits: Arc<crate::limits::Limits>,
+    /// Holds message creation back while delivery workers fall behind.
+    pub admission: crate::admission::Admission,
 }
 
 impl AppState {
@@ -80,6 +82,7 @@ impl AppState {
         let api_keys = config.master_key.api_key_hasher();
         let wake = Wake::new(db.clone(), config.db_timeout + config.db_statement_timeout);
         let limits = Arc::new(crate::limits::Limits::new(redis.clone()));
+        let admission = crate::admission::Admission::new(db.clone(), config.db_timeout + config.db_statement_timeout);
         Ok(AppState {
             config: Arc::new(config),
             db,
@@ -90,6 +93,7 @@ impl AppState {
             wake,
             caches: Caches::default(),
             limits,
+            admission,
         })
     }
 }

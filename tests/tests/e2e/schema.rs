@@ -13,6 +13,7 @@ const NOT_DISTRIBUTED: &[(&str, &str)] = &[
     ("tenants", "a reference table (small, copied to every node); its key is the tenant id itself and `uid` is unique across tenants"),
     ("hookgate_migrations", "Hookgate's own bookkeeping, on the coordinator only"),
     ("hookgate_partition_cutover", "one row: where the tables from before partitioning end; on the coordinator only"),
+    ("delivery_pressure", "the delivery workers' own state (how far behind each is), unlogged; on the coordinator only"),
 ];
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 //! rewording that line or by the exception list next to the rule, never by deleting the rule.
 //! `TIDY_ROOT` points them at another checkout (a scratch copy to try a rule on).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -220,6 +220,9 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("queues::claim_all", "one transaction for a worker's claim: one statement per tenant (queues::claim) inside"),
     ("results::record", "one transaction for a batch of results: one statement per tenant and kind inside"),
     ("wakes::due", "the listing of endpoints whose wake has come, of every tenant: a worker serves them all"),
+    ("queues::recently_due", "during an upgrade: deliveries of every tenant the previous release made due unwoken"),
+    ("pressure::report", "a worker's own pressure, no tenant's (admission control)"),
+    ("pressure::read", "the workers' pressure, no tenant's (admission control)"),
     ("deliveries::quarantine", "the worker marks one claimed row failed; the outcome carries its tenant id"),
     ("deliveries::resume_enabled", "the worker's sweep resumes paused rows of every re-enabled tenant"),
     ("deliveries::pending_count", "the pending-deliveries gauge is one operator metric over all tenants"),
@@ -380,6 +383,38 @@ fn store_functions_take_the_tenant_first() {
          can forget whose rows it reads",
         "make the second parameter `tenant: &TenantId` (and filter on it), or, if the function truly \
          spans or precedes tenants, add (\"module::fn\", \"why\") to EXCEPTIONS in tests/tests/e2e/tidy.rs.",
+        &problems,
+    );
+}
+
+/// The store functions that take no tenant (EXCEPTIONS) are exactly the ones
+/// docs/operations.md lists under "Statements that span tenants": the list an
+/// operator reads before distributing Postgres by tenant (Citus) stays the code's.
+#[test]
+fn the_statements_that_span_tenants_are_the_ones_listed() {
+    let doc = text(&root().join("docs/operations.md"));
+    let start = doc.find("### Statements that span tenants").expect("docs/operations.md has the section");
+    let section = &doc[start + 4..];
+    let section = &section[..section.find("\n### ").or_else(|| section.find("\n## ")).unwrap_or(section.len())];
+    // The first cell of each row of the table.
+    let listed: BTreeSet<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix('|').and_then(|l| l.split('|').next()))
+        .flat_map(|cell| cell.split('`').skip(1).step_by(2))
+        .filter(|t| t.contains("::") && t.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c == ':'))
+        .collect();
+    let excepted: BTreeSet<&str> = EXCEPTIONS.iter().map(|(k, _)| *k).collect();
+    let mut problems = Vec::new();
+    for k in excepted.difference(&listed) {
+        problems.push(format!("tests/tests/e2e/tidy.rs: `{k}` spans tenants but docs/operations.md does not list it"));
+    }
+    for k in listed.difference(&excepted) {
+        problems.push(format!("docs/operations.md: lists `{k}`, which is not an exception in tests/tests/e2e/tidy.rs"));
+    }
+    report(
+        "docs/operations.md lists every store function that spans tenants, and only those",
+        "add the function, with what it does across tenants, to the table under \"Statements that span \
+         tenants\" in docs/operations.md (or remove a listed one that now takes its tenant).",
         &problems,
     );
 }

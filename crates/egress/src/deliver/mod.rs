@@ -14,6 +14,7 @@
 pub mod forward;
 mod plan;
 mod prepare;
+mod pressure;
 mod record;
 pub mod schedule;
 pub mod send;
@@ -77,6 +78,8 @@ pub struct Worker {
     sender: Sender,
     throttle: Arc<throttle::Throttle>,
     shares: shares::Shares,
+    /// Since when hinted work that could start has waited (admission control).
+    pressure: Arc<pressure::Pressure>,
 }
 
 /// A finished delivery and the concurrency permit it holds until it is recorded.
@@ -101,7 +104,7 @@ impl Worker {
         let sender = Sender::new(guard, cfg.connect_timeout, cfg.timeout, state.config.egress_proxy.as_deref());
         let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
         let shares = shares::Shares::new(cfg.concurrency);
-        Worker { state, metrics, cfg, sender, throttle, shares }
+        Worker { state, metrics, cfg, sender, throttle, shares, pressure: Default::default() }
     }
 
     /// Runs until the task is dropped.
@@ -131,6 +134,7 @@ impl Worker {
             tokio::spawn(wakes::raise_loop(this.state.clone(), drained.clone(), woken_tx, local.clone())),
             tokio::spawn(wakes::sweep_loop(this.state.clone(), local.clone())),
             tokio::spawn(wakes::analyze_loop(this.state.clone())),
+            tokio::spawn(pressure::report_loop(this.state.clone(), this.pressure.clone())),
         ]);
         let mut plan = plan::Plan::new();
         let mut last_list = Instant::now();
@@ -153,7 +157,10 @@ impl Worker {
                 plan.list = true;
             }
             let started = SystemTime::now();
-            let claimed = match this.claim(&mut plan, &drained, room).await {
+            let claimed = this.claim(&mut plan, &drained, room).await;
+            let (skip_tenants, skip) = this.shares.skips();
+            this.pressure.set(plan.pressure(&skip_tenants, &skip));
+            let claimed = match claimed {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming deliveries failed; retrying");
@@ -184,7 +191,8 @@ impl Worker {
                     // Room again for what the listing left out: list again.
                     _ = this.shares.freed.notified(), if waiting => plan.list |= plan.behind_shares,
                     at = woken_rx.recv() => if let Some(at) = at { plan.wake_at(at) },
-                    _ = tokio::time::sleep(sleep) => {}
+                    // A wake, a throttle's next slot or the poll: list again.
+                    _ = tokio::time::sleep(sleep) => plan.list = true,
                 }
                 // Woken by a commit: let the rest of its burst arrive, so one
                 // claim takes them together.

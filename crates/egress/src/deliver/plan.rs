@@ -10,6 +10,7 @@
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
     sync::{Arc, Mutex},
+    time::Instant,
 };
 
 use chrono::{DateTime, Utc};
@@ -27,8 +28,9 @@ use super::shares::{self, Shares};
 
 /// Most endpoints one listing returns.
 const LIST: i64 = 512;
-/// Most hinted ranges kept per endpoint.
+/// Most hinted ranges kept per endpoint, and most endpoints with hinted ranges.
 const MOST_RANGES: usize = 16;
+const MOST_HINTED: usize = 20_000;
 
 /// The worker's view of what is due, between claims.
 #[derive(Default)]
@@ -37,7 +39,7 @@ pub(super) struct Plan {
     /// taken all of yet, lowest first. Commits end out of id order (an id is
     /// drawn before its commit), so a hint below the ranges held starts a range
     /// of its own: merged, the range would be scanned again from below.
-    hinted: HashMap<Queue, VecDeque<(MessageId, MessageId)>>,
+    hinted: HashMap<Queue, VecDeque<Range>>,
     /// The last listing: endpoints whose wake had come.
     listed: Vec<Listed>,
     /// The endpoints of `listed`, for telling a woken endpoint from a busy one.
@@ -52,9 +54,19 @@ pub(super) struct Plan {
     pub(super) behind_shares: bool,
 }
 
-/// Endpoints left out of listings until their wakes are raised, shared with the
-/// task that raises them.
-pub(super) type Drained = Arc<Mutex<HashSet<Queue>>>;
+/// A hinted range: messages `lo` to `hi`, and since when the worker could have
+/// started its oldest (reset while its endpoint has no room: that wait is the
+/// endpoint's, not the worker's).
+#[derive(Debug, Clone)]
+struct Range {
+    lo: MessageId,
+    hi: MessageId,
+    ready: Instant,
+}
+
+/// Endpoints left out of listings until their wakes are raised (with when they
+/// were found drained), shared with the task that raises them.
+pub(super) type Drained = Arc<Mutex<HashMap<Queue, Instant>>>;
 
 /// One claim's wants, by tenant, and what each asked (to read the answer by).
 pub(super) struct Asked {
@@ -68,17 +80,23 @@ impl Plan {
 
     /// Takes new hints in.
     pub(super) fn hint(&mut self, hints: Vec<Hint>) {
+        let now = Instant::now();
         for h in hints {
+            if !self.hinted.contains_key(&h.queue) && self.hinted.len() >= MOST_HINTED {
+                // The wakes hold what is dropped: the listing finds it.
+                self.list = true;
+                continue;
+            }
             let ranges = self.hinted.entry(h.queue).or_default();
             match ranges.back_mut() {
-                Some(last) if h.lo >= last.0 => {
-                    if h.hi > last.1 {
-                        last.1 = h.hi;
+                Some(last) if h.lo >= last.lo => {
+                    if h.hi > last.hi {
+                        last.hi = h.hi;
                     }
                 }
                 _ => {
-                    let at = ranges.partition_point(|r| r.0 <= h.lo);
-                    ranges.insert(at, (h.lo, h.hi));
+                    let at = ranges.partition_point(|r| r.lo <= h.lo);
+                    ranges.insert(at, Range { lo: h.lo, hi: h.hi, ready: now });
                     if ranges.len() > MOST_RANGES {
                         // The wakes hold what is dropped: the listing finds it.
                         ranges.pop_front();
@@ -103,7 +121,7 @@ impl Plan {
     ) -> Result<(), StoreError> {
         let (skip_tenants, mut skip) = shares.skips();
         self.behind_shares = !skip_tenants.is_empty() || !skip.is_empty();
-        skip.extend(drained.lock().expect("drained lock").iter().cloned());
+        skip.extend(drained.lock().expect("drained lock").keys().cloned());
         let (listed, next) = wakes::due(conn, &skip_tenants, &skip, LIST).await?;
         self.known_due = listed.iter().map(|l| l.queue.clone()).collect();
         self.listed = listed;
@@ -112,18 +130,39 @@ impl Plan {
         Ok(())
     }
 
-    /// What to ask for `room` slots: hinted endpoints first (their deliveries are
-    /// the newest and cheapest to claim), then the listed ones, each within its
-    /// share.
+    /// What to ask for `room` slots, each endpoint within its share: listed
+    /// endpoints (due in their wake's order) and endpoints only hinted, in turn,
+    /// so neither a stream of new messages nor a backlog holds the other up. An
+    /// endpoint both listed and hinted is asked for its due deliveries first
+    /// (oldest due first), then for its hinted ones.
     pub(super) fn wants(&self, shares: &Shares, room: usize) -> Asked {
-        let hinted: Vec<(&Queue, &(MessageId, MessageId))> =
-            self.hinted.iter().filter_map(|(q, r)| r.front().map(|r| (q, r))).collect();
-        let mut offered: Vec<(&Queue, bool)> = hinted.iter().map(|(q, _)| (*q, false)).collect();
-        offered.extend(self.listed.iter().map(|l| (&l.queue, l.throttled)));
+        let front = |q: &Queue| self.hinted.get(q).and_then(|r| r.front());
+        let listed: HashSet<&Queue> = self.listed.iter().map(|l| &l.queue).collect();
+        let mut only_hinted =
+            self.hinted.iter().filter(|(q, _)| !listed.contains(q)).filter_map(|(q, r)| r.front().map(|r| (q, r)));
+        let mut offered: Vec<(&Queue, bool, Option<&Range>)> = Vec::new();
+        let mut listed_in_turn = self.listed.iter();
+        loop {
+            let l = listed_in_turn.next();
+            if let Some(l) = l {
+                offered.push((&l.queue, l.throttled, None));
+                if let Some(r) = front(&l.queue) {
+                    offered.push((&l.queue, l.throttled, Some(r)));
+                }
+            }
+            let h = only_hinted.next();
+            if let Some((q, r)) = h {
+                offered.push((q, false, Some(r)));
+            }
+            if l.is_none() && h.is_none() {
+                break;
+            }
+        }
+        let asked: Vec<(&Queue, bool)> = offered.iter().map(|(q, t, _)| (*q, *t)).collect();
         let mut by_tenant: BTreeMap<TenantId, Vec<Want>> = BTreeMap::new();
-        for (i, n) in shares.allocate(&offered, room) {
-            let q = offered[i].0;
-            let range = hinted.get(i).map(|(_, r)| (*r).clone());
+        for (i, n) in shares.allocate(&asked, room) {
+            let (q, _, range) = offered[i];
+            let range = range.map(|r| (r.lo.clone(), r.hi.clone()));
             by_tenant.entry(q.tenant_id.clone()).or_default().push(Want {
                 app_id: q.app_id.clone(),
                 endpoint_id: q.endpoint_id.clone(),
@@ -177,7 +216,7 @@ impl Plan {
                     }
                 } else if let (true, Some(last)) = (hinted, last) {
                     if let Some(range) = self.hinted.get_mut(&q).and_then(|r| r.front_mut()) {
-                        range.0 = last;
+                        range.lo = last;
                     }
                 }
             }
@@ -187,8 +226,29 @@ impl Plan {
             self.list = true;
         }
         if !used_up.is_empty() {
-            drained.lock().expect("drained lock").extend(used_up);
+            let now = Instant::now();
+            drained.lock().expect("drained lock").extend(used_up.into_iter().map(|q| (q, now)));
         }
+    }
+
+    /// How long the oldest hinted work that could start now has waited for this
+    /// worker: hinted endpoints with no room (their tenant's or their own share
+    /// taken, or held by their throttle) are waiting for themselves, so their
+    /// clocks start again.
+    /// Returns since when (the oldest), if any waits.
+    pub(super) fn pressure(&mut self, skip_tenants: &HashSet<TenantId>, skip: &HashSet<Queue>) -> Option<Instant> {
+        let now = Instant::now();
+        let mut oldest: Option<Instant> = None;
+        for (q, ranges) in &mut self.hinted {
+            if skip_tenants.contains(&q.tenant_id) || skip.contains(q) {
+                for r in ranges.iter_mut() {
+                    r.ready = now;
+                }
+            } else if let Some(r) = ranges.front() {
+                oldest = Some(oldest.map_or(r.ready, |o| o.min(r.ready)));
+            }
+        }
+        oldest
     }
 
     /// Whether the last listing left endpoints due that the next claim may ask.

@@ -13,7 +13,10 @@
 //! deliveries back.
 
 use std::{
-    sync::Arc,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
     time::{Duration, Instant},
 };
 
@@ -28,7 +31,7 @@ use hookgate_shared::{
     },
     AppState,
 };
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::{DeliveryConfig, Done};
 use crate::metrics::EgressMetrics;
@@ -80,11 +83,8 @@ pub(super) async fn record_loop(
             Ok(()) => {}
             Err(e) => {
                 tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
-                tokio::spawn(async move {
-                    split(ctx, outcomes).await;
-                    // Its slots go back once every result is settled.
-                    drop(batch);
-                });
+                // Each result keeps its slot until it is settled.
+                tokio::spawn(split(ctx, batch));
             }
         }
     }
@@ -156,43 +156,85 @@ async fn record_batch(ctx: &Ctx, outcomes: &[Outcome]) -> Result<(), StoreError>
     }
 }
 
+/// Results written again after their claims' leases ran out, without the slot
+/// they held, at most: past it, such a result is given up (logged, counted).
+const MOST_ORPHANS: usize = 10_000;
+static ORPHANS: AtomicUsize = AtomicUsize::new(0);
+
+/// One result of a split batch, with the slot it holds until it is settled or
+/// its claim's lease has run out (another worker may take the delivery then; its
+/// attempt is still written, its verdict is fenced off).
+struct Waiting {
+    outcome: Outcome,
+    slot: Option<OwnedSemaphorePermit>,
+    refused: u32,
+}
+
 /// Each result alone, all of them once before any is tried again, so the healthy
 /// ones land at once whatever the others wait on. A result that meets only
 /// outages, stalls and locks is written again until it lands; one refused
 /// [`RECORD_TRIES`] times is quarantined.
-async fn split(ctx: Ctx, outcomes: Vec<Outcome>) {
-    let mut pending: Vec<(Outcome, u32)> = outcomes.into_iter().map(|o| (o, 0)).collect();
+async fn split(ctx: Ctx, batch: Vec<Done>) {
+    let mut pending: Vec<Waiting> =
+        batch.into_iter().map(|(outcome, permit)| Waiting { outcome, slot: Some(permit), refused: 0 }).collect();
     let mut wait = RECORD_RETRY;
     let started = Instant::now();
+    let mut orphaned = 0;
     loop {
-        let results: Vec<(Outcome, u32, Result<(), StoreError>)> = stream::iter(pending)
-            .map(|(o, refused)| {
+        let results: Vec<(Waiting, Result<(), StoreError>)> = stream::iter(pending)
+            .map(|w| {
                 let ctx = &ctx;
                 async move {
-                    let written = match write(ctx, std::slice::from_ref(&o)).await {
+                    let written = match write(ctx, std::slice::from_ref(&w.outcome)).await {
                         Ok(recorded) => {
-                            count(ctx, std::slice::from_ref(&o), recorded);
+                            count(ctx, std::slice::from_ref(&w.outcome), recorded);
                             Ok(())
                         }
                         Err(e) => Err(e),
                     };
-                    (o, refused, written)
+                    (w, written)
                 }
             })
             .buffer_unordered(SPLIT_CONCURRENCY)
             .collect()
             .await;
         pending = Vec::new();
-        for (o, refused, written) in results {
+        for (mut w, written) in results {
             match written {
                 Ok(()) => {}
                 // Postgres is away, stalled, or a lock holds the row: not a verdict.
-                Err(e) if e.is_unavailable() => pending.push((o, refused)),
-                Err(e) if refused + 1 >= RECORD_TRIES => quarantine(&ctx, &o, &e).await,
-                Err(_) => pending.push((o, refused + 1)),
+                Err(e) if e.is_unavailable() => pending.push(w),
+                Err(e) if w.refused + 1 >= RECORD_TRIES => quarantine(&ctx, &w.outcome, &e).await,
+                Err(_) => {
+                    w.refused += 1;
+                    pending.push(w);
+                }
+            }
+        }
+        if started.elapsed() >= ctx.cfg.lease {
+            for w in pending.iter_mut().filter(|w| w.slot.is_some()) {
+                if ORPHANS.fetch_add(1, Ordering::Relaxed) >= MOST_ORPHANS {
+                    ORPHANS.fetch_sub(1, Ordering::Relaxed);
+                    continue;
+                }
+                w.slot = None;
+                orphaned += 1;
+            }
+        }
+        // Past the cap, results that no longer hold a slot are given up.
+        if ORPHANS.load(Ordering::Relaxed) >= MOST_ORPHANS {
+            let before = pending.len();
+            pending.retain(|w| w.slot.is_some());
+            let dropped = before - pending.len();
+            if dropped > 0 {
+                ORPHANS.fetch_sub(dropped, Ordering::Relaxed);
+                orphaned -= dropped;
+                ctx.metrics.records_quarantined.inc_by(dropped as u64);
+                tracing::error!(dropped, "delivery results waiting past their leases are given up: too many wait");
             }
         }
         if pending.is_empty() {
+            ORPHANS.fetch_sub(orphaned, Ordering::Relaxed);
             return;
         }
         tracing::warn!(

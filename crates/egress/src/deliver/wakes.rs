@@ -4,13 +4,21 @@
 //! (made due by the previous release while it ran beside this one). Also the
 //! statistics of partitions that just got their first rows (`analyze_loop`).
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     ids::{AppId, EndpointId, TenantId},
-    store::{partitions, queues, wakes, StoreError},
+    store::{
+        partitions,
+        queues::{self, Queue},
+        wakes, StoreError,
+    },
     AppState,
 };
 use tokio::sync::{mpsc, Notify};
@@ -21,9 +29,17 @@ use super::plan::Drained;
 /// left out of listings at most (a retry of it that fell due meanwhile waits
 /// this long).
 pub(super) const RAISE_EVERY: Duration = Duration::from_millis(200);
-/// How often the sweep looks, and how many endpoints each look covers.
+/// How often the sweep looks, after its first round, and how many endpoints each
+/// look covers.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
 const SWEEP_STEP: i64 = 512;
+
+/// Most endpoints one raise takes: one transaction each, so that no lock on a
+/// wake row is held for long, and one tenant's trouble fails only its own.
+const RAISE_CHUNK: usize = 64;
+/// An endpoint whose wake could not be raised is listed again after this (its
+/// wake is early, never late: it costs a look).
+const GIVE_UP: Duration = Duration::from_secs(5);
 
 /// Raises the wakes of drained endpoints, forever; tells the claim loop the
 /// earliest wake it wrote (`woken`), and wakes it when one is due now.
@@ -37,39 +53,41 @@ pub(super) async fn raise_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let taken: Vec<_> = drained.lock().expect("drained lock").iter().cloned().collect();
+        let taken: Vec<(Queue, Instant)> =
+            drained.lock().expect("drained lock").iter().map(|(q, at)| (q.clone(), *at)).collect();
         if taken.is_empty() {
             continue;
         }
         let mut by_tenant: BTreeMap<TenantId, Vec<(AppId, EndpointId)>> = BTreeMap::new();
-        for q in &taken {
+        for (q, _) in &taken {
             by_tenant.entry(q.tenant_id.clone()).or_default().push((q.app_id.clone(), q.endpoint_id.clone()));
         }
         let mut earliest: Option<DateTime<Utc>> = None;
-        let mut failed = false;
+        let mut done: Vec<Queue> = Vec::new();
         for (tenant, endpoints) in &by_tenant {
-            match raise(&state, tenant, endpoints).await {
-                Ok(raised) => {
-                    for at in raised.into_iter().filter_map(|(_, at)| at) {
-                        earliest = Some(earliest.map_or(at, |e| e.min(at)));
+            for chunk in endpoints.chunks(RAISE_CHUNK) {
+                match raise(&state, tenant, chunk).await {
+                    Ok(raised) => {
+                        for at in raised.into_iter().filter_map(|(_, at)| at) {
+                            earliest = Some(earliest.map_or(at, |e| e.min(at)));
+                        }
+                        // Raised, or held by a statement making deliveries due (due
+                        // soon anyway): listed by their wakes from now on.
+                        done.extend(chunk.iter().map(|(a, e)| Queue {
+                            tenant_id: tenant.clone(),
+                            app_id: a.clone(),
+                            endpoint_id: e.clone(),
+                        }));
                     }
-                }
-                Err(e) => {
-                    failed = true;
-                    tracing::debug!(error = %e, "raising endpoint wakes postponed");
+                    Err(e) => tracing::debug!(error = %e, "raising endpoint wakes postponed"),
                 }
             }
         }
-        if failed {
-            // Left out a while longer; listed again at the latest when raised.
-            continue;
-        }
-        // Raised, or held by a statement making deliveries due (due soon anyway):
-        // either way, listed again by their wakes from now on.
         let mut d = drained.lock().expect("drained lock");
-        for q in &taken {
+        for q in &done {
             d.remove(q);
         }
+        d.retain(|_, at| at.elapsed() < GIVE_UP);
         drop(d);
         if let Some(at) = earliest {
             let _ = woken.send(at);
@@ -95,29 +113,51 @@ async fn raise(
 
 /// Every [`SWEEP_EVERY`], the next [`SWEEP_STEP`] endpoints with deliveries
 /// waiting, in key order round the table: those with one due get their wake
-/// brought to now (a no-op where it is due already).
+/// brought to now (a no-op where it is due already). The first round, from a
+/// place of its own (so workers started together do not sweep the same
+/// endpoints), goes a step every [`FIRST_ROUND`] until it has come round. And
+/// when the previous release notified (`Wake::take_unwoken`), the deliveries made
+/// due in the last [`RECENT`] are looked at at once.
 pub(super) async fn sweep_loop(state: AppState, wake: Arc<Notify>) {
-    let mut after: Option<queues::Queue> = None;
-    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    let start = Queue {
+        tenant_id: TenantId::generated_at(Utc::now() - chrono::Duration::days(rand::random_range(0..365))),
+        app_id: AppId::from_db(String::new()),
+        endpoint_id: EndpointId::from_db(String::new()),
+    };
+    let mut after: Option<Queue> = Some(start);
+    let mut first_round = true;
+    let mut wrapped = false;
+    let mut last_step = Instant::now() - SWEEP_EVERY;
+    let mut tick = tokio::time::interval(FIRST_ROUND);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        if state.wake.take_unwoken() {
+            match wake_recent(&state).await {
+                Ok(n) if n > 0 => wake.notify_one(),
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "looking for unwoken deliveries postponed"),
+            }
+        }
+        if !first_round && last_step.elapsed() < SWEEP_EVERY {
+            continue;
+        }
+        last_step = Instant::now();
         let swept = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             let (due, last) = queues::list(&conn, after.as_ref(), SWEEP_STEP).await?;
-            let mut by_tenant: BTreeMap<TenantId, Vec<(AppId, EndpointId)>> = BTreeMap::new();
-            for q in due {
-                by_tenant.entry(q.tenant_id).or_default().push((q.app_id, q.endpoint_id));
-            }
-            let mut woke = 0;
-            for (tenant, endpoints) in &by_tenant {
-                woke += wakes::wake_now(&conn, tenant, endpoints).await?;
-            }
-            Ok((woke, last))
+            Ok((wake_queues(&conn, due).await?, last))
         })
         .await;
         match swept {
             Ok((woke, last)) => {
+                // The end of the table: round again from its start.
+                if last.is_none() {
+                    if wrapped {
+                        first_round = false;
+                    }
+                    wrapped = true;
+                }
                 after = last;
                 if woke > 0 {
                     wake.notify_one();
@@ -126,6 +166,33 @@ pub(super) async fn sweep_loop(state: AppState, wake: Arc<Notify>) {
             Err(e) => tracing::debug!(error = %e, "sweeping for unwoken endpoints postponed"),
         }
     }
+}
+
+/// How often the first round of the sweep steps, and how far back a look for
+/// what the previous release made due goes.
+const FIRST_ROUND: Duration = Duration::from_millis(200);
+const RECENT: Duration = Duration::from_secs(10);
+
+/// Brings the wakes of `due` endpoints to now, one statement per tenant.
+async fn wake_queues(conn: &db::Client, due: Vec<Queue>) -> Result<u64, StoreError> {
+    let mut by_tenant: BTreeMap<TenantId, Vec<(AppId, EndpointId)>> = BTreeMap::new();
+    for q in due {
+        by_tenant.entry(q.tenant_id).or_default().push((q.app_id, q.endpoint_id));
+    }
+    let mut woke = 0;
+    for (tenant, endpoints) in &by_tenant {
+        woke += wakes::wake_now(conn, tenant, endpoints).await?;
+    }
+    Ok(woke)
+}
+
+async fn wake_recent(state: &AppState) -> Result<u64, StoreError> {
+    db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        let due = queues::recently_due(&conn, RECENT, 10_000).await?;
+        wake_queues(&conn, due).await
+    })
+    .await
 }
 
 /// How often partitions without statistics are looked for.

@@ -104,7 +104,7 @@ impl ResponseError for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Unavailable(_) | StoreError::TimedOut(_) => ApiError::Unavailable,
+            StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::LostRace(_) => ApiError::Unavailable,
             StoreError::Conflict(what) => ApiError::Conflict(format!("already exists ({what})")),
             StoreError::InvalidText => ApiError::Validation(e.to_string()),
             other => ApiError::Internal(other.to_string()),

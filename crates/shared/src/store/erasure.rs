@@ -152,6 +152,7 @@ pub async fn erase_step(
     // Less than a batch is left (even if more trickles in): one statement takes it.
     db.execute(
         "WITH app AS (DELETE FROM applications WHERE tenant_id = $1 AND id = $2),
+              wakes AS (DELETE FROM endpoint_wakes WHERE tenant_id = $1 AND app_id = $2),
               inbound AS (DELETE FROM inbound_events WHERE tenant_id = $1 AND app_id = $2
                           RETURNING tenant_id, source_id, key, id),
               keys AS (DELETE FROM inbound_keys k USING inbound i WHERE k.tenant_id = i.tenant_id

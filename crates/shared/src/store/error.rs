@@ -19,6 +19,11 @@ pub enum StoreError {
     Tls(String),
     #[error("database pool: {0}")]
     Pool(String),
+    /// Postgres ended this statement to settle a race (a deadlock, a
+    /// serialization failure): the same statement again succeeds. Answered like an
+    /// outage (503) if it keeps happening.
+    #[error("database race lost: {0}")]
+    LostRace(String),
     /// A unique constraint said no; the string names the constraint.
     #[error("conflict on {0}")]
     Conflict(String),
@@ -56,7 +61,7 @@ impl From<tokio_postgres::Error> for StoreError {
             // 40P01 (deadlock) and 40001 (serialization): this attempt lost a race the
             // database settled; the same statement again succeeds.
             if matches!(db.code().code(), "40P01" | "40001") {
-                return StoreError::Unavailable(with_causes(&e));
+                return StoreError::LostRace(with_causes(&e));
             }
             let class = &db.code().code()[..2];
             if matches!(class, "08" | "53" | "57") {
@@ -78,7 +83,12 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 impl StoreError {
     /// Whether the answer is "retry later" (503): an outage or a timeout.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_) | StoreError::TimedOut(_))
+        matches!(self, StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::LostRace(_))
+    }
+
+    /// Whether running the same statement again is the remedy (a deadlock).
+    pub fn is_lost_race(&self) -> bool {
+        matches!(self, StoreError::LostRace(_))
     }
 
     pub fn is_timeout(&self) -> bool {

@@ -23,6 +23,7 @@ pub mod page;
 pub mod partition_export;
 pub mod partitions;
 pub mod portals;
+pub mod pressure;
 pub mod publish_batch;
 pub mod queues;
 pub mod results;

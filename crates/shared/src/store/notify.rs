@@ -62,36 +62,63 @@ struct Inner {
     /// A wake-up without hints came (a resend, the previous release's commit):
     /// the worker lists the endpoints whose wake has come.
     plain: AtomicBool,
+    /// An empty notification came: the previous release made deliveries due
+    /// without waking their endpoints, so the worker looks for them.
+    unwoken: AtomicBool,
     started: Once,
 }
 
-/// Hints by endpoint, merged: one range per endpoint.
+/// The widest a hint may be, by the time in its ids: a commit's messages were
+/// made within its statement. A wider one (a forged notification) is dropped, so
+/// that no hint makes a worker scan an endpoint's history.
+const WIDEST: u64 = 60_000;
+
+/// Whether a hint is one a commit could have made.
+pub fn plausible(h: &Hint) -> bool {
+    match (h.lo.millis(), h.hi.millis()) {
+        (Some(lo), Some(hi)) => lo <= hi && hi - lo <= WIDEST,
+        _ => false,
+    }
+}
+
+/// Hints by endpoint: a hint that starts at or after the last one of its endpoint
+/// extends it; one below it (commits end out of id order) is kept apart, so a
+/// merged range is never scanned again from below.
 #[derive(Default)]
 pub struct Hints {
-    by_queue: HashMap<Queue, (MessageId, MessageId)>,
+    by_queue: HashMap<Queue, Vec<(MessageId, MessageId)>>,
+    held: usize,
 }
 
 impl Hints {
     fn add(&mut self, h: Hint) -> bool {
-        if let Some((lo, hi)) = self.by_queue.get_mut(&h.queue) {
-            if h.lo < *lo {
-                *lo = h.lo;
-            }
-            if h.hi > *hi {
-                *hi = h.hi;
-            }
-            return true;
-        }
-        if self.by_queue.len() >= MOST_HINTS {
+        if !plausible(&h) {
             return false;
         }
-        self.by_queue.insert(h.queue, (h.lo, h.hi));
-        true
+        let ranges = self.by_queue.entry(h.queue).or_default();
+        match ranges.last_mut() {
+            Some(last) if h.lo >= last.0 => {
+                if h.hi > last.1 {
+                    last.1 = h.hi;
+                }
+                true
+            }
+            _ if self.held >= MOST_HINTS => false,
+            _ => {
+                ranges.push((h.lo, h.hi));
+                self.held += 1;
+                true
+            }
+        }
     }
 
     /// Takes every hint held.
     pub fn take(&mut self) -> Vec<Hint> {
-        self.by_queue.drain().map(|(queue, (lo, hi))| Hint { queue, lo, hi }).collect()
+        self.held = 0;
+        self.by_queue
+            .drain()
+            .flat_map(|(queue, ranges)| ranges.into_iter().map(move |(lo, hi)| Hint { queue: queue.clone(), lo, hi }))
+            .collect()
     }
 }
 
@@ -108,6 +135,7 @@ impl Wake {
                 kick: Notify::new(),
                 pending: AtomicBool::new(false),
                 plain: AtomicBool::new(false),
+                unwoken: AtomicBool::new(false),
                 started: Once::new(),
             }),
         }
@@ -131,6 +159,11 @@ impl Wake {
     /// Whether a wake-up without hints came since the last call.
     pub fn take_plain(&self) -> bool {
         self.inner.plain.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether the previous release notified since the last call (an empty payload).
+    pub fn take_unwoken(&self) -> bool {
+        self.inner.unwoken.swap(false, Ordering::AcqRel)
     }
 
     /// Call after committing deliveries that these hints name: this process's
@@ -159,7 +192,7 @@ impl Wake {
 }
 
 /// How long the notifier lets commits gather before one round of `NOTIFY`s.
-const NOTIFY_GATHER: Duration = Duration::from_millis(1);
+const NOTIFY_GATHER: Duration = Duration::from_millis(2);
 
 async fn notifier(inner: Arc<Inner>) {
     loop {
@@ -187,11 +220,13 @@ async fn notifier(inner: Arc<Inner>) {
 }
 
 /// The payloads announcing `hints`: lines of `tenant app endpoint lo hi` after a
-/// header naming the sender; an empty list is one empty payload (a plain wake-up).
+/// header naming the sender; no hints, the header alone (a plain wake-up). (The
+/// previous release's notifications are empty: they say that deliveries were
+/// made due without their endpoints' wakes.)
 fn encode(sender: u64, hints: &[Hint]) -> Vec<String> {
     let head = format!("{HINTS_V1} {sender:x}");
     if hints.is_empty() {
-        return vec![String::new()];
+        return vec![head];
     }
     let mut out = Vec::new();
     let mut cur = head.clone();
@@ -263,8 +298,11 @@ async fn listen_once(url: &str, wake: &Wake) -> Result<(), crate::store::StoreEr
     while let Some(payload) = rx.recv().await {
         let hints = decode(wake.inner.sender, &payload);
         if payload.is_empty() {
+            wake.inner.unwoken.store(true, Ordering::Release);
             wake.inner.plain.store(true, Ordering::Release);
-        } else if !hints.is_empty() {
+        } else if hints.is_empty() {
+            wake.inner.plain.store(true, Ordering::Release);
+        } else {
             let mut mine = wake.inner.hints.lock().expect("hints lock");
             for h in hints {
                 mine.add(h);
@@ -281,14 +319,16 @@ mod tests {
     use super::*;
 
     fn hint() -> Hint {
+        let (lo, hi) = (MessageId::generate(), MessageId::generate());
+        let (lo, hi) = if lo <= hi { (lo, hi) } else { (hi, lo) };
         Hint {
             queue: Queue {
                 tenant_id: TenantId::generate(),
                 app_id: AppId::generate(),
                 endpoint_id: EndpointId::generate(),
             },
-            lo: MessageId::generate(),
-            hi: MessageId::generate(),
+            lo,
+            hi,
         }
     }
 
@@ -306,23 +346,37 @@ mod tests {
     fn a_process_ignores_its_own_hints_and_a_plain_wake_up_names_none() {
         let payloads = encode(7, &[hint()]);
         assert!(decode(7, &payloads[0]).is_empty(), "its own");
-        assert_eq!(encode(7, &[]), vec![String::new()]);
+        assert_eq!(encode(7, &[]), vec!["h1 7".to_owned()], "a plain wake-up: the header alone");
         assert!(decode(8, "").is_empty());
         assert!(decode(8, "h1 9\nnot a hint\ntnt_x app_y").is_empty(), "malformed lines are skipped");
     }
 
     #[test]
-    fn hints_of_one_endpoint_merge_into_one_range() {
+    fn a_later_hint_extends_its_endpoints_range_and_an_earlier_one_stays_apart() {
         let mut hints = Hints::default();
-        let first = hint();
-        let mut later = first.clone();
-        later.lo = MessageId::generate();
-        later.hi = later.lo.clone();
-        hints.add(first.clone());
-        hints.add(later.clone());
-        let taken = hints.take();
-        assert_eq!(taken.len(), 1);
-        assert_eq!((taken[0].lo.clone(), taken[0].hi.clone()), (first.lo.min(later.lo), first.hi.max(later.hi)));
+        let mut ids: Vec<MessageId> = (0..4).map(|_| MessageId::generate()).collect();
+        ids.sort();
+        let mut h = hint();
+        (h.lo, h.hi) = (ids[1].clone(), ids[1].clone());
+        hints.add(h.clone());
+        (h.lo, h.hi) = (ids[2].clone(), ids[3].clone());
+        hints.add(h.clone());
+        (h.lo, h.hi) = (ids[0].clone(), ids[0].clone());
+        hints.add(h.clone());
+        let mut taken: Vec<(MessageId, MessageId)> = hints.take().into_iter().map(|h| (h.lo, h.hi)).collect();
+        taken.sort();
+        assert_eq!(taken, vec![(ids[0].clone(), ids[0].clone()), (ids[1].clone(), ids[3].clone())]);
+        assert!(hints.take().is_empty());
+    }
+
+    #[test]
+    fn a_hint_wider_than_a_commit_could_make_is_dropped() {
+        let mut h = hint();
+        h.lo = MessageId::generated_at(chrono::Utc::now() - chrono::Duration::hours(1));
+        h.hi = MessageId::generate();
+        assert!(!plausible(&h));
+        let mut hints = Hints::default();
+        assert!(!hints.add(h));
         assert!(hints.take().is_empty());
     }
 }

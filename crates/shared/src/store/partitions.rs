@@ -117,6 +117,8 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Partition>, StoreError>
 /// The advisory lock keys of making partitions ("hgpart") and of dropping them ("hgdrop").
 const ATTACH_KEY: i64 = 0x6867_7061_7274;
 const DROP_KEY: i64 = 0x6867_6472_6f70;
+/// The lock of `analyze_fresh`: one process analyzes at a time.
+const ANALYZE_KEY: i64 = 0x6867_616e_616c;
 
 /// In a transaction: takes the lock of making partitions unless another process holds it
 /// (then `false`), and bounds the wait for the parent tables' lock, so that an
@@ -292,6 +294,9 @@ pub async fn horizons(
 /// may plan a lookup by key through the narrower `(tenant_id, created_at)` index,
 /// reading a tenant's whole day for each row; autovacuum fixes that within a
 /// minute or so, this within seconds. At most `most` per call.
+///
+/// One process at a time (an advisory lock, skipped if taken), and never a
+/// partition being detached.
 pub async fn analyze_fresh(db: &impl GenericClient, most: i64) -> Result<Vec<String>, StoreError> {
     let tables: Vec<&str> = FAMILIES.iter().map(|f| f.table).collect();
     let rows = db
@@ -300,18 +305,31 @@ pub async fn analyze_fresh(db: &impl GenericClient, most: i64) -> Result<Vec<Str
              JOIN pg_inherits i ON i.inhrelid = c.oid
              JOIN pg_class p ON p.oid = i.inhparent
              JOIN pg_stat_user_tables s ON s.relid = c.oid
-             WHERE p.relname = ANY ($1) AND c.reltuples < 0 AND s.n_live_tup > 0
+             WHERE p.relname = ANY ($1) AND c.reltuples < 0 AND s.n_live_tup > 0 AND NOT i.inhdetachpending
              ORDER BY s.n_live_tup DESC LIMIT $2",
             &[&tables, &most],
         )
         .await?;
-    let mut done = Vec::new();
-    for r in rows {
-        let name: String = r.get(0);
-        db.batch_execute(&format!("ANALYZE \"{}\"", checked(&name)?)).await?;
-        done.push(name);
+    let names: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| checked(n).is_ok()).collect();
+    if names.is_empty() || !db.query_one("SELECT pg_try_advisory_lock($1)", &[&ANALYZE_KEY]).await?.get::<_, bool>(0) {
+        return Ok(Vec::new());
     }
-    Ok(done)
+    let mut done = Vec::new();
+    let mut failed = None;
+    for name in names {
+        match db.batch_execute(&format!("ANALYZE \"{name}\"")).await {
+            Ok(()) => done.push(name),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    db.execute("SELECT pg_advisory_unlock($1)", &[&ANALYZE_KEY]).await?;
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(done),
+    }
 }
 
 #[cfg(test)]

@@ -98,6 +98,37 @@ pub async fn list(
     Ok((rows.iter().filter(|r| r.get::<_, bool>(3)).map(queue).collect(), last))
 }
 
+/// The endpoints with a delivery pending whose due time fell in the last
+/// `window`: for what the previous release made due, during an upgrade, without
+/// waking its endpoint (told by its empty notification). Reads `deliveries_due`,
+/// the due-time index that release keeps; at most `limit` endpoints.
+///
+/// Deliberately across tenants (a look for what one release left unmarked).
+pub async fn recently_due(
+    db: &deadpool_postgres::Client,
+    window: Duration,
+    limit: i64,
+) -> Result<Vec<Queue>, StoreError> {
+    let statement = db
+        .prepare_cached(
+            // cross-tenant: deliveries lately made due, for the wakes the previous release does not write
+            "SELECT DISTINCT tenant_id, app_id, endpoint_id FROM deliveries
+             WHERE status IN (1, 3) AND next_attempt_at > now() - make_interval(secs => $1)
+               AND next_attempt_at <= now()
+             LIMIT $2",
+        )
+        .await?;
+    let rows = db.query(&statement, &[&window.as_secs_f64(), &limit]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| Queue {
+            tenant_id: TenantId::from_db(r.get(0)),
+            app_id: AppId::from_db(r.get(1)),
+            endpoint_id: EndpointId::from_db(r.get(2)),
+        })
+        .collect())
+}
+
 /// The statement's head: the wanted endpoints with their room (a throttled one,
 /// its endpoint's or application's `throttleRate`, asked for one: its throttle
 /// lets one through per slot, and more would only be written back).

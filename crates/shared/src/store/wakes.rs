@@ -34,10 +34,13 @@ use crate::ids::{AppId, EndpointId, TenantId};
 /// makes deliveries due; named after `source`, so a statement may hold several.
 ///
 /// The wake rows are held `FOR KEY SHARE` until the statement's transaction ends:
-/// a raise skips them. The lowering reads the wake as locked (its latest version,
-/// even one a raise committed after this statement began), not as this
-/// statement's snapshot saw it. Every lock is taken in key order (the shared
-/// ones, then the rows to lower), so concurrent statements cannot deadlock.
+/// a raise skips them. Whether to lower is read from the wake as locked (its
+/// latest version, even one a raise committed after this statement began), not as
+/// this statement's snapshot saw it, and the lowering takes the least of the
+/// wake as it is when written and this statement's time: another statement may
+/// have lowered it further meanwhile. Every lock is taken in key order (the
+/// shared ones, then the rows to lower), so concurrent statements of this kind
+/// cannot deadlock with each other.
 pub(super) fn lower(source: &str) -> String {
     format!(
         "{source}_wake AS (
@@ -57,7 +60,7 @@ pub(super) fn lower(source: &str) -> String {
             ORDER BY q.tenant_id, q.app_id, q.endpoint_id
             FOR NO KEY UPDATE OF q
          ), {source}_lowered AS (
-            UPDATE endpoint_wakes q SET wake_at = n.at FROM {source}_need n
+            UPDATE endpoint_wakes q SET wake_at = LEAST(q.wake_at, n.at) FROM {source}_need n
             WHERE q.tenant_id = n.tenant_id AND q.app_id = n.app_id AND q.endpoint_id = n.endpoint_id
          ), {source}_woken AS (
             INSERT INTO endpoint_wakes (tenant_id, app_id, endpoint_id, wake_at)
@@ -176,12 +179,19 @@ pub async fn raise(
     let eps: Vec<String> = locked.iter().map(|r| r.get(1)).collect();
     let set = tx
         .prepare_cached(
-            "UPDATE endpoint_wakes w SET wake_at = (
-                SELECT min(d.next_attempt_at) FROM deliveries d
-                WHERE d.tenant_id = w.tenant_id AND d.app_id = w.app_id AND d.endpoint_id = w.endpoint_id
-                  AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL)
-             FROM unnest($2::text[], $3::text[]) AS u(a, e)
-             WHERE w.tenant_id = $1 AND w.app_id = u.a AND w.endpoint_id = u.e
+            "WITH next AS (
+                SELECT u.a, u.e, (SELECT min(d.next_attempt_at) FROM deliveries d
+                    WHERE d.tenant_id = $1 AND d.app_id = u.a AND d.endpoint_id = u.e
+                      AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL) AS at,
+                    EXISTS (SELECT 1 FROM endpoints e WHERE e.tenant_id = $1 AND e.app_id = u.a AND e.id = u.e) AS lives
+                FROM unnest($2::text[], $3::text[]) AS u(a, e)
+             ), gone AS (
+                -- Nothing waits and the endpoint is deleted: its wake goes too.
+                DELETE FROM endpoint_wakes w USING next n
+                WHERE w.tenant_id = $1 AND w.app_id = n.a AND w.endpoint_id = n.e AND n.at IS NULL AND NOT n.lives
+             )
+             UPDATE endpoint_wakes w SET wake_at = n.at FROM next n
+             WHERE w.tenant_id = $1 AND w.app_id = n.a AND w.endpoint_id = n.e AND (n.at IS NOT NULL OR n.lives)
              RETURNING w.app_id, w.endpoint_id, w.wake_at",
         )
         .await?;
