@@ -6,11 +6,12 @@
 //! for them; an endpoint waiting for its own share or throttle does not count, so
 //! one tenant's slow endpoint never slows anyone's creation) to
 //! `delivery_pressure`. Every [`TICK`] this process reads the highest, and adjusts
-//! the rate it admits creations at: while pressure is above [`HIGH`], to 80 % of
-//! what it admitted lately; below [`LOW`], up by a quarter, and open again once
-//! the rate is well above what is asked. A creation waits for its turn at most
-//! [`MOST_WAIT`], then goes: admission control slows, it never refuses. With no
-//! worker behind (or none at all) nothing waits.
+//! the rate it admits creations at: while pressure has been above [`HIGH`] for two
+//! readings running (one is a hiccup, not a backlog), to 80 % of what it admitted
+//! lately; once it is below [`LOW`], open again at once (a held rate that climbed
+//! back slowly kept a calm system's creations waiting). A creation waits for its
+//! turn at most [`MOST_WAIT`], then goes: admission control slows, it never
+//! refuses. With no worker behind (or none at all) nothing waits.
 
 use std::{
     sync::{
@@ -99,6 +100,7 @@ async fn control(inner: Arc<Inner>) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = Instant::now();
+    let mut high_before = false;
     loop {
         tick.tick().await;
         let pressure = db::bounded(inner.budget, async {
@@ -110,6 +112,10 @@ async fn control(inner: Arc<Inner>) {
         .unwrap_or(0);
         let asked = inner.admitted.swap(0, Ordering::Relaxed) as f64 / last.elapsed().as_secs_f64().max(0.001);
         last = Instant::now();
+        let high = pressure > HIGH;
+        // One high reading alone holds the rate where it is.
+        let pressure = if high && !high_before { LOW } else { pressure };
+        high_before = high;
         let mut g = inner.gate.lock().expect("admission lock");
         g.rate = next_rate(g.rate, asked, pressure);
         if g.rate.is_none() {
@@ -125,18 +131,10 @@ fn next_rate(rate: Option<f64>, asked: f64, pressure: i32) -> Option<f64> {
         let base = rate.map_or(asked, |r| r.min(asked.max(MIN_RATE)));
         return Some((base * 0.8).max(MIN_RATE));
     }
-    match rate {
-        Some(r) if pressure < LOW => {
-            let up = r * 1.25;
-            // Well above what is asked: nothing waits any more.
-            if up > asked * 2.0 + MIN_RATE {
-                None
-            } else {
-                Some(up)
-            }
-        }
-        other => other,
+    if pressure < LOW {
+        return None;
     }
+    rate
 }
 
 #[cfg(test)]
@@ -151,9 +149,7 @@ mod tests {
         let again = next_rate(Some(cut), 4000.0, 200).unwrap();
         assert!(again < cut, "cut again while pressure stays: {again}");
         assert_eq!(next_rate(Some(again), 2000.0, 100), Some(again), "between the marks: held");
-        let up = next_rate(Some(again), 3200.0, 10).unwrap();
-        assert!(up > again, "calm: up by a quarter");
-        assert_eq!(next_rate(Some(1000.0), 100.0, 0), None, "far above what is asked: open");
+        assert_eq!(next_rate(Some(again), 3200.0, 10), None, "calm: open again at once");
         assert_eq!(next_rate(None, 0.0, 500), Some(MIN_RATE), "never below the floor");
     }
 

@@ -87,6 +87,9 @@ type Done = (Outcome, OwnedSemaphorePermit);
 
 /// How long a worker woken from idle waits for the rest of a burst.
 const GATHER: Duration = Duration::from_millis(2);
+/// Claims that found nothing while hinted work could start, made one after the
+/// other before the worker sleeps anyway (each drops what it found empty).
+const MOST_SPINS: u32 = 64;
 
 /// What one claim took, and when it listed, if it did.
 struct Claim {
@@ -138,6 +141,7 @@ impl Worker {
         ]);
         let mut plan = plan::Plan::new();
         let mut last_list = Instant::now();
+        let mut spins = 0;
         loop {
             // Wait for room, then take the free slots and claim only as many as
             // were taken: a claimed delivery never waits for a slot while its lease runs.
@@ -159,7 +163,8 @@ impl Worker {
             let started = SystemTime::now();
             let claimed = this.claim(&mut plan, &drained, room).await;
             let (skip_tenants, skip) = this.shares.skips();
-            this.pressure.set(plan.pressure(&skip_tenants, &skip));
+            let waits = plan.pressure(&skip_tenants, &skip);
+            this.pressure.set(waits);
             let claimed = match claimed {
                 Ok(c) => c,
                 Err(e) => {
@@ -176,6 +181,15 @@ impl Worker {
             let claimed = claimed.claimed;
             if claimed.is_empty() {
                 drop(first);
+                // Hinted work that could start and was not asked this time (the
+                // slots went to endpoints that gave nothing): ask again at once.
+                if waits.is_some() && spins < MOST_SPINS {
+                    spins += 1;
+                    continue;
+                }
+                spins = 0;
+                // Nothing this worker could start waits while it sleeps.
+                this.pressure.set(None);
                 // Endpoints that wait with no room now get some when a request of
                 // theirs ends or their throttle's next slot comes; retries at their wake.
                 let mut sleep = this.cfg.poll.saturating_sub(last_list.elapsed());
