@@ -142,6 +142,7 @@ impl Publisher {
             let state = batch_state.clone();
             async move { commit_batch(&state, rows).await }
         });
+        state.admission.start();
         Publisher { state, metrics, batcher }
     }
 
@@ -184,6 +185,9 @@ impl Publisher {
                 return Err(PublishError::Conflict);
             }
         }
+        // While workers fall behind, creation waits its turn (refused as busy if
+        // that is more than a moment away).
+        self.state.admission.wait(tenant).await.map_err(|_| PublishError::Unavailable)?;
         if let Some(key) = new.request_key.clone() {
             return match self.single_or_inline(tenant, app, new, inline).await {
                 Err(PublishError::SameRequest) => {
@@ -192,8 +196,6 @@ impl Publisher {
                 other => other,
             };
         }
-        // While workers fall behind, creation waits its turn (never refused).
-        self.state.admission.wait().await;
         if new.channels.is_none() && new.tags.is_none() {
             match self.batched(tenant, app, &new).await? {
                 Some(created_at) => {

@@ -62,12 +62,16 @@ impl GroupCommit {
             let (state, metrics) = (batch_state.clone(), metrics.clone());
             async move { run_batch(&state, &metrics, jobs).await }
         });
+        state.admission.start();
         GroupCommit { state, batcher }
     }
 
     pub async fn admit(&self, c: Candidate<'_>) -> Result<Admitted, CommitError> {
-        // While workers fall behind, admission waits its turn (never refused).
-        self.state.admission.wait().await;
+        // While workers fall behind, admission waits its turn (refused as busy,
+        // 503, if that is more than a moment away: the provider retries).
+        if self.state.admission.wait(&c.source.tenant_id).await.is_err() {
+            return Err(CommitError { unavailable: true, detail: "delivery is behind; retry shortly".into() });
+        }
         let row = BatchRow {
             tenant_id: c.source.tenant_id.clone(),
             source_id: c.source.id.clone(),

@@ -1,19 +1,24 @@
 //! Admission control on creation: while delivery workers fall behind, message
 //! creation (the API's and async ingress's) is held to a rate that lets them
-//! catch up, so a closed-loop burst of creation cannot starve delivery.
+//! catch up, shared fairly between the tenants creating, so a closed-loop burst
+//! of creation cannot starve delivery.
 //!
-//! Workers report their pressure (how long work they could start now has waited
-//! for them; an endpoint waiting for its own share or throttle does not count, so
-//! one tenant's slow endpoint never slows anyone's creation) to
-//! `delivery_pressure`. Every [`TICK`] this process reads the highest, and adjusts
-//! the rate it admits creations at: while pressure has been above [`HIGH`] for two
-//! readings running (one is a hiccup, not a backlog), to 80 % of what it admitted
-//! lately; once it is below [`LOW`], open again at once (a held rate that climbed
-//! back slowly kept a calm system's creations waiting). A creation waits for its
-//! turn at most [`MOST_WAIT`], then goes: admission control slows, it never
-//! refuses. With no worker behind (or none at all) nothing waits.
+//! Workers report their pressure (how long work they could start, with slots
+//! free, has waited for them; an endpoint waiting for its own share or throttle
+//! does not count, so one tenant's slow endpoint never slows anyone's creation)
+//! to `delivery_pressure`. Every [`TICK`] this process reads the highest, and
+//! adjusts the rate it admits creations at: while pressure has been above
+//! [`HIGH`] for two readings running (one is a hiccup, not a backlog), to 80 % of
+//! what was asked lately; once it is below [`LOW`], open again at once. The rate
+//! is split evenly between the tenants that asked in the last reading: each
+//! tenant's creations are spaced by its part (a tenant sending ten times more
+//! waits ten times longer, not everyone). A creation whose turn is further off
+//! than [`MOST_WAIT`] is refused as busy (503): the caller retries later. A
+//! reading that fails keeps the rate as it is. With no worker behind (or none at
+//! all) nothing waits.
 
 use std::{
+    collections::{HashMap, HashSet},
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc, Mutex, Once,
@@ -21,25 +26,33 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{db, store::pressure};
+use crate::{db, ids::TenantId, store::pressure};
 
 /// How often pressure is read and the rate adjusted.
 const TICK: Duration = Duration::from_millis(200);
-/// Pressure above which creation is slowed, and below which it speeds up again.
+/// Pressure above which creation is slowed, and below which it opens again.
 const HIGH: i32 = 150;
 const LOW: i32 = 50;
 /// The lowest rate creation is held to, per process.
 const MIN_RATE: f64 = 50.0;
-/// The longest one creation waits for its turn.
+/// The longest one creation waits for its turn; further off, it is refused.
 const MOST_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct Gate {
     /// Creations per second admitted, or `None`: open.
     rate: Option<f64>,
-    /// The instant the next creation may go (a GCRA of one slot).
-    next: Option<Instant>,
+    /// Per tenant, the instant its next creation may go (a GCRA of one slot).
+    next: HashMap<TenantId, Instant>,
+    /// The tenants that asked since the last reading, and how many asked in the
+    /// reading before (the rate's divisor).
+    asking: HashSet<TenantId>,
+    tenants: usize,
 }
+
+/// A creation refused because its turn is more than [`MOST_WAIT`] away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy;
 
 /// One process's admission control; cheap to clone.
 #[derive(Clone)]
@@ -51,7 +64,7 @@ struct Inner {
     pool: deadpool_postgres::Pool,
     budget: Duration,
     gate: Mutex<Gate>,
-    admitted: AtomicU64,
+    asked: AtomicU64,
     started: Once,
 }
 
@@ -62,31 +75,45 @@ impl Admission {
                 pool,
                 budget,
                 gate: Mutex::new(Gate::default()),
-                admitted: AtomicU64::new(0),
+                asked: AtomicU64::new(0),
                 started: Once::new(),
             }),
         }
     }
 
-    /// Waits for this creation's turn: at once while the gate is open.
-    pub async fn wait(&self) {
+    /// Starts reading the pressure, on the current runtime; once per process
+    /// (the callers that create messages start it when they start).
+    pub fn start(&self) {
         let inner = self.inner.clone();
         self.inner.started.call_once(move || {
             tokio::spawn(control(inner));
         });
-        self.inner.admitted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Waits for this creation's turn: at once while the gate is open; `Busy`
+    /// if the tenant's turn is more than [`MOST_WAIT`] away.
+    pub async fn wait(&self, tenant: &TenantId) -> Result<(), Busy> {
+        self.inner.asked.fetch_add(1, Ordering::Relaxed);
         let slot = {
             let mut g = self.inner.gate.lock().expect("admission lock");
-            let Some(rate) = g.rate else { return };
+            if !g.asking.contains(tenant) {
+                g.asking.insert(tenant.clone());
+            }
+            let Some(rate) = g.rate else { return Ok(()) };
+            let spacing = Duration::from_secs_f64(g.tenants.max(1) as f64 / rate);
             let now = Instant::now();
-            let slot = g.next.map_or(now, |n| n.max(now));
-            g.next = Some(slot + Duration::from_secs_f64(1.0 / rate));
+            let slot = g.next.get(tenant).map_or(now, |n| (*n).max(now));
+            if slot > now + MOST_WAIT {
+                return Err(Busy);
+            }
+            g.next.insert(tenant.clone(), slot + spacing);
             slot
         };
-        let wait = slot.saturating_duration_since(Instant::now()).min(MOST_WAIT);
+        let wait = slot.saturating_duration_since(Instant::now());
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
+        Ok(())
     }
 
     /// The rate creations are held to, if any (for tests and metrics).
@@ -103,23 +130,27 @@ async fn control(inner: Arc<Inner>) {
     let mut high_before = false;
     loop {
         tick.tick().await;
-        let pressure = db::bounded(inner.budget, async {
+        let read = db::bounded(inner.budget, async {
             let conn = db::conn(&inner.pool).await?;
             pressure::read(&**conn).await
         })
-        .await
-        // Unknown is not behind: creation is never held up by a missing signal.
-        .unwrap_or(0);
-        let asked = inner.admitted.swap(0, Ordering::Relaxed) as f64 / last.elapsed().as_secs_f64().max(0.001);
+        .await;
+        let asked = inner.asked.swap(0, Ordering::Relaxed) as f64 / last.elapsed().as_secs_f64().max(0.001);
         last = Instant::now();
+        let mut g = inner.gate.lock().expect("admission lock");
+        g.tenants = g.asking.len();
+        g.asking.clear();
+        let now = Instant::now();
+        g.next.retain(|_, at| *at > now);
+        // A failed reading says nothing: the rate stays as it is.
+        let Ok(pressure) = read else { continue };
         let high = pressure > HIGH;
         // One high reading alone holds the rate where it is.
         let pressure = if high && !high_before { LOW } else { pressure };
         high_before = high;
-        let mut g = inner.gate.lock().expect("admission lock");
         g.rate = next_rate(g.rate, asked, pressure);
         if g.rate.is_none() {
-            g.next = None;
+            g.next.clear();
         }
     }
 }
@@ -153,8 +184,7 @@ mod tests {
         assert_eq!(next_rate(None, 0.0, 500), Some(MIN_RATE), "never below the floor");
     }
 
-    #[tokio::test]
-    async fn an_open_gate_admits_at_once_and_a_set_rate_spaces_creations() {
+    fn admission() -> Admission {
         let pool = crate::db::pool(
             "postgres://127.0.0.1:9/none",
             1,
@@ -163,20 +193,54 @@ mod tests {
             crate::db::Plans::Chosen,
         )
         .unwrap();
-        let a = Admission::new(pool, Duration::from_millis(100));
-        // No control task: the test sets the rate itself.
-        a.inner.started.call_once(|| {});
+        // Never started: the test sets the rate itself.
+        Admission::new(pool, Duration::from_millis(100))
+    }
+
+    #[tokio::test]
+    async fn an_open_gate_admits_at_once_and_a_set_rate_spaces_each_tenants_creations() {
+        let a = admission();
+        let (t1, t2) = (TenantId::generate(), TenantId::generate());
         let started = Instant::now();
         for _ in 0..100 {
-            a.wait().await;
+            a.wait(&t1).await.unwrap();
         }
         assert!(started.elapsed() < Duration::from_millis(50), "open: {:?}", started.elapsed());
-        a.inner.gate.lock().unwrap().rate = Some(100.0);
+        {
+            let mut g = a.inner.gate.lock().unwrap();
+            g.rate = Some(200.0);
+            g.tenants = 2;
+        }
+        // Two tenants asking: each gets half of 200/s, a creation every 10 ms.
         let started = Instant::now();
         for _ in 0..10 {
-            a.wait().await;
+            a.wait(&t1).await.unwrap();
         }
         let took = started.elapsed();
         assert!(took >= Duration::from_millis(80) && took < Duration::from_millis(500), "ten at 100/s: {took:?}");
+        let started = Instant::now();
+        a.wait(&t2).await.unwrap();
+        assert!(started.elapsed() < Duration::from_millis(20), "the other tenant's turn is its own");
+    }
+
+    #[tokio::test]
+    async fn a_turn_further_off_than_the_longest_wait_is_refused() {
+        let a = admission();
+        let t = TenantId::generate();
+        {
+            let mut g = a.inner.gate.lock().unwrap();
+            g.rate = Some(1.0);
+            g.tenants = 1;
+        }
+        a.wait(&t).await.unwrap();
+        // The next slot is a second away: waited for.
+        let started = Instant::now();
+        a.wait(&t).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(900));
+        // Many waiting already, the tenant's turn three seconds away: refused at once.
+        a.inner.gate.lock().unwrap().next.insert(t.clone(), Instant::now() + Duration::from_secs(3));
+        let started = Instant::now();
+        assert_eq!(a.wait(&t).await, Err(Busy));
+        assert!(started.elapsed() < Duration::from_millis(50));
     }
 }

@@ -83,7 +83,12 @@ pub struct Worker {
 }
 
 /// A finished delivery and the concurrency permit it holds until it is recorded.
-type Done = (Outcome, OwnedSemaphorePermit);
+struct Done {
+    outcome: Outcome,
+    permit: OwnedSemaphorePermit,
+    /// About when the delivery was claimed: its lease runs from then.
+    claimed: Instant,
+}
 
 /// How long a worker woken from idle waits for the rest of a burst.
 const GATHER: Duration = Duration::from_millis(2);
@@ -145,6 +150,11 @@ impl Worker {
         loop {
             // Wait for room, then take the free slots and claim only as many as
             // were taken: a claimed delivery never waits for a slot while its lease runs.
+            if permits.available_permits() == 0 {
+                // Waiting for a slot: what waits now waits for its endpoints'
+                // requests to end, not for this worker's machine.
+                this.pressure.set(None);
+            }
             let mut first = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
             if let Some(more) = shares::reserve(&permits, this.cfg.batch - 1) {
                 first.merge(more);
@@ -162,12 +172,10 @@ impl Worker {
             }
             let started = SystemTime::now();
             let claimed = this.claim(&mut plan, &drained, room).await;
-            let (skip_tenants, skip) = this.shares.skips();
-            let waits = plan.pressure(&skip_tenants, &skip);
-            this.pressure.set(waits);
             let claimed = match claimed {
                 Ok(c) => c,
                 Err(e) => {
+                    this.pressure.set(None);
                     tracing::warn!(error = %e, "claiming deliveries failed; retrying");
                     drop(first);
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -181,6 +189,7 @@ impl Worker {
             let claimed = claimed.claimed;
             if claimed.is_empty() {
                 drop(first);
+                let waits = this.measure(&mut plan, &permits);
                 // Hinted work that could start and was not asked this time (the
                 // slots went to endpoints that gave nothing): ask again at once.
                 if waits.is_some() && spins < MOST_SPINS {
@@ -221,11 +230,25 @@ impl Worker {
                 vec![KeyValue::new("claimed", claimed.len() as i64), KeyValue::new("limit", room as i64)],
             )
             .map(Arc::from);
+            spins = 0;
             for c in claimed {
                 let permit = first.split(1).expect("one slot taken per claimed delivery");
                 start(this.clone(), c, claim.clone(), permit, done_tx.clone());
             }
+            drop(first);
+            this.measure(&mut plan, &permits);
         }
+    }
+
+    /// Sets this worker's pressure from the plan, once what was claimed has
+    /// started (so an endpoint just filled to its share is seen as full): since
+    /// when hinted work that could start has waited, or nothing while every slot
+    /// is taken (then it waits for requests to end, not for this worker).
+    fn measure(&self, plan: &mut plan::Plan, permits: &Semaphore) -> Option<Instant> {
+        let (skip_tenants, skip) = self.shares.skips();
+        let waits = plan.pressure(&skip_tenants, &skip).filter(|_| permits.available_permits() > 0);
+        self.pressure.set(waits);
+        waits
     }
 
     /// Claims what the plan asks for `room` slots (listing first if it is due),
@@ -283,10 +306,11 @@ fn start(
     }
     w.shares.start(&queue);
     let slot = shares::Slot { worker: w.clone(), queue };
+    let claimed = Instant::now();
     tokio::spawn(async move {
         let outcome = w.deliver(c, claim).await;
         drop(slot);
-        let _ = done_tx.send((outcome, permit));
+        let _ = done_tx.send(Done { outcome, permit, claimed });
     });
 }
 

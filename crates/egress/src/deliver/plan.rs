@@ -125,7 +125,7 @@ impl Plan {
         let (listed, next) = wakes::due(conn, &skip_tenants, &skip, LIST).await?;
         self.known_due = listed.iter().map(|l| l.queue.clone()).collect();
         self.listed = listed;
-        self.next_wake = next;
+        self.next_wake = next.and_then(|d| chrono::Duration::from_std(d).ok()).map(|d| Utc::now() + d);
         self.list = false;
         Ok(())
     }

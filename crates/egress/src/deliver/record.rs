@@ -77,7 +77,7 @@ pub(super) async fn record_loop(
                 _ => break,
             }
         }
-        let outcomes: Vec<Outcome> = batch.iter().map(|(o, _)| o.clone()).collect();
+        let outcomes: Vec<Outcome> = batch.iter().map(|d| d.outcome.clone()).collect();
         let ctx = Ctx { state: state.clone(), metrics: metrics.clone(), cfg: cfg.clone(), woken: woken.clone() };
         match record_batch(&ctx, &outcomes).await {
             Ok(()) => {}
@@ -157,7 +157,8 @@ async fn record_batch(ctx: &Ctx, outcomes: &[Outcome]) -> Result<(), StoreError>
 }
 
 /// Results written again after their claims' leases ran out, without the slot
-/// they held, at most: past it, such a result is given up (logged, counted).
+/// they held, at most, per process. Past it, such results keep their slots (the
+/// worker claims less): memory stays bounded, and no result is ever dropped.
 const MOST_ORPHANS: usize = 10_000;
 static ORPHANS: AtomicUsize = AtomicUsize::new(0);
 
@@ -167,19 +168,33 @@ static ORPHANS: AtomicUsize = AtomicUsize::new(0);
 struct Waiting {
     outcome: Outcome,
     slot: Option<OwnedSemaphorePermit>,
+    claimed: Instant,
+    /// Whether it counts in [`ORPHANS`] (it gave its slot back).
+    orphan: bool,
     refused: u32,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.orphan {
+            ORPHANS.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Each result alone, all of them once before any is tried again, so the healthy
 /// ones land at once whatever the others wait on. A result that meets only
 /// outages, stalls and locks is written again until it lands; one refused
-/// [`RECORD_TRIES`] times is quarantined.
+/// [`RECORD_TRIES`] times is quarantined (in a task of its own: it waits out
+/// outages too).
 async fn split(ctx: Ctx, batch: Vec<Done>) {
-    let mut pending: Vec<Waiting> =
-        batch.into_iter().map(|(outcome, permit)| Waiting { outcome, slot: Some(permit), refused: 0 }).collect();
+    let mut pending: Vec<Waiting> = batch
+        .into_iter()
+        .map(|d| Waiting { outcome: d.outcome, slot: Some(d.permit), claimed: d.claimed, orphan: false, refused: 0 })
+        .collect();
     let mut wait = RECORD_RETRY;
     let started = Instant::now();
-    let mut orphaned = 0;
+    let ctx = Arc::new(ctx);
     loop {
         let results: Vec<(Waiting, Result<(), StoreError>)> = stream::iter(pending)
             .map(|w| {
@@ -204,37 +219,26 @@ async fn split(ctx: Ctx, batch: Vec<Done>) {
                 Ok(()) => {}
                 // Postgres is away, stalled, or a lock holds the row: not a verdict.
                 Err(e) if e.is_unavailable() => pending.push(w),
-                Err(e) if w.refused + 1 >= RECORD_TRIES => quarantine(&ctx, &w.outcome, &e).await,
+                Err(e) if w.refused + 1 >= RECORD_TRIES => {
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move { quarantine(&ctx, &w.outcome, &e).await });
+                }
                 Err(_) => {
                     w.refused += 1;
                     pending.push(w);
                 }
             }
         }
-        if started.elapsed() >= ctx.cfg.lease {
-            for w in pending.iter_mut().filter(|w| w.slot.is_some()) {
-                if ORPHANS.fetch_add(1, Ordering::Relaxed) >= MOST_ORPHANS {
-                    ORPHANS.fetch_sub(1, Ordering::Relaxed);
-                    continue;
-                }
-                w.slot = None;
-                orphaned += 1;
+        // Past its lease, a result gives its slot back (while there is room for it).
+        for w in pending.iter_mut().filter(|w| w.slot.is_some() && w.claimed.elapsed() >= ctx.cfg.lease) {
+            if ORPHANS.fetch_add(1, Ordering::Relaxed) >= MOST_ORPHANS {
+                ORPHANS.fetch_sub(1, Ordering::Relaxed);
+                break;
             }
-        }
-        // Past the cap, results that no longer hold a slot are given up.
-        if ORPHANS.load(Ordering::Relaxed) >= MOST_ORPHANS {
-            let before = pending.len();
-            pending.retain(|w| w.slot.is_some());
-            let dropped = before - pending.len();
-            if dropped > 0 {
-                ORPHANS.fetch_sub(dropped, Ordering::Relaxed);
-                orphaned -= dropped;
-                ctx.metrics.records_quarantined.inc_by(dropped as u64);
-                tracing::error!(dropped, "delivery results waiting past their leases are given up: too many wait");
-            }
+            w.slot = None;
+            w.orphan = true;
         }
         if pending.is_empty() {
-            ORPHANS.fetch_sub(orphaned, Ordering::Relaxed);
             return;
         }
         tracing::warn!(

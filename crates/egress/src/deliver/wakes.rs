@@ -40,6 +40,8 @@ const RAISE_CHUNK: usize = 64;
 /// An endpoint whose wake could not be raised is listed again after this (its
 /// wake is early, never late: it costs a look).
 const GIVE_UP: Duration = Duration::from_secs(5);
+/// The longest one pass of raising goes on.
+const MOST_PASS: Duration = Duration::from_secs(1);
 
 /// Raises the wakes of drained endpoints, forever; tells the claim loop the
 /// earliest wake it wrote (`woken`), and wakes it when one is due now.
@@ -64,8 +66,13 @@ pub(super) async fn raise_loop(
         }
         let mut earliest: Option<DateTime<Utc>> = None;
         let mut done: Vec<Queue> = Vec::new();
-        for (tenant, endpoints) in &by_tenant {
+        let pass = Instant::now();
+        'pass: for (tenant, endpoints) in &by_tenant {
             for chunk in endpoints.chunks(RAISE_CHUNK) {
+                // A pass takes a second at most; the rest waits for the next.
+                if pass.elapsed() >= MOST_PASS {
+                    break 'pass;
+                }
                 match raise(&state, tenant, chunk).await {
                     Ok(raised) => {
                         for at in raised.into_iter().filter_map(|(_, at)| at) {
@@ -113,33 +120,37 @@ async fn raise(
 
 /// Every [`SWEEP_EVERY`], the next [`SWEEP_STEP`] endpoints with deliveries
 /// waiting, in key order round the table: those with one due get their wake
-/// brought to now (a no-op where it is due already). The first round, from a
-/// place of its own (so workers started together do not sweep the same
-/// endpoints), goes a step every [`FIRST_ROUND`] until it has come round. And
-/// when the previous release notified (`Wake::take_unwoken`), the deliveries made
-/// due in the last [`RECENT`] are looked at at once.
+/// brought to now (a no-op where it is due already). A first round at start goes
+/// through the whole table a step every [`FIRST_ROUND`] (after a random pause, so
+/// that workers started together do not sweep together), and so does another
+/// once the previous release has stopped notifying (a minute after its last
+/// empty notification: the retries its workers wrote have no wake). Meanwhile,
+/// each of its notifications makes the worker look at the deliveries made due in
+/// the last [`RECENT`] at once.
 pub(super) async fn sweep_loop(state: AppState, wake: Arc<Notify>) {
-    let start = Queue {
-        tenant_id: TenantId::generated_at(Utc::now() - chrono::Duration::days(rand::random_range(0..365))),
-        app_id: AppId::from_db(String::new()),
-        endpoint_id: EndpointId::from_db(String::new()),
-    };
-    let mut after: Option<Queue> = Some(start);
-    let mut first_round = true;
-    let mut wrapped = false;
+    tokio::time::sleep(Duration::from_millis(rand::random_range(0..2_000))).await;
+    let mut after: Option<Queue> = None;
+    let mut fast = true;
     let mut last_step = Instant::now() - SWEEP_EVERY;
+    let mut previous_release: Option<Instant> = None;
     let mut tick = tokio::time::interval(FIRST_ROUND);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         if state.wake.take_unwoken() {
+            previous_release = Some(Instant::now());
             match wake_recent(&state).await {
                 Ok(n) if n > 0 => wake.notify_one(),
                 Ok(_) => {}
                 Err(e) => tracing::debug!(error = %e, "looking for unwoken deliveries postponed"),
             }
         }
-        if !first_round && last_step.elapsed() < SWEEP_EVERY {
+        if previous_release.is_some_and(|at| at.elapsed() >= Duration::from_secs(60)) {
+            // The previous release has gone: one more round through everything.
+            previous_release = None;
+            (fast, after) = (true, None);
+        }
+        if !fast && last_step.elapsed() < SWEEP_EVERY {
             continue;
         }
         last_step = Instant::now();
@@ -151,12 +162,9 @@ pub(super) async fn sweep_loop(state: AppState, wake: Arc<Notify>) {
         .await;
         match swept {
             Ok((woke, last)) => {
-                // The end of the table: round again from its start.
+                // The end of the table: a fast round is over; round again from the start.
                 if last.is_none() {
-                    if wrapped {
-                        first_round = false;
-                    }
-                    wrapped = true;
+                    fast = false;
                 }
                 after = last;
                 if woke > 0 {
@@ -196,7 +204,7 @@ async fn wake_recent(state: &AppState) -> Result<u64, StoreError> {
 }
 
 /// How often partitions without statistics are looked for.
-const ANALYZE_EVERY: Duration = Duration::from_secs(2);
+const ANALYZE_EVERY: Duration = Duration::from_millis(500);
 
 /// Every [`ANALYZE_EVERY`], analyzes the partitions that hold rows but have no
 /// statistics (`store::partitions::analyze_fresh`): the claim's plans are made
@@ -207,8 +215,8 @@ pub(super) async fn analyze_loop(state: AppState) {
     loop {
         tick.tick().await;
         let done = db::bounded(state.db_budget() * 4, async {
-            let conn = db::conn(&state.db).await?;
-            partitions::analyze_fresh(&**conn, 4).await
+            let mut conn = db::conn(&state.db).await?;
+            partitions::analyze_fresh(&mut conn, 4).await
         })
         .await;
         match done {

@@ -211,17 +211,15 @@ pub async fn delete(
     app: &AppId,
     id: &EndpointId,
 ) -> Result<bool, StoreError> {
-    // Its wake goes with it (a delivery still waiting wakes it again: it is
-    // claimed, ends unsent, and the wake is then dropped for good).
-    let row = db
-        .query_one(
-            "WITH wake AS (DELETE FROM endpoint_wakes WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3),
-                  gone AS (DELETE FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 RETURNING 1)
-             SELECT count(*) FROM gone",
+    // Its wake stays while deliveries of it wait: they are claimed, end unsent,
+    // and the raise that finds nothing waiting drops the wake (`wakes::raise`).
+    let n = db
+        .execute(
+            "DELETE FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3",
             &[&tenant.as_str(), &app.as_str(), &id.as_str()],
         )
         .await?;
-    Ok(row.get::<_, i64>(0) == 1)
+    Ok(n == 1)
 }
 
 pub async fn set_headers(

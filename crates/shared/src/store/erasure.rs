@@ -152,7 +152,6 @@ pub async fn erase_step(
     // Less than a batch is left (even if more trickles in): one statement takes it.
     db.execute(
         "WITH app AS (DELETE FROM applications WHERE tenant_id = $1 AND id = $2),
-              wakes AS (DELETE FROM endpoint_wakes WHERE tenant_id = $1 AND app_id = $2),
               inbound AS (DELETE FROM inbound_events WHERE tenant_id = $1 AND app_id = $2
                           RETURNING tenant_id, source_id, key, id),
               keys AS (DELETE FROM inbound_keys k USING inbound i WHERE k.tenant_id = i.tenant_id
@@ -161,6 +160,9 @@ pub async fn erase_step(
         &[&t, &a],
     )
     .await?;
+    // Its deliveries went with it (cascade), so nothing of it waits: its wakes
+    // go too, in a statement of their own (no lock held with the application's).
+    db.execute("DELETE FROM endpoint_wakes WHERE tenant_id = $1 AND app_id = $2", &[&t, &a]).await?;
     // Its sources went with it.
     caches.forget_sources();
     Ok(Erasure::Done)

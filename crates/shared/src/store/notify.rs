@@ -241,16 +241,16 @@ fn encode(sender: u64, hints: &[Hint]) -> Vec<String> {
     out
 }
 
-/// The hints of a payload, unless it is this process's own or names none; a
-/// line that does not parse is skipped (a hint is only a short cut).
-fn decode(me: u64, payload: &str) -> Vec<Hint> {
+/// The hints of a payload (none: a plain wake-up), or `None` if it is this
+/// process's own (its worker was told already) or not one of ours; a line that
+/// does not parse is skipped (a hint is only a short cut).
+fn decode(me: u64, payload: &str) -> Option<Vec<Hint>> {
     let mut lines = payload.lines();
-    let Some(head) = lines.next() else { return Vec::new() };
-    let mut parts = head.split(' ');
+    let mut parts = lines.next()?.split(' ');
     if parts.next() != Some(HINTS_V1) || parts.next().and_then(|s| u64::from_str_radix(s, 16).ok()) == Some(me) {
-        return Vec::new();
+        return None;
     }
-    lines
+    let hints = lines
         .filter_map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
             let [t, a, e, lo, hi] = f[..] else { return None };
@@ -264,7 +264,8 @@ fn decode(me: u64, payload: &str) -> Vec<Hint> {
                 hi: MessageId::parse(hi).ok()?,
             })
         })
-        .collect()
+        .collect();
+    Some(hints)
 }
 
 /// Wakes `wake` whenever a commit anywhere adds deliveries, with its hints in
@@ -296,11 +297,12 @@ async fn listen_once(url: &str, wake: &Wake) -> Result<(), crate::store::StoreEr
     // Catch up on anything committed before LISTEN took effect.
     wake.inner.local.notify_one();
     while let Some(payload) = rx.recv().await {
-        let hints = decode(wake.inner.sender, &payload);
         if payload.is_empty() {
             wake.inner.unwoken.store(true, Ordering::Release);
             wake.inner.plain.store(true, Ordering::Release);
-        } else if hints.is_empty() {
+        }
+        let Some(hints) = decode(wake.inner.sender, &payload) else { continue };
+        if hints.is_empty() {
             wake.inner.plain.store(true, Ordering::Release);
         } else {
             let mut mine = wake.inner.hints.lock().expect("hints lock");
@@ -338,17 +340,19 @@ mod tests {
         let payloads = encode(7, &hints);
         assert!(payloads.len() > 1, "200 hints need more than one payload");
         assert!(payloads.iter().all(|p| p.len() <= PAYLOAD), "every payload fits");
-        let back: Vec<Hint> = payloads.iter().flat_map(|p| decode(8, p)).collect();
+        let back: Vec<Hint> = payloads.iter().flat_map(|p| decode(8, p).unwrap()).collect();
         assert_eq!(back, hints);
     }
 
     #[test]
     fn a_process_ignores_its_own_hints_and_a_plain_wake_up_names_none() {
         let payloads = encode(7, &[hint()]);
-        assert!(decode(7, &payloads[0]).is_empty(), "its own");
+        assert_eq!(decode(7, &payloads[0]), None, "its own");
         assert_eq!(encode(7, &[]), vec!["h1 7".to_owned()], "a plain wake-up: the header alone");
-        assert!(decode(8, "").is_empty());
-        assert!(decode(8, "h1 9\nnot a hint\ntnt_x app_y").is_empty(), "malformed lines are skipped");
+        assert_eq!(decode(8, "h1 7"), Some(vec![]), "another's plain wake-up");
+        assert_eq!(decode(7, "h1 7"), None, "its own plain wake-up");
+        assert_eq!(decode(8, ""), None, "not ours (the previous release's)");
+        assert_eq!(decode(8, "h1 9\nnot a hint\ntnt_x app_y"), Some(vec![]), "malformed lines are skipped");
     }
 
     #[test]

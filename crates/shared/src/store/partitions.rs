@@ -297,7 +297,7 @@ pub async fn horizons(
 ///
 /// One process at a time (an advisory lock, skipped if taken), and never a
 /// partition being detached.
-pub async fn analyze_fresh(db: &impl GenericClient, most: i64) -> Result<Vec<String>, StoreError> {
+pub async fn analyze_fresh(db: &mut deadpool_postgres::Client, most: i64) -> Result<Vec<String>, StoreError> {
     let tables: Vec<&str> = FAMILIES.iter().map(|f| f.table).collect();
     let rows = db
         .query(
@@ -311,25 +311,19 @@ pub async fn analyze_fresh(db: &impl GenericClient, most: i64) -> Result<Vec<Str
         )
         .await?;
     let names: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| checked(n).is_ok()).collect();
-    if names.is_empty() || !db.query_one("SELECT pg_try_advisory_lock($1)", &[&ANALYZE_KEY]).await?.get::<_, bool>(0) {
+    if names.is_empty() {
         return Ok(Vec::new());
     }
-    let mut done = Vec::new();
-    let mut failed = None;
-    for name in names {
-        match db.batch_execute(&format!("ANALYZE \"{name}\"")).await {
-            Ok(()) => done.push(name),
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
+    // A transaction's lock: released however the transaction ends.
+    let tx = db.transaction().await?;
+    if !tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&ANALYZE_KEY]).await?.get::<_, bool>(0) {
+        return Ok(Vec::new());
     }
-    db.execute("SELECT pg_advisory_unlock($1)", &[&ANALYZE_KEY]).await?;
-    match failed {
-        Some(e) => Err(e.into()),
-        None => Ok(done),
+    for name in &names {
+        tx.batch_execute(&format!("ANALYZE \"{name}\"")).await?;
     }
+    tx.commit().await?;
+    Ok(names)
 }
 
 #[cfg(test)]

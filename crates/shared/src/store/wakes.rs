@@ -88,7 +88,8 @@ fn key(q: &Queue) -> String {
 
 /// Up to `limit` endpoints whose wake has come, least lately woken first, leaving
 /// out the tenants and endpoints named (those with no room now, or waiting to be
-/// raised); and the next wake after now, if any, for the worker's timer.
+/// raised); and how long until the next wake after now, if any, for the
+/// worker's timer.
 ///
 /// Deliberately across tenants: the one statement of the claim cycle that is (a
 /// worker serves every tenant). It reads one narrow unpartitioned index.
@@ -97,7 +98,7 @@ pub async fn due(
     skip_tenants: &HashSet<TenantId>,
     skip: &HashSet<Queue>,
     limit: i64,
-) -> Result<(Vec<Listed>, Option<DateTime<Utc>>), StoreError> {
+) -> Result<(Vec<Listed>, Option<std::time::Duration>), StoreError> {
     let statement = db
         .prepare_cached(
             // cross-tenant: the listing of endpoints whose wake has come
@@ -109,12 +110,14 @@ pub async fn due(
                 ORDER BY w.wake_at LIMIT $3
              )
              SELECT d.tenant_id, d.app_id, d.endpoint_id,
-                 (ep.throttle_rate IS NOT NULL OR ap.throttle_rate IS NOT NULL), NULL::timestamptz
+                 (ep.throttle_rate IS NOT NULL OR ap.throttle_rate IS NOT NULL), NULL::float8
              FROM due d
              LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.app_id = d.app_id AND ep.id = d.endpoint_id
              LEFT JOIN applications ap ON ap.tenant_id = d.tenant_id AND ap.id = d.app_id
              UNION ALL
-             SELECT NULL, NULL, NULL, NULL, (SELECT min(wake_at) FROM endpoint_wakes WHERE wake_at > now())",
+             -- How long until the next wake, by the database's clock (the worker's may differ).
+             SELECT NULL, NULL, NULL, NULL,
+                 (SELECT extract(epoch FROM min(wake_at) - now())::float8 FROM endpoint_wakes WHERE wake_at > now())",
         )
         .await?;
     let tenants: Vec<&str> = skip_tenants.iter().map(TenantId::as_str).collect();
@@ -132,7 +135,7 @@ pub async fn due(
                 },
                 throttled: r.get(3),
             }),
-            None => next = r.get(4),
+            None => next = r.get::<_, Option<f64>>(4).map(|s| std::time::Duration::from_secs_f64(s.max(0.0))),
         }
     }
     Ok((listed, next))
