@@ -150,11 +150,6 @@ impl Worker {
         loop {
             // Wait for room, then take the free slots and claim only as many as
             // were taken: a claimed delivery never waits for a slot while its lease runs.
-            if permits.available_permits() == 0 {
-                // Waiting for a slot: what waits now waits for its endpoints'
-                // requests to end, not for this worker's machine.
-                this.pressure.set(None);
-            }
             let mut first = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
             if let Some(more) = shares::reserve(&permits, this.cfg.batch - 1) {
                 first.merge(more);
@@ -189,7 +184,7 @@ impl Worker {
             let claimed = claimed.claimed;
             if claimed.is_empty() {
                 drop(first);
-                let waits = this.measure(&mut plan, &permits);
+                let waits = this.measure(&mut plan);
                 // Hinted work that could start and was not asked this time (the
                 // slots went to endpoints that gave nothing): ask again at once.
                 if waits.is_some() && spins < MOST_SPINS {
@@ -236,17 +231,20 @@ impl Worker {
                 start(this.clone(), c, claim.clone(), permit, done_tx.clone());
             }
             drop(first);
-            this.measure(&mut plan, &permits);
+            this.measure(&mut plan);
         }
     }
 
     /// Sets this worker's pressure from the plan, once what was claimed has
     /// started (so an endpoint just filled to its share is seen as full): since
-    /// when hinted work that could start has waited, or nothing while every slot
-    /// is taken (then it waits for requests to end, not for this worker).
-    fn measure(&self, plan: &mut plan::Plan, permits: &Semaphore) -> Option<Instant> {
+    /// when hinted work that could start has waited. Waiting for a free slot
+    /// counts: under a burst the slots are held by requests the saturated machine
+    /// is slow to finish and by results waiting to be written. (So does a worker
+    /// whose every slot slow endpoints of more tenants than it has slots hold:
+    /// give it more concurrency.)
+    fn measure(&self, plan: &mut plan::Plan) -> Option<Instant> {
         let (skip_tenants, skip) = self.shares.skips();
-        let waits = plan.pressure(&skip_tenants, &skip).filter(|_| permits.available_permits() > 0);
+        let waits = plan.pressure(&skip_tenants, &skip);
         self.pressure.set(waits);
         waits
     }

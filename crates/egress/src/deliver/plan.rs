@@ -54,9 +54,9 @@ pub(super) struct Plan {
     pub(super) behind_shares: bool,
 }
 
-/// A hinted range: messages `lo` to `hi`, and since when the worker could have
-/// started its oldest (reset while its endpoint has no room: that wait is the
-/// endpoint's, not the worker's).
+/// A hinted range: messages `lo` to `hi`, and no earlier than when the worker
+/// could have started its oldest (reset while its endpoint has no room: that
+/// wait is the endpoint's, not the worker's).
 #[derive(Debug, Clone)]
 struct Range {
     lo: MessageId,
@@ -238,6 +238,7 @@ impl Plan {
     /// Returns since when (the oldest), if any waits.
     pub(super) fn pressure(&mut self, skip_tenants: &HashSet<TenantId>, skip: &HashSet<Queue>) -> Option<Instant> {
         let now = Instant::now();
+        let now_ms = Utc::now().timestamp_millis().max(0) as u64;
         let mut oldest: Option<Instant> = None;
         for (q, ranges) in &mut self.hinted {
             if skip_tenants.contains(&q.tenant_id) || skip.contains(q) {
@@ -245,7 +246,14 @@ impl Plan {
                     r.ready = now;
                 }
             } else if let Some(r) = ranges.front() {
-                oldest = Some(oldest.map_or(r.ready, |o| o.min(r.ready)));
+                // The oldest message not yet claimed was made about when `lo` was
+                // (claims move `lo` on): a range a steady stream keeps open, and
+                // a worker keeps up with, is never old.
+                let made = r.lo.millis().map_or(r.ready, |ms| {
+                    now.checked_sub(std::time::Duration::from_millis(now_ms.saturating_sub(ms))).unwrap_or(now)
+                });
+                let since = r.ready.max(made);
+                oldest = Some(oldest.map_or(since, |o| o.min(since)));
             }
         }
         oldest
