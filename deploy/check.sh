@@ -253,7 +253,7 @@ with helm.Chart.load(chart) as c:
     print("\n".join(kinds))
     want = {"Deployment/hookgate-api", "Deployment/hookgate-ingress", "Deployment/hookgate-worker",
             "Service/hookgate-api", "Service/hookgate-ingress", "ConfigMap/hookgate", "Secret/hookgate",
-            "Job/hookgate-migrate"}
+            "Job/hookgate-migrate", "NetworkPolicy/hookgate"}
     sys.exit(1 if want - set(kinds) else 0)
 PY
   }

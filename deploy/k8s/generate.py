@@ -25,6 +25,23 @@ CHART = os.path.join(HERE, "..", "helm", "hookgate")
 RELEASE = "hookgate"
 VALUES = {"secret": {"existingSecret": "hookgate"}}
 HEADER = "# Generated from deploy/helm/hookgate by deploy/k8s/generate.py: edit the chart, then regenerate.\n"
+# Comments the normalised output cannot carry (values.yaml explains them in full).
+NOTES = {
+    "01-configmap.yaml": (
+        "# HOOKGATE_PUBLIC_URL: the address clients reach Hookgate at (https://hooks.example.com), the base of\n"
+        "# source and portal URLs; set it. HOOKGATE_TRUSTED_PROXIES: comma-separated CIDRs whose X-Forwarded-Host,\n"
+        "# X-Forwarded-Proto and Forwarded headers are believed (empty: none; the Host header and the connection's\n"
+        "# scheme are used): set it to your ingress controller's pod network or your load balancer's network,\n"
+        "# or set HOOKGATE_PUBLIC_URL, which wins. HOOKGATE_METRICS_LISTEN listens on the pod network for\n"
+        "# Prometheus; 04-networkpolicy.yaml admits only Prometheus to it.\n"
+    ),
+    "04-networkpolicy.yaml": (
+        "# The HTTP port stays open to every peer; the metrics port (its labels carry tenant ids) only to pods\n"
+        "# labelled app.kubernetes.io/name=prometheus, in any namespace: narrow `from` to your Prometheus\n"
+        "# (e.g. add matchLabels kubernetes.io/metadata.name: monitoring to the namespaceSelector). Enforced only\n"
+        "# by a network plugin that implements NetworkPolicy. Apply it before the Deployments.\n"
+    ),
+}
 
 
 def render():
@@ -68,7 +85,8 @@ def plain(doc):
 def filename(doc):
     kind, name = doc["kind"], doc["metadata"]["name"]
     component = name[len(RELEASE) + 1:] if name.startswith(RELEASE + "-") else ""
-    order = {"ConfigMap": "01", "ServiceAccount": "02", "Job": "03", "Deployment": "10", "Service": "20"}
+    order = {"ConfigMap": "01", "ServiceAccount": "02", "Job": "03", "NetworkPolicy": "04", "Deployment": "10",
+             "Service": "20"}
     parts = [order.get(kind, "50"), kind.lower()] + ([component] if component else [])
     return "-".join(parts) + ".yaml"
 
@@ -77,7 +95,8 @@ def files():
     out = {}
     for doc in render():
         doc = plain(doc)
-        out[filename(doc)] = HEADER + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+        name = filename(doc)
+        out[name] = HEADER + NOTES.get(name, "") + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
     return out
 
 

@@ -119,9 +119,11 @@ def test_saved_metrics_pass_the_deploy_check(hookgate, tenant, svix, sink, tmp_p
     parsed = samples(text)
     assert value(parsed, "hookgate_quota_rejections_total", tenant=t.tenant, limit="api_requests_per_second") >= 1
     # What this traffic must have produced, exactly: a fresh source and a fresh tenant.
-    assert value(parsed, "hookgate_ingress_requests_total", source=t.source, outcome="accepted") == 1
-    assert value(parsed, "hookgate_ingress_requests_total", source=t.source, outcome="duplicate") == 1
-    assert value(parsed, "hookgate_ingress_requests_total", source=t.source, outcome="invalid_signature") == 1
+    assert value(parsed, "hookgate_ingress_requests_total", tenant=t.tenant, outcome="accepted") == 1
+    assert value(parsed, "hookgate_ingress_requests_total", tenant=t.tenant, outcome="duplicate") == 1
+    assert value(parsed, "hookgate_ingress_requests_total", tenant=t.tenant, outcome="invalid_signature") == 1
+    # A source's id is the credential of a source that checks no signature: never a label.
+    assert t.source not in text and "source=" not in text.split("hookgate_ingress_requests_total", 1)[1].split("\n# ", 1)[0]
     assert value(parsed, "hookgate_ingress_requests_total", tenant=t.tenant) == 3
     assert value(parsed, "hookgate_ingress_duplicates_total") >= 1
     assert value(parsed, "hookgate_messages_created_total", tenant=t.tenant) >= 1
@@ -297,12 +299,14 @@ def test_prometheus_scrapes_hookgate_and_answers_for_the_traffic(hookgate, tenan
         assert len(result) == 1, f"{promql}: {result}"
         return float(result[0]["value"][1])
 
-    src, tnt = t.source, t.tenant
+    tnt = t.tenant
     expectations = {
         'up{job="hookgate"}': lambda v: v == 1,
-        f'hookgate_ingress_requests_total{{source="{src}",outcome="accepted"}}': lambda v: v == 1,
-        f'hookgate_ingress_requests_total{{source="{src}",outcome="duplicate"}}': lambda v: v == 1,
-        f'hookgate_ingress_requests_total{{source="{src}",outcome="invalid_signature"}}': lambda v: v == 1,
+        f'hookgate_ingress_requests_total{{tenant="{tnt}",outcome="accepted"}}': lambda v: v == 1,
+        f'hookgate_ingress_requests_total{{tenant="{tnt}",outcome="duplicate"}}': lambda v: v == 1,
+        f'hookgate_ingress_requests_total{{tenant="{tnt}",outcome="invalid_signature"}}': lambda v: v == 1,
+        # No series names a source: its id is the credential of a source that checks no signature.
+        f'count(hookgate_ingress_requests_total{{source!=""}}) or vector(0)': lambda v: v == 0,
         f'sum(hookgate_ingress_requests_total{{tenant="{tnt}"}})': lambda v: v == 3,
         "sum(hookgate_ingress_duplicates_total)": lambda v: v >= 1,
         f'hookgate_messages_created_total{{tenant="{tnt}"}}': lambda v: v >= 1,
@@ -341,7 +345,7 @@ def test_prometheus_scrapes_hookgate_and_answers_for_the_traffic(hookgate, tenan
 
     # Prometheus and /metrics agree on what Hookgate counted.
     direct = samples(scrape(hookgate))
-    assert value(direct, "hookgate_ingress_requests_total", source=src, outcome="accepted") == 1
+    assert value(direct, "hookgate_ingress_requests_total", tenant=tnt, outcome="accepted") == 1
 
     # The shipped alert rules load and evaluate against these series without error.
     def rules_evaluated():

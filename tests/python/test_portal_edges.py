@@ -161,6 +161,27 @@ def test_a_read_only_portal_link_reads_but_changes_nothing_and_shows_no_secret(h
     assert status == 200
 
 
+def test_portal_links_see_custom_header_names_and_values_only_where_the_tenant_allows(hookgate, tenant, svix, sink):
+    app = svix.application.create(ApplicationIn(name="headers"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    path = f"/api/v1/app/{app.id}/endpoint/{ep.id}/headers"
+    assert call(hookgate, "PUT", path, tenant["apiKey"], {"headers": {"X-Partner-Token": "p4ss", "X-Env": "prod"}})[0] == 204
+    status, _, own = call(hookgate, "GET", path, tenant["apiKey"])
+    assert status == 200 and own["headers"] == {"X-Env": "prod", "X-Partner-Token": "p4ss"}, own
+    read_only = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(read_only=True)).token
+    managing = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    for token in (read_only, managing):
+        status, _, seen = call(hookgate, "GET", path, token)
+        assert status == 200 and seen["headers"] == {} and sorted(seen["sensitive"]) == ["X-Env", "X-Partner-Token"], seen
+    # The tenant may let managing links see values; a read-only link still sees names.
+    status, _, settings = call(hookgate, "GET", "/api/v1/settings/portal", tenant["apiKey"])
+    assert status == 200 and settings["showHeaderValues"] is False
+    assert call(hookgate, "PUT", "/api/v1/settings/portal", tenant["apiKey"], {"showHeaderValues": True})[0] == 200
+    assert call(hookgate, "GET", path, managing)[2]["headers"] == {"X-Env": "prod", "X-Partner-Token": "p4ss"}
+    assert call(hookgate, "GET", path, read_only)[2]["headers"] == {}
+    assert call(hookgate, "PUT", "/api/v1/settings/portal", tenant["apiKey"], {"showHeaderValues": False})[0] == 200
+
+
 def test_app_portal_access_creates_the_application_alongside_as_svix_does(hookgate, tenant, svix):
     uid = "customer-" + uuid.uuid4().hex[:8]
     access = svix.authentication.app_portal_access(uid, AppPortalAccessIn(application=ApplicationIn(name="Made here")))

@@ -204,6 +204,32 @@ class CertServer:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
+def forge_crc32(prefix, suffix, target):
+    """prefix + 64 chosen characters + suffix, with the CRC32 `target`: each
+    character is 'a' or 'c' (one bit apart), and the CRC is affine in those bits,
+    so 32 equations over GF(2) pick them. What one captured PayPal request allows."""
+    import zlib
+
+    def body(mask):
+        return prefix + bytes(0x63 if mask >> i & 1 else 0x61 for i in range(64)) + suffix
+    base = zlib.crc32(body(0))
+    basis = {}
+    for i in range(64):
+        v, m = zlib.crc32(body(1 << i)) ^ base, 1 << i
+        for bit in range(31, -1, -1):
+            if v >> bit & 1:
+                if bit in basis:
+                    v, m = v ^ basis[bit][0], m ^ basis[bit][1]
+                else:
+                    basis[bit] = (v, m)
+                    break
+    want, mask = base ^ target, 0
+    for bit in range(31, -1, -1):
+        if want >> bit & 1:
+            want, mask = want ^ basis[bit][0], mask ^ basis[bit][1]
+    return body(mask)
+
+
 def test_paypal_verifies_with_an_allow_listed_certificate_fetched_once(hookgate, tenant):
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -230,9 +256,9 @@ def test_paypal_verifies_with_an_allow_listed_certificate_fetched_once(hookgate,
                               {"name": "pp", "provider": "paypal", "appId": "in", "secret": "1JE4291016473214C"})
         assert status == 201, src
 
-        def request(n, cert_url, webhook_id="1JE4291016473214C"):
+        def request(n, cert_url, webhook_id="1JE4291016473214C", at=None):
             body = json.dumps({"id": f"WH-{n}", "event_type": "PAYMENT.SALE.COMPLETED", "resource": {}}).encode()
-            tid, when = f"tx-{n}", now.strftime("%Y-%m-%dT%H:%M:%SZ")
+            tid, when = f"tx-{n}", (at or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
             signed = f"{tid}|{when}|{webhook_id}|{zlib.crc32(body)}".encode()
             sig = base64.b64encode(key.sign(signed, padding.PKCS1v15(), hashes.SHA256())).decode()
             return body, {"PAYPAL-TRANSMISSION-ID": tid, "PAYPAL-TRANSMISSION-TIME": when,
@@ -246,6 +272,17 @@ def test_paypal_verifies_with_an_allow_listed_certificate_fetched_once(hookgate,
             assert (status, res.get("status")) == (200, "accepted"), res
         assert post(hg, src, *request(1, allowed))[2]["status"] == "duplicate"
         assert certs.fetches == 1, "fetched once, then cached"
+        # One captured request: a new event under its signature (same CRC32) is the same transmission.
+        captured, captured_headers = request(6, allowed)
+        assert post(hg, src, captured, captured_headers)[2]["status"] == "accepted"
+        forged = forge_crc32(b'{"id": "WH-FORGED", "event_type": "PAYMENT.SALE.COMPLETED", "pad": "', b'"}',
+                             zlib.crc32(captured))
+        assert zlib.crc32(forged) == zlib.crc32(captured) and forged != captured
+        status, _, res = post(hg, src, forged, captured_headers)
+        assert (status, res.get("status")) == (200, "duplicate"), res
+        # A capture replayed after the tolerance is refused before any certificate is fetched.
+        status, _, err = post(hg, src, *request(7, allowed, at=datetime.now(timezone.utc) - timedelta(minutes=10)))
+        assert (status, err["code"]) == (401, "timestamp_out_of_tolerance"), err
         body, headers = request(3, allowed, webhook_id="ANOTHERWEBHOOK")
         assert post(hg, src, body, headers)[0] == 401, "signed for another webhook"
         off_list = certs.url + "/elsewhere/CERT-1"

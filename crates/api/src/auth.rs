@@ -128,13 +128,13 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             .portal_signer()
             .verify(key, chrono::Utc::now().timestamp())
             .ok_or_else(|| ApiError::Unauthorized("invalid or expired app-portal token".into()))?;
-        // A portal token dies with its tenant's access.
+        // A portal token dies with its tenant's access and with the key that minted it.
         let live = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
-            hookgate_shared::store::tenants::get(&**conn, &claims.tenant).await
+            api_keys::is_live(&**conn, &claims.tenant, &claims.key).await
         })
         .await?;
-        if live.is_none_or(|t| t.disabled) {
+        if !live {
             return Err(ApiError::Unauthorized("invalid or expired app-portal token".into()));
         }
         return Ok(Principal::Portal {
@@ -151,12 +151,21 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
     let found = match state.caches.keys.get(&hash) {
         Some(cached) => cached,
         None => {
-            let found = db::bounded(state.db_budget(), async {
+            let lookup = async {
                 let conn = db::conn(&state.db).await?;
                 api_keys::authenticate(&**conn, &tenant, &hash).await
-            })
-            .await?
-            .map(|id| (tenant.clone(), id));
+            };
+            // A key found live lately is looked up at once; any other waits its
+            // turn at the pre-auth gate, so unknown keys cannot take the pool.
+            let found = if state.caches.known_keys.get(&hash).is_some() {
+                db::bounded(state.db_budget(), lookup).await?
+            } else {
+                db::bounded(state.db_budget(), state.pre_auth.run(lookup)).await?
+            };
+            let found = found.map(|id| (tenant.clone(), id));
+            if found.is_some() {
+                state.caches.known_keys.insert(hash.clone(), ());
+            }
             state.caches.keys.insert(hash, found.clone());
             found
         }

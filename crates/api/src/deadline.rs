@@ -30,11 +30,12 @@ pub async fn deadline(
     // The request cannot be kept aside to answer with: routing inside the scope
     // needs it unshared. The error is answered by actix (the same `{code, detail}`
     // body) and counted by the telemetry middleware.
-    let path = req.path().to_owned();
+    // The route's pattern, not the path (which may be a credential).
+    let route = req.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
     match tokio::time::timeout(limit, next.call(req)).await {
         Ok(res) => Ok(res?.map_into_boxed_body()),
         Err(_) => {
-            tracing::warn!(%path, ?limit, "request timed out waiting for Postgres");
+            tracing::warn!(%route, ?limit, "request timed out waiting for Postgres");
             Err(ApiError::Unavailable.into())
         }
     }

@@ -72,6 +72,33 @@ pub async fn answer(
     res.extensions_mut().insert(Kept);
     Ok(res)
 }
+/// [`answer`] for an answer without a body (a 204): stored with its effect, in
+/// the caller's transaction, so a retry under the same key replays it and never
+/// runs the effect twice.
+pub async fn answer_empty(
+    tx: &impl GenericClient,
+    state: &AppState,
+    key: Option<&RequestKey>,
+    status: StatusCode,
+) -> Result<HttpResponse, ApiError> {
+    if let Some(k) = key {
+        let stored = StoredResponse {
+            status: status.as_u16(),
+            headers: vec![],
+            body: state.config.master_key.replay_key(&k.scope).seal(&replay_purpose(&k.scope, &k.key), b""),
+        };
+        if !idempotency::finish(tx, &k.scope, &k.key, k.token, &stored).await? {
+            return Err(ApiError::Conflict(
+                "this request outlived its Idempotency-Key, which a retry has taken over; its effect was rolled back"
+                    .into(),
+            ));
+        }
+    }
+    let mut res = HttpResponse::build(status).finish();
+    res.extensions_mut().insert(Kept);
+    Ok(res)
+}
+
 const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 const MAX_KEY_LEN: usize = 255;
 

@@ -84,16 +84,6 @@ pub async fn admit_message(state: &AppState, tenant: &TenantId) -> Result<Option
     }
 }
 
-/// A test event (`send-example`, which app-portal links may send): within
-/// `messagesPerSecond` in a bucket of the application's own, so a customer's
-/// tests cannot starve its tenant's messages; counted in usage, not against the
-/// daily cap.
-pub async fn admit_test_event(state: &AppState, tenant: &TenantId, app: &AppId) -> Result<(), ApiError> {
-    let quotas = limits::quotas(state, tenant).await?;
-    let bucket = format!("test:{app}");
-    limits::rate_in(state, tenant, &quotas, Limit::MessagesPerSecond, &bucket).await.map_err(ApiError::Quota)
-}
-
 /// Gives back the reservation of a message that surely was not created (a
 /// conflict, an unknown application, bad input): only what exists counts. Never
 /// after an error whose outcome is unknown (a timeout may have committed), so the

@@ -57,10 +57,15 @@ fn attr(s: &str) -> String {
 #[get("/portal/{tenant}/{app}")]
 async fn portal(state: web::Data<AppState>, path: web::Path<(String, String)>) -> HttpResponse {
     let settings = match TenantId::parse(&path.0) {
-        Ok(tenant) => db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            portals::get(&**conn, &tenant).await
-        })
+        // Anyone may ask for any tenant's page: the lookup waits its turn at the
+        // pre-auth gate (busy, the page is served with the default branding).
+        Ok(tenant) => db::bounded(
+            state.db_budget(),
+            state.pre_auth.run(async {
+                let conn = db::conn(&state.db).await?;
+                portals::get(&**conn, &tenant).await
+            }),
+        )
         .await
         .unwrap_or_else(|e| {
             tracing::warn!(error = %e, "portal branding unavailable; serving the defaults");

@@ -123,6 +123,17 @@ async fn remember(redis: &Redis, tenant: &TenantId, key: &str, id: &InboundEvent
     remember_many(redis, std::slice::from_ref(&one)).await;
 }
 
+/// Tells Redis about a key first received earlier, for `ttl` seconds: what is
+/// left of its window. Best effort.
+async fn remember_for(redis: &Redis, tenant: &TenantId, key: &str, id: &InboundEventId, ttl: u64) {
+    if !redis.is_enabled() {
+        return;
+    }
+    let mut pipe = hookgate_shared::redis::pipe();
+    pipe.cmd("SET").arg(redis_key(redis, tenant, key)).arg(id.as_str()).arg("EX").arg(ttl).ignore();
+    let _: Option<()> = redis.call(|mut c| async move { pipe.query_async(&mut c).await }).await;
+}
+
 /// Tells Redis about a batch's committed keys: one pipeline on a single server;
 /// on a Redis Cluster one per tenant (a pipeline must stay in one slot), all at
 /// once. Best effort.
@@ -234,7 +245,12 @@ async fn claim_sync(
             None => continue,
             // Done, by sync (`completed`) or by async mode before a switch (`accepted`).
             Some(e) if e.status != InboundStatus::Processing => {
-                remember(redis, &src.tenant_id, &c.key, &e.id, c.retention_days).await;
+                // Re-armed with what is left of the window, never a whole one: after a
+                // flush Redis must not answer "duplicate" past the window Postgres keeps.
+                let left = c.retention_days.max(1) as i64 * 86_400 - e.age_secs;
+                if left > 0 {
+                    remember_for(redis, &src.tenant_id, &c.key, &e.id, left as u64).await;
+                }
                 return Ok(Err(Admitted::Duplicate(Some(e.id), Layer::Postgres)));
             }
             Some(e) if e.lease_expired => {

@@ -20,7 +20,9 @@ impl IngressMetrics {
                     "Provider requests by outcome: accepted, duplicate, invalid_signature, bad_request, too_large, \
                      unavailable, conflict, forward_failed.",
                 ),
-                &["tenant", "source", "outcome"],
+                // No `source`: a source's id is the whole credential of one that checks
+                // no signature, and labels reach whoever can scrape or query Prometheus.
+                &["tenant", "outcome"],
             )
             .expect("valid metric"),
             duplicates: IntCounterVec::new(
@@ -45,8 +47,7 @@ impl IngressMetrics {
         m
     }
 
-    pub fn request(&self, tenant: &str, source: &str, outcome: &str) {
-        // The source label follows the tenant switch: both grow with the tenant count.
-        self.requests.with_label_values(&[self.shared.tenant(tenant), self.shared.tenant(source), outcome]).inc();
+    pub fn request(&self, tenant: &str, outcome: &str) {
+        self.requests.with_label_values(&[self.shared.tenant(tenant), outcome]).inc();
     }
 }

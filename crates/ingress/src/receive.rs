@@ -126,12 +126,21 @@ pub async fn receive(
     let source = match state.caches.sources.get(&source_id) {
         Some(cached) => Ok(cached),
         None => {
-            let found = db::bounded(state.db_budget(), async {
+            let lookup = async {
                 let conn = db::conn(&state.db).await?;
                 Ok(sources::resolve(&**conn, &source_id).await?.map(std::sync::Arc::new))
-            })
-            .await;
+            };
+            // A source found live lately is looked up at once; an unknown id waits
+            // its turn at the pre-auth gate, so a flood of them cannot take the pool.
+            let found = if state.caches.known_sources.get(&source_id).is_some() {
+                db::bounded(state.db_budget(), lookup).await
+            } else {
+                db::bounded(state.db_budget(), state.pre_auth.run(lookup)).await
+            };
             if let Ok(f) = &found {
+                if f.is_some() {
+                    state.caches.known_sources.insert(source_id.clone(), ());
+                }
                 state.caches.sources.insert(source_id, f.clone());
             }
             found
@@ -143,7 +152,7 @@ pub async fn receive(
         Err(e) => {
             // The source is unknown while Postgres is: no tenant or source label.
             let refusal = Refusal::from(e);
-            metrics.request("", "", refusal.outcome());
+            metrics.request("", refusal.outcome());
             return Err(refusal.into_api());
         }
     };
@@ -166,10 +175,10 @@ pub async fn receive(
         Ok(_) => {}
     }
     metrics.duration.observe(started.elapsed().as_secs_f64());
-    let (tenant, src) = (source.tenant_id.as_str(), source.id.as_str());
+    let tenant = source.tenant_id.as_str();
     match result {
         Ok(Outcome::Handshake(h)) => {
-            metrics.request(tenant, src, "handshake");
+            metrics.request(tenant, "handshake");
             let mut res = HttpResponse::build(StatusCode::from_u16(h.status).unwrap_or(StatusCode::OK));
             Ok(match h.body {
                 Some(body) => res.json(body),
@@ -184,7 +193,7 @@ pub async fn receive(
                     (StatusCode::OK, "duplicate", "duplicate", id, true)
                 }
                 Admitted::InFlight => {
-                    metrics.request(tenant, src, "conflict");
+                    metrics.request(tenant, "conflict");
                     return Err(ApiError::Coded {
                         status: StatusCode::CONFLICT,
                         code: "in_flight",
@@ -192,7 +201,7 @@ pub async fn receive(
                     });
                 }
                 Admitted::ForwardFailed => {
-                    metrics.request(tenant, src, "forward_failed");
+                    metrics.request(tenant, "forward_failed");
                     return Err(ApiError::Coded {
                         status: StatusCode::BAD_GATEWAY,
                         code: "forward_failed",
@@ -200,13 +209,13 @@ pub async fn receive(
                     });
                 }
             };
-            metrics.request(tenant, src, outcome);
+            metrics.request(tenant, outcome);
             Ok(HttpResponse::build(status)
                 .insert_header(("Hookgate-Duplicate", if duplicate { "true" } else { "false" }))
                 .json(json!({ "status": body_status, "eventId": id, "key": key })))
         }
         Err(refusal) => {
-            metrics.request(tenant, src, refusal.outcome());
+            metrics.request(tenant, refusal.outcome());
             Err(refusal.into_api())
         }
     }
@@ -264,7 +273,7 @@ async fn handle(
         return Ok(Outcome::Handshake(verify::Handshake { status: 200, body: Some(json!({ "status": "ping" })) }));
     }
     verify::verify(&request, &secrets, certs)
-        .instrument(hookgate_shared::otel_span!("ingress.verify", source = %source.id))
+        .instrument(hookgate_shared::otel_span!("ingress.verify", provider = %source.provider.name()))
         .await
         .map_err(|e| match e {
             e @ verify::VerifyError::CertificateUnavailable(_) => Refusal::CertificateUnavailable(e),

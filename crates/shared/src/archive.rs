@@ -55,12 +55,23 @@ pub struct Archive {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     url: String,
+    /// For `file://`: the directory, whose files are made readable by the
+    /// process's user only (archives hold payloads; the umask may be 022).
+    local: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Archive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Archive").field("url", &self.url).finish()
     }
+}
+
+/// Makes `dir` (and its parents) if missing, and leaves it to the process's
+/// user alone (0700), even if it was there before.
+fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 impl Archive {
@@ -70,7 +81,7 @@ impl Archive {
             if !dir.starts_with('/') {
                 return Err(ArchiveError::Config(format!("`{url}`: a file:// URL needs an absolute path")));
             }
-            std::fs::create_dir_all(dir).map_err(|e| ArchiveError::Config(format!("`{dir}`: {e}")))?;
+            private_dir(std::path::Path::new(dir)).map_err(|e| ArchiveError::Config(format!("`{dir}`: {e}")))?;
             let local = object_store::local::LocalFileSystem::new_with_prefix(dir)
                 .map_err(|e| ArchiveError::Config(format!("`{dir}`: {e}")))?;
             (Arc::new(local), Path::default())
@@ -87,7 +98,8 @@ impl Archive {
         } else {
             return Err(ArchiveError::Config(format!("`{url}`: expected file:///path or s3://bucket/prefix")));
         };
-        Ok(Archive { store, prefix, url: url.to_owned() })
+        let local = url.strip_prefix("file://").map(std::path::PathBuf::from);
+        Ok(Archive { store, prefix, url: url.to_owned(), local })
     }
 
     fn path(&self, family: &str, name: &str) -> Path {
@@ -128,6 +140,7 @@ impl Archive {
             }
         };
         out.finish().await?;
+        self.restrict(family, &object)?;
         let manifest = Manifest {
             format: FORMAT.into(),
             family: family.into(),
@@ -141,8 +154,23 @@ impl Archive {
             archived_at: Utc::now(),
         };
         let json = serde_json::to_vec_pretty(&manifest).map_err(|e| ArchiveError::Data(e.to_string()))?;
-        self.store.put(&self.path(family, &format!("{partition}.manifest.json")), PutPayload::from(json)).await?;
+        let name = format!("{partition}.manifest.json");
+        self.store.put(&self.path(family, &name), PutPayload::from(json)).await?;
+        self.restrict(family, &name)?;
         Ok(manifest)
+    }
+
+    /// A local archive's object and its family's directory: the process's user only.
+    fn restrict(&self, family: &str, name: &str) -> Result<(), ArchiveError> {
+        use std::os::unix::fs::PermissionsExt;
+        let Some(dir) = &self.local else { return Ok(()) };
+        let family_dir = dir.join(self.prefix.as_ref()).join(family);
+        let set = |p: &std::path::Path, mode| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| ArchiveError::Config(format!("`{}`: {e}", p.display())))
+        };
+        set(&family_dir, 0o700)?;
+        set(&family_dir.join(name), 0o600)
     }
 
     /// Every complete archive, by family and partition.
@@ -207,4 +235,28 @@ async fn stream(
     let mut tail = encoder.finish().map_err(data)?;
     ship(&mut tail, out);
     Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_local_archive_is_readable_by_the_processs_user_only() {
+        let dir = std::env::temp_dir().join(format!("hookgate-archive-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let archive = Archive::open(&format!("file://{}", dir.display())).unwrap();
+        let rows = futures_util::stream::iter(vec![Ok(r#"{"id":"msg_1"}"#.to_owned())]);
+        archive.write("messages", "messages_p20260101", (None, None), rows).await.unwrap();
+        let mode = |p: std::path::PathBuf| std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(dir.clone()), 0o700, "the archive's directory");
+        assert_eq!(mode(dir.join("messages")), 0o700);
+        assert_eq!(mode(dir.join("messages/messages_p20260101.jsonl.zst")), 0o600);
+        assert_eq!(mode(dir.join("messages/messages_p20260101.manifest.json")), 0o600);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

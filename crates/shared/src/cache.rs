@@ -29,24 +29,29 @@ const MAX_ENTRIES: usize = 100_000;
 /// A map whose entries expire after [`TTL`]. Cheap to clone.
 pub struct TtlCache<K, V> {
     map: Arc<RwLock<HashMap<K, (Instant, V)>>>,
+    ttl: Duration,
 }
 
 impl<K, V> Clone for TtlCache<K, V> {
     fn clone(&self) -> Self {
-        TtlCache { map: self.map.clone() }
+        TtlCache { map: self.map.clone(), ttl: self.ttl }
     }
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> Default for TtlCache<K, V> {
     fn default() -> Self {
-        TtlCache { map: Arc::new(RwLock::new(HashMap::new())) }
+        TtlCache::with_ttl(TTL)
     }
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
+    pub fn with_ttl(ttl: Duration) -> Self {
+        TtlCache { map: Arc::new(RwLock::new(HashMap::new())), ttl }
+    }
+
     pub fn get(&self, k: &K) -> Option<V> {
         let map = self.map.read().expect("cache lock is never poisoned");
-        map.get(k).filter(|(at, _)| at.elapsed() < TTL).map(|(_, v)| v.clone())
+        map.get(k).filter(|(at, _)| at.elapsed() < self.ttl).map(|(_, v)| v.clone())
     }
 
     pub fn insert(&self, k: K, v: V) {
@@ -54,7 +59,8 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
         if map.len() >= MAX_ENTRIES {
             // Bounded: expired entries go first (a flood of unknown ids lives one
             // second), and only a flood within one second empties the cache.
-            map.retain(|_, (at, _)| at.elapsed() < TTL);
+            let ttl = self.ttl;
+            map.retain(|_, (at, _)| at.elapsed() < ttl);
             if map.len() >= MAX_ENTRIES {
                 map.clear();
             }
@@ -71,8 +77,11 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     }
 }
 
+/// How long a key or source found live lets its lookups skip the pre-auth gate.
+const KNOWN_FOR: Duration = Duration::from_secs(600);
+
 /// The caches of one process.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Caches {
     /// `/in/{source_id}` → the live source, or `None` for an unknown one.
     pub sources: TtlCache<SourceId, Option<Arc<Source>>>,
@@ -80,6 +89,25 @@ pub struct Caches {
     pub keys: TtlCache<Vec<u8>, Option<(TenantId, ApiKeyId)>>,
     /// Tenant → its quotas in effect (the operator's defaults under its own).
     pub quotas: TtlCache<TenantId, crate::quota::Quotas>,
+    /// API key hashes found live in the last ten minutes: their lookups (still
+    /// made every second, so a revocation takes effect as fast) skip the
+    /// pre-auth gate that unknown keys queue at. Only a live key is added, so a
+    /// flood of unknown ones neither grows it nor delays those in it.
+    pub known_keys: TtlCache<Vec<u8>, ()>,
+    /// Source ids found live in the last ten minutes, likewise.
+    pub known_sources: TtlCache<SourceId, ()>,
+}
+
+impl Default for Caches {
+    fn default() -> Self {
+        Caches {
+            sources: TtlCache::default(),
+            keys: TtlCache::default(),
+            quotas: TtlCache::default(),
+            known_keys: TtlCache::with_ttl(KNOWN_FOR),
+            known_sources: TtlCache::with_ttl(KNOWN_FOR),
+        }
+    }
 }
 
 /// What the stores forget; only they call these.

@@ -40,7 +40,8 @@ settings! {
     "redis_timeout_ms", "HOOKGATE_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis call; past it the call counts as an error and Postgres decides.";
     "listen", "HOOKGATE_LISTEN", Some("127.0.0.1:8080"), "Address to serve on.";
     "metrics_listen", "HOOKGATE_METRICS_LISTEN", Some(""), "Address of the /metrics listener, apart from the public ports (its labels name tenants and sources), e.g. 127.0.0.1:9464; empty (the default) serves no metrics.";
-    "public_url", "HOOKGATE_PUBLIC_URL", None, "The address clients reach Hookgate at, such as https://hooks.example.com (a scheme and host, with a port if need be, and no path: Hookgate is served at the root of its host): the base of each source's `url` and of app-portal links. Unset, each is made from the request's scheme and host, which a proxy's X-Forwarded-Host or Forwarded header sets.";
+    "public_url", "HOOKGATE_PUBLIC_URL", None, "The address clients reach Hookgate at, such as https://hooks.example.com (a scheme and host, with a port if need be, and no path: Hookgate is served at the root of its host): the base of each source's `url` and of app-portal links. Unset, each is made from the request's scheme and host (a proxy's X-Forwarded-Host or Forwarded header only from `HOOKGATE_TRUSTED_PROXIES`).";
+    "trusted_proxies", "HOOKGATE_TRUSTED_PROXIES", Some(""), "CIDRs of the proxies (an ingress controller, a load balancer) whose X-Forwarded-Host, X-Forwarded-Proto and Forwarded headers Hookgate believes when `HOOKGATE_PUBLIC_URL` is unset, comma-separated; from any other peer they are ignored and the request's Host header and scheme are used.";
     "admin_token", "HOOKGATE_ADMIN_TOKEN", None, "The operator's bearer token; unset disables /admin.";
     "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per pool: a process has one pool, and one more for its delivery worker if it runs one.";
@@ -116,6 +117,8 @@ pub struct Config {
     pub retry_schedule: Vec<Duration>,
     pub sync_lease: Duration,
     pub egress_allow_networks: Vec<IpNet>,
+    /// Peers whose forwarded-host headers are believed (see `http::public_base`).
+    pub trusted_proxies: Vec<IpNet>,
     pub egress_connect_timeout: Duration,
     pub egress_timeout: Duration,
     pub egress_proxy: Option<String>,
@@ -287,6 +290,9 @@ impl Config {
             s.parse::<IpNet>().map_err(|e| e.to_string())
         })
         .map_err(|e| Raw::invalid("egress_allow_networks", e))?;
+        let trusted_proxies =
+            parse_list(raw.get("trusted_proxies").unwrap_or(""), |s| s.parse::<IpNet>().map_err(|e| e.to_string()))
+                .map_err(|e| Raw::invalid("trusted_proxies", e))?;
         let log_format = match raw.required("log_format")? {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
@@ -407,6 +413,7 @@ impl Config {
             retry_schedule,
             sync_lease: raw.secs("sync_lease_secs")?,
             egress_allow_networks,
+            trusted_proxies,
             egress_connect_timeout: raw.secs("egress_connect_timeout_secs")?,
             egress_timeout,
             egress_proxy,

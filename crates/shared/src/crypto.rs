@@ -16,7 +16,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::ids::TenantId;
+use crate::ids::{ApiKeyId, TenantId};
 
 const SALT: &[u8] = b"hookgate/v1";
 const NONCE_LEN: usize = 12;
@@ -137,6 +137,9 @@ pub struct PortalClaims {
     pub feature_flags: Vec<String>,
     /// Svix's `readOnly`: the token may read, never change.
     pub read_only: bool,
+    /// The API key that minted it: the token lives only while that key does, so
+    /// revoking a leaked key revokes every token it minted.
+    pub key: ApiKeyId,
 }
 
 impl PortalSigner {
@@ -147,20 +150,24 @@ impl PortalSigner {
     }
 
     pub fn issue(&self, c: &PortalClaims) -> String {
-        let mut claims = format!("{}\n{}\n{}\n{}", c.tenant, c.app_id, c.app_uid.as_deref().unwrap_or(""), c.expires);
-        // A fifth line (the flags) and a sixth (`ro`) only when needed: a token
-        // without either reads as before.
-        if !c.feature_flags.is_empty() || c.read_only {
-            claims.push('\n');
-            claims.push_str(&c.feature_flags.join(","));
-        }
-        if c.read_only {
-            claims.push_str("\nro");
-        }
+        // Seven lines: tenant, application id, its uid, expiry, feature flags,
+        // `ro` or nothing, the minting key's id.
+        let claims = format!(
+            "{}\n{}\n{}\n{}\n{}\n{}\n{}",
+            c.tenant,
+            c.app_id,
+            c.app_uid.as_deref().unwrap_or(""),
+            c.expires,
+            c.feature_flags.join(","),
+            if c.read_only { "ro" } else { "" },
+            c.key
+        );
         format!("hgp_{}_{}", hex::encode(&claims), hex::encode(self.mac(claims.as_bytes())))
     }
 
-    /// The claims of a genuine, unexpired token; `None` otherwise.
+    /// The claims of a genuine, unexpired token; `None` otherwise. A token made
+    /// before tokens named their key (four to six lines) is refused: nothing
+    /// could revoke it before it expired.
     pub fn verify(&self, token: &str, now: i64) -> Option<PortalClaims> {
         let (claims_hex, mac_hex) = token.strip_prefix("hgp_")?.split_once('_')?;
         let claims = hex::decode(claims_hex).ok()?;
@@ -174,12 +181,17 @@ impl PortalSigner {
         let app_id = parts.next()?.to_owned();
         let app_uid = Some(parts.next()?.to_owned()).filter(|u| !u.is_empty());
         let expires: i64 = parts.next()?.parse().ok()?;
-        let feature_flags = parts
-            .next()
-            .map(|l| l.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect())
-            .unwrap_or_default();
-        let read_only = parts.next() == Some("ro");
-        (expires > now).then_some(PortalClaims { tenant, app_id, app_uid, expires, feature_flags, read_only })
+        let feature_flags = parts.next()?.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect();
+        let read_only = match parts.next()? {
+            "ro" => true,
+            "" => false,
+            _ => return None,
+        };
+        let key = ApiKeyId::parse(parts.next()?).ok()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        (expires > now).then_some(PortalClaims { tenant, app_id, app_uid, expires, feature_flags, read_only, key })
     }
 }
 
@@ -257,6 +269,7 @@ mod tests {
             expires: 1000,
             feature_flags: vec!["beta".into(), "v2.preview".into()],
             read_only: false,
+            key: ApiKeyId::generate(),
         };
         let token = signer.issue(&claims);
         assert_eq!(signer.verify(&token, 999), Some(claims.clone()));
@@ -267,8 +280,12 @@ mod tests {
         assert_eq!(key().portal_signer().verify(&token, 0), None, "another master key");
         let read_only = PortalClaims { feature_flags: vec![], read_only: true, ..claims.clone() };
         assert_eq!(signer.verify(&signer.issue(&read_only), 0), Some(read_only));
-        let plain = PortalClaims { feature_flags: vec![], ..claims };
+        let plain = PortalClaims { feature_flags: vec![], ..claims.clone() };
         assert_eq!(signer.verify(&signer.issue(&plain), 0), Some(plain));
+        // A token of the former shape, which named no key, is refused.
+        let old = format!("{}\n{}\n{}\n{}", claims.tenant, claims.app_id, "my-app", 1000);
+        let old = format!("hgp_{}_{}", hex::encode(&old), hex::encode(signer.mac(old.as_bytes())));
+        assert_eq!(signer.verify(&old, 0), None, "a token bound to no key");
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod cache;
 pub mod config;
 pub mod crypto;
 pub mod db;
+pub mod gate;
 pub mod http;
 pub mod ids;
 pub mod limits;

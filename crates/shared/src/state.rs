@@ -32,6 +32,8 @@ pub struct AppState {
     pub limits: Arc<crate::limits::Limits>,
     /// Holds message creation back while delivery workers fall behind.
     pub admission: crate::admission::Admission,
+    /// Bounds the lookups of callers not yet known (see `gate.rs`).
+    pub pre_auth: crate::gate::PreAuthGate,
 }
 
 impl AppState {
@@ -83,6 +85,7 @@ impl AppState {
         let wake = Wake::new(db.clone(), config.db_timeout + config.db_statement_timeout);
         let limits = Arc::new(crate::limits::Limits::new(redis.clone()));
         let admission = crate::admission::Admission::new(db.clone(), config.db_timeout + config.db_statement_timeout);
+        let config_pool_size = config.db_pool_size;
         Ok(AppState {
             config: Arc::new(config),
             db,
@@ -94,6 +97,7 @@ impl AppState {
             caches: Caches::default(),
             limits,
             admission,
+            pre_auth: crate::gate::PreAuthGate::new(config_pool_size),
         })
     }
 }

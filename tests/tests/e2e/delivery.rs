@@ -370,3 +370,32 @@ async fn a_message_with_an_inline_application_creates_it_under_the_path_uid() {
     let missing = t.post("/api/v1/app/no-such-app/msg", json!({"eventType": "x", "payload": {}}), 404).await;
     assert_eq!(missing["code"], "not_found");
 }
+
+#[tokio::test]
+async fn a_patch_keeps_what_changed_meanwhile_in_the_fields_it_does_not_name() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let sink = Sink::start().await;
+    let ep = t.endpoint(&a, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    // The recorder disables the endpoint while a PATCH of its description runs:
+    // here, a transaction holding the row, then disabling it once the PATCH waits.
+    let mut holder = app.db.client().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute("SELECT 1 FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", &[&ep]).await.unwrap();
+    let patch =
+        t.req(Method::PATCH, &format!("/api/v1/app/{a}/endpoint/{ep}")).json(&json!({"description": "renamed"})).send();
+    let patch = tokio::spawn(patch);
+    let watcher = app.db.client().await;
+    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%endpoints%'";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while watcher.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the PATCH reaches the endpoint's row");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tx.execute("UPDATE endpoints SET disabled = true, failing_since = now() WHERE id = $1", &[&ep]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(patch.await.unwrap().unwrap().status(), 200);
+    let got = t.get(&format!("/api/v1/app/{a}/endpoint/{ep}")).await;
+    assert_eq!((got["description"].as_str(), got["disabled"].as_bool()), (Some("renamed"), Some(true)), "{got}");
+}

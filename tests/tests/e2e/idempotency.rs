@@ -301,3 +301,44 @@ async fn a_kept_response_that_cannot_be_opened_is_not_replayed_as_ciphertext() {
     assert_eq!(body["code"], "idempotency_replay_unreadable", "{body}");
     assert!(body["detail"].as_str().unwrap().contains("HOOKGATE_MASTER_KEY"), "{body}");
 }
+
+#[tokio::test]
+async fn an_operational_endpoint_rotation_whose_answer_was_not_stored_is_undone_and_its_retry_rotates_once() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let db = app.db.client().await;
+    let sink = hookgate_tests::sink::Sink::start().await;
+    let ep = t.post("/api/v1/operational-webhook/endpoint", json!({"url": sink.url}), 201).await;
+    let ep = ep["id"].as_str().unwrap().to_owned();
+    let secret_of = |id: String| {
+        let db = &db;
+        async move {
+            let row = db.query_one("SELECT secret FROM endpoints WHERE id = $1", &[&id]).await.unwrap();
+            row.get::<_, Vec<u8>>(0)
+        }
+    };
+    let original = secret_of(ep.clone()).await;
+    // Storing the answer fails, as if the process died there: the rotation must
+    // not have happened (it used to commit on its own, before the answer).
+    db.batch_execute(
+        "CREATE FUNCTION failed_finish() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.state = 'done' THEN RAISE EXCEPTION 'the process died'; END IF; RETURN NEW; END $$;
+         CREATE TRIGGER failed_finish BEFORE UPDATE ON idempotency_keys
+         FOR EACH ROW EXECUTE FUNCTION failed_finish();",
+    )
+    .await
+    .unwrap();
+    let path = format!("/api/v1/operational-webhook/endpoint/{ep}/secret/rotate");
+    let first = t.req(Method::POST, &path).header("Idempotency-Key", "rotate-once").json(&json!({})).send().await;
+    assert!(!first.unwrap().status().is_success());
+    assert_eq!(secret_of(ep.clone()).await, original, "nothing rotated without its stored answer");
+    db.batch_execute("DROP TRIGGER failed_finish ON idempotency_keys").await.unwrap();
+    db.execute("UPDATE idempotency_keys SET created_at = now() - interval '2 minutes'", &[]).await.unwrap();
+    let retry = t.req(Method::POST, &path).header("Idempotency-Key", "rotate-once").json(&json!({})).send().await;
+    assert_eq!(retry.unwrap().status(), 204);
+    let again = t.req(Method::POST, &path).header("Idempotency-Key", "rotate-once").json(&json!({})).send().await;
+    let again = again.unwrap();
+    assert_eq!((again.status().as_u16(), again.headers()["idempotent-replayed"].to_str().unwrap()), (204, "true"));
+    let row = db.query_one("SELECT old_secret FROM endpoints WHERE id = $1", &[&ep]).await.unwrap();
+    assert_eq!(row.get::<_, Option<Vec<u8>>>(0), Some(original), "rotated once: the old secret is the first one");
+}

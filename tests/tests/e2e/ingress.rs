@@ -199,15 +199,7 @@ async fn with_redis_the_second_copy_is_answered_by_redis_and_after_a_flush_by_po
     assert_eq!(s.stripe(&body).await.headers()["hookgate-duplicate"], "true");
     let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"hookgate_ingress_duplicates_total{layer="redis"} 1"#), "{metrics}");
-    // Flush only this test's keys: they carry its prefix.
-    let url = app.env["REDIS_URL"].clone();
-    let prefix = app.env["HOOKGATE_REDIS_PREFIX"].clone();
-    let port: u16 = url.trim_end_matches('/').rsplit(':').next().unwrap().parse().unwrap();
-    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    use std::io::{Read, Write};
-    conn.write_all(format!("EVAL \"for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end return 0\" 0 {prefix}*\r\n").as_bytes()).unwrap();
-    let mut buf = [0u8; 64];
-    let _ = conn.read(&mut buf).unwrap();
+    flush_keys(&app);
     assert_eq!(s.stripe(&body).await.headers()["hookgate-duplicate"], "true");
     let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"hookgate_ingress_duplicates_total{layer="postgres"} 1"#), "{metrics}");
@@ -477,8 +469,56 @@ async fn with_postgres_down_ingress_answers_503_and_admits_the_retries_once_when
     assert_eq!(statuses, vec!["accepted"; 5], "nothing had been admitted while it was down");
     assert_eq!(s.stored().await, 5);
     let metrics = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
-    assert!(
-        metrics.contains(r#"hookgate_ingress_requests_total{outcome="unavailable",source="",tenant=""} 5"#),
-        "{metrics}"
-    );
+    assert!(metrics.contains(r#"hookgate_ingress_requests_total{outcome="unavailable",tenant=""} 5"#), "{metrics}");
+}
+
+/// The largest TTL among this test's inbound dedupe keys in Redis (they carry its
+/// prefix and `:in:`), -2 when there is none.
+fn largest_ttl(app: &TestApp) -> i64 {
+    use std::io::{Read, Write};
+    let url = app.env["REDIS_URL"].clone();
+    let prefix = app.env["HOOKGATE_REDIS_PREFIX"].clone();
+    let port: u16 = url.trim_end_matches('/').rsplit(':').next().unwrap().parse().unwrap();
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let script = "local m = -2 for _,k in ipairs(redis.call('KEYS', ARGV[1])) do local t = redis.call('TTL', k) if t > m then m = t end end return m";
+    conn.write_all(format!("EVAL \"{script}\" 0 {prefix}*:in:*\r\n").as_bytes()).unwrap();
+    let mut buf = [0u8; 64];
+    let n = conn.read(&mut buf).unwrap();
+    let answer = std::str::from_utf8(&buf[..n]).unwrap();
+    answer.trim().trim_start_matches(':').parse().unwrap_or_else(|_| panic!("redis answered {answer}"))
+}
+
+/// Deletes this test's Redis keys (they carry its prefix), as a flush would.
+fn flush_keys(app: &TestApp) {
+    use std::io::{Read, Write};
+    let url = app.env["REDIS_URL"].clone();
+    let prefix = app.env["HOOKGATE_REDIS_PREFIX"].clone();
+    let port: u16 = url.trim_end_matches('/').rsplit(':').next().unwrap().parse().unwrap();
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(format!("EVAL \"for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end return 0\" 0 {prefix}*\r\n").as_bytes()).unwrap();
+    let mut buf = [0u8; 64];
+    let _ = conn.read(&mut buf).unwrap();
+}
+
+#[tokio::test]
+async fn a_duplicate_postgres_answers_rearms_redis_only_for_what_is_left_of_the_window() {
+    let app = TestApp::spawn().await;
+    let sink = Sink::start().await;
+    let s = stripe_source(&app, &sink, json!({"mode": "sync", "retention": 1})).await;
+    let body = event("evt_window_left");
+    assert_eq!(s.stripe(&body).await.status(), 200);
+    let whole = largest_ttl(&app);
+    assert!(whole > 86_000, "a new key is remembered for the whole day: {whole}");
+    // Redis lost the key; the event was first received 23 hours ago.
+    flush_keys(&app);
+    let db = app.db.client().await;
+    db.execute("UPDATE inbound_keys SET received_at = now() - interval '23 hours'", &[]).await.unwrap();
+    assert_eq!(s.stripe(&body).await.headers()["hookgate-duplicate"], "true");
+    let left = largest_ttl(&app);
+    assert!((3_000..=3_600).contains(&left), "re-armed for the hour left, not a new day: {left}");
+    // Past the window (the row not pruned yet): Postgres answers, Redis is not re-armed.
+    flush_keys(&app);
+    db.execute("UPDATE inbound_keys SET received_at = now() - interval '25 hours'", &[]).await.unwrap();
+    assert_eq!(s.stripe(&body).await.headers()["hookgate-duplicate"], "true");
+    assert_eq!(largest_ttl(&app), -2, "nothing re-armed past the window");
 }

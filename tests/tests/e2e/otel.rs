@@ -170,6 +170,12 @@ async fn one_event_is_one_trace_from_its_request_to_its_delivery_attempt_across_
     assert_eq!(request.parent, caller_span, "the request span is a child of the caller's");
     assert_eq!(request.service, "hookgate", "OTEL_SERVICE_NAME unset: the service is hookgate");
     assert_eq!(request.attr("http.response.status_code"), Some(&json!("200")), "{request:#?}");
+    assert_eq!(request.attr("http.route"), Some(&json!("/in/{source_id}")), "{request:#?}");
+    // The source's id is its credential when it checks no signature: no span carries it.
+    for span in &all {
+        let attrs = serde_json::to_string(&span.attributes).unwrap();
+        assert!(!attrs.contains(&source), "span {} carries the source's id: {attrs}", span.name);
+    }
     for name in ["ingress.verify", "ingress.admit"] {
         assert!(descends(&all, one(&all, &trace, name), request), "{name} is inside the request");
     }

@@ -96,3 +96,30 @@ async fn links_and_source_addresses_use_the_public_url_and_not_a_forwarded_host(
     let got = t.get(&format!("/api/v1/source/{source}")).await;
     assert_eq!(got["url"], format!("https://hooks.example.com/in/{source}"));
 }
+
+#[tokio::test]
+async fn a_forwarded_host_counts_only_from_a_trusted_proxy() {
+    let portal_url = |app: &TestApp, key: String, mine: String| {
+        let req = app.api(&key, Method::POST, &format!("/api/v1/auth/app-portal-access/{mine}"));
+        async move {
+            let req = req.header("X-Forwarded-Host", "evil.example").header("X-Forwarded-Proto", "https");
+            let got: serde_json::Value = req.json(&json!({})).send().await.unwrap().json().await.unwrap();
+            got["url"].as_str().unwrap().to_owned()
+        }
+    };
+    // Without HOOKGATE_PUBLIC_URL and from a peer that is no proxy: the Host header.
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let mine = t.application().await;
+    let url = portal_url(&app, t.key.clone(), mine.clone()).await;
+    assert!(url.starts_with("http://127.0.0.1:"), "a caller does not choose the link's host: {url}");
+    // From a trusted proxy (the tests' loopback): the forwarded host and scheme.
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_TRUSTED_PROXIES".into(), "127.0.0.0/8".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let mine = t.application().await;
+    let url = portal_url(&app, t.key.clone(), mine.clone()).await;
+    assert!(url.starts_with("https://evil.example/portal/"), "a proxy's forwarded host is believed: {url}");
+}

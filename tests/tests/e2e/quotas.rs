@@ -384,3 +384,42 @@ async fn past_days_usage_shards_fold_into_one_row_and_the_sums_stay() {
     assert_eq!(before[0].inbound_accepted, 10);
     assert_eq!(before[0].bytes_in, 100);
 }
+
+#[tokio::test]
+async fn refused_messages_take_no_place_under_the_daily_cap_and_test_events_take_one() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let app_id = t.application().await;
+    let sink = Sink::start().await;
+    let ep = t.endpoint(&app_id, &sink.url, json!({})).await["id"].as_str().unwrap().to_owned();
+    set_quotas(&app, &t.id, json!({ "messagesPerDay": 3 })).await;
+    let send = |body: Value| {
+        app.http.post(app.url(&format!("/api/v1/app/{app_id}/msg"))).bearer_auth(&t.key).json(&body).send()
+    };
+    // Ten refusals, each for a reason found after the quota used to be taken.
+    for i in 0..10 {
+        let bad = match i % 3 {
+            0 => json!({"eventType": "a", "payload": {}, "payloadRetentionPeriod": 1}),
+            1 => json!({"eventType": "a", "payload": {}, "payloadRetentionPeriod": 5, "payloadRetentionHours": 5}),
+            _ => json!({"eventType": "a", "payload": {}, "application": {"name": "x", "throttleRate": 0}}),
+        };
+        assert_eq!(send(bad).await.unwrap().status(), 422, "refusal {i}");
+    }
+    assert_eq!(
+        send(json!({"eventType": "a", "payload": {}})).await.unwrap().status(),
+        202,
+        "the refusals took no place"
+    );
+    // A test event counts like any message, portal link or not.
+    let example = |key: &str| {
+        let url = app.url(&format!("/api/v1/app/{app_id}/endpoint/{ep}/send-example"));
+        app.http.post(url).bearer_auth(key).json(&json!({})).send()
+    };
+    assert_eq!(example(&t.key).await.unwrap().status(), 202);
+    let portal = t.post(&format!("/api/v1/auth/app-portal-access/{app_id}"), json!({}), 200).await;
+    let token = portal["token"].as_str().unwrap().to_owned();
+    assert_eq!(example(&token).await.unwrap().status(), 202);
+    assert_eq!(example(&token).await.unwrap().status(), 429, "the day's places are gone");
+    assert_eq!(send(json!({"eventType": "a", "payload": {}})).await.unwrap().status(), 429);
+    assert_eq!(usage_today(&app, &t.id).await["messagesCreated"], 3);
+}

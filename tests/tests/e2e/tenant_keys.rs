@@ -139,3 +139,41 @@ async fn a_key_in_an_idempotent_replay_is_sealed_at_rest_and_replayed_whole() {
     let again: Value = again.json().await.unwrap();
     assert_eq!(again["apiKey"], first["apiKey"], "the replay is the first answer, whole");
 }
+
+#[tokio::test]
+async fn revoking_a_key_revokes_the_portal_tokens_it_minted_and_only_those() {
+    let app = TestApp::spawn().await;
+    let t = app.create_tenant("Leaky").await;
+    let id = t["id"].as_str().unwrap();
+    let leaked = t["apiKey"].as_str().unwrap();
+    let res = app.admin(Method::POST, &format!("/admin/v1/tenant/{id}/api-key")).send().await.unwrap();
+    let other: Value = res.json().await.unwrap();
+    let other = other["apiKey"].as_str().unwrap();
+    let made: Value = app
+        .api(leaked, Method::POST, "/api/v1/app")
+        .json(&json!({"name": "a"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let app_id = made["id"].as_str().unwrap();
+    let mint = |key: &str| {
+        let req = app.api(key, Method::POST, &format!("/api/v1/auth/app-portal-access/{app_id}"));
+        async move {
+            let got: Value = req.json(&json!({"expiry": 2_592_000})).send().await.unwrap().json().await.unwrap();
+            got["token"].as_str().unwrap().to_owned()
+        }
+    };
+    let (by_leaked, by_other) = (mint(leaked).await, mint(other).await);
+    let reads = |token: String| {
+        let req = app.api(&token, Method::GET, &format!("/api/v1/app/{app_id}/endpoint"));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!((reads(by_leaked.clone()).await, reads(by_other.clone()).await), (200, 200));
+    let revoke = format!("/admin/v1/tenant/{id}/api-key/{}", t["apiKeyId"].as_str().unwrap());
+    assert_eq!(app.admin(Method::DELETE, &revoke).send().await.unwrap().status(), 204);
+    assert_eq!(reads(by_leaked).await, 401, "a 30-day token dies with the key that minted it");
+    assert_eq!(reads(by_other).await, 200, "tokens of the tenant's other keys live on");
+}

@@ -185,7 +185,13 @@ async fn patch_app(
     body: web::Json<AppPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
-    let app = find(&state, &tenant, &path).await?;
+    let found = find(&state, &tenant, &path).await?;
+    // Read, merged and written under the row's lock: a concurrent PATCH of
+    // another field is kept.
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let app =
+        applications::get_for_update(&*tx, &tenant.0, &found.id).await?.ok_or(ApiError::NotFound("application"))?;
     let merged = AppIn {
         name: p.name.unwrap_or(app.name),
         uid: p.uid.into_update().unwrap_or(app.uid),
@@ -195,7 +201,9 @@ async fn patch_app(
             None => serde_json::from_value(app.metadata).unwrap_or_default(),
         },
     };
-    save(&state, &tenant, &app.id, &merged.into_fields()?).await
+    let saved = replace(&*tx, &tenant, &app.id, &merged.into_fields()?).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(saved)
 }
 
 async fn save(
@@ -205,7 +213,16 @@ async fn save(
     fields: &ApplicationFields,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let saved = applications::replace(&**conn, &tenant.0, id, fields)
+    replace(&**conn, tenant, id, fields).await
+}
+
+async fn replace(
+    db: &impl tokio_postgres::GenericClient,
+    tenant: &TenantAuth,
+    id: &AppId,
+    fields: &ApplicationFields,
+) -> Result<HttpResponse, ApiError> {
+    let saved = applications::replace(db, &tenant.0, id, fields)
         .await
         .map_err(|e| validate::conflict("an application with this uid")(e.into()))?
         .ok_or(ApiError::NotFound("application"))?;

@@ -78,11 +78,10 @@ async fn send_example(
     if ep.disabled {
         return Err(ApiError::Validation("the endpoint is disabled: enable it to send it a test event".into()));
     }
-    crate::quota::admit_test_event(&state, &tenant.0, &app).await?;
-    let mut conn = db::conn(&state.db).await?;
     let payload = match event_type.as_str() {
         PING => json!({ "success": true }),
         name => {
+            let conn = db::conn(&state.db).await?;
             let et = event_types::get_visible(&**conn, &tenant.0, name, flags.0.as_deref())
                 .await?
                 .ok_or(ApiError::NotFound("event type"))?;
@@ -92,6 +91,10 @@ async fn send_example(
             example(et.schemas.as_ref(), body.example_index).unwrap_or_else(|| json!({ "success": true }))
         }
     };
+    // A test event is a message like any other: it counts against the tenant's
+    // `messagesPerSecond` and `messagesPerDay`, whoever sends it (a portal link
+    // included). Taken after every check that can refuse the request.
+    let reservation = crate::quota::admit_message(&state, &tenant.0).await?;
     let new = NewMessage {
         id: MessageId::generate(),
         event_id: None,
@@ -107,10 +110,23 @@ async fn send_example(
     };
     // The message and its `Idempotency-Key` answer commit together: a retry after
     // a lost answer replays it rather than sending a second test event.
+    let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let msg = messages::publish_to_endpoint(&*tx, &tenant.0, &app, &ep.id, &new)
-        .await?
-        .ok_or_else(|| ApiError::Validation("the endpoint is disabled or gone: no test event was sent".into()))?;
+    let published = messages::publish_to_endpoint(&*tx, &tenant.0, &app, &ep.id, &new).await;
+    let msg = match published {
+        Ok(Some(msg)) => msg,
+        // Surely not created (nothing was committed): the day's place goes back.
+        Ok(None) | Err(_) => {
+            drop(tx);
+            if let Some(r) = reservation {
+                crate::quota::message_not_created(&state, &tenant.0, r).await;
+            }
+            return Err(match published {
+                Err(e) => e.into(),
+                _ => ApiError::Validation("the endpoint is disabled or gone: no test event was sent".into()),
+            });
+        }
+    };
     let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &MessageOut::new(msg, true)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     state.wake.poke();

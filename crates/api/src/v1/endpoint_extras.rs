@@ -6,15 +6,15 @@ use hookgate_shared::store::endpoints::Endpoint;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::idempotency::{answer, RequestKey};
-use crate::{optional_json, when::Window, TenantAuth};
+use crate::{optional_json, when::Window, Principal, TenantAuth};
 use actix_web::http::StatusCode;
-use actix_web::{get, patch, post, put, web, HttpResponse};
+use actix_web::{get, patch, post, put, web, HttpMessage, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
-    store::{deliveries, endpoints},
+    store::{deliveries, endpoints, portals},
     AppState,
 };
 use serde::Deserialize;
@@ -152,22 +152,44 @@ struct HeadersIn {
 }
 
 #[get("/app/{app_id}/endpoint/{endpoint_id}/headers")]
-async fn get_headers(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn get_headers(
+    tenant: TenantAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: EpPath,
+) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    headers_answer(&state, &tenant.0, &app, &ep)
+    // Any custom header may be a credential: a portal link is shown names only,
+    // unless it may manage endpoints and the tenant chose to show values.
+    // (Read before any await: the request's extensions are a RefCell.)
+    let portal = match req.extensions().get::<Principal>() {
+        Some(Principal::Portal { read_only, .. }) => Some(*read_only),
+        _ => None,
+    };
+    let names_only = match portal {
+        Some(true) => true,
+        Some(false) => {
+            let conn = db::conn(&state.db).await?;
+            !portals::get(&**conn, &tenant.0).await?.show_header_values
+        }
+        None => false,
+    };
+    headers_answer(&state, &tenant.0, &app, &ep, names_only)
 }
 
-/// `{"headers", "sensitive"}`: the endpoint's custom headers, sensitive ones by name only.
+/// `{"headers", "sensitive"}`: the endpoint's custom headers, sensitive ones by
+/// name only; every one by name only when `names_only`.
 pub(crate) fn headers_answer(
     state: &AppState,
     tenant: &TenantId,
     app: &AppId,
     ep: &Endpoint,
+    names_only: bool,
 ) -> Result<HttpResponse, ApiError> {
     let opened = secrets::open_headers(state, tenant, app, &ep.id, &ep.headers).map_err(ApiError::Internal)?;
     let all: BTreeMap<String, String> = serde_json::from_value(opened).unwrap_or_default();
     let (sensitive, shown): (BTreeMap<_, _>, BTreeMap<_, _>) =
-        all.into_iter().partition(|(k, _)| SENSITIVE.contains(&k.to_ascii_lowercase().as_str()));
+        all.into_iter().partition(|(k, _)| names_only || SENSITIVE.contains(&k.to_ascii_lowercase().as_str()));
     Ok(HttpResponse::Ok().json(json!({ "headers": shown, "sensitive": sensitive.keys().collect::<Vec<_>>() })))
 }
 

@@ -302,7 +302,13 @@ async fn patch_one(
     body: web::Json<EndpointPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let (app, found) = find(&state, &tenant, &path.0, &path.1).await?;
+    // Read, merged and written under the row's lock: fields the PATCH does not
+    // name keep what they hold at its commit, not what they held when it started.
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let ep =
+        endpoints::get_for_update(&*tx, &tenant.0, &app, &found.id).await?.ok_or(ApiError::NotFound("endpoint"))?;
     let merged = EndpointIn {
         url: p.url.unwrap_or(ep.url),
         uid: p.uid.into_update().unwrap_or(ep.uid),
@@ -315,7 +321,7 @@ async fn patch_one(
         secret: None,
         version: None,
     };
-    save(&state, &tenant.0, &app, &ep.id, &merged.fields(&state)?, Notify::Yes).await
+    save_in(tx, &state, &tenant.0, &app, &ep.id, &merged.fields(&state)?, Notify::Yes).await
 }
 
 /// Replaces an endpoint's fields, with its `endpoint.updated` notice in the same commit.
@@ -329,6 +335,19 @@ pub(crate) async fn save(
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
+    save_in(tx, state, tenant, app, id, fields, notify).await
+}
+
+/// [`save`], in a transaction the caller began (and may hold the row's lock in).
+async fn save_in(
+    tx: db::Transaction<'_>,
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    fields: &EndpointFields,
+    notify: Notify,
+) -> Result<HttpResponse, ApiError> {
     let saved = endpoints::replace(&*tx, tenant, app, id, fields)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?

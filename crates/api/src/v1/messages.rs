@@ -181,7 +181,8 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     check(&body)?;
-    let reservation = crate::quota::admit_message(&state, &tenant.0).await?;
+    // Everything that can refuse the request is checked before the day's place is
+    // taken: a refusal must not spend the daily cap.
     let inline = match body.application {
         Some(a) => Some(InlineApp {
             fields: ApplicationFields {
@@ -195,6 +196,7 @@ async fn create(
         None => None,
     };
     let payload_expires_at = payload_expiry(body.payload_retention_period, body.payload_retention_hours)?;
+    let reservation = crate::quota::admit_message(&state, &tenant.0).await?;
     let new = NewMessage {
         id: MessageId::generate(),
         event_id: body.event_id,

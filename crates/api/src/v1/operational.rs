@@ -7,13 +7,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::{ready, Ready};
 
-use actix_web::{delete, dev::Payload, get, post, put, web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{
+    delete, dev::Payload, get, http::StatusCode, post, put, web, FromRequest, HttpMessage, HttpRequest, HttpResponse,
+};
 use hookgate_egress::secrets;
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
-    store::{endpoints, endpoints::Endpoint, operational, tenants::OPERATOR},
+    store::{endpoints, endpoints::Endpoint, operational, tenants::OPERATOR, StoreError},
     AppState,
 };
 use serde::Deserialize;
@@ -22,6 +24,7 @@ use serde_json::json;
 use super::endpoint_extras::{check_headers, headers_answer, rotated_secret, secret_answer, store_headers};
 use super::endpoints::{insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
 use super::validate::RotateIn;
+use crate::idempotency::{answer_empty, RequestKey};
 use crate::{optional_json, PageQuery, Principal};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -159,23 +162,29 @@ async fn rotate_secret(
     state: web::Data<AppState>,
     path: EpPath,
     body: web::Bytes,
+    key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
     let until = body.old_secret_until()?;
     let secret = rotated_secret(&body)?;
     let (app, ep) = find(&state, &who.0, &path).await?;
     let sealed = secrets::seal(&state, &who.0, &app, &ep.id, &secret);
-    let conn = db::conn(&state.db).await?;
-    if !endpoints::rotate_secret(&**conn, &who.0, &app, &ep.id, &sealed, until).await? {
+    // The rotation and its `Idempotency-Key` answer commit together: a retry
+    // after a lost answer replays the 204 and never rotates a second time.
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    if !endpoints::rotate_secret(&*tx, &who.0, &app, &ep.id, &sealed, until).await? {
         return Err(ApiError::NotFound("endpoint"));
     }
-    Ok(HttpResponse::NoContent().finish())
+    let res = answer_empty(&*tx, &state, key.as_deref(), StatusCode::NO_CONTENT).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
 }
 
 #[get("/operational-webhook/endpoint/{endpoint_id}/headers")]
 async fn get_headers(who: OpTenant, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &who.0, &path).await?;
-    headers_answer(&state, &who.0, &app, &ep)
+    headers_answer(&state, &who.0, &app, &ep, false)
 }
 
 #[derive(Deserialize)]

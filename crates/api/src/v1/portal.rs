@@ -1,7 +1,7 @@
 //! `v1.authentication.app-portal-access`: a token for one application's customer.
 
-use crate::{optional_json, KeyAuth, TenantAuth};
-use actix_web::{post, web, HttpRequest, HttpResponse};
+use crate::{optional_json, KeyAuth, Principal, TenantAuth};
+use actix_web::{post, web, HttpMessage, HttpRequest, HttpResponse};
 use chrono::Utc;
 use hookgate_shared::ids::{AppId, Ref};
 use hookgate_shared::{crypto::PortalClaims, db, http::ApiError, store::applications::Application, AppState};
@@ -63,6 +63,11 @@ async fn access(
     for flag in &feature_flags {
         validate::uid("featureFlags", flag)?;
     }
+    // The token is bound to the key that mints it (see `PortalClaims::key`).
+    let minted_by = match req.extensions().get::<Principal>() {
+        Some(Principal::Tenant { key, .. }) => key.clone(),
+        _ => return Err(ApiError::Unauthorized("a tenant API key is required".into())),
+    };
     let tenant = TenantAuth(key.0);
     let app = match (find_app(&state, &tenant, &path).await, body.application, &*path) {
         (Err(ApiError::NotFound(_)), Some(new), Ref::Uid(uid)) => create_alongside(&state, &tenant, uid, new).await?,
@@ -76,6 +81,7 @@ async fn access(
         feature_flags,
         read_only: body.read_only.unwrap_or(false)
             || body.capabilities.is_some_and(|c| !c.iter().any(|c| c == "ManageEndpoint")),
+        key: minted_by,
     };
     let token = state.config.master_key.portal_signer().issue(&claims);
     let url = format!(

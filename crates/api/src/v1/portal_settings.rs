@@ -19,6 +19,8 @@ pub(crate) struct SettingsIn {
     theme: Theme,
     #[serde(default)]
     frame_ancestors: Vec<String>,
+    #[serde(default)]
+    show_header_values: bool,
 }
 
 const MAX_ANCESTORS: usize = 16;
@@ -50,6 +52,7 @@ impl SettingsIn {
             primary_color: self.primary_color.map(|c| c.to_ascii_lowercase()),
             theme: self.theme,
             frame_ancestors,
+            show_header_values: self.show_header_values,
         })
     }
 }

@@ -91,14 +91,20 @@ impl Shares {
     /// order, for `room` free slots: each no more than it may start now, as if
     /// the ones before it had started theirs. Returns the offered queues' indices
     /// with their counts; queues with no room are left out. A throttled one is
-    /// asked for one: its throttle lets one through per slot.
+    /// asked for one: its throttle lets one through per slot, so it is asked
+    /// once per allocation even when it is offered twice (its due deliveries and
+    /// a hinted range): a second would be claimed only to be written back.
     pub(crate) fn allocate(&self, queues: &[(&Queue, bool)], room: usize) -> Vec<(usize, i64)> {
         let mut s = self.lock().clone();
         let mut left = room;
         let mut wants = Vec::new();
+        let mut throttled_asked: HashSet<&Queue> = HashSet::new();
         for (i, (q, throttled)) in queues.iter().enumerate() {
             if left == 0 {
                 break;
+            }
+            if *throttled && !throttled_asked.insert(*q) {
+                continue;
             }
             let room = self.room_in(&s, q);
             let n = if *throttled { room.min(1) } else { room }.min(left);
@@ -272,6 +278,9 @@ mod tests {
         let wants = shares.allocate(&[(&a, true), (&b, false)], 64);
         assert_eq!(wants[0], (0, 1), "one of the throttled endpoint, the rest left for others");
         assert_eq!(wants[1].1, 56 / 2, "the other tenant is asked for its share: {wants:?}");
+        // Offered twice in one allocation (its due deliveries, then a hinted range): asked once.
+        let twice = shares.allocate(&[(&a, true), (&a, true)], 64);
+        assert_eq!(twice, vec![(0, 1)], "a throttled endpoint offered twice is asked for one in all");
         shares.hold(&a, Duration::from_secs(60));
         assert!(shares.allocate(&[(&a, true)], 64).is_empty(), "held: not asked");
         let (_, skipped) = shares.skips();

@@ -58,6 +58,11 @@ pub async fn observe(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let request_id = format!("req_{}", ulid::Ulid::new());
+    // The route's pattern, never the path: a path can be a credential (a source's
+    // `/in/src_…` is the whole secret of a source that checks no signature, a
+    // portal link's `/portal/…` carries a token), and every log line and exported
+    // span inside this one carries its fields.
+    let route = req.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
     let span = tracing::info_span!(
         "request",
         otel.name = tracing::field::Empty,
@@ -65,7 +70,7 @@ pub async fn observe(
         otel.status_code = tracing::field::Empty,
         id = %request_id,
         method = %req.method(),
-        path = %req.path(),
+        http.route = %route,
         http.response.status_code = tracing::field::Empty,
     );
     if trace::enabled() {
@@ -81,7 +86,6 @@ pub async fn observe(
             | Method::OPTIONS => req.method().as_str(),
             _ => "_OTHER",
         };
-        let route = req.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
         span.record("otel.name", format!("{method} {route}"));
         span.record("otel.kind", "server");
         // A caller's W3C `traceparent` makes this request part of its trace.

@@ -4,7 +4,7 @@
 
 use base64::{engine::general_purpose::STANDARD, Engine};
 
-use super::scheme::{ct_eq, header};
+use super::scheme::header;
 use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
@@ -24,7 +24,7 @@ fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
         return Err(VerifyError::Malformed(NAME.into()));
     }
     let given = STANDARD.decode(encoded.trim()).map_err(|_| VerifyError::Malformed(NAME.into()))?;
-    if secrets.iter().any(|s| ct_eq(s.as_bytes(), &given)) {
+    if secrets.iter().any(|s| hookgate_shared::crypto::secrets_equal(s.as_bytes(), &given)) {
         Ok(())
     } else {
         Err(VerifyError::Mismatch(NAME.into()))

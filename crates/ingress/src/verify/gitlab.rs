@@ -2,7 +2,7 @@
 //! `Idempotency-Key` (the same on every retry, GitLab 17.4+) or else
 //! `X-Gitlab-Event-UUID` is the event's id; the body's `object_kind` its type.
 
-use super::scheme::{ct_eq, header};
+use super::scheme::header;
 use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
 use crate::{extract::KeyMissing, key::KeyKind};
 
@@ -18,7 +18,7 @@ const NAME: &str = "x-gitlab-token";
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
     let token = header(req.headers, NAME)?;
-    if secrets.iter().any(|s| ct_eq(s.as_bytes(), token.as_bytes())) {
+    if secrets.iter().any(|s| hookgate_shared::crypto::secrets_equal(s.as_bytes(), token.as_bytes())) {
         Ok(())
     } else {
         Err(VerifyError::Mismatch(NAME.into()))

@@ -4,8 +4,17 @@
 //! webhook id. The certificate is fetched only from a URL under an allow-listed
 //! prefix (`HOOKGATE_PAYPAL_CERT_URLS`, PayPal's API hosts over HTTPS by default),
 //! without following redirects, bounded in time and size, and cached for a day;
-//! the trust in it is the allow-listed host's TLS certificate. The event's `id` is
-//! the key (the same on PayPal's retries), `event_type` the type.
+//! the trust in it is the allow-listed host's TLS certificate.
+//!
+//! The body is covered only by its CRC32, which is linear: anyone who saw one
+//! signed request can write any other body with the same CRC32 (a few dozen
+//! chosen characters in a JSON string) and the signature still holds. So what
+//! is admitted is keyed on what PayPal signs, the transmission id, never on the
+//! body's `id`, and the signed transmission time must be within
+//! [`TOLERANCE_SECS`] of now: one captured transmission admits one event, once,
+//! and only for minutes. (PayPal's retries are new transmissions, with new ids:
+//! a tenant dedupes those by the body's `id`, as docs/receiving.md says.)
+//! `event_type` is the type.
 
 use std::{
     collections::HashMap,
@@ -17,18 +26,20 @@ use base64::{engine::general_purpose::STANDARD, Engine};
 use hookgate_egress::fetch::{FetchError, Fetcher};
 use rustls_pki_types::{pem::PemObject, CertificateDer};
 
-use super::scheme::header;
+use super::scheme::{check_timestamp, header, TOLERANCE_SECS};
 use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Certificate,
-    key: KeyRule::Pointer("/id"),
+    key: KeyRule::Header(TRANSMISSION_ID),
     event_type: TypeRule::Pointer("/event_type"),
     handshake: None,
     unsigned_ping: None,
 };
 
 const SIG: &str = "paypal-transmission-sig";
+const TRANSMISSION_ID: &str = "paypal-transmission-id";
+const TRANSMISSION_TIME: &str = "paypal-transmission-time";
 const CERT_URL: &str = "paypal-cert-url";
 /// A certificate is a few KiB; anything much larger is not one.
 const MAX_CERT_BYTES: usize = 64 * 1024;
@@ -116,7 +127,11 @@ impl Certificates {
         };
         let fetched = match self.fetcher.get(url, MAX_CERT_BYTES).await {
             Ok(pem) => parse(&pem),
-            Err(FetchError::Unavailable(e)) => Err(VerifyError::CertificateUnavailable(e)),
+            Err(FetchError::Unavailable(e)) => {
+                // The caller is unauthenticated: what failed, and where, is for the operator's log only.
+                tracing::warn!(url = %url, error = %e, "a PayPal signing certificate could not be fetched");
+                Err(VerifyError::CertificateUnavailable("its host did not answer".into()))
+            }
             Err(FetchError::TooLarge(_)) => {
                 Err(VerifyError::Certificate(format!("`{CERT_URL}` is not a certificate (too large)")))
             }
@@ -177,7 +192,7 @@ fn signed(id: &str, time: &str, webhook_id: &str, body: &[u8]) -> String {
 
 /// Checks a signature against a certificate (DER) for any of the webhook ids.
 fn check_with(der: &[u8], req: &Request, webhook_ids: &[String], sig: &[u8]) -> Result<(), VerifyError> {
-    let (id, time) = (header(req.headers, "paypal-transmission-id")?, header(req.headers, "paypal-transmission-time")?);
+    let (id, time) = (header(req.headers, TRANSMISSION_ID)?, header(req.headers, TRANSMISSION_TIME)?);
     let der = CertificateDer::from(der);
     let cert = webpki::EndEntityCert::try_from(&der).map_err(|_| VerifyError::Certificate("bad certificate".into()))?;
     let ok = webhook_ids.iter().any(|w| {
@@ -191,9 +206,19 @@ fn check_with(der: &[u8], req: &Request, webhook_ids: &[String], sig: &[u8]) -> 
     }
 }
 
+/// Refuses a transmission time that is not RFC 3339 or is further than
+/// [`TOLERANCE_SECS`] from now: a captured request is worth minutes, not ever.
+fn check_time(req: &Request) -> Result<(), VerifyError> {
+    let time = header(req.headers, TRANSMISSION_TIME)?;
+    let at = chrono::DateTime::parse_from_rfc3339(time.trim())
+        .map_err(|_| VerifyError::Malformed(TRANSMISSION_TIME.into()))?;
+    check_timestamp(at.timestamp(), req.now, TOLERANCE_SECS)
+}
+
 pub async fn verify(req: &Request<'_>, webhook_ids: &[String], certs: &Certificates) -> Result<(), VerifyError> {
-    header(req.headers, "paypal-transmission-id")?;
-    header(req.headers, "paypal-transmission-time")?;
+    header(req.headers, TRANSMISSION_ID)?;
+    // Before any certificate is fetched: a stale capture costs nothing.
+    check_time(req)?;
     if let Some(algo) = req.headers.get("paypal-auth-algo") {
         if algo.trim() != "SHA256withRSA" {
             return Err(VerifyError::Malformed("paypal-auth-algo".into()));
@@ -246,6 +271,97 @@ mod tests {
         assert!(parse(page.as_bytes()).is_err(), "a page that contains a certificate is not one");
     }
 
+    /// A body of the form `{"id":"<id>","pad":"<64 chars>"}` whose CRC32 is
+    /// `target`: the CRC is linear, so choosing each padding character between
+    /// two that differ in one bit solves 32 equations over GF(2). What an
+    /// attacker does with one captured PayPal request.
+    fn forge(id: &str, target: u32) -> Vec<u8> {
+        let body = |mask: u64| {
+            let pad: String = (0..64).map(|i| if mask >> i & 1 == 1 { 'c' } else { 'a' }).collect();
+            format!(r#"{{"id":"{id}","event_type":"PAYMENT.SALE.COMPLETED","pad":"{pad}"}}"#).into_bytes()
+        };
+        let base = crc32fast::hash(&body(0));
+        let mut basis: [Option<(u32, u64)>; 32] = [None; 32];
+        for i in 0..64 {
+            let mut v = (crc32fast::hash(&body(1 << i)) ^ base, 1u64 << i);
+            for bit in (0..32).rev() {
+                if v.0 >> bit & 1 == 1 {
+                    match basis[bit] {
+                        Some(b) => v = (v.0 ^ b.0, v.1 ^ b.1),
+                        None => {
+                            basis[bit] = Some(v);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let (mut want, mut mask) = (base ^ target, 0u64);
+        for bit in (0..32).rev() {
+            if want >> bit & 1 == 1 {
+                let b = basis[bit].expect("64 random columns span the 32 bits");
+                want ^= b.0;
+                mask ^= b.1;
+            }
+        }
+        body(mask)
+    }
+
+    #[test]
+    fn a_forged_body_with_the_captured_crc_verifies_but_is_the_captured_transmission() {
+        use crate::extract::{key_value, KeySpec};
+        let der = parse(CERT.as_bytes()).unwrap();
+        let sig = STANDARD.decode(SIGNATURE.trim()).unwrap();
+        let hs = headers();
+        let p = Provider::Paypal;
+        let forged = forge("WH-FORGED", crc32fast::hash(BODY));
+        assert_eq!(crc32fast::hash(&forged), crc32fast::hash(BODY));
+        let req = |body| Request { provider: &p, headers: &hs, body, method: "POST", url: "", now: 1_455_825_695 };
+        // The signature cannot tell them apart: that is PayPal's scheme.
+        assert_eq!(check_with(&der, &req(&forged), &["1JE4291016473214C".into()], &sig), Ok(()));
+        // But the key is the signed transmission id, so the forgery is a duplicate
+        // of the captured event, never a new one.
+        let key = |body| key_value(&KeySpec::Provider, &req(body)).unwrap().unwrap();
+        assert_eq!(key(&forged), key(BODY));
+        assert_eq!(key(BODY).1, b"69cd13f0-d67a-11e5-baa3-778b53f4ae55");
+        assert_eq!(check_time(&req(BODY)), Ok(()));
+    }
+
+    proptest::proptest! {
+        /// Whatever body an attacker writes, and whenever it is sent, a captured
+        /// transmission admits one event at most, and only within the tolerance.
+        #[test]
+        fn a_captured_transmission_admits_no_other_event_and_expires(
+            id in "[A-Za-z0-9-]{1,40}",
+            late in -100_000i64..100_000,
+        ) {
+            use crate::extract::{key_value, KeySpec};
+            let hs = headers();
+            let p = Provider::Paypal;
+            let signed_at = 1_455_825_695; // 2016-02-18T20:01:35Z, the header's time
+            let forged = forge(&id, crc32fast::hash(BODY));
+            proptest::prop_assert_eq!(crc32fast::hash(&forged), crc32fast::hash(BODY));
+            let req = |body| Request { provider: &p, headers: &hs, body, method: "POST", url: "", now: signed_at + late };
+            proptest::prop_assert_eq!(
+                key_value(&KeySpec::Provider, &req(&forged)).unwrap(),
+                key_value(&KeySpec::Provider, &req(BODY)).unwrap()
+            );
+            let fresh = late.abs() <= TOLERANCE_SECS;
+            proptest::prop_assert_eq!(check_time(&req(&forged)).is_ok(), fresh);
+        }
+    }
+
+    #[test]
+    fn a_transmission_time_that_is_not_rfc_3339_is_malformed() {
+        let p = Provider::Paypal;
+        for bad in ["yesterday", "1455825695", "2016-02-18 20:01:35"] {
+            let mut hs = headers();
+            hs.insert(TRANSMISSION_TIME.into(), bad.into());
+            let req = Request { provider: &p, headers: &hs, body: BODY, method: "POST", url: "", now: 1_455_825_695 };
+            assert_eq!(check_time(&req), Err(VerifyError::Malformed(TRANSMISSION_TIME.into())), "{bad}");
+        }
+    }
+
     #[test]
     fn only_urls_under_an_allowed_prefix_are_fetched() {
         let certs =
@@ -275,7 +391,7 @@ mod tests {
         hs.insert("paypal-transmission-sig".into(), "AAAA".into());
         hs.insert("paypal-cert-url".into(), "https://127.0.0.1:9/cert.pem".into());
         let p = Provider::Paypal;
-        let req = Request { provider: &p, headers: &hs, body: BODY, method: "POST", url: "", now: 0 };
+        let req = Request { provider: &p, headers: &hs, body: BODY, method: "POST", url: "", now: 1_455_825_695 };
         let started = Instant::now();
         assert!(matches!(verify(&req, &["W".into()], &certs).await, Err(VerifyError::Certificate(_))));
         assert!(started.elapsed() < Duration::from_millis(500), "refused before any connection");

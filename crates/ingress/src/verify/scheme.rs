@@ -50,7 +50,10 @@ pub fn mac(hash: Hash, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     }
 }
 
-/// Constant-time equality of a computed MAC and a presented one.
+/// Constant-time equality of a computed MAC and a presented one. The length
+/// check returns early: a MAC's length is public (the algorithm's). A shared
+/// secret compared as presented (basic auth, GitLab's token) goes through
+/// `hookgate_shared::crypto::secrets_equal`, which hides its length too.
 pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     a.len() == b.len() && bool::from(a.ct_eq(b))

@@ -105,9 +105,28 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::LostRace(_) => ApiError::Unavailable,
-            StoreError::Conflict(what) => ApiError::Conflict(format!("already exists ({what})")),
+            // The constraint's name is the schema's, not the client's business: handlers
+            // that expect a conflict say what it was in their own words.
+            StoreError::Conflict(what) => {
+                tracing::debug!(constraint = %what, "a unique key no handler names was violated");
+                ApiError::Conflict("a resource with these values already exists".into())
+            }
             StoreError::InvalidText => ApiError::Validation(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflict_no_handler_names_does_not_show_the_constraints_name() {
+        let e = ApiError::from(StoreError::Conflict("endpoints_tenant_id_app_id_uid_key".into()));
+        assert!(
+            matches!(&e, ApiError::Conflict(d) if !d.contains("endpoints") && d.contains("already exists")),
+            "{e:?}"
+        );
     }
 }

@@ -11,15 +11,28 @@ pub use error::ApiError;
 
 /// The base of the URLs Hookgate shows (a source's address, a portal link):
 /// `HOOKGATE_PUBLIC_URL` when the operator set it, else the request's own scheme
-/// and host.
+/// and host. A proxy's `Forwarded`/`X-Forwarded-*` headers count only when the
+/// peer is one of `HOOKGATE_TRUSTED_PROXIES`: from anyone else they would let a
+/// caller choose the host of the links Hookgate hands out (and of the URL that
+/// URL-signing providers are verified against).
 pub fn public_base(req: &actix_web::HttpRequest, config: &crate::Config) -> String {
-    match &config.public_url {
-        Some(base) => base.clone(),
-        None => {
-            let info = req.connection_info();
-            format!("{}://{}", info.scheme(), info.host())
-        }
+    if let Some(base) = &config.public_url {
+        return base.clone();
     }
+    let trusted = req.peer_addr().is_some_and(|p| config.trusted_proxies.iter().any(|n| n.contains(&p.ip())));
+    if trusted {
+        let info = req.connection_info();
+        return format!("{}://{}", info.scheme(), info.host());
+    }
+    // The connection's own: its Host header (or the URI's authority), and TLS or not.
+    let scheme = req.uri().scheme_str().unwrap_or(if req.app_config().secure() { "https" } else { "http" });
+    let host = req
+        .headers()
+        .get(actix_web::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or_else(|| req.app_config().host());
+    format!("{scheme}://{host}")
 }
 
 /// The address a source is shown at, and that providers which sign the URL sign.

@@ -62,6 +62,20 @@ pub async fn authenticate(
     Ok(row.map(|r| ApiKeyId::from_db(r.get(0))))
 }
 
+/// Whether a key still opens its tenant (not revoked, the tenant live and
+/// enabled): what keeps the portal tokens it minted alive.
+pub async fn is_live(db: &impl GenericClient, tenant: &TenantId, key: &ApiKeyId) -> Result<bool, StoreError> {
+    let row = db
+        .query_opt(
+            "SELECT 1 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+             WHERE k.tenant_id = $1 AND k.id = $2 AND k.revoked_at IS NULL
+               AND t.deleted_at IS NULL AND NOT t.disabled",
+            &[&tenant.as_str(), &key.as_str()],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
 /// A key as the console lists it: never the key, only when and whether it lives.
 #[derive(Debug, Clone)]
 pub struct KeyInfo {

@@ -72,6 +72,18 @@ pub async fn get(
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str()]).await?.as_ref().map(from_row))
 }
 
+/// The application, its row locked until the caller's transaction ends (a
+/// PATCH's read, merge and write, so a concurrent PATCH of another field is kept).
+pub async fn get_for_update(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+) -> Result<Option<Application>, StoreError> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND id = $2 AND NOT operational FOR UPDATE");
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str()]).await?.as_ref().map(from_row))
+}
+
 pub async fn list(
     db: &impl GenericClient,
     tenant: &TenantId,

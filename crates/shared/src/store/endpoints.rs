@@ -136,6 +136,19 @@ pub async fn get(
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &endpoint.as_str()]).await?.as_ref().map(from_row))
 }
 
+/// The endpoint, its row locked until the caller's transaction ends: a PATCH
+/// reads, merges and writes under it, so it loses no change made meanwhile (a
+/// concurrent PATCH of another field, the recorder disabling the endpoint).
+pub async fn get_for_update(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+) -> Result<Option<Endpoint>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR UPDATE");
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id.as_str()]).await?.as_ref().map(from_row))
+}
+
 /// The enabled endpoints of an application that subscribe to `event_type` (and
 /// take messages without channels).
 pub async fn matching(

@@ -187,14 +187,15 @@ pub async fn duplicates_batch(
     let sql = format!(
         "WITH dup AS (
             UPDATE inbound_events e SET duplicates = e.duplicates + u.n
-            FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n
+            FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n, k.received_at
                   FROM (SELECT s, k, count(*)::int AS n FROM unnest($2::text[], $3::text[]) AS x(s, k)
                         GROUP BY s, k) AS x
                   JOIN inbound_keys k ON k.tenant_id = $1 AND k.source_id = x.s AND k.key = x.k) AS u
             WHERE e.tenant_id = $1 AND e.source_id = u.source_id AND e.id = u.event_id
-            RETURNING e.tenant_id, e.source_id, e.key, e.id, e.status, COALESCE(e.lease_until < now(), false) AS x, u.n
+            RETURNING e.tenant_id, e.source_id, e.key, e.id, e.status, COALESCE(e.lease_until < now(), false) AS x, u.n,
+                GREATEST(EXTRACT(EPOCH FROM now() - u.received_at), 0)::bigint AS age
          ), {}
-         SELECT tenant_id, source_id, key, id, status, x FROM dup",
+         SELECT tenant_id, source_id, key, id, status, x, age FROM dup",
         usage::bump("usage", "dup", &[(Counter::InboundDuplicates, "sum(n)")])
     );
     let found = db.query(&sql, &[&tenant.as_str(), &col(|r| r.source_id.as_str()), &col(|r| &r.key)]).await?;
@@ -205,6 +206,7 @@ pub async fn duplicates_batch(
                 id: InboundEventId::from_db(r.get(3)),
                 status: InboundStatus::from_db(r.get(4)),
                 lease_expired: r.get(5),
+                age_secs: r.get(6),
             };
             ((r.get(0), r.get(1), r.get(2)), existing)
         })

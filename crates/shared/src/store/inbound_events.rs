@@ -56,6 +56,9 @@ pub struct Existing {
     pub status: InboundStatus,
     /// A `processing` row whose lease ran out: its holder is presumed dead.
     pub lease_expired: bool,
+    /// Seconds since its key was first received (on Postgres's clock): what is
+    /// left of the dedupe window is the window less this.
+    pub age_secs: i64,
 }
 
 pub(super) const COLUMNS: &str =
@@ -163,9 +166,10 @@ pub async fn duplicate(
             FROM inbound_keys k
             WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
               AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
-            RETURNING e.tenant_id, e.id, e.status, COALESCE(e.lease_until < now(), false) AS expired
+            RETURNING e.tenant_id, e.id, e.status, COALESCE(e.lease_until < now(), false) AS expired,
+                GREATEST(EXTRACT(EPOCH FROM now() - k.received_at), 0)::bigint AS age
          ), {}
-         SELECT id, status, expired FROM dup",
+         SELECT id, status, expired, age FROM dup",
         usage::bump("usage", "dup", &[(Counter::InboundDuplicates, "count(*)")])
     );
     let row = db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &key]).await?;
@@ -173,6 +177,7 @@ pub async fn duplicate(
         id: InboundEventId::from_db(r.get(0)),
         status: InboundStatus::from_db(r.get(1)),
         lease_expired: r.get(2),
+        age_secs: r.get(3),
     }))
 }
 

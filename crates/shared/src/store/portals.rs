@@ -31,6 +31,11 @@ pub struct PortalSettings {
     /// Origins allowed to frame the portal (`frame-ancestors`); none by default.
     #[serde(default)]
     pub frame_ancestors: Vec<String>,
+    /// Whether a managing portal link is shown the values of the endpoints'
+    /// custom headers (any may be a credential): off by default; a read-only
+    /// link never is.
+    #[serde(default)]
+    pub show_header_values: bool,
 }
 
 /// The tenant's settings, or the defaults if it never set any.
