@@ -89,6 +89,8 @@ def hookgate():
         "HOOKGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "HOOKGATE_MASTER_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "HOOKGATE_EGRESS_ALLOW_NETWORKS": "127.0.0.1/32",
+        # The sinks are on loopback, a private network: the tests read what they answered.
+        "HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES": "true",
         # PayPal certificates only from loopback: no test can make Hookgate reach PayPal.
         "HOOKGATE_PAYPAL_CERT_URLS": "http://127.0.0.1:9/",
         "HOOKGATE_RETRY_SCHEDULE": "1,1",

@@ -255,6 +255,11 @@ def test_paypal_verifies_with_an_allow_listed_certificate_fetched_once(hookgate,
         status, _, src = call(hg, "POST", "/api/v1/source", api_key,
                               {"name": "pp", "provider": "paypal", "appId": "in", "secret": "1JE4291016473214C"})
         assert status == 201, src
+        # No other key rule: one over the body (or none) would admit forged bodies as new events.
+        for rule in ({"body": True}, {"disabled": True}, {"jsonPointer": "/id"}):
+            status, _, err = call(hg, "POST", "/api/v1/source", api_key, {"name": "pp2", "provider": "paypal",
+                                  "appId": "in", "secret": "1JE4291016473214C", "idempotency": rule})
+            assert status == 422 and "idempotency" in json.dumps(err), (rule, err)
 
         def request(n, cert_url, webhook_id="1JE4291016473214C", at=None):
             body = json.dumps({"id": f"WH-{n}", "event_type": "PAYMENT.SALE.COMPLETED", "resource": {}}).encode()

@@ -35,6 +35,8 @@ pub fn default_env(db: &TestDb) -> HashMap<String, String> {
     env.insert("HOOKGATE_ADMIN_TOKEN".into(), ADMIN_TOKEN.into());
     env.insert("HOOKGATE_MASTER_KEY".into(), MasterKey::generate_base64());
     env.insert("HOOKGATE_EGRESS_ALLOW_NETWORKS".into(), "127.0.0.1/32".into());
+    // The sinks are on loopback, a private network: the tests read what they answered.
+    env.insert("HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES".into(), "true".into());
     // PayPal certificates only from loopback: no test can make Hookgate reach PayPal.
     env.insert("HOOKGATE_PAYPAL_CERT_URLS".into(), "http://127.0.0.1:9/".into());
     env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "2000".into());

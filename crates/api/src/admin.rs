@@ -57,6 +57,9 @@ struct TenantPatchIn {
     /// default, or absent to leave it; `null` for all of them.
     #[serde(default)]
     quotas: Maybe<serde_json::Map<String, serde_json::Value>>,
+    /// Private networks (CIDRs) this tenant's endpoints may reach; `[]` for none.
+    #[serde(rename = "egressAllowNetworks")]
+    egress_allow_networks: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -94,6 +97,7 @@ struct TenantOut {
     svix_headers: bool,
     retention: RetentionOut,
     quotas: QuotasOut,
+    egress_allow_networks: Vec<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -115,6 +119,7 @@ impl TenantOut {
                 },
             },
             quotas: QuotasOut { own: t.quotas, effective: t.quotas.over(&config.quotas) },
+            egress_allow_networks: t.egress_allow_networks,
             created_at: t.created_at,
             updated_at: t.updated_at,
         }
@@ -292,6 +297,7 @@ async fn patch_tenant(
         Maybe::Absent => (None, None),
     };
     let quotas = quota_patch(body.quotas)?;
+    let egress_allow_networks = body.egress_allow_networks.map(|n| networks(&n)).transpose()?;
     let tenant = find(&state, &id).await?;
     let patch = TenantPatch {
         quotas,
@@ -301,6 +307,7 @@ async fn patch_tenant(
         svix_headers: body.svix_headers,
         inbound_days,
         message_days,
+        egress_allow_networks,
     };
     let conn = db::conn(&state.db).await?;
     let updated =
@@ -311,6 +318,29 @@ async fn patch_tenant(
         state.wake.poke();
     }
     Ok(HttpResponse::Ok().json(TenantOut::new(updated, &state.config)))
+}
+
+/// The most networks one tenant may be given.
+const MAX_NETWORKS: usize = 16;
+
+/// `egressAllowNetworks`: CIDRs (a bare address is one host), as stored: each
+/// truncated to its network, sorted, once.
+fn networks(given: &[String]) -> Result<Vec<String>, ApiError> {
+    if given.len() > MAX_NETWORKS {
+        return Err(ApiError::Validation(format!("`egressAllowNetworks` may hold at most {MAX_NETWORKS} networks")));
+    }
+    let mut out = Vec::with_capacity(given.len());
+    for raw in given {
+        let raw = raw.trim();
+        let net =
+            raw.parse::<ipnet::IpNet>().or_else(|_| raw.parse::<std::net::IpAddr>().map(ipnet::IpNet::from)).map_err(
+                |_| ApiError::Validation(format!("`egressAllowNetworks`: `{raw}` is not a CIDR such as 10.1.0.0/16")),
+            )?;
+        out.push(net.trunc().to_string());
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 #[delete("/tenant/{id}")]

@@ -128,12 +128,28 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             .portal_signer()
             .verify(key, chrono::Utc::now().timestamp())
             .ok_or_else(|| ApiError::Unauthorized("invalid or expired app-portal token".into()))?;
-        // A portal token dies with its tenant's access and with the key that minted it.
-        let live = db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            api_keys::is_live(&**conn, &claims.tenant, &claims.key).await
-        })
-        .await?;
+        // A portal token dies with its tenant's access and with the key that minted
+        // it: checked every second (a revocation forgets the answer at once), a key
+        // not known live waiting its turn at the pre-auth gate.
+        let live = match state.caches.portal_keys.get(&claims.key) {
+            Some(live) => live,
+            None => {
+                let lookup = async {
+                    let conn = db::conn(&state.db).await?;
+                    api_keys::is_live(&**conn, &claims.tenant, &claims.key).await
+                };
+                let live = if state.caches.known_key_ids.get(&claims.key).is_some() {
+                    db::bounded(state.db_budget(), lookup).await?
+                } else {
+                    db::bounded(state.db_budget(), state.pre_auth.run(lookup)).await?
+                };
+                if live {
+                    state.caches.known_key_ids.insert_if_room(claims.key.clone(), ());
+                }
+                state.caches.portal_keys.insert(claims.key.clone(), live);
+                live
+            }
+        };
         if !live {
             return Err(ApiError::Unauthorized("invalid or expired app-portal token".into()));
         }
@@ -164,7 +180,7 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             };
             let found = found.map(|id| (tenant.clone(), id));
             if found.is_some() {
-                state.caches.known_keys.insert(hash.clone(), ());
+                state.caches.known_keys.insert_if_room(hash.clone(), ());
             }
             state.caches.keys.insert(hash, found.clone());
             found

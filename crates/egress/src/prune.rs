@@ -33,6 +33,7 @@ pub async fn run(state: AppState) {
             .await;
         // Not a removal: past days' usage shards folded into one row each, sums kept.
         drain(&state, "usage_shards", |conn| async move { usage::compact(&**conn, BATCH).await }).await;
+        drain(&state, "usage_flushes", |conn| async move { usage::forget_flushes(&**conn).await }).await;
         let pending = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             erasure::pending_erasures(&**conn, 100).await

@@ -38,6 +38,9 @@ pub enum PublishError {
     NoApplication,
     #[error("the database is unavailable")]
     Unavailable,
+    /// Admission control held creation back (the workers are behind): nothing was written.
+    #[error("delivery is behind: creation is held back; retry shortly")]
+    Busy,
     /// A value Postgres cannot store (a NUL in a tag, say): the caller's to fix.
     #[error("{0}")]
     Invalid(String),
@@ -187,7 +190,7 @@ impl Publisher {
         }
         // While workers fall behind, creation waits its turn (refused as busy if
         // that is more than a moment away).
-        self.state.admission.wait(tenant).await.map_err(|_| PublishError::Unavailable)?;
+        self.state.admission.wait(tenant).await.map_err(|_| PublishError::Busy)?;
         if let Some(key) = new.request_key.clone() {
             return match self.single_or_inline(tenant, app, new, inline).await {
                 Err(PublishError::SameRequest) => {

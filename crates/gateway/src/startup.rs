@@ -66,6 +66,14 @@ pub struct Application {
 impl Application {
     /// Binds `config.listen` and builds the server; nothing runs until [`run`](Self::run).
     pub fn build(config: Config, role: Role) -> anyhow::Result<Self> {
+        if config.public_url.is_none() && config.trusted_proxies.is_empty() && !config.listen.ip().is_loopback() {
+            // Behind a proxy that terminates TLS, links would read `http://<internal host>`
+            // and URL-signing providers (Twilio, Square) would fail to verify.
+            tracing::warn!(
+                "neither HOOKGATE_PUBLIC_URL nor HOOKGATE_TRUSTED_PROXIES is set: source addresses and portal \
+                 links use each request's own Host header and scheme; behind a proxy, set one of them"
+            );
+        }
         let listener = TcpListener::bind(config.listen)
             .map_err(|e| anyhow::anyhow!("cannot listen on {} (HOOKGATE_LISTEN): {e}", config.listen))?;
         let port = listener.local_addr()?.port();

@@ -66,12 +66,21 @@ impl std::fmt::Debug for Archive {
     }
 }
 
-/// Makes `dir` (and its parents) if missing, and leaves it to the process's
-/// user alone (0700), even if it was there before.
+/// Makes `dir` (and its parents) if missing, readable by the process's user
+/// alone (0700). One that exists is left as the operator made it (a volume's root
+/// may belong to another user, or be read-only for `hookgate archive list`), with
+/// a warning if others may read it: the objects in it are 0600 either way.
 fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(dir = %dir.display(), "the archive directory may be read by others than Hookgate's user: make it 0700");
+            }
+            Ok(())
+        }
+        _ => std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir),
+    }
 }
 
 impl Archive {
@@ -247,13 +256,11 @@ mod tests {
     async fn a_local_archive_is_readable_by_the_processs_user_only() {
         let dir = std::env::temp_dir().join(format!("hookgate-archive-mode-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let archive = Archive::open(&format!("file://{}", dir.display())).unwrap();
         let rows = futures_util::stream::iter(vec![Ok(r#"{"id":"msg_1"}"#.to_owned())]);
         archive.write("messages", "messages_p20260101", (None, None), rows).await.unwrap();
         let mode = |p: std::path::PathBuf| std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(dir.clone()), 0o700, "the archive's directory");
+        assert_eq!(mode(dir.clone()), 0o700, "the archive's directory, made by Hookgate");
         assert_eq!(mode(dir.join("messages")), 0o700);
         assert_eq!(mode(dir.join("messages/messages_p20260101.jsonl.zst")), 0o600);
         assert_eq!(mode(dir.join("messages/messages_p20260101.manifest.json")), 0o600);

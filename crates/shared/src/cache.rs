@@ -68,6 +68,20 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
         map.insert(k, (Instant::now(), v));
     }
 
+    /// Inserts unless the map is full of live entries: for sets that must not be
+    /// emptied by whoever can add to them (a flood waits for room instead).
+    pub fn insert_if_room(&self, k: K, v: V) {
+        let mut map = self.map.write().expect("cache lock is never poisoned");
+        if map.len() >= MAX_ENTRIES && !map.contains_key(&k) {
+            let ttl = self.ttl;
+            map.retain(|_, (at, _)| at.elapsed() < ttl);
+            if map.len() >= MAX_ENTRIES {
+                return;
+            }
+        }
+        map.insert(k, (Instant::now(), v));
+    }
+
     pub fn remove(&self, k: &K) {
         self.map.write().expect("cache lock is never poisoned").remove(k);
     }
@@ -77,8 +91,9 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     }
 }
 
-/// How long a key or source found live lets its lookups skip the pre-auth gate.
-const KNOWN_FOR: Duration = Duration::from_secs(600);
+/// How long a key or source found live lets its lookups skip the pre-auth gate
+/// (each lookup still checks it: this only decides which queue it waits in).
+const KNOWN_FOR: Duration = Duration::from_secs(86_400);
 
 /// The caches of one process.
 #[derive(Clone)]
@@ -89,13 +104,20 @@ pub struct Caches {
     pub keys: TtlCache<Vec<u8>, Option<(TenantId, ApiKeyId)>>,
     /// Tenant → its quotas in effect (the operator's defaults under its own).
     pub quotas: TtlCache<TenantId, crate::quota::Quotas>,
-    /// API key hashes found live in the last ten minutes: their lookups (still
-    /// made every second, so a revocation takes effect as fast) skip the
-    /// pre-auth gate that unknown keys queue at. Only a live key is added, so a
-    /// flood of unknown ones neither grows it nor delays those in it.
+    /// API key hashes found live in the last day: their lookups (still made
+    /// every second, so a revocation takes effect as fast) skip the pre-auth
+    /// gate that unknown keys queue at. Only a live key is added, and a full set
+    /// takes no more (never emptied), so a flood of unknown ones neither grows it
+    /// nor delays those in it.
     pub known_keys: TtlCache<Vec<u8>, ()>,
-    /// Source ids found live in the last ten minutes, likewise.
+    /// Source ids found live in the last day, likewise.
     pub known_sources: TtlCache<SourceId, ()>,
+    /// The keys of portal tokens found live in the last day, likewise.
+    pub known_key_ids: TtlCache<ApiKeyId, ()>,
+    /// Whether a portal token's key is live (not revoked, its tenant enabled).
+    pub portal_keys: TtlCache<ApiKeyId, bool>,
+    /// Tenant → the networks its endpoints may reach (the operator's and its own).
+    pub networks: TtlCache<TenantId, Arc<Vec<ipnet::IpNet>>>,
 }
 
 impl Default for Caches {
@@ -106,6 +128,9 @@ impl Default for Caches {
             quotas: TtlCache::default(),
             known_keys: TtlCache::with_ttl(KNOWN_FOR),
             known_sources: TtlCache::with_ttl(KNOWN_FOR),
+            known_key_ids: TtlCache::with_ttl(KNOWN_FOR),
+            portal_keys: TtlCache::default(),
+            networks: TtlCache::default(),
         }
     }
 }
@@ -124,13 +149,16 @@ impl Caches {
     /// Keys are cached by hash, not id: a revocation forgets them all.
     pub(crate) fn forget_keys(&self) {
         self.keys.clear();
+        self.portal_keys.clear();
     }
 
     /// A tenant's change (disabled, deleted) reaches its sources and its keys.
     pub(crate) fn forget_tenant(&self) {
         self.sources.clear();
         self.keys.clear();
+        self.portal_keys.clear();
         self.quotas.clear();
+        self.networks.clear();
     }
 }
 

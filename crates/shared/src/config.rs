@@ -59,7 +59,8 @@ settings! {
     "shutdown_timeout_secs", "HOOKGATE_SHUTDOWN_TIMEOUT_SECS", Some("30"), "How long in-flight requests may finish after SIGTERM.";
     "retry_schedule", "HOOKGATE_RETRY_SCHEDULE", Some("5,300,1800,7200,18000,36000,36000"), "Delays in seconds between delivery attempts.";
     "sync_lease_secs", "HOOKGATE_SYNC_LEASE_SECS", Some("60"), "Age after which a `processing` inbound event may be taken over.";
-    "egress_allow_networks", "HOOKGATE_EGRESS_ALLOW_NETWORKS", Some(""), "CIDRs that endpoints may resolve to despite the SSRF guard, comma-separated.";
+    "egress_allow_networks", "HOOKGATE_EGRESS_ALLOW_NETWORKS", Some(""), "CIDRs that every tenant's endpoints may resolve to despite the SSRF guard, comma-separated (a tenant's own `egressAllowNetworks`, set by the operator, opens a range to that tenant alone).";
+    "egress_record_private_responses", "HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES", Some("false"), "Whether the body of a response from a private network that an allow-list opened (loopback, RFC 1918, …) is kept in the attempt log, where a tenant and its portal links read it; off, only its status is kept.";
     "egress_connect_timeout_secs", "HOOKGATE_EGRESS_CONNECT_TIMEOUT_SECS", Some("5"), "Connect timeout of one delivery.";
     "egress_timeout_secs", "HOOKGATE_EGRESS_TIMEOUT_SECS", Some("15"), "Total timeout of one delivery.";
     "egress_proxy", "HOOKGATE_EGRESS_PROXY", None, "An http:// or https:// proxy that every delivery goes through; unset, deliveries go direct and HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are ignored. The SSRF guard still checks every target.";
@@ -117,6 +118,7 @@ pub struct Config {
     pub retry_schedule: Vec<Duration>,
     pub sync_lease: Duration,
     pub egress_allow_networks: Vec<IpNet>,
+    pub egress_record_private_responses: bool,
     /// Peers whose forwarded-host headers are believed (see `http::public_base`).
     pub trusted_proxies: Vec<IpNet>,
     pub egress_connect_timeout: Duration,
@@ -414,6 +416,7 @@ impl Config {
             sync_lease: raw.secs("sync_lease_secs")?,
             egress_allow_networks,
             trusted_proxies,
+            egress_record_private_responses: raw.parse("egress_record_private_responses")?,
             egress_connect_timeout: raw.secs("egress_connect_timeout_secs")?,
             egress_timeout,
             egress_proxy,

@@ -21,6 +21,7 @@ pub mod ids;
 pub mod limits;
 pub mod metrics;
 pub mod migrate;
+pub mod networks;
 pub mod partitions;
 pub mod prune;
 pub mod quota;

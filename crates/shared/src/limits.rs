@@ -26,11 +26,18 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 pub struct Limits {
     rate: RateLimiter,
     tally: Mutex<HashMap<Tally, i64>>,
+    /// A batch whose write failed, with its id: written again as it was, under
+    /// the same id, before anything newer (its statement may have committed
+    /// after all, and then the id makes the retry add nothing).
+    unsure: tokio::sync::Mutex<Option<Batch>>,
 }
+
+/// Tallies written together, with the id their statement records.
+type Batch = (String, Vec<(Tally, i64)>);
 
 impl Limits {
     pub fn new(redis: Redis) -> Self {
-        Limits { rate: RateLimiter::new(redis), tally: Mutex::new(HashMap::new()) }
+        Limits { rate: RateLimiter::new(redis), tally: Mutex::new(HashMap::new()), unsure: Default::default() }
     }
 
     /// Counts one of what commits nothing, for the next [`flush`](Self::flush).
@@ -39,27 +46,36 @@ impl Limits {
         *self.tally.lock().expect("tally lock is never poisoned").entry(key).or_default() += 1;
     }
 
-    /// Writes the tallies; on failure they are kept for the next try.
+    /// Writes the tallies; on failure they are kept for the next try. A batch
+    /// that failed is written again first, as it was and under its id; until it
+    /// is, newer tallies wait beside it (so at most one batch is ever unsure).
     pub async fn flush(&self, state: &AppState) -> Result<(), StoreError> {
+        let mut unsure = self.unsure.lock().await;
+        if let Some((batch, counts)) = unsure.as_ref() {
+            write(state, batch, counts).await?;
+            *unsure = None;
+        }
         let counts: Vec<(Tally, i64)> =
             std::mem::take(&mut *self.tally.lock().expect("tally lock is never poisoned")).into_iter().collect();
         if counts.is_empty() {
             return Ok(());
         }
-        // One statement: a failure writes none of them, so none is added twice.
-        let written = db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            usage::add(&**conn, &counts).await
-        })
-        .await;
+        let batch = ulid::Ulid::new().to_string();
+        let written = write(state, &batch, &counts).await;
         if written.is_err() {
-            let mut tally = self.tally.lock().expect("tally lock is never poisoned");
-            for (k, n) in counts {
-                *tally.entry(k).or_default() += n;
-            }
+            *unsure = Some((batch, counts));
         }
         written
     }
+}
+
+/// One batch of tallies, in one statement: all of it or none, and once.
+async fn write(state: &AppState, batch: &str, counts: &[(Tally, i64)]) -> Result<(), StoreError> {
+    db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        usage::add(&**conn, batch, counts).await
+    })
+    .await
 }
 
 /// The tenant's quotas in effect: its own over the operator's defaults. A tenant

@@ -399,3 +399,45 @@ async fn a_patch_keeps_what_changed_meanwhile_in_the_fields_it_does_not_name() {
     let got = t.get(&format!("/api/v1/app/{a}/endpoint/{ep}")).await;
     assert_eq!((got["description"].as_str(), got["disabled"].as_bool()), (Some("renamed"), Some(true)), "{got}");
 }
+
+#[tokio::test]
+async fn a_private_network_opens_to_the_tenant_it_is_assigned_to_and_its_answers_are_not_kept() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_EGRESS_ALLOW_NETWORKS".into(), String::new());
+        env.insert("HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES".into(), "false".into());
+    })
+    .await;
+    let sink = Sink::start().await;
+    sink.set(Behaviour { body: Some(b"an internal service's secrets".to_vec()), ..Default::default() });
+    let (other, trusted) = (app.tenant().await, app.tenant().await);
+    let (other_app, trusted_app) = (other.application().await, trusted.application().await);
+    let refused = |t: &hookgate_tests::app::Tenant<'_>, a: &str| {
+        let req = t.req(Method::POST, &format!("/api/v1/app/{a}/endpoint")).json(&json!({"url": sink.url}));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(refused(&trusted, &trusted_app).await, 422, "closed by default");
+    let assign = |nets: Value| {
+        let req = app.admin(Method::PATCH, &format!("/admin/v1/tenant/{}", trusted.id));
+        async move { req.json(&json!({"egressAllowNetworks": nets})).send().await.unwrap() }
+    };
+    assert_eq!(assign(json!(["10.0.0.0/33"])).await.status(), 422, "not a network");
+    let res = assign(json!(["127.0.0.1"])).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.json::<Value>().await.unwrap()["egressAllowNetworks"], json!(["127.0.0.1/32"]));
+    // Opened to that tenant only.
+    trusted.endpoint(&trusted_app, &sink.url, json!({})).await;
+    assert_eq!(refused(&other, &other_app).await, 422, "another tenant stays closed");
+    let msg = trusted.message(&trusted_app, "x", json!({})).await;
+    sink.wait_for(1, WAIT).await;
+    let mut attempts = Value::Null;
+    for _ in 0..50 {
+        attempts = trusted.get(&format!("/api/v1/app/{trusted_app}/attempt/msg/{}", msg["id"].as_str().unwrap())).await;
+        if !attempts["data"].as_array().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let attempt = &attempts["data"][0];
+    assert_eq!(attempt["responseStatusCode"], 200, "{attempt}");
+    assert_eq!(attempt["response"], "(the response of a private network is not kept)", "{attempt}");
+}

@@ -128,6 +128,48 @@ async fn a_throttled_backlog_waits_without_being_rewritten() {
     }
 }
 
+#[tokio::test]
+async fn an_applications_throttled_backlog_across_its_endpoints_waits_without_being_rewritten() {
+    let split = Split::new(None).await;
+    let (db, api) = (&split.db, &split.api);
+    let sink = Sink::start().await;
+    let t = api.tenant().await;
+    let made = t.post("/api/v1/app", json!({"name": "throttled", "throttleRate": 5}), 201).await;
+    let app = made["id"].as_str().unwrap().to_owned();
+    for _ in 0..3 {
+        t.endpoint(&app, &sink.url, json!({})).await;
+    }
+    for chunk in 0..2 {
+        let sends = (0..20).map(|i| t.message(&app, "bulk", json!({"n": chunk * 20 + i})));
+        futures_util::future::join_all(sends).await;
+    }
+    let _worker = split.start_worker().await;
+    let client = db.client().await;
+    let parked = || async {
+        let rows = client
+            .query("SELECT msg_id || endpoint_id, xmin::text FROM deliveries WHERE status = 1 AND attempts = 0", &[])
+            .await
+            .unwrap();
+        rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, String>(1))).collect::<Vec<_>>()
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let first = parked().await;
+    assert!(first.len() >= 90, "the backlog of 120 waits ({} rows)", first.len());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let later: HashMap<_, _> = parked().await.into_iter().collect();
+    let rewritten = first.iter().filter(|(id, version)| later.get(id).is_some_and(|v| v != version)).count();
+    // The application's throttle holds all three endpoints off between its slots:
+    // one of them is asked at a time, and nothing waiting is claimed only to be
+    // written back.
+    assert_eq!(rewritten, 0, "waiting rows rewritten while they waited");
+    let got = sink.wait_for(10, Duration::from_secs(20)).await;
+    let times: Vec<_> = got.iter().map(|r| r.at).collect();
+    for (i, start) in times.iter().enumerate() {
+        let in_window = times[i..].iter().filter(|t| t.duration_since(*start) < Duration::from_secs(1)).count();
+        assert!(in_window <= 5, "{in_window} deliveries within one second from delivery {i}");
+    }
+}
+
 /// Endpoints whose deliveries are all retried later (or in flight) take no room
 /// from a claim: due work behind them in the listing order goes at once.
 #[tokio::test]

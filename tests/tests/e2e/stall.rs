@@ -230,3 +230,60 @@ async fn results_waiting_through_a_45_second_postgres_stall_are_all_recorded_as_
     all_delivered_once(&client, 10, Duration::from_secs(30)).await;
     assert_eq!(sink.received().len(), 10, "none sent twice");
 }
+
+/// Tallies of what commits nothing (here: refused signatures) whose write
+/// commits only after Hookgate gave up on it (its commit held by a synchronous
+/// standby that is not there, then let go): written again meanwhile, counted once.
+#[tokio::test]
+async fn usage_whose_write_commits_after_it_was_given_up_is_counted_once() {
+    let pg = PgServer::start();
+    let db = TestDb { name: "stall".into(), url: pg.url() };
+    let mut env = default_env(&db);
+    env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
+    env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "1000".into());
+    let key = env["HOOKGATE_MASTER_KEY"].clone();
+    let out =
+        hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
+    assert!(out.status.success());
+    let app = TestApp::spawn_on(db, env).await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let source =
+        t.post("/api/v1/source", json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": a}), 201).await;
+    let src = source["id"].as_str().unwrap().to_owned();
+    let admin = hookgate_tests::db::connect(&pg.url()).await;
+    let usage = || async {
+        let row =
+            admin.query_one("SELECT COALESCE(sum(rejected_signature), 0)::bigint FROM usage_days", &[]).await.unwrap();
+        row.get::<_, i64>(0)
+    };
+    // From now on every commit waits for a standby that is not there: a statement
+    // runs, its commit waits, and Hookgate gives up on it after its bound.
+    admin.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'").await.unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    for n in 0..5 {
+        let body = format!(r#"{{"id": "evt_{n}"}}"#);
+        let res = app
+            .http
+            .post(app.url(&format!("/in/{src}")))
+            .header("content-type", "application/json")
+            .header("Stripe-Signature", providers::stripe("whsec_wrong", providers::now(), body.as_bytes()))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 401);
+    }
+    // Several writes of the tallies are given up meanwhile (one a second).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(usage().await, 0, "nothing visible while the commits wait");
+    admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names").await.unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while usage().await < 5 {
+        assert!(Instant::now() < deadline, "the tallies are written once the commits go through");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(usage().await, 5, "five refusals, counted once");
+}

@@ -228,6 +228,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("deliveries::pending_count", "the pending-deliveries gauge is one operator metric over all tenants"),
     ("usage::compact", "maintenance: past days' usage shards of every tenant are folded, sums kept"),
     ("usage::add", "the usage tallies of a process mix tenants; each count carries its tenant id"),
+    ("usage::forget_flushes", "maintenance: the ids of usage batches a day old, which span tenants"),
     ("operational::emit", "notices of a batch of delivery results mix tenants; each notice carries its tenant id"),
     ("idempotency::claim", "keys are scoped by the credential's scope (a tenant id, or the operator's)"),
     ("idempotency::finish", "keys are scoped by the credential's scope (a tenant id, or the operator's)"),

@@ -110,25 +110,27 @@ async fn send_example(
     };
     // The message and its `Idempotency-Key` answer commit together: a retry after
     // a lost answer replays it rather than sending a second test event.
-    let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let published = messages::publish_to_endpoint(&*tx, &tenant.0, &app, &ep.id, &new).await;
-    let msg = match published {
-        Ok(Some(msg)) => msg,
-        // Surely not created (nothing was committed): the day's place goes back.
-        Ok(None) | Err(_) => {
-            drop(tx);
+    // Everything up to the commit: an error before it created nothing, so the
+    // day's place goes back (not after a failed commit, whose outcome is unknown).
+    let staged = async {
+        let mut conn = db::conn(&state.db).await?;
+        let tx = conn.transaction().await.map_err(StoreError::from)?;
+        let msg = messages::publish_to_endpoint(&*tx, &tenant.0, &app, &ep.id, &new)
+            .await?
+            .ok_or_else(|| ApiError::Validation("the endpoint is disabled or gone: no test event was sent".into()))?;
+        let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &MessageOut::new(msg, true)).await?;
+        // The commit's own failure is the outer `Ok(Err(..))`: its outcome is unknown.
+        Ok::<_, ApiError>(tx.commit().await.map_err(StoreError::from).map(|()| res))
+    };
+    let res = match staged.await {
+        Ok(committed) => committed?,
+        Err(e) => {
             if let Some(r) = reservation {
                 crate::quota::message_not_created(&state, &tenant.0, r).await;
             }
-            return Err(match published {
-                Err(e) => e.into(),
-                _ => ApiError::Validation("the endpoint is disabled or gone: no test event was sent".into()),
-            });
+            return Err(e);
         }
     };
-    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &MessageOut::new(msg, true)).await?;
-    tx.commit().await.map_err(StoreError::from)?;
     state.wake.poke();
     Ok(res)
 }

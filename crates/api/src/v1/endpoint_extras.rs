@@ -229,7 +229,13 @@ async fn patch_headers(
     body: web::Json<HeadersIn>,
 ) -> Result<HttpResponse, ApiError> {
     check_headers(&body.headers)?;
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let (app, found) = find(&state, &tenant, &path.0, &path.1).await?;
+    // Read, merged and written under the row's lock: a concurrent patch of other
+    // headers is kept.
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let ep =
+        endpoints::get_for_update(&*tx, &tenant.0, &app, &found.id).await?.ok_or(ApiError::NotFound("endpoint"))?;
     let opened = secrets::open_headers(&state, &tenant.0, &app, &ep.id, &ep.headers).map_err(ApiError::Internal)?;
     let mut headers: BTreeMap<String, String> = serde_json::from_value(opened).unwrap_or_default();
     for (k, v) in &body.headers {
@@ -246,8 +252,8 @@ async fn patch_headers(
         return Err(ApiError::Validation(format!("at most {MAX_HEADERS} custom headers per endpoint")));
     }
     let sealed = secrets::seal_headers(&state, &tenant.0, &app, &ep.id, &json!(headers));
-    let conn = db::conn(&state.db).await?;
-    endpoints::set_headers(&**conn, &tenant.0, &app, &ep.id, &sealed).await?;
+    endpoints::set_headers(&*tx, &tenant.0, &app, &ep.id, &sealed).await?;
+    tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -104,15 +104,22 @@ impl From<Endpoint> for EndpointOut {
     }
 }
 
-/// An endpoint URL: absolute http(s), and not aimed at a blocked address.
-pub(crate) fn check_url(state: &AppState, raw: &str) -> Result<(), ApiError> {
+/// The networks the tenant's endpoints may reach (the operator's and its own).
+pub(crate) async fn allowed(
+    state: &AppState,
+    tenant: &TenantId,
+) -> Result<std::sync::Arc<Vec<ipnet::IpNet>>, ApiError> {
+    Ok(hookgate_shared::networks::allowed(state, tenant).await?)
+}
+
+/// An endpoint URL: absolute http(s), and not aimed at a blocked address (`allow`:
+/// the networks the tenant may reach, from [`allowed`]).
+pub(crate) fn check_url(allow: &[ipnet::IpNet], raw: &str) -> Result<(), ApiError> {
     let url = url::Url::parse(raw).map_err(|e| ApiError::Validation(format!("`url` is not a valid URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(ApiError::Validation("`url` must be an absolute http or https URL".into()));
     }
-    Guard::new(state.config.egress_allow_networks.clone())
-        .check_url(&url)
-        .map_err(|b| ApiError::Validation(format!("`url` is refused: {b}")))
+    Guard::new(allow.to_vec()).check_url(&url).map_err(|b| ApiError::Validation(format!("`url` is refused: {b}")))
 }
 
 fn check_list(field: &str, items: &Option<Vec<String>>, max: usize) -> Result<(), ApiError> {
@@ -128,8 +135,8 @@ fn check_list(field: &str, items: &Option<Vec<String>>, max: usize) -> Result<()
 }
 
 impl EndpointIn {
-    pub(crate) fn fields(&self, state: &AppState) -> Result<EndpointFields, ApiError> {
-        check_url(state, &self.url)?;
+    pub(crate) fn fields(&self, allow: &[ipnet::IpNet]) -> Result<EndpointFields, ApiError> {
+        check_url(allow, &self.url)?;
         if let Some(uid) = &self.uid {
             validate::uid("uid", uid)?;
         }
@@ -182,7 +189,7 @@ async fn create(
     body: web::Json<EndpointIn>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let fields = body.fields(&state)?;
+    let fields = body.fields(&allowed(&state, &tenant.0).await?)?;
     let app = applications::find(&state, &tenant, &path).await?;
     let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers: None };
     insert(&state, &tenant.0, &app.id, made, key.as_deref(), Notify::Yes).await
@@ -281,7 +288,7 @@ async fn update(
     path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut fields = body.fields(&state)?;
+    let mut fields = body.fields(&allowed(&state, &tenant.0).await?)?;
     match find(&state, &tenant, &path.0, &path.1).await {
         Ok((app, ep)) => save(&state, &tenant.0, &app, &ep.id, &fields, Notify::Yes).await,
         Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
@@ -303,6 +310,7 @@ async fn patch_one(
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
     let (app, found) = find(&state, &tenant, &path.0, &path.1).await?;
+    let allow = allowed(&state, &tenant.0).await?;
     // Read, merged and written under the row's lock: fields the PATCH does not
     // name keep what they hold at its commit, not what they held when it started.
     let mut conn = db::conn(&state.db).await?;
@@ -321,7 +329,7 @@ async fn patch_one(
         secret: None,
         version: None,
     };
-    save_in(tx, &state, &tenant.0, &app, &ep.id, &merged.fields(&state)?, Notify::Yes).await
+    save_in(tx, &state, &tenant.0, &app, &ep.id, &merged.fields(&allow)?, Notify::Yes).await
 }
 
 /// Replaces an endpoint's fields, with its `endpoint.updated` notice in the same commit.

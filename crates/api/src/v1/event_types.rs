@@ -168,8 +168,11 @@ async fn patch_one(
     body: web::Json<EventTypePatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
-    let conn = db::conn(&state.db).await?;
-    let e = event_types::get(&**conn, &tenant.0, &name).await?.ok_or(ApiError::NotFound("event type"))?;
+    // Read, merged and written under the row's lock: a concurrent PATCH of
+    // another field is kept.
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let e = event_types::get_for_update(&*tx, &tenant.0, &name).await?.ok_or(ApiError::NotFound("event type"))?;
     let merged = EventTypeIn {
         name: None,
         description: p.description.unwrap_or(e.description),
@@ -178,7 +181,8 @@ async fn patch_one(
         schemas: p.schemas.into_update().unwrap_or(e.schemas),
         feature_flag: p.feature_flag.into_update().unwrap_or(e.feature_flag),
     };
-    let (saved, _) = event_types::upsert(&**conn, &tenant.0, &to_row(e.name, merged)?).await?;
+    let (saved, _) = event_types::upsert(&*tx, &tenant.0, &to_row(e.name, merged)?).await?;
+    tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::Ok().json(EventTypeOut::from(saved)))
 }
 

@@ -211,18 +211,29 @@ async fn create(
         traceparent: None,
         payload_expires_at,
     };
+    let made = new.id.clone();
     let published = publisher.publish(&tenant.0, &path, new, inline).await;
-    // Surely not created: give the day's place back. Not after an error whose
-    // outcome is unknown (a timeout may have committed).
-    if let (Err(PublishError::Conflict | PublishError::NoApplication | PublishError::Invalid(_)), Some(r)) =
-        (&published, reservation)
-    {
+    // Surely not created by this request: give the day's place back. Not after an
+    // error whose outcome is unknown (a timeout may have committed). A message
+    // found by the request's Idempotency-Key was counted when it was made.
+    let not_created = match &published {
+        Err(
+            PublishError::Conflict
+            | PublishError::SameRequest
+            | PublishError::NoApplication
+            | PublishError::Invalid(_)
+            | PublishError::Busy,
+        ) => true,
+        Ok(m) => m.id != made,
+        Err(_) => false,
+    };
+    if let (true, Some(r)) = (not_created, reservation) {
         crate::quota::message_not_created(&state, &tenant.0, r).await;
     }
     let message = published.map_err(|e| match e {
         PublishError::Conflict | PublishError::SameRequest => ApiError::Conflict(e.to_string()),
         PublishError::NoApplication => ApiError::NotFound("application"),
-        PublishError::Unavailable => ApiError::Unavailable,
+        PublishError::Unavailable | PublishError::Busy => ApiError::Unavailable,
         PublishError::Invalid(detail) => ApiError::Validation(detail),
         PublishError::Internal(detail) => ApiError::Internal(detail),
     })?;

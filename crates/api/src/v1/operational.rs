@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::endpoint_extras::{check_headers, headers_answer, rotated_secret, secret_answer, store_headers};
-use super::endpoints::{insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
+use super::endpoints::{allowed, insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
 use super::validate::RotateIn;
 use crate::idempotency::{answer_empty, RequestKey};
 use crate::{optional_json, PageQuery, Principal};
@@ -103,7 +103,7 @@ async fn create(
     key: Option<web::ReqData<crate::idempotency::RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
-    let fields = body.endpoint.fields(&state)?;
+    let fields = body.endpoint.fields(&allowed(&state, &who.0).await?)?;
     let headers = match body.headers {
         Some(h) => {
             check_headers(&h.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect())?;
@@ -130,7 +130,7 @@ async fn upsert(
     path: EpPath,
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut fields = body.fields(&state)?;
+    let mut fields = body.fields(&allowed(&state, &who.0).await?)?;
     match find(&state, &who.0, &path).await {
         Ok((app, ep)) => save(&state, &who.0, &app, &ep.id, &fields, Notify::No).await,
         Err(ApiError::NotFound(_)) if path.creatable_uid().is_some() => {

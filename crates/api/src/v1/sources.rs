@@ -19,6 +19,7 @@ use hookgate_shared::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use tokio_postgres::GenericClient;
 
 use hookgate_ingress::secrets;
 
@@ -122,7 +123,7 @@ fn out(req: &HttpRequest, state: &AppState, s: Source) -> SourceOut {
 }
 
 /// Validates the request's fields into what is stored.
-async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<SourceFields, ApiError> {
+async fn fields(db: &impl GenericClient, tenant: &TenantId, b: &SourceIn) -> Result<SourceFields, ApiError> {
     if b.name.trim().is_empty() || b.name.len() > 256 {
         return Err(ApiError::Validation("`name` must be 1 to 256 characters".into()));
     }
@@ -145,6 +146,13 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
         }
     };
     let idempotency = KeySpec::parse(b.idempotency.as_ref()).map_err(ApiError::Validation)?;
+    if provider == Provider::Paypal && !matches!(idempotency, KeySpec::Provider) {
+        return Err(ApiError::Validation(
+            "`idempotency`: a paypal source is keyed by its signed transmission id and takes no other rule \
+             (PayPal covers the body by a CRC32, which anyone can match)"
+                .into(),
+        ));
+    }
     let mode = b.mode.as_deref().map(Mode::parse).transpose().map_err(ApiError::Validation)?.unwrap_or_default();
     if let Some(p) = &b.event_type_path {
         if !p.starts_with('/') {
@@ -155,8 +163,7 @@ async fn fields(state: &AppState, tenant: &TenantId, b: &SourceIn) -> Result<Sou
         return Err(ApiError::Validation("`retention` must be 1 to 90 days, or null to follow the tenant's".into()));
     }
     let app_ref = Ref::<AppId>::parse(&b.app_id).map_err(|e| ApiError::Validation(format!("`appId`: {e}")))?;
-    let conn = db::conn(&state.db).await?;
-    let app = applications::get(&**conn, tenant, &app_ref)
+    let app = applications::get(db, tenant, &app_ref)
         .await?
         .ok_or_else(|| ApiError::Validation(format!("`appId`: no application `{}`", b.app_id)))?;
     Ok(SourceFields {
@@ -186,7 +193,10 @@ async fn create(
     body: web::Json<SourceIn>,
     request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let f = fields(&state, &key.0, &body).await?;
+    let f = {
+        let conn = db::conn(&state.db).await?;
+        fields(&**conn, &key.0, &body).await?
+    };
     let id = SourceId::generate();
     let sealed = match f.provider.needs_secret() {
         true => {
@@ -237,7 +247,11 @@ async fn patch_one(
     body: web::Json<SourcePatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
-    let s = find(&state, &key.0, &id).await?;
+    // Read, merged and written under the row's lock: a concurrent PATCH of
+    // another field is kept.
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let s = sources::get_for_update(&*tx, &key.0, &id).await?.ok_or(ApiError::NotFound("source"))?;
     let merged = SourceIn {
         name: p.name.unwrap_or(s.name),
         provider: s.provider.name().to_owned(),
@@ -252,10 +266,9 @@ async fn patch_one(
         allow_unverified: p.allow_unverified.unwrap_or(s.allow_unverified),
         disabled: p.disabled.unwrap_or(s.disabled),
     };
-    let f = fields(&state, &key.0, &merged).await?;
-    let conn = db::conn(&state.db).await?;
-    let saved =
-        sources::replace(&**conn, &key.0, &s.id, &f, &state.caches).await?.ok_or(ApiError::NotFound("source"))?;
+    let f = fields(&*tx, &key.0, &merged).await?;
+    let saved = sources::replace(&*tx, &key.0, &s.id, &f, &state.caches).await?.ok_or(ApiError::NotFound("source"))?;
+    tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::Ok().json(out(&req, &state, saved)))
 }
 

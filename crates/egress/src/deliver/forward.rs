@@ -11,9 +11,9 @@ use hookgate_shared::{
 
 use super::{
     prepare::{signed_request, Envelope},
-    send::{self, Outcome, Sender},
+    send::{self, Outcome, Senders},
 };
-use crate::{metrics::EgressMetrics, secrets, ssrf::Guard};
+use crate::{metrics::EgressMetrics, secrets};
 
 /// One event to forward.
 pub struct Event<'a> {
@@ -31,19 +31,13 @@ pub struct Event<'a> {
 pub struct Forwarder {
     state: AppState,
     metrics: EgressMetrics,
-    sender: Sender,
+    senders: std::sync::Arc<Senders>,
 }
 
 impl Forwarder {
     pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
-        let c = &state.config;
-        let sender = Sender::new(
-            Guard::new(c.egress_allow_networks.clone()),
-            c.egress_connect_timeout,
-            c.egress_timeout,
-            c.egress_proxy.as_deref(),
-        );
-        Forwarder { state, metrics, sender }
+        let senders = std::sync::Arc::new(Senders::new(&state.config));
+        Forwarder { state, metrics, senders }
     }
 
     /// Whether every matching endpoint answered 2xx (true when none matches).
@@ -54,6 +48,12 @@ impl Forwarder {
             Ok((endpoints::matching(&**conn, e.tenant, e.app, e.event_type).await?, aliases))
         })
         .await?;
+        // The operator's networks and the tenant's own (the operator's alone if unreadable now).
+        let sender = match hookgate_shared::networks::allowed(&self.state, e.tenant).await {
+            Ok(allow) => self.senders.for_networks(&allow),
+            Err(_) => self.senders.base(),
+        };
+        let sender = &sender;
         let sends = targets.into_iter().map(|ep| async move {
             let claimed = ClaimedEndpoint {
                 url: ep.url.clone(),
@@ -86,7 +86,7 @@ impl Forwarder {
             };
             let req = signed_request(&ep.url, &headers, &keys, &envelope, e.payload.to_vec());
             let span = send::attempt_span(e.webhook_id, ep.id.as_str(), 1);
-            let sent = self.sender.send_traced(req, span).await;
+            let sent = sender.send_traced(req, span).await;
             self.metrics.duration.observe(sent.duration.as_secs_f64());
             self.metrics.attempt(e.tenant.as_str(), sent.outcome.label());
             sent.outcome == Outcome::Success

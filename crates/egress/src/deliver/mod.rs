@@ -39,8 +39,8 @@ use hookgate_shared::{
 };
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use crate::{metrics::EgressMetrics, ssrf::Guard};
-use send::Sender;
+use crate::metrics::EgressMetrics;
+use send::Senders;
 
 /// The worker's settings, read from the process configuration.
 #[derive(Debug, Clone)]
@@ -75,7 +75,7 @@ pub struct Worker {
     state: AppState,
     metrics: EgressMetrics,
     cfg: DeliveryConfig,
-    sender: Sender,
+    senders: Senders,
     throttle: Arc<throttle::Throttle>,
     shares: shares::Shares,
     /// Since when hinted work that could start has waited (admission control).
@@ -108,11 +108,10 @@ impl Worker {
         // planned once per connection (`db::Plans::Generic`).
         let state = state.with_generic_plans();
         let cfg = DeliveryConfig::from_config(&state.config);
-        let guard = Guard::new(state.config.egress_allow_networks.clone());
-        let sender = Sender::new(guard, cfg.connect_timeout, cfg.timeout, state.config.egress_proxy.as_deref());
+        let senders = Senders::new(&state.config);
         let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
         let shares = shares::Shares::new(cfg.concurrency);
-        Worker { state, metrics, cfg, sender, throttle, shares, pressure: Default::default() }
+        Worker { state, metrics, cfg, senders, throttle, shares, pressure: Default::default() }
     }
 
     /// Runs until the task is dropped.
@@ -298,9 +297,11 @@ fn start(
     let queue = shares::queue_of(&c);
     // Held off for its spacing from the claim on, so the next claim, made while
     // this one is on its way to its throttle check, does not take another.
-    let rates = [c.endpoint.as_ref().and_then(|e| e.throttle_rate), c.app_throttle_rate];
-    if let Some(rate) = rates.into_iter().flatten().min() {
+    if let Some(rate) = c.endpoint.as_ref().and_then(|e| e.throttle_rate) {
         w.shares.hold(&queue, throttle::interval(rate));
+    }
+    if let Some(rate) = c.app_throttle_rate {
+        w.shares.hold_app(&queue, throttle::interval(rate));
     }
     w.shares.start(&queue);
     let slot = shares::Slot { worker: w.clone(), queue };

@@ -53,26 +53,27 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     };
     // The endpoint's own rate, then the application's, shared by its endpoints.
     let limits = [
-        (ep.throttle_rate, format!("{}:{}:{}", c.tenant_id, c.app_id, c.endpoint_id)),
-        (c.app_throttle_rate, format!("{}:{}", c.tenant_id, c.app_id)),
+        (ep.throttle_rate, format!("{}:{}:{}", c.tenant_id, c.app_id, c.endpoint_id), false),
+        (c.app_throttle_rate, format!("{}:{}", c.tenant_id, c.app_id), true),
     ];
-    for (rate, key) in limits {
+    for (rate, key, whole_app) in limits {
         let Some(rate) = rate else { continue };
         let queue = shares::queue_of(&c);
+        let hold = |wait| if whole_app { w.shares.hold_app(&queue, wait) } else { w.shares.hold(&queue, wait) };
         match w.throttle.check(&key, rate).await {
             // Its turn has not come (another worker took the slot): due again after
             // the wait, spread so that the waiting ones do not all return at once;
             // the endpoint is held off meanwhile, so its other deliveries are not
             // claimed (and rewritten) before then.
             Some(wait) => {
-                w.shares.hold(&queue, wait);
+                hold(wait);
                 let spread = Duration::from_millis(rand::rng().random_range(0..1000));
                 out.status = DeliveryStatus::Pending;
                 out.next_attempt_at = Some(Utc::now() + (wait + spread));
                 return out;
             }
             // Sent now: the endpoint's next waits its spacing.
-            None => w.shares.hold(&queue, throttle::interval(rate)),
+            None => hold(throttle::interval(rate)),
         }
     }
     let keys = match secrets::signing_keys(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, ep) {
@@ -105,7 +106,13 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     let span = send::attempt_span(c.msg_id.as_str(), c.endpoint_id.as_str(), c.attempts + 1);
     trace::set_parent(&span, c.traceparent.as_deref());
     trace::add_link(&span, claim.as_deref());
-    let sent = w.sender.send_traced(request, span).await;
+    // The operator's networks and the tenant's own; if they cannot be read now,
+    // the operator's alone (closed to the tenant's, never more open).
+    let sender = match hookgate_shared::networks::allowed(w.state(), &c.tenant_id).await {
+        Ok(allow) => w.senders.for_networks(&allow),
+        Err(_) => w.senders.base(),
+    };
+    let sent = sender.send_traced(request, span).await;
     w.metrics.duration.observe(sent.duration.as_secs_f64());
     w.metrics.attempt(c.tenant_id.as_str(), sent.outcome.label());
 

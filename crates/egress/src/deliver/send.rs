@@ -15,7 +15,7 @@ use reqwest::{
 
 use tracing::Instrument;
 
-use crate::ssrf::{Blocked, Guard};
+use crate::ssrf::{classify, Blocked, Guard};
 
 /// The span of one delivery attempt (a client span; a child of what the caller
 /// makes its parent), while tracing is on. Never the URL: an endpoint's URL may carry a token.
@@ -89,6 +89,10 @@ pub struct Sender {
     /// Deliveries go through the operator's proxy, which resolves the target's
     /// name itself: the guard then checks the name's addresses before sending.
     proxied: bool,
+    /// Whether the body of a response from a private address (one an allow-list
+    /// opened) is kept: off, a portal link pointed at an internal service reads
+    /// its status, never what it says.
+    record_private: bool,
 }
 
 /// Resolves names and drops the addresses the guard refuses, so the check holds
@@ -115,7 +119,13 @@ impl Sender {
     /// `proxy` is the operator's `HOOKGATE_EGRESS_PROXY` (validated at start);
     /// without it the process's `HTTP_PROXY`-style variables are ignored, since a
     /// proxy would resolve names past the guard.
-    pub fn new(guard: Guard, connect_timeout: Duration, timeout: Duration, proxy: Option<&str>) -> Self {
+    pub fn new(
+        guard: Guard,
+        connect_timeout: Duration,
+        timeout: Duration,
+        proxy: Option<&str>,
+        record_private: bool,
+    ) -> Self {
         let proxy_host = proxy.and_then(|p| url::Url::parse(p).ok()?.host_str().map(str::to_owned));
         let builder = reqwest::Client::builder();
         let builder = match proxy {
@@ -132,23 +142,26 @@ impl Sender {
             .pool_idle_timeout(Duration::from_secs(60))
             .build()
             .expect("the HTTP client builds with static settings");
-        Sender { client, guard, proxied: proxy.is_some() }
+        Sender { client, guard, proxied: proxy.is_some(), record_private }
     }
 
     /// With a proxy, the target's name is resolved here and checked; the proxy may
     /// resolve it again (a rebinding window this side cannot close).
-    async fn check_proxied_target(&self, url: &url::Url) -> Result<(), Sent> {
-        let Some(url::Host::Domain(name)) = url.host() else { return Ok(()) };
+    /// Returns whether the target is on a private network (an allowed one).
+    async fn check_proxied_target(&self, url: &url::Url) -> Result<bool, Sent> {
+        let Some(url::Host::Domain(name)) = url.host() else { return Ok(literal_private(url)) };
         let started = Instant::now();
         let port = url.port_or_known_default().unwrap_or(80);
         match tokio::net::lookup_host((name, port)).await {
-            Ok(addrs) => self.guard.filter(addrs).map(|_| ()).map_err(|b| Sent {
-                outcome: Outcome::Blocked,
-                status: 0,
-                body: b.to_string(),
-                duration: started.elapsed(),
-                retry_after: None,
-            }),
+            Ok(addrs) => {
+                self.guard.filter(addrs).map(|a| a.iter().any(|a| classify(a.ip()).is_some())).map_err(|b| Sent {
+                    outcome: Outcome::Blocked,
+                    status: 0,
+                    body: b.to_string(),
+                    duration: started.elapsed(),
+                    retry_after: None,
+                })
+            }
             Err(e) => Err(failed(Outcome::ConnectError, format!("cannot resolve the endpoint's host: {e}"), started)),
         }
     }
@@ -182,9 +195,11 @@ impl Sender {
         if let Err(b) = self.guard.check_url(&url) {
             return blocked(b);
         }
+        let mut private = false;
         if self.proxied {
-            if let Err(refused) = self.check_proxied_target(&url).await {
-                return refused;
+            match self.check_proxied_target(&url).await {
+                Ok(p) => private = p,
+                Err(refused) => return refused,
             }
         }
         let result = self.client.post(url).headers(req.headers).body(req.body).send().await;
@@ -200,8 +215,13 @@ impl Sender {
         };
         let status = res.status();
         let retry_after = retry_after(status, res.headers());
+        // Direct, the address dialled; through the proxy, what the target resolved to.
+        private = private || (!self.proxied && res.remote_addr().is_some_and(|a| classify(a.ip()).is_some()));
         let mut body = Vec::new();
         loop {
+            if private && !self.record_private {
+                break;
+            }
             match res.chunk().await {
                 Ok(Some(chunk)) => {
                     let room = KEEP_RESPONSE - body.len();
@@ -221,7 +241,71 @@ impl Sender {
             500..=599 => Outcome::Http5xx,
             _ => Outcome::HttpOther,
         };
-        Sent { outcome, status: status.as_u16(), body: response_text(&body), duration: started.elapsed(), retry_after }
+        let body = if private && !self.record_private { PRIVATE_NOT_KEPT.to_owned() } else { response_text(&body) };
+        Sent { outcome, status: status.as_u16(), body, duration: started.elapsed(), retry_after }
+    }
+}
+
+/// What the attempt log keeps of a response from a private network, unless the
+/// operator set `HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES`.
+pub const PRIVATE_NOT_KEPT: &str = "(the response of a private network is not kept)";
+
+fn literal_private(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => classify(std::net::IpAddr::V4(ip)).is_some(),
+        Some(url::Host::Ipv6(ip)) => classify(std::net::IpAddr::V6(ip)).is_some(),
+        _ => false,
+    }
+}
+
+/// One client per allow-list: the guard lives in a client's resolver, so a
+/// tenant given private networks of its own is sent through a client of its own
+/// (made once, kept); every other tenant shares the operator's.
+pub struct Senders {
+    base: Sender,
+    base_allow: Vec<ipnet::IpNet>,
+    made: std::sync::Mutex<std::collections::HashMap<Vec<ipnet::IpNet>, Sender>>,
+    settings: (Duration, Duration, Option<String>, bool),
+}
+
+/// Clients kept for tenants' own lists; past it they are made again as needed.
+const MOST_CLIENTS: usize = 64;
+
+impl Senders {
+    pub fn new(config: &hookgate_shared::Config) -> Self {
+        let settings = (
+            config.egress_connect_timeout,
+            config.egress_timeout,
+            config.egress_proxy.clone(),
+            config.egress_record_private_responses,
+        );
+        let base_allow = config.egress_allow_networks.clone();
+        let base =
+            Sender::new(Guard::new(base_allow.clone()), settings.0, settings.1, settings.2.as_deref(), settings.3);
+        Senders { base, base_allow, made: Default::default(), settings }
+    }
+
+    /// The client for a tenant's networks (from `hookgate_shared::networks::allowed`).
+    pub fn for_networks(&self, allow: &[ipnet::IpNet]) -> Sender {
+        if allow == self.base_allow.as_slice() {
+            return self.base.clone();
+        }
+        let mut made = self.made.lock().expect("the senders lock is never poisoned");
+        if let Some(s) = made.get(allow) {
+            return s.clone();
+        }
+        if made.len() >= MOST_CLIENTS {
+            made.clear();
+        }
+        let (connect, total, proxy, record) = &self.settings;
+        let s = Sender::new(Guard::new(allow.to_vec()), *connect, *total, proxy.as_deref(), *record);
+        made.insert(allow.to_vec(), s.clone());
+        s
+    }
+
+    /// The operator's client: every tenant without networks of its own.
+    pub fn base(&self) -> Sender {
+        self.base.clone()
     }
 }
 

@@ -16,7 +16,7 @@ use std::{
 };
 
 use hookgate_shared::{
-    ids::TenantId,
+    ids::{AppId, TenantId},
     store::{deliveries::Claimed, queues::Queue},
 };
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -30,6 +30,9 @@ struct State {
     tenants: HashMap<TenantId, (usize, usize)>,
     /// Not before this instant: the endpoint's throttle spacing.
     held: HashMap<Queue, Instant>,
+    /// Not before this instant: the application's throttle spacing, shared by
+    /// all its endpoints (so they are not each asked for one, then written back).
+    held_apps: HashMap<(TenantId, AppId), Instant>,
 }
 
 impl State {
@@ -76,13 +79,24 @@ impl Shares {
     }
 
     fn room_in(&self, s: &State, q: &Queue) -> usize {
-        if s.held.get(q).is_some_and(|t| *t > Instant::now()) {
+        self.room_among(s, q, 0)
+    }
+
+    /// [`room_in`](Self::room_in), the tenant's share split among at least
+    /// `among` endpoints (those of it offered to one allocation): the first of
+    /// them does not take its tenant's whole share.
+    fn room_among(&self, s: &State, q: &Queue, among: usize) -> usize {
+        let now = Instant::now();
+        if s.held.get(q).is_some_and(|t| *t > now) {
+            return 0;
+        }
+        if s.held_apps.get(&(q.tenant_id.clone(), q.app_id.clone())).is_some_and(|t| *t > now) {
             return 0;
         }
         let (tenant_inflight, tenant_endpoints) = s.tenants.get(&q.tenant_id).copied().unwrap_or((0, 0));
         let tenant_share = self.tenant_share(s, &q.tenant_id);
         let mine = s.inflight.get(q).copied().unwrap_or(0);
-        let endpoints = tenant_endpoints + usize::from(mine == 0);
+        let endpoints = (tenant_endpoints + usize::from(mine == 0)).max(among);
         let share = (tenant_share / endpoints).max(1);
         share.saturating_sub(mine).min(tenant_share.saturating_sub(tenant_inflight))
     }
@@ -98,15 +112,22 @@ impl Shares {
         let mut s = self.lock().clone();
         let mut left = room;
         let mut wants = Vec::new();
-        let mut throttled_asked: HashSet<&Queue> = HashSet::new();
+        // One throttled endpoint per application per allocation: the throttle
+        // may be the application's, which lets one of all its endpoints through.
+        let mut throttled_asked: HashSet<(&TenantId, &AppId)> = HashSet::new();
+        let mut offered: HashMap<&TenantId, HashSet<&Queue>> = HashMap::new();
+        for (q, _) in queues {
+            offered.entry(&q.tenant_id).or_default().insert(*q);
+        }
         for (i, (q, throttled)) in queues.iter().enumerate() {
             if left == 0 {
                 break;
             }
-            if *throttled && !throttled_asked.insert(*q) {
+            if *throttled && !throttled_asked.insert((&q.tenant_id, &q.app_id)) {
                 continue;
             }
-            let room = self.room_in(&s, q);
+            let among = offered.get(&q.tenant_id).map_or(0, HashSet::len);
+            let room = self.room_among(&s, q, among);
             let n = if *throttled { room.min(1) } else { room }.min(left);
             if n > 0 {
                 s.start(q, n);
@@ -134,10 +155,11 @@ impl Shares {
         self.lock().start(q, 1);
     }
 
-    /// The earliest instant a held endpoint may go again, if any is held.
+    /// The earliest instant a held endpoint or application may go again, if any is held.
     pub(crate) fn next_release(&self) -> Option<Instant> {
         let now = Instant::now();
-        self.lock().held.values().filter(|t| **t > now).min().copied()
+        let s = self.lock();
+        s.held.values().chain(s.held_apps.values()).filter(|t| **t > now).min().copied()
     }
 
     /// Gives the slot back.
@@ -169,6 +191,17 @@ impl Shares {
         let mut s = self.lock();
         s.held.retain(|_, t| *t > now);
         let held = s.held.entry(q.clone()).or_insert(until);
+        *held = (*held).max(until);
+    }
+
+    /// Holds every endpoint of the queue's application off for `wait` (the
+    /// application's throttle spacing).
+    pub(crate) fn hold_app(&self, q: &Queue, wait: Duration) {
+        let now = Instant::now();
+        let until = now + wait;
+        let mut s = self.lock();
+        s.held_apps.retain(|_, t| *t > now);
+        let held = s.held_apps.entry((q.tenant_id.clone(), q.app_id.clone())).or_insert(until);
         *held = (*held).max(until);
     }
 }
@@ -268,6 +301,7 @@ mod tests {
         let wants = shares.allocate(&[(&c, false), (&d, false)], 64);
         let asked: i64 = wants.iter().map(|(_, n)| n).sum();
         assert_eq!(asked, 56, "{wants:?}");
+        assert_eq!(wants, vec![(0, 28), (1, 28)], "the first endpoint offered does not take the whole share");
         assert!(shares.allocate(&[(&lane(5), false)], 0).is_empty(), "no free slot, nothing asked");
     }
 
@@ -281,6 +315,12 @@ mod tests {
         // Offered twice in one allocation (its due deliveries, then a hinted range): asked once.
         let twice = shares.allocate(&[(&a, true), (&a, true)], 64);
         assert_eq!(twice, vec![(0, 1)], "a throttled endpoint offered twice is asked for one in all");
+        // Two throttled endpoints of one application: one of them (the throttle may be the application's).
+        let sibling = Queue { endpoint_id: EndpointId::generate(), ..a.clone() };
+        let siblings = shares.allocate(&[(&a, true), (&sibling, true)], 64);
+        assert_eq!(siblings, vec![(0, 1)], "one throttled endpoint per application per allocation");
+        shares.hold_app(&sibling, Duration::from_secs(60));
+        assert!(shares.allocate(&[(&a, true), (&sibling, false)], 64).is_empty(), "an application held: none of it");
         shares.hold(&a, Duration::from_secs(60));
         assert!(shares.allocate(&[(&a, true)], 64).is_empty(), "held: not asked");
         let (_, skipped) = shares.skips();

@@ -59,6 +59,10 @@ impl Throttle {
     fn check_local(&self, endpoint_key: &str, step: Duration) -> Option<Duration> {
         let mut map = self.local.lock().expect("throttle map is never poisoned");
         let now = Instant::now();
+        if map.len() >= PRUNE_PAST && !map.contains_key(endpoint_key) {
+            // An entry whose time has passed says nothing a missing one would not.
+            map.retain(|_, next| *next > now);
+        }
         let next = map.entry(endpoint_key.to_owned()).or_insert(now);
         if *next > now {
             return Some(*next - now);
@@ -68,9 +72,24 @@ impl Throttle {
     }
 }
 
+/// Past this many endpoints spaced locally, the ones whose time has passed are forgotten.
+const PRUNE_PAST: usize = 10_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_local_spacing_forgets_endpoints_whose_time_has_passed() {
+        let t = Throttle::new(Redis::disabled());
+        for i in 0..PRUNE_PAST {
+            assert_eq!(t.check(&format!("ep{i}"), 65_535).await, None);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(t.check("one more", 65_535).await, None);
+        assert_eq!(t.local.lock().unwrap().len(), 1, "the elapsed ones went, the new one stays");
+        assert!(t.check("one more", 1).await.is_some(), "and still spaces its endpoint");
+    }
 
     #[tokio::test]
     async fn without_redis_the_local_spacing_admits_one_per_interval() {

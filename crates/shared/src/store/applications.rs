@@ -79,8 +79,9 @@ pub async fn get_for_update(
     tenant: &TenantId,
     app: &AppId,
 ) -> Result<Option<Application>, StoreError> {
-    let sql =
-        format!("SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND id = $2 AND NOT operational FOR UPDATE");
+    let sql = format!(
+        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND id = $2 AND NOT operational FOR NO KEY UPDATE"
+    );
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str()]).await?.as_ref().map(from_row))
 }
 

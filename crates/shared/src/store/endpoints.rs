@@ -145,7 +145,8 @@ pub async fn get_for_update(
     app: &AppId,
     id: &EndpointId,
 ) -> Result<Option<Endpoint>, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR UPDATE");
+    let sql =
+        format!("SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR NO KEY UPDATE");
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id.as_str()]).await?.as_ref().map(from_row))
 }
 

@@ -78,6 +78,17 @@ pub async fn get(db: &impl GenericClient, tenant: &TenantId, name: &str) -> Resu
     get_visible(db, tenant, name, None).await
 }
 
+/// The event type, its row locked until the caller's transaction ends (a
+/// PATCH's read, merge and write, so a concurrent PATCH of another field is kept).
+pub async fn get_for_update(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    name: &str,
+) -> Result<Option<EventType>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM event_types WHERE tenant_id = $1 AND name = $2 FOR NO KEY UPDATE");
+    Ok(db.query_opt(&sql, &[&tenant.as_str(), &name]).await?.as_ref().map(from_row))
+}
+
 /// An event type as a caller with these feature flags sees it: `None` sees all;
 /// `Some(flags)` not one behind a flag outside `flags`.
 pub async fn get_visible(

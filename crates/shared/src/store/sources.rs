@@ -160,6 +160,17 @@ pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &SourceId) -> R
     db.query_opt(&sql, &[&tenant.as_str(), &id.as_str()]).await?.as_ref().map(from_row).transpose()
 }
 
+/// The source, its row locked until the caller's transaction ends (a PATCH's
+/// read, merge and write, so a concurrent PATCH of another field is kept).
+pub async fn get_for_update(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+) -> Result<Option<Source>, StoreError> {
+    let sql = format!("SELECT {} FROM sources WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE", columns("sources"));
+    db.query_opt(&sql, &[&tenant.as_str(), &id.as_str()]).await?.as_ref().map(from_row).transpose()
+}
+
 /// The one lookup that does not start from a tenant: `/in/{source_id}` names only
 /// the source. Returns a live source of a live, enabled tenant.
 pub async fn resolve(db: &impl GenericClient, source_id: &SourceId) -> Result<Option<Source>, StoreError> {

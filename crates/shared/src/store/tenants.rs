@@ -27,6 +27,9 @@ pub struct Tenant {
     pub message_days: Option<i32>,
     /// The tenant's own quotas; unset values follow the operator's defaults.
     pub quotas: Quotas,
+    /// Private networks this tenant's endpoints may reach (CIDRs, checked when set),
+    /// beside the operator-wide `HOOKGATE_EGRESS_ALLOW_NETWORKS`.
+    pub egress_allow_networks: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -42,6 +45,7 @@ pub struct TenantPatch {
     pub inbound_days: Option<Option<i32>>,
     pub message_days: Option<Option<i32>>,
     pub quotas: Option<QuotaPatch>,
+    pub egress_allow_networks: Option<Vec<String>>,
 }
 
 /// A change of a tenant's quotas: `reset` drops every override first, then the
@@ -54,7 +58,7 @@ pub struct QuotaPatch {
 }
 
 const COLUMNS: &str =
-    "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days, quotas";
+    "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days, quotas, egress_allow_networks";
 
 /// The operator's own tenant (migration 0020): home of the operational webhook
 /// endpoints that receive every tenant's events; listed and found nowhere.
@@ -73,6 +77,7 @@ fn from_row(r: &Row) -> Tenant {
         message_days: r.get(8),
         // Written only from a checked `Quotas`; anything else reads as no override.
         quotas: serde_json::from_value(r.get(9)).unwrap_or_default(),
+        egress_allow_networks: r.get(10),
     }
 }
 
@@ -126,6 +131,7 @@ pub async fn update(
             inbound_days = CASE WHEN $7 THEN $8 ELSE inbound_days END,
             message_days = CASE WHEN $9 THEN $10 ELSE message_days END,
             quotas = ((CASE WHEN $11 THEN '{{}}'::jsonb ELSE quotas END) || $12::jsonb) - $13::text[],
+            egress_allow_networks = COALESCE($14::text[], egress_allow_networks),
             updated_at = now()
          WHERE id = $1 AND deleted_at IS NULL
          RETURNING {COLUMNS}"
@@ -151,6 +157,7 @@ pub async fn update(
                 &patch.quotas.as_ref().is_some_and(|q| q.reset),
                 &serde_json::Value::Object(patch.quotas.as_ref().map(|q| q.set.clone()).unwrap_or_default()),
                 &patch.quotas.as_ref().map(|q| q.clear.clone()).unwrap_or_default(),
+                &patch.egress_allow_networks,
             ],
         )
         .await?;
@@ -181,4 +188,16 @@ pub async fn delete(db: &impl GenericClient, tenant: &TenantId, caches: &Caches)
         .await?;
     caches.forget_tenant();
     Ok(n == 1)
+}
+
+/// The private networks a live tenant's endpoints may reach (its own list; the
+/// operator-wide one is added by the caller). Empty for an unknown tenant.
+pub async fn egress_networks(db: &impl GenericClient, tenant: &TenantId) -> Result<Vec<String>, StoreError> {
+    let row = db
+        .query_opt(
+            "SELECT egress_allow_networks FROM tenants WHERE id = $1 AND deleted_at IS NULL",
+            &[&tenant.as_str()],
+        )
+        .await?;
+    Ok(row.map(|r| r.get(0)).unwrap_or_default())
 }

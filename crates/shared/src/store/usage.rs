@@ -81,8 +81,10 @@ pub struct Tally {
 
 /// Adds tallied counts (rows carry their tenant) in one statement, one row per
 /// tenant and day in (tenant, day) order: the order every usage write locks in,
-/// so it cannot deadlock with the committing statements.
-pub async fn add(db: &impl GenericClient, counts: &[(Tally, i64)]) -> Result<(), StoreError> {
+/// so it cannot deadlock with the committing statements. `batch` names the
+/// counts: the statement records it, and a batch written before adds nothing
+/// (a retry after an answer lost in a stall, whose statement committed anyway).
+pub async fn add(db: &impl GenericClient, batch: &str, counts: &[(Tally, i64)]) -> Result<(), StoreError> {
     let mut rows: std::collections::BTreeMap<(String, NaiveDate), [i64; 4]> = std::collections::BTreeMap::new();
     for (t, n) in counts {
         let slot = match t.counter {
@@ -101,11 +103,13 @@ pub async fn add(db: &impl GenericClient, counts: &[(Tally, i64)]) -> Result<(),
     let col = |i: usize| rows.values().map(|v| v[i]).collect::<Vec<i64>>();
     db.execute(
         &format!(
-            "INSERT INTO usage_days (tenant_id, day, shard, inbound_duplicates, rejected_signature, rejected_invalid,
+            "WITH once AS (INSERT INTO usage_flushes (id) VALUES ($7) ON CONFLICT (id) DO NOTHING RETURNING id)
+             INSERT INTO usage_days (tenant_id, day, shard, inbound_duplicates, rejected_signature, rejected_invalid,
                 rejected_quota)
              SELECT t, d, floor(random() * {SHARDS})::smallint, a, b, c, e
              FROM unnest($1::text[], $2::date[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
                  WITH ORDINALITY AS u(t, d, a, b, c, e, n)
+             WHERE EXISTS (SELECT 1 FROM once)
              ORDER BY n
              ON CONFLICT (tenant_id, day, shard) DO UPDATE SET
                  inbound_duplicates = usage_days.inbound_duplicates + EXCLUDED.inbound_duplicates,
@@ -120,10 +124,17 @@ pub async fn add(db: &impl GenericClient, counts: &[(Tally, i64)]) -> Result<(),
             &col(1),
             &col(2),
             &col(3),
+            &batch,
         ],
     )
     .await?;
     Ok(())
+}
+
+/// Forgets the batch ids of tallies written more than a day ago (a retry comes
+/// within seconds). Returns how many went.
+pub async fn forget_flushes(db: &impl GenericClient) -> Result<u64, StoreError> {
+    Ok(db.execute("DELETE FROM usage_flushes WHERE at < now() - interval '1 day'", &[]).await?)
 }
 
 /// Folds the shards of days before yesterday (UTC) into one row each (shard 0),
