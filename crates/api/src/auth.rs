@@ -144,7 +144,7 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
                     db::bounded(state.db_budget(), state.pre_auth.run(lookup)).await?
                 };
                 if live {
-                    state.caches.known_key_ids.insert_if_room(claims.key.clone(), ());
+                    state.caches.known_key_ids.insert_evicting(claims.key.clone(), ());
                 }
                 state.caches.portal_keys.insert(claims.key.clone(), live);
                 live
@@ -180,7 +180,7 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             };
             let found = found.map(|id| (tenant.clone(), id));
             if found.is_some() {
-                state.caches.known_keys.insert_if_room(hash.clone(), ());
+                state.caches.known_keys.insert_evicting(hash.clone(), ());
             }
             state.caches.keys.insert(hash, found.clone());
             found

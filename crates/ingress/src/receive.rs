@@ -139,7 +139,7 @@ pub async fn receive(
             };
             if let Ok(f) = &found {
                 if f.is_some() {
-                    state.caches.known_sources.insert_if_room(source_id.clone(), ());
+                    state.caches.known_sources.insert_evicting(source_id.clone(), ());
                 }
                 state.caches.sources.insert(source_id, f.clone());
             }

@@ -68,15 +68,19 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
         map.insert(k, (Instant::now(), v));
     }
 
-    /// Inserts unless the map is full of live entries: for sets that must not be
-    /// emptied by whoever can add to them (a flood waits for room instead).
-    pub fn insert_if_room(&self, k: K, v: V) {
+    /// Inserts, making room by evicting one entry when the map is full of live
+    /// ones: for sets that must not be emptied (nor frozen full) by whoever can
+    /// add to them.
+    pub fn insert_evicting(&self, k: K, v: V) {
         let mut map = self.map.write().expect("cache lock is never poisoned");
         if map.len() >= MAX_ENTRIES && !map.contains_key(&k) {
             let ttl = self.ttl;
             map.retain(|_, (at, _)| at.elapsed() < ttl);
             if map.len() >= MAX_ENTRIES {
-                return;
+                // Whichever the map yields first: an arbitrary one.
+                if let Some(old) = map.keys().next().cloned() {
+                    map.remove(&old);
+                }
             }
         }
         map.insert(k, (Instant::now(), v));
@@ -107,8 +111,8 @@ pub struct Caches {
     /// API key hashes found live in the last day: their lookups (still made
     /// every second, so a revocation takes effect as fast) skip the pre-auth
     /// gate that unknown keys queue at. Only a live key is added, and a full set
-    /// takes no more (never emptied), so a flood of unknown ones neither grows it
-    /// nor delays those in it.
+    /// evicts one entry for each new one (never emptied), so a flood of unknown
+    /// ones neither grows it nor delays those in it.
     pub known_keys: TtlCache<Vec<u8>, ()>,
     /// Source ids found live in the last day, likewise.
     pub known_sources: TtlCache<SourceId, ()>,

@@ -60,12 +60,12 @@ impl Limits {
         if counts.is_empty() {
             return Ok(());
         }
-        let batch = ulid::Ulid::new().to_string();
-        let written = write(state, &batch, &counts).await;
-        if written.is_err() {
-            *unsure = Some((batch, counts));
-        }
-        written
+        // Unsure from before its write begins: a flush cut off midway (the process
+        // stopping) leaves it for the shutdown's flush, under the same id.
+        let (batch, counts) = unsure.insert((ulid::Ulid::new().to_string(), counts));
+        write(state, batch, counts).await?;
+        *unsure = None;
+        Ok(())
     }
 }
 

@@ -94,7 +94,8 @@ fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Ou
 
 /// Claims what is due, as a worker with room for ten per endpoint would.
 async fn claim_all(conn: &db::Client, lease: Duration) -> Vec<deliveries::Claimed> {
-    let (listed, _) = wakes::due(conn, &Default::default(), &Default::default(), 100).await.unwrap();
+    let (listed, _) =
+        wakes::due(conn, &Default::default(), &Default::default(), &Default::default(), 100).await.unwrap();
     let mut claimed = Vec::new();
     for l in listed {
         let want = Want { app_id: l.queue.app_id, endpoint_id: l.queue.endpoint_id, room: 10, range: None };

@@ -256,7 +256,12 @@ async fn patch_one(
         name: p.name.unwrap_or(s.name),
         provider: s.provider.name().to_owned(),
         secret: None,
-        idempotency: p.idempotency.into_update().unwrap_or_else(|| s.idempotency.to_json()),
+        // A paypal source stored with a rule of its own (before paypal took no
+        // other) is patched back to the provider's key unless the patch names one.
+        idempotency: p.idempotency.into_update().unwrap_or_else(|| match s.provider {
+            Provider::Paypal => None,
+            _ => s.idempotency.to_json(),
+        }),
         mode: Some(p.mode.unwrap_or_else(|| s.mode.as_str().to_owned())),
         app_id: p.app_id.unwrap_or_else(|| s.app_id.to_string()),
         event_type_path: p.event_type_path.into_update().unwrap_or(s.event_type_path),

@@ -49,10 +49,9 @@ impl Forwarder {
         })
         .await?;
         // The operator's networks and the tenant's own (the operator's alone if unreadable now).
-        let sender = match hookgate_shared::networks::allowed(&self.state, e.tenant).await {
-            Ok(allow) => self.senders.for_networks(&allow),
-            Err(_) => self.senders.base(),
-        };
+        // Unknown now: the provider is told to retry (503), as for any database error.
+        let allow = hookgate_shared::networks::allowed(&self.state, e.tenant).await?;
+        let sender = self.senders.for_networks(&allow);
         let sender = &sender;
         let sends = targets.into_iter().map(|ep| async move {
             let claimed = ClaimedEndpoint {

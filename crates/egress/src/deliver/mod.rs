@@ -242,8 +242,7 @@ impl Worker {
     /// whose every slot slow endpoints of more tenants than it has slots hold:
     /// give it more concurrency.)
     fn measure(&self, plan: &mut plan::Plan) -> Option<Instant> {
-        let (skip_tenants, skip) = self.shares.skips();
-        let waits = plan.pressure(&skip_tenants, &skip);
+        let waits = plan.pressure(&self.shares.skips());
         self.pressure.set(waits);
         waits
     }

@@ -24,7 +24,7 @@ use hookgate_shared::{
     },
 };
 
-use super::shares::{self, Shares};
+use super::shares::{self, Shares, Skips, Throttled};
 
 /// Most endpoints one listing returns.
 const LIST: i64 = 512;
@@ -119,10 +119,11 @@ impl Plan {
         shares: &Shares,
         drained: &Drained,
     ) -> Result<(), StoreError> {
-        let (skip_tenants, mut skip) = shares.skips();
-        self.behind_shares = !skip_tenants.is_empty() || !skip.is_empty();
+        let skips = shares.skips();
+        self.behind_shares = !skips.is_empty();
+        let mut skip = skips.queues;
         skip.extend(drained.lock().expect("drained lock").keys().cloned());
-        let (listed, next) = wakes::due(conn, &skip_tenants, &skip, LIST).await?;
+        let (listed, next) = wakes::due(conn, &skips.tenants, &skip, &skips.apps, LIST).await?;
         self.known_due = listed.iter().map(|l| l.queue.clone()).collect();
         self.listed = listed;
         self.next_wake = next.and_then(|d| chrono::Duration::from_std(d).ok()).map(|d| Utc::now() + d);
@@ -140,7 +141,7 @@ impl Plan {
         let listed: HashSet<&Queue> = self.listed.iter().map(|l| &l.queue).collect();
         let mut only_hinted =
             self.hinted.iter().filter(|(q, _)| !listed.contains(q)).filter_map(|(q, r)| r.front().map(|r| (q, r)));
-        let mut offered: Vec<(&Queue, bool, Option<&Range>)> = Vec::new();
+        let mut offered: Vec<(&Queue, Throttled, Option<&Range>)> = Vec::new();
         let mut listed_in_turn = self.listed.iter();
         loop {
             let l = listed_in_turn.next();
@@ -152,13 +153,14 @@ impl Plan {
             }
             let h = only_hinted.next();
             if let Some((q, r)) = h {
-                offered.push((q, false, Some(r)));
+                // Not known to be throttled: the claim itself asks a throttled one for one.
+                offered.push((q, Throttled::No, Some(r)));
             }
             if l.is_none() && h.is_none() {
                 break;
             }
         }
-        let asked: Vec<(&Queue, bool)> = offered.iter().map(|(q, t, _)| (*q, *t)).collect();
+        let asked: Vec<(&Queue, Throttled)> = offered.iter().map(|(q, t, _)| (*q, *t)).collect();
         let mut by_tenant: BTreeMap<TenantId, Vec<Want>> = BTreeMap::new();
         for (i, n) in shares.allocate(&asked, room) {
             let (q, _, range) = offered[i];
@@ -236,12 +238,12 @@ impl Plan {
     /// taken, or held by their throttle) are waiting for themselves, so their
     /// clocks start again.
     /// Returns since when (the oldest), if any waits.
-    pub(super) fn pressure(&mut self, skip_tenants: &HashSet<TenantId>, skip: &HashSet<Queue>) -> Option<Instant> {
+    pub(super) fn pressure(&mut self, skips: &Skips) -> Option<Instant> {
         let now = Instant::now();
         let now_ms = Utc::now().timestamp_millis().max(0) as u64;
         let mut oldest: Option<Instant> = None;
         for (q, ranges) in &mut self.hinted {
-            if skip_tenants.contains(&q.tenant_id) || skip.contains(q) {
+            if skips.covers(q) {
                 for r in ranges.iter_mut() {
                     r.ready = now;
                 }

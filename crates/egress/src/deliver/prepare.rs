@@ -110,7 +110,14 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     // the operator's alone (closed to the tenant's, never more open).
     let sender = match hookgate_shared::networks::allowed(w.state(), &c.tenant_id).await {
         Ok(allow) => w.senders.for_networks(&allow),
-        Err(_) => w.senders.base(),
+        // Unknown now: not an attempt (it would read as blocked, and spend a
+        // retry); due again in a moment, as a throttle's wait is.
+        Err(e) => {
+            tracing::warn!(error = %e, tenant = %c.tenant_id, "the tenant's networks could not be read; delivery waits");
+            out.status = DeliveryStatus::Pending;
+            out.next_attempt_at = Some(Utc::now() + Duration::from_secs(1));
+            return out;
+        }
     };
     let sent = sender.send_traced(request, span).await;
     w.metrics.duration.observe(sent.duration.as_secs_f64());

@@ -153,8 +153,10 @@ impl Sender {
         let started = Instant::now();
         let port = url.port_or_known_default().unwrap_or(80);
         match tokio::net::lookup_host((name, port)).await {
+            // The proxy resolves the name again and may dial any of its addresses:
+            // every one must pass, not just one.
             Ok(addrs) => {
-                self.guard.filter(addrs).map(|a| a.iter().any(|a| classify(a.ip()).is_some())).map_err(|b| Sent {
+                self.all_allowed(addrs).map(|a| a.iter().any(|a| classify(a.ip()).is_some())).map_err(|b| Sent {
                     outcome: Outcome::Blocked,
                     status: 0,
                     body: b.to_string(),
@@ -163,6 +165,15 @@ impl Sender {
                 })
             }
             Err(e) => Err(failed(Outcome::ConnectError, format!("cannot resolve the endpoint's host: {e}"), started)),
+        }
+    }
+
+    /// The addresses, if the guard lets every one of them through.
+    fn all_allowed(&self, addrs: impl IntoIterator<Item = SocketAddr>) -> Result<Vec<SocketAddr>, Blocked> {
+        let addrs: Vec<SocketAddr> = addrs.into_iter().collect();
+        match addrs.iter().find_map(|a| self.guard.check(a.ip()).err()) {
+            Some(b) => Err(Blocked { literal: false, ..b }),
+            None => Ok(addrs),
         }
     }
 
@@ -279,7 +290,8 @@ impl Senders {
             config.egress_proxy.clone(),
             config.egress_record_private_responses,
         );
-        let base_allow = config.egress_allow_networks.clone();
+        // Sorted and once each, as `networks::allowed` merges lists: equal lists compare equal.
+        let base_allow = hookgate_shared::networks::merged(&config.egress_allow_networks, &[]);
         let base =
             Sender::new(Guard::new(base_allow.clone()), settings.0, settings.1, settings.2.as_deref(), settings.3);
         Senders { base, base_allow, made: Default::default(), settings }
@@ -360,7 +372,25 @@ pub fn header(map: &mut HeaderMap, name: &str, value: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::response_text;
+    use super::*;
+
+    #[tokio::test]
+    async fn through_a_proxy_a_name_passes_only_if_every_address_it_has_may_be_dialled() {
+        let sender = Sender::new(Guard::new(vec![]), Duration::from_secs(1), Duration::from_secs(1), None, false);
+        let public: SocketAddr = "93.184.216.34:443".parse().unwrap();
+        let private: SocketAddr = "10.0.0.7:443".parse().unwrap();
+        assert!(sender.all_allowed([public]).is_ok());
+        // The proxy resolves the name again and may dial the private one.
+        assert!(sender.all_allowed([public, private]).is_err());
+        let opened = Sender::new(
+            Guard::new(vec!["10.0.0.0/24".parse().unwrap()]),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            None,
+            false,
+        );
+        assert!(opened.all_allowed([public, private]).is_ok(), "an allowed network passes");
+    }
 
     #[test]
     fn any_response_body_becomes_text_postgres_accepts() {

@@ -15,6 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub(crate) use hookgate_shared::store::wakes::Throttled;
 use hookgate_shared::{
     ids::{AppId, TenantId},
     store::{deliveries::Claimed, queues::Queue},
@@ -43,6 +44,27 @@ impl State {
         let t = self.tenants.entry(q.tenant_id.clone()).or_insert((0, 0));
         t.0 += n;
         t.1 += usize::from(first);
+    }
+}
+
+/// What cannot start anything now: tenants at their share, endpoints at theirs
+/// or held by their throttle, applications held by theirs.
+#[derive(Debug, Default)]
+pub(crate) struct Skips {
+    pub(crate) tenants: HashSet<TenantId>,
+    pub(crate) queues: HashSet<Queue>,
+    pub(crate) apps: HashSet<(TenantId, AppId)>,
+}
+
+impl Skips {
+    pub(crate) fn covers(&self, q: &Queue) -> bool {
+        self.tenants.contains(&q.tenant_id)
+            || self.queues.contains(q)
+            || self.apps.contains(&(q.tenant_id.clone(), q.app_id.clone()))
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tenants.is_empty() && self.queues.is_empty() && self.apps.is_empty()
     }
 }
 
@@ -108,28 +130,45 @@ impl Shares {
     /// asked for one: its throttle lets one through per slot, so it is asked
     /// once per allocation even when it is offered twice (its due deliveries and
     /// a hinted range): a second would be claimed only to be written back.
-    pub(crate) fn allocate(&self, queues: &[(&Queue, bool)], room: usize) -> Vec<(usize, i64)> {
+    pub(crate) fn allocate(&self, queues: &[(&Queue, Throttled)], room: usize) -> Vec<(usize, i64)> {
         let mut s = self.lock().clone();
         let mut left = room;
         let mut wants = Vec::new();
-        // One throttled endpoint per application per allocation: the throttle
-        // may be the application's, which lets one of all its endpoints through.
+        // A throttled endpoint is asked once per allocation, and one endpoint of an
+        // application that is throttled as a whole (its throttle lets one of all
+        // its endpoints through); only those asked count.
         let mut throttled_asked: HashSet<(&TenantId, &AppId)> = HashSet::new();
         let mut offered: HashMap<&TenantId, HashSet<&Queue>> = HashMap::new();
         for (q, _) in queues {
             offered.entry(&q.tenant_id).or_default().insert(*q);
         }
+        let mut endpoint_asked: HashSet<&Queue> = HashSet::new();
         for (i, (q, throttled)) in queues.iter().enumerate() {
             if left == 0 {
                 break;
             }
-            if *throttled && !throttled_asked.insert((&q.tenant_id, &q.app_id)) {
+            let app = (&q.tenant_id, &q.app_id);
+            let asked = match throttled {
+                Throttled::No => false,
+                Throttled::Endpoint => endpoint_asked.contains(*q),
+                Throttled::App => throttled_asked.contains(&app),
+            };
+            if asked {
                 continue;
             }
             let among = offered.get(&q.tenant_id).map_or(0, HashSet::len);
             let room = self.room_among(&s, q, among);
-            let n = if *throttled { room.min(1) } else { room }.min(left);
+            let n = if *throttled == Throttled::No { room } else { room.min(1) }.min(left);
             if n > 0 {
+                match throttled {
+                    Throttled::No => {}
+                    Throttled::Endpoint => {
+                        endpoint_asked.insert(*q);
+                    }
+                    Throttled::App => {
+                        throttled_asked.insert(app);
+                    }
+                }
                 s.start(q, n);
                 left -= n;
                 wants.push((i, n as i64));
@@ -138,16 +177,17 @@ impl Shares {
         wants
     }
 
-    /// What a listing should leave out: the tenants at their share, and the
-    /// endpoints at theirs or held by their throttle (none of them may start
-    /// anything now).
-    pub(crate) fn skips(&self) -> (HashSet<TenantId>, HashSet<Queue>) {
+    /// What a listing should leave out: the tenants at their share, the
+    /// endpoints at theirs or held by their throttle, and the applications held
+    /// by theirs (none of them may start anything now).
+    pub(crate) fn skips(&self) -> Skips {
         let s = self.lock();
         let now = Instant::now();
         let tenants = s.tenants.keys().filter(|t| self.tenant_room(&s, t) == 0).cloned().collect();
         let mut queues: HashSet<Queue> = s.inflight.keys().filter(|q| self.room_in(&s, q) == 0).cloned().collect();
         queues.extend(s.held.iter().filter(|(_, t)| **t > now).map(|(q, _)| q.clone()));
-        (tenants, queues)
+        let apps = s.held_apps.iter().filter(|(_, t)| **t > now).map(|(a, _)| a.clone()).collect();
+        Skips { tenants, queues, apps }
     }
 
     /// Counts a claimed delivery's request as started; the slot gives it back.
@@ -252,7 +292,7 @@ mod tests {
     }
 
     fn try_start(shares: &Shares, l: &Queue) -> bool {
-        let given = shares.allocate(&[(l, false)], 1);
+        let given = shares.allocate(&[(l, Throttled::No)], 1);
         for _ in 0..given.first().map_or(0, |(_, n)| *n) {
             shares.start(l);
         }
@@ -291,40 +331,45 @@ mod tests {
         let shares = Shares::new(64);
         let (a, b) = (lane(1), lane(2));
         assert_eq!(take(&shares, &a), 56);
-        let wants = shares.allocate(&[(&a, false), (&b, false)], 64);
+        let wants = shares.allocate(&[(&a, Throttled::No), (&b, Throttled::No)], 64);
         assert_eq!(wants.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![1], "the full endpoint is not asked");
         assert_eq!(wants[0].1, 56 / 2, "the newcomer is asked for its share");
         // Two endpoints of one new tenant in one claim: its share between them, not each the whole.
         let shares = Shares::new(64);
         let t = TenantId::generate();
         let (c, d) = (lane_of_tenant(t.clone(), 3), lane_of_tenant(t, 4));
-        let wants = shares.allocate(&[(&c, false), (&d, false)], 64);
+        let wants = shares.allocate(&[(&c, Throttled::No), (&d, Throttled::No)], 64);
         let asked: i64 = wants.iter().map(|(_, n)| n).sum();
         assert_eq!(asked, 56, "{wants:?}");
         assert_eq!(wants, vec![(0, 28), (1, 28)], "the first endpoint offered does not take the whole share");
-        assert!(shares.allocate(&[(&lane(5), false)], 0).is_empty(), "no free slot, nothing asked");
+        assert!(shares.allocate(&[(&lane(5), Throttled::No)], 0).is_empty(), "no free slot, nothing asked");
     }
 
     #[test]
     fn a_throttled_endpoint_is_asked_for_one_and_a_held_one_for_none() {
         let shares = Shares::new(64);
         let (a, b) = (lane(1), lane(2));
-        let wants = shares.allocate(&[(&a, true), (&b, false)], 64);
+        let wants = shares.allocate(&[(&a, Throttled::Endpoint), (&b, Throttled::No)], 64);
         assert_eq!(wants[0], (0, 1), "one of the throttled endpoint, the rest left for others");
         assert_eq!(wants[1].1, 56 / 2, "the other tenant is asked for its share: {wants:?}");
         // Offered twice in one allocation (its due deliveries, then a hinted range): asked once.
-        let twice = shares.allocate(&[(&a, true), (&a, true)], 64);
+        let twice = shares.allocate(&[(&a, Throttled::Endpoint), (&a, Throttled::Endpoint)], 64);
         assert_eq!(twice, vec![(0, 1)], "a throttled endpoint offered twice is asked for one in all");
         // Two throttled endpoints of one application: one of them (the throttle may be the application's).
         let sibling = Queue { endpoint_id: EndpointId::generate(), ..a.clone() };
-        let siblings = shares.allocate(&[(&a, true), (&sibling, true)], 64);
-        assert_eq!(siblings, vec![(0, 1)], "one throttled endpoint per application per allocation");
+        let siblings = shares.allocate(&[(&a, Throttled::App), (&sibling, Throttled::App)], 64);
+        assert_eq!(siblings, vec![(0, 1)], "one endpoint of a throttled application per allocation");
+        let own = shares.allocate(&[(&a, Throttled::Endpoint), (&sibling, Throttled::Endpoint)], 64);
+        assert_eq!(own, vec![(0, 1), (1, 1)], "endpoints throttled each on its own are each asked for one");
         shares.hold_app(&sibling, Duration::from_secs(60));
-        assert!(shares.allocate(&[(&a, true), (&sibling, false)], 64).is_empty(), "an application held: none of it");
+        assert!(
+            shares.allocate(&[(&a, Throttled::Endpoint), (&sibling, Throttled::No)], 64).is_empty(),
+            "an application held: none of it"
+        );
+        assert!(shares.skips().covers(&a), "nor is it listed, nor its waiting counted as pressure");
         shares.hold(&a, Duration::from_secs(60));
-        assert!(shares.allocate(&[(&a, true)], 64).is_empty(), "held: not asked");
-        let (_, skipped) = shares.skips();
-        assert!(skipped.contains(&a), "a held endpoint is left out of listings");
+        assert!(shares.allocate(&[(&a, Throttled::Endpoint)], 64).is_empty(), "held: not asked");
+        assert!(shares.skips().queues.contains(&a), "a held endpoint is left out of listings");
     }
 
     #[test]

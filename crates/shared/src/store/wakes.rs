@@ -74,12 +74,21 @@ pub(super) fn lower(source: &str) -> String {
     )
 }
 
-/// An endpoint whose wake has come, and whether a `throttleRate` (its endpoint's
-/// or its application's) spaces it.
+/// Which `throttleRate` spaces an endpoint's deliveries, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Throttled {
+    No,
+    /// Its own (and not its application's).
+    Endpoint,
+    /// Its application's, shared by all the application's endpoints.
+    App,
+}
+
+/// An endpoint whose wake has come, and which throttle spaces it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
     pub queue: Queue,
-    pub throttled: bool,
+    pub throttled: Throttled,
 }
 
 fn key(q: &Queue) -> String {
@@ -97,6 +106,7 @@ pub async fn due(
     db: &deadpool_postgres::Client,
     skip_tenants: &HashSet<TenantId>,
     skip: &HashSet<Queue>,
+    skip_apps: &HashSet<(TenantId, AppId)>,
     limit: i64,
 ) -> Result<(Vec<Listed>, Option<std::time::Duration>), StoreError> {
     let statement = db
@@ -107,22 +117,25 @@ pub async fn due(
                 WHERE w.wake_at <= now()
                   AND w.tenant_id NOT IN (SELECT unnest($1::text[]))
                   AND (w.tenant_id || ' ' || w.app_id || ' ' || w.endpoint_id) NOT IN (SELECT unnest($2::text[]))
+                  AND (w.tenant_id || ' ' || w.app_id) NOT IN (SELECT unnest($4::text[]))
                 ORDER BY w.wake_at LIMIT $3
              )
              SELECT d.tenant_id, d.app_id, d.endpoint_id,
-                 (ep.throttle_rate IS NOT NULL OR ap.throttle_rate IS NOT NULL), NULL::float8
+                 CASE WHEN ap.throttle_rate IS NOT NULL THEN 2 WHEN ep.throttle_rate IS NOT NULL THEN 1 ELSE 0 END,
+                 NULL::float8
              FROM due d
              LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.app_id = d.app_id AND ep.id = d.endpoint_id
              LEFT JOIN applications ap ON ap.tenant_id = d.tenant_id AND ap.id = d.app_id
              UNION ALL
              -- How long until the next wake, by the database's clock (the worker's may differ).
-             SELECT NULL, NULL, NULL, NULL,
+             SELECT NULL, NULL, NULL, NULL::int,
                  (SELECT extract(epoch FROM min(wake_at) - now())::float8 FROM endpoint_wakes WHERE wake_at > now())",
         )
         .await?;
     let tenants: Vec<&str> = skip_tenants.iter().map(TenantId::as_str).collect();
     let queues: Vec<String> = skip.iter().map(key).collect();
-    let rows = db.query(&statement, &[&tenants, &queues, &limit]).await?;
+    let apps: Vec<String> = skip_apps.iter().map(|(t, a)| format!("{t} {a}")).collect();
+    let rows = db.query(&statement, &[&tenants, &queues, &limit, &apps]).await?;
     let mut listed = Vec::with_capacity(rows.len());
     let mut next = None;
     for r in &rows {
@@ -133,7 +146,11 @@ pub async fn due(
                     app_id: AppId::from_db(r.get(1)),
                     endpoint_id: EndpointId::from_db(r.get(2)),
                 },
-                throttled: r.get(3),
+                throttled: match r.get::<_, Option<i32>>(3) {
+                    Some(2) => Throttled::App,
+                    Some(1) => Throttled::Endpoint,
+                    _ => Throttled::No,
+                },
             }),
             None => next = r.get::<_, Option<f64>>(4).map(|s| std::time::Duration::from_secs_f64(s.max(0.0))),
         }
