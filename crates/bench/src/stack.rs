@@ -23,7 +23,7 @@ pub fn env(stack: &Stack, master_key: &str) -> HashMap<String, String> {
         ("HOOKGATE_METRICS_LISTEN".into(), "127.0.0.1:0".into()),
     ]);
     // Settings under trial reach the processes from the bench's own environment.
-    for name in ["HOOKGATE_WORKER_POLL_MS"] {
+    for name in ["HOOKGATE_WORKER_POLL_MS", "HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES"] {
         if let Ok(v) = std::env::var(name) {
             env.insert(name.into(), v);
         }

@@ -9,19 +9,28 @@ use ipnet::IpNet;
 
 use crate::{db, ids::TenantId, store::tenants, store::StoreError, AppState};
 
+/// One refresh at a time per process: when a tenant's entry expires, the
+/// deliveries in flight for it (a worker's hundred and more) wait for one query
+/// rather than each taking a connection for the same answer.
+static REFRESH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Both lists, merged and sorted (so one list is one key for the clients made per list).
 pub async fn allowed(state: &AppState, tenant: &TenantId) -> Result<Arc<Vec<IpNet>>, StoreError> {
     if let Some(nets) = state.caches.networks.get(tenant) {
         return Ok(nets);
     }
-    let own = db::bounded(state.db_budget(), async {
+    db::bounded(state.db_budget(), async {
+        let _one = REFRESH.lock().await;
+        if let Some(nets) = state.caches.networks.get(tenant) {
+            return Ok(nets);
+        }
         let conn = db::conn(&state.db).await?;
-        tenants::egress_networks(&**conn, tenant).await
+        let own = tenants::egress_networks(&**conn, tenant).await?;
+        let nets = Arc::new(merged(&state.config.egress_allow_networks, &own));
+        state.caches.networks.insert(tenant.clone(), nets.clone());
+        Ok(nets)
     })
-    .await?;
-    let nets = Arc::new(merged(&state.config.egress_allow_networks, &own));
-    state.caches.networks.insert(tenant.clone(), nets.clone());
-    Ok(nets)
+    .await
 }
 
 /// The operator's list and a tenant's (as stored: checked CIDRs; anything else is skipped).

@@ -228,11 +228,10 @@ impl Sender {
         let retry_after = retry_after(status, res.headers());
         // Direct, the address dialled; through the proxy, what the target resolved to.
         private = private || (!self.proxied && res.remote_addr().is_some_and(|a| classify(a.ip()).is_some()));
+        // Read as ever, private or not: a response left unread closes its
+        // connection instead of returning it to the pool.
         let mut body = Vec::new();
         loop {
-            if private && !self.record_private {
-                break;
-            }
             match res.chunk().await {
                 Ok(Some(chunk)) => {
                     let room = KEEP_RESPONSE - body.len();
