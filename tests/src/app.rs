@@ -56,6 +56,23 @@ impl TestApp {
         Self::spawn_on(db, env).await
     }
 
+    /// Spawns on a Postgres server of the test's own (one it may stop or pause),
+    /// migrated first, with the default environment as changed by `edit`.
+    pub async fn spawn_on_server(
+        pg: &crate::servers::PgServer,
+        name: &str,
+        edit: impl FnOnce(&mut HashMap<String, String>),
+    ) -> Self {
+        let db = TestDb { name: name.into(), url: pg.url() };
+        let mut env = default_env(&db);
+        edit(&mut env);
+        let migrate = [("DATABASE_URL", pg.url()), ("HOOKGATE_MASTER_KEY", env["HOOKGATE_MASTER_KEY"].clone())];
+        let migrate: Vec<(&str, &str)> = migrate.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = crate::process::hookgate(&migrate).arg("migrate").output().await.expect("hookgate migrate runs");
+        assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
+        Self::spawn_on(db, env).await
+    }
+
     pub async fn spawn_on(db: TestDb, env: HashMap<String, String>) -> Self {
         Self::spawn_role(db, env, Role::All).await
     }

@@ -138,11 +138,8 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
                     let conn = db::conn(&state.db).await?;
                     api_keys::is_live(&**conn, &claims.tenant, &claims.key).await
                 };
-                let live = if state.caches.known_key_ids.get(&claims.key).is_some() {
-                    db::bounded(state.db_budget(), lookup).await?
-                } else {
-                    db::bounded(state.db_budget(), state.pre_auth.run(lookup)).await?
-                };
+                let known = state.caches.known_key_ids.get(&claims.key).is_some();
+                let live = db::bounded(state.db_budget(), state.pre_auth.run_unless_known(known, lookup)).await?;
                 if live {
                     state.caches.known_key_ids.insert_evicting(claims.key.clone(), ());
                 }
@@ -173,11 +170,8 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             };
             // A key found live lately is looked up at once; any other waits its
             // turn at the pre-auth gate, so unknown keys cannot take the pool.
-            let found = if state.caches.known_keys.get(&hash).is_some() {
-                db::bounded(state.db_budget(), lookup).await?
-            } else {
-                db::bounded(state.db_budget(), state.pre_auth.run(lookup)).await?
-            };
+            let known = state.caches.known_keys.get(&hash).is_some();
+            let found = db::bounded(state.db_budget(), state.pre_auth.run_unless_known(known, lookup)).await?;
             let found = found.map(|id| (tenant.clone(), id));
             if found.is_some() {
                 state.caches.known_keys.insert_evicting(hash.clone(), ());

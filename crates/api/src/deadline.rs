@@ -30,12 +30,11 @@ pub async fn deadline(
     // The request cannot be kept aside to answer with: routing inside the scope
     // needs it unshared. The error is answered by actix (the same `{code, detail}`
     // body) and counted by the telemetry middleware.
-    // The route's pattern, not the path (which may be a credential).
-    let route = req.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
     match tokio::time::timeout(limit, next.call(req)).await {
         Ok(res) => Ok(res?.map_into_boxed_body()),
         Err(_) => {
-            tracing::warn!(%route, ?limit, "request timed out waiting for Postgres");
+            // Inside the request's span, which names the route (never the path).
+            tracing::warn!(?limit, "request timed out waiting for Postgres");
             Err(ApiError::Unavailable.into())
         }
     }

@@ -55,23 +55,12 @@ pub async fn answer(
     body: &impl Serialize,
 ) -> Result<HttpResponse, ApiError> {
     let bytes = serde_json::to_vec(body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    if let Some(k) = key {
-        let stored = StoredResponse {
-            status: status.as_u16(),
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: state.config.master_key.replay_key(&k.scope).seal(&replay_purpose(&k.scope, &k.key), &bytes),
-        };
-        if !idempotency::finish(tx, &k.scope, &k.key, k.token, &stored).await? {
-            return Err(ApiError::Conflict(
-                "this request outlived its Idempotency-Key, which a retry has taken over; its effect was rolled back"
-                    .into(),
-            ));
-        }
-    }
+    keep(tx, state, key, status, vec![("content-type".into(), "application/json".into())], &bytes).await?;
     let mut res = HttpResponse::build(status).content_type("application/json").body(bytes);
     res.extensions_mut().insert(Kept);
     Ok(res)
 }
+
 /// [`answer`] for an answer without a body (a 204): stored with its effect, in
 /// the caller's transaction, so a retry under the same key replays it and never
 /// runs the effect twice.
@@ -81,22 +70,35 @@ pub async fn answer_empty(
     key: Option<&RequestKey>,
     status: StatusCode,
 ) -> Result<HttpResponse, ApiError> {
-    if let Some(k) = key {
-        let stored = StoredResponse {
-            status: status.as_u16(),
-            headers: vec![],
-            body: state.config.master_key.replay_key(&k.scope).seal(&replay_purpose(&k.scope, &k.key), b""),
-        };
-        if !idempotency::finish(tx, &k.scope, &k.key, k.token, &stored).await? {
-            return Err(ApiError::Conflict(
-                "this request outlived its Idempotency-Key, which a retry has taken over; its effect was rolled back"
-                    .into(),
-            ));
-        }
-    }
+    keep(tx, state, key, status, vec![], b"").await?;
     let mut res = HttpResponse::build(status).finish();
     res.extensions_mut().insert(Kept);
     Ok(res)
+}
+
+/// Stores the answer under the request's key (if it has one), sealed, in `tx`;
+/// 409 if a retry took the key over meanwhile.
+async fn keep(
+    tx: &impl GenericClient,
+    state: &AppState,
+    key: Option<&RequestKey>,
+    status: StatusCode,
+    headers: Vec<(String, String)>,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    let Some(k) = key else { return Ok(()) };
+    let stored = StoredResponse {
+        status: status.as_u16(),
+        headers,
+        body: state.config.master_key.replay_key(&k.scope).seal(&replay_purpose(&k.scope, &k.key), body),
+    };
+    if !idempotency::finish(tx, &k.scope, &k.key, k.token, &stored).await? {
+        return Err(ApiError::Conflict(
+            "this request outlived its Idempotency-Key, which a retry has taken over; its effect was rolled back"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");

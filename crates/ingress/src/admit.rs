@@ -80,7 +80,7 @@ pub async fn seen(redis: &Redis, tenant: &TenantId, key: &str) -> Option<Inbound
 /// Postgres's. Informational: a Redis flush loses them.
 pub async fn count_duplicate(redis: &Redis, tenant: &TenantId, key: &str, retention_days: i32) {
     let k = duplicates_key(redis, tenant, key);
-    let ttl = (retention_days.max(1) as u64) * 86_400;
+    let ttl = window_secs(retention_days);
     let _: Option<()> = redis
         .call(|mut c| async move {
             hookgate_shared::redis::pipe()
@@ -117,14 +117,13 @@ pub struct Committed {
     pub retention_days: i32,
 }
 
-/// Tells Redis about a committed key, for the source's retention. Best effort.
-async fn remember(redis: &Redis, tenant: &TenantId, key: &str, id: &InboundEventId, retention_days: i32) {
-    let one = Committed { tenant: tenant.clone(), key: key.to_owned(), id: id.clone(), retention_days };
-    remember_many(redis, std::slice::from_ref(&one)).await;
+/// The dedupe window of a source's retention, in seconds (a day at least).
+fn window_secs(retention_days: i32) -> u64 {
+    retention_days.max(1) as u64 * 86_400
 }
 
-/// Tells Redis about a key first received earlier, for `ttl` seconds: what is
-/// left of its window. Best effort.
+/// Tells Redis about one committed key, for `ttl` seconds (its window, or what
+/// is left of it for a key first received earlier). Best effort.
 async fn remember_for(redis: &Redis, tenant: &TenantId, key: &str, id: &InboundEventId, ttl: u64) {
     if !redis.is_enabled() {
         return;
@@ -151,7 +150,7 @@ pub async fn remember_many(redis: &Redis, committed: &[Committed]) {
             pipes.push((&c.tenant, hookgate_shared::redis::pipe()));
             pipes.len() - 1
         });
-        let ttl = c.retention_days.max(1) as u64 * 86_400;
+        let ttl = window_secs(c.retention_days);
         pipes[at].1.cmd("SET").arg(redis_key(redis, &c.tenant, &c.key)).arg(c.id.as_str()).arg("EX").arg(ttl).ignore();
     }
     let sends = pipes.into_iter().map(|(_, pipe)| async move {
@@ -203,7 +202,7 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
     .await?;
     match (ok, still_owner) {
         (true, true) => {
-            remember(&state.redis, &src.tenant_id, &c.key, &evt, c.retention_days).await;
+            remember_for(&state.redis, &src.tenant_id, &c.key, &evt, window_secs(c.retention_days)).await;
             Ok(Admitted::Accepted(evt))
         }
         // Forwarded, but another request owns the event now: its answer (after its
@@ -247,7 +246,7 @@ async fn claim_sync(
             Some(e) if e.status != InboundStatus::Processing => {
                 // Re-armed with what is left of the window, never a whole one: after a
                 // flush Redis must not answer "duplicate" past the window Postgres keeps.
-                let left = c.retention_days.max(1) as i64 * 86_400 - e.age_secs;
+                let left = window_secs(c.retention_days) as i64 - e.age_secs;
                 if left > 0 {
                     remember_for(redis, &src.tenant_id, &c.key, &e.id, left as u64).await;
                 }

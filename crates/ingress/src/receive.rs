@@ -132,11 +132,8 @@ pub async fn receive(
             };
             // A source found live lately is looked up at once; an unknown id waits
             // its turn at the pre-auth gate, so a flood of them cannot take the pool.
-            let found = if state.caches.known_sources.get(&source_id).is_some() {
-                db::bounded(state.db_budget(), lookup).await
-            } else {
-                db::bounded(state.db_budget(), state.pre_auth.run(lookup)).await
-            };
+            let known = state.caches.known_sources.get(&source_id).is_some();
+            let found = db::bounded(state.db_budget(), state.pre_auth.run_unless_known(known, lookup)).await;
             if let Ok(f) = &found {
                 if f.is_some() {
                     state.caches.known_sources.insert_evicting(source_id.clone(), ());

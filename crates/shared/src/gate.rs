@@ -29,6 +29,19 @@ impl PreAuthGate {
         PreAuthGate { permits: Arc::new(Semaphore::new((pool_size / 4).max(1))) }
     }
 
+    /// Runs `lookup` at once for a caller found live lately (`known`), else as [`run`](Self::run).
+    pub async fn run_unless_known<T>(
+        &self,
+        known: bool,
+        lookup: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        if known {
+            lookup.await
+        } else {
+            self.run(lookup).await
+        }
+    }
+
     /// Runs `lookup` once a turn is free, or answers `Unavailable` after [`WAIT`].
     pub async fn run<T>(&self, lookup: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
         let permit = tokio::time::timeout(WAIT, self.permits.acquire()).await;

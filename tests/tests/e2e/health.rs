@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use hookgate_tests::{
-    app::default_env,
     servers::{PgServer, RedisServer},
-    TestApp, TestDb,
+    TestApp,
 };
 use reqwest::Method;
 use serde_json::Value;
@@ -18,17 +17,10 @@ async fn readyz(app: &TestApp) -> (u16, Value) {
 #[tokio::test]
 async fn readyz_answers_503_while_postgres_is_stopped_and_200_once_it_is_back() {
     let pg = PgServer::start();
-    let db = TestDb { name: "own".into(), url: pg.url() };
-    let mut env = default_env(&db);
-    env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
-    let key = env["HOOKGATE_MASTER_KEY"].clone();
-    let out = hookgate_tests::process::hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)])
-        .arg("migrate")
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success());
-    let app = TestApp::spawn_on(db, env).await;
+    let app = TestApp::spawn_on_server(&pg, "own", |env| {
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
+    })
+    .await;
     assert_eq!(readyz(&app).await, (200, serde_json::json!({"postgres": "up", "redis": "up"})));
 
     pg.stop();

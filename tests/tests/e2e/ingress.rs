@@ -429,16 +429,11 @@ async fn inbound_events_past_retention_are_pruned_in_batches() {
 
 #[tokio::test]
 async fn with_postgres_down_ingress_answers_503_and_admits_the_retries_once_when_it_returns() {
-    use hookgate_tests::{app::default_env, process::hookgate, servers::PgServer, TestDb};
-    let pg = PgServer::start();
-    let db = TestDb { name: "own".into(), url: pg.url() };
-    let mut env = default_env(&db);
-    env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
-    let key = env["HOOKGATE_MASTER_KEY"].clone();
-    let out =
-        hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
-    assert!(out.status.success());
-    let app = TestApp::spawn_on(db, env).await;
+    let pg = hookgate_tests::servers::PgServer::start();
+    let app = TestApp::spawn_on_server(&pg, "own", |env| {
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
+    })
+    .await;
     let sink = Sink::start().await;
     let s = stripe_source(&app, &sink, json!({})).await;
 

@@ -6,12 +6,10 @@
 use std::time::{Duration, Instant};
 
 use hookgate_tests::{
-    app::default_env,
-    process::hookgate,
     providers,
     servers::PgServer,
     sink::{Behaviour, Sink},
-    TestApp, TestDb,
+    TestApp,
 };
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -21,15 +19,11 @@ const SECRET: &str = "whsec_stall_test_secret";
 #[tokio::test]
 async fn a_stalled_postgres_answers_503_within_seconds_and_the_retry_is_admitted_once() {
     let pg = PgServer::start();
-    let db = TestDb { name: "stall".into(), url: pg.url() };
-    let mut env = default_env(&db);
-    env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
-    env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "2000".into());
-    let key = env["HOOKGATE_MASTER_KEY"].clone();
-    let out =
-        hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
-    assert!(out.status.success());
-    let app = TestApp::spawn_on(db, env).await;
+    let app = TestApp::spawn_on_server(&pg, "stall", |env| {
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
+        env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "2000".into());
+    })
+    .await;
     let sink = Sink::start().await;
     let t = app.tenant().await;
     let a = t.application().await;
@@ -202,17 +196,13 @@ async fn a_result_held_up_by_a_row_lock_is_recorded_when_the_lock_goes_and_holds
 #[tokio::test]
 async fn results_waiting_through_a_45_second_postgres_stall_are_all_recorded_as_they_happened() {
     let pg = PgServer::start();
-    let db = TestDb { name: "stall_results".into(), url: pg.url() };
-    let mut env = default_env(&db);
-    env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
-    env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "2000".into());
-    // Longer than the stall: no claim runs out meanwhile.
-    env.insert("HOOKGATE_DELIVERY_LEASE_SECS".into(), "120".into());
-    let key = env["HOOKGATE_MASTER_KEY"].clone();
-    let out =
-        hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
-    assert!(out.status.success());
-    let app = TestApp::spawn_on(db, env).await;
+    let app = TestApp::spawn_on_server(&pg, "stall_results", |env| {
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
+        env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "2000".into());
+        // Longer than the stall: no claim runs out meanwhile.
+        env.insert("HOOKGATE_DELIVERY_LEASE_SECS".into(), "120".into());
+    })
+    .await;
     let sink = Sink::start().await;
     sink.set(Behaviour { delay: Duration::from_secs(2), ..Behaviour::default() });
     let t = app.tenant().await;
@@ -237,15 +227,11 @@ async fn results_waiting_through_a_45_second_postgres_stall_are_all_recorded_as_
 #[tokio::test]
 async fn usage_whose_write_commits_after_it_was_given_up_is_counted_once() {
     let pg = PgServer::start();
-    let db = TestDb { name: "stall".into(), url: pg.url() };
-    let mut env = default_env(&db);
-    env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
-    env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "1000".into());
-    let key = env["HOOKGATE_MASTER_KEY"].clone();
-    let out =
-        hookgate(&[("DATABASE_URL", &pg.url()), ("HOOKGATE_MASTER_KEY", &key)]).arg("migrate").output().await.unwrap();
-    assert!(out.status.success());
-    let app = TestApp::spawn_on(db, env).await;
+    let app = TestApp::spawn_on_server(&pg, "stall", |env| {
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "500".into());
+        env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "1000".into());
+    })
+    .await;
     let t = app.tenant().await;
     let a = t.application().await;
     let source =

@@ -149,15 +149,7 @@ async fn revoking_a_key_revokes_the_portal_tokens_it_minted_and_only_those() {
     let res = app.admin(Method::POST, &format!("/admin/v1/tenant/{id}/api-key")).send().await.unwrap();
     let other: Value = res.json().await.unwrap();
     let other = other["apiKey"].as_str().unwrap();
-    let made: Value = app
-        .api(leaked, Method::POST, "/api/v1/app")
-        .json(&json!({"name": "a"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let made = create_app(&app, leaked, "a").await;
     let app_id = made["id"].as_str().unwrap();
     let mint = |key: &str| {
         let req = app.api(key, Method::POST, &format!("/api/v1/auth/app-portal-access/{app_id}"));

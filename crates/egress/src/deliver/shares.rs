@@ -226,24 +226,24 @@ impl Shares {
     /// ran out are forgotten here, where the map grows, so it holds only the
     /// endpoints held now.
     pub(crate) fn hold(&self, q: &Queue, wait: Duration) {
-        let now = Instant::now();
-        let until = now + wait;
-        let mut s = self.lock();
-        s.held.retain(|_, t| *t > now);
-        let held = s.held.entry(q.clone()).or_insert(until);
-        *held = (*held).max(until);
+        hold_in(&mut self.lock().held, q.clone(), wait);
     }
 
     /// Holds every endpoint of the queue's application off for `wait` (the
     /// application's throttle spacing).
     pub(crate) fn hold_app(&self, q: &Queue, wait: Duration) {
-        let now = Instant::now();
-        let until = now + wait;
-        let mut s = self.lock();
-        s.held_apps.retain(|_, t| *t > now);
-        let held = s.held_apps.entry((q.tenant_id.clone(), q.app_id.clone())).or_insert(until);
-        *held = (*held).max(until);
+        hold_in(&mut self.lock().held_apps, (q.tenant_id.clone(), q.app_id.clone()), wait);
     }
+}
+
+/// Holds `key` off for `wait` (never shortening a hold), forgetting the holds
+/// that ran out.
+fn hold_in<K: std::hash::Hash + Eq>(held: &mut HashMap<K, Instant>, key: K, wait: Duration) {
+    let now = Instant::now();
+    let until = now + wait;
+    held.retain(|_, t| *t > now);
+    let at = held.entry(key).or_insert(until);
+    *at = (*at).max(until);
 }
 
 /// A request's slot in its endpoint's share, given back when dropped (a panic

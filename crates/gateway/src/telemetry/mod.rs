@@ -112,7 +112,6 @@ pub async fn observe(
     res.headers_mut().insert(REQUEST_ID, HeaderValue::from_str(&request_id).expect("ids are ASCII"));
     record_status(&span, res.status());
     if let Some(state) = res.request().app_data::<web::Data<AppState>>() {
-        let route = res.request().match_pattern().unwrap_or_else(|| "unmatched".to_owned());
         state.metrics.http_requests.with_label_values(&[route.as_str(), res.status().as_str()]).inc();
     }
     Ok(res)

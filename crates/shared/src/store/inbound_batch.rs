@@ -60,15 +60,7 @@ pub async fn admit_batches(
     rows: &[BatchRow],
 ) -> Result<Vec<Option<Vec<EndpointId>>>, StoreError> {
     let groups = by_tenant(rows);
-    let parts = if groups.len() == 1 {
-        vec![admit_batch(&*db, groups[0].0, &groups[0].1).await?]
-    } else {
-        let tx = db.transaction().await?;
-        let parts =
-            futures_util::future::try_join_all(groups.iter().map(|(t, rows)| admit_batch(&tx, t, rows))).await?;
-        tx.commit().await?;
-        parts
-    };
+    let parts = per_tenant!(db, groups, admit_batch);
     let mut out: std::collections::HashMap<&InboundEventId, Option<Vec<EndpointId>>> = Default::default();
     for ((_, rows), results) in groups.iter().zip(parts) {
         for (r, won) in rows.iter().zip(results) {
@@ -158,15 +150,7 @@ pub async fn duplicates_batches(
         return Ok(Vec::new());
     }
     let groups = by_tenant(rows);
-    let parts = if groups.len() == 1 {
-        vec![duplicates_batch(&*db, groups[0].0, &groups[0].1).await?]
-    } else {
-        let tx = db.transaction().await?;
-        let parts =
-            futures_util::future::try_join_all(groups.iter().map(|(t, rows)| duplicates_batch(&tx, t, rows))).await?;
-        tx.commit().await?;
-        parts
-    };
+    let parts = per_tenant!(db, groups, duplicates_batch);
     // Each row's answer by its place in its tenant's group, in input order.
     let mut found: std::collections::HashMap<&TenantId, std::vec::IntoIter<Option<Existing>>> =
         groups.iter().map(|(t, _)| *t).zip(parts.into_iter().map(Vec::into_iter)).collect();

@@ -3,6 +3,25 @@
 //! Every function takes the tenant id (or, for idempotency, the credential scope)
 //! first. A row of another tenant is indistinguishable from a missing one.
 
+/// Runs `$each(client, tenant, rows)` for every `(tenant, rows)` group of a
+/// batch (`$groups`, from a `&mut` pooled client `$db`): a batch of one tenant is
+/// one autocommit statement; a batch of several, one statement per tenant
+/// pipelined in one transaction, so each statement names one tenant and the
+/// batch commits as one. Evaluates to the groups' results, in order.
+macro_rules! per_tenant {
+    ($db:expr, $groups:expr, $each:path) => {{
+        let groups = &$groups;
+        if groups.len() == 1 {
+            vec![$each(&*$db, groups[0].0, &groups[0].1).await?]
+        } else {
+            let tx = $db.transaction().await?;
+            let parts = futures_util::future::try_join_all(groups.iter().map(|(t, rows)| $each(&tx, t, rows))).await?;
+            tx.commit().await?;
+            parts
+        }
+    }};
+}
+
 pub mod api_keys;
 pub mod applications;
 pub mod attempts;

@@ -48,15 +48,7 @@ pub async fn publish_batches(
     }
     let groups: Vec<(&TenantId, Vec<PublishRow>)> =
         by_tenant.into_iter().map(|(t, ix)| (t, ix.iter().map(|&i| rows[i].clone()).collect())).collect();
-    let parts = if groups.len() == 1 {
-        vec![publish_batch(&*db, groups[0].0, &groups[0].1).await?]
-    } else {
-        let tx = db.transaction().await?;
-        let parts =
-            futures_util::future::try_join_all(groups.iter().map(|(t, rows)| publish_batch(&tx, t, rows))).await?;
-        tx.commit().await?;
-        parts
-    };
+    let parts = per_tenant!(db, groups, publish_batch);
     let mut out: std::collections::HashMap<&MessageId, Published> = std::collections::HashMap::new();
     for ((_, rows), results) in groups.iter().zip(parts) {
         for (r, p) in rows.iter().zip(results) {
