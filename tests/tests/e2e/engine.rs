@@ -120,6 +120,9 @@ async fn a_resend_held_by_its_throttle_stays_a_manual_attempt() {
         msgs.push(t.message(&a, "x", json!({"i": i})).await["id"].as_str().unwrap().to_owned());
     }
     sink.wait_for(6, Duration::from_secs(20)).await;
+    // Recorded, not only received: a resend of a delivery still in flight keeps
+    // that delivery's own (scheduled) trigger, as it should.
+    until_count(&api.db, "SELECT count(*) FROM attempts", 6, Duration::from_secs(10)).await;
     // The application is throttled to one a second, then every message resent at once:
     // two workers take them, the throttle holds all but one at a time.
     let res = t.req(Method::PATCH, &format!("/api/v1/app/{a}")).json(&json!({"throttleRate": 1})).send().await.unwrap();
