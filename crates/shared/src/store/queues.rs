@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 
+pub use super::wakes::Queue;
 use super::{
     deliveries::{claimed_from_row, claimed_rows, Claimed},
     StoreError,
@@ -18,14 +19,6 @@ use crate::ids::{AppId, EndpointId, MessageId, TenantId};
 /// Most deliveries one claim takes: the worker's batch is at most this, and the
 /// claim states it as a bound the planner can see.
 pub const MOST_PER_CLAIM: usize = 500;
-
-/// One endpoint's queue.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Queue {
-    pub tenant_id: TenantId,
-    pub app_id: AppId,
-    pub endpoint_id: EndpointId,
-}
 
 /// Deliveries of one endpoint that a commit has just made due: its messages
 /// from `lo` to `hi` (ids sort by time, so a commit's are one narrow range).

@@ -25,8 +25,17 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 
-use super::{queues::Queue, StoreError};
+use super::StoreError;
 use crate::ids::{AppId, EndpointId, TenantId};
+
+/// One endpoint's queue: its deliveries waiting, and its wake. (Here, beside
+/// the wakes, so that the claim's module depends on this one and not both ways.)
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Queue {
+    pub tenant_id: TenantId,
+    pub app_id: AppId,
+    pub endpoint_id: EndpointId,
+}
 
 /// CTEs that bring forward the wakes of the rows of the CTE `source`, which returns
 /// `tenant_id, app_id, endpoint_id, next_attempt_at` of deliveries made due (rows
