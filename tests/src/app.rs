@@ -132,6 +132,22 @@ impl TestApp {
             .unwrap()
     }
 
+    /// The key this app stores an inbound event under (keyed with its master key),
+    /// and the plain digest it is keyed from (what releases before keyed keys stored).
+    pub fn inbound_key(
+        &self,
+        tenant: &str,
+        source: &str,
+        kind: hookgate_ingress::key::KeyKind,
+        value: &[u8],
+    ) -> (String, String) {
+        let tenant = hookgate_shared::ids::TenantId::parse(tenant).expect("a tenant id");
+        let source = hookgate_shared::ids::SourceId::parse(source).expect("a source id");
+        let plain = hookgate_ingress::key::derive(&tenant, &source, kind, value);
+        let master = MasterKey::from_base64(&self.env["HOOKGATE_MASTER_KEY"]).expect("the test master key");
+        (master.inbound_keyer().keyed(&tenant, &plain), plain)
+    }
+
     /// Creates a tenant through the admin API; returns its JSON (with `apiKey`).
     pub async fn create_tenant(&self, name: &str) -> Value {
         let res = self.admin(Method::POST, "/admin/v1/tenant").json(&json!({ "name": name })).send().await.unwrap();

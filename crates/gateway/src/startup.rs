@@ -239,7 +239,8 @@ pub fn switch_message(version: &str, by: Option<chrono::DateTime<chrono::Utc>>) 
     format!(
         "migration {version} is a switch that the previous release must not run through: the migrations \
          before it are applied; stop every process of the previous release, then run \
-         `hookgate migrate --switch` (see docs/retention.md, Upgrading to partitioned tables){by}"
+         `hookgate migrate --switch` (see docs/operations.md, Upgrades and migrations; for 0017 also docs/retention.md, \
+         Upgrading to partitioned tables){by}"
     )
 }
 

@@ -51,7 +51,10 @@ pub struct Candidate<'a> {
     pub source: &'a Source,
     /// The source's effective retention: its dedupe window, also Redis's.
     pub retention_days: i32,
+    /// The keyed key it is admitted under.
     pub key: String,
+    /// The key's plain form, while events admitted before keys were keyed may remain.
+    pub plain_key: Option<String>,
     pub event_type: String,
     pub content_type: String,
     pub payload: Vec<u8>,
@@ -106,6 +109,23 @@ pub async fn redis_duplicates(redis: &Redis, tenant: &TenantId, keys: &[String])
         Some(v) if v.len() == keys.len() => v.into_iter().map(|n| n.unwrap_or(0)).collect(),
         _ => vec![0; keys.len()],
     }
+}
+
+/// The duplicate counts Redis holds for these stored keys of one tenant (0 where
+/// it holds none): for an event stored under a plain key (admitted before keys
+/// were keyed), also what was counted under its keyed form since.
+pub async fn stored_duplicates(state: &AppState, tenant: &TenantId, stored: &[String]) -> Vec<i64> {
+    let mut counts = redis_duplicates(&state.redis, tenant, stored).await;
+    match hookgate_shared::inbound_keys::keyed_forms(state, tenant, stored).await {
+        Ok(keyed) if keyed != stored => {
+            for (n, more) in counts.iter_mut().zip(redis_duplicates(&state.redis, tenant, &keyed).await) {
+                *n += more;
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "keyed forms unknown; duplicate counts from Redis may be short"),
+    }
+    counts
 }
 
 /// A key committed in Postgres, to tell Redis about.
@@ -173,11 +193,14 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
     // A fresh token per request: the fence between this request and any successor.
     let lease = Lease { length: state.config.sync_lease, token: rand::random() };
     let owned = db::bounded(state.db_budget(), claim_sync(&state.db, &state.redis, lease, &c)).await?;
-    let evt = match owned {
-        Ok(evt) => evt,
+    // The key the event is stored under: the keyed one, or for an event a
+    // request before the switch to keyed keys left `processing`, its plain one
+    // (its webhook-id and Idempotency-Key stay what the first attempt sent).
+    let (evt, stored) = match owned {
+        Ok(owned) => owned,
         Err(answer) => return Ok(answer),
     };
-    let webhook_id = sync_webhook_id(&c.key);
+    let webhook_id = sync_webhook_id(&stored);
     let ok = forwarder
         .forward(&Event {
             tenant: &src.tenant_id,
@@ -185,7 +208,7 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
             webhook_id: &webhook_id,
             event_type: &c.event_type,
             content_type: &c.content_type,
-            idempotency_key: &c.key,
+            idempotency_key: &stored,
             payload: &c.payload,
         })
         .await?;
@@ -194,9 +217,9 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
     let still_owner = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         if ok {
-            inbound_events::complete(&**conn, &src.tenant_id, &src.id, &c.key, lease.token).await
+            inbound_events::complete(&**conn, &src.tenant_id, &src.id, &stored, lease.token).await
         } else {
-            inbound_events::release(&**conn, &src.tenant_id, &src.id, &c.key, lease.token).await
+            inbound_events::release(&**conn, &src.tenant_id, &src.id, &stored, lease.token).await
         }
     })
     .await?;
@@ -215,18 +238,20 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
     }
 }
 
-/// Takes the event's `processing` row: `Ok(id)` when this request owns it now,
-/// `Err(answer)` when another copy decides (done, or in flight).
+/// Takes the event's `processing` row: `Ok((id, the key it is stored under))`
+/// when this request owns it now, `Err(answer)` when another copy decides (done,
+/// or in flight).
 async fn claim_sync(
     pool: &deadpool_postgres::Pool,
     redis: &Redis,
     lease: Lease,
     c: &Candidate<'_>,
-) -> Result<Result<InboundEventId, Admitted>, StoreError> {
+) -> Result<Result<(InboundEventId, String), Admitted>, StoreError> {
     let src = c.source;
     let new = NewInbound {
         id: InboundEventId::generate(),
         key: c.key.clone(),
+        plain_key: c.plain_key.clone(),
         app_id: src.app_id.clone(),
         msg_id: None,
         event_type: c.event_type.clone(),
@@ -237,9 +262,9 @@ async fn claim_sync(
         let conn = db::conn(pool).await?;
         if inbound_events::admit(&**conn, &src.tenant_id, &src.id, &new, InboundStatus::Processing, Some(lease)).await?
         {
-            return Ok(Ok(new.id));
+            return Ok(Ok((new.id, new.key)));
         }
-        match inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key).await? {
+        match inbound_events::duplicate(&**conn, &src.tenant_id, &src.id, &c.key, c.plain_key.as_deref()).await? {
             // Released since our insert lost: try the insert once more.
             None => continue,
             // Done, by sync (`completed`) or by async mode before a switch (`accepted`).
@@ -253,8 +278,8 @@ async fn claim_sync(
                 return Ok(Err(Admitted::Duplicate(Some(e.id), Layer::Postgres)));
             }
             Some(e) if e.lease_expired => {
-                if inbound_events::take_over(&**conn, &src.tenant_id, &src.id, &c.key, lease).await? {
-                    return Ok(Ok(e.id));
+                if inbound_events::take_over(&**conn, &src.tenant_id, &src.id, &e.key, lease).await? {
+                    return Ok(Ok((e.id, e.key)));
                 }
                 return Ok(Err(Admitted::InFlight));
             }

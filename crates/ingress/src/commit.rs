@@ -76,6 +76,7 @@ impl GroupCommit {
             tenant_id: c.source.tenant_id.clone(),
             source_id: c.source.id.clone(),
             key: c.key,
+            plain_key: c.plain_key,
             id: InboundEventId::generate(),
             app_id: c.source.app_id.clone(),
             msg_id: MessageId::generate(),

@@ -10,6 +10,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::SourceId,
+    inbound_keys::{self, DedupeKey},
     source::{KeySpec, Mode},
     store::{sources, StoreError},
     AppState,
@@ -280,11 +281,14 @@ async fn handle(
         return Ok(Outcome::Handshake(answer));
     }
     let extracted = extract::key_value(&source.idempotency, &request).map_err(|e| Refusal::KeyMissing(e.0))?;
-    let key = match extracted {
+    let plain = match extracted {
         Some((kind, value)) => key::derive(&source.tenant_id, &source.id, kind, &value),
         // Idempotency disabled: every request is its own event.
         None => key::derive(&source.tenant_id, &source.id, KeyKind::Body, ulid::Ulid::new().to_string().as_bytes()),
     };
+    // Stored keyed per tenant; the plain form is looked for while keys stored
+    // before the switch to keyed keys may remain.
+    let DedupeKey { key, plain: plain_key } = inbound_keys::dedupe_key(state, &source.tenant_id, plain).await?;
     let retention_days = source.retention(state.config.retention_inbound_days);
     if !matches!(source.idempotency, KeySpec::Disabled(_)) {
         let seen =
@@ -306,7 +310,8 @@ async fn handle(
         .unwrap_or("application/octet-stream")
         .to_owned();
     let event_type = extract::event_type(source.event_type_path.as_deref(), &request);
-    let candidate = Candidate { source, retention_days, key: key.clone(), event_type, content_type, payload: body };
+    let candidate =
+        Candidate { source, retention_days, key: key.clone(), plain_key, event_type, content_type, payload: body };
     let span = hookgate_shared::otel_span!("ingress.admit", mode = source.mode.as_str());
     let admitted = async {
         if source.mode == Mode::Sync {

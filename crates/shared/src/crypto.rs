@@ -79,6 +79,30 @@ impl MasterKey {
     pub fn api_key_hasher(&self) -> ApiKeyHasher {
         ApiKeyHasher(self.derive(b"api-key-hash"))
     }
+
+    /// The root of the per-tenant keys that key inbound dedupe digests.
+    pub fn inbound_keyer(&self) -> InboundKeyer {
+        InboundKeyer(self.derive(b"inbound-key"))
+    }
+}
+
+/// Keys an inbound event's plain dedupe digest per tenant, so that what is
+/// stored (and shown) cannot confirm a guessed provider id without the master key.
+#[derive(Clone)]
+pub struct InboundKeyer([u8; 32]);
+
+impl InboundKeyer {
+    /// `HMAC(k_t, plain)` in hex, where `k_t = HMAC(root, tenant)` is the tenant's
+    /// own key. A function of the plain digest, so a stored plain key can be keyed
+    /// later without the provider id it came from.
+    pub fn keyed(&self, tenant: &TenantId, plain: &str) -> String {
+        let mut per_tenant = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        per_tenant.update(tenant.as_str().as_bytes());
+        let k_t = per_tenant.finalize().into_bytes();
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&k_t).expect("HMAC takes any key length");
+        mac.update(plain.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
 }
 
 /// A per-tenant AEAD key.
@@ -214,6 +238,18 @@ mod tests {
 
     fn key() -> MasterKey {
         MasterKey::from_base64(&MasterKey::generate_base64()).unwrap()
+    }
+
+    #[test]
+    fn an_inbound_key_is_keyed_per_tenant_as_an_independent_hmac_computes_it() {
+        // Computed with Python's hmac and hashlib: HKDF-SHA256(salt "hookgate/v1",
+        // info "inbound-key"), then HMAC(HMAC(root, tenant), plain).
+        let mk = MasterKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+        let plain = "ec189fb16b7cff0ae09085b192f1c97631c8bc0d848c0c53c855491b32cc1910";
+        let keyed = mk.inbound_keyer().keyed(&TenantId::from_db("tnt_A".into()), plain);
+        assert_eq!(keyed, "6ae8ec27ef624163fdf52f17bef5bbb63a175d0368f5cc0a21a4c2aed28536dc");
+        assert_ne!(keyed, mk.inbound_keyer().keyed(&TenantId::from_db("tnt_B".into()), plain));
+        assert_ne!(keyed, key().inbound_keyer().keyed(&TenantId::from_db("tnt_A".into()), plain));
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod db;
 pub mod gate;
 pub mod http;
 pub mod ids;
+pub mod inbound_keys;
 pub mod limits;
 pub mod metrics;
 pub mod migrate;

@@ -34,6 +34,8 @@ pub struct AppState {
     pub admission: crate::admission::Admission,
     /// Bounds the lookups of callers not yet known (see `gate.rs`).
     pub pre_auth: crate::gate::PreAuthGate,
+    /// The form inbound dedupe keys are stored in.
+    pub inbound_keys: crate::inbound_keys::InboundKeys,
 }
 
 impl AppState {
@@ -82,6 +84,7 @@ impl AppState {
             tracing::warn!("REDIS_URL is unset: running without Redis, Postgres alone decides");
         }
         let api_keys = config.master_key.api_key_hasher();
+        let inbound_keys = crate::inbound_keys::InboundKeys::new(config.master_key.inbound_keyer());
         let wake = Wake::new(db.clone(), config.db_timeout + config.db_statement_timeout);
         let limits = Arc::new(crate::limits::Limits::new(redis.clone()));
         let admission = crate::admission::Admission::new(db.clone(), config.db_timeout + config.db_statement_timeout);
@@ -98,6 +101,7 @@ impl AppState {
             limits,
             admission,
             pre_auth: crate::gate::PreAuthGate::new(config_pool_size),
+            inbound_keys,
         })
     }
 }

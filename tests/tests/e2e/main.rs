@@ -18,6 +18,7 @@ mod hostile;
 mod idempotency;
 mod ingress;
 mod ingress_race;
+mod keyed_keys;
 mod limits;
 mod modes;
 mod otel;

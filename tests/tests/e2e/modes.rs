@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hookgate_ingress::key::{derive, KeyKind};
+use hookgate_ingress::key::KeyKind;
 use hookgate_shared::ids::{AppId, SourceId, TenantId};
 use hookgate_tests::{app::Tenant, providers, sink::Sink, TestApp};
 use reqwest::Method;
@@ -52,7 +52,7 @@ async fn an_event_abandoned_mid_forward_in_sync_mode_is_admitted_after_a_switch_
     // As a sync-mode request that died mid-forward left it: `processing`, lease run out.
     let tenant = TenantId::parse(&t.id).unwrap();
     let source_id = SourceId::parse(&src.id).unwrap();
-    let key = derive(&tenant, &source_id, KeyKind::Provider, b"evt_abandoned");
+    let (key, _) = app.inbound_key(&t.id, &src.id, KeyKind::Provider, b"evt_abandoned");
     let db = app.db.client().await;
     let id = hookgate_shared::ids::InboundEventId::generate();
     db.execute(

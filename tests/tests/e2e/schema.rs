@@ -15,6 +15,7 @@ const NOT_DISTRIBUTED: &[(&str, &str)] = &[
     ("hookgate_partition_cutover", "one row: where the tables from before partitioning end; on the coordinator only"),
     ("delivery_pressure", "the delivery workers' own state (how far behind each is), unlogged; on the coordinator only"),
     ("usage_flushes", "the ids of a process's usage-tally batches, which span tenants: a reference table"),
+    ("inbound_key_form", "one row: since when inbound keys are stored keyed; a reference table"),
 ];
 
 #[tokio::test]

@@ -156,7 +156,8 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
     let by = held.switch_by.expect("the cutover the previous release may write until");
     assert!(by > Utc::now() + Days::days(29), "moved a month on: {by}");
     assert!(old_publish(&client, t, a, soon.as_str(), "order-soon", "req-soon").await, "it writes again");
-    assert_eq!(migrate::pending_switches(&client).await.unwrap(), vec!["0017_partitioning_switch"]);
+    let pending = migrate::pending_switches(&client).await.unwrap();
+    assert_eq!(pending, vec!["0017_partitioning_switch", "0025_keyed_inbound_keys"]);
     migrate::run(&mut client, Switch::Apply).await.unwrap();
     assert!(migrate::pending_switches(&client).await.unwrap().is_empty());
     for (table, column, id) in [
@@ -180,6 +181,7 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
     let again = NewInbound {
         id: InboundEventId::generate(),
         key: "key-old".into(),
+        plain_key: None,
         app_id: app.clone(),
         msg_id: None,
         event_type: "invoice.paid".into(),
@@ -189,9 +191,26 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
     for key in ["key-old", "key-mid"] {
         let copy = NewInbound { key: key.into(), id: InboundEventId::generate(), ..again.clone() };
         assert!(!inbound_events::admit(&client, &tenant, &source, &copy, InboundStatus::Accepted, None).await.unwrap());
-        let first = inbound_events::duplicate(&client, &tenant, &source, key).await.unwrap().unwrap();
+        let first = inbound_events::duplicate(&client, &tenant, &source, key, None).await.unwrap().unwrap();
         assert!([&evt_old, &evt_mid].contains(&&first.id), "the first copy's event: {first:?}");
     }
+    // Keys are stored keyed from the switch on (0025 ran with it): a copy of an
+    // event admitted before, under its keyed key, is a duplicate through its plain
+    // one, and is answered with the key the event is stored under.
+    let keyed_at: Option<chrono::DateTime<Utc>> = inbound_events::keyed_at(&client).await.unwrap();
+    assert!(keyed_at.is_some_and(|at| (Utc::now() - at).num_minutes() < 5), "{keyed_at:?}");
+    let keyed = NewInbound {
+        key: "keyed-form-of-key-old".into(),
+        plain_key: Some("key-old".into()),
+        id: InboundEventId::generate(),
+        ..again.clone()
+    };
+    assert!(!inbound_events::admit(&client, &tenant, &source, &keyed, InboundStatus::Accepted, None).await.unwrap());
+    let first = inbound_events::duplicate(&client, &tenant, &source, &keyed.key, keyed.plain_key.as_deref())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((&first.id, first.key.as_str()), (&evt_old, "key-old"));
     let released = NewInbound { key: "key-released".into(), id: InboundEventId::generate(), ..again.clone() };
     assert!(inbound_events::admit(&client, &tenant, &source, &released, InboundStatus::Accepted, None).await.unwrap());
     for event_id in ["order-old", "order-mid"] {

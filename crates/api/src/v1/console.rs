@@ -8,6 +8,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{SourceId, TenantId},
+    inbound_keys::{self, DedupeKey},
     store::{attempts, delivery_views, page::PageRequest, portals, search, sources},
     AppState,
 };
@@ -40,7 +41,7 @@ async fn find(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SearchQuer
         return Err(ApiError::Validation("`q` must be at most 256 characters".into()));
     }
     let conn = db::conn(&state.db).await?;
-    let keys = inbound_keys(&**conn, &key.0, q.q.trim()).await?;
+    let keys = inbound_keys(&state, &**conn, &key.0, q.q.trim()).await?;
     let found = search::find(&**conn, &key.0, &q.q, &keys).await?;
     let mut messages = Vec::with_capacity(found.messages.len());
     for m in found.messages {
@@ -77,7 +78,7 @@ async fn find(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SearchQuer
     }
     // Copies caught by Redis are counted there, as in the source's event list.
     let inbound_keys: Vec<String> = found.inbound.iter().map(|f| f.event.key.clone()).collect();
-    let mut extra = hookgate_ingress::admit::redis_duplicates(&state.redis, &key.0, &inbound_keys).await.into_iter();
+    let mut extra = hookgate_ingress::admit::stored_duplicates(&state, &key.0, &inbound_keys).await.into_iter();
     let inbound: Vec<_> = found
         .inbound
         .into_iter()
@@ -97,6 +98,7 @@ const MAX_SOURCES: usize = 1000;
 /// key per source), and `q` itself (a stored key, as a delivery's
 /// `Idempotency-Key` shows it), each with its source.
 async fn inbound_keys(
+    state: &AppState,
     db: &impl tokio_postgres::GenericClient,
     tenant: &TenantId,
     q: &str,
@@ -110,7 +112,11 @@ async fn inbound_keys(
         for s in &found.data {
             keys.push((s.id.clone(), q.to_owned()));
             for kind in [KeyKind::Provider, KeyKind::Header, KeyKind::JsonPointer] {
-                keys.push((s.id.clone(), key::derive(tenant, &s.id, kind, q.as_bytes())));
+                // Stored keyed, or plain by an admission before keys were keyed.
+                let derived = inbound_keys::dedupe_key(state, tenant, key::derive(tenant, &s.id, kind, q.as_bytes()));
+                let DedupeKey { key, plain } = derived.await?;
+                keys.push((s.id.clone(), key));
+                keys.extend(plain.map(|p| (s.id.clone(), p)));
             }
         }
         if found.done || seen >= MAX_SOURCES {

@@ -84,7 +84,7 @@ async fn list(
     let conn = db::conn(&state.db).await?;
     let page = inbound_events::list(&**conn, &key.0, &s.id, &q.page()).await?;
     let keys: Vec<String> = page.data.iter().map(|e| e.key.clone()).collect();
-    let mut extra = hookgate_ingress::admit::redis_duplicates(&state.redis, &key.0, &keys).await.into_iter();
+    let mut extra = hookgate_ingress::admit::stored_duplicates(&state, &key.0, &keys).await.into_iter();
     Ok(HttpResponse::Ok().json(page.map(|mut e| {
         e.duplicates += extra.next().unwrap_or(0) as i32;
         out(e, false)
@@ -102,7 +102,7 @@ async fn get_one(
     let mut e =
         inbound_events::get(&**conn, &key.0, &s.id, &path.1).await?.ok_or(ApiError::NotFound("inbound event"))?;
     e.duplicates +=
-        hookgate_ingress::admit::redis_duplicates(&state.redis, &key.0, std::slice::from_ref(&e.key)).await[0] as i32;
+        hookgate_ingress::admit::stored_duplicates(&state, &key.0, std::slice::from_ref(&e.key)).await[0] as i32;
     Ok(HttpResponse::Ok().json(out(e, true)))
 }
 

@@ -23,6 +23,9 @@ pub struct BatchRow {
     pub tenant_id: TenantId,
     pub source_id: SourceId,
     pub key: String,
+    /// The key's plain form while events admitted before keys were keyed may
+    /// remain: a key stored in it is this event's too.
+    pub plain_key: Option<String>,
     pub id: InboundEventId,
     pub app_id: AppId,
     pub msg_id: MessageId,
@@ -92,16 +95,22 @@ pub async fn admit_batch(
     let col = |f: fn(&BatchRow) -> &str| order.iter().map(|&i| f(&rows[i]).to_owned()).collect::<Vec<String>>();
     let payloads: Vec<&[u8]> = order.iter().map(|&i| rows[i].payload.as_slice()).collect();
     let traces: Vec<Option<&str>> = order.iter().map(|&i| rows[i].traceparent.as_deref()).collect();
+    let plains: Vec<Option<&str>> = order.iter().map(|&i| rows[i].plain_key.as_deref()).collect();
     // The message's eventId is the inbound event's id (unique per admission, so a
     // key admitted again after its window gets a new message); its Idempotency-Key
     // is the inbound key, the same on every admission of the provider's event.
     let statement = db.prepare_cached(&format!(
                 "WITH input AS (
                 SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                    $7::text[], $8::text[], $9::bytea[], $10::text[]) WITH ORDINALITY AS u(s, k, i, a, m, e, c, p, tp, n)
+                    $7::text[], $8::text[], $9::bytea[], $10::text[], $11::text[])
+                    WITH ORDINALITY AS u(s, k, i, a, m, e, c, p, tp, pk, n)
              ), won AS (
                 INSERT INTO inbound_keys (tenant_id, source_id, key, event_id)
-                SELECT $1, s, k, i FROM input ORDER BY n
+                SELECT $1, s, k, i FROM input
+                -- Keys are only ever written keyed now: a plain one found here was
+                -- committed before the switch and stays.
+                WHERE NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = s AND o.key = pk)
+                ORDER BY n
                 ON CONFLICT (tenant_id, source_id, key) DO NOTHING
                 RETURNING event_id
              ), ins AS (
@@ -129,6 +138,7 @@ pub async fn admit_batch(
                 &col(|r| &r.content_type),
                 &payloads,
                 &traces,
+                &plains,
             ],
         )
         .await?;
@@ -168,37 +178,37 @@ pub async fn duplicates_batch(
         return Ok(Vec::new());
     }
     let col = |f: fn(&BatchRow) -> &str| rows.iter().map(|r| f(r).to_owned()).collect::<Vec<String>>();
+    let plains: Vec<Option<&str>> = rows.iter().map(|r| r.plain_key.as_deref()).collect();
+    // Found by the key in either form; answered by the keyed one the row asked with.
     let sql = format!(
         "WITH dup AS (
             UPDATE inbound_events e SET duplicates = e.duplicates + u.n
-            FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n, k.received_at
-                  FROM (SELECT s, k, count(*)::int AS n FROM unnest($2::text[], $3::text[]) AS x(s, k)
-                        GROUP BY s, k) AS x
-                  JOIN inbound_keys k ON k.tenant_id = $1 AND k.source_id = x.s AND k.key = x.k) AS u
+            FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n, k.received_at, x.k AS asked, k.key
+                  FROM (SELECT s, k, pk, count(*)::int AS n FROM unnest($2::text[], $3::text[], $4::text[]) AS x(s, k, pk)
+                        GROUP BY s, k, pk) AS x
+                  JOIN inbound_keys k ON k.tenant_id = $1 AND k.source_id = x.s AND k.key = ANY(ARRAY[x.k, x.pk])) AS u
             WHERE e.tenant_id = $1 AND e.source_id = u.source_id AND e.id = u.event_id
-            RETURNING e.tenant_id, e.source_id, e.key, e.id, e.status, COALESCE(e.lease_until < now(), false) AS x, u.n,
-                GREATEST(EXTRACT(EPOCH FROM now() - u.received_at), 0)::bigint AS age
+            RETURNING e.tenant_id, e.source_id, u.asked, e.id, e.status, COALESCE(e.lease_until < now(), false) AS x, u.n,
+                GREATEST(EXTRACT(EPOCH FROM now() - u.received_at), 0)::bigint AS age, u.key
          ), {}
-         SELECT tenant_id, source_id, key, id, status, x, age FROM dup",
+         SELECT source_id, asked, id, status, x, age, key FROM dup",
         usage::bump("usage", "dup", &[(Counter::InboundDuplicates, "sum(n)")])
     );
-    let found = db.query(&sql, &[&tenant.as_str(), &col(|r| r.source_id.as_str()), &col(|r| &r.key)]).await?;
-    let found: std::collections::HashMap<(String, String, String), Existing> = found
+    let found = db.query(&sql, &[&tenant.as_str(), &col(|r| r.source_id.as_str()), &col(|r| &r.key), &plains]).await?;
+    let found: std::collections::HashMap<(String, String), Existing> = found
         .iter()
         .map(|r| {
             let existing = Existing {
-                id: InboundEventId::from_db(r.get(3)),
-                status: InboundStatus::from_db(r.get(4)),
-                lease_expired: r.get(5),
-                age_secs: r.get(6),
+                id: InboundEventId::from_db(r.get(2)),
+                key: r.get(6),
+                status: InboundStatus::from_db(r.get(3)),
+                lease_expired: r.get(4),
+                age_secs: r.get(5),
             };
-            ((r.get(0), r.get(1), r.get(2)), existing)
+            ((r.get(0), r.get(1)), existing)
         })
         .collect();
-    Ok(rows
-        .iter()
-        .map(|r| found.get(&(r.tenant_id.to_string(), r.source_id.to_string(), r.key.clone())).cloned())
-        .collect())
+    Ok(rows.iter().map(|r| found.get(&(r.source_id.to_string(), r.key.clone())).cloned()).collect())
 }
 
 /// Async admission of a key whose row a sync-mode request left `processing` and
@@ -213,7 +223,7 @@ pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<
                     UPDATE inbound_events e SET status = 'accepted', msg_id = $4, app_id = $5, event_type = $6,
                         content_type = $7, payload = $8, traceparent = $9, lease_until = NULL, lease_token = NULL
                     FROM inbound_keys k
-                    WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+                    WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = ANY(ARRAY[$3, $10])
                       AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
                       AND e.status = 'processing' AND e.lease_until < now()
                     RETURNING e.id, e.tenant_id, e.app_id, e.msg_id, e.key, e.event_type, e.content_type, e.payload,
@@ -232,6 +242,7 @@ pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<
                 &row.content_type,
                 &row.payload,
                 &row.traceparent,
+                &row.plain_key,
             ],
         )
         .await?;

@@ -42,6 +42,9 @@ pub struct InboundEvent {
 pub struct NewInbound {
     pub id: InboundEventId,
     pub key: String,
+    /// The key's plain form, while events admitted before keys were keyed may
+    /// remain (see `inbound_keys.rs`): a key stored in it is this event's too.
+    pub plain_key: Option<String>,
     pub app_id: AppId,
     pub msg_id: Option<MessageId>,
     pub event_type: String,
@@ -53,6 +56,9 @@ pub struct NewInbound {
 #[derive(Debug, Clone)]
 pub struct Existing {
     pub id: InboundEventId,
+    /// The key it is stored under: the keyed form, or for an event admitted
+    /// before keys were keyed, the plain one.
+    pub key: String,
     pub status: InboundStatus,
     /// A `processing` row whose lease ran out: its holder is presumed dead.
     pub lease_expired: bool,
@@ -102,8 +108,14 @@ pub(super) fn accepted_usage(from: &str) -> String {
     )
 }
 
-/// The dedupe decision: inserts the event with `status` unless its key exists.
-/// `lease` is set for `processing` rows. Returns whether this call inserted it.
+/// Since when inbound keys are stored keyed (`None`: never stored plain).
+pub async fn keyed_at(db: &impl GenericClient) -> Result<Option<DateTime<Utc>>, StoreError> {
+    Ok(db.query_one("SELECT keyed_at FROM inbound_key_form", &[]).await?.get(0))
+}
+
+/// The dedupe decision: inserts the event with `status` unless its key exists
+/// (in either form). `lease` is set for `processing` rows. Returns whether this
+/// call inserted it.
 pub async fn admit(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -116,7 +128,11 @@ pub async fn admit(
     let token = lease.map(|l| l.token);
     let sql = format!(
         "WITH won AS (
-            INSERT INTO inbound_keys (tenant_id, source_id, key, event_id) VALUES ($1, $2, $3, $4)
+            INSERT INTO inbound_keys (tenant_id, source_id, key, event_id)
+            SELECT $1, $2, $3, $4
+            -- Keys are only ever written keyed now (every plain key was written
+            -- before the switch): a plain one found here is committed and stays.
+            WHERE NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = $2 AND o.key = $13)
             ON CONFLICT (tenant_id, source_id, key) DO NOTHING
             RETURNING event_id
          ), ins AS (
@@ -145,6 +161,7 @@ pub async fn admit(
                 &e.payload,
                 &lease_secs,
                 &token,
+                &e.plain_key,
             ],
         )
         .await?
@@ -152,29 +169,32 @@ pub async fn admit(
     Ok(n == 1)
 }
 
-/// Counts a duplicate and reports what the first copy left; `None` if the row was
-/// released (a failed sync attempt) since the insert lost.
+/// Counts a duplicate and reports what the first copy left, found by its key in
+/// either form; `None` if the row was released (a failed sync attempt) since the
+/// insert lost. Calls that follow go by the key it is stored under (`Existing::key`).
 pub async fn duplicate(
     db: &impl GenericClient,
     tenant: &TenantId,
     source: &SourceId,
     key: &str,
+    plain: Option<&str>,
 ) -> Result<Option<Existing>, StoreError> {
     let sql = format!(
         "WITH dup AS (
             UPDATE inbound_events e SET duplicates = e.duplicates + 1
             FROM inbound_keys k
-            WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = $3
+            WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = ANY(ARRAY[$3, $4])
               AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
             RETURNING e.tenant_id, e.id, e.status, COALESCE(e.lease_until < now(), false) AS expired,
-                GREATEST(EXTRACT(EPOCH FROM now() - k.received_at), 0)::bigint AS age
+                GREATEST(EXTRACT(EPOCH FROM now() - k.received_at), 0)::bigint AS age, k.key
          ), {}
-         SELECT id, status, expired, age FROM dup",
+         SELECT id, status, expired, age, key FROM dup",
         usage::bump("usage", "dup", &[(Counter::InboundDuplicates, "count(*)")])
     );
-    let row = db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &key]).await?;
+    let row = db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &key, &plain]).await?;
     Ok(row.map(|r| Existing {
         id: InboundEventId::from_db(r.get(0)),
+        key: r.get(4),
         status: InboundStatus::from_db(r.get(1)),
         lease_expired: r.get(2),
         age_secs: r.get(3),
