@@ -10,7 +10,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::SourceId,
-    inbound_keys::{self, DedupeKey},
+    inbound_keys,
     source::{KeySpec, Mode},
     store::{sources, StoreError},
     AppState,
@@ -286,9 +286,8 @@ async fn handle(
         // Idempotency disabled: every request is its own event.
         None => key::derive(&source.tenant_id, &source.id, KeyKind::Body, ulid::Ulid::new().to_string().as_bytes()),
     };
-    // Stored keyed per tenant; the plain form is looked for while keys stored
-    // before the switch to keyed keys may remain.
-    let DedupeKey { key, plain: plain_key } = inbound_keys::dedupe_key(state, &source.tenant_id, plain).await?;
+    // Stored keyed per tenant (Redis knows only that form).
+    let key = state.inbound_keys.keyed(&source.tenant_id, &plain);
     let retention_days = source.retention(state.config.retention_inbound_days);
     if !matches!(source.idempotency, KeySpec::Disabled(_)) {
         let seen =
@@ -298,6 +297,9 @@ async fn handle(
             return Ok(Outcome::Admitted(Admitted::Duplicate(Some(id), Layer::Redis), key));
         }
     }
+    // The plain form is looked for in Postgres while keys stored before the switch
+    // to keyed keys may remain (when that was is read once per process).
+    let plain_key = inbound_keys::plain_form(state, plain).await?;
     // Over the tenant's inbound rate: 429, and the provider retries later. Only
     // authentic, new events count against it (a forger cannot spend a tenant's
     // quota, a duplicate Redis knows costs nothing).

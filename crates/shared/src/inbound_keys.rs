@@ -9,9 +9,11 @@ use tokio::sync::OnceCell;
 
 use crate::{crypto::InboundKeyer, db, ids::TenantId, store::StoreError, AppState};
 
-/// The longest dedupe window a source can have: a plain key stored before the
-/// switch is pruned within it, so looking for plain keys stops after it.
-pub const LONGEST_WINDOW_DAYS: i64 = 90;
+/// How long after the switch plain keys are looked for: the longest dedupe window
+/// a source can have (90 days; a plain key stored before the switch is pruned
+/// within it) and a day's margin, since the switch's time is Postgres's clock and
+/// the comparison this process's.
+pub const PLAIN_LOOKUP_DAYS: i64 = 91;
 
 /// One event's key as admission uses it: `key` is what a new admission stores;
 /// `plain` is the form an admission before the switch stored the same event
@@ -44,7 +46,7 @@ impl InboundKeys {
     /// Whether plain keys may still be stored at `now`, given when keying began
     /// (`None`: keys were never stored plain).
     fn plain_may_remain(keyed_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
-        keyed_at.is_some_and(|at| now < at + Duration::days(LONGEST_WINDOW_DAYS))
+        keyed_at.is_some_and(|at| now < at + Duration::days(PLAIN_LOOKUP_DAYS))
     }
 }
 
@@ -61,12 +63,17 @@ async fn keyed_at(state: &AppState) -> Result<Option<DateTime<Utc>>, StoreError>
     .copied()
 }
 
+/// The plain digest, while keys stored before the switch may be in that form
+/// (`None` after, and on an installation that never stored one).
+pub async fn plain_form(state: &AppState, plain: String) -> Result<Option<String>, StoreError> {
+    Ok(InboundKeys::plain_may_remain(keyed_at(state).await?, Utc::now()).then_some(plain))
+}
+
 /// The key an event with this plain digest is admitted under, with its plain
 /// form while keys from before the switch may remain.
 pub async fn dedupe_key(state: &AppState, tenant: &TenantId, plain: String) -> Result<DedupeKey, StoreError> {
     let key = state.inbound_keys.keyed(tenant, &plain);
-    let plain = InboundKeys::plain_may_remain(keyed_at(state).await?, Utc::now()).then_some(plain);
-    Ok(DedupeKey { key, plain })
+    Ok(DedupeKey { key, plain: plain_form(state, plain).await? })
 }
 
 /// The keyed forms of stored keys that may be plain (the same key where it may
@@ -87,7 +94,7 @@ mod tests {
     fn plain_keys_are_looked_for_only_within_the_longest_window_after_the_switch() {
         let at = Utc::now() - Duration::days(10);
         assert!(InboundKeys::plain_may_remain(Some(at), Utc::now()));
-        assert!(!InboundKeys::plain_may_remain(Some(at), at + Duration::days(LONGEST_WINDOW_DAYS)));
+        assert!(!InboundKeys::plain_may_remain(Some(at), at + Duration::days(PLAIN_LOOKUP_DAYS)));
         // A new installation never stored a plain key.
         assert!(!InboundKeys::plain_may_remain(None, Utc::now()));
     }

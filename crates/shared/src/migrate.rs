@@ -47,6 +47,10 @@ pub const NO_TRANSACTION: &str = "-- hookgate:no-transaction";
 /// through.
 pub const SWITCH: &str = "-- hookgate:switch";
 
+/// The partitioning switch: while a run holds before it, the previous release
+/// writes below a cutover that each holding run moves on ([`extend_cutover`]).
+const PARTITIONING_SWITCH: &str = "0017_partitioning_switch";
+
 /// Whether a run may apply a pending switch migration on a database in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Switch {
@@ -126,7 +130,10 @@ async fn apply_pending(client: &mut Client, last: Option<&str>, switch: Switch) 
         let checksum = hex::encode(Sha256::digest(sql.as_bytes()));
         if !done.contains_key(*version) && sql.starts_with(SWITCH) && switch == Switch::Hold && in_use {
             outcome.stopped_at = Some(version);
-            outcome.switch_by = extend_cutover(client).await?;
+            // Only the partitioning switch has a cutover the previous release writes below.
+            if *version == PARTITIONING_SWITCH {
+                outcome.switch_by = extend_cutover(client).await?;
+            }
             return Ok(outcome);
         }
         match done.get(*version) {

@@ -105,7 +105,11 @@ async fn a_newer_tenants_message_is_delivered_within_a_second_behind_5000_endpoi
     }
     eprintln!("newer tenant, behind {waiting} endpoints in backoff: {took:?}");
     assert!(took.iter().all(|t| *t < Duration::from_secs(1)), "each within a second: {took:?}");
-    assert_eq!(failing.received().len(), waiting as usize, "the older tenants' endpoints were not tried again");
+    // Not tried again: every older delivery still has its one attempt (the sink may
+    // have missed one whose connection failed under the load, never seen more).
+    let again = app.db.client().await.query_one("SELECT count(*) FROM deliveries WHERE attempts > 1", &[]).await;
+    assert_eq!(again.unwrap().get::<_, i64>(0), 0, "the older tenants' endpoints were not tried again");
+    assert!(failing.received().len() <= waiting as usize, "the older tenants' endpoints were not tried again");
 }
 
 #[tokio::test]

@@ -48,7 +48,9 @@ async fn as_stored_before_the_switch(app: &TestApp, event: &str, plain: &str) {
     db.batch_execute("UPDATE inbound_key_form SET keyed_at = now()").await.unwrap();
     for table in ["inbound_keys", "inbound_events"] {
         let id = if table == "inbound_keys" { "event_id" } else { "id" };
-        let n = db.execute(&format!("UPDATE {table} SET key = $2 WHERE {id} = $1"), &[&event, &plain]).await.unwrap();
+        let keyed = if table == "inbound_keys" { ", keyed = false" } else { "" };
+        let sql = format!("UPDATE {table} SET key = $2{keyed} WHERE {id} = $1");
+        let n = db.execute(&sql, &[&event, &plain]).await.unwrap();
         assert_eq!(n, 1, "{table}");
     }
 }
@@ -119,7 +121,7 @@ async fn a_sync_event_left_in_flight_under_its_plain_key_is_taken_over_and_sent_
     db.batch_execute("UPDATE inbound_key_form SET keyed_at = now()").await.unwrap();
     let id = hookgate_shared::ids::InboundEventId::generate();
     db.execute(
-        "WITH k AS (INSERT INTO inbound_keys (tenant_id, source_id, key, event_id) VALUES ($1, $2, $3, $5))
+        "WITH k AS (INSERT INTO inbound_keys (tenant_id, source_id, key, event_id, keyed) VALUES ($1, $2, $3, $5, false))
          INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, event_type, content_type,
             payload, lease_until, lease_token)
          VALUES ($1, $2, $3, $5, 'processing', $4, 'invoice.paid',

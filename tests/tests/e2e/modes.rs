@@ -56,7 +56,7 @@ async fn an_event_abandoned_mid_forward_in_sync_mode_is_admitted_after_a_switch_
     let db = app.db.client().await;
     let id = hookgate_shared::ids::InboundEventId::generate();
     db.execute(
-        "WITH k AS (INSERT INTO inbound_keys (tenant_id, source_id, key, event_id) VALUES ($1, $2, $3, $5))
+        "WITH k AS (INSERT INTO inbound_keys (tenant_id, source_id, key, event_id, keyed) VALUES ($1, $2, $3, $5, true))
          INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, event_type, content_type,
             payload, lease_until, lease_token)
          VALUES ($1, $2, $3, $5, 'processing', $4, 'invoice.paid',

@@ -241,3 +241,40 @@ async fn the_switch_to_partitions_keeps_every_row_and_decision_even_those_writte
     let triggers = count(&client, "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'hookgate_mirror%'").await;
     assert_eq!(triggers, 0);
 }
+
+#[tokio::test]
+async fn holding_before_the_keyed_keys_switch_leaves_the_partitioned_tables_alone_and_old_key_inserts_fail_after_it() {
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    // A database that went through the partitioning switch a while ago: its
+    // cutover (which 0017 keeps) is long past.
+    migrate::run_until(&mut client, Some("0024"), Switch::Hold).await.unwrap();
+    client.batch_execute("UPDATE hookgate_partition_cutover SET below = now() - interval '40 days'").await.unwrap();
+    let (tenant, app, source) = (TenantId::generate(), AppId::generate(), SourceId::generate());
+    let (t, a, s) = (tenant.as_str(), app.as_str(), source.as_str());
+    client.execute("INSERT INTO tenants (id, name) VALUES ($1, 'acme')", &[&t]).await.unwrap();
+    client.execute("INSERT INTO applications (tenant_id, id, name) VALUES ($1, $2, 'shop')", &[&t, &a]).await.unwrap();
+    let new_source =
+        "INSERT INTO sources (tenant_id, id, name, provider, app_id) VALUES ($1, $2, 'stripe', 'stripe', $3)";
+    client.execute(new_source, &[&t, &s, &a]).await.unwrap();
+    let old_key = "INSERT INTO inbound_keys (tenant_id, source_id, key, event_id) VALUES ($1, $2, $3, $4)";
+    client.execute(old_key, &[&t, &s, &"plain-before", &InboundEventId::generate().as_str()]).await.unwrap();
+
+    let held = migrate::run(&mut client, Switch::Hold).await.unwrap();
+    assert_eq!((held.stopped_at, held.switch_by), (Some("0025_keyed_inbound_keys"), None));
+    let checks = count(&client, "SELECT count(*) FROM pg_constraint WHERE conname LIKE '%below_cutover'").await;
+    assert_eq!(checks, 0, "no cutover check was made on the partitioned tables");
+    let stale = count(&client, "SELECT count(*) FROM hookgate_partition_cutover WHERE below < now()").await;
+    assert_eq!(stale, 1, "the cutover was not moved");
+
+    migrate::run(&mut client, Switch::Apply).await.unwrap();
+    let keyed_at = inbound_events::keyed_at(&client).await.unwrap();
+    assert!(keyed_at.is_some(), "a database that held keys records when keying began");
+    let plain: bool =
+        client.query_one("SELECT keyed FROM inbound_keys WHERE key = 'plain-before'", &[]).await.unwrap().get(0);
+    assert!(!plain, "a key stored before the switch is marked plain");
+    // The previous release's insert names no form: refused, never a plain key beside keyed ones.
+    let err = client.execute(old_key, &[&t, &s, &"plain-after", &InboundEventId::generate().as_str()]).await;
+    let err = err.expect_err("an insert of the previous release fails after the switch");
+    assert_eq!(err.code(), Some(&tokio_postgres::error::SqlState::NOT_NULL_VIOLATION), "{err}");
+}

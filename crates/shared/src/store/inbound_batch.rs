@@ -105,8 +105,8 @@ pub async fn admit_batch(
                     $7::text[], $8::text[], $9::bytea[], $10::text[], $11::text[])
                     WITH ORDINALITY AS u(s, k, i, a, m, e, c, p, tp, pk, n)
              ), won AS (
-                INSERT INTO inbound_keys (tenant_id, source_id, key, event_id)
-                SELECT $1, s, k, i FROM input
+                INSERT INTO inbound_keys (tenant_id, source_id, key, event_id, keyed)
+                SELECT $1, s, k, i, true FROM input
                 -- Keys are only ever written keyed now: a plain one found here was
                 -- committed before the switch and stays.
                 WHERE NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = s AND o.key = pk)

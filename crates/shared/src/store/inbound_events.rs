@@ -128,8 +128,8 @@ pub async fn admit(
     let token = lease.map(|l| l.token);
     let sql = format!(
         "WITH won AS (
-            INSERT INTO inbound_keys (tenant_id, source_id, key, event_id)
-            SELECT $1, $2, $3, $4
+            INSERT INTO inbound_keys (tenant_id, source_id, key, event_id, keyed)
+            SELECT $1, $2, $3, $4, true
             -- Keys are only ever written keyed now (every plain key was written
             -- before the switch): a plain one found here is committed and stays.
             WHERE NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = $2 AND o.key = $13)
