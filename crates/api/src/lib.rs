@@ -14,6 +14,7 @@ mod admin_views;
 mod auth;
 mod deadline;
 mod idempotency;
+mod ingest;
 mod patch;
 pub mod path;
 mod principal;
@@ -30,8 +31,9 @@ use serde::Deserialize;
 pub use patch::Maybe;
 pub use principal::{portal_access, FeatureFlags, KeyAuth, Operator, PortalAccess, Principal, TenantAuth};
 
-/// Registers `/admin/v1` (the operator's token) and `/api/v1` (a tenant's key or
-/// an app-portal token), each behind its authentication and `Idempotency-Key`.
+/// Registers `/admin/v1` (the operator's token), `/api/v1` (a tenant's key or an
+/// app-portal token) and `/ingest/api/v1` (a tenant's key), each behind its
+/// authentication and `Idempotency-Key`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     ui::configure(cfg);
     cfg.service(
@@ -53,6 +55,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .wrap(from_fn(quota::limit_api))
             .wrap(from_fn(auth::require_tenant))
             .configure(v1::configure),
+    );
+    cfg.service(
+        web::scope("/ingest/api/v1")
+            .wrap(from_fn(text::reject_nul))
+            .wrap(from_fn(deadline::deadline))
+            .wrap(from_fn(idempotency::idempotency))
+            .wrap(from_fn(quota::limit_api))
+            .wrap(from_fn(auth::require_tenant))
+            .configure(ingest::configure),
     );
 }
 

@@ -26,5 +26,5 @@ use actix_web::web;
 
 /// Registers `POST /in/{source_id}`; it takes no credential but the signature.
 pub fn configure_receive(cfg: &mut web::ServiceConfig) {
-    cfg.service(receive::receive);
+    cfg.service(receive::receive).service(receive::receive_ingest);
 }

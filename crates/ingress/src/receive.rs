@@ -1,4 +1,4 @@
-//! `POST /in/{source_id}`: the provider-facing door. Bad input is answered as the
+//! `POST /in/{source_id}` (and an ingest source's `/in/{source_id}/{token}`): the provider-facing door. Bad input is answered as the
 //! table in `docs/guarantees.md` says, and nothing is stored for it.
 
 use std::time::Instant;
@@ -107,23 +107,78 @@ async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, R
     Ok(body)
 }
 
-#[post("/in/{source_id}")]
-#[allow(clippy::too_many_arguments)] // actix extractors, one per shared service
-pub async fn receive(
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
+/// The services the door uses, as actix hands them to a route.
+pub struct Door {
     state: web::Data<AppState>,
     metrics: web::Data<IngressMetrics>,
     forwarder: web::Data<Forwarder>,
     group: web::Data<GroupCommit>,
     alerts: web::Data<Alerts>,
     certs: web::Data<verify::Certificates>,
+}
+
+impl actix_web::FromRequest for Door {
+    type Error = actix_web::Error;
+    type Future = std::future::Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let data = || {
+            Ok::<_, actix_web::Error>(Door {
+                state: data(req)?,
+                metrics: data(req)?,
+                forwarder: data(req)?,
+                group: data(req)?,
+                alerts: data(req)?,
+                certs: data(req)?,
+            })
+        };
+        std::future::ready(data())
+    }
+}
+
+fn data<T: 'static>(req: &HttpRequest) -> Result<web::Data<T>, actix_web::Error> {
+    req.app_data::<web::Data<T>>()
+        .cloned()
+        .ok_or_else(|| actix_web::error::ErrorInternalServerError("a service of the ingress is not configured"))
+}
+
+/// A source's door: `/in/{source_id}`. An ingest source has no such door (its
+/// URL carries a token): 404, as for a source that does not exist.
+#[post("/in/{source_id}")]
+pub async fn receive(
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+    door: Door,
 ) -> Result<HttpResponse, ApiError> {
+    receive_at(req, &path, None, payload, door).await
+}
+
+/// An ingest source's door: `/in/{source_id}/{token}` (its `ingestUrl`). A wrong
+/// token, or a token on a source that is not an ingest source, answers 404.
+#[post("/in/{source_id}/{token}")]
+pub async fn receive_ingest(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+    door: Door,
+) -> Result<HttpResponse, ApiError> {
+    let (source, token) = path.into_inner();
+    receive_at(req, &source, Some(&token), payload, door).await
+}
+
+async fn receive_at(
+    req: HttpRequest,
+    path: &str,
+    token: Option<&str>,
+    payload: web::Payload,
+    door: Door,
+) -> Result<HttpResponse, ApiError> {
+    let Door { state, metrics, forwarder, group, alerts, certs } = door;
     let started = Instant::now();
     // Parsed at the edge: a malformed id names no source, and reaches neither the
     // cache nor Postgres.
-    let Ok(source_id) = SourceId::parse(&path) else { return Err(ApiError::NotFound("source")) };
+    let Ok(source_id) = SourceId::parse(path) else { return Err(ApiError::NotFound("source")) };
     let source = match state.caches.sources.get(&source_id) {
         Some(cached) => Ok(cached),
         None => {
@@ -145,8 +200,9 @@ pub async fn receive(
         }
     };
     let source = match source {
-        Ok(Some(s)) => s,
-        Ok(None) => return Err(ApiError::NotFound("source")),
+        // A door opens with the token of an ingest source, and without one otherwise.
+        Ok(Some(s)) if opens(&state, &s, token) => s,
+        Ok(_) => return Err(ApiError::NotFound("source")),
         Err(e) => {
             // The source is unknown while Postgres is: no tenant or source label.
             let refusal = Refusal::from(e);
@@ -219,6 +275,15 @@ pub async fn receive(
     }
 }
 
+/// Whether a request with `token` (from its path) may reach this source.
+fn opens(state: &AppState, source: &sources::Source, token: Option<&str>) -> bool {
+    match (&source.ingest, token) {
+        (None, None) => true,
+        (Some(_), Some(t)) => secrets::token_accepted(state, source, t),
+        _ => false,
+    }
+}
+
 /// The shared services a request uses.
 struct Services<'a> {
     state: &'a AppState,
@@ -238,9 +303,11 @@ enum Outcome {
 /// has no query), else the URL Hookgate shows for the source, with the query the
 /// request came with (the provider's own, such as Twilio's `bodySHA256`).
 fn signed_url(req: &HttpRequest, state: &AppState, source: &sources::Source) -> String {
-    let base = match &source.public_url {
-        Some(url) => url.clone(),
-        None => hookgate_shared::http::source_url(req, &state.config, &source.id),
+    let base = match (&source.public_url, &source.ingest) {
+        (Some(url), _) => url.clone(),
+        // An ingest source's URL is its `ingestUrl`, token and all: the path requested.
+        (None, Some(_)) => format!("{}{}", hookgate_shared::http::public_base(req, &state.config), req.path()),
+        (None, None) => hookgate_shared::http::source_url(req, &state.config, &source.id),
     };
     match req.query_string() {
         "" => base,

@@ -1,4 +1,4 @@
-//! Source secrets at rest: sealed with the tenant's key and bound to their
+//! Source secrets and ingest tokens at rest: sealed with the tenant's key and bound to their
 //! source, opened only to verify a request or to show the secret to its tenant.
 
 use base64::{engine::general_purpose::STANDARD, Engine};
@@ -93,4 +93,39 @@ pub fn check(provider: &Provider, secret: &str) -> Result<String, String> {
             Ok(secret.to_owned())
         }
     }
+}
+
+/// The token of an ingest source's `ingestUrl`: 192 random bits, in hex.
+pub fn new_ingest_token() -> String {
+    hookgate_shared::crypto::random_hex(24)
+}
+
+fn token_purpose(id: &SourceId) -> String {
+    format!("ingest-token:{id}")
+}
+
+/// An ingest token sealed for storage (the `ingestUrl` is shown again).
+pub fn seal_token(state: &AppState, tenant: &TenantId, id: &SourceId, token: &str) -> Vec<u8> {
+    state.config.master_key.tenant_key(tenant).seal(&token_purpose(id), token.as_bytes())
+}
+
+/// The current token of an ingest source, opened.
+pub fn open_token(state: &AppState, s: &Source) -> Result<Option<String>, String> {
+    let Some(ingest) = &s.ingest else { return Ok(None) };
+    let key = state.config.master_key.tenant_key(&s.tenant_id);
+    let plain = key.open(&token_purpose(&s.id), &ingest.token).map_err(|e| format!("ingest token: {e}"))?;
+    String::from_utf8(plain).map(Some).map_err(|_| "ingest token: not UTF-8".to_owned())
+}
+
+/// Whether `presented` opens this ingest source: its current token, or one rotated
+/// out and still within its grace. Compared by hash (peppered), in constant time.
+pub fn token_accepted(state: &AppState, s: &Source, presented: &str) -> bool {
+    let Some(ingest) = &s.ingest else { return false };
+    let hash = state.api_keys.hash(presented);
+    let now = chrono::Utc::now();
+    hookgate_shared::crypto::secrets_equal(&hash, &ingest.token_hash)
+        || ingest.old_tokens.iter().any(|old| {
+            old.until > now
+                && hookgate_shared::crypto::secrets_equal(hex::encode(&hash).as_bytes(), old.hash.as_bytes())
+        })
 }

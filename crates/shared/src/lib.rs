@@ -19,6 +19,7 @@ pub mod gate;
 pub mod http;
 pub mod ids;
 pub mod inbound_keys;
+pub mod ingest;
 pub mod limits;
 pub mod metrics;
 pub mod migrate;

@@ -33,22 +33,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct EndpointIn {
     pub(crate) url: String,
-    uid: Option<String>,
+    pub(crate) uid: Option<String>,
     #[serde(default)]
-    description: String,
+    pub(crate) description: String,
     #[serde(default)]
-    disabled: bool,
+    pub(crate) disabled: bool,
     #[serde(alias = "filterTypes")]
-    event_types: Option<Vec<String>>,
-    channels: Option<Vec<String>>,
+    pub(crate) event_types: Option<Vec<String>>,
+    pub(crate) channels: Option<Vec<String>>,
     #[serde(alias = "rateLimit")]
-    throttle_rate: Option<i64>,
+    pub(crate) throttle_rate: Option<i64>,
     #[serde(default)]
-    metadata: HashMap<String, String>,
+    pub(crate) metadata: HashMap<String, String>,
     pub(crate) secret: Option<String>,
     /// Svix accepts a version number; it is stored but has no effect.
     #[allow(dead_code)]
-    version: Option<i64>,
+    pub(crate) version: Option<i64>,
 }
 
 #[derive(Deserialize)]

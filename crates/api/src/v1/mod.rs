@@ -9,8 +9,8 @@ pub(crate) mod applications;
 mod attempts;
 mod console;
 mod endpoint_activity;
-mod endpoint_extras;
-mod endpoints;
+pub(crate) mod endpoint_extras;
+pub(crate) mod endpoints;
 mod event_types;
 mod inbound_events;
 mod messages;
@@ -19,7 +19,7 @@ mod portal;
 mod portal_settings;
 mod sources;
 pub(crate) mod usage;
-mod validate;
+pub(crate) mod validate;
 
 use actix_web::web;
 

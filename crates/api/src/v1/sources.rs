@@ -102,8 +102,14 @@ struct SourceOut {
 
 fn out(req: &HttpRequest, state: &AppState, s: Source) -> SourceOut {
     let retention = s.retention(state.config.retention_inbound_days);
+    let mut url = hookgate_shared::http::source_url(req, &state.config, &s.id);
+    // An ingest source's door is its `ingestUrl` (the token opened here; a
+    // token that cannot be opened leaves the plain door, which answers 404).
+    if let Ok(Some(token)) = secrets::open_token(state, &s) {
+        url = format!("{url}/{token}");
+    }
     SourceOut {
-        url: hookgate_shared::http::source_url(req, &state.config, &s.id),
+        url,
         id: s.id.to_string(),
         name: s.name,
         provider: s.provider.name().to_owned(),
@@ -252,6 +258,11 @@ async fn patch_one(
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let s = sources::get_for_update(&*tx, &key.0, &id).await?.ok_or(ApiError::NotFound("source"))?;
+    if s.ingest.is_some() && p.app_id.as_ref().is_some_and(|a| *a != s.app_id.to_string()) {
+        return Err(ApiError::Validation(
+            "`appId`: an ingest source's endpoints are its own application's; it cannot move".into(),
+        ));
+    }
     let merged = SourceIn {
         name: p.name.unwrap_or(s.name),
         provider: s.provider.name().to_owned(),

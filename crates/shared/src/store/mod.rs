@@ -35,6 +35,7 @@ pub mod health;
 pub mod idempotency;
 pub mod inbound_batch;
 pub mod inbound_events;
+pub mod ingest_sources;
 pub mod messages;
 pub mod notify;
 pub mod operational;

@@ -38,6 +38,31 @@ pub struct Source {
     pub disabled: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Set on an ingest source (the Svix Ingest view, `store::ingest_sources`).
+    pub ingest: Option<IngestFacet>,
+}
+
+/// What an ingest source has besides a source's fields.
+#[derive(Debug, Clone)]
+pub struct IngestFacet {
+    /// The type, as the SDK names it.
+    pub type_name: String,
+    pub uid: Option<String>,
+    pub metadata: Value,
+    /// The current token of its `ingestUrl`, sealed with the tenant's key.
+    pub token: Vec<u8>,
+    /// The current token's hash (`ApiKeyHasher`), which a request's is compared with.
+    pub token_hash: Vec<u8>,
+    /// Tokens rotated out, each accepted until its time.
+    pub old_tokens: Vec<OldToken>,
+}
+
+/// A token rotated out: its hash, and until when it is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OldToken {
+    /// The token's hash, in hex.
+    pub hash: String,
+    pub until: DateTime<Utc>,
 }
 
 /// The writable fields of a source (the secret is set apart).
@@ -57,11 +82,12 @@ pub struct SourceFields {
 }
 
 const COLUMNS: &str = "tenant_id, id, name, provider, secret, old_secret, old_secret_until, verify, idempotency,
-    mode, app_id, event_type_path, retention_days, disabled, created_at, updated_at";
+    mode, app_id, event_type_path, retention_days, disabled, created_at, updated_at, ingest_type, uid, metadata,
+    ingest_token, ingest_token_hash, ingest_old_tokens";
 
 /// The select list: the columns of `sources` as `table` names it, and the tenant's
 /// inbound retention.
-fn columns(table: &str) -> String {
+pub(super) fn columns(table: &str) -> String {
     let cols = COLUMNS.split(',').map(|c| format!("{table}.{}", c.trim())).collect::<Vec<_>>().join(", ");
     format!("{cols}, (SELECT ti.inbound_days FROM tenants ti WHERE ti.id = {table}.tenant_id)")
 }
@@ -75,7 +101,7 @@ impl Source {
 }
 
 /// Parses a stored row; the API validated every value before it was written.
-fn from_row(r: &Row) -> Result<Source, StoreError> {
+pub(super) fn from_row(r: &Row) -> Result<Source, StoreError> {
     let id = SourceId::from_db(r.get(1));
     let corrupt = |e: String| StoreError::Corrupt(format!("source {id}: {e}"));
     let verify: Value = r.get(7);
@@ -101,16 +127,34 @@ fn from_row(r: &Row) -> Result<Source, StoreError> {
         app_id: AppId::from_db(r.get(10)),
         event_type_path: r.get(11),
         retention_days: r.get(12),
-        tenant_inbound_days: r.get(16),
+        tenant_inbound_days: r.get(22),
         disabled: r.get(13),
         created_at: r.get(14),
         updated_at: r.get(15),
+        ingest: ingest_from_row(r).map_err(corrupt)?,
         id,
     })
 }
 
+/// The ingest facet of a row, if it is an ingest source's.
+fn ingest_from_row(r: &Row) -> Result<Option<IngestFacet>, String> {
+    let Some(type_name) = r.get::<_, Option<String>>(16) else { return Ok(None) };
+    let (Some(token), Some(token_hash)) = (r.get(19), r.get(20)) else {
+        return Err("an ingest source without its token".into());
+    };
+    let old: Value = r.get(21);
+    Ok(Some(IngestFacet {
+        type_name,
+        uid: r.get(17),
+        metadata: r.get(18),
+        token,
+        token_hash,
+        old_tokens: serde_json::from_value(old).map_err(|e| format!("old ingest tokens: {e}"))?,
+    }))
+}
+
 /// The stored forms of the typed fields: provider name, `verify`, `idempotency`, mode.
-fn stored(f: &SourceFields) -> (&'static str, Value, Option<Value>, &'static str) {
+pub(super) fn stored(f: &SourceFields) -> (&'static str, Value, Option<Value>, &'static str) {
     (
         f.provider.name(),
         verify_json(&f.provider, f.public_url.as_deref(), f.allow_unverified),

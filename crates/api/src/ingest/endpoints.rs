@@ -1,0 +1,213 @@
+//! `/ingest/api/v1/source/{source}/endpoint`: an ingest source's endpoints, which
+//! are the endpoints of its application, with what every endpoint has (retries,
+//! attempts, throttle, SSRF guard, signing, custom headers).
+
+use std::collections::{BTreeMap, HashMap};
+
+use actix_web::http::StatusCode;
+use actix_web::{delete, get, post, put, web, HttpResponse};
+use hookgate_egress::secrets;
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{AppId, EndpointId, Ref, SourceId, TenantId},
+    store::{endpoints, ingest_sources, operational::Notice, StoreError},
+    AppState,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::idempotency::{answer_empty, RequestKey};
+use crate::v1::endpoint_extras::{check_headers, headers_answer, rotated_secret, secret_answer, store_headers};
+use crate::v1::endpoints::{allowed, insert, notice, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
+use crate::v1::validate::RotateIn;
+use crate::{optional_json, KeyAuth, PageQuery};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(list).service(create).service(get_one).service(upsert).service(delete_one);
+    cfg.service(get_secret).service(rotate_secret).service(get_headers).service(set_headers);
+}
+
+type SourcePath = web::Path<Ref<SourceId>>;
+type EpPath = web::Path<(Ref<SourceId>, Ref<EndpointId>)>;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IngestEndpointIn {
+    url: String,
+    description: Option<String>,
+    throttle_rate: Option<i64>,
+    uid: Option<String>,
+    disabled: Option<bool>,
+    secret: Option<String>,
+    metadata: Option<HashMap<String, String>>,
+    /// Create only: custom headers sent with every request.
+    headers: Option<HashMap<String, String>>,
+}
+
+impl IngestEndpointIn {
+    fn endpoint_in(&self) -> EndpointIn {
+        EndpointIn {
+            url: self.url.clone(),
+            uid: self.uid.clone(),
+            description: self.description.clone().unwrap_or_default(),
+            disabled: self.disabled.unwrap_or(false),
+            // Everything the source admits goes to every one of its endpoints.
+            event_types: None,
+            channels: None,
+            throttle_rate: self.throttle_rate,
+            metadata: self.metadata.clone().unwrap_or_default(),
+            secret: self.secret.clone(),
+            version: None,
+        }
+    }
+}
+
+/// The application holding the ingest source's endpoints.
+async fn source_app(state: &AppState, tenant: &TenantId, source: &Ref<SourceId>) -> Result<AppId, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let s = ingest_sources::get(&**conn, tenant, source, false).await?.ok_or(ApiError::NotFound("ingest source"))?;
+    Ok(s.app_id)
+}
+
+async fn find(
+    state: &AppState,
+    tenant: &TenantId,
+    source: &Ref<SourceId>,
+    ep: &Ref<EndpointId>,
+) -> Result<(AppId, endpoints::Endpoint), ApiError> {
+    let app = source_app(state, tenant, source).await?;
+    let conn = db::conn(&state.db).await?;
+    let found = endpoints::get(&**conn, tenant, &app, ep).await?.ok_or(ApiError::NotFound("endpoint"))?;
+    Ok((app, found))
+}
+
+#[get("/source/{source_id}/endpoint")]
+async fn list(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: SourcePath,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = source_app(&state, &key.0, &path).await?;
+    let conn = db::conn(&state.db).await?;
+    let page = endpoints::list(&**conn, &key.0, &app, &q.page()).await?;
+    Ok(HttpResponse::Ok().json(page.map(EndpointOut::from)))
+}
+
+/// The custom headers of a create, checked, as stored.
+fn headers_of(b: &IngestEndpointIn) -> Result<Option<serde_json::Value>, ApiError> {
+    let Some(headers) = &b.headers else { return Ok(None) };
+    let checked: HashMap<String, Option<String>> = headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
+    check_headers(&checked)?;
+    Ok(Some(json!(headers.iter().collect::<BTreeMap<_, _>>())))
+}
+
+#[post("/source/{source_id}/endpoint")]
+async fn create(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: SourcePath,
+    body: web::Json<IngestEndpointIn>,
+    request: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let fields = body.endpoint_in().fields(&allowed(&state, &key.0).await?)?;
+    let headers = headers_of(&body)?;
+    let app = source_app(&state, &key.0, &path).await?;
+    let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers };
+    insert(&state, &key.0, &app, made, request.as_deref(), Notify::Yes).await
+}
+
+#[get("/source/{source_id}/endpoint/{endpoint_id}")]
+async fn get_one(key: KeyAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+    let (_, ep) = find(&state, &key.0, &path.0, &path.1).await?;
+    Ok(HttpResponse::Ok().json(EndpointOut::from(ep)))
+}
+
+/// PUT: replaces the endpoint, or creates it with the path as its `uid` (201).
+#[put("/source/{source_id}/endpoint/{endpoint_id}")]
+async fn upsert(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<IngestEndpointIn>,
+) -> Result<HttpResponse, ApiError> {
+    let mut fields = body.endpoint_in().fields(&allowed(&state, &key.0).await?)?;
+    match find(&state, &key.0, &path.0, &path.1).await {
+        Ok((app, ep)) => save(&state, &key.0, &app, &ep.id, &fields, Notify::Yes).await,
+        Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
+            fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.to_string()));
+            let app = source_app(&state, &key.0, &path.0).await?;
+            let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers: headers_of(&body)? };
+            insert(&state, &key.0, &app, made, None, Notify::Yes).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[delete("/source/{source_id}/endpoint/{endpoint_id}")]
+async fn delete_one(key: KeyAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
+    remove(&state, &key.0, &app, &ep, Notify::Yes).await
+}
+
+#[get("/source/{source_id}/endpoint/{endpoint_id}/secret")]
+async fn get_secret(key: KeyAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
+    secret_answer(&state, &key.0, &app, &ep)
+}
+
+/// The old secret keeps signing beside the new one for the grace period (24 h by default).
+#[post("/source/{source_id}/endpoint/{endpoint_id}/secret/rotate")]
+async fn rotate_secret(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Bytes,
+    request: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let body: RotateIn = optional_json(&body)?;
+    let until = body.old_secret_until()?;
+    let secret = rotated_secret(&body)?;
+    let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
+    let sealed = secrets::seal(&state, &key.0, &app, &ep.id, &secret);
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    if !endpoints::rotate_secret(&*tx, &key.0, &app, &ep.id, &sealed, until).await? {
+        return Err(ApiError::NotFound("endpoint"));
+    }
+    let woke = notice(&*tx, Notify::Yes, Notice::endpoint(&key.0, "endpoint.updated", &app, &ep.id)).await?;
+    // The SDK's ingest rotation answers nothing (204); the new key is read with `get_secret`.
+    let res = answer_empty(&*tx, &state, request.as_deref(), StatusCode::NO_CONTENT).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    if woke {
+        state.wake.poke();
+    }
+    Ok(res)
+}
+
+#[get("/source/{source_id}/endpoint/{endpoint_id}/headers")]
+async fn get_headers(key: KeyAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
+    headers_answer(&state, &key.0, &app, &ep, false)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeadersIn {
+    headers: HashMap<String, String>,
+}
+
+#[put("/source/{source_id}/endpoint/{endpoint_id}/headers")]
+async fn set_headers(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<HeadersIn>,
+) -> Result<HttpResponse, ApiError> {
+    let checked: HashMap<String, Option<String>> =
+        body.headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
+    check_headers(&checked)?;
+    let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
+    store_headers(&state, &key.0, &app, &ep.id, &json!(body.headers.iter().collect::<BTreeMap<_, _>>())).await
+}

@@ -1,0 +1,13 @@
+//! `/ingest/api/v1`: Svix Ingest's API as the official SDKs call it, served from
+//! the same store as `/api/v1/source` (an ingest source is a source with a type,
+//! a token and an application of its own; see docs/ingest.md).
+
+use actix_web::web;
+
+mod endpoints;
+mod sources;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    sources::configure(cfg);
+    endpoints::configure(cfg);
+}

@@ -1,0 +1,317 @@
+//! `/ingest/api/v1/source`: Svix Ingest's sources, as the official SDKs call them
+//! (list, create, get by id or uid, upsert, delete, rotate the URL's token).
+
+use actix_web::http::StatusCode;
+use actix_web::{delete, get, post, put, web, HttpRequest, HttpResponse};
+use chrono::{DateTime, Duration, Utc};
+use hookgate_ingress::secrets;
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{AppId, Ref, SourceId, TenantId},
+    ingest::IngestType,
+    source::{KeySpec, Mode},
+    store::{
+        applications::{self, ApplicationFields},
+        ingest_sources::{self, IngestFields, NewToken},
+        page::Page,
+        sources::{self, Source, SourceFields},
+        StoreError,
+    },
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+use crate::idempotency::{answer, RequestKey};
+use crate::v1::validate;
+use crate::{KeyAuth, PageQuery};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(list).service(create).service(get_one).service(upsert).service(delete_one).service(rotate_token);
+}
+
+/// How long a token rotated out still opens the source, and how many may be
+/// open at once besides the current one (as Svix: 48 hours, three rotations).
+const TOKEN_GRACE_HOURS: i64 = 48;
+const MOST_OLD_TOKENS: usize = 3;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IngestSourceIn {
+    name: String,
+    uid: Option<String>,
+    metadata: Option<HashMap<String, String>>,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    config: Option<Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IngestSourceOut {
+    id: String,
+    uid: Option<String>,
+    name: String,
+    ingest_url: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    metadata: Value,
+    #[serde(rename = "type")]
+    kind: String,
+    /// Secrets are never shown back: every type's config reads `{}` here.
+    config: Value,
+}
+
+/// The `ingestUrl` of a source whose token is `token`.
+fn ingest_url(req: &HttpRequest, state: &AppState, id: &SourceId, token: &str) -> String {
+    format!("{}/{token}", hookgate_shared::http::source_url(req, &state.config, id))
+}
+
+fn out(req: &HttpRequest, state: &AppState, s: Source) -> Result<IngestSourceOut, ApiError> {
+    let token = secrets::open_token(state, &s).map_err(ApiError::Internal)?.unwrap_or_default();
+    let ingest = s.ingest.ok_or(ApiError::NotFound("ingest source"))?;
+    Ok(IngestSourceOut {
+        ingest_url: ingest_url(req, state, &s.id, &token),
+        id: s.id.to_string(),
+        uid: ingest.uid,
+        name: s.name,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+        metadata: ingest.metadata,
+        kind: ingest.type_name,
+        config: json!({}),
+    })
+}
+
+/// A checked request: the source's fields, its ingest fields and its secret.
+struct Checked {
+    kind: IngestType,
+    name: String,
+    uid: Option<String>,
+    metadata: Value,
+    provider: hookgate_shared::source::Provider,
+    secret: Option<String>,
+}
+
+fn check(b: &IngestSourceIn) -> Result<Checked, ApiError> {
+    validate::name("name", b.name.trim())?;
+    if let Some(uid) = &b.uid {
+        validate::uid("uid", uid)?;
+        if SourceId::parse(uid).is_ok() || uid.starts_with("src_") {
+            return Err(ApiError::Validation("`uid` must not look like a source id (`src_…`)".into()));
+        }
+    }
+    let kind = IngestType::parse(&b.kind).map_err(ApiError::Validation)?;
+    let resolved = kind.resolve(b.config.as_ref().unwrap_or(&json!({}))).map_err(ApiError::Validation)?;
+    let secret = match &resolved.secret {
+        Some(s) => Some(
+            secrets::check(&resolved.provider, s).map_err(|e| ApiError::Validation(format!("`config.secret`: {e}")))?,
+        ),
+        None => None,
+    };
+    Ok(Checked {
+        kind,
+        name: b.name.trim().to_owned(),
+        uid: b.uid.clone(),
+        metadata: serde_json::to_value(b.metadata.clone().unwrap_or_default()).expect("a map serialises"),
+        provider: resolved.provider,
+        secret,
+    })
+}
+
+fn fields(c: &Checked, app: &AppId) -> SourceFields {
+    SourceFields {
+        name: c.name.clone(),
+        provider: c.provider.clone(),
+        // Without a signature to check, the URL's token is the credential.
+        allow_unverified: c.provider == hookgate_shared::source::Provider::None,
+        public_url: None,
+        idempotency: KeySpec::Provider,
+        mode: Mode::Async,
+        app_id: app.clone(),
+        event_type_path: None,
+        retention_days: None,
+        disabled: false,
+    }
+}
+
+async fn find(state: &AppState, tenant: &TenantId, id: &Ref<SourceId>) -> Result<Source, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    ingest_sources::get(&**conn, tenant, id, false).await?.ok_or(ApiError::NotFound("ingest source"))
+}
+
+#[get("/source")]
+async fn list(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let page = ingest_sources::list(&**conn, &key.0, &q.page()).await?;
+    let mut data = Vec::with_capacity(page.data.len());
+    for s in page.data {
+        data.push(out(&req, &state, s)?);
+    }
+    Ok(HttpResponse::Ok().json(Page {
+        data,
+        iterator: page.iterator,
+        prev_iterator: page.prev_iterator,
+        done: page.done,
+    }))
+}
+
+/// Creates the source and its application (which holds its endpoints) in one commit.
+async fn insert(
+    state: &AppState,
+    req: &HttpRequest,
+    tenant: &TenantId,
+    c: &Checked,
+    key: Option<&RequestKey>,
+) -> Result<HttpResponse, ApiError> {
+    let id = SourceId::generate();
+    let app = AppId::generate();
+    let token = secrets::new_ingest_token();
+    let sealed_token = secrets::seal_token(state, tenant, &id, &token);
+    let hash = state.api_keys.hash(&token);
+    let sealed_secret = c.secret.as_ref().map(|s| secrets::seal(state, tenant, &id, s));
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let made =
+        ApplicationFields { uid: None, name: format!("ingest: {}", c.name), throttle_rate: None, metadata: json!({}) };
+    applications::insert(&*tx, tenant, &app, &made).await?;
+    ingest_sources::mark_app(&*tx, tenant, &app, &id).await?;
+    let ingest = IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata };
+    let s = ingest_sources::insert(
+        &*tx,
+        tenant,
+        &id,
+        &fields(c, &app),
+        &ingest,
+        sealed_secret.as_deref(),
+        &NewToken { sealed: &sealed_token, hash: &hash },
+    )
+    .await
+    .map_err(|e| validate::conflict("an ingest source with this uid")(e.into()))?;
+    let res = answer(&*tx, state, key, StatusCode::CREATED, &out(req, state, s)?).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
+}
+
+#[post("/source")]
+async fn create(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Json<IngestSourceIn>,
+    request: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let c = check(&body)?;
+    insert(&state, &req, &key.0, &c, request.as_deref()).await
+}
+
+#[get("/source/{source_id}")]
+async fn get_one(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    id: web::Path<Ref<SourceId>>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(out(&req, &state, find(&state, &key.0, &id).await?)?))
+}
+
+/// PUT: replaces the source's name, uid, metadata, type and config (its token
+/// and endpoints stay), or creates it with the path as its `uid` (201).
+#[put("/source/{source_id}")]
+async fn upsert(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    id: web::Path<Ref<SourceId>>,
+    body: web::Json<IngestSourceIn>,
+) -> Result<HttpResponse, ApiError> {
+    let mut c = check(&body)?;
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let Some(s) = ingest_sources::get(&*tx, &key.0, &id, true).await? else {
+        drop(tx);
+        let Some(uid) = id.creatable_uid() else { return Err(ApiError::NotFound("ingest source")) };
+        c.uid = Some(c.uid.unwrap_or_else(|| uid.to_owned()));
+        return insert(&state, &req, &key.0, &c, None).await;
+    };
+    let sealed_secret = c.secret.as_ref().map(|secret| secrets::seal(&state, &key.0, &s.id, secret));
+    let ingest = IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata };
+    let saved = ingest_sources::replace(
+        &*tx,
+        &key.0,
+        &s.id,
+        &fields(&c, &s.app_id),
+        &ingest,
+        sealed_secret.as_deref(),
+        &state.caches,
+    )
+    .await
+    .map_err(|e| validate::conflict("an ingest source with this uid")(e.into()))?
+    .ok_or(ApiError::NotFound("ingest source"))?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(HttpResponse::Ok().json(out(&req, &state, saved)?))
+}
+
+/// Deletes the source (its URL answers 404 at once), then erases its application
+/// with its endpoints and messages (204, or 202 while a large one is erased).
+#[delete("/source/{source_id}")]
+async fn delete_one(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    id: web::Path<Ref<SourceId>>,
+) -> Result<HttpResponse, ApiError> {
+    let s = find(&state, &key.0, &id).await?;
+    {
+        let conn = db::conn(&state.db).await?;
+        if !sources::delete(&**conn, &key.0, &s.id, &state.caches).await? {
+            return Err(ApiError::NotFound("ingest source"));
+        }
+    }
+    crate::v1::applications::erase(&state, &key.0, &s.app_id).await
+}
+
+/// A new token for the `ingestUrl`; the previous one still opens the source for
+/// 48 hours, and at most three rotated-out tokens are open at once (409 beyond).
+#[post("/source/{source_id}/token/rotate")]
+async fn rotate_token(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    id: web::Path<Ref<SourceId>>,
+    request: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let s = ingest_sources::get(&*tx, &key.0, &id, true).await?.ok_or(ApiError::NotFound("ingest source"))?;
+    let ingest = s.ingest.as_ref().ok_or(ApiError::NotFound("ingest source"))?;
+    let now = Utc::now();
+    if ingest.old_tokens.iter().filter(|t| t.until > now).count() >= MOST_OLD_TOKENS {
+        return Err(ApiError::Conflict(format!(
+            "the token was rotated {MOST_OLD_TOKENS} times in the last {TOKEN_GRACE_HOURS} hours; \
+             wait until the oldest rotated-out token expires"
+        )));
+    }
+    let old = ingest_sources::after_rotation(
+        &ingest.old_tokens,
+        &ingest.token_hash,
+        now,
+        now + Duration::hours(TOKEN_GRACE_HOURS),
+    );
+    let token = secrets::new_ingest_token();
+    let sealed = secrets::seal_token(&state, &key.0, &s.id, &token);
+    let hash = state.api_keys.hash(&token);
+    ingest_sources::rotate_token(&*tx, &key.0, &s.id, &NewToken { sealed: &sealed, hash: &hash }, &old, &state.caches)
+        .await?;
+    let body = json!({ "ingestUrl": ingest_url(&req, &state, &s.id, &token) });
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &body).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
+}

@@ -1,0 +1,171 @@
+//! Ingest source types as the Svix SDK names them, and what each one is here:
+//! the provider that verifies its requests, and the shape of its `config`.
+
+use serde_json::Value;
+
+use crate::source::Provider;
+
+/// How a type's requests are verified, and so what its `config` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Nothing is signed: the `ingestUrl`'s token is the whole credential.
+    Generic,
+    /// Svix's own scheme (Standard Webhooks with `svix-*` headers): `config.secret`, a `whsec_` secret.
+    Svix,
+    Stripe,
+    /// `config.secret` optional: without it only the token is checked.
+    Github,
+    /// `config.secret` optional, as with GitHub.
+    Hubspot,
+    Shopify,
+    Slack,
+    Zoom,
+    /// Accepted by the SDK, not yet served here (no verifier or scheduler yet).
+    NotYet,
+}
+
+/// Every type the SDK (2.9) lists, in its order, with its scheme here.
+pub const TYPES: &[(&str, Scheme)] = &[
+    ("generic-webhook", Scheme::Generic),
+    ("cron", Scheme::NotYet),
+    ("adobe-sign", Scheme::NotYet),
+    ("beehiiv", Scheme::Svix),
+    ("brex", Scheme::Svix),
+    ("checkbook", Scheme::NotYet),
+    ("clerk", Scheme::Svix),
+    ("docusign", Scheme::NotYet),
+    ("easypost", Scheme::NotYet),
+    ("github", Scheme::Github),
+    ("guesty", Scheme::Svix),
+    ("hubspot", Scheme::Hubspot),
+    ("incident-io", Scheme::Svix),
+    ("lithic", Scheme::Svix),
+    ("merge", Scheme::NotYet),
+    ("meta", Scheme::NotYet),
+    ("nango", Scheme::NotYet),
+    ("nash", Scheme::Svix),
+    ("openclaw", Scheme::NotYet),
+    ("orum-io", Scheme::NotYet),
+    ("panda-doc", Scheme::NotYet),
+    ("port-io", Scheme::NotYet),
+    ("pleo", Scheme::Svix),
+    ("psi-fi", Scheme::Svix),
+    ("replicate", Scheme::Svix),
+    ("resend", Scheme::Svix),
+    ("rutter", Scheme::NotYet),
+    ("safebase", Scheme::Svix),
+    ("sardine", Scheme::Svix),
+    ("segment", Scheme::NotYet),
+    ("shopify", Scheme::Shopify),
+    ("slack", Scheme::Slack),
+    ("stripe", Scheme::Stripe),
+    ("stych", Scheme::Svix),
+    ("svix", Scheme::Svix),
+    ("zoom", Scheme::Zoom),
+    ("tailscale", Scheme::NotYet),
+    ("telnyx", Scheme::NotYet),
+    ("vapi", Scheme::NotYet),
+    ("open-ai", Scheme::Svix),
+    ("render", Scheme::Svix),
+    ("veriff", Scheme::NotYet),
+    ("airwallex", Scheme::NotYet),
+    ("vgs", Scheme::NotYet),
+];
+
+/// An ingest source's type: its SDK name and its scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IngestType {
+    pub name: &'static str,
+    pub scheme: Scheme,
+}
+
+/// What a source of a type is made of here: its provider, and the secret its
+/// `config` gave (`None`: nothing is signed, or an optional secret was left out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub provider: Provider,
+    pub secret: Option<String>,
+}
+
+impl IngestType {
+    /// A type by its SDK name; an error naming the known ones otherwise.
+    pub fn parse(name: &str) -> Result<IngestType, String> {
+        TYPES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(name, scheme)| IngestType { name, scheme: *scheme })
+            .ok_or_else(|| format!("`type`: unknown source type `{name}` (one of: {})", names().join(", ")))
+    }
+
+    /// The provider and secret of a source of this type with this `config`;
+    /// an error naming the field that is wrong.
+    pub fn resolve(&self, config: &Value) -> Result<Resolved, String> {
+        let Some(config) = config.as_object() else {
+            return Err("`config` must be an object".into());
+        };
+        let secret = match config.get("secret") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+            Some(_) => return Err("`config.secret` must be a non-empty string".into()),
+        };
+        let required = |provider: Provider| match &secret {
+            Some(s) => Ok(Resolved { provider, secret: Some(s.clone()) }),
+            None => Err(format!("`config.secret` is required for a `{}` source", self.name)),
+        };
+        // Without its optional secret, a source checks only the token, as a generic one.
+        let optional = |provider: Provider| match &secret {
+            Some(s) => Resolved { provider, secret: Some(s.clone()) },
+            None => Resolved { provider: Provider::None, secret: None },
+        };
+        match self.scheme {
+            Scheme::Generic => Ok(Resolved { provider: Provider::None, secret: None }),
+            Scheme::Svix => required(Provider::Svix),
+            Scheme::Stripe => required(Provider::Stripe),
+            Scheme::Shopify => required(Provider::Shopify),
+            Scheme::Slack => required(Provider::Slack),
+            Scheme::Zoom => required(Provider::Zoom),
+            Scheme::Github => Ok(optional(Provider::Github)),
+            Scheme::Hubspot => Ok(optional(Provider::Hubspot)),
+            Scheme::NotYet => Err(format!(
+                "`type`: `{}` sources are not served by this Hookgate yet (docs/ingest.md lists the types served)",
+                self.name
+            )),
+        }
+    }
+}
+
+/// The SDK names of every type.
+pub fn names() -> Vec<&'static str> {
+    TYPES.iter().map(|(n, _)| *n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_type_the_sdk_lists_is_known_by_name_once() {
+        assert_eq!(TYPES.len(), 44);
+        let mut seen = std::collections::HashSet::new();
+        for (name, _) in TYPES {
+            assert!(seen.insert(name), "{name} twice");
+            assert_eq!(IngestType::parse(name).unwrap().name, *name);
+        }
+        assert!(IngestType::parse("stripe ").unwrap_err().contains("unknown source type"));
+    }
+
+    #[test]
+    fn a_signing_type_needs_its_secret_and_an_optional_one_falls_back_to_the_token() {
+        let svix = IngestType::parse("clerk").unwrap();
+        assert!(svix.resolve(&json!({})).unwrap_err().contains("`config.secret` is required"));
+        let r = svix.resolve(&json!({"secret": "whsec_abc"})).unwrap();
+        assert_eq!((r.provider, r.secret.as_deref()), (Provider::Svix, Some("whsec_abc")));
+        let github = IngestType::parse("github").unwrap();
+        assert_eq!(github.resolve(&json!({})).unwrap().provider, Provider::None);
+        assert_eq!(github.resolve(&json!({"secret": "s"})).unwrap().provider, Provider::Github);
+        assert!(svix.resolve(&json!([])).unwrap_err().contains("must be an object"));
+        assert!(svix.resolve(&json!({"secret": 5})).unwrap_err().contains("non-empty string"));
+        assert!(IngestType::parse("telnyx").unwrap().resolve(&json!({})).unwrap_err().contains("not served"));
+    }
+}

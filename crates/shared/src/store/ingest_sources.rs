@@ -1,0 +1,190 @@
+//! Ingest sources: the rows of `sources` that have an ingest type, found by id or
+//! `uid`, with the token of their `ingestUrl` (see `sources.rs` for the rest).
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::GenericClient;
+
+use super::{
+    page::{Page, PageRequest},
+    sources::{columns, from_row, OldToken, Source, SourceFields},
+    StoreError,
+};
+use crate::{
+    cache::Caches,
+    ids::{Ref, SourceId, TenantId},
+};
+
+/// What an ingest source has besides a source's fields, as written.
+pub struct IngestFields<'a> {
+    pub type_name: &'a str,
+    pub uid: Option<&'a str>,
+    pub metadata: &'a Value,
+}
+
+/// A token as written: sealed (to show the `ingestUrl` again) and hashed (to check a request's).
+pub struct NewToken<'a> {
+    pub sealed: &'a [u8],
+    pub hash: &'a [u8],
+}
+
+pub async fn insert(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+    f: &SourceFields,
+    ingest: &IngestFields<'_>,
+    sealed_secret: Option<&[u8]>,
+    token: &NewToken<'_>,
+) -> Result<Source, StoreError> {
+    let sql = format!(
+        "INSERT INTO sources (tenant_id, id, name, provider, secret, verify, idempotency, mode, app_id,
+            event_type_path, retention_days, disabled, ingest_type, uid, metadata, ingest_token, ingest_token_hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING {}",
+        columns("sources")
+    );
+    let (provider, verify, idempotency, mode) = super::sources::stored(f);
+    let row = db
+        .query_one(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &id.as_str(),
+                &f.name,
+                &provider,
+                &sealed_secret,
+                &verify,
+                &idempotency,
+                &mode,
+                &f.app_id.as_str(),
+                &f.event_type_path,
+                &f.retention_days,
+                &f.disabled,
+                &ingest.type_name,
+                &ingest.uid,
+                ingest.metadata,
+                &token.sealed,
+                &token.hash,
+            ],
+        )
+        .await?;
+    from_row(&row)
+}
+
+/// An ingest source by id or `uid`; `lock` holds its row until the caller's
+/// transaction ends (an upsert's or a rotation's read and write).
+pub async fn get(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &Ref<SourceId>,
+    lock: bool,
+) -> Result<Option<Source>, StoreError> {
+    let (by, lock) = (if matches!(id, Ref::Id(_)) { "id" } else { "uid" }, if lock { "FOR NO KEY UPDATE" } else { "" });
+    let sql = format!(
+        "SELECT {} FROM sources WHERE tenant_id = $1 AND {by} = $2 AND ingest_type IS NOT NULL {lock}",
+        columns("sources")
+    );
+    db.query_opt(&sql, &[&tenant.as_str(), &id.as_str()]).await?.as_ref().map(from_row).transpose()
+}
+
+pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest) -> Result<Page<Source>, StoreError> {
+    let sql = format!(
+        "SELECT {} FROM sources WHERE tenant_id = $1 AND ingest_type IS NOT NULL AND ($2::text IS NULL OR id > $2)
+         ORDER BY id LIMIT $3",
+        columns("sources")
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
+    let sources = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::from_rows(sources, page, |s| s.id.to_string()))
+}
+
+/// Replaces an ingest source's fields (and its secret, when `sealed_secret` is
+/// given); its token stays.
+pub async fn replace(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+    f: &SourceFields,
+    ingest: &IngestFields<'_>,
+    sealed_secret: Option<&[u8]>,
+    caches: &Caches,
+) -> Result<Option<Source>, StoreError> {
+    let sql = format!(
+        "UPDATE sources SET name = $3, provider = $4, verify = $5, idempotency = $6, mode = $7,
+            secret = CASE WHEN $8::bytea IS NULL AND $4 = 'none' THEN NULL ELSE COALESCE($8, secret) END,
+            ingest_type = $9, uid = $10, metadata = $11, updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 AND ingest_type IS NOT NULL RETURNING {}",
+        columns("sources")
+    );
+    let (provider, verify, idempotency, mode) = super::sources::stored(f);
+    let row = db
+        .query_opt(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &id.as_str(),
+                &f.name,
+                &provider,
+                &verify,
+                &idempotency,
+                &mode,
+                &sealed_secret,
+                &ingest.type_name,
+                &ingest.uid,
+                ingest.metadata,
+            ],
+        )
+        .await?;
+    caches.forget_source(id);
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Makes `token` current and keeps `old` (the tokens still accepted, the one
+/// rotated out among them).
+pub async fn rotate_token(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+    token: &NewToken<'_>,
+    old: &[OldToken],
+    caches: &Caches,
+) -> Result<bool, StoreError> {
+    let old = serde_json::to_value(old).expect("old tokens serialise");
+    let n = db
+        .execute(
+            "UPDATE sources SET ingest_token = $3, ingest_token_hash = $4, ingest_old_tokens = $5, updated_at = now()
+             WHERE tenant_id = $1 AND id = $2 AND ingest_type IS NOT NULL",
+            &[&tenant.as_str(), &id.as_str(), &token.sealed, &token.hash, &old],
+        )
+        .await?;
+    caches.forget_source(id);
+    Ok(n == 1)
+}
+
+/// The tokens rotated out that are still accepted at `now`, with the current one
+/// (`current_hash`) added, accepted until `until`.
+pub fn after_rotation(
+    old: &[OldToken],
+    current_hash: &[u8],
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Vec<OldToken> {
+    let mut kept: Vec<OldToken> = old.iter().filter(|t| t.until > now).cloned().collect();
+    kept.push(OldToken { hash: hex::encode(current_hash), until });
+    kept
+}
+
+/// Marks `app` as the one holding ingest source `source`'s endpoints.
+pub async fn mark_app(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &crate::ids::AppId,
+    source: &SourceId,
+) -> Result<(), StoreError> {
+    db.execute(
+        "UPDATE applications SET ingest_source_id = $3 WHERE tenant_id = $1 AND id = $2",
+        &[&tenant.as_str(), &app.as_str(), &source.as_str()],
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,19 @@
+-- Ingest sources: the Svix Ingest view of a source (`/ingest/api/v1/source`).
+-- One store, two views: an ingest source is a row of `sources` with the type Svix
+-- names it by, a `uid` and `metadata`, and the token of its `ingestUrl`; its
+-- application (made with it, marked here) holds its ingest endpoints. Only adds:
+-- the previous release reads and writes sources as before and never sees a token.
+ALTER TABLE sources
+    ADD COLUMN ingest_type text,
+    ADD COLUMN uid text,
+    ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}',
+    -- The current token, sealed (the `ingestUrl` is shown again), and its hash,
+    -- which a request's token is compared with; tokens rotated out, as
+    -- [{"hash": hex, "until": time}], accepted until their time.
+    ADD COLUMN ingest_token bytea,
+    ADD COLUMN ingest_token_hash bytea,
+    ADD COLUMN ingest_old_tokens jsonb NOT NULL DEFAULT '[]',
+    ADD CONSTRAINT sources_ingest_token CHECK ((ingest_type IS NULL) = (ingest_token_hash IS NULL));
+CREATE UNIQUE INDEX IF NOT EXISTS sources_uid ON sources (tenant_id, uid) WHERE uid IS NOT NULL;
+
+ALTER TABLE applications ADD COLUMN ingest_source_id text;
