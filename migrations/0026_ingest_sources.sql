@@ -7,6 +7,8 @@ ALTER TABLE sources
     ADD COLUMN ingest_type text,
     ADD COLUMN uid text,
     ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}',
+    -- The type's settings that are no secret (a cron source's schedule and payload).
+    ADD COLUMN ingest_config jsonb NOT NULL DEFAULT '{}',
     -- The current token, sealed (the `ingestUrl` is shown again), and its hash,
     -- which a request's token is compared with; tokens rotated out, as
     -- [{"hash": hex, "until": time}], accepted until their time.
@@ -15,5 +17,7 @@ ALTER TABLE sources
     ADD COLUMN ingest_old_tokens jsonb NOT NULL DEFAULT '[]',
     ADD CONSTRAINT sources_ingest_token CHECK ((ingest_type IS NULL) = (ingest_token_hash IS NULL));
 CREATE UNIQUE INDEX IF NOT EXISTS sources_uid ON sources (tenant_id, uid) WHERE uid IS NOT NULL;
+-- The cron sources every ingress process ticks for (few: read every few seconds).
+CREATE INDEX IF NOT EXISTS sources_cron ON sources (id) WHERE ingest_type = 'cron';
 
 ALTER TABLE applications ADD COLUMN ingest_source_id text;

@@ -19,6 +19,7 @@ from svix.api import (
     IngestSourceIn,
     SvixConfig,
 )
+from svix.models import CronConfig
 from svix.api.ingest_source import IngestSourceListOptions
 from svix.exceptions import HttpError, HTTPValidationError
 from svix.webhooks import Webhook
@@ -142,3 +143,17 @@ def test_a_rotated_token_keeps_the_old_url_open_for_its_grace_and_three_rotation
     with pytest.raises(HttpError) as e:
         svix.ingest.source.rotate_token(src.id)
     assert e.value.status_code == 409
+
+
+def test_a_cron_source_is_created_with_its_schedule_shown_back_and_no_ingest_url(svix):
+    made = svix.ingest.source.create(
+        IngestSourceIn(name="Nightly", type="cron", config=CronConfig(schedule="0 3 * * *", payload='{"run": "nightly"}'))
+    )
+    assert made.ingest_url is None
+    assert (made.config.schedule, made.config.payload) == ("0 3 * * *", '{"run": "nightly"}')
+    assert svix.ingest.source.get(made.id).config.schedule == "0 3 * * *"
+    with pytest.raises(HTTPValidationError) as e:
+        svix.ingest.source.create(
+            IngestSourceIn(name="Too often", type="cron", config=CronConfig(schedule="* * * * * *", payload="{}"))
+        )
+    assert "config.schedule" in str(e.value)

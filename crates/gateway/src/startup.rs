@@ -61,6 +61,8 @@ pub struct Application {
     egress_metrics: EgressMetrics,
     /// `/metrics` on its own listener, off the public ports.
     metrics: Option<(u16, Server)>,
+    /// Ingress admission, which cron sources' ticks go through too.
+    group_commit: Data<GroupCommit>,
 }
 
 impl Application {
@@ -92,6 +94,7 @@ impl Application {
         let ingress_data = Data::new(IngressMetrics::register(&state.metrics));
         let forwarder = Data::new(Forwarder::new(state.clone(), egress_metrics.clone()));
         let group_commit = Data::new(GroupCommit::start(state.clone(), egress_metrics.clone()));
+        let cron_group = group_commit.clone();
         let alerts = Data::new(hookgate_ingress::alerts::Alerts::default());
         // PayPal's certificates: fetched (allow-listed) within the egress connect timeout.
         let certificates = Data::new(hookgate_ingress::verify::Certificates::new(
@@ -147,7 +150,7 @@ impl Application {
             }
             None => None,
         };
-        Ok(Application { port, server, state, egress_metrics, metrics })
+        Ok(Application { port, server, state, egress_metrics, metrics, group_commit: cron_group })
     }
 
     pub fn port(&self) -> u16 {
@@ -166,6 +169,9 @@ impl Application {
         // roles that prune also drop the old ones.
         background.push(tokio::spawn(maintain_partitions(self.state.clone(), role.runs_background())));
         background.push(tokio::spawn(hookgate_shared::limits::flush_loop(self.state.clone())));
+        if role.serves_ingress() {
+            background.push(tokio::spawn(hookgate_ingress::cron::run(self.state.clone(), self.group_commit.clone())));
+        }
         if role.runs_background() {
             background.push(tokio::spawn(prune_idempotency_keys(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::secrets::seal_stored_headers(self.state.clone())));

@@ -2,7 +2,8 @@
 //! ([`receive`]), signature verification ([`verify`]), the idempotency value and
 //! event type ([`extract`]) and the derived key ([`key`]), exactly-once admission
 //! in async mode (group commit, [`commit`]) and sync mode ([`admit`]), retention
-//! ([`prune`]), and the source-secret handling that needs ([`secrets`]).
+//! ([`prune`]), the source-secret and ingest-token handling that needs ([`secrets`]),
+//! and the ticks of cron sources, admitted as any event ([`cron`]).
 //!
 //! The dedupe decision is one `INSERT … ON CONFLICT DO NOTHING`; Redis only ever
 //! answers a duplicate for a key that Postgres has already committed. Sync mode
@@ -11,6 +12,7 @@
 pub mod admit;
 pub mod alerts;
 pub mod commit;
+pub mod cron;
 pub mod extract;
 pub mod key;
 pub mod metrics;
@@ -24,7 +26,8 @@ mod props;
 
 use actix_web::web;
 
-/// Registers `POST /in/{source_id}`; it takes no credential but the signature.
+/// Registers `POST /in/{source_id}` (no credential but the signature) and an
+/// ingest source's `POST /in/{source_id}/{token}`.
 pub fn configure_receive(cfg: &mut web::ServiceConfig) {
     cfg.service(receive::receive).service(receive::receive_ingest);
 }

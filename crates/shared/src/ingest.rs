@@ -20,14 +20,16 @@ pub enum Scheme {
     Shopify,
     Slack,
     Zoom,
-    /// Accepted by the SDK, not yet served here (no verifier or scheduler yet).
+    /// No door: Hookgate itself emits `config.payload` on `config.schedule`.
+    Cron,
+    /// Accepted by the SDK, not yet served here (no verifier yet).
     NotYet,
 }
 
 /// Every type the SDK (2.9) lists, in its order, with its scheme here.
 pub const TYPES: &[(&str, Scheme)] = &[
     ("generic-webhook", Scheme::Generic),
-    ("cron", Scheme::NotYet),
+    ("cron", Scheme::Cron),
     ("adobe-sign", Scheme::NotYet),
     ("beehiiv", Scheme::Svix),
     ("brex", Scheme::Svix),
@@ -79,12 +81,65 @@ pub struct IngestType {
     pub scheme: Scheme,
 }
 
-/// What a source of a type is made of here: its provider, and the secret its
-/// `config` gave (`None`: nothing is signed, or an optional secret was left out).
+/// What a source of a type is made of here: its provider, the secret its
+/// `config` gave (`None`: nothing is signed, or an optional secret was left out),
+/// and the settings that are no secret, stored and shown back as `config`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub provider: Provider,
     pub secret: Option<String>,
+    pub shown: Value,
+}
+
+/// A cron source's settings: when, and what it emits.
+#[derive(Debug, Clone)]
+pub struct Cron {
+    pub schedule: cron::Schedule,
+    pub payload: String,
+    pub content_type: String,
+}
+
+/// The longest payload a cron source emits.
+pub const MOST_CRON_PAYLOAD: usize = 64 * 1024;
+
+impl Cron {
+    /// A cron source's stored settings (`{schedule, payload, contentType}`); an
+    /// error naming the field that is wrong. The schedule has five fields (minute,
+    /// hour, day of month, month, day of week; UTC) or is one of `@hourly`,
+    /// `@daily`, `@weekly`, `@monthly`, `@yearly`: never more often than a minute.
+    pub fn parse(config: &serde_json::Map<String, Value>) -> Result<Cron, String> {
+        let text = |field: &str| match config.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(format!("`config.{field}` must be a string")),
+        };
+        let schedule = text("schedule")?.ok_or("`config.schedule` is required for a `cron` source")?;
+        let expression = match schedule.trim() {
+            s @ ("@hourly" | "@daily" | "@weekly" | "@monthly" | "@yearly" | "@annually" | "@midnight") => s.to_owned(),
+            s if s.split_whitespace().count() == 5 => format!("0 {s}"),
+            _ => {
+                return Err("`config.schedule` must be a cron expression of five fields (minute hour day month                             weekday, UTC) or @hourly, @daily, @weekly, @monthly or @yearly"
+                    .into())
+            }
+        };
+        let schedule = expression
+            .parse::<cron::Schedule>()
+            .map_err(|e| format!("`config.schedule` is not a cron expression: {e}"))?;
+        let payload = text("payload")?.ok_or("`config.payload` is required for a `cron` source")?;
+        if payload.len() > MOST_CRON_PAYLOAD {
+            return Err(format!("`config.payload` must be at most {MOST_CRON_PAYLOAD} bytes"));
+        }
+        let content_type = text("contentType")?.unwrap_or_else(|| "application/json".into());
+        if content_type.is_empty() || content_type.len() > 256 || content_type.chars().any(char::is_control) {
+            return Err("`config.contentType` must be a media type of 1 to 256 printable characters".into());
+        }
+        Ok(Cron { schedule, payload, content_type })
+    }
+
+    /// The settings as stored and shown back.
+    fn shown(&self, schedule: &str) -> Value {
+        serde_json::json!({ "schedule": schedule.trim(), "payload": self.payload, "contentType": self.content_type })
+    }
 }
 
 impl IngestType {
@@ -109,16 +164,23 @@ impl IngestType {
             Some(_) => return Err("`config.secret` must be a non-empty string".into()),
         };
         let required = |provider: Provider| match &secret {
-            Some(s) => Ok(Resolved { provider, secret: Some(s.clone()) }),
+            Some(s) => Ok(Resolved { provider, secret: Some(s.clone()), shown: Value::Object(Default::default()) }),
             None => Err(format!("`config.secret` is required for a `{}` source", self.name)),
         };
         // Without its optional secret, a source checks only the token, as a generic one.
         let optional = |provider: Provider| match &secret {
-            Some(s) => Resolved { provider, secret: Some(s.clone()) },
-            None => Resolved { provider: Provider::None, secret: None },
+            Some(s) => Resolved { provider, secret: Some(s.clone()), shown: Value::Object(Default::default()) },
+            None => Resolved { provider: Provider::None, secret: None, shown: Value::Object(Default::default()) },
         };
         match self.scheme {
-            Scheme::Generic => Ok(Resolved { provider: Provider::None, secret: None }),
+            Scheme::Generic => {
+                Ok(Resolved { provider: Provider::None, secret: None, shown: Value::Object(Default::default()) })
+            }
+            Scheme::Cron => {
+                let cron = Cron::parse(config)?;
+                let schedule = config.get("schedule").and_then(Value::as_str).unwrap_or_default();
+                Ok(Resolved { provider: Provider::None, secret: None, shown: cron.shown(schedule) })
+            }
             Scheme::Svix => required(Provider::Svix),
             Scheme::Stripe => required(Provider::Stripe),
             Scheme::Shopify => required(Provider::Shopify),
@@ -167,5 +229,20 @@ mod tests {
         assert!(svix.resolve(&json!([])).unwrap_err().contains("must be an object"));
         assert!(svix.resolve(&json!({"secret": 5})).unwrap_err().contains("non-empty string"));
         assert!(IngestType::parse("telnyx").unwrap().resolve(&json!({})).unwrap_err().contains("not served"));
+    }
+
+    #[test]
+    fn a_cron_schedule_has_five_fields_or_a_name_and_its_payload_is_required() {
+        let cron = IngestType::parse("cron").unwrap();
+        let r = cron.resolve(&json!({"schedule": "*/5 * * * *", "payload": "{}"})).unwrap();
+        assert_eq!(r.shown, json!({"schedule": "*/5 * * * *", "payload": "{}", "contentType": "application/json"}));
+        assert!(cron.resolve(&json!({"schedule": "@hourly", "payload": "x", "contentType": "text/plain"})).is_ok());
+        for bad in ["* * * * * *", "61 * * * *", "", "@every 1s"] {
+            let e = cron.resolve(&json!({"schedule": bad, "payload": "{}"})).unwrap_err();
+            assert!(e.contains("config.schedule"), "{bad}: {e}");
+        }
+        assert!(cron.resolve(&json!({"schedule": "* * * * *"})).unwrap_err().contains("config.payload"));
+        let big = "x".repeat(MOST_CRON_PAYLOAD + 1);
+        assert!(cron.resolve(&json!({"schedule": "* * * * *", "payload": big})).unwrap_err().contains("at most"));
     }
 }

@@ -16,6 +16,7 @@ mod fencing;
 mod health;
 mod hostile;
 mod idempotency;
+mod ingest_cron;
 mod ingress;
 mod ingress_race;
 mod keyed_keys;

@@ -223,6 +223,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("queues::recently_due", "during an upgrade: deliveries of every tenant the previous release made due unwoken"),
     ("pressure::report", "a worker's own pressure, no tenant's (admission control)"),
     ("inbound_events::keyed_at", "read: since when inbound keys are stored keyed, one row for the installation"),
+    ("ingest_sources::cron_sources", "read: the cron sources of every tenant, which every ingress process ticks for"),
     ("pressure::read", "the workers' pressure, no tenant's (admission control)"),
     ("deliveries::quarantine", "the worker marks one claimed row failed; the outcome carries its tenant id"),
     ("deliveries::resume_enabled", "the worker's sweep resumes paused rows of every re-enabled tenant"),

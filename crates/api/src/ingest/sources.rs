@@ -55,13 +55,15 @@ struct IngestSourceOut {
     id: String,
     uid: Option<String>,
     name: String,
-    ingest_url: String,
+    /// `None` for a cron source, which has no door.
+    ingest_url: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     metadata: Value,
     #[serde(rename = "type")]
     kind: String,
-    /// Secrets are never shown back: every type's config reads `{}` here.
+    /// Secrets are never shown back: what is shown is the settings that are no
+    /// secret (a cron source's), `{}` for the others.
     config: Value,
 }
 
@@ -73,8 +75,9 @@ fn ingest_url(req: &HttpRequest, state: &AppState, id: &SourceId, token: &str) -
 fn out(req: &HttpRequest, state: &AppState, s: Source) -> Result<IngestSourceOut, ApiError> {
     let token = secrets::open_token(state, &s).map_err(ApiError::Internal)?.unwrap_or_default();
     let ingest = s.ingest.ok_or(ApiError::NotFound("ingest source"))?;
+    let door = ingest.type_name != "cron";
     Ok(IngestSourceOut {
-        ingest_url: ingest_url(req, state, &s.id, &token),
+        ingest_url: door.then(|| ingest_url(req, state, &s.id, &token)),
         id: s.id.to_string(),
         uid: ingest.uid,
         name: s.name,
@@ -82,7 +85,7 @@ fn out(req: &HttpRequest, state: &AppState, s: Source) -> Result<IngestSourceOut
         updated_at: s.updated_at,
         metadata: ingest.metadata,
         kind: ingest.type_name,
-        config: json!({}),
+        config: ingest.config,
     })
 }
 
@@ -94,6 +97,8 @@ struct Checked {
     metadata: Value,
     provider: hookgate_shared::source::Provider,
     secret: Option<String>,
+    /// The settings that are no secret, stored and shown back.
+    shown: Value,
 }
 
 fn check(b: &IngestSourceIn) -> Result<Checked, ApiError> {
@@ -119,6 +124,7 @@ fn check(b: &IngestSourceIn) -> Result<Checked, ApiError> {
         metadata: serde_json::to_value(b.metadata.clone().unwrap_or_default()).expect("a map serialises"),
         provider: resolved.provider,
         secret,
+        shown: resolved.shown,
     })
 }
 
@@ -184,7 +190,8 @@ async fn insert(
         ApplicationFields { uid: None, name: format!("ingest: {}", c.name), throttle_rate: None, metadata: json!({}) };
     applications::insert(&*tx, tenant, &app, &made).await?;
     ingest_sources::mark_app(&*tx, tenant, &app, &id).await?;
-    let ingest = IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata };
+    let ingest =
+        IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &c.shown };
     let s = ingest_sources::insert(
         &*tx,
         tenant,
@@ -243,7 +250,8 @@ async fn upsert(
         return insert(&state, &req, &key.0, &c, None).await;
     };
     let sealed_secret = c.secret.as_ref().map(|secret| secrets::seal(&state, &key.0, &s.id, secret));
-    let ingest = IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata };
+    let ingest =
+        IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &c.shown };
     let saved = ingest_sources::replace(
         &*tx,
         &key.0,

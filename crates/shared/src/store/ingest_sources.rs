@@ -20,6 +20,8 @@ pub struct IngestFields<'a> {
     pub type_name: &'a str,
     pub uid: Option<&'a str>,
     pub metadata: &'a Value,
+    /// The type's settings that are no secret.
+    pub config: &'a Value,
 }
 
 /// A token as written: sealed (to show the `ingestUrl` again) and hashed (to check a request's).
@@ -39,8 +41,9 @@ pub async fn insert(
 ) -> Result<Source, StoreError> {
     let sql = format!(
         "INSERT INTO sources (tenant_id, id, name, provider, secret, verify, idempotency, mode, app_id,
-            event_type_path, retention_days, disabled, ingest_type, uid, metadata, ingest_token, ingest_token_hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING {}",
+            event_type_path, retention_days, disabled, ingest_type, uid, metadata, ingest_token, ingest_token_hash,
+            ingest_config)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING {}",
         columns("sources")
     );
     let (provider, verify, idempotency, mode) = super::sources::stored(f);
@@ -65,6 +68,7 @@ pub async fn insert(
                 ingest.metadata,
                 &token.sealed,
                 &token.hash,
+                ingest.config,
             ],
         )
         .await?;
@@ -112,7 +116,7 @@ pub async fn replace(
     let sql = format!(
         "UPDATE sources SET name = $3, provider = $4, verify = $5, idempotency = $6, mode = $7,
             secret = CASE WHEN $8::bytea IS NULL AND $4 = 'none' THEN NULL ELSE COALESCE($8, secret) END,
-            ingest_type = $9, uid = $10, metadata = $11, updated_at = now()
+            ingest_type = $9, uid = $10, metadata = $11, ingest_config = $12, updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND ingest_type IS NOT NULL RETURNING {}",
         columns("sources")
     );
@@ -132,6 +136,7 @@ pub async fn replace(
                 &ingest.type_name,
                 &ingest.uid,
                 ingest.metadata,
+                ingest.config,
             ],
         )
         .await?;
@@ -187,4 +192,16 @@ pub async fn mark_app(
     )
     .await?;
     Ok(())
+}
+
+/// The live cron sources of every tenant (those of enabled, live tenants), which
+/// every ingress process ticks for.
+pub async fn cron_sources(db: &impl GenericClient) -> Result<Vec<Source>, StoreError> {
+    let sql = format!(
+        "SELECT {} FROM sources s JOIN tenants t ON t.id = s.tenant_id
+         WHERE s.ingest_type = 'cron' AND NOT s.disabled AND NOT t.disabled AND t.deleted_at IS NULL
+         ORDER BY s.id",
+        columns("s")
+    );
+    db.query(&sql, &[]).await?.iter().map(from_row).collect()
 }

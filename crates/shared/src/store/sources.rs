@@ -49,6 +49,8 @@ pub struct IngestFacet {
     pub type_name: String,
     pub uid: Option<String>,
     pub metadata: Value,
+    /// The type's settings that are no secret (a cron source's schedule and payload).
+    pub config: Value,
     /// The current token of its `ingestUrl`, sealed with the tenant's key.
     pub token: Vec<u8>,
     /// The current token's hash (`ApiKeyHasher`), which a request's is compared with.
@@ -83,7 +85,7 @@ pub struct SourceFields {
 
 const COLUMNS: &str = "tenant_id, id, name, provider, secret, old_secret, old_secret_until, verify, idempotency,
     mode, app_id, event_type_path, retention_days, disabled, created_at, updated_at, ingest_type, uid, metadata,
-    ingest_token, ingest_token_hash, ingest_old_tokens";
+    ingest_token, ingest_token_hash, ingest_old_tokens, ingest_config";
 
 /// The select list: the columns of `sources` as `table` names it, and the tenant's
 /// inbound retention.
@@ -127,7 +129,7 @@ pub(super) fn from_row(r: &Row) -> Result<Source, StoreError> {
         app_id: AppId::from_db(r.get(10)),
         event_type_path: r.get(11),
         retention_days: r.get(12),
-        tenant_inbound_days: r.get(22),
+        tenant_inbound_days: r.get(23),
         disabled: r.get(13),
         created_at: r.get(14),
         updated_at: r.get(15),
@@ -147,6 +149,7 @@ fn ingest_from_row(r: &Row) -> Result<Option<IngestFacet>, String> {
         type_name,
         uid: r.get(17),
         metadata: r.get(18),
+        config: r.get(22),
         token,
         token_hash,
         old_tokens: serde_json::from_value(old).map_err(|e| format!("old ingest tokens: {e}"))?,
