@@ -1,8 +1,10 @@
 -- Ingest sources: the Svix Ingest view of a source (`/ingest/api/v1/source`).
 -- One store, two views: an ingest source is a row of `sources` with the type Svix
 -- names it by, a `uid` and `metadata`, and the token of its `ingestUrl`; its
--- application (made with it, marked here) holds its ingest endpoints. Only adds:
--- the previous release reads and writes sources as before and never sees a token.
+-- application (made with it, marked here) holds its ingest endpoints. Only adds.
+-- The previous release would serve an ingest source at `/in/{id}` without its
+-- token, but it cannot admit on this schema (0025, a switch before this, refuses
+-- its inserts of keys), so no ingest source is open to it.
 ALTER TABLE sources
     ADD COLUMN ingest_type text,
     ADD COLUMN uid text,

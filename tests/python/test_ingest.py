@@ -157,3 +157,47 @@ def test_a_cron_source_is_created_with_its_schedule_shown_back_and_no_ingest_url
             IngestSourceIn(name="Too often", type="cron", config=CronConfig(schedule="* * * * * *", payload="{}"))
         )
     assert "config.schedule" in str(e.value)
+
+
+def test_an_upsert_keeps_the_secret_and_what_the_source_api_set_and_the_app_quota_holds(svix, hookgate, tenant, sink):
+    key = tenant["apiKey"]
+    src = svix.ingest.source.create(IngestSourceIn(name="Clerk", type="clerk", config=SvixConfig(secret=SENDER_SECRET)))
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    # Set through the source API: an idempotency rule of its own.
+    status, _, _ = raw_call(hookgate, "PATCH", f"/api/v1/source/{src.id}", key, {"idempotency": {"header": "X-Event"}})
+    assert status == 200
+    # A read-modify-write through the ingest API sends no secret back (answers show none).
+    status, _, answer = raw_call(
+        hookgate, "PUT", f"/ingest/api/v1/source/{src.id}", key, {"name": "Clerk renamed", "type": "clerk", "config": {}}
+    )
+    assert status == 200, answer
+    status, _, shown = raw_call(hookgate, "GET", f"/api/v1/source/{src.id}", key)
+    assert json.loads(shown)["idempotency"] == {"header": "X-Event"}, "the rule the source API set stays"
+    body = b'{"type": "user.created"}'
+    headers = {**signed(body, "msg_kept"), "X-Event": "e-1"}
+    assert post_to(src.ingest_url, body, headers) == 200, "the stored secret still verifies"
+    assert post_to(src.ingest_url, body, {**signed(body, "msg_kept_2"), "X-Event": "e-1"}) == 200
+    sink.wait_for(1)
+    time.sleep(0.5)
+    assert len(sink.received) == 1, "keyed by the rule: the same X-Event is one event"
+
+    # A moved door is refused: an ingest source is signed at its ingestUrl.
+    status, _, answer = raw_call(hookgate, "PATCH", f"/api/v1/source/{src.id}", key, {"publicUrl": "https://x.test/in"})
+    assert status == 422 and b"publicUrl" in answer
+    # Deleting it through the source API erases its application too.
+    app_id = json.loads(shown)["appId"]
+    status, _, _ = raw_call(hookgate, "DELETE", f"/api/v1/source/{src.id}", key)
+    assert status == 204
+    status, _, _ = raw_call(hookgate, "GET", f"/api/v1/app/{app_id}", key)
+    assert status == 404
+
+    # Each ingest source's application counts against appsPerTenant.
+    apps = json.loads(raw_call(hookgate, "GET", "/api/v1/app?limit=250", key)[2])["data"]
+    cap = len(apps) + 1
+    shown = hookgate.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"quotas": {"appsPerTenant": cap}})
+    assert shown["quotas"]["appsPerTenant"] == cap
+    time.sleep(1.5)  # quotas are cached for a second
+    status, _, _ = raw_call(hookgate, "POST", "/ingest/api/v1/source", key, {"name": "last", "type": "generic-webhook"})
+    assert status == 201
+    status, _, answer = raw_call(hookgate, "POST", "/ingest/api/v1/source", key, {"name": "over", "type": "generic-webhook"})
+    assert status == 422 and b"appsPerTenant" in answer, answer

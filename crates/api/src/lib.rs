@@ -18,7 +18,7 @@ mod ingest;
 mod patch;
 pub mod path;
 mod principal;
-mod quota;
+pub(crate) mod quota;
 mod text;
 mod ui;
 pub mod v1;

@@ -173,6 +173,10 @@ impl IngestType {
             None => Resolved { provider: Provider::None, secret: None, shown: Value::Object(Default::default()) },
         };
         match self.scheme {
+            Scheme::Generic if secret.is_some() => Err(
+                "`config.secret`: a `generic-webhook` source checks no signature (its URL's token is its credential)"
+                    .into(),
+            ),
             Scheme::Generic => {
                 Ok(Resolved { provider: Provider::None, secret: None, shown: Value::Object(Default::default()) })
             }
@@ -229,6 +233,8 @@ mod tests {
         assert!(svix.resolve(&json!([])).unwrap_err().contains("must be an object"));
         assert!(svix.resolve(&json!({"secret": 5})).unwrap_err().contains("non-empty string"));
         assert!(IngestType::parse("telnyx").unwrap().resolve(&json!({})).unwrap_err().contains("not served"));
+        let generic = IngestType::parse("generic-webhook").unwrap();
+        assert!(generic.resolve(&json!({"secret": "s"})).unwrap_err().contains("checks no signature"));
     }
 
     #[test]

@@ -12,10 +12,10 @@ use hookgate_shared::{
     ingest::IngestType,
     source::{KeySpec, Mode},
     store::{
-        applications::{self, ApplicationFields},
+        applications::ApplicationFields,
         ingest_sources::{self, IngestFields, NewToken},
         page::Page,
-        sources::{self, Source, SourceFields},
+        sources::{Source, SourceFields},
         StoreError,
     },
     AppState,
@@ -179,7 +179,7 @@ async fn insert(
     key: Option<&RequestKey>,
 ) -> Result<HttpResponse, ApiError> {
     let id = SourceId::generate();
-    let app = AppId::generate();
+    let cap = crate::quota::app_cap(state, tenant).await?;
     let token = secrets::new_ingest_token();
     let sealed_token = secrets::seal_token(state, tenant, &id, &token);
     let hash = state.api_keys.hash(&token);
@@ -188,7 +188,8 @@ async fn insert(
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let made =
         ApplicationFields { uid: None, name: format!("ingest: {}", c.name), throttle_rate: None, metadata: json!({}) };
-    applications::insert(&*tx, tenant, &app, &made).await?;
+    // An ingest source's application counts against `appsPerTenant` like any.
+    let app = crate::quota::insert_app(state, &*tx, tenant, &made, cap).await?.id;
     ingest_sources::mark_app(&*tx, tenant, &app, &id).await?;
     let ingest =
         IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &c.shown };
@@ -240,36 +241,55 @@ async fn upsert(
     id: web::Path<Ref<SourceId>>,
     body: web::Json<IngestSourceIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut c = check(&body)?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let Some(s) = ingest_sources::get(&*tx, &key.0, &id, true).await? else {
         drop(tx);
+        let mut c = check(&body)?;
         let Some(uid) = id.creatable_uid() else { return Err(ApiError::NotFound("ingest source")) };
         c.uid = Some(c.uid.unwrap_or_else(|| uid.to_owned()));
         return insert(&state, &req, &key.0, &c, None).await;
     };
-    let sealed_secret = c.secret.as_ref().map(|secret| secrets::seal(&state, &key.0, &s.id, secret));
+    // Answers never show a secret, so a read-modify-write sends none back: the
+    // type staying, the stored secret stays (an explicit `"secret": null` drops it).
+    let mut body = body.into_inner();
+    let same_type = s.ingest.as_ref().is_some_and(|i| i.type_name == body.kind);
+    let config = body.config.get_or_insert_with(|| json!({}));
+    let mut kept = false;
+    if let (true, Some(map)) = (same_type, config.as_object_mut()) {
+        if !map.contains_key("secret") {
+            let stored = secrets::valid_secrets(&state, &s).map_err(ApiError::Internal)?;
+            if let Some(secret) = stored.into_iter().next() {
+                map.insert("secret".into(), json!(secret));
+                kept = true;
+            }
+        }
+    }
+    let c = check(&body)?;
+    // A kept secret is not written again (a rotation's grace stays); a new one, or
+    // a new type, ends the grace of the previous secret.
+    let sealed_secret = match kept {
+        true => None,
+        false => c.secret.as_ref().map(|secret| secrets::seal(&state, &key.0, &s.id, secret)),
+    };
     let ingest =
         IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &c.shown };
-    let saved = ingest_sources::replace(
-        &*tx,
-        &key.0,
-        &s.id,
-        &fields(&c, &s.app_id),
-        &ingest,
-        sealed_secret.as_deref(),
-        &state.caches,
-    )
-    .await
-    .map_err(|e| validate::conflict("an ingest source with this uid")(e.into()))?
-    .ok_or(ApiError::NotFound("ingest source"))?;
+    // What the source API set (an idempotency rule, sync mode, a retention) stays.
+    let mut f = fields(&c, &s.app_id);
+    (f.idempotency, f.mode, f.event_type_path, f.retention_days, f.disabled) =
+        (s.idempotency.clone(), s.mode, s.event_type_path.clone(), s.retention_days, s.disabled);
+    let saved = ingest_sources::replace(&*tx, &key.0, &s.id, &f, &ingest, sealed_secret.as_deref(), &state.caches)
+        .await
+        .map_err(|e| validate::conflict("an ingest source with this uid")(e.into()))?
+        .ok_or(ApiError::NotFound("ingest source"))?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::Ok().json(out(&req, &state, saved)?))
 }
 
-/// Deletes the source (its URL answers 404 at once), then erases its application
-/// with its endpoints and messages (204, or 202 while a large one is erased).
+/// Erases the source's application, and the source with it: the source is
+/// disabled at once (its URL answers 404), then its events, messages, endpoints
+/// and itself go, in bounded steps the pruners finish if this request cannot
+/// (204, or 202 while a large one is erased; a retry carries on).
 #[delete("/source/{source_id}")]
 async fn delete_one(
     key: KeyAuth,
@@ -277,12 +297,6 @@ async fn delete_one(
     id: web::Path<Ref<SourceId>>,
 ) -> Result<HttpResponse, ApiError> {
     let s = find(&state, &key.0, &id).await?;
-    {
-        let conn = db::conn(&state.db).await?;
-        if !sources::delete(&**conn, &key.0, &s.id, &state.caches).await? {
-            return Err(ApiError::NotFound("ingest source"));
-        }
-    }
     crate::v1::applications::erase(&state, &key.0, &s.app_id).await
 }
 

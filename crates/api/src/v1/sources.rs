@@ -263,6 +263,11 @@ async fn patch_one(
             "`appId`: an ingest source's endpoints are its own application's; it cannot move".into(),
         ));
     }
+    if s.ingest.is_some() && matches!(p.public_url, Maybe::Value(_)) {
+        return Err(ApiError::Validation(
+            "`publicUrl`: an ingest source is signed at its `ingestUrl`, whose token rotates".into(),
+        ));
+    }
     let merged = SourceIn {
         name: p.name.unwrap_or(s.name),
         provider: s.provider.name().to_owned(),
@@ -295,6 +300,10 @@ async fn delete_one(
     id: web::Path<SourceId>,
 ) -> Result<HttpResponse, ApiError> {
     let s = find(&state, &key.0, &id).await?;
+    if s.ingest.is_some() {
+        // An ingest source goes with its own application, as the ingest API deletes it.
+        return super::applications::erase(&state, &key.0, &s.app_id).await;
+    }
     let conn = db::conn(&state.db).await?;
     if !sources::delete(&**conn, &key.0, &s.id, &state.caches).await? {
         return Err(ApiError::NotFound("source"));

@@ -103,7 +103,8 @@ pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest
 }
 
 /// Replaces an ingest source's fields (and its secret, when `sealed_secret` is
-/// given); its token stays.
+/// given: the previous one's grace ends, as it does when the type changes); its
+/// token stays.
 pub async fn replace(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -116,6 +117,11 @@ pub async fn replace(
     let sql = format!(
         "UPDATE sources SET name = $3, provider = $4, verify = $5, idempotency = $6, mode = $7,
             secret = CASE WHEN $8::bytea IS NULL AND $4 = 'none' THEN NULL ELSE COALESCE($8, secret) END,
+            -- A new secret or a new type ends the previous secret's grace.
+            old_secret = CASE WHEN $8::bytea IS NOT NULL OR $4 = 'none' OR ingest_type IS DISTINCT FROM $9
+                THEN NULL ELSE old_secret END,
+            old_secret_until = CASE WHEN $8::bytea IS NOT NULL OR $4 = 'none' OR ingest_type IS DISTINCT FROM $9
+                THEN NULL ELSE old_secret_until END,
             ingest_type = $9, uid = $10, metadata = $11, ingest_config = $12, updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND ingest_type IS NOT NULL RETURNING {}",
         columns("sources")
