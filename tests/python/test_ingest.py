@@ -201,3 +201,48 @@ def test_an_upsert_keeps_the_secret_and_what_the_source_api_set_and_the_app_quot
     assert status == 201
     status, _, answer = raw_call(hookgate, "POST", "/ingest/api/v1/source", key, {"name": "over", "type": "generic-webhook"})
     assert status == 422 and b"appsPerTenant" in answer, answer
+
+
+def _hmac(secret: str, body: bytes, encoding: str) -> str:
+    import base64
+    import hashlib
+    import hmac as hmac_lib
+
+    digest = hmac_lib.new(secret.encode(), body, hashlib.sha256).digest()
+    return digest.hex() if encoding == "hex" else base64.b64encode(digest).decode()
+
+
+# Each sender's documented scheme, signed here with Python's hmac: the header, the
+# encoding and the prefix, and an event id when the sender has one.
+BODY_HMAC_SENDERS = [
+    ("docusign", "DocusignConfig", "X-DocuSign-Signature-1", "b64", "", None),
+    ("easypost", "EasypostConfig", "X-Hmac-Signature", "hex", "hmac-sha256-hex=", "id"),
+    ("nango", "NangoConfig", "X-Nango-Hmac-Sha256", "hex", "", None),
+    ("rutter", "RutterConfig", "X-Rutter-Signature", "b64", "sha256=", None),
+    ("veriff", "VeriffConfig", "X-HMAC-SIGNATURE", "hex", "", None),
+]
+
+
+@pytest.mark.parametrize("kind,model,header,encoding,prefix,id_field", BODY_HMAC_SENDERS)
+def test_a_body_hmac_sender_is_admitted_when_genuine_once_per_event_and_refused_when_forged(
+    svix, sink, kind, model, header, encoding, prefix, id_field
+):
+    import svix.models as models
+
+    secret = "sender-secret-" + kind
+    src = svix.ingest.source.create(
+        IngestSourceIn(name=kind, type=kind, config=getattr(models, model)(secret=secret))
+    )
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    body = json.dumps({"id": "evt_" + kind, "type": "thing.done", "event": "done", "description": "x.y"}).encode()
+    sign = lambda b, s=secret: {header: prefix + _hmac(s, b, "hex" if encoding == "hex" else "b64")}
+    assert post_to(src.ingest_url, body, sign(body)) == 200
+    assert post_to(src.ingest_url, body, sign(body, "not-the-secret")) == 401
+    assert post_to(src.ingest_url, body, {}) == 401
+    if id_field:
+        # The same event id with another body is the same event.
+        again = body.replace(b"x.y", b"x.z")
+        assert post_to(src.ingest_url, again, sign(again)) == 200
+    sink.wait_for(1)
+    time.sleep(0.5)
+    assert len(sink.received) == 1

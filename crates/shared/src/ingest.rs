@@ -3,7 +3,24 @@
 
 use serde_json::Value;
 
-use crate::source::Provider;
+use crate::source::{Algorithm, Encoding, HmacSpec, KeySpec, Provider};
+
+/// A sender that signs the raw body with an HMAC-SHA256 in one header, checked by
+/// the generic `hmac` provider; what it needs and what it knows of its events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyHmac {
+    /// The header carrying the signature.
+    pub header: &'static str,
+    pub encoding: Encoding,
+    /// A prefix before the signature, such as `sha256=`.
+    pub prefix: Option<&'static str>,
+    /// Whether `config.secret` is required (else, without it, only the token is checked).
+    pub required: bool,
+    /// The body field holding the sender's stable event id, if it has one (else the body is the key).
+    pub id: Option<&'static str>,
+    /// The body field holding the event type, if it has one.
+    pub event_type: Option<&'static str>,
+}
 
 /// How a type's requests are verified, and so what its `config` holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +39,8 @@ pub enum Scheme {
     Zoom,
     /// No door: Hookgate itself emits `config.payload` on `config.schedule`.
     Cron,
+    /// An HMAC-SHA256 of the raw body in one header.
+    BodyHmac(BodyHmac),
     /// Accepted by the SDK, not yet served here (no verifier yet).
     NotYet,
 }
@@ -35,8 +54,30 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("brex", Scheme::Svix),
     ("checkbook", Scheme::NotYet),
     ("clerk", Scheme::Svix),
-    ("docusign", Scheme::NotYet),
-    ("easypost", Scheme::NotYet),
+    // DocuSign Connect: `X-DocuSign-Signature-1: <b64 HMAC-SHA256(key, body)>`; no event id.
+    (
+        "docusign",
+        Scheme::BodyHmac(BodyHmac {
+            header: "x-docusign-signature-1",
+            encoding: Encoding::Base64,
+            prefix: None,
+            required: false,
+            id: None,
+            event_type: Some("/event"),
+        }),
+    ),
+    // EasyPost: `X-Hmac-Signature: hmac-sha256-hex=<hex>`; the event's `id` (`evt_…`).
+    (
+        "easypost",
+        Scheme::BodyHmac(BodyHmac {
+            header: "x-hmac-signature",
+            encoding: Encoding::Hex,
+            prefix: Some("hmac-sha256-hex="),
+            required: false,
+            id: Some("/id"),
+            event_type: Some("/description"),
+        }),
+    ),
     ("github", Scheme::Github),
     ("guesty", Scheme::Svix),
     ("hubspot", Scheme::Hubspot),
@@ -44,7 +85,18 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("lithic", Scheme::Svix),
     ("merge", Scheme::NotYet),
     ("meta", Scheme::NotYet),
-    ("nango", Scheme::NotYet),
+    // Nango: `X-Nango-Hmac-Sha256: <hex>`; no event id.
+    (
+        "nango",
+        Scheme::BodyHmac(BodyHmac {
+            header: "x-nango-hmac-sha256",
+            encoding: Encoding::Hex,
+            prefix: None,
+            required: true,
+            id: None,
+            event_type: Some("/type"),
+        }),
+    ),
     ("nash", Scheme::Svix),
     ("openclaw", Scheme::NotYet),
     ("orum-io", Scheme::NotYet),
@@ -54,7 +106,18 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("psi-fi", Scheme::Svix),
     ("replicate", Scheme::Svix),
     ("resend", Scheme::Svix),
-    ("rutter", Scheme::NotYet),
+    // Rutter: `X-Rutter-Signature: sha256=<b64>`; no event id.
+    (
+        "rutter",
+        Scheme::BodyHmac(BodyHmac {
+            header: "x-rutter-signature",
+            encoding: Encoding::Base64,
+            prefix: Some("sha256="),
+            required: true,
+            id: None,
+            event_type: Some("/type"),
+        }),
+    ),
     ("safebase", Scheme::Svix),
     ("sardine", Scheme::Svix),
     ("segment", Scheme::NotYet),
@@ -69,7 +132,18 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("vapi", Scheme::NotYet),
     ("open-ai", Scheme::Svix),
     ("render", Scheme::Svix),
-    ("veriff", Scheme::NotYet),
+    // Veriff: `X-HMAC-SIGNATURE: <hex>`; no delivery id common to its webhooks.
+    (
+        "veriff",
+        Scheme::BodyHmac(BodyHmac {
+            header: "x-hmac-signature",
+            encoding: Encoding::Hex,
+            prefix: None,
+            required: true,
+            id: None,
+            event_type: None,
+        }),
+    ),
     ("airwallex", Scheme::NotYet),
     ("vgs", Scheme::NotYet),
 ];
@@ -89,6 +163,22 @@ pub struct Resolved {
     pub provider: Provider,
     pub secret: Option<String>,
     pub shown: Value,
+    /// How a new source of the type keys its events.
+    pub idempotency: KeySpec,
+    /// Where a new source of the type reads its events' type.
+    pub event_type_path: Option<&'static str>,
+}
+
+impl Resolved {
+    fn new(provider: Provider, secret: Option<String>) -> Resolved {
+        Resolved {
+            provider,
+            secret,
+            shown: Value::Object(Default::default()),
+            idempotency: KeySpec::Provider,
+            event_type_path: None,
+        }
+    }
 }
 
 /// A cron source's settings: when, and what it emits.
@@ -164,26 +254,38 @@ impl IngestType {
             Some(_) => return Err("`config.secret` must be a non-empty string".into()),
         };
         let required = |provider: Provider| match &secret {
-            Some(s) => Ok(Resolved { provider, secret: Some(s.clone()), shown: Value::Object(Default::default()) }),
+            Some(s) => Ok(Resolved::new(provider, Some(s.clone()))),
             None => Err(format!("`config.secret` is required for a `{}` source", self.name)),
         };
         // Without its optional secret, a source checks only the token, as a generic one.
         let optional = |provider: Provider| match &secret {
-            Some(s) => Resolved { provider, secret: Some(s.clone()), shown: Value::Object(Default::default()) },
-            None => Resolved { provider: Provider::None, secret: None, shown: Value::Object(Default::default()) },
+            Some(s) => Resolved::new(provider, Some(s.clone())),
+            None => Resolved::new(Provider::None, None),
         };
         match self.scheme {
             Scheme::Generic if secret.is_some() => Err(
                 "`config.secret`: a `generic-webhook` source checks no signature (its URL's token is its credential)"
                     .into(),
             ),
-            Scheme::Generic => {
-                Ok(Resolved { provider: Provider::None, secret: None, shown: Value::Object(Default::default()) })
-            }
+            Scheme::Generic => Ok(Resolved::new(Provider::None, None)),
             Scheme::Cron => {
                 let cron = Cron::parse(config)?;
                 let schedule = config.get("schedule").and_then(Value::as_str).unwrap_or_default();
-                Ok(Resolved { provider: Provider::None, secret: None, shown: cron.shown(schedule) })
+                Ok(Resolved { shown: cron.shown(schedule), ..Resolved::new(Provider::None, None) })
+            }
+            Scheme::BodyHmac(b) => {
+                let spec = HmacSpec {
+                    header: b.header.into(),
+                    algorithm: Algorithm::Sha256,
+                    encoding: b.encoding,
+                    prefix: b.prefix.map(str::to_owned),
+                };
+                let mut r = if b.required { required(Provider::Hmac(spec))? } else { optional(Provider::Hmac(spec)) };
+                if let Some(id) = b.id {
+                    r.idempotency = KeySpec::JsonPointer(id.into());
+                }
+                r.event_type_path = b.event_type;
+                Ok(r)
             }
             Scheme::Svix => required(Provider::Svix),
             Scheme::Stripe => required(Provider::Stripe),

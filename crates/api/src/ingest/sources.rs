@@ -99,6 +99,9 @@ struct Checked {
     secret: Option<String>,
     /// The settings that are no secret, stored and shown back.
     shown: Value,
+    /// How a new source of the type keys its events, and where it reads their type.
+    idempotency: KeySpec,
+    event_type_path: Option<String>,
 }
 
 fn check(b: &IngestSourceIn) -> Result<Checked, ApiError> {
@@ -125,6 +128,8 @@ fn check(b: &IngestSourceIn) -> Result<Checked, ApiError> {
         provider: resolved.provider,
         secret,
         shown: resolved.shown,
+        idempotency: resolved.idempotency,
+        event_type_path: resolved.event_type_path.map(str::to_owned),
     })
 }
 
@@ -135,10 +140,10 @@ fn fields(c: &Checked, app: &AppId) -> SourceFields {
         // Without a signature to check, the URL's token is the credential.
         allow_unverified: c.provider == hookgate_shared::source::Provider::None,
         public_url: None,
-        idempotency: KeySpec::Provider,
+        idempotency: c.idempotency.clone(),
         mode: Mode::Async,
         app_id: app.clone(),
-        event_type_path: None,
+        event_type_path: c.event_type_path.clone(),
         retention_days: None,
         disabled: false,
     }
@@ -274,10 +279,13 @@ async fn upsert(
     };
     let ingest =
         IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &c.shown };
-    // What the source API set (an idempotency rule, sync mode, a retention) stays.
+    // What the source API set (sync mode, a retention; the type staying, an
+    // idempotency rule and event type path) stays.
     let mut f = fields(&c, &s.app_id);
-    (f.idempotency, f.mode, f.event_type_path, f.retention_days, f.disabled) =
-        (s.idempotency.clone(), s.mode, s.event_type_path.clone(), s.retention_days, s.disabled);
+    (f.mode, f.retention_days, f.disabled) = (s.mode, s.retention_days, s.disabled);
+    if same_type {
+        (f.idempotency, f.event_type_path) = (s.idempotency.clone(), s.event_type_path.clone());
+    }
     let saved = ingest_sources::replace(&*tx, &key.0, &s.id, &f, &ingest, sealed_secret.as_deref(), &state.caches)
         .await
         .map_err(|e| validate::conflict("an ingest source with this uid")(e.into()))?
