@@ -75,8 +75,8 @@ def test_ingest_sources_are_created_found_by_uid_listed_upserted_and_deleted(svi
 
     # A type the SDK lists but this Hookgate does not serve yet is refused by name.
     with pytest.raises(HTTPValidationError) as e:
-        svix.ingest.source.create(IngestSourceIn(name="Tel", type="telnyx", config={"publicKey": "x"}))
-    assert "telnyx" in str(e.value)
+        svix.ingest.source.create(IngestSourceIn(name="VGS", type="vgs", config={"secret": "x"}))
+    assert "vgs" in str(e.value) and "not served" in str(e.value)
     # A signing type without its secret is refused, naming the field.
     # (The SDK refuses that itself; sent as another client would.)
     status, _, answer = raw_call(
@@ -246,3 +246,48 @@ def test_a_body_hmac_sender_is_admitted_when_genuine_once_per_event_and_refused_
     sink.wait_for(1)
     time.sleep(0.5)
     assert len(sink.received) == 1
+
+
+def test_a_telnyx_source_checks_the_ed25519_signature_over_timestamp_and_body(svix, sink):
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+    from svix.models import TelnyxConfig
+
+    key = Ed25519PrivateKey.generate()
+    public = base64.b64encode(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode()
+    src = svix.ingest.source.create(IngestSourceIn(name="Telnyx", type="telnyx", config=TelnyxConfig(public_key=public)))
+    assert src.config.public_key == public, "the public key is shown back"
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    body = json.dumps({"data": {"id": "ev-1", "event_type": "call.initiated", "record_type": "event"}}).encode()
+
+    def signed_by(k, ts, b):
+        sig = base64.b64encode(k.sign(f"{ts}|".encode() + b)).decode()
+        return {"telnyx-signature-ed25519": sig, "telnyx-timestamp": str(ts)}
+
+    now = int(time.time())
+    assert post_to(src.ingest_url, body, signed_by(key, now, body)) == 200
+    assert post_to(src.ingest_url, body, signed_by(Ed25519PrivateKey.generate(), now, body)) == 401
+    assert post_to(src.ingest_url, body, signed_by(key, now - 3600, body)) == 401, "an hour old"
+    again = body.replace(b"record_type", b"recordType")
+    assert post_to(src.ingest_url, again, signed_by(key, now, again)) == 200, "the same data.id: a duplicate"
+    sink.wait_for(1)
+    time.sleep(0.5)
+    assert len(sink.received) == 1
+
+
+def test_a_checkbook_source_accepts_checkbooks_documented_example_and_nothing_else(svix, sink):
+    from svix.models import CheckbookConfig
+
+    # docs.checkbook.io, "Webhooks": the published key, body, nonce and signature.
+    src = svix.ingest.source.create(
+        IngestSourceIn(name="Checkbook", type="checkbook", config=CheckbookConfig(secret="335b5728e25b47e88995fce207bff380"))
+    )
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    body = b'{"status": "PAID", "id": "ed0af5fb335c47dd8eb53199ba50f5c4", "type": "CHECK"}'
+    sig = "nonce=1243549809,signature=4ee9758fc0bceb3ca1a2fe397fbd125364cfffdb04296fa118dab9778a4b3ce3"
+    assert post_to(src.ingest_url, body, {"signature": sig}) == 200
+    assert post_to(src.ingest_url, body.replace(b"PAID", b"VOID"), {"signature": sig}) == 401
+    got = sink.wait_for(1)
+    assert got[0]["body"] == body

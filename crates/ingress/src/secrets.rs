@@ -47,7 +47,7 @@ pub fn generate(provider: &Provider) -> Result<String, String> {
         SecretKind::Whsec | SecretKind::WhsecOrPublicKey => Ok(whsec::generate_secret()),
         SecretKind::Shared | SecretKind::Nothing => Ok(format!("hgsec_{}", random_hex(24))),
         SecretKind::BasicCredentials => Ok(format!("hookgate:{}", random_hex(24))),
-        SecretKind::Ed25519Hex | SecretKind::P256PublicKey => {
+        SecretKind::Ed25519Hex | SecretKind::Ed25519Base64 | SecretKind::P256PublicKey => {
             Err(format!("provider `{}` verifies with its public key: give it as `secret`", provider.name()))
         }
         SecretKind::PaypalWebhookId => Err("provider `paypal` needs its webhook id as `secret`".into()),
@@ -71,6 +71,10 @@ pub fn check(provider: &Provider, secret: &str) -> Result<String, String> {
         SecretKind::Ed25519Hex => match hex::decode(key) {
             Ok(k) if crate::verify::ed25519_key_ok(&k) => Ok(key.to_ascii_lowercase()),
             _ => bad("the application's public key: 64 hex characters (an Ed25519 key, not a small-order point)"),
+        },
+        SecretKind::Ed25519Base64 => match STANDARD.decode(key) {
+            Ok(k) if crate::verify::ed25519_key_ok(&k) => Ok(key.to_owned()),
+            _ => bad("the account's public key: base64 of 32 bytes (an Ed25519 key, not a small-order point)"),
         },
         SecretKind::P256PublicKey => match crate::verify::p256_key_ok(key) {
             true => Ok(key.to_owned()),

@@ -41,6 +41,9 @@ pub enum Scheme {
     Cron,
     /// An HMAC-SHA256 of the raw body in one header.
     BodyHmac(BodyHmac),
+    /// Ed25519 with the account's public key, `config.publicKey` (shown back: it is public).
+    Telnyx,
+    Checkbook,
     /// Accepted by the SDK, not yet served here (no verifier yet).
     NotYet,
 }
@@ -52,7 +55,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("adobe-sign", Scheme::NotYet),
     ("beehiiv", Scheme::Svix),
     ("brex", Scheme::Svix),
-    ("checkbook", Scheme::NotYet),
+    ("checkbook", Scheme::Checkbook),
     ("clerk", Scheme::Svix),
     // DocuSign Connect: `X-DocuSign-Signature-1: <b64 HMAC-SHA256(key, body)>`; no event id.
     (
@@ -128,7 +131,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("svix", Scheme::Svix),
     ("zoom", Scheme::Zoom),
     ("tailscale", Scheme::NotYet),
-    ("telnyx", Scheme::NotYet),
+    ("telnyx", Scheme::Telnyx),
     ("vapi", Scheme::NotYet),
     ("open-ai", Scheme::Svix),
     ("render", Scheme::Svix),
@@ -292,6 +295,14 @@ impl IngestType {
             Scheme::Shopify => required(Provider::Shopify),
             Scheme::Slack => required(Provider::Slack),
             Scheme::Zoom => required(Provider::Zoom),
+            Scheme::Checkbook => required(Provider::Checkbook),
+            Scheme::Telnyx => match config.get("publicKey") {
+                Some(Value::String(k)) if !k.trim().is_empty() => Ok(Resolved {
+                    shown: serde_json::json!({ "publicKey": k.trim() }),
+                    ..Resolved::new(Provider::Telnyx, Some(k.trim().to_owned()))
+                }),
+                _ => Err("`config.publicKey` is required for a `telnyx` source: the account's public key".into()),
+            },
             Scheme::Github => Ok(optional(Provider::Github)),
             Scheme::Hubspot => Ok(optional(Provider::Hubspot)),
             Scheme::NotYet => Err(format!(
@@ -334,7 +345,8 @@ mod tests {
         assert_eq!(github.resolve(&json!({"secret": "s"})).unwrap().provider, Provider::Github);
         assert!(svix.resolve(&json!([])).unwrap_err().contains("must be an object"));
         assert!(svix.resolve(&json!({"secret": 5})).unwrap_err().contains("non-empty string"));
-        assert!(IngestType::parse("telnyx").unwrap().resolve(&json!({})).unwrap_err().contains("not served"));
+        assert!(IngestType::parse("vgs").unwrap().resolve(&json!({})).unwrap_err().contains("not served"));
+        assert!(IngestType::parse("telnyx").unwrap().resolve(&json!({})).unwrap_err().contains("config.publicKey"));
         let generic = IngestType::parse("generic-webhook").unwrap();
         assert!(generic.resolve(&json!({"secret": "s"})).unwrap_err().contains("checks no signature"));
     }

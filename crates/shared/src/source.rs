@@ -67,6 +67,9 @@ pub enum Provider {
     Typeform,
     Calendly,
     Woocommerce,
+    /// Ed25519 over `<timestamp>|<body>`, the account's public key in base64.
+    Telnyx,
+    Checkbook,
     Hmac(HmacSpec),
     /// No verification: only with the source's explicit flag.
     None,
@@ -84,6 +87,8 @@ pub enum SecretKind {
     WhsecOrPublicKey,
     /// An Ed25519 public key in hex (Discord's application public key).
     Ed25519Hex,
+    /// An Ed25519 public key in base64 (Telnyx's account public key).
+    Ed25519Base64,
     /// An ECDSA P-256 public key, base64 DER (SendGrid's verification key).
     P256PublicKey,
     /// PayPal's webhook id: not a secret, the certificate signs; it binds a
@@ -120,6 +125,8 @@ impl Provider {
         "typeform",
         "calendly",
         "woocommerce",
+        "telnyx",
+        "checkbook",
         "hmac",
         "none",
     ];
@@ -150,6 +157,8 @@ impl Provider {
             "typeform" => Provider::Typeform,
             "calendly" => Provider::Calendly,
             "woocommerce" => Provider::Woocommerce,
+            "telnyx" => Provider::Telnyx,
+            "checkbook" => Provider::Checkbook,
             "hmac" => {
                 let spec: HmacSpec = serde_json::from_value(hmac.cloned().unwrap_or_default())
                     .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
@@ -190,6 +199,8 @@ impl Provider {
             Provider::Typeform => "typeform",
             Provider::Calendly => "calendly",
             Provider::Woocommerce => "woocommerce",
+            Provider::Telnyx => "telnyx",
+            Provider::Checkbook => "checkbook",
             Provider::Hmac(_) => "hmac",
             Provider::None => "none",
         }
@@ -212,6 +223,7 @@ impl Provider {
             Provider::StandardWebhooks => SecretKind::WhsecOrPublicKey,
             Provider::Svix => SecretKind::Whsec,
             Provider::Discord => SecretKind::Ed25519Hex,
+            Provider::Telnyx => SecretKind::Ed25519Base64,
             Provider::Sendgrid => SecretKind::P256PublicKey,
             Provider::Paypal => SecretKind::PaypalWebhookId,
             Provider::BasicAuth => SecretKind::BasicCredentials,

@@ -60,6 +60,8 @@ const PROVIDER_HEADERS: &[(&str, &[&str])] = &[
     ("calendly", &["calendly-webhook-signature"]),
     ("woocommerce", &["x-wc-webhook-signature", "x-wc-webhook-delivery-id", "x-wc-webhook-topic"]),
     ("svix", &["svix-id", "svix-timestamp", "svix-signature"]),
+    ("telnyx", &["telnyx-signature-ed25519", "telnyx-timestamp"]),
+    ("checkbook", &["signature"]),
     ("standard-webhooks", &["webhook-id", "webhook-timestamp", "webhook-signature"]),
 ];
 
@@ -76,6 +78,7 @@ async fn random_requests_to_every_provider_never_get_a_5xx() {
             // SendGrid's example verification key (its libraries' tests).
             "sendgrid" => "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA==".into(),
             "paypal" => "WH1".into(),
+            "telnyx" => "YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=".into(),
             "basic-auth" => "user:pass".into(),
             "svix" | "standard-webhooks" => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
             _ => "a-shared-secret".into(),

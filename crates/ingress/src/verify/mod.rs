@@ -7,6 +7,7 @@
 mod basic_auth;
 mod bitbucket;
 mod calendly;
+mod checkbook;
 mod discord;
 mod generic;
 mod github;
@@ -25,6 +26,7 @@ mod square;
 mod standard;
 mod stripe;
 mod svix;
+mod telnyx;
 mod twilio;
 mod typeform;
 mod woocommerce;
@@ -172,6 +174,8 @@ pub fn preset(p: &Provider) -> &'static Preset {
         Provider::Typeform => &typeform::PRESET,
         Provider::Calendly => &calendly::PRESET,
         Provider::Woocommerce => &woocommerce::PRESET,
+        Provider::Telnyx => &telnyx::PRESET,
+        Provider::Checkbook => &checkbook::PRESET,
         Provider::Hmac(_) => &generic::PRESET,
         Provider::None => &generic::NONE,
     }
