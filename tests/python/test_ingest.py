@@ -291,3 +291,42 @@ def test_a_checkbook_source_accepts_checkbooks_documented_example_and_nothing_el
     assert post_to(src.ingest_url, body.replace(b"PAID", b"VOID"), {"signature": sig}) == 401
     got = sink.wait_for(1)
     assert got[0]["body"] == body
+
+
+def _tailscale(secret, body, ts):
+    return {"Tailscale-Webhook-Signature": f"t={ts},v1=" + _hmac(secret, f"{ts}.".encode() + body, "hex")}
+
+
+def _airwallex(secret, body, ts):
+    ms = str(ts * 1000 + 123)
+    return {"x-timestamp": ms, "x-signature": _hmac(secret, ms.encode() + body, "hex")}
+
+
+def _port(secret, body, ts):
+    return {"x-port-timestamp": str(ts), "x-port-signature": "v1," + _hmac(secret, f"{ts}.".encode() + body, "b64")}
+
+
+# Each sender's documented timestamped scheme, signed here with Python's hmac.
+TIMESTAMPED_SENDERS = [
+    ("tailscale", "TailscaleConfig", _tailscale),
+    ("airwallex", "AirwallexConfig", _airwallex),
+    ("port-io", "PortIoConfig", _port),
+]
+
+
+@pytest.mark.parametrize("kind,model,sign", TIMESTAMPED_SENDERS)
+def test_a_timestamped_sender_is_admitted_when_genuine_and_fresh_and_refused_otherwise(svix, sink, kind, model, sign):
+    import svix.models as models
+
+    secret = "sender-secret-" + kind
+    src = svix.ingest.source.create(IngestSourceIn(name=kind, type=kind, config=getattr(models, model)(secret=secret)))
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    body = json.dumps({"id": "evt_" + kind, "name": "thing.done"}).encode()
+    now = int(time.time())
+    assert post_to(src.ingest_url, body, sign(secret, body, now)) == 200
+    assert post_to(src.ingest_url, body, sign("not-the-secret", body, now)) == 401
+    assert post_to(src.ingest_url, body, sign(secret, body, now - 3600)) == 401, "an hour old"
+    assert post_to(src.ingest_url, body, {}) == 401
+    sink.wait_for(1)
+    time.sleep(0.5)
+    assert len(sink.received) == 1

@@ -44,6 +44,9 @@ pub enum Scheme {
     /// Ed25519 with the account's public key, `config.publicKey` (shown back: it is public).
     Telnyx,
     Checkbook,
+    Tailscale,
+    Airwallex,
+    Port,
     /// Accepted by the SDK, not yet served here (no verifier yet).
     NotYet,
 }
@@ -104,7 +107,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("openclaw", Scheme::NotYet),
     ("orum-io", Scheme::NotYet),
     ("panda-doc", Scheme::NotYet),
-    ("port-io", Scheme::NotYet),
+    ("port-io", Scheme::Port),
     ("pleo", Scheme::Svix),
     ("psi-fi", Scheme::Svix),
     ("replicate", Scheme::Svix),
@@ -130,7 +133,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("stych", Scheme::Svix),
     ("svix", Scheme::Svix),
     ("zoom", Scheme::Zoom),
-    ("tailscale", Scheme::NotYet),
+    ("tailscale", Scheme::Tailscale),
     ("telnyx", Scheme::Telnyx),
     ("vapi", Scheme::NotYet),
     ("open-ai", Scheme::Svix),
@@ -147,7 +150,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
             event_type: None,
         }),
     ),
-    ("airwallex", Scheme::NotYet),
+    ("airwallex", Scheme::Airwallex),
     ("vgs", Scheme::NotYet),
 ];
 
@@ -296,6 +299,9 @@ impl IngestType {
             Scheme::Slack => required(Provider::Slack),
             Scheme::Zoom => required(Provider::Zoom),
             Scheme::Checkbook => required(Provider::Checkbook),
+            Scheme::Tailscale => required(Provider::Tailscale),
+            Scheme::Airwallex => required(Provider::Airwallex),
+            Scheme::Port => required(Provider::Port),
             Scheme::Telnyx => match config.get("publicKey") {
                 Some(Value::String(k)) if !k.trim().is_empty() => Ok(Resolved {
                     shown: serde_json::json!({ "publicKey": k.trim() }),

@@ -70,6 +70,10 @@ pub enum Provider {
     /// Ed25519 over `<timestamp>|<body>`, the account's public key in base64.
     Telnyx,
     Checkbook,
+    Tailscale,
+    Airwallex,
+    /// Port (port.io).
+    Port,
     Hmac(HmacSpec),
     /// No verification: only with the source's explicit flag.
     None,
@@ -127,6 +131,9 @@ impl Provider {
         "woocommerce",
         "telnyx",
         "checkbook",
+        "tailscale",
+        "airwallex",
+        "port",
         "hmac",
         "none",
     ];
@@ -159,6 +166,9 @@ impl Provider {
             "woocommerce" => Provider::Woocommerce,
             "telnyx" => Provider::Telnyx,
             "checkbook" => Provider::Checkbook,
+            "tailscale" => Provider::Tailscale,
+            "airwallex" => Provider::Airwallex,
+            "port" => Provider::Port,
             "hmac" => {
                 let spec: HmacSpec = serde_json::from_value(hmac.cloned().unwrap_or_default())
                     .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
@@ -201,6 +211,9 @@ impl Provider {
             Provider::Woocommerce => "woocommerce",
             Provider::Telnyx => "telnyx",
             Provider::Checkbook => "checkbook",
+            Provider::Tailscale => "tailscale",
+            Provider::Airwallex => "airwallex",
+            Provider::Port => "port",
             Provider::Hmac(_) => "hmac",
             Provider::None => "none",
         }

@@ -62,6 +62,9 @@ const PROVIDER_HEADERS: &[(&str, &[&str])] = &[
     ("svix", &["svix-id", "svix-timestamp", "svix-signature"]),
     ("telnyx", &["telnyx-signature-ed25519", "telnyx-timestamp"]),
     ("checkbook", &["signature"]),
+    ("tailscale", &["tailscale-webhook-signature"]),
+    ("airwallex", &["x-signature", "x-timestamp"]),
+    ("port", &["x-port-signature", "x-port-timestamp"]),
     ("standard-webhooks", &["webhook-id", "webhook-timestamp", "webhook-signature"]),
 ];
 

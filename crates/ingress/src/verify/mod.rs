@@ -4,6 +4,7 @@
 //! is the table that lists them. During a secret rotation every valid secret is
 //! tried, and any one signature in a header that carries several may match.
 
+mod airwallex;
 mod basic_auth;
 mod bitbucket;
 mod calendly;
@@ -18,6 +19,7 @@ mod linear;
 mod mailgun;
 mod paddle;
 pub mod paypal;
+mod port;
 mod scheme;
 mod sendgrid;
 mod shopify;
@@ -26,6 +28,7 @@ mod square;
 mod standard;
 mod stripe;
 mod svix;
+mod tailscale;
 mod telnyx;
 mod twilio;
 mod typeform;
@@ -176,6 +179,9 @@ pub fn preset(p: &Provider) -> &'static Preset {
         Provider::Woocommerce => &woocommerce::PRESET,
         Provider::Telnyx => &telnyx::PRESET,
         Provider::Checkbook => &checkbook::PRESET,
+        Provider::Tailscale => &tailscale::PRESET,
+        Provider::Airwallex => &airwallex::PRESET,
+        Provider::Port => &port::PRESET,
         Provider::Hmac(_) => &generic::PRESET,
         Provider::None => &generic::NONE,
     }
