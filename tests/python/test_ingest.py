@@ -159,6 +159,15 @@ def test_a_cron_source_is_created_with_its_schedule_shown_back_and_no_ingest_url
     assert "config.schedule" in str(e.value)
 
 
+def test_a_tenant_has_at_most_a_hundred_cron_sources(svix, hookgate, tenant):
+    body = {"name": "c", "type": "cron", "config": {"schedule": "@daily", "payload": "{}"}}
+    for _ in range(100):
+        status, _, answer = raw_call(hookgate, "POST", "/ingest/api/v1/source", tenant["apiKey"], body)
+        assert status == 201, answer
+    status, _, answer = raw_call(hookgate, "POST", "/ingest/api/v1/source", tenant["apiKey"], body)
+    assert status == 422 and b"at most 100 cron sources" in answer, answer
+
+
 def test_an_upsert_keeps_the_secret_and_what_the_source_api_set_and_the_app_quota_holds(svix, hookgate, tenant, sink):
     key = tenant["apiKey"]
     src = svix.ingest.source.create(IngestSourceIn(name="Clerk", type="clerk", config=SvixConfig(secret=SENDER_SECRET)))
@@ -275,6 +284,15 @@ def test_a_telnyx_source_checks_the_ed25519_signature_over_timestamp_and_body(sv
     sink.wait_for(1)
     time.sleep(0.5)
     assert len(sink.received) == 1
+
+    # A new public key through an upsert is the one that verifies from then on.
+    new_key = Ed25519PrivateKey.generate()
+    new_public = base64.b64encode(new_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode()
+    svix.ingest.source.upsert(src.id, IngestSourceIn(name="Telnyx", type="telnyx", config=TelnyxConfig(public_key=new_public)))
+    time.sleep(1.2)  # the source cache of this instance is a second at most
+    other = json.dumps({"data": {"id": "ev-2", "event_type": "call.answered"}}).encode()
+    assert post_to(src.ingest_url, other, signed_by(key, now, other)) == 401, "the old key no longer verifies"
+    assert post_to(src.ingest_url, other, signed_by(new_key, now, other)) == 200
 
 
 def test_a_checkbook_source_accepts_checkbooks_documented_example_and_nothing_else(svix, sink):

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+pub use crate::cron_schedule::{Cron, MOST_CRON_PAYLOAD};
 use crate::source::{Algorithm, Encoding, HmacSpec, KeySpec, Provider};
 
 /// A sender that signs the raw body with an HMAC-SHA256 in one header, checked by
@@ -184,57 +185,6 @@ impl Resolved {
             idempotency: KeySpec::Provider,
             event_type_path: None,
         }
-    }
-}
-
-/// A cron source's settings: when, and what it emits.
-#[derive(Debug, Clone)]
-pub struct Cron {
-    pub schedule: cron::Schedule,
-    pub payload: String,
-    pub content_type: String,
-}
-
-/// The longest payload a cron source emits.
-pub const MOST_CRON_PAYLOAD: usize = 64 * 1024;
-
-impl Cron {
-    /// A cron source's stored settings (`{schedule, payload, contentType}`); an
-    /// error naming the field that is wrong. The schedule has five fields (minute,
-    /// hour, day of month, month, day of week; UTC) or is one of `@hourly`,
-    /// `@daily`, `@weekly`, `@monthly`, `@yearly`: never more often than a minute.
-    pub fn parse(config: &serde_json::Map<String, Value>) -> Result<Cron, String> {
-        let text = |field: &str| match config.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(format!("`config.{field}` must be a string")),
-        };
-        let schedule = text("schedule")?.ok_or("`config.schedule` is required for a `cron` source")?;
-        let expression = match schedule.trim() {
-            s @ ("@hourly" | "@daily" | "@weekly" | "@monthly" | "@yearly" | "@annually" | "@midnight") => s.to_owned(),
-            s if s.split_whitespace().count() == 5 => format!("0 {s}"),
-            _ => {
-                return Err("`config.schedule` must be a cron expression of five fields (minute hour day month                             weekday, UTC) or @hourly, @daily, @weekly, @monthly or @yearly"
-                    .into())
-            }
-        };
-        let schedule = expression
-            .parse::<cron::Schedule>()
-            .map_err(|e| format!("`config.schedule` is not a cron expression: {e}"))?;
-        let payload = text("payload")?.ok_or("`config.payload` is required for a `cron` source")?;
-        if payload.len() > MOST_CRON_PAYLOAD {
-            return Err(format!("`config.payload` must be at most {MOST_CRON_PAYLOAD} bytes"));
-        }
-        let content_type = text("contentType")?.unwrap_or_else(|| "application/json".into());
-        if content_type.is_empty() || content_type.len() > 256 || content_type.chars().any(char::is_control) {
-            return Err("`config.contentType` must be a media type of 1 to 256 printable characters".into());
-        }
-        Ok(Cron { schedule, payload, content_type })
-    }
-
-    /// The settings as stored and shown back.
-    fn shown(&self, schedule: &str) -> Value {
-        serde_json::json!({ "schedule": schedule.trim(), "payload": self.payload, "contentType": self.content_type })
     }
 }
 

@@ -36,7 +36,13 @@ async fn a_cron_tick_missed_while_no_ingress_ran_is_admitted_once_by_two_ingress
     assert_eq!(res.status(), 201);
     // The source has existed for three minutes: ticks came while no ingress process ran.
     let db = api.db.client().await;
-    db.execute("UPDATE sources SET created_at = now() - interval '3 minutes' WHERE id = $1", &[&id]).await.unwrap();
+    db.execute(
+        "UPDATE sources SET created_at = now() - interval '3 minutes', updated_at = now() - interval '3 minutes'
+         WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
 
     // Two ingress processes (and a worker to deliver) start: the latest tick is
     // emitted by both, admitted once.

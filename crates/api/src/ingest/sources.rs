@@ -32,6 +32,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(upsert).service(delete_one).service(rotate_token);
 }
 
+/// The most cron sources a tenant may have: each one's ticks are admitted by
+/// every ingress process.
+const MOST_CRON_SOURCES: i64 = 100;
+
+/// 422 when the tenant already has as many cron sources as it may.
+async fn cron_room(db: &impl tokio_postgres::GenericClient, tenant: &TenantId, c: &Checked) -> Result<(), ApiError> {
+    if c.kind.name == "cron" && ingest_sources::count_cron(db, tenant).await? >= MOST_CRON_SOURCES {
+        return Err(ApiError::Validation(format!("a tenant may have at most {MOST_CRON_SOURCES} cron sources")));
+    }
+    Ok(())
+}
+
 /// How long a token rotated out still opens the source, and how many may be
 /// open at once besides the current one (as Svix: 48 hours, three rotations).
 const TOKEN_GRACE_HOURS: i64 = 48;
@@ -193,6 +205,7 @@ async fn insert(
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let made =
         ApplicationFields { uid: None, name: format!("ingest: {}", c.name), throttle_rate: None, metadata: json!({}) };
+    cron_room(&*tx, tenant, c).await?;
     // An ingest source's application counts against `appsPerTenant` like any.
     let app = crate::quota::insert_app(state, &*tx, tenant, &made, cap).await?.id;
     ingest_sources::mark_app(&*tx, tenant, &app, &id).await?;
@@ -262,7 +275,8 @@ async fn upsert(
     let config = body.config.get_or_insert_with(|| json!({}));
     let mut kept = false;
     if let (true, Some(map)) = (same_type, config.as_object_mut()) {
-        if !map.contains_key("secret") {
+        // (Telnyx verifies with `publicKey`, always sent: nothing to keep.)
+        if !map.contains_key("secret") && !map.contains_key("publicKey") {
             let stored = secrets::valid_secrets(&state, &s).map_err(ApiError::Internal)?;
             if let Some(secret) = stored.into_iter().next() {
                 map.insert("secret".into(), json!(secret));
@@ -271,6 +285,9 @@ async fn upsert(
         }
     }
     let c = check(&body)?;
+    if !same_type {
+        cron_room(&*tx, &key.0, &c).await?;
+    }
     // A kept secret is not written again (a rotation's grace stays); a new one, or
     // a new type, ends the grace of the previous secret.
     let sealed_secret = match kept {

@@ -211,3 +211,11 @@ pub async fn cron_sources(db: &impl GenericClient) -> Result<Vec<Source>, StoreE
     );
     db.query(&sql, &[]).await?.iter().map(from_row).collect()
 }
+
+/// How many cron sources the tenant has.
+pub async fn count_cron(db: &impl GenericClient, tenant: &TenantId) -> Result<i64, StoreError> {
+    let row = db
+        .query_one("SELECT count(*) FROM sources WHERE tenant_id = $1 AND ingest_type = 'cron'", &[&tenant.as_str()])
+        .await?;
+    Ok(row.get(0))
+}
