@@ -348,3 +348,44 @@ def test_a_timestamped_sender_is_admitted_when_genuine_and_fresh_and_refused_oth
     sink.wait_for(1)
     time.sleep(0.5)
     assert len(sink.received) == 1
+
+
+def _merge(secret, body):
+    import base64
+    import hashlib
+    import hmac as hmac_lib
+
+    return {"X-Merge-Webhook-Signature": base64.urlsafe_b64encode(hmac_lib.new(secret.encode(), body, hashlib.sha256).digest()).decode()}
+
+
+def _segment(secret, body):
+    import hashlib
+    import hmac as hmac_lib
+
+    return {"X-Signature": hmac_lib.new(secret.encode(), body, hashlib.sha1).hexdigest()}
+
+
+# Each sender as it documents itself: merge and segment sign the body, openclaw
+# and vapi send a shared token as is.
+OTHER_SENDERS = [
+    ("merge", "MergeConfig", _merge),
+    ("segment", "SegmentConfig", _segment),
+    ("openclaw", "OpenClawConfig", lambda secret, body: {"Authorization": f"Bearer {secret}"}),
+    ("vapi", "VapiConfig", lambda secret, body: {"x-vapi-secret": secret}),
+]
+
+
+@pytest.mark.parametrize("kind,model,sign", OTHER_SENDERS)
+def test_a_sender_is_admitted_with_its_credential_and_refused_without(svix, sink, kind, model, sign):
+    import svix.models as models
+
+    secret = "sender-secret-" + kind
+    src = svix.ingest.source.create(IngestSourceIn(name=kind, type=kind, config=getattr(models, model)(secret=secret)))
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    body = json.dumps({"messageId": "m-" + kind, "type": "track", "message": {"type": "status-update"}}).encode()
+    assert post_to(src.ingest_url, body, sign(secret, body)) == 200
+    assert post_to(src.ingest_url, body, sign("not-the-secret", body)) == 401
+    assert post_to(src.ingest_url, body, {}) == 401
+    sink.wait_for(1)
+    time.sleep(0.5)
+    assert len(sink.received) == 1

@@ -48,6 +48,11 @@ pub enum Scheme {
     Tailscale,
     Airwallex,
     Port,
+    Merge,
+    /// `config.secret` optional: Segment signs only when a shared secret is set.
+    Segment,
+    Openclaw,
+    Vapi,
     /// Accepted by the SDK, not yet served here (no verifier yet).
     NotYet,
 }
@@ -90,7 +95,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("hubspot", Scheme::Hubspot),
     ("incident-io", Scheme::Svix),
     ("lithic", Scheme::Svix),
-    ("merge", Scheme::NotYet),
+    ("merge", Scheme::Merge),
     ("meta", Scheme::NotYet),
     // Nango: `X-Nango-Hmac-Sha256: <hex>`; no event id.
     (
@@ -105,7 +110,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
         }),
     ),
     ("nash", Scheme::Svix),
-    ("openclaw", Scheme::NotYet),
+    ("openclaw", Scheme::Openclaw),
     ("orum-io", Scheme::NotYet),
     ("panda-doc", Scheme::NotYet),
     ("port-io", Scheme::Port),
@@ -127,7 +132,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ),
     ("safebase", Scheme::Svix),
     ("sardine", Scheme::Svix),
-    ("segment", Scheme::NotYet),
+    ("segment", Scheme::Segment),
     ("shopify", Scheme::Shopify),
     ("slack", Scheme::Slack),
     ("stripe", Scheme::Stripe),
@@ -136,7 +141,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("zoom", Scheme::Zoom),
     ("tailscale", Scheme::Tailscale),
     ("telnyx", Scheme::Telnyx),
-    ("vapi", Scheme::NotYet),
+    ("vapi", Scheme::Vapi),
     ("open-ai", Scheme::Svix),
     ("render", Scheme::Svix),
     // Veriff: `X-HMAC-SIGNATURE: <hex>`; no delivery id common to its webhooks.
@@ -252,6 +257,10 @@ impl IngestType {
             Scheme::Tailscale => required(Provider::Tailscale),
             Scheme::Airwallex => required(Provider::Airwallex),
             Scheme::Port => required(Provider::Port),
+            Scheme::Merge => required(Provider::Merge),
+            Scheme::Segment => Ok(optional(Provider::Segment)),
+            Scheme::Openclaw => required(Provider::Openclaw),
+            Scheme::Vapi => required(Provider::Vapi),
             Scheme::Telnyx => match config.get("publicKey") {
                 Some(Value::String(k)) if !k.trim().is_empty() => Ok(Resolved {
                     shown: serde_json::json!({ "publicKey": k.trim() }),

@@ -74,6 +74,12 @@ pub enum Provider {
     Airwallex,
     /// Port (port.io).
     Port,
+    Merge,
+    Segment,
+    /// A shared token sent as is (OpenClaw's gateway hooks).
+    Openclaw,
+    /// Vapi's server URL secret, sent as is.
+    Vapi,
     Hmac(HmacSpec),
     /// No verification: only with the source's explicit flag.
     None,
@@ -134,6 +140,10 @@ impl Provider {
         "tailscale",
         "airwallex",
         "port",
+        "merge",
+        "segment",
+        "openclaw",
+        "vapi",
         "hmac",
         "none",
     ];
@@ -169,6 +179,10 @@ impl Provider {
             "tailscale" => Provider::Tailscale,
             "airwallex" => Provider::Airwallex,
             "port" => Provider::Port,
+            "merge" => Provider::Merge,
+            "segment" => Provider::Segment,
+            "openclaw" => Provider::Openclaw,
+            "vapi" => Provider::Vapi,
             "hmac" => {
                 let spec: HmacSpec = serde_json::from_value(hmac.cloned().unwrap_or_default())
                     .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
@@ -214,6 +228,10 @@ impl Provider {
             Provider::Tailscale => "tailscale",
             Provider::Airwallex => "airwallex",
             Provider::Port => "port",
+            Provider::Merge => "merge",
+            Provider::Segment => "segment",
+            Provider::Openclaw => "openclaw",
+            Provider::Vapi => "vapi",
             Provider::Hmac(_) => "hmac",
             Provider::None => "none",
         }

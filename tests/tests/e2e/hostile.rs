@@ -65,6 +65,10 @@ const PROVIDER_HEADERS: &[(&str, &[&str])] = &[
     ("tailscale", &["tailscale-webhook-signature"]),
     ("airwallex", &["x-signature", "x-timestamp"]),
     ("port", &["x-port-signature", "x-port-timestamp"]),
+    ("merge", &["x-merge-webhook-signature"]),
+    ("segment", &["x-signature"]),
+    ("openclaw", &["authorization", "x-openclaw-token"]),
+    ("vapi", &["x-vapi-secret"]),
     ("standard-webhooks", &["webhook-id", "webhook-timestamp", "webhook-signature"]),
 ];
 

@@ -17,10 +17,12 @@ mod hubspot;
 mod intercom;
 mod linear;
 mod mailgun;
+mod merge;
 mod paddle;
 pub mod paypal;
 mod port;
 mod scheme;
+mod segment;
 mod sendgrid;
 mod shopify;
 mod slack;
@@ -30,6 +32,7 @@ mod stripe;
 mod svix;
 mod tailscale;
 mod telnyx;
+mod token;
 mod twilio;
 mod typeform;
 mod woocommerce;
@@ -182,6 +185,10 @@ pub fn preset(p: &Provider) -> &'static Preset {
         Provider::Tailscale => &tailscale::PRESET,
         Provider::Airwallex => &airwallex::PRESET,
         Provider::Port => &port::PRESET,
+        Provider::Merge => &merge::PRESET,
+        Provider::Segment => &segment::PRESET,
+        Provider::Openclaw => &token::OPENCLAW,
+        Provider::Vapi => &token::VAPI,
         Provider::Hmac(_) => &generic::PRESET,
         Provider::None => &generic::NONE,
     }

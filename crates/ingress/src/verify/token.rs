@@ -1,0 +1,64 @@
+//! Senders that authenticate with a shared token sent as is, compared in
+//! constant time: OpenClaw (`Authorization: Bearer <token>` or `x-openclaw-token`)
+//! and Vapi (`x-vapi-secret`, its server URL secret). Nothing is signed: the
+//! body is the key.
+
+use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+
+pub const OPENCLAW: Preset = Preset {
+    check: Check::Sync(openclaw),
+    key: KeyRule::Body,
+    event_type: TypeRule::None,
+    handshake: None,
+    unsigned_ping: None,
+};
+
+pub const VAPI: Preset = Preset {
+    check: Check::Sync(vapi),
+    key: KeyRule::Body,
+    event_type: TypeRule::Pointer("/message/type"),
+    handshake: None,
+    unsigned_ping: None,
+};
+
+/// Whether `presented` is one of the secrets.
+fn matches(secrets: &[String], presented: Option<&str>, name: &str) -> Result<(), VerifyError> {
+    let presented =
+        presented.map(str::trim).filter(|t| !t.is_empty()).ok_or_else(|| VerifyError::MissingHeader(name.into()))?;
+    if secrets.iter().any(|s| hookgate_shared::crypto::secrets_equal(s.as_bytes(), presented.as_bytes())) {
+        Ok(())
+    } else {
+        Err(VerifyError::Mismatch(name.into()))
+    }
+}
+
+fn openclaw(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
+    let bearer = req.headers.get("authorization").and_then(|v| v.trim().strip_prefix("Bearer "));
+    matches(secrets, bearer.or_else(|| req.headers.get("x-openclaw-token")), "x-openclaw-token")
+}
+
+fn vapi(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
+    matches(secrets, req.headers.get("x-vapi-secret"), "x-vapi-secret")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scheme::testing::{h, req, s};
+    use super::super::Provider;
+    use super::*;
+
+    #[test]
+    fn a_token_sender_is_checked_by_its_token_in_either_header() {
+        let p = Provider::Openclaw;
+        assert_eq!(openclaw(&req(&p, &h(&[("authorization", "Bearer tok")]), b"{}", 0), &s("tok")), Ok(()));
+        assert_eq!(openclaw(&req(&p, &h(&[("x-openclaw-token", "tok")]), b"{}", 0), &s("tok")), Ok(()));
+        assert!(matches!(
+            openclaw(&req(&p, &h(&[("x-openclaw-token", "tok2")]), b"{}", 0), &s("tok")),
+            Err(VerifyError::Mismatch(_))
+        ));
+        assert!(matches!(openclaw(&req(&p, &h(&[]), b"{}", 0), &s("tok")), Err(VerifyError::MissingHeader(_))));
+        let v = Provider::Vapi;
+        assert_eq!(vapi(&req(&v, &h(&[("x-vapi-secret", "vs")]), b"{}", 0), &s("vs")), Ok(()));
+        assert!(vapi(&req(&v, &h(&[("x-vapi-secret", "no")]), b"{}", 0), &s("vs")).is_err());
+    }
+}
