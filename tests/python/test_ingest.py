@@ -389,3 +389,63 @@ def test_a_sender_is_admitted_with_its_credential_and_refused_without(svix, sink
     sink.wait_for(1)
     time.sleep(0.5)
     assert len(sink.received) == 1
+
+
+def get_from(url: str, headers: dict = None):
+    req = urllib.request.Request(url, method="GET")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as res:
+            return res.status, {k.lower(): v for k, v in res.headers.items()}, res.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def test_a_meta_source_answers_the_subscription_check_and_verifies_the_app_secret(svix, sink, hookgate, tenant):
+    import hashlib
+    import hmac as hmac_lib
+
+    from svix.models import MetaConfig
+
+    src = svix.ingest.source.create(
+        IngestSourceIn(name="WhatsApp", type="meta", config=MetaConfig(secret="app-secret", verify_token="vt-123"))
+    )
+    status, _, shown = raw_call(hookgate, "GET", f"/ingest/api/v1/source/{src.id}", tenant["apiKey"])
+    assert status == 200 and json.loads(shown)["config"] == {}, "neither the secret nor the verify token is shown"
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    check = src.ingest_url + "?hub.mode=subscribe&hub.verify_token=vt-123&hub.challenge=1158201444"
+    status, _, body = get_from(check)
+    assert (status, body) == (200, b"1158201444")
+    assert get_from(check.replace("vt-123", "vt-999"))[0] == 403
+    # A read-modify-write keeps the verify token (answers never show it).
+    status, _, _ = raw_call(hookgate, "PUT", f"/ingest/api/v1/source/{src.id}", tenant["apiKey"],
+                            {"name": "WhatsApp 2", "type": "meta", "config": {}})
+    assert status == 200
+    assert get_from(check)[0] == 200
+
+    payload = json.dumps({"object": "whatsapp_business_account", "entry": [{"id": "1"}]}).encode()
+    sig = "sha256=" + hmac_lib.new(b"app-secret", payload, hashlib.sha256).hexdigest()
+    assert post_to(src.ingest_url, payload, {"X-Hub-Signature-256": sig}) == 200
+    assert post_to(src.ingest_url, payload + b" ", {"X-Hub-Signature-256": sig}) == 401
+    got = sink.wait_for(1)
+    assert got[0]["body"] == payload
+
+
+def test_an_adobe_sign_source_checks_and_echoes_its_client_id(svix, sink):
+    from svix.models import AdobeSignConfig
+
+    src = svix.ingest.source.create(IngestSourceIn(name="Sign", type="adobe-sign", config=AdobeSignConfig(client_id="CID-1")))
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    status, headers, body = get_from(src.ingest_url, {"X-AdobeSign-ClientId": "CID-1"})
+    assert status == 200 and headers["x-adobesign-clientid"] == "CID-1" and json.loads(body)["xAdobeSignClientId"] == "CID-1"
+    assert get_from(src.ingest_url, {"X-AdobeSign-ClientId": "CID-2"})[0] == 403
+    note = json.dumps({"webhookNotificationId": "n-1", "event": "AGREEMENT_ACTION_COMPLETED"}).encode()
+    req = urllib.request.Request(src.ingest_url, data=note, method="POST")
+    req.add_header("content-type", "application/json")
+    req.add_header("X-AdobeSign-ClientId", "CID-1")
+    with urllib.request.urlopen(req, timeout=10) as res:
+        assert res.status == 200 and res.headers["X-AdobeSign-ClientId"] == "CID-1"
+    assert post_to(src.ingest_url, note, {"X-AdobeSign-ClientId": "CID-2"}) == 401
+    got = sink.wait_for(1)
+    assert got[0]["body"] == note

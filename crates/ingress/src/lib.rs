@@ -13,6 +13,7 @@ pub mod admit;
 pub mod alerts;
 pub mod commit;
 pub mod cron;
+pub mod door;
 pub mod extract;
 pub mod key;
 pub mod metrics;
@@ -29,5 +30,5 @@ use actix_web::web;
 /// Registers `POST /in/{source_id}` (no credential but the signature) and an
 /// ingest source's `POST /in/{source_id}/{token}`.
 pub fn configure_receive(cfg: &mut web::ServiceConfig) {
-    cfg.service(receive::receive).service(receive::receive_ingest);
+    cfg.service(receive::receive).service(receive::receive_ingest).service(door::subscribe);
 }

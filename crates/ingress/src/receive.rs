@@ -1,5 +1,6 @@
-//! `POST /in/{source_id}` (and an ingest source's `/in/{source_id}/{token}`): the provider-facing door. Bad input is answered as the
-//! table in `docs/guarantees.md` says, and nothing is stored for it.
+//! `POST /in/{source_id}` (and an ingest source's `/in/{source_id}/{token}`): the
+//! provider-facing door (which source, and whether it opens: `door.rs`). Bad input
+//! is answered as the table in `docs/guarantees.md` says, and nothing is stored for it.
 
 use std::time::Instant;
 
@@ -7,9 +8,7 @@ use actix_web::{http::StatusCode, post, web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use hookgate_egress::deliver::forward::Forwarder;
 use hookgate_shared::{
-    db,
     http::ApiError,
-    ids::SourceId,
     inbound_keys,
     source::{KeySpec, Mode},
     store::{sources, StoreError},
@@ -22,11 +21,10 @@ use hookgate_shared::{limits, quota::Limit, store::usage::Counter};
 
 use crate::{
     admit::{self, Admitted, Candidate, Layer},
-    alerts::Alerts,
     commit::GroupCommit,
+    door::Door,
     extract,
     key::{self, KeyKind},
-    metrics::IngressMetrics,
     secrets, verify,
 };
 
@@ -107,41 +105,6 @@ async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, R
     Ok(body)
 }
 
-/// The services the door uses, as actix hands them to a route.
-pub struct Door {
-    state: web::Data<AppState>,
-    metrics: web::Data<IngressMetrics>,
-    forwarder: web::Data<Forwarder>,
-    group: web::Data<GroupCommit>,
-    alerts: web::Data<Alerts>,
-    certs: web::Data<verify::Certificates>,
-}
-
-impl actix_web::FromRequest for Door {
-    type Error = actix_web::Error;
-    type Future = std::future::Ready<Result<Self, Self::Error>>;
-
-    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        let data = || {
-            Ok::<_, actix_web::Error>(Door {
-                state: data(req)?,
-                metrics: data(req)?,
-                forwarder: data(req)?,
-                group: data(req)?,
-                alerts: data(req)?,
-                certs: data(req)?,
-            })
-        };
-        std::future::ready(data())
-    }
-}
-
-fn data<T: 'static>(req: &HttpRequest) -> Result<web::Data<T>, actix_web::Error> {
-    req.app_data::<web::Data<T>>()
-        .cloned()
-        .ok_or_else(|| actix_web::error::ErrorInternalServerError("a service of the ingress is not configured"))
-}
-
 /// A source's door: `/in/{source_id}`. An ingest source has no such door (its
 /// URL carries a token): 404, as for a source that does not exist.
 #[post("/in/{source_id}")]
@@ -176,33 +139,10 @@ async fn receive_at(
 ) -> Result<HttpResponse, ApiError> {
     let Door { state, metrics, forwarder, group, alerts, certs } = door;
     let started = Instant::now();
-    // Parsed at the edge: a malformed id names no source, and reaches neither the
-    // cache nor Postgres.
-    let Ok(source_id) = SourceId::parse(path) else { return Err(ApiError::NotFound("source")) };
-    let source = match state.caches.sources.get(&source_id) {
-        Some(cached) => Ok(cached),
-        None => {
-            let lookup = async {
-                let conn = db::conn(&state.db).await?;
-                Ok(sources::resolve(&**conn, &source_id).await?.map(std::sync::Arc::new))
-            };
-            // A source found live lately is looked up at once; an unknown id waits
-            // its turn at the pre-auth gate, so a flood of them cannot take the pool.
-            let known = state.caches.known_sources.get(&source_id).is_some();
-            let found = db::bounded(state.db_budget(), state.pre_auth.run_unless_known(known, lookup)).await;
-            if let Ok(f) = &found {
-                if f.is_some() {
-                    state.caches.known_sources.insert_evicting(source_id.clone(), ());
-                }
-                state.caches.sources.insert(source_id, f.clone());
-            }
-            found
-        }
-    };
+    let source = crate::door::source_at(&state, path, token).await;
     let source = match source {
-        // A door opens with the token of an ingest source, and without one otherwise.
-        Ok(Some(s)) if opens(&state, &s, token) => s,
-        Ok(_) => return Err(ApiError::NotFound("source")),
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(ApiError::NotFound("source")),
         Err(e) => {
             // The source is unknown while Postgres is: no tenant or source label.
             let refusal = Refusal::from(e);
@@ -264,24 +204,18 @@ async fn receive_at(
                 }
             };
             metrics.request(tenant, outcome);
-            Ok(HttpResponse::build(status)
-                .insert_header(("Hookgate-Duplicate", if duplicate { "true" } else { "false" }))
-                .json(json!({ "status": body_status, "eventId": id, "key": key })))
+            let mut res = HttpResponse::build(status);
+            res.insert_header(("Hookgate-Duplicate", if duplicate { "true" } else { "false" }));
+            // Adobe Sign takes a notification as delivered only with its client id echoed.
+            if let Some(id) = crate::door::adobe_sign_echo(&req, &source) {
+                res.insert_header(("X-AdobeSign-ClientId", id));
+            }
+            Ok(res.json(json!({ "status": body_status, "eventId": id, "key": key })))
         }
         Err(refusal) => {
             metrics.request(tenant, refusal.outcome());
             Err(refusal.into_api())
         }
-    }
-}
-
-/// Whether a request with `token` (from its path) may reach this source.
-fn opens(state: &AppState, source: &sources::Source, token: Option<&str>) -> bool {
-    match (&source.ingest, token) {
-        (None, None) => true,
-        // A cron source has no door: Hookgate emits its events itself.
-        (Some(i), Some(t)) => i.type_name != "cron" && secrets::token_accepted(state, source, t),
-        _ => false,
     }
 }
 

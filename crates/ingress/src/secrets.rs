@@ -133,3 +133,21 @@ pub fn token_accepted(state: &AppState, s: &Source, presented: &str) -> bool {
                 && hookgate_shared::crypto::secrets_equal(hex::encode(&hash).as_bytes(), old.hash.as_bytes())
         })
 }
+
+/// Whether `presented` is the verify token of this source's subscription check
+/// (Meta's): compared by its hash (peppered), kept in the source's settings.
+pub fn verify_token_accepted(state: &AppState, s: &Source, presented: &str) -> bool {
+    let Some(stored) = s.ingest.as_ref().and_then(|i| i.config.get(VERIFY_TOKEN_HASH)).and_then(|v| v.as_str()) else {
+        return false;
+    };
+    let hash = verify_token_hash(state, presented);
+    hookgate_shared::crypto::secrets_equal(hash.as_bytes(), stored.as_bytes())
+}
+
+/// The hash a verify token is kept as (hex of its peppered hash).
+pub fn verify_token_hash(state: &AppState, token: &str) -> String {
+    hex::encode(state.api_keys.hash(token))
+}
+
+/// Where an ingest source's settings keep the hash of its verify token; never shown.
+pub const VERIFY_TOKEN_HASH: &str = "verifyTokenHash";

@@ -53,6 +53,10 @@ pub enum Scheme {
     Segment,
     Openclaw,
     Vapi,
+    /// `config.secret` (the app secret) and `config.verifyToken` (for the subscription check).
+    Meta,
+    /// `config.clientId`, which Adobe Sign sends and the answer echoes.
+    AdobeSign,
     /// Accepted by the SDK, not yet served here (no verifier yet).
     NotYet,
 }
@@ -61,7 +65,7 @@ pub enum Scheme {
 pub const TYPES: &[(&str, Scheme)] = &[
     ("generic-webhook", Scheme::Generic),
     ("cron", Scheme::Cron),
-    ("adobe-sign", Scheme::NotYet),
+    ("adobe-sign", Scheme::AdobeSign),
     ("beehiiv", Scheme::Svix),
     ("brex", Scheme::Svix),
     ("checkbook", Scheme::Checkbook),
@@ -96,7 +100,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("incident-io", Scheme::Svix),
     ("lithic", Scheme::Svix),
     ("merge", Scheme::Merge),
-    ("meta", Scheme::NotYet),
+    ("meta", Scheme::Meta),
     // Nango: `X-Nango-Hmac-Sha256: <hex>`; no event id.
     (
         "nango",
@@ -179,6 +183,8 @@ pub struct Resolved {
     pub idempotency: KeySpec,
     /// Where a new source of the type reads its events' type.
     pub event_type_path: Option<&'static str>,
+    /// The token of the sender's subscription check (Meta's), if the config gave one.
+    pub verify_token: Option<String>,
 }
 
 impl Resolved {
@@ -189,6 +195,7 @@ impl Resolved {
             shown: Value::Object(Default::default()),
             idempotency: KeySpec::Provider,
             event_type_path: None,
+            verify_token: None,
         }
     }
 }
@@ -261,6 +268,22 @@ impl IngestType {
             Scheme::Segment => Ok(optional(Provider::Segment)),
             Scheme::Openclaw => required(Provider::Openclaw),
             Scheme::Vapi => required(Provider::Vapi),
+            Scheme::Meta => {
+                let verify_token = match config.get("verifyToken") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(t)) if !t.is_empty() && t.len() <= 256 => Some(t.clone()),
+                    Some(_) => return Err("`config.verifyToken` must be 1 to 256 characters".into()),
+                };
+                Ok(Resolved { verify_token, ..required(Provider::Meta)? })
+            }
+            Scheme::AdobeSign => match config.get("clientId") {
+                Some(Value::String(id)) if !id.trim().is_empty() => {
+                    Ok(Resolved::new(Provider::AdobeSign, Some(id.trim().to_owned())))
+                }
+                _ => {
+                    Err("`config.clientId` is required for an `adobe-sign` source: the application's client id".into())
+                }
+            },
             Scheme::Telnyx => match config.get("publicKey") {
                 Some(Value::String(k)) if !k.trim().is_empty() => Ok(Resolved {
                     shown: serde_json::json!({ "publicKey": k.trim() }),

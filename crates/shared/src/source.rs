@@ -80,6 +80,9 @@ pub enum Provider {
     Openclaw,
     /// Vapi's server URL secret, sent as is.
     Vapi,
+    Meta,
+    /// Adobe Acrobat Sign: its client id, sent as is and echoed.
+    AdobeSign,
     Hmac(HmacSpec),
     /// No verification: only with the source's explicit flag.
     None,
@@ -144,6 +147,8 @@ impl Provider {
         "segment",
         "openclaw",
         "vapi",
+        "meta",
+        "adobe-sign",
         "hmac",
         "none",
     ];
@@ -183,6 +188,8 @@ impl Provider {
             "segment" => Provider::Segment,
             "openclaw" => Provider::Openclaw,
             "vapi" => Provider::Vapi,
+            "meta" => Provider::Meta,
+            "adobe-sign" => Provider::AdobeSign,
             "hmac" => {
                 let spec: HmacSpec = serde_json::from_value(hmac.cloned().unwrap_or_default())
                     .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
@@ -232,6 +239,8 @@ impl Provider {
             Provider::Segment => "segment",
             Provider::Openclaw => "openclaw",
             Provider::Vapi => "vapi",
+            Provider::Meta => "meta",
+            Provider::AdobeSign => "adobe-sign",
             Provider::Hmac(_) => "hmac",
             Provider::None => "none",
         }

@@ -69,6 +69,8 @@ const PROVIDER_HEADERS: &[(&str, &[&str])] = &[
     ("segment", &["x-signature"]),
     ("openclaw", &["authorization", "x-openclaw-token"]),
     ("vapi", &["x-vapi-secret"]),
+    ("meta", &["x-hub-signature-256"]),
+    ("adobe-sign", &["x-adobesign-clientid"]),
     ("standard-webhooks", &["webhook-id", "webhook-timestamp", "webhook-signature"]),
 ];
 

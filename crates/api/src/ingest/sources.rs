@@ -97,8 +97,34 @@ fn out(req: &HttpRequest, state: &AppState, s: Source) -> Result<IngestSourceOut
         updated_at: s.updated_at,
         metadata: ingest.metadata,
         kind: ingest.type_name,
-        config: ingest.config,
+        config: shown_config(ingest.config),
     })
+}
+
+/// The settings as answers show them: never the verify token's hash.
+fn shown_config(mut config: Value) -> Value {
+    if let Some(map) = config.as_object_mut() {
+        map.remove(secrets::VERIFY_TOKEN_HASH);
+    }
+    config
+}
+
+/// The settings as stored: shown ones, and the verify token's hash (the new
+/// token's, else `kept`, the stored one); 422 for a Meta source without any.
+fn stored_config(state: &AppState, c: &Checked, kept: Option<&Value>) -> Result<Value, ApiError> {
+    let mut config = c.shown.clone();
+    let hash = match (&c.verify_token, kept) {
+        (Some(t), _) => Some(json!(secrets::verify_token_hash(state, t))),
+        (None, Some(h)) => Some(h.clone()),
+        (None, None) if c.kind.name == "meta" => {
+            return Err(ApiError::Validation("`config.verifyToken` is required for a `meta` source".into()))
+        }
+        (None, None) => None,
+    };
+    if let (Some(h), Some(map)) = (hash, config.as_object_mut()) {
+        map.insert(secrets::VERIFY_TOKEN_HASH.into(), h);
+    }
+    Ok(config)
 }
 
 /// A checked request: the source's fields, its ingest fields and its secret.
@@ -114,6 +140,8 @@ struct Checked {
     /// How a new source of the type keys its events, and where it reads their type.
     idempotency: KeySpec,
     event_type_path: Option<String>,
+    /// The verify token of the sender's subscription check, if one was given.
+    verify_token: Option<String>,
 }
 
 fn check(b: &IngestSourceIn) -> Result<Checked, ApiError> {
@@ -142,6 +170,7 @@ fn check(b: &IngestSourceIn) -> Result<Checked, ApiError> {
         shown: resolved.shown,
         idempotency: resolved.idempotency,
         event_type_path: resolved.event_type_path.map(str::to_owned),
+        verify_token: resolved.verify_token,
     })
 }
 
@@ -209,8 +238,8 @@ async fn insert(
     // An ingest source's application counts against `appsPerTenant` like any.
     let app = crate::quota::insert_app(state, &*tx, tenant, &made, cap).await?.id;
     ingest_sources::mark_app(&*tx, tenant, &app, &id).await?;
-    let ingest =
-        IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &c.shown };
+    let config = stored_config(state, c, None)?;
+    let ingest = IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &config };
     let s = ingest_sources::insert(
         &*tx,
         tenant,
@@ -294,8 +323,9 @@ async fn upsert(
         true => None,
         false => c.secret.as_ref().map(|secret| secrets::seal(&state, &key.0, &s.id, secret)),
     };
-    let ingest =
-        IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &c.shown };
+    let kept_hash = s.ingest.as_ref().filter(|_| same_type).and_then(|i| i.config.get(secrets::VERIFY_TOKEN_HASH));
+    let config = stored_config(&state, &c, kept_hash)?;
+    let ingest = IngestFields { type_name: c.kind.name, uid: c.uid.as_deref(), metadata: &c.metadata, config: &config };
     // What the source API set (sync mode, a retention; the type staying, an
     // idempotency rule and event type path) stays.
     let mut f = fields(&c, &s.app_id);

@@ -18,6 +18,7 @@ mod intercom;
 mod linear;
 mod mailgun;
 mod merge;
+mod meta;
 mod paddle;
 pub mod paypal;
 mod port;
@@ -189,6 +190,8 @@ pub fn preset(p: &Provider) -> &'static Preset {
         Provider::Segment => &segment::PRESET,
         Provider::Openclaw => &token::OPENCLAW,
         Provider::Vapi => &token::VAPI,
+        Provider::Meta => &meta::PRESET,
+        Provider::AdobeSign => &token::ADOBE_SIGN,
         Provider::Hmac(_) => &generic::PRESET,
         Provider::None => &generic::NONE,
     }

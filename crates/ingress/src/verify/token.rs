@@ -1,7 +1,7 @@
-//! Senders that authenticate with a shared token sent as is, compared in
-//! constant time: OpenClaw (`Authorization: Bearer <token>` or `x-openclaw-token`)
-//! and Vapi (`x-vapi-secret`, its server URL secret). Nothing is signed: the
-//! body is the key.
+//! Senders that authenticate with a shared value sent as is, compared in
+//! constant time: OpenClaw (`Authorization: Bearer <token>` or `x-openclaw-token`),
+//! Vapi (`x-vapi-secret`, its server URL secret) and Adobe Sign (`X-AdobeSign-ClientId`,
+//! the application's client id, which the answer echoes). Nothing is signed.
 
 use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
 
@@ -21,6 +21,14 @@ pub const VAPI: Preset = Preset {
     unsigned_ping: None,
 };
 
+pub const ADOBE_SIGN: Preset = Preset {
+    check: Check::Sync(adobe_sign),
+    key: KeyRule::Pointer("/webhookNotificationId"),
+    event_type: TypeRule::Pointer("/event"),
+    handshake: None,
+    unsigned_ping: None,
+};
+
 /// Whether `presented` is one of the secrets.
 fn matches(secrets: &[String], presented: Option<&str>, name: &str) -> Result<(), VerifyError> {
     let presented =
@@ -35,6 +43,10 @@ fn matches(secrets: &[String], presented: Option<&str>, name: &str) -> Result<()
 fn openclaw(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
     let bearer = req.headers.get("authorization").and_then(|v| v.trim().strip_prefix("Bearer "));
     matches(secrets, bearer.or_else(|| req.headers.get("x-openclaw-token")), "x-openclaw-token")
+}
+
+fn adobe_sign(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
+    matches(secrets, req.headers.get("x-adobesign-clientid"), "x-adobesign-clientid")
 }
 
 fn vapi(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
@@ -60,5 +72,8 @@ mod tests {
         let v = Provider::Vapi;
         assert_eq!(vapi(&req(&v, &h(&[("x-vapi-secret", "vs")]), b"{}", 0), &s("vs")), Ok(()));
         assert!(vapi(&req(&v, &h(&[("x-vapi-secret", "no")]), b"{}", 0), &s("vs")).is_err());
+        let a = Provider::AdobeSign;
+        assert_eq!(adobe_sign(&req(&a, &h(&[("x-adobesign-clientid", "CID")]), b"{}", 0), &s("CID")), Ok(()));
+        assert!(adobe_sign(&req(&a, &h(&[]), b"{}", 0), &s("CID")).is_err());
     }
 }
