@@ -449,3 +449,16 @@ def test_an_adobe_sign_source_checks_and_echoes_its_client_id(svix, sink):
     assert post_to(src.ingest_url, note, {"X-AdobeSign-ClientId": "CID-2"}) == 401
     got = sink.wait_for(1)
     assert got[0]["body"] == note
+
+
+def test_a_panda_doc_source_reads_the_signature_from_the_query(svix, sink):
+    from svix.models import PandaDocConfig
+
+    src = svix.ingest.source.create(IngestSourceIn(name="PandaDoc", type="panda-doc", config=PandaDocConfig(secret="pd-key")))
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    body = json.dumps([{"event": "document_state_changed", "data": {"id": "doc-1"}}]).encode()
+    sig = _hmac("pd-key", body, "hex")
+    assert post_to(src.ingest_url + "?signature=" + sig, body, {}) == 200
+    assert post_to(src.ingest_url + "?signature=" + _hmac("other", body, "hex"), body, {}) == 401
+    assert post_to(src.ingest_url, body, {}) == 401
+    sink.wait_for(1)

@@ -57,6 +57,7 @@ pub enum Scheme {
     Meta,
     /// `config.clientId`, which Adobe Sign sends and the answer echoes.
     AdobeSign,
+    PandaDoc,
     /// Accepted by the SDK, not yet served here (no verifier yet).
     NotYet,
 }
@@ -116,7 +117,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("nash", Scheme::Svix),
     ("openclaw", Scheme::Openclaw),
     ("orum-io", Scheme::NotYet),
-    ("panda-doc", Scheme::NotYet),
+    ("panda-doc", Scheme::PandaDoc),
     ("port-io", Scheme::Port),
     ("pleo", Scheme::Svix),
     ("psi-fi", Scheme::Svix),
@@ -268,6 +269,7 @@ impl IngestType {
             Scheme::Segment => Ok(optional(Provider::Segment)),
             Scheme::Openclaw => required(Provider::Openclaw),
             Scheme::Vapi => required(Provider::Vapi),
+            Scheme::PandaDoc => required(Provider::PandaDoc),
             Scheme::Meta => {
                 let verify_token = match config.get("verifyToken") {
                     None | Some(Value::Null) => None,

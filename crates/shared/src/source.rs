@@ -83,6 +83,8 @@ pub enum Provider {
     Meta,
     /// Adobe Acrobat Sign: its client id, sent as is and echoed.
     AdobeSign,
+    /// The signature is in the URL's query.
+    PandaDoc,
     Hmac(HmacSpec),
     /// No verification: only with the source's explicit flag.
     None,
@@ -149,6 +151,7 @@ impl Provider {
         "vapi",
         "meta",
         "adobe-sign",
+        "pandadoc",
         "hmac",
         "none",
     ];
@@ -190,6 +193,7 @@ impl Provider {
             "vapi" => Provider::Vapi,
             "meta" => Provider::Meta,
             "adobe-sign" => Provider::AdobeSign,
+            "pandadoc" => Provider::PandaDoc,
             "hmac" => {
                 let spec: HmacSpec = serde_json::from_value(hmac.cloned().unwrap_or_default())
                     .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
@@ -241,6 +245,7 @@ impl Provider {
             Provider::Vapi => "vapi",
             Provider::Meta => "meta",
             Provider::AdobeSign => "adobe-sign",
+            Provider::PandaDoc => "pandadoc",
             Provider::Hmac(_) => "hmac",
             Provider::None => "none",
         }
@@ -275,7 +280,7 @@ impl Provider {
     /// Whether its signature covers the URL the provider posted to, so the
     /// source's `publicUrl` matters.
     pub fn signs_url(&self) -> bool {
-        matches!(self, Provider::Twilio | Provider::Square | Provider::Hubspot)
+        matches!(self, Provider::Twilio | Provider::Square | Provider::Hubspot | Provider::PandaDoc)
     }
 }
 

@@ -71,6 +71,7 @@ const PROVIDER_HEADERS: &[(&str, &[&str])] = &[
     ("vapi", &["x-vapi-secret"]),
     ("meta", &["x-hub-signature-256"]),
     ("adobe-sign", &["x-adobesign-clientid"]),
+    ("pandadoc", &[]),
     ("standard-webhooks", &["webhook-id", "webhook-timestamp", "webhook-signature"]),
 ];
 

@@ -146,7 +146,7 @@ async fn fields(db: &impl GenericClient, tenant: &TenantId, b: &SourceIn) -> Res
         (Some(u), true) => Some(parse_public_url(u).map_err(ApiError::Validation)?),
         (Some(_), false) => {
             return Err(ApiError::Validation(format!(
-                "`publicUrl` is for providers that sign the URL (twilio, square, hubspot), not `{}`",
+                "`publicUrl` is for providers that sign the URL (twilio, square, hubspot, pandadoc), not `{}`",
                 provider.name()
             )))
         }

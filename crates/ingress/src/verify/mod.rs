@@ -20,6 +20,7 @@ mod mailgun;
 mod merge;
 mod meta;
 mod paddle;
+mod pandadoc;
 pub mod paypal;
 mod port;
 mod scheme;
@@ -192,6 +193,7 @@ pub fn preset(p: &Provider) -> &'static Preset {
         Provider::Vapi => &token::VAPI,
         Provider::Meta => &meta::PRESET,
         Provider::AdobeSign => &token::ADOBE_SIGN,
+        Provider::PandaDoc => &pandadoc::PRESET,
         Provider::Hmac(_) => &generic::PRESET,
         Provider::None => &generic::NONE,
     }
