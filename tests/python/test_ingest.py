@@ -60,6 +60,7 @@ def test_ingest_sources_are_created_found_by_uid_listed_upserted_and_deleted(svi
     # One store, two views: the source API shows it too, its door being the ingestUrl.
     status, _, shown = raw_call(hookgate, "GET", f"/api/v1/source/{generic.id}", tenant["apiKey"])
     assert status == 200 and json.loads(shown)["url"] == generic.ingest_url
+    assert json.loads(shown)["ingestType"] == "generic-webhook"
 
     page = svix.ingest.source.list(IngestSourceListOptions(limit=1))
     rest = svix.ingest.source.list(IngestSourceListOptions(limit=10, iterator=page.iterator))

@@ -190,7 +190,7 @@ async function sourcesView(body) {
   const list = sources.data.map((src) => {
     const inner = h("div", {});
     const d = h("details", { class: "source" },
-      h("summary", {}, h("strong", {}, src.name), ` · ${src.provider} · ${src.mode}`, src.disabled ? " · disabled" : ""),
+      h("summary", {}, h("strong", {}, src.name), src.ingestType ? ` · ingest: ${src.ingestType}` : "", ` · ${src.provider} · ${src.mode}`, src.disabled ? " · disabled" : ""),
       h("p", { class: "wrap" }, "Address: ", h("code", {}, src.url)), inner);
     d.addEventListener("toggle", () => {
       if (!d.open || inner.dataset.loaded) return;

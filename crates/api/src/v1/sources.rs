@@ -96,6 +96,9 @@ struct SourceOut {
     public_url: Option<Option<String>>,
     allow_unverified: bool,
     disabled: bool,
+    /// An ingest source's type, as the Svix SDK names it (docs/ingest.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ingest_type: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -123,6 +126,7 @@ fn out(req: &HttpRequest, state: &AppState, s: Source) -> SourceOut {
         public_url: s.provider.signs_url().then(|| s.public_url.clone()),
         allow_unverified: s.allow_unverified,
         disabled: s.disabled,
+        ingest_type: s.ingest.as_ref().map(|i| i.type_name.clone()),
         created_at: s.created_at,
         updated_at: s.updated_at,
     }
