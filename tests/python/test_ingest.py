@@ -463,3 +463,24 @@ def test_a_panda_doc_source_reads_the_signature_from_the_query(svix, sink):
     assert post_to(src.ingest_url + "?signature=" + _hmac("other", body, "hex"), body, {}) == 401
     assert post_to(src.ingest_url, body, {}) == 401
     sink.wait_for(1)
+
+
+def test_the_javascript_sdk_creates_an_ingest_source_whose_url_admits_a_signed_event_once(hookgate, tenant, sink):
+    import os
+    import subprocess
+
+    node_dir = os.path.join(os.path.dirname(__file__), "..", "node")
+    out = subprocess.run(
+        ["node", "ingest.mjs", hookgate.url, tenant["apiKey"], sink.url, SENDER_SECRET],
+        cwd=node_dir, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    made = json.loads(out.stdout.strip().splitlines()[-1])
+    assert made["listed"] == [made["endpointId"]] and made["firstUrl"] != made["ingestUrl"]
+    body = b'{"type": "user.created", "data": {"id": "user_js"}}'
+    for url in (made["ingestUrl"], made["firstUrl"]):  # the rotated-out URL still opens it
+        assert post_to(url, body, signed(body, "msg_js_1")) == 200
+    got = sink.wait_for(1)
+    time.sleep(0.5)
+    assert len(sink.received) == 1
+    assert standardwebhooks.Webhook(made["secret"]).verify(got[0]["body"], got[0]["headers"])["data"]["id"] == "user_js"
