@@ -450,6 +450,19 @@ def test_an_adobe_sign_source_checks_and_echoes_its_client_id(svix, sink):
     assert post_to(src.ingest_url, note, {"X-AdobeSign-ClientId": "CID-2"}) == 401
     got = sink.wait_for(1)
     assert got[0]["body"] == note
+    # A new client id through an upsert is the one checked from then on.
+    svix.ingest.source.upsert(src.id, IngestSourceIn(name="Sign", type="adobe-sign", config=AdobeSignConfig(client_id="CID-2")))
+    time.sleep(1.2)  # the source cache of this instance is a second at most
+    assert get_from(src.ingest_url, {"X-AdobeSign-ClientId": "CID-2"})[0] == 200
+    assert get_from(src.ingest_url, {"X-AdobeSign-ClientId": "CID-1"})[0] == 403
+
+
+def test_meta_and_adobe_sign_sources_are_refused_outside_the_ingest_api(svix, hookgate, tenant):
+    app = json.loads(raw_call(hookgate, "POST", "/api/v1/app", tenant["apiKey"], {"name": "a"})[2])["id"]
+    for provider in ("meta", "adobe-sign"):
+        status, _, answer = raw_call(hookgate, "POST", "/api/v1/source", tenant["apiKey"],
+                                     {"name": "x", "provider": provider, "secret": "s", "appId": app})
+        assert status == 422 and b"ingest" in answer, answer
 
 
 def test_a_panda_doc_source_reads_the_signature_from_the_query(svix, sink):

@@ -133,10 +133,10 @@ pub async fn subscribe(
         Provider::Meta => {
             let q = web::Query::<Subscribe>::from_query(req.query_string())
                 .map_err(|e| ApiError::BadRequest(format!("the query: {e}")))?;
-            let challenge = q
-                .challenge
-                .as_deref()
-                .filter(|c| !c.is_empty() && c.len() <= 256 && c.bytes().all(|b| b.is_ascii_graphic()));
+            // Meta's challenge is digits; nothing else is reflected.
+            let challenge = q.challenge.as_deref().filter(|c| {
+                !c.is_empty() && c.len() <= 64 && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
             let (Some("subscribe"), Some(presented), Some(challenge)) =
                 (q.mode.as_deref(), q.verify_token.as_deref(), challenge)
             else {
@@ -147,7 +147,10 @@ pub async fn subscribe(
             if !secrets::verify_token_accepted(&state, &source, presented) {
                 return Err(ApiError::Forbidden("the verify token does not match".into()));
             }
-            Ok(HttpResponse::Ok().content_type("text/plain").body(challenge.to_owned()))
+            Ok(HttpResponse::Ok()
+                .content_type("text/plain; charset=utf-8")
+                .insert_header(("X-Content-Type-Options", "nosniff"))
+                .body(challenge.to_owned()))
         }
         Provider::AdobeSign => {
             let valid = secrets::valid_secrets(&state, &source).map_err(ApiError::Internal)?;

@@ -259,7 +259,10 @@ async fn handle(
     let Services { state, forwarder, group, certs } = services;
     let body = read_body(payload, state.config.max_body).await?;
     let secrets = secrets::valid_secrets(state, source).map_err(Refusal::Internal)?;
-    let url = if source.provider.signs_url() { signed_url(req, state, source) } else { String::new() };
+    let url = match source.provider.signs_url() || source.provider.reads_query() {
+        true => signed_url(req, state, source),
+        false => String::new(),
+    };
     let request = verify::Request {
         provider: &source.provider,
         headers: req.headers(),

@@ -202,6 +202,16 @@ impl Resolved {
 }
 
 impl IngestType {
+    /// The `config` field holding the credential a source of this type checks
+    /// requests with (stored sealed, never shown).
+    pub fn credential_field(&self) -> &'static str {
+        match self.scheme {
+            Scheme::Telnyx => "publicKey",
+            Scheme::AdobeSign => "clientId",
+            _ => "secret",
+        }
+    }
+
     /// A type by its SDK name; an error naming the known ones otherwise.
     pub fn parse(name: &str) -> Result<IngestType, String> {
         TYPES

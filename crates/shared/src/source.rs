@@ -280,7 +280,13 @@ impl Provider {
     /// Whether its signature covers the URL the provider posted to, so the
     /// source's `publicUrl` matters.
     pub fn signs_url(&self) -> bool {
-        matches!(self, Provider::Twilio | Provider::Square | Provider::Hubspot | Provider::PandaDoc)
+        matches!(self, Provider::Twilio | Provider::Square | Provider::Hubspot)
+    }
+
+    /// Whether its signature is in the URL's query (PandaDoc's), so the verifier
+    /// reads the URL the request came to.
+    pub fn reads_query(&self) -> bool {
+        matches!(self, Provider::PandaDoc)
     }
 }
 

@@ -15,7 +15,11 @@ async fn a_cron_tick_missed_while_no_ingress_ran_is_admitted_once_by_two_ingress
     let api = TestApp::spawn_role_default_env(Role::Api).await;
     let sink = Sink::start().await;
     let t = api.tenant().await;
-    let config = json!({"schedule": "* * * * *", "payload": "{\"hello\":\"cron\"}", "contentType": "application/json"});
+    // Hourly, at a minute half an hour from now: its latest tick was half an hour
+    // ago and its next is half an hour away, so no tick falls within the test.
+    let minute = (chrono::Utc::now().timestamp() / 60 + 30) % 60;
+    let schedule = format!("{minute} * * * *");
+    let config = json!({"schedule": schedule, "payload": "{\"hello\":\"cron\"}", "contentType": "application/json"});
     let res = t
         .req(Method::POST, "/ingest/api/v1/source")
         .json(&json!({"name": "tick", "type": "cron", "config": config}))
@@ -34,10 +38,10 @@ async fn a_cron_tick_missed_while_no_ingress_ran_is_admitted_once_by_two_ingress
         .await
         .unwrap();
     assert_eq!(res.status(), 201);
-    // The source has existed for three minutes: ticks came while no ingress process ran.
+    // The source has existed for three hours: three ticks came while no ingress process ran.
     let db = api.db.client().await;
     db.execute(
-        "UPDATE sources SET created_at = now() - interval '3 minutes', updated_at = now() - interval '3 minutes'
+        "UPDATE sources SET created_at = now() - interval '3 hours', updated_at = now() - interval '3 hours'
          WHERE id = $1",
         &[&id],
     )

@@ -303,12 +303,13 @@ async fn upsert(
     let same_type = s.ingest.as_ref().is_some_and(|i| i.type_name == body.kind);
     let config = body.config.get_or_insert_with(|| json!({}));
     let mut kept = false;
+    // Each type names its credential (`secret`, Telnyx's `publicKey`, Adobe Sign's `clientId`).
+    let field = IngestType::parse(&body.kind).map(|k| k.credential_field()).unwrap_or("secret");
     if let (true, Some(map)) = (same_type, config.as_object_mut()) {
-        // (Telnyx verifies with `publicKey`, always sent: nothing to keep.)
-        if !map.contains_key("secret") && !map.contains_key("publicKey") {
+        if !map.contains_key(field) {
             let stored = secrets::valid_secrets(&state, &s).map_err(ApiError::Internal)?;
             if let Some(secret) = stored.into_iter().next() {
-                map.insert("secret".into(), json!(secret));
+                map.insert(field.into(), json!(secret));
                 kept = true;
             }
         }

@@ -150,7 +150,7 @@ async fn fields(db: &impl GenericClient, tenant: &TenantId, b: &SourceIn) -> Res
         (Some(u), true) => Some(parse_public_url(u).map_err(ApiError::Validation)?),
         (Some(_), false) => {
             return Err(ApiError::Validation(format!(
-                "`publicUrl` is for providers that sign the URL (twilio, square, hubspot, pandadoc), not `{}`",
+                "`publicUrl` is for providers that sign the URL (twilio, square, hubspot), not `{}`",
                 provider.name()
             )))
         }
@@ -207,6 +207,15 @@ async fn create(
         let conn = db::conn(&state.db).await?;
         fields(&**conn, &key.0, &body).await?
     };
+    // Their senders check the URL with a GET before they send, which only an
+    // ingest source's URL answers.
+    if matches!(f.provider, Provider::Meta | Provider::AdobeSign) {
+        return Err(ApiError::Validation(format!(
+            "provider `{}`: its sender checks the URL before it sends; create it as an ingest source \
+             (`POST /ingest/api/v1/source`, docs/ingest.md)",
+            f.provider.name()
+        )));
+    }
     let id = SourceId::generate();
     let sealed = match f.provider.needs_secret() {
         true => {

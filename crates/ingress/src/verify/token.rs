@@ -41,7 +41,11 @@ fn matches(secrets: &[String], presented: Option<&str>, name: &str) -> Result<()
 }
 
 fn openclaw(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {
-    let bearer = req.headers.get("authorization").and_then(|v| v.trim().strip_prefix("Bearer "));
+    // The scheme's name is case-insensitive (RFC 7235).
+    let bearer = req.headers.get("authorization").map(str::trim).and_then(|v| {
+        let (scheme, token) = v.split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then_some(token)
+    });
     matches(secrets, bearer.or_else(|| req.headers.get("x-openclaw-token")), "x-openclaw-token")
 }
 
@@ -63,6 +67,7 @@ mod tests {
     fn a_token_sender_is_checked_by_its_token_in_either_header() {
         let p = Provider::Openclaw;
         assert_eq!(openclaw(&req(&p, &h(&[("authorization", "Bearer tok")]), b"{}", 0), &s("tok")), Ok(()));
+        assert_eq!(openclaw(&req(&p, &h(&[("authorization", "bearer tok")]), b"{}", 0), &s("tok")), Ok(()));
         assert_eq!(openclaw(&req(&p, &h(&[("x-openclaw-token", "tok")]), b"{}", 0), &s("tok")), Ok(()));
         assert!(matches!(
             openclaw(&req(&p, &h(&[("x-openclaw-token", "tok2")]), b"{}", 0), &s("tok")),
