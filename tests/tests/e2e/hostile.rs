@@ -4,7 +4,7 @@
 
 use hookgate_tests::{providers, TestApp};
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// A small deterministic generator (xorshift), so a failure replays exactly.
 struct Noise(u64);
@@ -120,6 +120,58 @@ async fn random_requests_to_every_provider_never_get_a_5xx() {
     }
     assert!(bad.is_empty(), "{} answers were 5xx: {:?}", bad.len(), &bad[..bad.len().min(10)]);
     assert_eq!(app.http.get(app.url("/healthz")).send().await.unwrap().status(), 200);
+}
+
+/// Ingest sources whose senders check the URL with a GET, and the ingest types
+/// that read a query or a token: random requests to their doors, with and
+/// without the token, by GET and POST.
+#[tokio::test]
+async fn random_requests_to_ingest_doors_never_get_a_5xx() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let configs = [
+        json!({"name": "m", "type": "meta", "config": {"secret": "app-secret", "verifyToken": "vt"}}),
+        json!({"name": "a", "type": "adobe-sign", "config": {"clientId": "CID"}}),
+        json!({"name": "p", "type": "panda-doc", "config": {"secret": "pd"}}),
+        json!({"name": "o", "type": "openclaw", "config": {"secret": "tok"}}),
+        json!({"name": "g", "type": "generic-webhook"}),
+    ];
+    let mut doors = Vec::new();
+    for body in configs {
+        let res = t.req(Method::POST, "/ingest/api/v1/source").json(&body).send().await.unwrap();
+        assert_eq!(res.status(), 201, "{body}");
+        let made: Value = res.json().await.unwrap();
+        doors.push(made["ingestUrl"].as_str().unwrap().to_owned());
+    }
+    let mut noise = Noise(0x0dd_ba11_cafe_beef);
+    let (mut bad, mut sent) = (Vec::new(), 0);
+    for (n, url) in doors.iter().enumerate() {
+        let (base, _) = url.rsplit_once('/').unwrap();
+        for i in 0..40 {
+            let query = match i % 4 {
+                0 => format!("hub.mode=subscribe&hub.verify_token={}&hub.challenge={}", noise.text(20), noise.text(30)),
+                1 => format!("signature={}", noise.text(70)),
+                2 => noise.text(60),
+                _ => "hub.mode=subscribe&hub.verify_token=vt&hub.challenge=%3Cscript%3E".into(),
+            };
+            let target = if i % 5 == 0 { format!("{base}/{}", noise.text(20)) } else { url.clone() };
+            let full = format!("{target}?{}", query.replace(['#', ' '], ""));
+            let mut req = if i % 2 == 0 { app.http.get(&full) } else { app.http.post(&full).body(noise.bytes(300)) };
+            for name in ["x-adobesign-clientid", "authorization", "x-openclaw-token", "x-hub-signature-256"] {
+                if let Ok(v) = reqwest::header::HeaderValue::from_str(&noise.text(40)) {
+                    req = req.header(name, v);
+                }
+            }
+            let Ok(res) = req.send().await else { continue };
+            sent += 1;
+            let status = res.status().as_u16();
+            if status >= 500 {
+                bad.push(format!("door {n}, request {i}: {status}"));
+            }
+        }
+    }
+    assert!(sent >= 150, "only {sent} of 200 requests could be sent");
+    assert!(bad.is_empty(), "{} answers were 5xx: {:?}", bad.len(), &bad[..bad.len().min(10)]);
 }
 
 #[tokio::test]
