@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use hookgate_shared::{
     db,
     ids::SourceId,
-    inbound_keys,
+    inbound_keys::{self, DedupeKey},
     ingest::Cron,
     limits,
     quota::Limit,
@@ -146,8 +146,8 @@ async fn emit(
     }
     // The tick's instant in seconds: the same key in every process.
     let plain = key::derive(&source.tenant_id, &source.id, KeyKind::Provider, tick.timestamp().to_string().as_bytes());
-    let key = state.inbound_keys.keyed(&source.tenant_id, &plain);
-    let plain_key = inbound_keys::plain_form(state, plain).await.map_err(failed)?;
+    let DedupeKey { key, plain: plain_key } =
+        inbound_keys::dedupe_key(state, &source.tenant_id, plain).await.map_err(failed)?;
     let candidate = Candidate {
         source,
         retention_days: source.retention(state.config.retention_inbound_days),

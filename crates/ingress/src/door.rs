@@ -155,9 +155,7 @@ pub async fn subscribe(
         Provider::AdobeSign => {
             let valid = secrets::valid_secrets(&state, &source).map_err(ApiError::Internal)?;
             let presented = req.headers().get("x-adobesign-clientid").and_then(|v| v.to_str().ok()).unwrap_or_default();
-            if presented.is_empty()
-                || !valid.iter().any(|v| hookgate_shared::crypto::secrets_equal(v.as_bytes(), presented.as_bytes()))
-            {
+            if verify::token_matches(&valid, Some(presented), "x-adobesign-clientid").is_err() {
                 return Err(ApiError::Forbidden("`X-AdobeSign-ClientId` is not this source's client id".into()));
             }
             Ok(HttpResponse::Ok()

@@ -28,36 +28,22 @@ pub struct BodyHmac {
 pub enum Scheme {
     /// Nothing is signed: the `ingestUrl`'s token is the whole credential.
     Generic,
-    /// Svix's own scheme (Standard Webhooks with `svix-*` headers): `config.secret`, a `whsec_` secret.
-    Svix,
-    Stripe,
-    /// `config.secret` optional: without it only the token is checked.
-    Github,
-    /// `config.secret` optional, as with GitHub.
-    Hubspot,
-    Shopify,
-    Slack,
-    Zoom,
+    /// The provider's own scheme with `config.secret`, required.
+    Required(&'static Provider),
+    /// The provider's own scheme with `config.secret`, optional: without it
+    /// only the token is checked (GitHub, HubSpot; Segment signs only when a
+    /// shared secret is set).
+    Optional(&'static Provider),
     /// No door: Hookgate itself emits `config.payload` on `config.schedule`.
     Cron,
     /// An HMAC-SHA256 of the raw body in one header.
     BodyHmac(BodyHmac),
     /// Ed25519 with the account's public key, `config.publicKey` (shown back: it is public).
     Telnyx,
-    Checkbook,
-    Tailscale,
-    Airwallex,
-    Port,
-    Merge,
-    /// `config.secret` optional: Segment signs only when a shared secret is set.
-    Segment,
-    Openclaw,
-    Vapi,
     /// `config.secret` (the app secret) and `config.verifyToken` (for the subscription check).
     Meta,
     /// `config.clientId`, which Adobe Sign sends and the answer echoes.
     AdobeSign,
-    PandaDoc,
     /// Accepted by the SDK, not yet served here (no verifier yet).
     NotYet,
 }
@@ -67,10 +53,10 @@ pub const TYPES: &[(&str, Scheme)] = &[
     ("generic-webhook", Scheme::Generic),
     ("cron", Scheme::Cron),
     ("adobe-sign", Scheme::AdobeSign),
-    ("beehiiv", Scheme::Svix),
-    ("brex", Scheme::Svix),
-    ("checkbook", Scheme::Checkbook),
-    ("clerk", Scheme::Svix),
+    ("beehiiv", Scheme::Required(&Provider::Svix)),
+    ("brex", Scheme::Required(&Provider::Svix)),
+    ("checkbook", Scheme::Required(&Provider::Checkbook)),
+    ("clerk", Scheme::Required(&Provider::Svix)),
     // DocuSign Connect: `X-DocuSign-Signature-1: <b64 HMAC-SHA256(key, body)>`; no event id.
     (
         "docusign",
@@ -95,12 +81,12 @@ pub const TYPES: &[(&str, Scheme)] = &[
             event_type: Some("/description"),
         }),
     ),
-    ("github", Scheme::Github),
-    ("guesty", Scheme::Svix),
-    ("hubspot", Scheme::Hubspot),
-    ("incident-io", Scheme::Svix),
-    ("lithic", Scheme::Svix),
-    ("merge", Scheme::Merge),
+    ("github", Scheme::Optional(&Provider::Github)),
+    ("guesty", Scheme::Required(&Provider::Svix)),
+    ("hubspot", Scheme::Optional(&Provider::Hubspot)),
+    ("incident-io", Scheme::Required(&Provider::Svix)),
+    ("lithic", Scheme::Required(&Provider::Svix)),
+    ("merge", Scheme::Required(&Provider::Merge)),
     ("meta", Scheme::Meta),
     // Nango: `X-Nango-Hmac-Sha256: <hex>`; no event id.
     (
@@ -114,15 +100,15 @@ pub const TYPES: &[(&str, Scheme)] = &[
             event_type: Some("/type"),
         }),
     ),
-    ("nash", Scheme::Svix),
-    ("openclaw", Scheme::Openclaw),
+    ("nash", Scheme::Required(&Provider::Svix)),
+    ("openclaw", Scheme::Required(&Provider::Openclaw)),
     ("orum-io", Scheme::NotYet),
-    ("panda-doc", Scheme::PandaDoc),
-    ("port-io", Scheme::Port),
-    ("pleo", Scheme::Svix),
-    ("psi-fi", Scheme::Svix),
-    ("replicate", Scheme::Svix),
-    ("resend", Scheme::Svix),
+    ("panda-doc", Scheme::Required(&Provider::PandaDoc)),
+    ("port-io", Scheme::Required(&Provider::Port)),
+    ("pleo", Scheme::Required(&Provider::Svix)),
+    ("psi-fi", Scheme::Required(&Provider::Svix)),
+    ("replicate", Scheme::Required(&Provider::Svix)),
+    ("resend", Scheme::Required(&Provider::Svix)),
     // Rutter: `X-Rutter-Signature: sha256=<b64>`; no event id.
     (
         "rutter",
@@ -135,20 +121,20 @@ pub const TYPES: &[(&str, Scheme)] = &[
             event_type: Some("/type"),
         }),
     ),
-    ("safebase", Scheme::Svix),
-    ("sardine", Scheme::Svix),
-    ("segment", Scheme::Segment),
-    ("shopify", Scheme::Shopify),
-    ("slack", Scheme::Slack),
-    ("stripe", Scheme::Stripe),
-    ("stych", Scheme::Svix),
-    ("svix", Scheme::Svix),
-    ("zoom", Scheme::Zoom),
-    ("tailscale", Scheme::Tailscale),
+    ("safebase", Scheme::Required(&Provider::Svix)),
+    ("sardine", Scheme::Required(&Provider::Svix)),
+    ("segment", Scheme::Optional(&Provider::Segment)),
+    ("shopify", Scheme::Required(&Provider::Shopify)),
+    ("slack", Scheme::Required(&Provider::Slack)),
+    ("stripe", Scheme::Required(&Provider::Stripe)),
+    ("stych", Scheme::Required(&Provider::Svix)),
+    ("svix", Scheme::Required(&Provider::Svix)),
+    ("zoom", Scheme::Required(&Provider::Zoom)),
+    ("tailscale", Scheme::Required(&Provider::Tailscale)),
     ("telnyx", Scheme::Telnyx),
-    ("vapi", Scheme::Vapi),
-    ("open-ai", Scheme::Svix),
-    ("render", Scheme::Svix),
+    ("vapi", Scheme::Required(&Provider::Vapi)),
+    ("open-ai", Scheme::Required(&Provider::Svix)),
+    ("render", Scheme::Required(&Provider::Svix)),
     // Veriff: `X-HMAC-SIGNATURE: <hex>`; no delivery id common to its webhooks.
     (
         "veriff",
@@ -161,7 +147,7 @@ pub const TYPES: &[(&str, Scheme)] = &[
             event_type: None,
         }),
     ),
-    ("airwallex", Scheme::Airwallex),
+    ("airwallex", Scheme::Required(&Provider::Airwallex)),
     ("vgs", Scheme::NotYet),
 ];
 
@@ -266,20 +252,8 @@ impl IngestType {
                 r.event_type_path = b.event_type;
                 Ok(r)
             }
-            Scheme::Svix => required(Provider::Svix),
-            Scheme::Stripe => required(Provider::Stripe),
-            Scheme::Shopify => required(Provider::Shopify),
-            Scheme::Slack => required(Provider::Slack),
-            Scheme::Zoom => required(Provider::Zoom),
-            Scheme::Checkbook => required(Provider::Checkbook),
-            Scheme::Tailscale => required(Provider::Tailscale),
-            Scheme::Airwallex => required(Provider::Airwallex),
-            Scheme::Port => required(Provider::Port),
-            Scheme::Merge => required(Provider::Merge),
-            Scheme::Segment => Ok(optional(Provider::Segment)),
-            Scheme::Openclaw => required(Provider::Openclaw),
-            Scheme::Vapi => required(Provider::Vapi),
-            Scheme::PandaDoc => required(Provider::PandaDoc),
+            Scheme::Required(provider) => required(provider.clone()),
+            Scheme::Optional(provider) => Ok(optional(provider.clone())),
             Scheme::Meta => {
                 let verify_token = match config.get("verifyToken") {
                     None | Some(Value::Null) => None,
@@ -303,8 +277,6 @@ impl IngestType {
                 }),
                 _ => Err("`config.publicKey` is required for a `telnyx` source: the account's public key".into()),
             },
-            Scheme::Github => Ok(optional(Provider::Github)),
-            Scheme::Hubspot => Ok(optional(Provider::Hubspot)),
             Scheme::NotYet => Err(format!(
                 "`type`: `{}` sources are not served by this Hookgate yet (docs/ingest.md lists the types served)",
                 self.name

@@ -4,22 +4,22 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use actix_web::http::StatusCode;
 use actix_web::{delete, get, post, put, web, HttpResponse};
-use hookgate_egress::secrets;
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, SourceId, TenantId},
-    store::{endpoints, ingest_sources, operational::Notice, StoreError},
+    store::{endpoints, ingest_sources},
     AppState,
 };
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::idempotency::{answer_empty, RequestKey};
-use crate::v1::endpoint_extras::{check_headers, headers_answer, rotated_secret, secret_answer, store_headers};
-use crate::v1::endpoints::{allowed, insert, notice, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
+use crate::idempotency::RequestKey;
+use crate::v1::endpoint_extras::{
+    check_headers, headers_answer, rotate, secret_answer, store_headers, Rotated, Rotation,
+};
+use crate::v1::endpoints::{allowed, insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
 use crate::v1::validate::RotateIn;
 use crate::{optional_json, KeyAuth, PageQuery};
 
@@ -166,24 +166,10 @@ async fn rotate_secret(
     body: web::Bytes,
     request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let body: RotateIn = optional_json(&body)?;
-    let until = body.old_secret_until()?;
-    let secret = rotated_secret(&body)?;
+    let rotation = Rotation::asked(&optional_json::<RotateIn>(&body)?)?;
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
-    let sealed = secrets::seal(&state, &key.0, &app, &ep.id, &secret);
-    let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(StoreError::from)?;
-    if !endpoints::rotate_secret(&*tx, &key.0, &app, &ep.id, &sealed, until).await? {
-        return Err(ApiError::NotFound("endpoint"));
-    }
-    let woke = notice(&*tx, Notify::Yes, Notice::endpoint(&key.0, "endpoint.updated", &app, &ep.id)).await?;
     // The SDK's ingest rotation answers nothing (204); the new key is read with `get_secret`.
-    let res = answer_empty(&*tx, &state, request.as_deref(), StatusCode::NO_CONTENT).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    if woke {
-        state.wake.poke();
-    }
-    Ok(res)
+    rotate(&state, &key.0, &app, &ep.id, rotation, request.as_deref(), Rotated::NoContent).await
 }
 
 #[get("/source/{source_id}/endpoint/{endpoint_id}/headers")]

@@ -5,7 +5,7 @@ use hookgate_shared::status::DeliveryStatus;
 use hookgate_shared::store::endpoints::Endpoint;
 use std::collections::{BTreeMap, HashMap};
 
-use crate::idempotency::{answer, RequestKey};
+use crate::idempotency::{answer, answer_empty, RequestKey};
 use crate::{optional_json, when::Window, Principal, TenantAuth};
 use actix_web::http::StatusCode;
 use actix_web::{get, patch, post, put, web, HttpMessage, HttpRequest, HttpResponse};
@@ -73,20 +73,55 @@ async fn rotate_secret(
     body: web::Bytes,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let body: RotateIn = optional_json(&body)?;
-    let until = body.old_secret_until()?;
-    let secret = rotated_secret(&body)?;
+    let rotation = Rotation::asked(&optional_json(&body)?)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let sealed = secrets::seal(&state, &tenant.0, &app, &ep.id, &secret);
+    rotate(&state, &tenant.0, &app, &ep.id, rotation, key.as_deref(), Rotated::ShowKey).await
+}
+
+/// What a rotation answers: the new key (200, as current Svix SDKs parse), or
+/// nothing (204, as the ingest API does).
+pub(crate) enum Rotated {
+    ShowKey,
+    NoContent,
+}
+
+/// A rotation's body, checked (before the endpoint is looked up): the new secret
+/// and until when the old one signs beside it.
+pub(crate) struct Rotation {
+    secret: String,
+    until: DateTime<Utc>,
+}
+
+impl Rotation {
+    pub(crate) fn asked(body: &RotateIn) -> Result<Rotation, ApiError> {
+        Ok(Rotation { until: body.old_secret_until()?, secret: rotated_secret(body)? })
+    }
+}
+
+/// Rotates an endpoint's secret, with its `endpoint.updated` notice and the
+/// answer under the request's key in the same commit.
+pub(crate) async fn rotate(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+    Rotation { secret, until }: Rotation,
+    key: Option<&RequestKey>,
+    answered: Rotated,
+) -> Result<HttpResponse, ApiError> {
+    let sealed = secrets::seal(state, tenant, app, ep, &secret);
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    if !endpoints::rotate_secret(&*tx, &tenant.0, &app, &ep.id, &sealed, until).await? {
+    if !endpoints::rotate_secret(&*tx, tenant, app, ep, &sealed, until).await? {
         return Err(ApiError::NotFound("endpoint"));
     }
     // Svix tells a rotation as `endpoint.updated`.
-    let notice = Notice::endpoint(&tenant.0, "endpoint.updated", &app, &ep.id);
+    let notice = Notice::endpoint(tenant, "endpoint.updated", app, ep);
     let woke = super::endpoints::notice(&*tx, Notify::Yes, notice).await?;
-    let res = answer(&*tx, &state, key.as_deref(), StatusCode::OK, &json!({ "key": secret })).await?;
+    let res = match answered {
+        Rotated::ShowKey => answer(&*tx, state, key, StatusCode::OK, &json!({ "key": secret })).await?,
+        Rotated::NoContent => answer_empty(&*tx, state, key, StatusCode::NO_CONTENT).await?,
+    };
     tx.commit().await.map_err(StoreError::from)?;
     if woke {
         state.wake.poke();

@@ -44,6 +44,7 @@ pub use hookgate_shared::source::{Algorithm, Encoding, HmacSpec, Provider};
 pub use paypal::Certificates;
 pub use scheme::{ed25519_key_ok, TOLERANCE_SECS};
 pub use sendgrid::p256_key_ok;
+pub(crate) use token::matches as token_matches;
 
 use crate::{extract::KeyMissing, key::KeyKind};
 

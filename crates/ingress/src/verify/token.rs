@@ -29,8 +29,9 @@ pub const ADOBE_SIGN: Preset = Preset {
     unsigned_ping: None,
 };
 
-/// Whether `presented` is one of the secrets.
-fn matches(secrets: &[String], presented: Option<&str>, name: &str) -> Result<(), VerifyError> {
+/// Whether `presented` is one of the secrets (the check of every sender here,
+/// and of Adobe Sign's `GET` in `door.rs`).
+pub(crate) fn matches(secrets: &[String], presented: Option<&str>, name: &str) -> Result<(), VerifyError> {
     let presented =
         presented.map(str::trim).filter(|t| !t.is_empty()).ok_or_else(|| VerifyError::MissingHeader(name.into()))?;
     if secrets.iter().any(|s| hookgate_shared::crypto::secrets_equal(s.as_bytes(), presented.as_bytes())) {
