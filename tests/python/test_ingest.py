@@ -21,6 +21,7 @@ from svix.api import (
 )
 from svix.models import CronConfig
 from svix.api.ingest_source import IngestSourceListOptions
+import typing
 from svix.exceptions import HttpError, HTTPValidationError
 from svix.webhooks import Webhook
 
@@ -74,10 +75,11 @@ def test_ingest_sources_are_created_found_by_uid_listed_upserted_and_deleted(svi
     put_made = svix.ingest.source.upsert("by-put", IngestSourceIn(name="Put", type="generic-webhook"))
     assert put_made.uid == "by-put" and put_made.id.startswith("src_")
 
-    # A type the SDK lists but this Hookgate does not serve yet is refused by name.
-    with pytest.raises(HTTPValidationError) as e:
-        svix.ingest.source.create(IngestSourceIn(name="VGS", type="vgs", config={"secret": "x"}))
-    assert "vgs" in str(e.value) and "not served" in str(e.value)
+    # A type the SDK does not list is refused by name.
+    status, _, answer = raw_call(
+        hookgate, "POST", "/ingest/api/v1/source", tenant["apiKey"], {"name": "S", "type": "stripe2", "config": {}}
+    )
+    assert status == 422 and b"stripe2" in answer, answer
     # A signing type without its secret is refused, naming the field.
     # (The SDK refuses that itself; sent as another client would.)
     status, _, answer = raw_call(
@@ -497,3 +499,97 @@ def test_the_javascript_sdk_creates_an_ingest_source_whose_url_admits_a_signed_e
     time.sleep(0.5)
     assert len(sink.received) == 1
     assert standardwebhooks.Webhook(made["secret"]).verify(got[0]["body"], got[0]["headers"])["data"]["id"] == "user_js"
+
+
+def rsa_key_pair():
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key, key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+def test_every_source_type_the_sdk_lists_is_accepted_by_name_with_its_config_shape(svix):
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    types = [a for arg in typing.get_args(IngestSourceIn.model_fields["type"].annotation) for a in (typing.get_args(arg) or [arg])]
+    assert len(types) == 44 and "vgs" in types and "orum-io" in types, types
+    ed25519 = base64.b64encode(Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    special = {
+        "generic-webhook": {},
+        "cron": {"schedule": "0 3 * * *", "payload": "{}"},
+        "adobe-sign": {"clientId": "client-1"},
+        "meta": {"secret": "app-secret", "verifyToken": "verify-me"},
+        "telnyx": {"publicKey": ed25519.decode()},
+        "orum-io": {"publicKey": rsa_key_pair()[1]},
+    }
+    made = {}
+    for ty in types:
+        config = special.get(ty, {"secret": SENDER_SECRET})
+        # Through the SDK's own model, which shapes `config` per type as it sends it.
+        src = svix.ingest.source.create(IngestSourceIn.model_validate({"name": ty, "type": ty, "config": config}))
+        assert src.type == ty
+        assert (src.ingest_url is None) == (ty == "cron"), ty
+        made[src.id] = ty
+    listed = {}
+    page = svix.ingest.source.list(IngestSourceListOptions(limit=20))
+    while True:
+        listed.update({s.id: s.type for s in page.data})
+        if page.done:
+            break
+        page = svix.ingest.source.list(IngestSourceListOptions(limit=20, iterator=page.iterator))
+    assert listed == made
+
+
+def test_an_orum_source_checks_the_rsa_signature_over_body_and_created_at(svix, sink):
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+    from svix.models import OrumIoConfig
+
+    key, public = rsa_key_pair()
+    src = svix.ingest.source.create(IngestSourceIn(name="Orum", type="orum-io", config=OrumIoConfig(public_key=public)))
+    assert src.config.public_key.strip() == public.strip(), "the public key is shown back"
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+
+    def sign(k, b):
+        created_at = json.loads(b)["created_at"]
+        sig = k.sign(b + created_at.encode(), padding.PKCS1v15(), hashes.SHA256())
+        return {"Signature": __import__("base64").b64encode(sig).decode()}
+
+    body = json.dumps({"event_id": "ev-orum-1", "event_type": "transfer_updated",
+                       "created_at": "2026-12-05T08:00:00.000Z", "event_data": {"transfer": {"id": "t1"}}}).encode()
+    other_key, _ = rsa_key_pair()
+    assert post_to(src.ingest_url, body, sign(other_key, body)) == 401, "signed by another key"
+    tampered = body.replace(b"t1", b"t2")
+    assert post_to(src.ingest_url, tampered, sign(key, body)) == 401, "a changed body"
+    assert post_to(src.ingest_url, body, sign(key, body)) == 200
+    assert post_to(src.ingest_url, body, sign(key, body)) == 200, "Orum's retry: a duplicate"
+    sink.wait_for(1)
+    time.sleep(0.5)
+    assert len(sink.received) == 1
+    assert json.loads(sink.received[0]["body"])["event_id"] == "ev-orum-1"
+
+    # A key that is not an RSA public key is refused, naming the field.
+    with pytest.raises(HTTPValidationError) as e:
+        svix.ingest.source.create(IngestSourceIn(name="Orum", type="orum-io", config=OrumIoConfig(public_key="abc")))
+    assert "RSA" in str(e.value)
+
+
+def test_a_vgs_source_verifies_the_svix_scheme_with_its_whsec_secret(svix, sink):
+    from svix.models import VgsConfig
+
+    src = svix.ingest.source.create(IngestSourceIn(name="VGS", type="vgs", config=VgsConfig(secret=SENDER_SECRET)))
+    svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    body = b'{"type":"card.created","data":{"id":"c1"}}'
+    forged = signed(body, "msg_vgs_1", "whsec_" + "Zm9yZ2VkLXNlY3JldC1mb3ItdmdzLXRlc3Rz")
+    assert post_to(src.ingest_url, body, forged) == 401
+    assert post_to(src.ingest_url, body, signed(body, "msg_vgs_1")) == 200
+    assert post_to(src.ingest_url, body, signed(body, "msg_vgs_1")) == 200
+    sink.wait_for(1)
+    time.sleep(0.5)
+    assert len(sink.received) == 1
+    with pytest.raises(HTTPValidationError):
+        svix.ingest.source.create(IngestSourceIn(name="VGS", type="vgs", config=VgsConfig(secret="not a whsec secret!")))

@@ -47,7 +47,7 @@ pub fn generate(provider: &Provider) -> Result<String, String> {
         SecretKind::Whsec | SecretKind::WhsecOrPublicKey => Ok(whsec::generate_secret()),
         SecretKind::Shared | SecretKind::Nothing => Ok(format!("hgsec_{}", random_hex(24))),
         SecretKind::BasicCredentials => Ok(format!("hookgate:{}", random_hex(24))),
-        SecretKind::Ed25519Hex | SecretKind::Ed25519Base64 | SecretKind::P256PublicKey => {
+        SecretKind::Ed25519Hex | SecretKind::Ed25519Base64 | SecretKind::P256PublicKey | SecretKind::RsaPublicKey => {
             Err(format!("provider `{}` verifies with its public key: give it as `secret`", provider.name()))
         }
         SecretKind::PaypalWebhookId => Err("provider `paypal` needs its webhook id as `secret`".into()),
@@ -79,6 +79,10 @@ pub fn check(provider: &Provider, secret: &str) -> Result<String, String> {
         SecretKind::P256PublicKey => match crate::verify::p256_key_ok(key) {
             true => Ok(key.to_owned()),
             false => bad("the verification key SendGrid shows: a base64 ECDSA P-256 public key"),
+        },
+        SecretKind::RsaPublicKey => match crate::verify::rsa_public_key(key) {
+            Some(_) => Ok(key.to_owned()),
+            None => bad("the public key Orum's `webhooks/secret` returns: an RSA key of 2048 bits or more, PEM or base64 DER"),
         },
         SecretKind::PaypalWebhookId => {
             match !key.is_empty() && key.len() <= 64 && key.bytes().all(|c| c.is_ascii_alphanumeric()) {

@@ -69,6 +69,8 @@ pub enum Provider {
     Woocommerce,
     /// Ed25519 over `<timestamp>|<body>`, the account's public key in base64.
     Telnyx,
+    /// Orum: RSA over the body and its `created_at`, Orum's public key.
+    OrumIo,
     Checkbook,
     Tailscale,
     Airwallex,
@@ -106,6 +108,8 @@ pub enum SecretKind {
     Ed25519Base64,
     /// An ECDSA P-256 public key, base64 DER (SendGrid's verification key).
     P256PublicKey,
+    /// An RSA public key of 2048 bits or more, PEM or base64 DER (Orum's).
+    RsaPublicKey,
     /// PayPal's webhook id: not a secret, the certificate signs; it binds a
     /// signature to this webhook.
     PaypalWebhookId,
@@ -141,6 +145,7 @@ impl Provider {
         "calendly",
         "woocommerce",
         "telnyx",
+        "orum",
         "checkbook",
         "tailscale",
         "airwallex",
@@ -183,6 +188,7 @@ impl Provider {
             "calendly" => Provider::Calendly,
             "woocommerce" => Provider::Woocommerce,
             "telnyx" => Provider::Telnyx,
+            "orum" => Provider::OrumIo,
             "checkbook" => Provider::Checkbook,
             "tailscale" => Provider::Tailscale,
             "airwallex" => Provider::Airwallex,
@@ -235,6 +241,7 @@ impl Provider {
             Provider::Calendly => "calendly",
             Provider::Woocommerce => "woocommerce",
             Provider::Telnyx => "telnyx",
+            Provider::OrumIo => "orum",
             Provider::Checkbook => "checkbook",
             Provider::Tailscale => "tailscale",
             Provider::Airwallex => "airwallex",
@@ -269,6 +276,7 @@ impl Provider {
             Provider::Svix => SecretKind::Whsec,
             Provider::Discord => SecretKind::Ed25519Hex,
             Provider::Telnyx => SecretKind::Ed25519Base64,
+            Provider::OrumIo => SecretKind::RsaPublicKey,
             Provider::Sendgrid => SecretKind::P256PublicKey,
             Provider::Paypal => SecretKind::PaypalWebhookId,
             Provider::BasicAuth => SecretKind::BasicCredentials,

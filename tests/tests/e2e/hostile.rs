@@ -62,6 +62,7 @@ const PROVIDER_HEADERS: &[(&str, &[&str])] = &[
     ("woocommerce", &["x-wc-webhook-signature", "x-wc-webhook-delivery-id", "x-wc-webhook-topic"]),
     ("svix", &["svix-id", "svix-timestamp", "svix-signature"]),
     ("telnyx", &["telnyx-signature-ed25519", "telnyx-timestamp"]),
+    ("orum", &["signature"]),
     ("checkbook", &["signature"]),
     ("tailscale", &["tailscale-webhook-signature"]),
     ("airwallex", &["x-signature", "x-timestamp"]),
@@ -89,6 +90,8 @@ async fn random_requests_to_every_provider_never_get_a_5xx() {
             "paypal" => "WH1".into(),
             "telnyx" => "YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=".into(),
             "basic-auth" => "user:pass".into(),
+            // An RSA public key (the one orum.rs's unit tests verify with).
+            "orum" => "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEApQ3mkCpj1kJJ1cX9aEkJYiEjDS7RCEBmY74zh+Dqt3cckhKd3MxR37RnE5q+uzmMyx1XrbZ0liQlpF/NAr2A3u5yZ0LR3qjFIPcUU8gS8BPjs9fqsHqJT2Es03+C+iNVxHpDc1J98SbEsmhRR4INnU4Z+FPv+FKr8lRcF5sBOp8zIXEfQJ3xsBjI0zbDynt2VSmKPgddAJWQNeOPH8YXE+L8cEe+5bt2tbzdAz+0hn21nWI0igNBS8aUqI0ubATKQg4FKuL7LxNqcc72RpfMkBMdD6rxEbkVeqP5F+DsgTTzWoWxE5thk3V0HF2wcyHJiOBXUxGBpXWVydUceUEp2QIDAQAB".into(),
             "svix" | "standard-webhooks" => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
             _ => "a-shared-secret".into(),
         };

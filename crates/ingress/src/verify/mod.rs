@@ -19,6 +19,7 @@ mod linear;
 mod mailgun;
 mod merge;
 mod meta;
+mod orum;
 mod paddle;
 mod pandadoc;
 pub mod paypal;
@@ -43,6 +44,7 @@ mod zoom;
 pub use hookgate_shared::source::{Algorithm, Encoding, HmacSpec, Provider};
 pub use paypal::Certificates;
 pub use scheme::{ed25519_key_ok, TOLERANCE_SECS};
+pub use orum::rsa_public_key;
 pub use sendgrid::p256_key_ok;
 pub(crate) use token::matches as token_matches;
 
@@ -184,6 +186,7 @@ pub fn preset(p: &Provider) -> &'static Preset {
         Provider::Calendly => &calendly::PRESET,
         Provider::Woocommerce => &woocommerce::PRESET,
         Provider::Telnyx => &telnyx::PRESET,
+        Provider::OrumIo => &orum::PRESET,
         Provider::Checkbook => &checkbook::PRESET,
         Provider::Tailscale => &tailscale::PRESET,
         Provider::Airwallex => &airwallex::PRESET,
