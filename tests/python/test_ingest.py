@@ -42,6 +42,16 @@ def post_to(url: str, body: bytes, headers: dict) -> int:
         return e.code
 
 
+def post_for_duplicate(url: str, body: bytes, headers: dict) -> tuple:
+    """The status and the `Hookgate-Duplicate` answer of one post."""
+    req = urllib.request.Request(url, data=body, method="POST")
+    req.add_header("content-type", "application/json")
+    for k, v in headers.items():
+        req.add_header(k, v)
+    with urllib.request.urlopen(req, timeout=10) as res:
+        return res.status, res.headers.get("Hookgate-Duplicate")
+
+
 def signed(body: bytes, msg_id: str, secret: str = SENDER_SECRET) -> dict:
     """What a Svix-signing sender (Clerk, Resend, …) sends, signed by Svix's own library."""
     now = datetime.now(tz=timezone.utc)
@@ -559,14 +569,20 @@ def test_an_orum_source_checks_the_rsa_signature_over_body_and_created_at(svix, 
         sig = k.sign(b + created_at.encode(), padding.PKCS1v15(), hashes.SHA256())
         return {"Signature": __import__("base64").b64encode(sig).decode()}
 
-    body = json.dumps({"event_id": "ev-orum-1", "event_type": "transfer_updated",
-                       "created_at": "2026-12-05T08:00:00.000Z", "event_data": {"transfer": {"id": "t1"}}}).encode()
+    def event(event_id, created_at):
+        return json.dumps({"event_id": event_id, "event_type": "transfer_updated", "created_at": created_at,
+                           "event_data": {"transfer": {"id": "t1"}}}).encode()
+
+    now = datetime.now(tz=timezone.utc)
+    body = event("ev-orum-1", now.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
     other_key, _ = rsa_key_pair()
     assert post_to(src.ingest_url, body, sign(other_key, body)) == 401, "signed by another key"
     tampered = body.replace(b"t1", b"t2")
     assert post_to(src.ingest_url, tampered, sign(key, body)) == 401, "a changed body"
-    assert post_to(src.ingest_url, body, sign(key, body)) == 200
-    assert post_to(src.ingest_url, body, sign(key, body)) == 200, "Orum's retry: a duplicate"
+    stale = event("ev-orum-0", "2026-01-01T00:00:00.000Z")
+    assert post_to(src.ingest_url, stale, sign(key, stale)) == 401, "older than Orum's day of retries"
+    assert post_for_duplicate(src.ingest_url, body, sign(key, body)) == (200, "false")
+    assert post_for_duplicate(src.ingest_url, body, sign(key, body)) == (200, "true"), "Orum's retry"
     sink.wait_for(1)
     time.sleep(0.5)
     assert len(sink.received) == 1
@@ -575,7 +591,7 @@ def test_an_orum_source_checks_the_rsa_signature_over_body_and_created_at(svix, 
     # A key that is not an RSA public key is refused, naming the field.
     with pytest.raises(HTTPValidationError) as e:
         svix.ingest.source.create(IngestSourceIn(name="Orum", type="orum-io", config=OrumIoConfig(public_key="abc")))
-    assert "RSA" in str(e.value)
+    assert "config.publicKey" in str(e.value) and "RSA" in str(e.value)
 
 
 def test_a_vgs_source_verifies_the_svix_scheme_with_its_whsec_secret(svix, sink):
@@ -586,10 +602,10 @@ def test_a_vgs_source_verifies_the_svix_scheme_with_its_whsec_secret(svix, sink)
     body = b'{"type":"card.created","data":{"id":"c1"}}'
     forged = signed(body, "msg_vgs_1", "whsec_" + "Zm9yZ2VkLXNlY3JldC1mb3ItdmdzLXRlc3Rz")
     assert post_to(src.ingest_url, body, forged) == 401
-    assert post_to(src.ingest_url, body, signed(body, "msg_vgs_1")) == 200
-    assert post_to(src.ingest_url, body, signed(body, "msg_vgs_1")) == 200
+    assert post_for_duplicate(src.ingest_url, body, signed(body, "msg_vgs_1")) == (200, "false")
+    assert post_for_duplicate(src.ingest_url, body, signed(body, "msg_vgs_1")) == (200, "true")
     sink.wait_for(1)
     time.sleep(0.5)
     assert len(sink.received) == 1
     with pytest.raises(HTTPValidationError):
-        svix.ingest.source.create(IngestSourceIn(name="VGS", type="vgs", config=VgsConfig(secret="not a whsec secret!")))
+        svix.ingest.source.create(IngestSourceIn(name="VGS", type="vgs", config=VgsConfig(secret="whsec_short")))

@@ -82,7 +82,9 @@ pub fn check(provider: &Provider, secret: &str) -> Result<String, String> {
         },
         SecretKind::RsaPublicKey => match crate::verify::rsa_public_key(key) {
             Some(_) => Ok(key.to_owned()),
-            None => bad("the public key Orum's `webhooks/secret` returns: an RSA key of 2048 bits or more, PEM or base64 DER"),
+            None => bad(
+                "the public key Orum's `webhooks/secret` returns: an RSA key of 2048 bits or more, PEM or base64 DER",
+            ),
         },
         SecretKind::PaypalWebhookId => {
             match !key.is_empty() && key.len() <= 64 && key.bytes().all(|c| c.is_ascii_alphanumeric()) {

@@ -276,7 +276,9 @@ impl IngestType {
                     shown: serde_json::json!({ "publicKey": k.trim() }),
                     ..Resolved::new(provider.clone(), Some(k.trim().to_owned()))
                 }),
-                _ => Err(format!("`config.publicKey` is required for a `{}` source: the sender's public key", self.name)),
+                _ => {
+                    Err(format!("`config.publicKey` is required for a `{}` source: the sender's public key", self.name))
+                }
             },
         }
     }

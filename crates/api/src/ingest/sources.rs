@@ -156,7 +156,8 @@ fn check(b: &IngestSourceIn) -> Result<Checked, ApiError> {
     let resolved = kind.resolve(b.config.as_ref().unwrap_or(&json!({}))).map_err(ApiError::Validation)?;
     let secret = match &resolved.secret {
         Some(s) => Some(
-            secrets::check(&resolved.provider, s).map_err(|e| ApiError::Validation(format!("`config.secret`: {e}")))?,
+            secrets::check(&resolved.provider, s)
+                .map_err(|e| ApiError::Validation(format!("`config.{}`: {e}", kind.credential_field())))?,
         ),
         None => None,
     };

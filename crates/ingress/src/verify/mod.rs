@@ -42,9 +42,9 @@ mod woocommerce;
 mod zoom;
 
 pub use hookgate_shared::source::{Algorithm, Encoding, HmacSpec, Provider};
+pub use orum::rsa_public_key;
 pub use paypal::Certificates;
 pub use scheme::{ed25519_key_ok, TOLERANCE_SECS};
-pub use orum::rsa_public_key;
 pub use sendgrid::p256_key_ok;
 pub(crate) use token::matches as token_matches;
 
