@@ -116,11 +116,14 @@ async fn a_copy_whose_original_cannot_be_read_answers_503_and_its_retry_names_th
     assert_eq!(n, 1);
 }
 
-/// Each delivery's status and attempt count, by message id.
+/// Each delivery's status and attempt count, by message id; a claimed delivery
+/// whose result is not written yet (a lease token, whether or not the lease has
+/// run out) as sending, 3.
 async fn deliveries_of(client: &tokio_postgres::Client) -> Vec<(String, i16, i64)> {
     client
         .query(
-            "SELECT d.msg_id, d.status, (SELECT count(*) FROM attempts a WHERE a.msg_id = d.msg_id)
+            "SELECT d.msg_id, CASE WHEN d.status = 1 AND d.lease_token IS NOT NULL THEN 3::smallint ELSE d.status END,
+                (SELECT count(*) FROM attempts a WHERE a.msg_id = d.msg_id)
              FROM deliveries d ORDER BY d.msg_id",
             &[],
         )

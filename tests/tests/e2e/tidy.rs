@@ -220,7 +220,6 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("queues::claim_all", "one transaction for a worker's claim: one statement per tenant (queues::claim) inside"),
     ("results::record", "one transaction for a batch of results: one statement per tenant and kind inside"),
     ("wakes::due", "the listing of endpoints whose wake has come, of every tenant: a worker serves them all"),
-    ("queues::recently_due", "during an upgrade: deliveries of every tenant the previous release made due unwoken"),
     ("pressure::report", "a worker's own pressure, no tenant's (admission control)"),
     ("inbound_events::keyed_at", "read: since when inbound keys are stored keyed, one row for the installation"),
     ("ingest_sources::cron_sources", "read: the cron sources of every tenant, which every ingress process ticks for"),

@@ -122,34 +122,18 @@ async fn raise(
 /// waiting, in key order round the table: those with one due get their wake
 /// brought to now (a no-op where it is due already). A first round at start goes
 /// through the whole table a step every [`FIRST_ROUND`] (after a random pause, so
-/// that workers started together do not sweep together), and so does another
-/// once the previous release has stopped notifying (a minute after its last
-/// empty notification: the retries its workers wrote have no wake). Meanwhile,
-/// each of its notifications makes the worker look at the deliveries made due in
-/// the last [`RECENT`] at once.
+/// that workers started together do not sweep together). Since migration 0027 (a
+/// switch) no release that makes deliveries due without a wake runs beside this
+/// one: the sweep is a safety net, not a path work takes.
 pub(super) async fn sweep_loop(state: AppState, wake: Arc<Notify>) {
     tokio::time::sleep(Duration::from_millis(rand::random_range(0..2_000))).await;
     let mut after: Option<Queue> = None;
     let mut fast = true;
     let mut last_step = Instant::now() - SWEEP_EVERY;
-    let mut previous_release: Option<Instant> = None;
     let mut tick = tokio::time::interval(FIRST_ROUND);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if state.wake.take_unwoken() {
-            previous_release = Some(Instant::now());
-            match wake_recent(&state).await {
-                Ok(n) if n > 0 => wake.notify_one(),
-                Ok(_) => {}
-                Err(e) => tracing::debug!(error = %e, "looking for unwoken deliveries postponed"),
-            }
-        }
-        if previous_release.is_some_and(|at| at.elapsed() >= Duration::from_secs(60)) {
-            // The previous release has gone: one more round through everything.
-            previous_release = None;
-            (fast, after) = (true, None);
-        }
         if !fast && last_step.elapsed() < SWEEP_EVERY {
             continue;
         }
@@ -176,10 +160,8 @@ pub(super) async fn sweep_loop(state: AppState, wake: Arc<Notify>) {
     }
 }
 
-/// How often the first round of the sweep steps, and how far back a look for
-/// what the previous release made due goes.
+/// How often the first round of the sweep steps.
 const FIRST_ROUND: Duration = Duration::from_millis(200);
-const RECENT: Duration = Duration::from_secs(10);
 
 /// Brings the wakes of `due` endpoints to now, one statement per tenant.
 async fn wake_queues(conn: &db::Client, due: Vec<Queue>) -> Result<u64, StoreError> {
@@ -192,15 +174,6 @@ async fn wake_queues(conn: &db::Client, due: Vec<Queue>) -> Result<u64, StoreErr
         woke += wakes::wake_now(conn, tenant, endpoints).await?;
     }
     Ok(woke)
-}
-
-async fn wake_recent(state: &AppState) -> Result<u64, StoreError> {
-    db::bounded(state.db_budget(), async {
-        let conn = db::conn(&state.db).await?;
-        let due = queues::recently_due(&conn, RECENT, 10_000).await?;
-        wake_queues(&conn, due).await
-    })
-    .await
 }
 
 /// How often partitions without statistics are looked for.

@@ -1,8 +1,10 @@
 //! The `deliveries` table, the outbox: one row per (message, endpoint).
 //!
-//! Workers claim due rows with `FOR UPDATE SKIP LOCKED`; claiming pushes
-//! `next_attempt_at` out by the lease, so a row whose worker died becomes due
-//! again by itself. Results are written back in batches.
+//! Workers claim due rows with `FOR UPDATE SKIP LOCKED`; a claim sets the row's
+//! lease (`leased_until`, with its fencing token) and nothing indexed, so a row
+//! whose worker died is due again by itself when its lease ends. A pending row
+//! under a lease is what the API calls sending. Results are written back in
+//! batches.
 
 use std::collections::HashMap;
 
@@ -17,6 +19,16 @@ use crate::{
     ids::{AppId, AttemptId, EndpointId, MessageId, TenantId},
     status::{DeliveryStatus, Trigger},
 };
+
+/// A delivery's status as the API shows it, of `deliveries d`: a pending one
+/// under a lease is being sent (Svix's `sending`, 3), which no column says (a
+/// claim writes no indexed column).
+pub const SHOWN_STATUS: &str = "CASE WHEN d.status = 1 AND d.leased_until > now() THEN 3::smallint ELSE d.status END";
+
+/// When a delivery is next tried, as the API shows it: a sending one, when its
+/// lease ends.
+pub const SHOWN_NEXT_ATTEMPT: &str =
+    "CASE WHEN d.status = 1 AND d.leased_until > now() THEN d.leased_until ELSE d.next_attempt_at END";
 
 /// A claimed delivery with everything needed to send it.
 #[derive(Debug, Clone)]
@@ -214,7 +226,7 @@ pub async fn quarantine(db: &impl GenericClient, o: &Outcome) -> Result<bool, St
     let n = db
         .execute(
             "UPDATE deliveries SET status = 2, next_attempt_at = NULL, last_attempt_at = now(), trigger = 0,
-                lease_token = NULL
+                lease_token = NULL, leased_until = NULL
              WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND endpoint_id = $4 AND lease_token = $5",
             &[&o.tenant_id.as_str(), &o.app_id.as_str(), &o.msg_id.as_str(), &o.endpoint_id.as_str(), &o.lease],
         )
@@ -257,7 +269,7 @@ pub async fn resend(
                     SELECT $1, $2, $3, $4, 1, now(), 1 FROM messages
                     WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR KEY SHARE
                     ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
-                        SET status = 1, next_attempt_at = now(), lease_token = NULL,
+                        SET status = 1, next_attempt_at = now(), lease_token = NULL, leased_until = NULL,
                             trigger = CASE WHEN deliveries.status IN (1, 3) THEN deliveries.trigger ELSE 1 END
                     RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
                  ), {}
@@ -283,7 +295,7 @@ pub async fn replay_message(
         .query_one(
             &format!(
                 "WITH replayed AS (
-                    UPDATE deliveries SET status = 1, next_attempt_at = now(), lease_token = NULL,
+                    UPDATE deliveries SET status = 1, next_attempt_at = now(), lease_token = NULL, leased_until = NULL,
                         trigger = CASE WHEN status IN (1, 3) THEN trigger ELSE 1 END
                     WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3
                       AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = $3
@@ -314,7 +326,7 @@ pub async fn recover(
             &format!(
                 "WITH recovered AS (
                     UPDATE deliveries SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0,
-                        lease_token = NULL
+                        lease_token = NULL, leased_until = NULL
                     WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 2
                       AND created_at >= $4 AND ($5::timestamptz IS NULL OR created_at < $5)
                       AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = deliveries.tenant_id
@@ -341,10 +353,12 @@ pub async fn stats(
 ) -> Result<HashMap<DeliveryStatus, i64>, StoreError> {
     let rows = db
         .query(
-            "SELECT status, count(*) FROM deliveries
+            &format!(
+                "SELECT {SHOWN_STATUS}, count(*) FROM deliveries d
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
                AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
-             GROUP BY status",
+             GROUP BY 1"
+            ),
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
         )
         .await?;

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use tokio_postgres::GenericClient;
 
+use super::deliveries::{SHOWN_NEXT_ATTEMPT, SHOWN_STATUS};
 use super::{
     endpoints::{self, Endpoint},
     messages::{self, Message, MessageFilter},
@@ -36,7 +37,7 @@ pub async fn destinations(
     let cols = prefixed(endpoints::COLUMNS, "e");
     let n = endpoints::COLUMNS.split(',').count();
     let sql = format!(
-        "SELECT {cols}, d.status, d.next_attempt_at FROM deliveries d
+        "SELECT {cols}, {SHOWN_STATUS}, {SHOWN_NEXT_ATTEMPT} FROM deliveries d
          JOIN endpoints e ON e.tenant_id = d.tenant_id AND e.app_id = d.app_id AND e.id = d.endpoint_id
          WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = $3 AND ($4::text IS NULL OR e.id > $4)
          ORDER BY e.id LIMIT $5"
@@ -68,11 +69,11 @@ pub async fn attempted_messages(
     let cols = prefixed(messages::COLUMNS, "m");
     let n = messages::COLUMNS.split(',').count();
     let sql = format!(
-        "SELECT {cols}, d.status, d.next_attempt_at FROM deliveries d
+        "SELECT {cols}, {SHOWN_STATUS}, {SHOWN_NEXT_ATTEMPT} FROM deliveries d
          JOIN messages m ON m.tenant_id = d.tenant_id AND m.app_id = d.app_id AND m.id = d.msg_id
          WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
            AND ($4::text IS NULL OR d.msg_id < $4)
-           AND ($5::smallint IS NULL OR d.status = $5)
+           AND ($5::smallint IS NULL OR {SHOWN_STATUS} = $5)
            AND ($6::text IS NULL OR $6 = ANY (m.channels))
            AND ($7::text[] IS NULL OR m.event_type = ANY ($7))
            AND ($8::timestamptz IS NULL OR m.created_at < $8)

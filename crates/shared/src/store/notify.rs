@@ -62,9 +62,6 @@ struct Inner {
     /// A wake-up without hints came (a resend, the previous release's commit):
     /// the worker lists the endpoints whose wake has come.
     plain: AtomicBool,
-    /// An empty notification came: the previous release made deliveries due
-    /// without waking their endpoints, so the worker looks for them.
-    unwoken: AtomicBool,
     started: Once,
 }
 
@@ -135,7 +132,6 @@ impl Wake {
                 kick: Notify::new(),
                 pending: AtomicBool::new(false),
                 plain: AtomicBool::new(false),
-                unwoken: AtomicBool::new(false),
                 started: Once::new(),
             }),
         }
@@ -159,11 +155,6 @@ impl Wake {
     /// Whether a wake-up without hints came since the last call.
     pub fn take_plain(&self) -> bool {
         self.inner.plain.swap(false, Ordering::AcqRel)
-    }
-
-    /// Whether the previous release notified since the last call (an empty payload).
-    pub fn take_unwoken(&self) -> bool {
-        self.inner.unwoken.swap(false, Ordering::AcqRel)
     }
 
     /// Call after committing deliveries that these hints name: this process's
@@ -298,7 +289,6 @@ async fn listen_once(url: &str, wake: &Wake) -> Result<(), crate::store::StoreEr
     wake.inner.local.notify_one();
     while let Some(payload) = rx.recv().await {
         if payload.is_empty() {
-            wake.inner.unwoken.store(true, Ordering::Release);
             wake.inner.plain.store(true, Ordering::Release);
         }
         let Some(hints) = decode(wake.inner.sender, &payload) else { continue };

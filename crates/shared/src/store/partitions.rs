@@ -34,16 +34,19 @@ pub struct Family {
     /// The prefix of the ids its partition key holds.
     pub prefix: &'static str,
     pub horizon: Horizon,
+    /// Its partitions' `fillfactor`, where updates should find room on the page
+    /// (a delivery's claim is a HOT update only then).
+    pub fillfactor: Option<u8>,
 }
 
 /// Every partitioned table, in the order their old partitions are dropped: what
 /// hangs under a message before the message, so that no reader meets a delivery
 /// whose message is gone.
 pub const FAMILIES: [Family; 4] = [
-    Family { table: "attempts", prefix: "msg", horizon: Horizon::Messages },
-    Family { table: "deliveries", prefix: "msg", horizon: Horizon::Messages },
-    Family { table: "messages", prefix: "msg", horizon: Horizon::Messages },
-    Family { table: "inbound_events", prefix: "evt", horizon: Horizon::Inbound },
+    Family { table: "attempts", prefix: "msg", horizon: Horizon::Messages, fillfactor: None },
+    Family { table: "deliveries", prefix: "msg", horizon: Horizon::Messages, fillfactor: Some(70) },
+    Family { table: "messages", prefix: "msg", horizon: Horizon::Messages, fillfactor: None },
+    Family { table: "inbound_events", prefix: "evt", horizon: Horizon::Inbound, fillfactor: None },
 ];
 
 /// The partitioned family of `table`, if it is one.
@@ -203,8 +206,9 @@ pub async fn create(
 ) -> Result<(), StoreError> {
     let name = name_of(family, from);
     let (lo, hi) = (ids::floor(family.prefix, from), ids::floor(family.prefix, to));
+    let with = family.fillfactor.map(|f| format!(" WITH (fillfactor = {f})")).unwrap_or_default();
     db.batch_execute(&format!(
-        "CREATE TABLE IF NOT EXISTS \"{name}\" (LIKE \"{table}\" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES);
+        "CREATE TABLE IF NOT EXISTS \"{name}\" (LIKE \"{table}\" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES){with};
          ALTER TABLE \"{table}\" ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{lo}') TO ('{hi}')",
         table = family.table
     ))

@@ -77,7 +77,8 @@ pub async fn list(
              )
              SELECT q.t, q.a, q.e,
                  EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = q.t AND d.app_id = q.a
-                     AND d.endpoint_id = q.e AND d.status IN (1, 3) AND d.next_attempt_at <= now()) AS due
+                     AND d.endpoint_id = q.e AND d.status IN (1, 3) AND d.next_attempt_at <= now()
+                     AND (d.leased_until IS NULL OR d.leased_until <= now())) AS due
              FROM q ORDER BY q.n",
         )
         .await?;
@@ -91,36 +92,9 @@ pub async fn list(
     Ok((rows.iter().filter(|r| r.get::<_, bool>(3)).map(queue).collect(), last))
 }
 
-/// The endpoints with a delivery pending whose due time fell in the last
-/// `window`: for what the previous release made due, during an upgrade, without
-/// waking its endpoint (told by its empty notification). Reads `deliveries_due`,
-/// the due-time index that release keeps; at most `limit` endpoints.
-///
-/// Deliberately across tenants (a look for what one release left unmarked).
-pub async fn recently_due(
-    db: &deadpool_postgres::Client,
-    window: Duration,
-    limit: i64,
-) -> Result<Vec<Queue>, StoreError> {
-    let statement = db
-        .prepare_cached(
-            // cross-tenant: deliveries lately made due, for the wakes the previous release does not write
-            "SELECT DISTINCT tenant_id, app_id, endpoint_id FROM deliveries
-             WHERE status IN (1, 3) AND next_attempt_at > now() - make_interval(secs => $1)
-               AND next_attempt_at <= now()
-             LIMIT $2",
-        )
-        .await?;
-    let rows = db.query(&statement, &[&window.as_secs_f64(), &limit]).await?;
-    Ok(rows
-        .iter()
-        .map(|r| Queue {
-            tenant_id: TenantId::from_db(r.get(0)),
-            app_id: AppId::from_db(r.get(1)),
-            endpoint_id: EndpointId::from_db(r.get(2)),
-        })
-        .collect())
-}
+/// Not in flight: never leased, or its lease has run out (its worker died or
+/// stalled; the fencing token keeps that worker's late result out).
+const UNLEASED: &str = "AND (d.leased_until IS NULL OR d.leased_until <= now())";
 
 /// The statement's head: the wanted endpoints with their room (a throttled one,
 /// its endpoint's or application's `throttleRate`, asked for one: its throttle
@@ -135,7 +109,9 @@ const WANT: &str = "want AS (
 
 /// The statement's tail: the rows of `due` paused (a disabled or deleted tenant:
 /// pending with no due time, until resumed) or claimed under a lease and a fresh
-/// fencing token; the rows updated by the `ctid` they were locked at (the lock,
+/// fencing token, written to `leased_until` and `lease_token` alone: no indexed
+/// column changes, so the claim is a HOT update where the page has room (the
+/// partitions keep 30 % of each page free for it, migration 0027); the rows updated by the `ctid` they were locked at (the lock,
 /// taken in the same statement, keeps it: the per-endpoint `LIMIT` is a column,
 /// which the planner cannot estimate, and joining on the key made it hash the
 /// whole table: the key is joined to the locked rows, never to a parameter, so
@@ -143,7 +119,7 @@ const WANT: &str = "want AS (
 fn take(pause: bool) -> String {
     let paused = if pause {
         "paused AS (
-            UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL
+            UPDATE deliveries d SET status = 1, next_attempt_at = NULL, lease_token = NULL, leased_until = NULL
             FROM due
             WHERE due.paused AND d.tableoid = due.tableoid AND d.ctid = due.ctid AND d.tenant_id = due.tenant_id
               AND d.app_id = due.app_id AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
@@ -153,8 +129,7 @@ fn take(pause: bool) -> String {
     };
     format!(
         "{paused} claimed AS (
-            UPDATE deliveries d SET status = 3, next_attempt_at = now() + make_interval(secs => $7),
-                lease_token = $8
+            UPDATE deliveries d SET leased_until = now() + make_interval(secs => $7), lease_token = $8
             FROM due
             WHERE NOT due.paused AND d.tableoid = due.tableoid AND d.ctid = due.ctid AND d.tenant_id = due.tenant_id
               AND d.app_id = due.app_id AND d.msg_id = due.msg_id AND d.endpoint_id = due.endpoint_id
@@ -236,7 +211,7 @@ async fn claim_some(
                     SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at, tableoid, ctid FROM deliveries d
                     WHERE d.tenant_id = $1 AND d.app_id = w.a AND d.endpoint_id = w.e
                       AND d.msg_id BETWEEN w.lo AND w.hi AND d.msg_id BETWEEN $9 AND $10
-                      AND d.status = 1 AND d.next_attempt_at <= now()
+                      AND d.status = 1 AND d.next_attempt_at <= now() {UNLEASED}
                     ORDER BY d.msg_id LIMIT w.room FOR UPDATE SKIP LOCKED) d
                 -- A disabled or deleted tenant's are left to the due claim, which pauses them.
                 JOIN tenants tn ON tn.id = $1 AND NOT tn.disabled AND tn.deleted_at IS NULL
@@ -254,7 +229,7 @@ async fn claim_some(
                 FROM want w CROSS JOIN LATERAL (
                     SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at, tableoid, ctid FROM deliveries d
                     WHERE d.tenant_id = $1 AND d.app_id = w.a AND d.endpoint_id = w.e AND d.status IN (1, 3)
-                      AND d.next_attempt_at <= now()
+                      AND d.next_attempt_at <= now() {UNLEASED}
                     ORDER BY d.next_attempt_at LIMIT w.room FOR UPDATE SKIP LOCKED) d
                 JOIN tenants tn ON tn.id = $1
                 -- A bound the planner can see (the worker's batch is at most this).

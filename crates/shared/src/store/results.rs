@@ -193,7 +193,7 @@ async fn states(
             "WITH applied AS (
                 UPDATE deliveries d SET status = u.status, next_attempt_at = u.next, last_attempt_at = now(),
                     attempts = d.attempts + u.tried, trigger = CASE WHEN u.tried = 0 THEN d.trigger ELSE 0 END,
-                    lease_token = NULL
+                    lease_token = NULL, leased_until = NULL
                 FROM unnest($2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
                         $7::int[], $8::bigint[], $11::bool[])
                     AS u(app_id, msg_id, endpoint_id, status, next, tried, token, noticed)

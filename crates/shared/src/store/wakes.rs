@@ -209,9 +209,19 @@ pub async fn raise(
     let set = tx
         .prepare_cached(
             "WITH next AS (
-                SELECT u.a, u.e, (SELECT min(d.next_attempt_at) FROM deliveries d
-                    WHERE d.tenant_id = $1 AND d.app_id = u.a AND d.endpoint_id = u.e
-                      AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL) AS at,
+                -- The earliest of: the first due time of a delivery not in flight (the
+                -- queue's order, past the few in flight), and the first end of a lease
+                -- (a leased delivery was due when claimed, so it is among those due by now).
+                SELECT u.a, u.e, LEAST(
+                    (SELECT d.next_attempt_at FROM deliveries d
+                     WHERE d.tenant_id = $1 AND d.app_id = u.a AND d.endpoint_id = u.e
+                       AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL
+                       AND (d.leased_until IS NULL OR d.leased_until <= d.next_attempt_at)
+                     ORDER BY d.next_attempt_at LIMIT 1),
+                    (SELECT min(d.leased_until) FROM deliveries d
+                     WHERE d.tenant_id = $1 AND d.app_id = u.a AND d.endpoint_id = u.e
+                       AND d.status IN (1, 3) AND d.next_attempt_at <= now() AND d.leased_until > d.next_attempt_at)
+                 ) AS at,
                     EXISTS (SELECT 1 FROM endpoints e WHERE e.tenant_id = $1 AND e.app_id = u.a AND e.id = u.e) AS lives
                 FROM unnest($2::text[], $3::text[]) AS u(a, e)
              ), gone AS (
