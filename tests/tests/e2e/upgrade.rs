@@ -278,3 +278,87 @@ async fn holding_before_the_keyed_keys_switch_leaves_the_partitioned_tables_alon
     let err = err.expect_err("an insert of the previous release fails after the switch");
     assert_eq!(err.code(), Some(&tokio_postgres::error::SqlState::NOT_NULL_VIOLATION), "{err}");
 }
+
+#[tokio::test]
+async fn a_delivery_in_flight_across_the_hot_claims_switch_is_due_when_its_lease_ends_and_claimed_once() {
+    use hookgate_shared::{
+        db,
+        ids::EndpointId,
+        store::queues::{self, Want},
+    };
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run_until(&mut client, Some("0026"), Switch::Apply).await.unwrap();
+    for table in ["messages", "deliveries"] {
+        let family = partitions::family(table).unwrap();
+        partitions::ensure(&client, family, Utc::now(), Utc::now() + Days::days(2), 1).await.unwrap();
+    }
+    let (tenant, app, endpoint) = (TenantId::generate(), AppId::generate(), EndpointId::generate());
+    let (t, a, e) = (tenant.as_str(), app.as_str(), endpoint.as_str());
+    client.execute("INSERT INTO tenants (id, name) VALUES ($1, 'acme')", &[&t]).await.unwrap();
+    client.execute("INSERT INTO applications (tenant_id, id, name) VALUES ($1, $2, 'shop')", &[&t, &a]).await.unwrap();
+    let (flying, waiting) = (MessageId::generate(), MessageId::generate());
+    for m in [&flying, &waiting] {
+        client
+            .execute(
+                "INSERT INTO messages (tenant_id, app_id, id, event_type, payload) VALUES ($1, $2, $3, 'x', '\\x7b7d')",
+                &[&t, &a, &m.as_str()],
+            )
+            .await
+            .unwrap();
+    }
+    // As the previous release left them: one claimed (sending, its lease ending
+    // in an hour, under its token), one pending and due.
+    client
+        .execute(
+            "INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, lease_token)
+             VALUES ($1, $2, $3, $4, 3, now() + interval '1 hour', 7), ($1, $2, $5, $4, 1, now(), NULL)",
+            &[&t, &a, &flying.as_str(), &e, &waiting.as_str()],
+        )
+        .await
+        .unwrap();
+
+    let held = migrate::run(&mut client, Switch::Hold).await.unwrap();
+    assert_eq!(held.stopped_at, Some("0027_hot_claims"), "a switch: held on a database in use");
+    migrate::run(&mut client, Switch::Apply).await.unwrap();
+
+    let row = client
+        .query_one(
+            "SELECT status, next_attempt_at > now() + interval '50 minutes', leased_until IS NULL
+             FROM deliveries WHERE msg_id = $1",
+            &[&flying.as_str()],
+        )
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i16>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)), (1, true, true));
+    let due_index = count(&client, "SELECT count(*) FROM pg_class WHERE relname = 'deliveries_due'").await;
+    assert_eq!(due_index, 0, "the previous release's due index is gone");
+    let roomy = count(
+        &client,
+        "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'deliveries'::regclass AND NOT ('fillfactor=70' = ANY (COALESCE(c.reloptions, '{}')))",
+    )
+    .await;
+    assert_eq!(roomy, 0, "every deliveries partition keeps room for a claim's new version");
+
+    // The delivery in flight waits for the end of its lease; the other is claimed, once.
+    let pool =
+        db::pool(&db.url, 1, std::time::Duration::from_secs(2), std::time::Duration::from_secs(5), db::Plans::Chosen)
+            .unwrap();
+    let mut conn = pool.get().await.unwrap();
+    let want = Want { app_id: app.clone(), endpoint_id: endpoint.clone(), room: 10, range: None };
+    let wants = std::collections::BTreeMap::from([(tenant.clone(), vec![want])]);
+    let lease = std::time::Duration::from_secs(30);
+    let first = queues::claim_all(&mut conn, &wants, lease).await.unwrap();
+    assert_eq!(first.iter().map(|c| c.msg_id.clone()).collect::<Vec<_>>(), vec![waiting.clone()]);
+    assert!(queues::claim_all(&mut conn, &wants, lease).await.unwrap().is_empty(), "under its lease: not again");
+    // The claim wrote no indexed column: a HOT update (its statistics flushed first).
+    conn.batch_execute("SELECT pg_stat_force_next_flush()").await.unwrap();
+    conn.batch_execute("SELECT 1").await.unwrap();
+    let hot = count(
+        &client,
+        "SELECT COALESCE(sum(n_tup_hot_upd), 0)::bigint FROM pg_stat_user_tables WHERE relname LIKE 'deliveries_p%'",
+    )
+    .await;
+    assert!(hot >= 1, "the claim was a HOT update ({hot})");
+}
