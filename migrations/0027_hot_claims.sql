@@ -15,8 +15,8 @@
 SET LOCAL lock_timeout = '10s';
 ALTER TABLE deliveries ADD COLUMN leased_until timestamptz;
 -- In flight when the previous release stopped: due again when their lease ends,
--- as they would have been.
-UPDATE deliveries SET status = 1 WHERE status = 3;
+-- as they would have been, and shown as sending until then (their token kept).
+UPDATE deliveries SET status = 1, leased_until = next_attempt_at WHERE status = 3;
 DROP INDEX IF EXISTS deliveries_due;
 
 -- Room on each page for a claim's new row version (a HOT update needs it on the

@@ -110,13 +110,13 @@ async fn a_throttled_backlog_waits_without_being_rewritten() {
     at_most_per_second(&sink.wait_for(15, Duration::from_secs(20)).await, 5);
 }
 
-/// Versions of the deliveries waiting and never tried (of one endpoint, or of
-/// all), by message and endpoint: a rewrite makes a new version.
+/// Versions of the deliveries waiting and never tried nor claimed (of one
+/// endpoint, or of all), by message and endpoint: a rewrite makes a new version.
 async fn waiting_versions(client: &tokio_postgres::Client, endpoint: Option<&str>) -> HashMap<String, String> {
     let rows = client
         .query(
             "SELECT msg_id || ' ' || endpoint_id, xmin::text FROM deliveries
-             WHERE ($1::text IS NULL OR endpoint_id = $1) AND status = 1 AND attempts = 0",
+             WHERE ($1::text IS NULL OR endpoint_id = $1) AND status = 1 AND attempts = 0 AND lease_token IS NULL",
             &[&endpoint],
         )
         .await

@@ -324,7 +324,7 @@ async fn a_delivery_in_flight_across_the_hot_claims_switch_is_due_when_its_lease
 
     let row = client
         .query_one(
-            "SELECT status, next_attempt_at > now() + interval '50 minutes', leased_until IS NULL
+            "SELECT status, next_attempt_at > now() + interval '50 minutes', leased_until = next_attempt_at
              FROM deliveries WHERE msg_id = $1",
             &[&flying.as_str()],
         )

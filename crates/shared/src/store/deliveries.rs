@@ -21,14 +21,16 @@ use crate::{
 };
 
 /// A delivery's status as the API shows it, of `deliveries d`: a pending one
-/// under a lease is being sent (Svix's `sending`, 3), which no column says (a
-/// claim writes no indexed column).
-pub const SHOWN_STATUS: &str = "CASE WHEN d.status = 1 AND d.leased_until > now() THEN 3::smallint ELSE d.status END";
+/// claimed and not yet recorded (its fencing token set, whether or not its lease
+/// has run out) is being sent (Svix's `sending`, 3), which no status column says
+/// (a claim writes no indexed column).
+pub const SHOWN_STATUS: &str =
+    "CASE WHEN d.status = 1 AND d.lease_token IS NOT NULL THEN 3::smallint ELSE d.status END";
 
 /// When a delivery is next tried, as the API shows it: a sending one, when its
 /// lease ends.
 pub const SHOWN_NEXT_ATTEMPT: &str =
-    "CASE WHEN d.status = 1 AND d.leased_until > now() THEN d.leased_until ELSE d.next_attempt_at END";
+    "CASE WHEN d.status = 1 AND d.lease_token IS NOT NULL THEN d.leased_until ELSE d.next_attempt_at END";
 
 /// A claimed delivery with everything needed to send it.
 #[derive(Debug, Clone)]

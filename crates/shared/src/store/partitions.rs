@@ -225,10 +225,13 @@ pub async fn reattach(db: &impl GenericClient, family: &Family, p: &Partition) -
         None => "MINVALUE".to_owned(),
     };
     let hi = ids::floor(family.prefix, p.to);
+    let name = checked(&p.name)?;
+    // Detached before its family kept room on its pages (0027): kept from now on.
+    let room =
+        family.fillfactor.map(|f| format!("ALTER TABLE \"{name}\" SET (fillfactor = {f}); ")).unwrap_or_default();
     db.batch_execute(&format!(
-        "ALTER TABLE \"{}\" ATTACH PARTITION \"{}\" FOR VALUES FROM ({lo}) TO ('{hi}')",
+        "{room}ALTER TABLE \"{}\" ATTACH PARTITION \"{name}\" FOR VALUES FROM ({lo}) TO ('{hi}')",
         family.table,
-        checked(&p.name)?
     ))
     .await?;
     Ok(())

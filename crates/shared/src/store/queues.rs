@@ -45,8 +45,8 @@ pub struct Want {
 /// `after`, from the first if `None`), those with a delivery due now, and the
 /// last endpoint looked at. A loose index scan of `deliveries_queue`: two probes
 /// per endpoint and partition, whatever its backlog. Not on the claim path: the
-/// worker's slow sweep, which wakes endpoints whose deliveries were made due
-/// without a wake (by the previous release, during an upgrade).
+/// worker's slow sweep, a safety net that wakes endpoints whose deliveries are
+/// due without a wake.
 ///
 /// Deliberately across tenants (a sweep of the whole table, in bounded steps).
 pub async fn list(

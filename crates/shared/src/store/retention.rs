@@ -111,7 +111,7 @@ pub async fn prune_messages(
                  WHERE m.tenant_id = t.id
                    AND m.created_at < now() - make_interval(days => COALESCE(t.message_days, $2))
                    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = m.tenant_id
-                       AND d.app_id = m.app_id AND d.msg_id = m.id AND d.leased_until > now())
+                       AND d.app_id = m.app_id AND d.msg_id = m.id AND d.status = 1 AND d.lease_token IS NOT NULL)
                  ORDER BY m.created_at LIMIT $1 FOR UPDATE OF m SKIP LOCKED
              ) x
              WHERE COALESCE(t.message_days, $2) < $3

@@ -209,21 +209,26 @@ pub async fn raise(
     let set = tx
         .prepare_cached(
             "WITH next AS (
-                -- The earliest of: the first due time of a delivery not in flight (the
-                -- queue's order, past the few in flight), and the first end of a lease
-                -- (a leased delivery was due when claimed, so it is among those due by now).
-                SELECT u.a, u.e, LEAST(
-                    (SELECT d.next_attempt_at FROM deliveries d
-                     WHERE d.tenant_id = $1 AND d.app_id = u.a AND d.endpoint_id = u.e
-                       AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL
-                       AND (d.leased_until IS NULL OR d.leased_until <= d.next_attempt_at)
-                     ORDER BY d.next_attempt_at LIMIT 1),
+                -- The earliest of: the first due time of a delivery not leased (`f`, in
+                -- the queue's order past those in flight), and the first end of a lease
+                -- among the deliveries ahead of it (a lease behind it ends after its due
+                -- time). Both read no more rows than are in flight, and neither reads the
+                -- clock: a delivery claimed since this transaction began is still seen.
+                SELECT u.a, u.e, LEAST(f.at,
                     (SELECT min(d.leased_until) FROM deliveries d
                      WHERE d.tenant_id = $1 AND d.app_id = u.a AND d.endpoint_id = u.e
-                       AND d.status IN (1, 3) AND d.next_attempt_at <= now() AND d.leased_until > d.next_attempt_at)
+                       AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL
+                       AND d.next_attempt_at < COALESCE(f.at, 'infinity') AND d.leased_until > d.next_attempt_at)
                  ) AS at,
                     EXISTS (SELECT 1 FROM endpoints e WHERE e.tenant_id = $1 AND e.app_id = u.a AND e.id = u.e) AS lives
                 FROM unnest($2::text[], $3::text[]) AS u(a, e)
+                LEFT JOIN LATERAL (
+                    SELECT d.next_attempt_at AS at FROM deliveries d
+                    WHERE d.tenant_id = $1 AND d.app_id = u.a AND d.endpoint_id = u.e
+                      AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL
+                      AND (d.leased_until IS NULL OR d.leased_until <= d.next_attempt_at)
+                    ORDER BY d.next_attempt_at LIMIT 1
+                ) f ON true
              ), gone AS (
                 -- Nothing waits and the endpoint is deleted: its wake goes too.
                 DELETE FROM endpoint_wakes w USING next n
@@ -239,9 +244,9 @@ pub async fn raise(
     Ok(rows.iter().map(|r| ((AppId::from_db(r.get(0)), EndpointId::from_db(r.get(1))), r.get(2))).collect())
 }
 
-/// Brings the wakes of the tenant's `endpoints` forward to now: for what made
-/// deliveries due without a wake (the previous release, beside this one during an
-/// upgrade), found by the worker's sweep.
+/// Brings the wakes of the tenant's `endpoints` forward to now: for deliveries
+/// due without a wake, found by the worker's sweep (a safety net: every statement
+/// that makes a delivery due lowers its wake).
 pub async fn wake_now(
     db: &deadpool_postgres::Client,
     tenant: &TenantId,
