@@ -22,7 +22,10 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let (client, conn) = tokio_postgres::connect(&bed.database_url, tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
-    let stats = client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.is_ok();
+    // The extension can exist from an earlier run whose Postgres preloaded it: only a
+    // reset that works says this Postgres is collecting.
+    let stats = client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.is_ok()
+        && client.batch_execute("SELECT pg_stat_statements_reset()").await.is_ok();
     bed.truncate()?;
     let worker = bed.start_worker().await;
     // Warm: plans made, connections open.

@@ -172,6 +172,74 @@ async fn the_workers_statements_are_planned_once_not_on_every_run() {
     }
 }
 
+/// A generic plan is made once, from the statistics of the moment. Made over a
+/// fresh partition of a few rows, the recorder's plans read the whole partition
+/// for every batch (a hash join over a sequential scan), a cost that grew with
+/// every row of the day until autovacuum analyzed it again.
+#[tokio::test]
+async fn the_workers_plans_made_over_a_nearly_empty_partition_still_look_rows_up_by_key() {
+    let test_db = TestDb::new().await;
+    let env = default_env(&test_db);
+    let app = TestApp::spawn_role(test_db, env.clone(), Role::Api).await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    t.endpoint(&a, "http://127.0.0.1:9/hook", json!({})).await;
+    let config = hookgate_shared::Config::from_sources(None, &env).unwrap();
+    let state = hookgate_shared::AppState::new(config).unwrap().with_generic_plans();
+    let mut conn = db::conn(&state.db).await.unwrap();
+    // Statistics say the day's partitions hold a row or two when the plans are made.
+    for i in 0..2 {
+        t.message(&a, "x", json!({"i": i})).await;
+    }
+    app.db.client().await.batch_execute("ANALYZE messages; ANALYZE deliveries; ANALYZE attempts").await.unwrap();
+    let claimed = claim_all(&conn, Duration::from_secs(60)).await;
+    assert_eq!(claimed.len(), 2);
+    let done: Vec<Outcome> = claimed.iter().map(|c| outcome(c, DeliveryStatus::Success, true)).collect();
+    results::record(&mut conn, &done, Duration::from_secs(3600)).await.unwrap();
+    // Each statement the worker prepared, planned again as its connection plans it
+    // (generically: the values do not matter, so every parameter is NULL).
+    let prepared = conn
+        .query("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|s| s.contains("deliveries") || s.contains("messages") || s.contains("attempts"))
+        .collect::<Vec<_>>();
+    assert!(prepared.len() >= 3, "the claim and the recorder's statements: {prepared:?}");
+    let plan_of = |n: usize| {
+        let conn = &conn;
+        let statement = prepared[n].clone();
+        async move {
+            let params = (1..=60).rev().find(|i| statement.contains(&format!("${i}"))).unwrap_or(0);
+            conn.batch_execute(&format!("PREPARE probe AS {statement}")).await.unwrap();
+            let nulls = vec!["NULL"; params].join(", ");
+            let sql =
+                if params == 0 { "EXPLAIN EXECUTE probe".into() } else { format!("EXPLAIN EXECUTE probe({nulls})") };
+            let plan: Vec<String> = conn.query(&sql, &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+            conn.batch_execute("DEALLOCATE probe").await.unwrap();
+            plan.join("\n")
+        }
+    };
+    let reads_whole = |plan: &str| {
+        plan.contains("Hash Join")
+            || plan.contains("Merge Join")
+            || ["messages_p", "deliveries_p", "attempts_p"].iter().any(|t| plan.contains(&format!("Seq Scan on {t}")))
+    };
+    // With Postgres's defaults, at least one of them would read a partition whole.
+    conn.batch_execute("SET enable_hashjoin = on; SET enable_mergejoin = on; SET enable_seqscan = on").await.unwrap();
+    let mut defaults = Vec::new();
+    for n in 0..prepared.len() {
+        defaults.push(plan_of(n).await);
+    }
+    assert!(defaults.iter().any(|p| reads_whole(p)), "the defaults planned every statement by key: {defaults:#?}");
+    conn.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_seqscan").await.unwrap();
+    for n in 0..prepared.len() {
+        let plan = plan_of(n).await;
+        assert!(!reads_whole(&plan), "a worker statement reads a partition whole:\n{}\n{plan}", prepared[n]);
+    }
+}
+
 /// A resend clears the fencing token, so the worker still holding the delivery
 /// cannot undo it with its late verdict.
 #[tokio::test]

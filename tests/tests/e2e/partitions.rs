@@ -330,3 +330,57 @@ async fn a_table_a_failed_round_left_detached_is_attached_again_while_a_retentio
     let seen: i64 = db.query_one("SELECT count(*) FROM messages WHERE id = $1", &[&old.as_str()]).await.unwrap().get(0);
     assert_eq!(seen, 1, "kept, and visible again: a tenant's retention still covers it");
 }
+
+/// Postgres plans from a table's statistics and keeps a generic plan until they
+/// change; autovacuum refreshes them a minute or more late. A partition that
+/// doubled since it was last analyzed is analyzed again (and its plans remade),
+/// and one that did not is left alone.
+#[tokio::test]
+async fn a_partition_that_doubled_since_its_last_analysis_is_analyzed_again() {
+    let test_db = hookgate_tests::TestDb::new().await;
+    let env = hookgate_tests::app::default_env(&test_db);
+    // No worker in this process: the test calls what the worker's loop calls.
+    let app = TestApp::spawn_role(test_db, env.clone(), hookgate_gateway::Role::Api).await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let msg = t.message(&a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
+    let part = partition_of(&app, "messages", "id", &msg).await;
+    let db = app.db.client().await;
+    db.batch_execute(&format!("ANALYZE {part}")).await.unwrap();
+    let config = hookgate_shared::Config::from_sources(None, &env).unwrap();
+    let state = hookgate_shared::AppState::new(config).unwrap();
+    let mut conn = hookgate_shared::db::conn(&state.db).await.unwrap();
+    let reltuples = |part: String| {
+        let db = &db;
+        async move {
+            db.query_one("SELECT reltuples::bigint FROM pg_class WHERE relname = $1", &[&part])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    assert_eq!(reltuples(part.clone()).await, 1);
+    let stale = partitions::analyze_stale(&mut conn, 100).await.unwrap();
+    assert!(!stale.contains(&part), "analyzed a partition whose statistics are current: {stale:?}");
+    // 700 more rows in the same day's partition (ids after the first one's).
+    db.batch_execute(&format!(
+        "INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type)
+         SELECT tenant_id, app_id, id || lpad(g::text, 4, '0'), event_type, payload, content_type
+         FROM messages, generate_series(1, 700) g WHERE id = '{msg}';
+         SELECT pg_stat_force_next_flush();"
+    ))
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let stale = loop {
+        let stale = partitions::analyze_stale(&mut conn, 100).await.unwrap();
+        if stale.contains(&part) || Instant::now() > deadline {
+            break stale;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(stale.contains(&part), "the partition grew from 1 row to 701 and was not analyzed: {stale:?}");
+    assert_eq!(reltuples(part.clone()).await, 701);
+    let again = partitions::analyze_stale(&mut conn, 100).await.unwrap();
+    assert!(!again.contains(&part), "analyzed again with nothing changed: {again:?}");
+}

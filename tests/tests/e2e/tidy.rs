@@ -259,7 +259,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("partitions::horizons", "the longest retention any tenant or source has decides when a partition may go"),
     ("partitions::lock_for_attach", "the maintenance lock is one per database, not per tenant"),
     (
-        "partitions::analyze_fresh",
+        "partitions::analyze_stale",
         "a partition holds the rows of every tenant; partitions are the schema's, not a tenant's",
     ),
     ("partitions::lock_for_detach", "the maintenance lock is one per database, not per tenant"),

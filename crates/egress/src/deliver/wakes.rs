@@ -2,7 +2,7 @@
 //! endpoints its claims found drained, a few times a second, in one step per
 //! tenant; and a slow sweep that wakes endpoints with deliveries due but no wake
 //! (made due by the previous release while it ran beside this one). Also the
-//! statistics of partitions that just got their first rows (`analyze_loop`).
+//! statistics of tables that outgrew theirs (`analyze_loop`).
 
 use std::{
     collections::BTreeMap,
@@ -176,12 +176,12 @@ async fn wake_queues(conn: &db::Client, due: Vec<Queue>) -> Result<u64, StoreErr
     Ok(woke)
 }
 
-/// How often partitions without statistics are looked for.
+/// How often tables whose statistics fell behind are looked for.
 const ANALYZE_EVERY: Duration = Duration::from_millis(500);
 
-/// Every [`ANALYZE_EVERY`], analyzes the partitions that hold rows but have no
-/// statistics (`store::partitions::analyze_fresh`): the claim's plans are made
-/// again from them.
+/// Every [`ANALYZE_EVERY`], analyzes the partitions without statistics and the
+/// tables that doubled since their last analysis (`store::partitions::analyze_stale`):
+/// the plans of the statements on them are made again from the new statistics.
 pub(super) async fn analyze_loop(state: AppState) {
     let mut tick = tokio::time::interval(ANALYZE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -189,13 +189,13 @@ pub(super) async fn analyze_loop(state: AppState) {
         tick.tick().await;
         let done = db::bounded(state.db_budget() * 4, async {
             let mut conn = db::conn(&state.db).await?;
-            partitions::analyze_fresh(&mut conn, 4).await
+            partitions::analyze_stale(&mut conn, 4).await
         })
         .await;
         match done {
-            Ok(names) if !names.is_empty() => tracing::debug!(?names, "analyzed partitions without statistics"),
+            Ok(names) if !names.is_empty() => tracing::debug!(?names, "analyzed tables whose statistics fell behind"),
             Ok(_) => {}
-            Err(e) => tracing::debug!(error = %e, "analyzing new partitions postponed"),
+            Err(e) => tracing::debug!(error = %e, "analyzing tables postponed"),
         }
     }
 }

@@ -41,15 +41,18 @@ pub enum Plans {
     /// no dearer. Right for queries written for one request's values.
     Chosen,
     /// One generic plan per prepared statement, made once per connection. For the
-    /// delivery worker, whose claim and recorder run the same statements over
-    /// batches of arrays: left to choose, Postgres planned them afresh on every
+    /// statements written as lookups by key over batches of arrays: the delivery
+    /// worker's claim and recorder, and group commit's admission and message
+    /// creation. For the worker's claim and recorder: left to choose, Postgres planned them afresh on every
     /// run (a plan for one batch's values prunes partitions when it is made, so it
     /// always looked cheaper than the generic plan, which prunes the same
     /// partitions when it starts), and that planning was 40 % of its time while
     /// delivering (docs/performance.md). It applies to every statement run with
     /// parameters on these connections, so their index and partition-key
     /// conditions must not depend on a plan made for the values (no `$n IS NULL
-    /// OR …` around an index condition: such a filter then reads every row).
+    /// OR …` around an index condition: such a filter then reads every row). Its
+    /// plans join by index lookups only (hash and merge joins and sequential scans
+    /// off, where an index can serve): see [`pool`].
     Generic,
 }
 
@@ -71,7 +74,14 @@ pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration, plan
     let mut options =
         format!("-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}", ms * 2);
     if plans == Plans::Generic {
-        options += " -c plan_cache_mode=force_generic_plan";
+        // Joins by lookup, never by hashing, merging or reading whole partitions: a
+        // generic plan is made once, from the statistics of the moment, and kept. Made
+        // over a fresh day's partition (a few rows), the recorder's plans read the
+        // whole partition for every batch (a hash join over a sequential scan), and
+        // an admission hashed every dedupe key of its tenant to look for one: costs
+        // that grew with each row written until autovacuum analyzed the table again.
+        options += " -c plan_cache_mode=force_generic_plan -c enable_hashjoin=off -c enable_mergejoin=off";
+        options += " -c enable_seqscan=off";
     }
     let options = match pg.get_options() {
         Some(given) => format!("{given} {options}"),

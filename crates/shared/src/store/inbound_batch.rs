@@ -99,8 +99,9 @@ pub async fn admit_batch(
     // The message's eventId is the inbound event's id (unique per admission, so a
     // key admitted again after its window gets a new message); its Idempotency-Key
     // is the inbound key, the same on every admission of the provider's event.
-    let statement = db.prepare_cached(&format!(
-                "WITH input AS (
+    let statement = db
+        .prepare_cached(&format!(
+            "WITH input AS (
                 SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                     $7::text[], $8::text[], $9::bytea[], $10::text[], $11::text[])
                     WITH ORDINALITY AS u(s, k, i, a, m, e, c, p, tp, pk, n)
@@ -108,8 +109,16 @@ pub async fn admit_batch(
                 INSERT INTO inbound_keys (tenant_id, source_id, key, event_id, keyed)
                 SELECT $1, s, k, i, true FROM input
                 -- Keys are only ever written keyed now: a plain one found here was
-                -- committed before the switch and stays.
-                WHERE NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = s AND o.key = pk)
+                -- committed before the switch and stays. A lookup per row, and none
+                -- for a row without a plain form (LIMIT keeps the planner from
+                -- reading the tenant's every key once to compare them all; the
+                -- NULL test is decided before any index is read).
+                LEFT JOIN LATERAL (
+                    SELECT true AS found FROM inbound_keys o
+                    WHERE pk IS NOT NULL AND o.tenant_id = $1 AND o.source_id = s AND o.key = pk
+                    LIMIT 1
+                ) plain ON true
+                WHERE plain.found IS NULL
                 ORDER BY n
                 ON CONFLICT (tenant_id, source_id, key) DO NOTHING
                 RETURNING event_id
@@ -122,8 +131,9 @@ pub async fn admit_batch(
              SELECT i.id, COALESCE(d.eps, '{{}}') FROM ins i
              LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d
                 ON d.msg_id = i.msg_id",
-                messages_of_admitted()
-            )).await?;
+            messages_of_admitted()
+        ))
+        .await?;
     let inserted = db
         .query(
             &statement,
@@ -186,7 +196,11 @@ pub async fn duplicates_batch(
             FROM (SELECT k.tenant_id, k.source_id, k.event_id, x.n, k.received_at, x.k AS asked, k.key
                   FROM (SELECT s, k, pk, count(*)::int AS n FROM unnest($2::text[], $3::text[], $4::text[]) AS x(s, k, pk)
                         GROUP BY s, k, pk) AS x
-                  JOIN inbound_keys k ON k.tenant_id = $1 AND k.source_id = x.s AND k.key = ANY(ARRAY[x.k, x.pk])) AS u
+                  -- A lookup per row (OFFSET 0 keeps the subquery apart, so it is
+                  -- not joined by reading the tenant's every key).
+                  JOIN LATERAL (SELECT * FROM inbound_keys k
+                                 WHERE k.tenant_id = $1 AND k.source_id = x.s AND k.key = ANY(ARRAY[x.k, x.pk])
+                                OFFSET 0) k ON true) AS u
             WHERE e.tenant_id = $1 AND e.source_id = u.source_id AND e.id = u.event_id
             RETURNING e.tenant_id, e.source_id, u.asked, e.id, e.status, COALESCE(e.lease_until < now(), false) AS x, u.n,
                 GREATEST(EXTRACT(EPOCH FROM now() - u.received_at), 0)::bigint AS age, u.key

@@ -120,7 +120,11 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Partition>, StoreError>
 /// The advisory lock keys of making partitions ("hgpart") and of dropping them ("hgdrop").
 const ATTACH_KEY: i64 = 0x6867_7061_7274;
 const DROP_KEY: i64 = 0x6867_6472_6f70;
-/// The lock of `analyze_fresh`: one process analyzes at a time.
+/// Unpartitioned tables on the admission path whose statistics `analyze_stale`
+/// keeps up with their growth.
+const STALE_WATCHED: [&str; 2] = ["inbound_keys", "message_event_ids"];
+
+/// The lock of `analyze_stale`: one process analyzes at a time.
 const ANALYZE_KEY: i64 = 0x6867_616e_616c;
 
 /// In a transaction: takes the lock of making partitions unless another process holds it
@@ -295,26 +299,33 @@ pub async fn horizons(
     Ok((row.get(0), row.get(1)))
 }
 
-/// Analyzes the partitions of the delivery families that hold rows but have no
-/// statistics yet (a new day's partition, or one emptied by `TRUNCATE`); returns
-/// their names. Until a partition has statistics, Postgres takes it for empty and
-/// may plan a lookup by key through the narrower `(tenant_id, created_at)` index,
-/// reading a tenant's whole day for each row; autovacuum fixes that within a
-/// minute or so, this within seconds. At most `most` per call.
+/// Analyzes the tables whose statistics say far fewer rows than they hold: the
+/// partitions of the time-partitioned families that hold rows but have no
+/// statistics yet (a new day's partition, or one emptied by `TRUNCATE`), and
+/// those, and the dedupe keys, that grew past twice what their last analysis
+/// counted (and 500 rows more); returns their names. Postgres plans from those
+/// statistics and keeps a generic plan until they change: taking a partition for
+/// empty, it may plan a lookup by key through a narrower index or a scan of the
+/// whole partition, a cost that grows with every row written until autovacuum
+/// analyzes it (a minute or more, and a partition that doubles within that
+/// minute is planned for the half it was). At most `most` per call, the largest
+/// first; each table is analyzed about log2(rows) times in its life.
 ///
 /// One process at a time (an advisory lock, skipped if taken), and never a
 /// partition being detached.
-pub async fn analyze_fresh(db: &mut deadpool_postgres::Client, most: i64) -> Result<Vec<String>, StoreError> {
+pub async fn analyze_stale(db: &mut deadpool_postgres::Client, most: i64) -> Result<Vec<String>, StoreError> {
     let tables: Vec<&str> = FAMILIES.iter().map(|f| f.table).collect();
     let rows = db
         .query(
             "SELECT c.relname::text FROM pg_class c
-             JOIN pg_inherits i ON i.inhrelid = c.oid
-             JOIN pg_class p ON p.oid = i.inhparent
              JOIN pg_stat_user_tables s ON s.relid = c.oid
-             WHERE p.relname = ANY ($1) AND c.reltuples < 0 AND s.n_live_tup > 0 AND NOT i.inhdetachpending
+             LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+             LEFT JOIN pg_class p ON p.oid = i.inhparent
+             WHERE ((p.relname = ANY ($1) AND NOT i.inhdetachpending) OR (i.inhrelid IS NULL AND c.relname = ANY ($3)))
+               AND s.n_live_tup > 0
+               AND (c.reltuples < 0 OR s.n_live_tup > 2 * c.reltuples + 500)
              ORDER BY s.n_live_tup DESC LIMIT $2",
-            &[&tables, &most],
+            &[&tables, &most, &STALE_WATCHED.as_slice()],
         )
         .await?;
     let names: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| checked(n).is_ok()).collect();
