@@ -120,13 +120,22 @@ pub async fn publish(t: &Arc<Tenant>, app: &str, n: usize, clients: usize) -> an
         let (t, next, app) = (t.clone(), next.clone(), app.to_owned());
         tasks.push(tokio::spawn(async move {
             while next.fetch_add(1, Ordering::Relaxed) < n {
-                let _ =
-                    t.post(&format!("/api/v1/app/{app}/msg"), json!({"eventType": "bench", "payload": {"k": 1}})).await;
+                // A message refused is sent again: the scenario waits for all `n` delivered.
+                let mut tries = 0;
+                while let Err(e) =
+                    t.post(&format!("/api/v1/app/{app}/msg"), json!({"eventType": "bench", "payload": {"k": 1}})).await
+                {
+                    tries += 1;
+                    eprintln!("publishing a message failed (try {tries}): {e}");
+                    anyhow::ensure!(tries < 5, "a message was refused {tries} times: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
             }
+            Ok::<_, anyhow::Error>(())
         }));
     }
     for t in tasks {
-        t.await?;
+        t.await??;
     }
     Ok(())
 }

@@ -87,11 +87,11 @@ async fn run(state: &AppState, rows: &[PublishRow]) -> Result<Vec<Published>, St
     let mut tries = 0;
     loop {
         let done = db::bounded(state.db_budget(), async {
-            let mut conn = db::conn(state.keyed_db()).await?;
+            let mut conn = db::conn(&state.db).await?;
             publish_batches(&mut conn, rows).await
         })
         .await
-        .inspect_err(|e| db::forget_stale_plans(state.keyed_db(), e));
+        .inspect_err(|e| db::forget_stale_plans(&state.db, e));
         match done {
             Err(e) if e.is_lost_race() && tries < 3 => tries += 1,
             other => return other,

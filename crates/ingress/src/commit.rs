@@ -100,11 +100,11 @@ async fn commit(state: &AppState, rows: &[BatchRow]) -> Result<Vec<bool>, StoreE
     let mut tries = 0;
     let admitted = loop {
         let done = db::bounded(state.db_budget(), async {
-            let mut conn = db::conn(state.keyed_db()).await?;
+            let mut conn = db::conn(&state.db).await?;
             inbound_batch::admit_batches(&mut conn, rows).await
         })
         .await
-        .inspect_err(|e| db::forget_stale_plans(state.keyed_db(), e));
+        .inspect_err(|e| db::forget_stale_plans(&state.db, e));
         match done {
             Err(e) if e.is_lost_race() && tries < 3 => tries += 1,
             other => break other?,
@@ -179,7 +179,7 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
     let losers: Vec<&BatchRow> =
         jobs.iter().zip(&slot).filter(|(_, (i, first))| !(*first && admitted[*i])).map(|((row, _), _)| row).collect();
     let existing = db::bounded(state.db_budget(), async {
-        let mut conn = db::conn(state.keyed_db()).await?;
+        let mut conn = db::conn(&state.db).await?;
         inbound_batch::duplicates_batches(&mut conn, &losers).await
     })
     .await;

@@ -18,9 +18,9 @@ use crate::{
 pub struct AppState {
     pub config: Arc<Config>,
     pub db: deadpool_postgres::Pool,
-    /// Connections with one generic plan per statement that looks rows up by key
-    /// (`db::Plans::Generic`): the delivery worker's, and group commit's in the API
-    /// and ingress; none is opened in a process that runs neither.
+    /// Connections with one generic plan per statement, joining by lookups only,
+    /// for the delivery worker (`db::Plans::Generic`); none is opened in a process
+    /// that runs no worker.
     generic_db: deadpool_postgres::Pool,
     pub redis: Redis,
     pub metrics: Metrics,
@@ -53,17 +53,9 @@ impl AppState {
         AppState { db: self.generic_db.clone(), ..self.clone() }
     }
 
-    /// The pool of the statements written as lookups by key, planned once
-    /// (`db::Plans::Generic`): group commit's admissions and message creation, whose
-    /// plans Postgres would otherwise make from statistics that can be hours old
-    /// (a fresh day's partition, a table analyzed when small) and keep.
-    pub fn keyed_db(&self) -> &deadpool_postgres::Pool {
-        &self.generic_db
-    }
-
     /// The process's pools by name, for the pool gauges: `main`, and `worker`
-    /// (the keyed pool: the delivery worker's and group commit's) once a
-    /// connection of it is open.
+    /// once the delivery worker has opened a connection (a process without a
+    /// worker never does).
     pub fn pools(&self) -> Vec<(&'static str, &deadpool_postgres::Pool)> {
         let mut pools = vec![("main", &self.db)];
         if self.generic_db.status().size > 0 {

@@ -178,6 +178,8 @@ async fn wake_queues(conn: &db::Client, due: Vec<Queue>) -> Result<u64, StoreErr
 
 /// How often tables whose statistics fell behind are looked for.
 const ANALYZE_EVERY: Duration = Duration::from_millis(500);
+/// How long after a failed analysis the next is tried.
+const ANALYZE_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Every [`ANALYZE_EVERY`], analyzes the partitions without statistics and the
 /// tables that doubled since their last analysis (`store::partitions::analyze_stale`):
@@ -195,7 +197,12 @@ pub(super) async fn analyze_loop(state: AppState) {
         match done {
             Ok(names) if !names.is_empty() => tracing::debug!(?names, "analyzed tables whose statistics fell behind"),
             Ok(_) => {}
-            Err(e) => tracing::debug!(error = %e, "analyzing tables postponed"),
+            Err(e) => {
+                // A table that cannot be analyzed now (a lock, a slow sample) is not
+                // tried again twice a second.
+                tracing::debug!(error = %e, "analyzing tables postponed");
+                tokio::time::sleep(ANALYZE_BACKOFF).await;
+            }
         }
     }
 }

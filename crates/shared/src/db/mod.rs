@@ -41,9 +41,8 @@ pub enum Plans {
     /// no dearer. Right for queries written for one request's values.
     Chosen,
     /// One generic plan per prepared statement, made once per connection. For the
-    /// statements written as lookups by key over batches of arrays: the delivery
-    /// worker's claim and recorder, and group commit's admission and message
-    /// creation. For the worker's claim and recorder: left to choose, Postgres planned them afresh on every
+    /// delivery worker, whose claim and recorder run the same statements over
+    /// batches of arrays: left to choose, Postgres planned them afresh on every
     /// run (a plan for one batch's values prunes partitions when it is made, so it
     /// always looked cheaper than the generic plan, which prunes the same
     /// partitions when it starts), and that planning was 40 % of its time while
@@ -77,9 +76,11 @@ pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration, plan
         // Joins by lookup, never by hashing, merging or reading whole partitions: a
         // generic plan is made once, from the statistics of the moment, and kept. Made
         // over a fresh day's partition (a few rows), the recorder's plans read the
-        // whole partition for every batch (a hash join over a sequential scan), and
-        // an admission hashed every dedupe key of its tenant to look for one: costs
-        // that grew with each row written until autovacuum analyzed the table again.
+        // whole partition for every batch (a hash join over a sequential scan), a
+        // cost that grew with each row written until autovacuum analyzed it again.
+        // The joins of one statement's own results (CTEs) become nested loops too:
+        // bounded here by the worker's batch, which is why group commit, whose
+        // fan-out can join tens of thousands of rows so, does not use this pool.
         options += " -c plan_cache_mode=force_generic_plan -c enable_hashjoin=off -c enable_mergejoin=off";
         options += " -c enable_seqscan=off";
     }

@@ -321,27 +321,31 @@ pub async fn analyze_stale(db: &mut deadpool_postgres::Client, most: i64) -> Res
              JOIN pg_stat_user_tables s ON s.relid = c.oid
              LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
              LEFT JOIN pg_class p ON p.oid = i.inhparent
-             WHERE ((p.relname = ANY ($1) AND NOT i.inhdetachpending) OR (i.inhrelid IS NULL AND c.relname = ANY ($3)))
+             WHERE c.relnamespace = current_schema()::regnamespace
+               AND ((p.relname = ANY ($1) AND NOT i.inhdetachpending) OR (i.inhrelid IS NULL AND c.relname = ANY ($3)))
                AND s.n_live_tup > 0
                AND (c.reltuples < 0 OR s.n_live_tup > 2 * c.reltuples + 500)
-             ORDER BY s.n_live_tup DESC LIMIT $2",
+             -- Those without statistics first: they are what plans go most wrong on.
+             ORDER BY c.reltuples < 0 DESC, s.n_live_tup DESC LIMIT $2",
             &[&tables, &most, &STALE_WATCHED.as_slice()],
         )
         .await?;
     let names: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| checked(n).is_ok()).collect();
-    if names.is_empty() {
-        return Ok(Vec::new());
+    let mut done = Vec::new();
+    // One transaction per table: a lock or a slow sample on one does not undo the
+    // others, and the lock (a transaction's: released however it ends) is held
+    // only while one table is analyzed.
+    for name in names {
+        let tx = db.transaction().await?;
+        if !tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&ANALYZE_KEY]).await?.get::<_, bool>(0) {
+            break;
+        }
+        // Sampling a large table read from disk may take longer than a request's bound.
+        tx.batch_execute(&format!("SET LOCAL statement_timeout = '30s'; ANALYZE \"{name}\"")).await?;
+        tx.commit().await?;
+        done.push(name);
     }
-    // A transaction's lock: released however the transaction ends.
-    let tx = db.transaction().await?;
-    if !tx.query_one("SELECT pg_try_advisory_xact_lock($1)", &[&ANALYZE_KEY]).await?.get::<_, bool>(0) {
-        return Ok(Vec::new());
-    }
-    for name in &names {
-        tx.batch_execute(&format!("ANALYZE \"{name}\"")).await?;
-    }
-    tx.commit().await?;
-    Ok(names)
+    Ok(done)
 }
 
 #[cfg(test)]
