@@ -103,10 +103,8 @@ const WANT: &str = "want AS (
         SELECT w.a, w.e, w.lo, w.hi, CASE WHEN ep.throttle_rate IS NULL AND ap.throttle_rate IS NULL
                 THEN w.room ELSE LEAST(w.room, 1) END AS room
         FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[]) AS w(a, e, room, lo, hi)
-        -- By key (the arrays), whatever the plan: never the tenant's every endpoint.
-        LEFT JOIN endpoints ep ON ep.tenant_id = $1 AND ep.app_id = ANY ($2) AND ep.id = ANY ($3)
-            AND ep.app_id = w.a AND ep.id = w.e
-        LEFT JOIN applications ap ON ap.tenant_id = $1 AND ap.id = ANY ($2) AND ap.id = w.a
+        LEFT JOIN endpoints ep ON ep.tenant_id = $1 AND ep.app_id = w.a AND ep.id = w.e
+        LEFT JOIN applications ap ON ap.tenant_id = $1 AND ap.id = w.a
      )";
 
 /// The statement's tail: the rows of `due` paused (a disabled or deleted tenant:

@@ -131,7 +131,7 @@ async fn attempts(
                     u.response, u.ms, u.headers::jsonb
                 FROM u
                 WHERE EXISTS (SELECT 1 FROM messages m
-                    WHERE m.tenant_id = $1 AND m.app_id = ANY ($2) AND m.id = ANY ($4) AND m.id BETWEEN $13 AND $14
+                    WHERE m.tenant_id = $1 AND m.id = ANY ($4) AND m.id BETWEEN $13 AND $14
                       AND m.app_id = u.app_id AND m.id = u.msg_id)
                 ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING
                 RETURNING tenant_id, id, status
@@ -175,11 +175,6 @@ async fn attempts(
     Ok(())
 }
 
-// Each statement below names its rows by key with array conditions (`= ANY`) on
-// the primary key's columns beside the join to the batch: whatever plan the
-// statistics of the moment give (a partition analyzed when nearly empty, a tenant
-// far larger than the average), the scan reads the batch's rows and no others.
-
 /// Writes the delivery states, each only while the row's fencing token is its
 /// claim's, and brings forward the wakes of those due again (a retry, or a
 /// delivery its throttle wrote back). A row written back untried (its throttle)
@@ -202,7 +197,7 @@ async fn states(
                 FROM unnest($2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
                         $7::int[], $8::bigint[], $11::bool[])
                     AS u(app_id, msg_id, endpoint_id, status, next, tried, token, noticed)
-                WHERE d.tenant_id = $1 AND d.app_id = ANY ($2) AND d.msg_id = ANY ($3) AND d.msg_id BETWEEN $9 AND $10
+                WHERE d.tenant_id = $1 AND d.msg_id = ANY ($3) AND d.msg_id BETWEEN $9 AND $10
                   AND d.app_id = u.app_id AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id
                   AND d.lease_token = u.token
                 RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.status, d.next_attempt_at, u.noticed
@@ -271,8 +266,7 @@ async fn health(
                 SELECT * FROM unnest($2::text[], $3::text[], $4::bool[], $5::bool[]) AS u(app_id, id, ok, gone)
              ), cur AS (
                 SELECT e.app_id, e.id, e.disabled, e.failing_since FROM endpoints e
-                JOIN u ON e.tenant_id = $1 AND e.app_id = ANY ($2) AND e.id = ANY ($3)
-                    AND e.app_id = u.app_id AND e.id = u.id
+                JOIN u ON e.tenant_id = $1 AND e.app_id = u.app_id AND e.id = u.id
                 ORDER BY e.app_id, e.id
                 FOR NO KEY UPDATE OF e
              )
@@ -281,7 +275,7 @@ async fn health(
                 disabled = c.disabled OR u.gone
                     OR (NOT u.ok AND COALESCE(c.failing_since, now()) < now() - make_interval(secs => $6))
              FROM cur c JOIN u ON u.app_id = c.app_id AND u.id = c.id
-             WHERE e.tenant_id = $1 AND e.app_id = ANY ($2) AND e.id = ANY ($3) AND e.app_id = c.app_id AND e.id = c.id
+             WHERE e.tenant_id = $1 AND e.app_id = c.app_id AND e.id = c.id
              RETURNING e.disabled AND NOT c.disabled, e.app_id, e.id, e.failing_since",
         )
         .await?;
