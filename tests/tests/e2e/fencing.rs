@@ -136,22 +136,28 @@ async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_
     assert_eq!(attempts["data"].as_array().unwrap().len(), 2, "{attempts}");
 }
 
+/// An API process, and a connection made as the delivery worker makes its own
+/// (`db::Plans::Generic`), for tests that claim and record as the worker does.
+async fn api_with_worker_conn() -> (TestApp, db::Client) {
+    let test_db = TestDb::new().await;
+    let env = default_env(&test_db);
+    let app = TestApp::spawn_role(test_db, env.clone(), Role::Api).await;
+    let config = hookgate_shared::Config::from_sources(None, &env).unwrap();
+    let state = hookgate_shared::AppState::new(config).unwrap().with_generic_plans();
+    let conn = db::conn(&state.db).await.unwrap();
+    (app, conn)
+}
+
 /// The worker's batch statements are planned once per connection: left to
 /// choose, Postgres planned the claim and the recorder afresh on every run (a plan
 /// for one batch's values prunes partitions when it is made, so it always looked
 /// cheaper), and that planning was 40 % of its time while delivering.
 #[tokio::test]
 async fn the_workers_statements_are_planned_once_not_on_every_run() {
-    let test_db = TestDb::new().await;
-    let env = default_env(&test_db);
-    let app = TestApp::spawn_role(test_db, env.clone(), Role::Api).await;
+    let (app, mut conn) = api_with_worker_conn().await;
     let t = app.tenant().await;
     let a = t.application().await;
     t.endpoint(&a, "http://127.0.0.1:9/hook", json!({})).await;
-    // The connections the worker uses, as it makes them.
-    let config = hookgate_shared::Config::from_sources(None, &env).unwrap();
-    let state = hookgate_shared::AppState::new(config).unwrap().with_generic_plans();
-    let mut conn = db::conn(&state.db).await.unwrap();
     for i in 0..7 {
         t.message(&a, "x", json!({"i": i})).await;
         let claimed = claim_all(&conn, Duration::from_secs(60)).await;
@@ -172,21 +178,28 @@ async fn the_workers_statements_are_planned_once_not_on_every_run() {
     }
 }
 
+/// `statement` planned again as `conn` plans it, generically: the values do not
+/// matter, so every parameter is NULL.
+async fn generic_plan(conn: &db::Client, statement: &str) -> String {
+    let params = (1..=60).rev().find(|i| statement.contains(&format!("${i}"))).unwrap_or(0);
+    conn.batch_execute(&format!("PREPARE probe AS {statement}")).await.unwrap();
+    let nulls = vec!["NULL"; params].join(", ");
+    let sql = if params == 0 { "EXPLAIN EXECUTE probe".into() } else { format!("EXPLAIN EXECUTE probe({nulls})") };
+    let plan: Vec<String> = conn.query(&sql, &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    conn.batch_execute("DEALLOCATE probe").await.unwrap();
+    plan.join("\n")
+}
+
 /// A generic plan is made once, from the statistics of the moment. Made over a
 /// fresh partition of a few rows, the recorder's plans read the whole partition
 /// for every batch (a hash join over a sequential scan), a cost that grew with
 /// every row of the day until autovacuum analyzed it again.
 #[tokio::test]
 async fn the_workers_plans_made_over_a_nearly_empty_partition_still_look_rows_up_by_key() {
-    let test_db = TestDb::new().await;
-    let env = default_env(&test_db);
-    let app = TestApp::spawn_role(test_db, env.clone(), Role::Api).await;
+    let (app, mut conn) = api_with_worker_conn().await;
     let t = app.tenant().await;
     let a = t.application().await;
     t.endpoint(&a, "http://127.0.0.1:9/hook", json!({})).await;
-    let config = hookgate_shared::Config::from_sources(None, &env).unwrap();
-    let state = hookgate_shared::AppState::new(config).unwrap().with_generic_plans();
-    let mut conn = db::conn(&state.db).await.unwrap();
     // Statistics say the day's partitions hold a row or two when the plans are made.
     for i in 0..2 {
         t.message(&a, "x", json!({"i": i})).await;
@@ -196,8 +209,7 @@ async fn the_workers_plans_made_over_a_nearly_empty_partition_still_look_rows_up
     assert_eq!(claimed.len(), 2);
     let done: Vec<Outcome> = claimed.iter().map(|c| outcome(c, DeliveryStatus::Success, true)).collect();
     results::record(&mut conn, &done, Duration::from_secs(3600)).await.unwrap();
-    // Each statement the worker prepared, planned again as its connection plans it
-    // (generically: the values do not matter, so every parameter is NULL).
+    // Each statement the worker prepared, planned again as its connection plans it.
     let prepared = conn
         .query("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql", &[])
         .await
@@ -207,20 +219,6 @@ async fn the_workers_plans_made_over_a_nearly_empty_partition_still_look_rows_up
         .filter(|s| s.contains("deliveries") || s.contains("messages") || s.contains("attempts"))
         .collect::<Vec<_>>();
     assert!(prepared.len() >= 3, "the claim and the recorder's statements: {prepared:?}");
-    let plan_of = |n: usize| {
-        let conn = &conn;
-        let statement = prepared[n].clone();
-        async move {
-            let params = (1..=60).rev().find(|i| statement.contains(&format!("${i}"))).unwrap_or(0);
-            conn.batch_execute(&format!("PREPARE probe AS {statement}")).await.unwrap();
-            let nulls = vec!["NULL"; params].join(", ");
-            let sql =
-                if params == 0 { "EXPLAIN EXECUTE probe".into() } else { format!("EXPLAIN EXECUTE probe({nulls})") };
-            let plan: Vec<String> = conn.query(&sql, &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
-            conn.batch_execute("DEALLOCATE probe").await.unwrap();
-            plan.join("\n")
-        }
-    };
     let reads_whole = |plan: &str| {
         plan.contains("Hash Join")
             || plan.contains("Merge Join")
@@ -229,14 +227,14 @@ async fn the_workers_plans_made_over_a_nearly_empty_partition_still_look_rows_up
     // With Postgres's defaults, at least one of them would read a partition whole.
     conn.batch_execute("SET enable_hashjoin = on; SET enable_mergejoin = on; SET enable_seqscan = on").await.unwrap();
     let mut defaults = Vec::new();
-    for n in 0..prepared.len() {
-        defaults.push(plan_of(n).await);
+    for statement in &prepared {
+        defaults.push(generic_plan(&conn, statement).await);
     }
     assert!(defaults.iter().any(|p| reads_whole(p)), "the defaults planned every statement by key: {defaults:#?}");
     conn.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_seqscan").await.unwrap();
-    for n in 0..prepared.len() {
-        let plan = plan_of(n).await;
-        assert!(!reads_whole(&plan), "a worker statement reads a partition whole:\n{}\n{plan}", prepared[n]);
+    for statement in &prepared {
+        let plan = generic_plan(&conn, statement).await;
+        assert!(!reads_whole(&plan), "a worker statement reads a partition whole:\n{statement}\n{plan}");
     }
 }
 

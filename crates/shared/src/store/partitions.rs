@@ -308,8 +308,9 @@ pub async fn horizons(
 /// empty, it may plan a lookup by key through a narrower index or a scan of the
 /// whole partition, a cost that grows with every row written until autovacuum
 /// analyzes it (a minute or more, and a partition that doubles within that
-/// minute is planned for the half it was). At most `most` per call, the largest
-/// first; each table is analyzed about log2(rows) times in its life.
+/// minute is planned for the half it was). At most `most` per call, those without
+/// statistics first, then the largest; each table is analyzed about log2(rows)
+/// times in its life.
 ///
 /// One process at a time (an advisory lock, skipped if taken), and never a
 /// partition being detached.
