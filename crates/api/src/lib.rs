@@ -35,7 +35,6 @@ pub use principal::{portal_access, FeatureFlags, KeyAuth, Operator, PortalAccess
 /// app-portal token) and `/ingest/api/v1` (a tenant's key), each behind its
 /// authentication and `Idempotency-Key`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    ui::configure(cfg);
     cfg.service(
         web::scope("/admin/v1")
             // Innermost first: the deadline bounds the handler, so the Idempotency-Key
@@ -65,6 +64,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .wrap(from_fn(auth::require_tenant))
             .configure(ingest::configure),
     );
+    // The pages last: their routes are patterns, tried on every request before
+    // the ones that follow them (the scopes above are plain prefixes).
+    ui::configure(cfg);
 }
 
 /// `?limit=&iterator=` as Svix takes them.

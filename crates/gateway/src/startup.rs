@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use actix_web::{
     dev::Server,
     error::JsonPayloadError,
-    middleware::{from_fn, NormalizePath},
+    middleware::from_fn,
     web::{self, Data},
     App, HttpServer,
 };
@@ -24,7 +24,7 @@ use hookgate_egress::{
 };
 use hookgate_ingress::{commit::GroupCommit, metrics::IngressMetrics};
 
-use crate::{health, telemetry, AppState};
+use crate::{health, paths, telemetry, AppState};
 
 /// What a process serves. Every role serves health and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -118,7 +118,7 @@ impl Application {
                 .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
                 .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
                 // Paths as Svix serves them: `/api/v1/app/{app}/msg/` is `/api/v1/app/{app}/msg`.
-                .wrap(NormalizePath::trim())
+                .wrap(from_fn(paths::normalize))
                 .wrap(from_fn(telemetry::observe))
                 .service(health::healthz)
                 .service(health::readyz)

@@ -184,7 +184,24 @@ async fn race_on(mut redis: Backing, fault: Fault) {
         if ids.len() == EVENTS {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "{} of {EVENTS} events delivered", ids.len());
+        if std::time::Instant::now() >= deadline {
+            // What the undelivered wait for: their rows and attempts say which path held them.
+            let ids: Vec<String> = ids.into_iter().collect();
+            let rows = client
+                .query(
+                    "SELECT d.msg_id || ' status=' || d.status || ' attempts=' || d.attempts
+                        || ' next=' || COALESCE(d.next_attempt_at::text, '-')
+                        || ' leased_until=' || COALESCE(d.leased_until::text, '-') || ' now=' || now()::text
+                        || ' tried=' || COALESCE((SELECT string_agg(a.response_status_code || ' ' || left(a.response, 80)
+                            || ' at ' || a.created_at::text, '; ') FROM attempts a WHERE a.msg_id = d.msg_id), '-')
+                     FROM deliveries d WHERE NOT (d.msg_id = ANY ($1)) LIMIT 5",
+                    &[&ids],
+                )
+                .await
+                .unwrap();
+            let stuck: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+            panic!("{} of {EVENTS} events delivered; undelivered: {stuck:?}", ids.len());
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     if let (Fault::None, Backing::Cluster(c)) = (fault, &redis) {

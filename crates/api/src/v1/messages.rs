@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 use super::{applications::find as find_app, validate};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(list).service(create).service(get_one).service(expunge_content);
+    cfg.service(create).service(list).service(get_one).service(expunge_content);
 }
 
 #[derive(Deserialize)]

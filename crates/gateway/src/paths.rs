@@ -1,0 +1,75 @@
+//! Paths as Svix serves them: a trailing slash and doubled slashes do not change
+//! the route (`/api/v1/app/{app}/msg/` is `/api/v1/app/{app}/msg`).
+//!
+//! Hand-written rather than actix's `NormalizePath` because that one runs a
+//! regular expression (`//+`, in `regex-lite`'s backtracking-free but slow
+//! engine) over every request's path; this looks at the bytes and rewrites only
+//! a path that needs it.
+
+use actix_web::{
+    body::MessageBody,
+    dev::{ServiceRequest, ServiceResponse},
+    http::uri::{PathAndQuery, Uri},
+    middleware::Next,
+    Error,
+};
+
+/// The path with runs of `/` made one and a trailing `/` dropped (but for `/`
+/// itself), or `None` when it is already so.
+pub fn normalized(path: &str) -> Option<String> {
+    let doubled = path.as_bytes().windows(2).any(|w| w == b"//");
+    let trailing = path.len() > 1 && path.ends_with('/');
+    if !doubled && !trailing {
+        return None;
+    }
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if c == '/' && out.ends_with('/') {
+            continue;
+        }
+        out.push(c);
+    }
+    if out.len() > 1 && out.ends_with('/') {
+        out.pop();
+    }
+    Some(out)
+}
+
+/// Rewrites the request's path before routing; the query is kept as sent.
+pub async fn normalize(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    if let Some(path) = normalized(req.path()) {
+        let mut parts = req.head().uri.clone().into_parts();
+        let with_query = match parts.path_and_query.as_ref().and_then(PathAndQuery::query) {
+            Some(q) => format!("{path}?{q}"),
+            None => path,
+        };
+        // What was a valid path and query stays one with fewer slashes; should it
+        // not, the request goes on as sent.
+        if let Ok(pq) = PathAndQuery::try_from(with_query) {
+            parts.path_and_query = Some(pq);
+            if let Ok(uri) = Uri::from_parts(parts) {
+                req.match_info_mut().get_mut().update(&uri);
+                req.head_mut().uri = uri;
+            }
+        }
+    }
+    next.call(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalized;
+
+    #[test]
+    fn a_trailing_slash_and_doubled_slashes_are_dropped_and_a_clean_path_is_left_alone() {
+        assert_eq!(normalized("/api/v1/app/a/msg/").as_deref(), Some("/api/v1/app/a/msg"));
+        assert_eq!(normalized("/api//v1///app/a/msg").as_deref(), Some("/api/v1/app/a/msg"));
+        assert_eq!(normalized("//").as_deref(), Some("/"));
+        assert_eq!(normalized("/"), None);
+        assert_eq!(normalized("/api/v1/app/a/msg"), None);
+        assert_eq!(normalized(""), None);
+    }
+}
