@@ -555,3 +555,40 @@ fn the_web_ui_never_parses_data_as_markup() {
     }
     report("the web UI builds pages with the DOM API only", "use h()/show() from dom.js", &problems);
 }
+
+/// actix tries route patterns in the order they are registered, each with a regular expression
+/// (a few microseconds a try): the request that comes most, creating a message, is tried first, the
+/// pages' patterns come after the API's scopes, and no middleware runs a regular expression over every
+/// path (performance.md, "Routing without thirty regular expressions").
+#[test]
+fn the_hot_routes_are_tried_first() {
+    let root = root();
+    let mut problems = Vec::new();
+    let v1 = text(&root.join("crates/api/src/v1/mod.rs"));
+    let first = v1
+        .split("pub fn configure(cfg: &mut web::ServiceConfig) {")
+        .nth(1)
+        .and_then(|body| body.lines().map(str::trim).find(|l| !l.is_empty()));
+    if first != Some("messages::configure(cfg);") {
+        problems.push(format!("crates/api/src/v1/mod.rs: configure begins with {first:?}, not the message routes"));
+    }
+    let messages = text(&root.join("crates/api/src/v1/messages.rs"));
+    if !messages.contains("cfg.service(create)") {
+        problems.push("crates/api/src/v1/messages.rs: the create route is not registered first".into());
+    }
+    let api = text(&root.join("crates/api/src/lib.rs"));
+    match (api.find("web::scope(\"/api/v1\")"), api.find("ui::configure(cfg)")) {
+        (Some(scope), Some(pages)) if pages > scope => {}
+        _ => problems.push("crates/api/src/lib.rs: the pages are registered before the /api/v1 scope".into()),
+    }
+    for (rel, src) in rust_files("crates") {
+        if src.lines().any(|l| rust_code(l).contains("NormalizePath")) {
+            problems.push(format!("{rel}: actix's NormalizePath runs a regular expression over every path"));
+        }
+    }
+    report(
+        "the hot routes are registered first and no middleware runs a regular expression over every path",
+        "register the route where the rule says, or normalize with crates/gateway/src/paths.rs",
+        &problems,
+    );
+}
