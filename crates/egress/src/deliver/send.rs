@@ -35,6 +35,9 @@ pub fn attempt_span(msg: &str, endpoint: &str, attempt: i32) -> tracing::Span {
 /// Response bytes kept per attempt.
 pub const KEEP_RESPONSE: usize = 4096;
 
+/// How long an idle connection to a receiver is kept for the next delivery.
+const IDLE_CONNECTION: Duration = Duration::from_secs(4);
+
 /// How an attempt ended, as `hookgate_delivery_attempts_total{outcome}` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -85,6 +88,8 @@ pub struct Request {
 #[derive(Clone)]
 pub struct Sender {
     client: reqwest::Client,
+    /// The whole attempt's bound, a retry on a fresh connection included.
+    timeout: Duration,
     guard: Guard,
     /// Deliveries go through the operator's proxy, which resolves the target's
     /// name itself: the guard then checks the name's addresses before sending.
@@ -139,10 +144,13 @@ impl Sender {
             // A redirect could lead anywhere; receivers must answer themselves.
             .redirect(redirect::Policy::none())
             .user_agent(concat!("Hookgate/", env!("CARGO_PKG_VERSION")))
-            .pool_idle_timeout(Duration::from_secs(60))
+            // Shorter than the 5 s after which Node's, actix's, uvicorn's and Apache's
+            // servers close an idle connection: a connection they are closing is not
+            // picked for the next request (see `send` for the race that is left).
+            .pool_idle_timeout(IDLE_CONNECTION)
             .build()
             .expect("the HTTP client builds with static settings");
-        Sender { client, guard, proxied: proxy.is_some(), record_private }
+        Sender { client, timeout, guard, proxied: proxy.is_some(), record_private }
     }
 
     /// With a proxy, the target's name is resolved here and checked; the proxy may
@@ -213,7 +221,22 @@ impl Sender {
                 Err(refused) => return refused,
             }
         }
-        let result = self.client.post(url).headers(req.headers).body(req.body).send().await;
+        let body = bytes::Bytes::from(req.body);
+        let result = match self.client.post(url.clone()).headers(req.headers.clone()).body(body.clone()).send().await {
+            // A kept-alive connection the receiver closed as the request went out
+            // (its idle timeout and our reuse crossing): nothing was answered, so
+            // the request is sent once more, at once, on a new connection, within
+            // the attempt's bound. It counts as one attempt, as the receiver saw at
+            // most one request it could answer; should it have read the first one,
+            // it gets the same `webhook-id` twice, which at-least-once allows.
+            Err(e) if closed_before_answer(&e) => match self.timeout.checked_sub(started.elapsed()) {
+                Some(left) if !left.is_zero() => {
+                    self.client.post(url).headers(req.headers).body(body).timeout(left).send().await
+                }
+                _ => Err(e),
+            },
+            sent => sent,
+        };
         let mut res = match result {
             Ok(res) => res,
             Err(e) => {
@@ -330,6 +353,19 @@ fn failed(outcome: Outcome, body: String, started: Instant) -> Sent {
     Sent { outcome, status: 0, body, duration: started.elapsed(), retry_after: None }
 }
 
+/// Whether the connection was closed before any of the response arrived
+/// (hyper's "connection closed before message completed").
+fn closed_before_answer(e: &reqwest::Error) -> bool {
+    let mut cur = std::error::Error::source(e);
+    while let Some(err) = cur {
+        if err.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
 fn find_blocked(e: &(dyn std::error::Error + 'static)) -> Option<Blocked> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
@@ -389,6 +425,76 @@ mod tests {
             false,
         );
         assert!(opened.all_allowed([public, private]).is_ok(), "an allowed network passes");
+    }
+
+    /// A receiver on 127.0.0.1 that answers the first request of its first
+    /// connection, keeps it alive, then closes it on the second request without
+    /// answering (its idle timeout crossing our reuse); later connections are
+    /// answered. Returns its address and the count of requests it read.
+    async fn closing_receiver() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let count = seen.clone();
+        tokio::spawn(async move {
+            for first in [true, false, false, false] {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let mut served = 0;
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        // One request: headers, then the body of the length they give.
+                        let end = loop {
+                            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
+                                let len: usize = head
+                                    .lines()
+                                    .find_map(|l| l.strip_prefix("content-length:"))
+                                    .map_or(0, |v| v.trim().parse().unwrap());
+                                if buf.len() >= at + 4 + len {
+                                    break at + 4 + len;
+                                }
+                            }
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        buf.drain(..end);
+                        count.fetch_add(1, Ordering::SeqCst);
+                        if first && served == 1 {
+                            return; // closed, unanswered
+                        }
+                        served += 1;
+                        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+                    }
+                });
+            }
+        });
+        (addr, seen)
+    }
+
+    #[tokio::test]
+    async fn a_kept_alive_connection_closed_as_the_request_goes_out_is_one_successful_attempt() {
+        let (addr, seen) = closing_receiver().await;
+        let sender = Sender::new(
+            Guard::new(vec!["127.0.0.0/8".parse().unwrap()]),
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+            None,
+            true,
+        );
+        let request =
+            || Request { url: format!("http://{addr}/hook"), headers: HeaderMap::new(), body: b"{}".to_vec() };
+        assert_eq!(sender.send(request()).await.outcome, Outcome::Success, "the first request is answered");
+        let second = sender.send(request()).await;
+        assert_eq!(second.outcome, Outcome::Success, "the closed connection is not a failed attempt: {}", second.body);
+        assert_eq!(second.body, "ok");
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 3, "sent again once, on a new connection");
     }
 
     #[test]
