@@ -314,6 +314,12 @@ pub async fn horizons(
 ///
 /// One process at a time (an advisory lock, skipped if taken), and never a
 /// partition being detached.
+///
+/// Sampled coarsely (`default_statistics_target` 10, not 100): what these
+/// analyses are for is the row counts, which do not depend on the sample, and a
+/// tenth of the sample makes each a tenth of the work (an attempts partition of
+/// 60,000 rows: 13-15 ms against 156-206 ms), done by a worker beside its
+/// deliveries. Autovacuum's own analyses refine the histograms later.
 pub async fn analyze_stale(db: &mut deadpool_postgres::Client, most: i64) -> Result<Vec<String>, StoreError> {
     let tables: Vec<&str> = FAMILIES.iter().map(|f| f.table).collect();
     let rows = db
@@ -342,7 +348,10 @@ pub async fn analyze_stale(db: &mut deadpool_postgres::Client, most: i64) -> Res
             break;
         }
         // Sampling a large table read from disk may take longer than a request's bound.
-        tx.batch_execute(&format!("SET LOCAL statement_timeout = '30s'; ANALYZE \"{name}\"")).await?;
+        tx.batch_execute(&format!(
+            "SET LOCAL statement_timeout = '30s'; SET LOCAL default_statistics_target = 10; ANALYZE \"{name}\""
+        ))
+        .await?;
         tx.commit().await?;
         done.push(name);
     }
