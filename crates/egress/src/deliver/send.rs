@@ -353,38 +353,27 @@ fn failed(outcome: Outcome, body: String, started: Instant) -> Sent {
     Sent { outcome, status: 0, body, duration: started.elapsed(), retry_after: None }
 }
 
+/// An error and its causes, outermost first.
+fn chain<'a>(e: &'a (dyn std::error::Error + 'static)) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |err| err.source())
+}
+
 /// Whether the connection was closed before any of the response arrived
 /// (hyper's "connection closed before message completed").
 fn closed_before_answer(e: &reqwest::Error) -> bool {
-    let mut cur = std::error::Error::source(e);
-    while let Some(err) = cur {
-        if err.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
-            return true;
-        }
-        cur = err.source();
-    }
-    false
+    chain(e).any(|err| err.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message))
 }
 
 fn find_blocked(e: &(dyn std::error::Error + 'static)) -> Option<Blocked> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(b) = err.downcast_ref::<Blocked>() {
-            return Some(b.clone());
-        }
-        cur = err.source();
-    }
-    None
+    chain(e).find_map(|err| err.downcast_ref::<Blocked>().cloned())
 }
 
 /// The error and its causes in one line, for the attempt's `response`.
 fn describe(e: &reqwest::Error) -> String {
     let mut text = if e.is_timeout() { "timed out".to_owned() } else { "connection failed".to_owned() };
-    let mut cur = std::error::Error::source(e);
-    while let Some(err) = cur {
+    for err in chain(e).skip(1) {
         text.push_str(": ");
         text.push_str(&err.to_string());
-        cur = err.source();
     }
     text
 }
