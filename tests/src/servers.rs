@@ -244,6 +244,22 @@ impl RedisServer {
         panic!("redis-server did not start on port {}", self.port);
     }
 
+    /// SIGSTOP: the connection stays open, nothing answers (a stalled Redis).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("the server runs").id().to_string();
+        let mut c = Command::new("kill");
+        c.args([sig, &pid]);
+        run(c, "kill");
+    }
+
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

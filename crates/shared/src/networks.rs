@@ -9,10 +9,18 @@ use ipnet::IpNet;
 
 use crate::{db, ids::TenantId, store::tenants, store::StoreError, AppState};
 
-/// One refresh at a time per process: when a tenant's entry expires, the
-/// deliveries in flight for it (a worker's hundred and more) wait for one query
-/// rather than each taking a connection for the same answer.
-static REFRESH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// One refresh at a time per tenant (a tenant hashes to one of these): when its
+/// entry expires, the deliveries in flight for it (a worker's hundred and more)
+/// wait for one query rather than each taking a connection for the same answer,
+/// and other tenants' refreshes do not queue behind it (one lock per process
+/// made every tenant wait out one slow lookup).
+static REFRESH: [tokio::sync::Mutex<()>; 64] = [const { tokio::sync::Mutex::const_new(()) }; 64];
+
+fn refresh_lock(tenant: &TenantId) -> &'static tokio::sync::Mutex<()> {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(tenant.as_str());
+    &REFRESH[(h % REFRESH.len() as u64) as usize]
+}
 
 /// Both lists, merged and sorted (so one list is one key for the clients made per list).
 pub async fn allowed(state: &AppState, tenant: &TenantId) -> Result<Arc<Vec<IpNet>>, StoreError> {
@@ -20,7 +28,7 @@ pub async fn allowed(state: &AppState, tenant: &TenantId) -> Result<Arc<Vec<IpNe
         return Ok(nets);
     }
     db::bounded(state.db_budget(), async {
-        let _one = REFRESH.lock().await;
+        let _one = refresh_lock(tenant).lock().await;
         if let Some(nets) = state.caches.networks.get(tenant) {
             return Ok(nets);
         }

@@ -18,6 +18,7 @@ use hookgate_shared::{
 use hookgate_tests::{
     app::default_env,
     providers,
+    servers::RedisServer,
     sink::{Behaviour, Sink},
     TestApp, TestDb,
 };
@@ -99,7 +100,7 @@ async fn claim_all(conn: &db::Client, lease: Duration) -> Vec<deliveries::Claime
     let mut claimed = Vec::new();
     for l in listed {
         let want = Want { app_id: l.queue.app_id, endpoint_id: l.queue.endpoint_id, room: 10, range: None };
-        claimed.extend(queues::claim(conn, &l.queue.tenant_id, &[want], lease).await.unwrap());
+        claimed.extend(queues::claim(conn, &l.queue.tenant_id, &[want], queues::Lease::from_now(lease)).await.unwrap());
     }
     claimed
 }
@@ -122,12 +123,12 @@ async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_
     tokio::time::sleep(Duration::from_millis(500)).await;
     let new = claim_all(&conn, lease).await;
     assert_eq!(new.len(), 1, "the lease ran out: another worker takes it");
-    results::record(&mut conn, &[outcome(&new[0], DeliveryStatus::Success, true)], Duration::from_secs(3600))
+    results::record(&mut conn, &[outcome(&new[0], DeliveryStatus::Success, true)], Duration::from_secs(3600), None)
         .await
         .unwrap();
     // The first worker's late failure is refused: the row stays as its owner left it.
     let late = outcome(&old[0], DeliveryStatus::Failed, false);
-    let applied = results::record(&mut conn, &[late], Duration::from_secs(3600)).await.unwrap();
+    let applied = results::record(&mut conn, &[late], Duration::from_secs(3600), None).await.unwrap();
     assert_eq!(applied.stale, 1, "the stale write is reported");
     let state = t.get(&format!("/api/v1/app/{a}/msg/{}/endpoint", new[0].msg_id)).await;
     assert_eq!(state["data"][0]["status"], 0, "{state}");
@@ -163,7 +164,7 @@ async fn the_workers_statements_are_planned_once_not_on_every_run() {
         let claimed = claim_all(&conn, Duration::from_secs(60)).await;
         assert_eq!(claimed.len(), 1, "run {i}");
         let done = outcome(&claimed[0], DeliveryStatus::Success, true);
-        results::record(&mut conn, &[done], Duration::from_secs(3600)).await.unwrap();
+        results::record(&mut conn, &[done], Duration::from_secs(3600), None).await.unwrap();
     }
     let plans = conn
         .query("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE NOT from_sql", &[])
@@ -208,7 +209,7 @@ async fn the_workers_plans_made_over_a_nearly_empty_partition_still_look_rows_up
     let claimed = claim_all(&conn, Duration::from_secs(60)).await;
     assert_eq!(claimed.len(), 2);
     let done: Vec<Outcome> = claimed.iter().map(|c| outcome(c, DeliveryStatus::Success, true)).collect();
-    results::record(&mut conn, &done, Duration::from_secs(3600)).await.unwrap();
+    results::record(&mut conn, &done, Duration::from_secs(3600), None).await.unwrap();
     // Each statement the worker prepared, planned again as its connection plans it.
     let prepared = conn
         .query("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql", &[])
@@ -296,4 +297,49 @@ async fn a_slow_request_can_neither_release_nor_answer_for_the_key_its_successor
         panic!("the key replays")
     };
     assert_eq!((kept.status, kept.body), (201, b"own".to_vec()));
+}
+
+/// Time spent between a claim and its request (here a throttle check waiting on
+/// a stalled Redis) comes off the attempt's bound: the attempt ends before its
+/// lease does, so no other claim sends the delivery while it is still in flight.
+/// (Before, the request had its whole timeout from whenever it started: the lease
+/// ran out under it and the delivery went out a second time beside it.)
+#[tokio::test]
+async fn an_attempt_started_late_in_its_lease_ends_before_the_lease_so_it_is_never_in_flight_twice() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let app = TestApp::spawn_with(|env| {
+        env.insert("REDIS_URL".into(), url);
+        // Connecting and the check each wait this long: about 6 s after the claim.
+        env.insert("HOOKGATE_REDIS_TIMEOUT_MS".into(), "3000".into());
+        env.insert("HOOKGATE_EGRESS_TIMEOUT_SECS".into(), "15".into());
+        env.insert("HOOKGATE_DELIVERY_LEASE_SECS".into(), "16".into());
+        env.insert("HOOKGATE_RETRY_SCHEDULE".into(), "300".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let sink = Sink::start().await;
+    // Answers after 14 s: within the timeout, but past what is left of the lease.
+    sink.set(Behaviour { delay: Duration::from_secs(14), ..Behaviour::default() });
+    let a = t.application().await;
+    t.endpoint(&a, &sink.url, json!({"throttleRate": 100})).await;
+    // The throttle's check waits out Redis's timeouts after the claim (with more
+    // than half the timeout left of the lease: less, and no attempt is made).
+    redis.pause();
+    let paused = std::time::Instant::now();
+    let msg = t.message(&a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
+    let created = paused.elapsed();
+    sink.wait_for(1, Duration::from_secs(20)).await;
+    eprintln!("created after {created:?}, sent after {:?}", paused.elapsed());
+    let sent_at = std::time::Instant::now();
+    redis.resume();
+    // Past the lease's end, and past the first request's answer.
+    tokio::time::sleep(Duration::from_secs(17)).await;
+    assert_eq!(sink.received().len(), 1, "the delivery went out again while its first request was in flight");
+    let attempts = t.get(&format!("/api/v1/app/{a}/attempt/msg/{msg}")).await;
+    let first = &attempts["data"][0];
+    assert_eq!(first["responseStatusCode"], 0, "the attempt was cut at its lease, a timeout: {attempts}");
+    let took = first["responseDurationMs"].as_i64().unwrap_or_default();
+    assert!(took < 12_500, "cut to what the lease had left, not the 15 s timeout: {took} ms");
+    assert!(sent_at.elapsed() >= Duration::from_secs(17));
 }

@@ -85,7 +85,7 @@ impl Forwarder {
             };
             let req = signed_request(&ep.url, &headers, &keys, &envelope, e.payload.to_vec());
             let span = send::attempt_span(e.webhook_id, ep.id.as_str(), 1);
-            let sent = sender.send_traced(req, span).await;
+            let sent = sender.send_traced(req, span, sender.timeout()).await;
             self.metrics.duration.observe(sent.duration.as_secs_f64());
             self.metrics.attempt(e.tenant.as_str(), sent.outcome.label());
             sent.outcome == Outcome::Success

@@ -2,7 +2,10 @@
 //! what the delivery's next state is.
 
 use hookgate_shared::status::{DeliveryStatus, Trigger};
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use chrono::Utc;
 use hookgate_shared::{
@@ -119,7 +122,18 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             return out;
         }
     };
-    let sent = sender.send_traced(request, span).await;
+    // The attempt ends before the lease does, or another worker could send the
+    // same delivery while this one is still in flight. Time spent since the
+    // claim (its commit, the throttle, the networks) comes off what is left; with
+    // less than half the timeout left, no attempt is made: due again at once, a
+    // fresh claim gives it its full time.
+    let Some(bound) = attempt_bound(c.lease_ends, Instant::now(), w.cfg.timeout) else {
+        tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, "too little of the lease left to send; delivery due again");
+        out.status = DeliveryStatus::Pending;
+        out.next_attempt_at = Some(Utc::now());
+        return out;
+    };
+    let sent = sender.send_traced(request, span, bound).await;
     w.metrics.duration.observe(sent.duration.as_secs_f64());
     w.metrics.attempt(c.tenant_id.as_str(), sent.outcome.label());
 
@@ -146,6 +160,18 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     }
     out.notice = notice(&c, &out);
     out
+}
+
+/// Kept between an attempt's end and its lease's: the request's last bytes and
+/// the clocks' granularity.
+const LEASE_MARGIN: Duration = Duration::from_millis(500);
+
+/// How long the attempt may take: the timeout, or what is left of the lease
+/// less [`LEASE_MARGIN`] if that is shorter; `None` when that is under half the timeout.
+fn attempt_bound(lease_ends: Instant, now: Instant, timeout: Duration) -> Option<Duration> {
+    let left = lease_ends.saturating_duration_since(now).saturating_sub(LEASE_MARGIN);
+    let bound = left.min(timeout);
+    (bound >= timeout / 2 && !bound.is_zero()).then_some(bound)
 }
 
 /// What an attempt tells the operational webhooks, as Svix decides it: the fourth
@@ -212,4 +238,21 @@ pub(crate) fn signed_request(
         }
     }
     Request { url: url.to_owned(), headers, body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_ends_before_its_lease_and_is_not_made_with_less_than_half_its_time() {
+        let now = Instant::now();
+        let timeout = Duration::from_secs(15);
+        let s = Duration::from_secs;
+        assert_eq!(attempt_bound(now + s(30), now, timeout), Some(timeout), "a fresh lease: the whole timeout");
+        assert_eq!(attempt_bound(now + s(12), now, timeout), Some(Duration::from_millis(11_500)), "cut to the lease");
+        assert_eq!(attempt_bound(now + s(8), now, timeout), Some(Duration::from_millis(7_500)), "half the timeout");
+        assert_eq!(attempt_bound(now + s(7), now, timeout), None, "less than half: not made");
+        assert_eq!(attempt_bound(now, now + s(1), timeout), None, "a lease run out: not made");
+    }
 }

@@ -2,8 +2,9 @@
 //! and no result lost or misjudged because Postgres was slow.
 //!
 //! A batch gathers what finishes within a few milliseconds and is one
-//! transaction. A refusal or a timeout that persists splits it: each result is
-//! then written alone, so the healthy ones land whatever the others wait on.
+//! transaction. A refusal, a lock not granted within the batch's second, or a
+//! timeout that persists splits it: each result is then written alone, so the
+//! healthy ones land whatever the others wait on.
 //! Waiting is never a verdict: a result that meets an outage, a stall or a lock
 //! (`Unavailable`, `TimedOut`) is written again, with backoff, until Postgres
 //! answers, however long that takes; only a result Postgres refuses
@@ -43,6 +44,11 @@ const RECORD_RETRY: Duration = Duration::from_millis(500);
 const MOST_WAIT: Duration = Duration::from_secs(5);
 /// How often a whole batch meets a timeout before it is split.
 const BATCH_TIMEOUTS: u32 = 2;
+/// The longest a batch waits for a lock before it is split (a result written
+/// alone waits as long as its statement may): the recorder takes the next batch
+/// only once this one is settled, so a row locked elsewhere (an API call, another
+/// recorder) holds up every tenant's results this long, not a statement timeout or two.
+const BATCH_LOCK_WAIT: Duration = Duration::from_secs(1);
 /// Results of a split batch written at once.
 const SPLIT_CONCURRENCY: usize = 8;
 /// Most results one batch takes.
@@ -98,12 +104,12 @@ struct Ctx {
     woken: mpsc::UnboundedSender<DateTime<Utc>>,
 }
 
-async fn write(ctx: &Ctx, outcomes: &[Outcome]) -> Result<Recorded, StoreError> {
+async fn write(ctx: &Ctx, outcomes: &[Outcome], lock_wait: Option<Duration>) -> Result<Recorded, StoreError> {
     // Timed out after the commit went through, the retry writes the same again:
     // recording is idempotent (attempt ids, and fencing tokens the first write cleared).
     db::bounded(ctx.state.db_budget(), async {
         let mut conn = db::conn(&ctx.state.db).await?;
-        results::record(&mut conn, outcomes, ctx.cfg.disable_after).await
+        results::record(&mut conn, outcomes, ctx.cfg.disable_after, lock_wait).await
     })
     .await
     .inspect_err(|e| db::forget_stale_plans(&ctx.state.db, e))
@@ -132,18 +138,22 @@ fn longer(wait: Duration) -> Duration {
     (wait * 2).min(MOST_WAIT)
 }
 
-/// Writes `outcomes` in one transaction, waiting out an outage; a refusal, or a
-/// timeout met [`BATCH_TIMEOUTS`] times (it may be one row's lock), is returned:
-/// the caller splits the batch.
+/// Writes `outcomes` in one transaction, waiting out an outage; a refusal, a lock
+/// not granted in time, or a timeout met [`BATCH_TIMEOUTS`] times, is returned:
+/// the caller splits the batch. The recorder waits for this before it takes the
+/// next batch, so a row lock holds up every tenant's results for at most the
+/// batch's [`BATCH_LOCK_WAIT`].
 async fn record_batch(ctx: &Ctx, outcomes: &[Outcome]) -> Result<(), StoreError> {
     let mut wait = RECORD_RETRY;
     let mut timeouts = 0;
     loop {
-        match write(ctx, outcomes).await {
+        match write(ctx, outcomes, Some(BATCH_LOCK_WAIT)).await {
             Ok(recorded) => {
                 count(ctx, outcomes, recorded);
                 return Ok(());
             }
+            // A lock held on one of its rows: that row's to wait out, not the batch's.
+            Err(e) if e.is_locked() => return Err(e),
             Err(e) if e.is_timeout() && timeouts + 1 >= BATCH_TIMEOUTS => return Err(e),
             Err(e) if e.is_unavailable() => {
                 timeouts += u32::from(e.is_timeout());
@@ -200,7 +210,7 @@ async fn split(ctx: Ctx, batch: Vec<Done>) {
             .map(|w| {
                 let ctx = &ctx;
                 async move {
-                    let written = match write(ctx, std::slice::from_ref(&w.outcome)).await {
+                    let written = match write(ctx, std::slice::from_ref(&w.outcome), None).await {
                         Ok(recorded) => {
                             count(ctx, std::slice::from_ref(&w.outcome), recorded);
                             Ok(())

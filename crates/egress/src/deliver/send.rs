@@ -185,9 +185,10 @@ impl Sender {
         }
     }
 
-    /// [`send`](Self::send) inside `span` (from [`attempt_span`]), which records the outcome.
-    pub async fn send_traced(&self, req: Request, span: tracing::Span) -> Sent {
-        let sent = self.send(req).instrument(span.clone()).await;
+    /// [`send_within`](Self::send_within) inside `span` (from [`attempt_span`]),
+    /// which records the outcome.
+    pub async fn send_traced(&self, req: Request, span: tracing::Span, bound: Duration) -> Sent {
+        let sent = self.send_within(req, bound).instrument(span.clone()).await;
         if sent.status != 0 {
             span.record("http.response.status_code", sent.status);
         }
@@ -198,7 +199,21 @@ impl Sender {
         sent
     }
 
+    /// The whole attempt's bound.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// One attempt within the sender's timeout.
     pub async fn send(&self, req: Request) -> Sent {
+        self.send_within(req, self.timeout).await
+    }
+
+    /// One attempt within `bound` (at most the sender's timeout), everything
+    /// included: the proxy's name lookup, the connection, a retry on a fresh one,
+    /// the response's body.
+    pub async fn send_within(&self, req: Request, bound: Duration) -> Sent {
+        let bound = bound.min(self.timeout);
         let started = Instant::now();
         let blocked = |b: Blocked| Sent {
             outcome: Outcome::Blocked,
@@ -216,24 +231,30 @@ impl Sender {
         }
         let mut private = false;
         if self.proxied {
-            match self.check_proxied_target(&url).await {
-                Ok(p) => private = p,
-                Err(refused) => return refused,
+            match tokio::time::timeout(bound, self.check_proxied_target(&url)).await {
+                Ok(Ok(p)) => private = p,
+                Ok(Err(refused)) => return refused,
+                Err(_) => {
+                    return failed(Outcome::Timeout, "timed out resolving the endpoint's host".into(), started)
+                }
             }
         }
         let body = bytes::Bytes::from(req.body);
-        let result = match self.client.post(url.clone()).headers(req.headers.clone()).body(body.clone()).send().await {
+        let left = |started: Instant| bound.checked_sub(started.elapsed()).filter(|l| !l.is_zero());
+        let Some(first) = left(started) else {
+            return failed(Outcome::Timeout, "timed out resolving the endpoint's host".into(), started);
+        };
+        let post = self.client.post(url.clone()).headers(req.headers.clone()).body(body.clone()).timeout(first);
+        let result = match post.send().await {
             // A kept-alive connection the receiver closed as the request went out
             // (its idle timeout and our reuse crossing): nothing was answered, so
             // the request is sent once more, at once, on a new connection, within
             // the attempt's bound. It counts as one attempt, as the receiver saw at
             // most one request it could answer; should it have read the first one,
             // it gets the same `webhook-id` twice, which at-least-once allows.
-            Err(e) if closed_before_answer(&e) => match self.timeout.checked_sub(started.elapsed()) {
-                Some(left) if !left.is_zero() => {
-                    self.client.post(url).headers(req.headers).body(body).timeout(left).send().await
-                }
-                _ => Err(e),
+            Err(e) if closed_before_answer(&e) => match left(started) {
+                Some(left) => self.client.post(url).headers(req.headers).body(body).timeout(left).send().await,
+                None => Err(e),
             },
             sent => sent,
         };

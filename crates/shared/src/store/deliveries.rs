@@ -41,6 +41,9 @@ pub struct Claimed {
     pub endpoint_id: EndpointId,
     /// The claim's fencing token: results are written only while it is the row's.
     pub lease: i64,
+    /// No later than the lease's end as Postgres counts it (taken before the
+    /// claim's transaction began): past it, another worker may take the row.
+    pub lease_ends: std::time::Instant,
     /// Attempts made so far in this schedule run.
     pub attempts: i32,
     pub trigger: Trigger,
@@ -92,7 +95,7 @@ pub(super) fn claimed_rows(messages: &str) -> String {
 }
 
 /// A claimed delivery from a row of [`claimed_rows`].
-pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64) -> Claimed {
+pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64, lease_ends: std::time::Instant) -> Claimed {
     let url: Option<String> = r.get(8);
     Claimed {
         tenant_id: TenantId::from_db(r.get(0)),
@@ -100,6 +103,7 @@ pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64) -> Claimed {
         msg_id: MessageId::from_db(r.get(2)),
         endpoint_id: EndpointId::from_db(r.get(3)),
         lease: token,
+        lease_ends,
         attempts: r.get(4),
         trigger: Trigger::from_db(r.get(5)),
         due_at: r.get(15),

@@ -12,6 +12,10 @@ pub enum StoreError {
     /// a batch on it rather than waiting.
     #[error("database step timed out: {0}")]
     TimedOut(String),
+    /// A row or table lock held elsewhere outlasted the lock timeout (55P03):
+    /// one row's doing, never a verdict on Postgres. Answered like an outage.
+    #[error("database lock not granted in time: {0}")]
+    Locked(String),
     #[error("invalid database configuration: {0}")]
     Config(tokio_postgres::Error),
     /// `DATABASE_URL`'s TLS settings cannot be used; the message names the setting.
@@ -54,9 +58,12 @@ impl From<tokio_postgres::Error> for StoreError {
             if matches!(db.code().code(), "22P05" | "22021") {
                 return StoreError::InvalidText;
             }
-            // 57014: canceled by statement_timeout (or lock_timeout's 55P03 below).
-            if matches!(db.code().code(), "57014" | "55P03") {
+            // 57014: canceled by statement_timeout; 55P03: by lock_timeout.
+            if db.code().code() == "57014" {
                 return StoreError::TimedOut(e.to_string());
+            }
+            if db.code().code() == "55P03" {
+                return StoreError::Locked(e.to_string());
             }
             // 40P01 (deadlock) and 40001 (serialization): this attempt lost a race the
             // database settled; the same statement again succeeds.
@@ -83,7 +90,10 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 impl StoreError {
     /// Whether the answer is "retry later" (503): an outage or a timeout.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::LostRace(_))
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::Locked(_) | StoreError::LostRace(_)
+        )
     }
 
     /// Whether running the same statement again is the remedy (a deadlock).
@@ -93,6 +103,11 @@ impl StoreError {
 
     pub fn is_timeout(&self) -> bool {
         matches!(self, StoreError::TimedOut(_))
+    }
+
+    /// Whether a lock held elsewhere was waited on past the lock timeout.
+    pub fn is_locked(&self) -> bool {
+        matches!(self, StoreError::Locked(_))
     }
 }
 

@@ -5,7 +5,7 @@
 //! endpoint may start now; one statement per tenant. What an endpoint cannot
 //! take now is not read, claimed or rewritten.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 
@@ -143,6 +143,25 @@ fn take(pause: bool, bounds: &str) -> String {
     )
 }
 
+/// A claim's lease: how long, and a moment no later than the `now()` it counts from.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease {
+    pub length: Duration,
+    pub began: Instant,
+}
+
+impl Lease {
+    /// A lease taken now (for a claim made outside [`claim_all`]).
+    pub fn from_now(length: Duration) -> Self {
+        Lease { length, began: Instant::now() }
+    }
+
+    /// No later than the lease's end as Postgres counts it.
+    pub fn ends(&self) -> Instant {
+        self.began + self.length
+    }
+}
+
 /// Claims, for each wanted endpoint of the tenant, up to its room of its due
 /// deliveries, oldest due first (a hinted want: lowest message id first, among
 /// its range), under a lease and a fresh fencing token. A disabled or deleted
@@ -157,7 +176,7 @@ pub async fn claim(
     db: &impl GenericClient,
     tenant: &TenantId,
     wants: &[Want],
-    lease: Duration,
+    lease: Lease,
 ) -> Result<Vec<Claimed>, StoreError> {
     let (hinted, due): (Vec<&Want>, Vec<&Want>) = wants.iter().partition(|w| w.range.is_some());
     let mut claimed = claim_some(db, tenant, &due, lease).await?;
@@ -179,6 +198,8 @@ pub async fn claim_all(
     by_tenant: &std::collections::BTreeMap<TenantId, Vec<Want>>,
     lease: Duration,
 ) -> Result<Vec<Claimed>, StoreError> {
+    // Before the transaction begins, so before the `now()` its leases count from.
+    let lease = Lease { length: lease, began: Instant::now() };
     let tx = db.transaction().await?;
     tx.batch_execute("SET LOCAL synchronous_commit = off").await?;
     let parts =
@@ -192,7 +213,7 @@ async fn claim_some(
     db: &impl GenericClient,
     tenant: &TenantId,
     wants: &[&Want],
-    lease: Duration,
+    lease: Lease,
 ) -> Result<Vec<Claimed>, StoreError> {
     if wants.is_empty() {
         return Ok(Vec::new());
@@ -259,7 +280,7 @@ async fn claim_some(
         wants.iter().map(|w| (w.app_id.to_string(), w.endpoint_id.to_string())).unzip();
     let rooms: Vec<i64> = wants.iter().map(|w| w.room).collect();
     let (los, his) = (range(|r| &r.0), range(|r| &r.1));
-    let secs = lease.as_secs_f64();
+    let secs = lease.length.as_secs_f64();
     let tenant_id = tenant.as_str();
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
         vec![&tenant_id, &apps, &eps, &rooms, &los, &his, &secs, &token];
@@ -267,5 +288,5 @@ async fn claim_some(
         params.extend([&lo as &(dyn tokio_postgres::types::ToSql + Sync), &hi]);
     }
     let rows = db.query(&statement, &params).await?;
-    Ok(rows.iter().map(|r| Claimed { by_hint: hinted, ..claimed_from_row(r, token) }).collect())
+    Ok(rows.iter().map(|r| Claimed { by_hint: hinted, ..claimed_from_row(r, token, lease.ends()) }).collect())
 }

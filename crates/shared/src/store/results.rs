@@ -22,16 +22,24 @@ use crate::{
 /// brought forward) and its endpoints' health; then the notices. The tenants'
 /// statements go out together (pipelined), so a batch costs one round trip per
 /// statement kind whatever the tenants in it.
+///
+/// `lock_wait` bounds each wait for a lock (a row an API call or another recorder
+/// holds) below the statement timeout: past it, [`StoreError::Locked`].
 pub async fn record(
     db: &mut deadpool_postgres::Client,
     outcomes: &[Outcome],
     disable_after: Duration,
+    lock_wait: Option<Duration>,
 ) -> Result<Recorded, StoreError> {
     let mut by_tenant: BTreeMap<&TenantId, Vec<&Outcome>> = BTreeMap::new();
     for o in outcomes {
         by_tenant.entry(&o.tenant_id).or_default().push(o);
     }
     let tx = db.transaction().await?;
+    if let Some(wait) = lock_wait {
+        // One more round trip per batch, against a recorder held up by one locked row.
+        tx.batch_execute(&format!("SET LOCAL lock_timeout = {}", wait.as_millis().max(1))).await?;
+    }
     let parts = futures_util::future::try_join_all(
         by_tenant.iter().map(|(tenant, outs)| record_tenant(&tx, tenant, outs, disable_after)),
     )
