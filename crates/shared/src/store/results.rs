@@ -139,11 +139,15 @@ async fn attempts(
                     u.response, u.ms, u.headers::jsonb
                 FROM u
                 WHERE EXISTS (SELECT 1 FROM messages m
-                    WHERE m.tenant_id = $1 AND m.id = ANY ($4) AND m.id BETWEEN $13 AND $14
+                    WHERE m.tenant_id = $1 AND m.id BETWEEN $13 AND $14
                       AND m.app_id = u.app_id AND m.id = u.msg_id)
                 ON CONFLICT (tenant_id, app_id, msg_id, id) DO NOTHING
                 RETURNING tenant_id, id, status
-             ), counted AS (SELECT ins.tenant_id, ins.status, u.bytes FROM ins JOIN u ON u.id = ins.id), {}
+             ),
+             -- What was inserted, with its size: a hashed subplan (`IS TRUE` keeps
+             -- Postgres from making it a join, which with hash joins off is a nested
+             -- loop over both lists: 110 ms for a batch of 1,000 against 15).
+             counted AS (SELECT u.tenant_id, u.status, u.bytes FROM u WHERE (u.id IN (SELECT id FROM ins)) IS TRUE), {}
              SELECT 1",
             usage::bump(
                 "usage",
@@ -205,7 +209,7 @@ async fn states(
                 FROM unnest($2::text[], $3::text[], $4::text[], $5::smallint[], $6::timestamptz[],
                         $7::int[], $8::bigint[], $11::bool[])
                     AS u(app_id, msg_id, endpoint_id, status, next, tried, token, noticed)
-                WHERE d.tenant_id = $1 AND d.msg_id = ANY ($3) AND d.msg_id BETWEEN $9 AND $10
+                WHERE d.tenant_id = $1 AND d.msg_id BETWEEN $9 AND $10
                   AND d.app_id = u.app_id AND d.msg_id = u.msg_id AND d.endpoint_id = u.endpoint_id
                   AND d.lease_token = u.token
                 RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.status, d.next_attempt_at, u.noticed
