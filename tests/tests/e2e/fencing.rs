@@ -83,6 +83,7 @@ fn outcome(c: &deliveries::Claimed, status: DeliveryStatus, success: bool) -> Ou
             status_code: if success { 200 } else { 500 },
             response: String::new(),
             duration_ms: 1,
+            at: chrono::Utc::now(),
             request_headers: "{}".into(),
             bytes: 2,
         }),
@@ -135,6 +136,58 @@ async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_
     // Its attempt happened, so it is kept: two attempts, the owner's success first.
     let attempts = t.get(&format!("/api/v1/app/{a}/attempt/msg/{}", new[0].msg_id)).await;
     assert_eq!(attempts["data"].as_array().unwrap().len(), 2, "{attempts}");
+}
+
+/// Endpoint health goes by when attempts were made: a success recorded late (its
+/// claim lost long ago) does not end a failure streak that began after it, while
+/// one made after the streak began does. (Before, any success recorded cleared
+/// the streak, so a stale one put off the endpoint's disabling.)
+#[tokio::test]
+async fn a_success_recorded_late_does_not_end_a_failure_streak_that_began_after_it() {
+    let test_db = TestDb::new().await;
+    let env = default_env(&test_db);
+    let app = TestApp::spawn_role(test_db, env, Role::Api).await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let ep = t.endpoint(&a, "http://127.0.0.1:9/hook", json!({})).await["id"].as_str().unwrap().to_owned();
+    t.message(&a, "x", json!({})).await;
+    let pool = db::pool(&app.db.url, 2, Duration::from_secs(2), Duration::from_secs(5), db::Plans::Chosen).unwrap();
+    let conn = db::conn(&pool).await.unwrap();
+    let old = claim_all(&conn, Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let new = claim_all(&conn, Duration::from_secs(60)).await;
+    assert_eq!((old.len(), new.len()), (1, 1));
+    let failing_since = || async {
+        let row = conn_query(&app.db.url, "SELECT failing_since FROM endpoints WHERE id = $1", &ep).await;
+        row.get::<_, Option<chrono::DateTime<chrono::Utc>>>(0)
+    };
+    let record = |o: Outcome| {
+        let pool = pool.clone();
+        async move {
+            let mut conn = db::conn(&pool).await.unwrap();
+            results::record(&mut conn, &[o], Duration::from_secs(3600), None).await.unwrap();
+        }
+    };
+    // The new owner's attempt fails: a streak begins.
+    let mut failed = outcome(&new[0], DeliveryStatus::Pending, false);
+    failed.next_attempt_at = Some(chrono::Utc::now() + chrono::Duration::hours(1));
+    record(failed).await;
+    let since = failing_since().await.expect("a failure begins a streak");
+    // The first owner's success, made ten seconds before that, recorded only now.
+    let mut late = outcome(&old[0], DeliveryStatus::Success, true);
+    late.attempt.as_mut().unwrap().at = chrono::Utc::now() - chrono::Duration::seconds(10);
+    record(late).await;
+    assert_eq!(failing_since().await, Some(since), "a success made before the streak began does not end it");
+    // A success made now ends it.
+    record(outcome(&old[0], DeliveryStatus::Success, true)).await;
+    assert_eq!(failing_since().await, None, "a success made after the streak began ends it");
+    drop(conn);
+}
+
+async fn conn_query(url: &str, sql: &str, id: &str) -> tokio_postgres::Row {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client.query_one(sql, &[&id]).await.unwrap()
 }
 
 /// An API process, and a connection made as the delivery worker makes its own

@@ -145,6 +145,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         status_code: sent.status as i16,
         response: sent.body,
         duration_ms: sent.duration.as_millis() as i64,
+        at: Utc::now(),
         request_headers,
         bytes,
     });

@@ -234,9 +234,7 @@ impl Sender {
             match tokio::time::timeout(bound, self.check_proxied_target(&url)).await {
                 Ok(Ok(p)) => private = p,
                 Ok(Err(refused)) => return refused,
-                Err(_) => {
-                    return failed(Outcome::Timeout, "timed out resolving the endpoint's host".into(), started)
-                }
+                Err(_) => return failed(Outcome::Timeout, "timed out resolving the endpoint's host".into(), started),
             }
         }
         let body = bytes::Bytes::from(req.body);

@@ -135,6 +135,8 @@ pub struct AttemptRecord {
     pub status_code: i16,
     pub response: String,
     pub duration_ms: i64,
+    /// When it ended: what endpoint health goes by, whenever it is recorded.
+    pub at: DateTime<Utc>,
     /// The request's headers as a JSON object (sensitive values redacted).
     pub request_headers: String,
     /// The request body's size, for usage.

@@ -2,7 +2,7 @@
 //! notices they give, for a batch of outcomes in one transaction; each tenant's
 //! part in statements that name that tenant alone.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -248,9 +248,14 @@ async fn states(
     Ok((applied as u64, noticed))
 }
 
-/// Endpoint health, one row per endpoint: any success in the batch clears the
-/// streak; failing longer than `disable_after`, or a 410, disables. Returns the
-/// endpoints this statement disabled, with since when they failed.
+/// Endpoint health, one row per endpoint, by when its attempts were made rather
+/// than when they are recorded: a success clears the failure streak unless the
+/// streak began after it (a result recorded late, its claim long lost, or held
+/// up by a stall, says nothing of the failures since); failures after the
+/// batch's last success begin a streak, or carry one on. A streak that fails
+/// again when it is older than `disable_after` (never in the batch that began
+/// it), or a 410, disables. Returns the endpoints this statement
+/// disabled, with since when they failed.
 ///
 /// The rows are locked first, in key order, and the new state computed from
 /// them as locked: two recorders disabling one endpoint at once see each other's
@@ -262,33 +267,44 @@ async fn health(
     attempted: &[&Outcome],
     disable_after: Duration,
 ) -> Result<Vec<(AppId, EndpointId, Option<DateTime<Utc>>)>, StoreError> {
-    let mut by_endpoint: HashMap<(String, String), (bool, bool)> = HashMap::new();
-    for o in attempted {
-        let e = by_endpoint.entry((o.app_id.to_string(), o.endpoint_id.to_string())).or_insert((false, false));
-        e.0 |= o.attempt.as_ref().is_some_and(|a| a.success);
-        e.1 |= o.disable_endpoint;
-    }
+    let by_endpoint = endpoint_health(attempted);
     if by_endpoint.is_empty() {
         return Ok(Vec::new());
     }
-    let keys: Vec<_> = by_endpoint.into_iter().collect();
     let statement = tx
         .prepare_cached(
             "WITH u AS (
-                SELECT * FROM unnest($2::text[], $3::text[], $4::bool[], $5::bool[]) AS u(app_id, id, ok, gone)
+                SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::bool[], $7::timestamptz[])
+                    AS u(app_id, id, ok_at, gone, fail_at)
              ), cur AS (
                 SELECT e.app_id, e.id, e.disabled, e.failing_since FROM endpoints e
                 JOIN u ON e.tenant_id = $1 AND e.app_id = u.app_id AND e.id = u.id
                 ORDER BY e.app_id, e.id
                 FOR NO KEY UPDATE OF e
+             ), next AS (
+                SELECT c.app_id, c.id, c.disabled, u.gone,
+                    -- A streak that was there before this batch and fails in it again.
+                    c.failing_since IS NOT NULL AND u.fail_at IS NOT NULL AS goes_on,
+                    CASE
+                        -- Nothing failed after the batch's last success: the streak
+                        -- ends, unless it began after that success.
+                        WHEN u.fail_at IS NULL THEN
+                            CASE WHEN c.failing_since > u.ok_at THEN c.failing_since END
+                        -- Failures only, or a streak begun after the success: it goes on
+                        -- from its first failure.
+                        WHEN u.ok_at IS NULL OR c.failing_since > u.ok_at THEN LEAST(c.failing_since, u.fail_at)
+                        -- A success, then failures: a streak from the first of them.
+                        ELSE u.fail_at
+                    END AS failing_since
+                FROM cur c JOIN u ON u.app_id = c.app_id AND u.id = c.id
              )
              UPDATE endpoints e SET
-                failing_since = CASE WHEN u.ok THEN NULL ELSE COALESCE(c.failing_since, now()) END,
-                disabled = c.disabled OR u.gone
-                    OR (NOT u.ok AND COALESCE(c.failing_since, now()) < now() - make_interval(secs => $6))
-             FROM cur c JOIN u ON u.app_id = c.app_id AND u.id = c.id
-             WHERE e.tenant_id = $1 AND e.app_id = c.app_id AND e.id = c.id
-             RETURNING e.disabled AND NOT c.disabled, e.app_id, e.id, e.failing_since",
+                failing_since = n.failing_since,
+                disabled = n.disabled OR n.gone
+                    OR (n.goes_on AND n.failing_since < now() - make_interval(secs => $6))
+             FROM next n
+             WHERE e.tenant_id = $1 AND e.app_id = n.app_id AND e.id = n.id
+             RETURNING e.disabled AND NOT n.disabled, e.app_id, e.id, e.failing_since",
         )
         .await?;
     let rows = tx
@@ -296,11 +312,12 @@ async fn health(
             &statement,
             &[
                 &tenant.as_str(),
-                &keys.iter().map(|(k, _)| k.0.clone()).collect::<Vec<_>>(),
-                &keys.iter().map(|(k, _)| k.1.clone()).collect::<Vec<_>>(),
-                &keys.iter().map(|(_, v)| v.0).collect::<Vec<_>>(),
-                &keys.iter().map(|(_, v)| v.1).collect::<Vec<_>>(),
+                &by_endpoint.iter().map(|(k, _)| k.0.clone()).collect::<Vec<_>>(),
+                &by_endpoint.iter().map(|(k, _)| k.1.clone()).collect::<Vec<_>>(),
+                &by_endpoint.iter().map(|(_, h)| h.ok_at).collect::<Vec<_>>(),
+                &by_endpoint.iter().map(|(_, h)| h.gone).collect::<Vec<_>>(),
                 &disable_after.as_secs_f64(),
+                &by_endpoint.iter().map(|(_, h)| h.fail_at).collect::<Vec<_>>(),
             ],
         )
         .await?;
@@ -311,9 +328,105 @@ async fn health(
         .collect())
 }
 
+/// What a batch says of one endpoint's health.
+#[derive(Debug, Default, PartialEq)]
+struct Health {
+    /// When its last successful attempt was made.
+    ok_at: Option<DateTime<Utc>>,
+    /// When its first failed attempt after that (or its first, without one) was made.
+    fail_at: Option<DateTime<Utc>>,
+    /// Answered 410 Gone.
+    gone: bool,
+}
+
+/// Each endpoint's [`Health`] from the batch's attempts, in key order.
+fn endpoint_health(attempted: &[&Outcome]) -> Vec<((String, String), Health)> {
+    let mut by_endpoint: BTreeMap<(String, String), Health> = BTreeMap::new();
+    for o in attempted {
+        let Some(a) = &o.attempt else { continue };
+        let h = by_endpoint.entry((o.app_id.to_string(), o.endpoint_id.to_string())).or_default();
+        h.gone |= o.disable_endpoint;
+        if a.success {
+            h.ok_at = h.ok_at.max(Some(a.at));
+        }
+    }
+    for o in attempted {
+        let Some(a) = o.attempt.as_ref().filter(|a| !a.success) else { continue };
+        let h = by_endpoint.get_mut(&(o.app_id.to_string(), o.endpoint_id.to_string())).expect("entered above");
+        if h.ok_at.is_none_or(|ok| a.at > ok) {
+            h.fail_at = Some(h.fail_at.map_or(a.at, |f| f.min(a.at)));
+        }
+    }
+    by_endpoint.into_iter().collect()
+}
+
 /// Whether an outcome may tell the operational webhooks something: it has a
 /// notice, or it is a scheduled attempt that failed (its endpoint may be disabled
 /// by it, which makes it the delivery's last).
 fn may_notice(o: &Outcome) -> bool {
     o.notice.is_some() || (o.trigger != Trigger::Manual && o.attempt.as_ref().is_some_and(|a| !a.success))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        ids::{AttemptId, MessageId},
+        store::deliveries::AttemptRecord,
+    };
+
+    fn attempt(endpoint: &str, success: bool, secs_ago: i64) -> Outcome {
+        Outcome {
+            tenant_id: TenantId::from_db("tnt_a".into()),
+            app_id: AppId::from_db("app_a".into()),
+            msg_id: MessageId::from_db("msg_a".into()),
+            endpoint_id: EndpointId::from_db(endpoint.into()),
+            lease: 1,
+            trigger: Trigger::Scheduled,
+            attempt: Some(AttemptRecord {
+                id: AttemptId::generate(),
+                url: String::new(),
+                success,
+                status_code: if success { 200 } else { 500 },
+                response: String::new(),
+                duration_ms: 1,
+                at: Utc::now() - chrono::Duration::seconds(secs_ago),
+                request_headers: "{}".into(),
+                bytes: 0,
+            }),
+            status: DeliveryStatus::Success,
+            next_attempt_at: None,
+            disable_endpoint: false,
+            notice: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_says_when_an_endpoint_last_succeeded_and_when_it_failed_after() {
+        let batch = [
+            attempt("ep_1", false, 30),
+            attempt("ep_1", true, 20),
+            attempt("ep_1", false, 10),
+            attempt("ep_1", false, 5),
+        ];
+        let h = endpoint_health(&batch.iter().collect::<Vec<_>>());
+        let at = |i: usize| Some(batch[i].attempt.as_ref().unwrap().at);
+        assert_eq!(
+            h[0].1,
+            Health { ok_at: at(1), fail_at: at(2), gone: false },
+            "failures before the success do not count"
+        );
+        let batch = [attempt("ep_1", false, 10), attempt("ep_1", true, 20), attempt("ep_2", false, 3)];
+        let h = endpoint_health(&batch.iter().collect::<Vec<_>>());
+        assert_eq!(
+            h[0].1,
+            Health { ok_at: at_of(&batch[1]), fail_at: at_of(&batch[0]), gone: false },
+            "in time order, not batch order"
+        );
+        assert_eq!(h[1].1, Health { ok_at: None, fail_at: at_of(&batch[2]), gone: false });
+    }
+
+    fn at_of(o: &Outcome) -> Option<DateTime<Utc>> {
+        Some(o.attempt.as_ref().unwrap().at)
+    }
 }
