@@ -198,7 +198,7 @@ async fn a_delivery_paused_after_its_tenant_was_resumed_is_resumed_by_the_sweep(
     }
     // The race: the operator's resume ran before that claim paused the row, so the
     // tenant is enabled and nothing made the row due. Modelled by enabling it in SQL.
-    client.execute("UPDATE tenants SET disabled = false, updated_at = now()", &[]).await.unwrap();
+    client.execute("UPDATE tenants SET disabled = false, enabled_at = now(), updated_at = now()", &[]).await.unwrap();
     let got = sink.wait_for(2, Duration::from_secs(15)).await;
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"), "the same delivery, resumed");
 }

@@ -199,9 +199,9 @@ pub async fn resume_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result
 /// `limit` per call; returns how many. `resume_tenant` does this at once when the
 /// operator re-enables a tenant, but a claim that read the tenant as disabled just
 /// before (a statement of at most a few seconds) can pause rows after it ran:
-/// this sweep, run periodically, catches those. It looks only at tenants changed
-/// in the last two minutes, so the paused rows of tenants still disabled (or
-/// deleted) cost it nothing.
+/// this sweep, run periodically, catches those. It looks only at tenants enabled
+/// again in the last two minutes (`enabled_at`), so the paused rows of tenants
+/// still disabled (or deleted), and tenants never disabled, cost it nothing.
 pub async fn resume_enabled(db: &impl GenericClient, limit: i64) -> Result<u64, StoreError> {
     let row = db
         .query_one(
@@ -211,7 +211,7 @@ pub async fn resume_enabled(db: &impl GenericClient, limit: i64) -> Result<u64, 
                     FROM (SELECT d.tenant_id, d.app_id, d.msg_id, d.endpoint_id
                           FROM tenants t JOIN deliveries d ON d.tenant_id = t.id
                           WHERE NOT t.disabled AND t.deleted_at IS NULL
-                            AND t.updated_at > now() - interval '2 minutes'
+                            AND t.enabled_at > now() - interval '2 minutes'
                             AND d.status = 1 AND d.next_attempt_at IS NULL
                           LIMIT $1 FOR UPDATE OF d SKIP LOCKED) r
                     WHERE d.tenant_id = r.tenant_id AND d.app_id = r.app_id AND d.msg_id = r.msg_id

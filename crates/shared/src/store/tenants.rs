@@ -127,6 +127,7 @@ pub async fn update(
             name = COALESCE($2, name),
             uid = CASE WHEN $3 THEN $4 ELSE uid END,
             disabled = COALESCE($5, disabled),
+            enabled_at = CASE WHEN disabled AND NOT COALESCE($5, true) THEN now() ELSE enabled_at END,
             svix_headers = COALESCE($6, svix_headers),
             inbound_days = CASE WHEN $7 THEN $8 ELSE inbound_days END,
             message_days = CASE WHEN $9 THEN $10 ELSE message_days END,
