@@ -16,6 +16,11 @@ use crate::{db, ids::TenantId, store::tenants, store::StoreError, AppState};
 /// made every tenant wait out one slow lookup).
 static REFRESH: [tokio::sync::Mutex<()>; 64] = [const { tokio::sync::Mutex::const_new(()) }; 64];
 
+/// Refreshes under way at once per process, whatever the tenants: with Postgres
+/// slow, refreshes of many tenants must not take every pooled connection from
+/// the claim and the recorder.
+static REFRESHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 fn refresh_lock(tenant: &TenantId) -> &'static tokio::sync::Mutex<()> {
     use std::hash::{BuildHasher, BuildHasherDefault};
     let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(tenant.as_str());
@@ -32,6 +37,7 @@ pub async fn allowed(state: &AppState, tenant: &TenantId) -> Result<Arc<Vec<IpNe
         if let Some(nets) = state.caches.networks.get(tenant) {
             return Ok(nets);
         }
+        let _slot = REFRESHING.acquire().await.expect("the semaphore is never closed");
         let conn = db::conn(&state.db).await?;
         let own = tenants::egress_networks(&**conn, tenant).await?;
         let nets = Arc::new(merged(&state.config.egress_allow_networks, &own));

@@ -353,12 +353,13 @@ async fn a_slow_request_can_neither_release_nor_answer_for_the_key_its_successor
 }
 
 /// Time spent between a claim and its request (here a throttle check waiting on
-/// a stalled Redis) comes off the attempt's bound: the attempt ends before its
-/// lease does, so no other claim sends the delivery while it is still in flight.
-/// (Before, the request had its whole timeout from whenever it started: the lease
-/// ran out under it and the delivery went out a second time beside it.)
+/// a stalled Redis) would leave the request in flight past its lease; the lease
+/// is renewed first (fenced by the claim's token), so the request gets its whole
+/// timeout and no other claim sends the delivery beside it. (Before, the request
+/// had its whole timeout from whenever it started: the lease ran out under it
+/// and the delivery went out a second time beside it.)
 #[tokio::test]
-async fn an_attempt_started_late_in_its_lease_ends_before_the_lease_so_it_is_never_in_flight_twice() {
+async fn a_claim_that_waited_before_sending_renews_its_lease_so_its_request_is_never_in_flight_twice() {
     let redis = RedisServer::start();
     let url = redis.url();
     let app = TestApp::spawn_with(|env| {
@@ -376,23 +377,19 @@ async fn an_attempt_started_late_in_its_lease_ends_before_the_lease_so_it_is_nev
     sink.set(Behaviour { delay: Duration::from_secs(14), ..Behaviour::default() });
     let a = t.application().await;
     t.endpoint(&a, &sink.url, json!({"throttleRate": 100})).await;
-    // The throttle's check waits out Redis's timeouts after the claim (with more
-    // than half the timeout left of the lease: less, and no attempt is made).
+    // The throttle's check waits out Redis's timeouts after the claim.
     redis.pause();
     let paused = std::time::Instant::now();
     let msg = t.message(&a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
     let created = paused.elapsed();
     sink.wait_for(1, Duration::from_secs(20)).await;
     eprintln!("created after {created:?}, sent after {:?}", paused.elapsed());
-    let sent_at = std::time::Instant::now();
     redis.resume();
     // Past the lease's end, and past the first request's answer.
     tokio::time::sleep(Duration::from_secs(17)).await;
     assert_eq!(sink.received().len(), 1, "the delivery went out again while its first request was in flight");
     let attempts = t.get(&format!("/api/v1/app/{a}/attempt/msg/{msg}")).await;
     let first = &attempts["data"][0];
-    assert_eq!(first["responseStatusCode"], 0, "the attempt was cut at its lease, a timeout: {attempts}");
-    let took = first["responseDurationMs"].as_i64().unwrap_or_default();
-    assert!(took < 12_500, "cut to what the lease had left, not the 15 s timeout: {took} ms");
-    assert!(sent_at.elapsed() >= Duration::from_secs(17));
+    assert_eq!(first["responseStatusCode"], 200, "the attempt had its whole timeout: {attempts}");
+    assert_eq!(attempts["data"].as_array().map(Vec::len), Some(1), "{attempts}");
 }

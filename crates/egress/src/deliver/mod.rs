@@ -86,7 +86,7 @@ pub struct Worker {
 struct Done {
     outcome: Outcome,
     permit: OwnedSemaphorePermit,
-    /// About when the delivery was claimed: its lease runs from then.
+    /// When the delivery's claim began: its lease runs from then (unless renewed).
     claimed: Instant,
 }
 
@@ -304,7 +304,8 @@ fn start(
     }
     w.shares.start(&queue);
     let slot = shares::Slot { worker: w.clone(), queue };
-    let claimed = Instant::now();
+    // When its lease began, as near as this side knows (before the claim's transaction).
+    let claimed = c.lease_ends.checked_sub(w.cfg.lease).unwrap_or_else(Instant::now);
     tokio::spawn(async move {
         let outcome = w.deliver(c, claim).await;
         drop(slot);

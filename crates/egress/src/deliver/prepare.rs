@@ -9,10 +9,12 @@ use std::{
 
 use chrono::Utc;
 use hookgate_shared::{
+    db,
     ids::AttemptId,
     store::{
         deliveries::{AttemptRecord, Claimed, Outcome},
         operational::AttemptNotice,
+        queues,
     },
     trace,
 };
@@ -123,15 +125,22 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         }
     };
     // The attempt ends before the lease does, or another worker could send the
-    // same delivery while this one is still in flight. Time spent since the
-    // claim (its commit, the throttle, the networks) comes off what is left; with
-    // less than half the timeout left, no attempt is made: due again at once, a
-    // fresh claim gives it its full time.
-    let Some(bound) = attempt_bound(c.lease_ends, Instant::now(), w.cfg.timeout) else {
-        tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, "too little of the lease left to send; delivery due again");
-        out.status = DeliveryStatus::Pending;
-        out.next_attempt_at = Some(Utc::now());
-        return out;
+    // same delivery while this one still waits for its answer.
+    let bound = match room_in_lease(w, &c).await {
+        Room::Send(bound) => bound,
+        Room::NotOwner => {
+            // Its result is fenced off: what it says does not matter.
+            tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, "the claim passed on before sending; not sent");
+            out.status = DeliveryStatus::Pending;
+            out.next_attempt_at = Some(Utc::now());
+            return out;
+        }
+        Room::Later => {
+            tracing::warn!(msg = %c.msg_id, endpoint = %c.endpoint_id, "too little of the lease left to send; delivery due again");
+            out.status = DeliveryStatus::Pending;
+            out.next_attempt_at = Some(Utc::now() + Duration::from_secs(1));
+            return out;
+        }
     };
     let sent = sender.send_traced(request, span, bound).await;
     w.metrics.duration.observe(sent.duration.as_secs_f64());
@@ -166,6 +175,42 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
 /// Kept between an attempt's end and its lease's: the request's last bytes and
 /// the clocks' granularity.
 const LEASE_MARGIN: Duration = Duration::from_millis(500);
+
+/// What the claim's lease leaves for the attempt.
+enum Room {
+    /// Send, within this bound.
+    Send(Duration),
+    /// Another claim owns the delivery now (a resend, or a lease that ran out).
+    NotOwner,
+    /// Too little left, and the lease could not be renewed (Postgres is slow).
+    Later,
+}
+
+/// The attempt's bound. Time spent since the claim (its commit, the throttle's
+/// Redis, the networks lookup) comes off the lease; when less than the timeout
+/// is left, the lease is renewed first (fenced by the claim's token), so the
+/// attempt gets its whole timeout and the endpoint is not blamed for the time
+/// Hookgate lost. If the renewal cannot be made, what is left bounds the attempt
+/// ([`attempt_bound`]).
+async fn room_in_lease(w: &Worker, c: &Claimed) -> Room {
+    let timeout = w.cfg.timeout;
+    let mut ends = c.lease_ends;
+    if ends.saturating_duration_since(Instant::now()) < timeout + LEASE_MARGIN {
+        let renewed = db::bounded(w.state().db_budget(), async {
+            let conn = db::conn(&w.state().db).await?;
+            queues::extend_lease(&conn, c, w.cfg.lease).await
+        })
+        .await;
+        match renewed {
+            Ok(Some(lease)) => ends = lease.ends(),
+            Ok(None) => return Room::NotOwner,
+            Err(e) => {
+                tracing::warn!(error = %e, msg = %c.msg_id, "renewing a lease failed; the attempt gets what is left")
+            }
+        }
+    }
+    attempt_bound(ends, Instant::now(), timeout).map_or(Room::Later, Room::Send)
+}
 
 /// How long the attempt may take: the timeout, or what is left of the lease
 /// less [`LEASE_MARGIN`] if that is shorter; `None` when that is under half the timeout.

@@ -2,11 +2,12 @@
 //! and no result lost or misjudged because Postgres was slow.
 //!
 //! A batch gathers what finishes within a few milliseconds and is one
-//! transaction. A refusal, a lock not granted within the batch's second, or a
-//! timeout that persists splits it: each result is then written alone, so the
-//! healthy ones land whatever the others wait on.
+//! transaction. A batch that waits more than a second for a lock is set apart
+//! (the recorder goes on with the next) and tried once more as a whole; that, a
+//! refusal, or a timeout that persists splits it: each result is then written
+//! alone, so the healthy ones land whatever the others wait on.
 //! Waiting is never a verdict: a result that meets an outage, a stall or a lock
-//! (`Unavailable`, `TimedOut`) is written again, with backoff, until Postgres
+//! (`Unavailable`, `TimedOut`, `Locked`) is written again, with backoff, until Postgres
 //! answers, however long that takes; only a result Postgres refuses
 //! [`RECORD_TRIES`] times is quarantined. Results wait in memory, each holding
 //! its worker slot, so the worker claims nothing more meanwhile: the memory is
@@ -44,10 +45,11 @@ const RECORD_RETRY: Duration = Duration::from_millis(500);
 const MOST_WAIT: Duration = Duration::from_secs(5);
 /// How often a whole batch meets a timeout before it is split.
 const BATCH_TIMEOUTS: u32 = 2;
-/// The longest a batch waits for a lock before it is split (a result written
-/// alone waits as long as its statement may): the recorder takes the next batch
-/// only once this one is settled, so a row locked elsewhere (an API call, another
-/// recorder) holds up every tenant's results this long, not a statement timeout or two.
+/// The longest a batch's first try waits for a lock before the batch is set
+/// apart: the recorder takes the next batch only once the first try is settled,
+/// so a row locked elsewhere (an API call, another recorder) holds up every
+/// tenant's results this long, not a statement timeout or two. Tried again apart,
+/// it waits as long as the session's lock timeout allows before it is split.
 const BATCH_LOCK_WAIT: Duration = Duration::from_secs(1);
 /// Results of a split batch written at once.
 const SPLIT_CONCURRENCY: usize = 8;
@@ -85,8 +87,20 @@ pub(super) async fn record_loop(
         }
         let outcomes: Vec<Outcome> = batch.iter().map(|d| d.outcome.clone()).collect();
         let ctx = Ctx { state: state.clone(), metrics: metrics.clone(), cfg: cfg.clone(), woken: woken.clone() };
-        match record_batch(&ctx, &outcomes).await {
+        match record_batch(&ctx, &outcomes, Some(BATCH_LOCK_WAIT)).await {
             Ok(()) => {}
+            // A lock held on one of its rows (or on a whole table): the batch waits
+            // for it apart, tried once more as a whole with the ordinary wait, and
+            // only then split; the recorder goes on with the next batch meanwhile.
+            Err(e) if e.is_locked() => {
+                tracing::info!(error = %e, n = outcomes.len(), "a batch of delivery results waits for a lock, apart");
+                tokio::spawn(async move {
+                    if let Err(e) = record_batch(&ctx, &outcomes, None).await {
+                        tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
+                        split(ctx, batch).await;
+                    }
+                });
+            }
             Err(e) => {
                 tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
                 // Each result keeps its slot until it is settled.
@@ -139,15 +153,17 @@ fn longer(wait: Duration) -> Duration {
 }
 
 /// Writes `outcomes` in one transaction, waiting out an outage; a refusal, a lock
-/// not granted in time, or a timeout met [`BATCH_TIMEOUTS`] times, is returned:
-/// the caller splits the batch. The recorder waits for this before it takes the
-/// next batch, so a row lock holds up every tenant's results for at most the
-/// batch's [`BATCH_LOCK_WAIT`].
-async fn record_batch(ctx: &Ctx, outcomes: &[Outcome]) -> Result<(), StoreError> {
+/// not granted within `lock_wait` (or the session's lock timeout), or a timeout
+/// met [`BATCH_TIMEOUTS`] times, is returned. The recorder waits for its first
+/// try before it takes the next batch, so a lock holds up every tenant's results
+/// for at most [`BATCH_LOCK_WAIT`].
+async fn record_batch(ctx: &Ctx, outcomes: &[Outcome], lock_wait: Option<Duration>) -> Result<(), StoreError> {
+    // Never longer than the session's own lock timeout (the statement timeout).
+    let lock_wait = lock_wait.map(|w| w.min(ctx.state.config.db_statement_timeout));
     let mut wait = RECORD_RETRY;
     let mut timeouts = 0;
     loop {
-        match write(ctx, outcomes, Some(BATCH_LOCK_WAIT)).await {
+        match write(ctx, outcomes, lock_wait).await {
             Ok(recorded) => {
                 count(ctx, outcomes, recorded);
                 return Ok(());

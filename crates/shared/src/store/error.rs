@@ -6,14 +6,13 @@ pub enum StoreError {
     /// Postgres cannot be reached or a pooled connection was not available in time.
     #[error("database unavailable: {0}")]
     Unavailable(String),
-    /// A statement ran past its bound: Postgres's `statement_timeout` or lock
-    /// timeout, or Hookgate's own ([`crate::db::bounded`]). Answered like an outage
-    /// (503), but it may be one row's doing (a lock): the delivery recorder splits
-    /// a batch on it rather than waiting.
+    /// A statement ran past its bound: Postgres's `statement_timeout`, or
+    /// Hookgate's own ([`crate::db::bounded`]). Answered like an outage (503).
     #[error("database step timed out: {0}")]
     TimedOut(String),
     /// A row or table lock held elsewhere outlasted the lock timeout (55P03):
-    /// one row's doing, never a verdict on Postgres. Answered like an outage.
+    /// often one row's doing (the delivery recorder sets such a batch apart).
+    /// Answered like an outage (503).
     #[error("database lock not granted in time: {0}")]
     Locked(String),
     #[error("invalid database configuration: {0}")]

@@ -290,3 +290,31 @@ async fn claim_some(
     let rows = db.query(&statement, &params).await?;
     Ok(rows.iter().map(|r| Claimed { by_hint: hinted, ..claimed_from_row(r, token, lease.ends()) }).collect())
 }
+
+/// Renews a claim's lease from now, while its fencing token is still the row's
+/// (a claim whose time before sending ran long: its attempt then gets its whole
+/// timeout, rather than being cut or put off). Returns the renewed lease, or
+/// `None` when the token is gone (a resend, or a lease that ran out and was
+/// claimed again): the claim no longer owns the delivery and must not send it.
+pub async fn extend_lease(
+    db: &impl GenericClient,
+    c: &super::deliveries::Claimed,
+    length: Duration,
+) -> Result<Option<Lease>, StoreError> {
+    let lease = Lease::from_now(length);
+    let n = db
+        .execute(
+            "UPDATE deliveries SET leased_until = now() + make_interval(secs => $6)
+             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND endpoint_id = $4 AND lease_token = $5",
+            &[
+                &c.tenant_id.as_str(),
+                &c.app_id.as_str(),
+                &c.msg_id.as_str(),
+                &c.endpoint_id.as_str(),
+                &c.lease,
+                &length.as_secs_f64(),
+            ],
+        )
+        .await?;
+    Ok((n == 1).then_some(lease))
+}
