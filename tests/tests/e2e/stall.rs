@@ -196,42 +196,58 @@ async fn a_result_held_up_by_a_row_lock_is_recorded_when_the_lock_goes_and_holds
 /// One locked row holds up the recording of every other tenant's results for
 /// about a second (the batch's lock timeout), not for two statement timeouts
 /// (about 10.5 s with the default 5 s, as before: the recorder waits on a batch
-/// before it takes the next, and split a batch only after its second timeout).
+/// before it takes the next, and split a batch only after its second timeout):
+/// neither another tenant's result in the same batch, nor one in a later batch.
 #[tokio::test]
 async fn a_locked_row_holds_up_other_tenants_results_for_a_second_not_two_statement_timeouts() {
     let app = TestApp::spawn().await;
-    let slow = Sink::start().await;
-    slow.set(Behaviour { delay: Duration::from_millis(1500), ..Behaviour::default() });
     let (a, b) = (app.tenant().await, app.tenant().await);
+    let (slow_a, slow_b, fast) = (Sink::start().await, Sink::start().await, Sink::start().await);
+    for sink in [&slow_a, &slow_b] {
+        sink.set(Behaviour { delay: Duration::from_millis(1500), ..Behaviour::default() });
+    }
     let app_a = a.application().await;
-    a.endpoint(&app_a, &slow.url, json!({})).await;
-    let locked = a.message(&app_a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
-    slow.wait_for(1, Duration::from_secs(10)).await;
-    // Its row locked while its request is in flight: its result meets the lock.
+    a.endpoint(&app_a, &slow_a.url, json!({})).await;
+    let app_b = b.application().await;
+    b.endpoint(&app_b, &slow_b.url, json!({})).await;
+    let later_b = b.application().await;
+    b.endpoint(&later_b, &fast.url, json!({})).await;
+    // A's and B's requests in flight together: their results come back in one batch.
+    let (locked, together) = futures_util::join!(a.message(&app_a, "x", json!({})), b.message(&app_b, "x", json!({})));
+    let (locked, together) = (locked["id"].as_str().unwrap().to_owned(), together["id"].as_str().unwrap().to_owned());
+    slow_a.wait_for(1, Duration::from_secs(10)).await;
+    slow_b.wait_for(1, Duration::from_secs(10)).await;
+    // A's row locked while its request is in flight: its result meets the lock.
     let mut locker = app.db.client().await;
     let tx = locker.transaction().await.unwrap();
     tx.execute("SELECT 1 FROM deliveries WHERE msg_id = $1 FOR UPDATE", &[&locked]).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    // Another tenant's delivery, finished while that result waits on the lock.
-    let fast = Sink::start().await;
-    let app_b = b.application().await;
-    b.endpoint(&app_b, &fast.url, json!({})).await;
-    let msg = b.message(&app_b, "x", json!({})).await["id"].as_str().unwrap().to_owned();
-    fast.wait_for(1, Duration::from_secs(10)).await;
-    let answered = Instant::now();
+    let answered = Instant::now() + Duration::from_millis(1500);
     loop {
-        let d = b.get(&format!("/api/v1/app/{app_b}/msg/{msg}/endpoint")).await;
+        let d = b.get(&format!("/api/v1/app/{app_b}/msg/{together}/endpoint")).await;
         if d["data"][0]["status"] == 0 {
             break;
         }
         assert!(answered.elapsed() < Duration::from_secs(4), "not recorded while one row is locked: {d}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    eprintln!("recorded {:?} after its answer", answered.elapsed());
+    eprintln!("recorded {:?} after its answer, in the locked one's batch", answered.elapsed());
+    // Another delivery of B's, finished while A's result still waits on the lock.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let msg = b.message(&later_b, "x", json!({})).await["id"].as_str().unwrap().to_owned();
+    fast.wait_for(1, Duration::from_secs(10)).await;
+    let answered = Instant::now();
+    loop {
+        let d = b.get(&format!("/api/v1/app/{later_b}/msg/{msg}/endpoint")).await;
+        if d["data"][0]["status"] == 0 {
+            break;
+        }
+        assert!(answered.elapsed() < Duration::from_secs(3), "not recorded while one row is locked: {d}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("recorded {:?} after its answer, in a later batch", answered.elapsed());
     tx.rollback().await.unwrap();
-    let d = a.get(&format!("/api/v1/app/{app_a}/msg/{locked}/endpoint")).await;
     let deadline = Instant::now() + Duration::from_secs(15);
-    let mut d = d;
+    let mut d = a.get(&format!("/api/v1/app/{app_a}/msg/{locked}/endpoint")).await;
     while d["data"][0]["status"] != 0 {
         assert!(Instant::now() < deadline, "the locked one lands when the lock goes: {d}");
         tokio::time::sleep(Duration::from_millis(200)).await;

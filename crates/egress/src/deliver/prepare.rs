@@ -136,7 +136,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             return out;
         }
         Room::Later => {
-            tracing::warn!(msg = %c.msg_id, endpoint = %c.endpoint_id, "too little of the lease left to send; delivery due again");
+            tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, "too little of the lease left to send; delivery due again");
             out.status = DeliveryStatus::Pending;
             out.next_attempt_at = Some(Utc::now() + Duration::from_secs(1));
             return out;
@@ -205,6 +205,7 @@ async fn room_in_lease(w: &Worker, c: &Claimed) -> Room {
             Ok(Some(lease)) => ends = lease.ends(),
             Ok(None) => return Room::NotOwner,
             Err(e) => {
+                db::forget_stale_plans(&w.state().db, &e);
                 tracing::warn!(error = %e, msg = %c.msg_id, "renewing a lease failed; the attempt gets what is left")
             }
         }

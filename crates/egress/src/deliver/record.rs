@@ -3,9 +3,10 @@
 //!
 //! A batch gathers what finishes within a few milliseconds and is one
 //! transaction. A batch that waits more than a second for a lock is set apart
-//! (the recorder goes on with the next) and tried once more as a whole; that, a
-//! refusal, or a timeout that persists splits it: each result is then written
-//! alone, so the healthy ones land whatever the others wait on.
+//! (the recorder goes on with the next) and written one tenant's part at a time;
+//! a part refused again, a refusal, or a timeout that persists splits it: each
+//! result is then written alone, so the healthy ones land whatever the others
+//! wait on.
 //! Waiting is never a verdict: a result that meets an outage, a stall or a lock
 //! (`Unavailable`, `TimedOut`, `Locked`) is written again, with backoff, until Postgres
 //! answers, however long that takes; only a result Postgres refuses
@@ -15,6 +16,7 @@
 //! deliveries back.
 
 use std::{
+    collections::BTreeMap,
     sync::{
         atomic::{AtomicUsize, Ordering},
         Arc,
@@ -26,6 +28,7 @@ use chrono::{DateTime, Utc};
 use futures_util::{stream, StreamExt};
 use hookgate_shared::{
     db,
+    ids::TenantId,
     status::DeliveryStatus,
     store::{
         deliveries::{self, Outcome, Recorded},
@@ -45,11 +48,11 @@ const RECORD_RETRY: Duration = Duration::from_millis(500);
 const MOST_WAIT: Duration = Duration::from_secs(5);
 /// How often a whole batch meets a timeout before it is split.
 const BATCH_TIMEOUTS: u32 = 2;
-/// The longest a batch's first try waits for a lock before the batch is set
-/// apart: the recorder takes the next batch only once the first try is settled,
-/// so a row locked elsewhere (an API call, another recorder) holds up every
-/// tenant's results this long, not a statement timeout or two. Tried again apart,
-/// it waits as long as the session's lock timeout allows before it is split.
+/// The longest a batch waits for a lock before it is set apart (and a tenant's
+/// part of it before that part is split): the recorder takes the next batch only
+/// once the first try is settled, so a row locked elsewhere (an API call,
+/// another recorder) holds up every tenant's results this long, not a statement
+/// timeout or two.
 const BATCH_LOCK_WAIT: Duration = Duration::from_secs(1);
 /// Results of a split batch written at once.
 const SPLIT_CONCURRENCY: usize = 8;
@@ -89,17 +92,13 @@ pub(super) async fn record_loop(
         let ctx = Ctx { state: state.clone(), metrics: metrics.clone(), cfg: cfg.clone(), woken: woken.clone() };
         match record_batch(&ctx, &outcomes, Some(BATCH_LOCK_WAIT)).await {
             Ok(()) => {}
-            // A lock held on one of its rows (or on a whole table): the batch waits
-            // for it apart, tried once more as a whole with the ordinary wait, and
-            // only then split; the recorder goes on with the next batch meanwhile.
+            // A lock held on one of its rows (or on a whole table): the batch is set
+            // apart, each tenant's part written in a transaction of its own, and a
+            // part still refused split into single results; the recorder goes on
+            // with the next batch meanwhile.
             Err(e) if e.is_locked() => {
-                tracing::info!(error = %e, n = outcomes.len(), "a batch of delivery results waits for a lock, apart");
-                tokio::spawn(async move {
-                    if let Err(e) = record_batch(&ctx, &outcomes, None).await {
-                        tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
-                        split(ctx, batch).await;
-                    }
-                });
+                tracing::info!(error = %e, n = outcomes.len(), "a batch of delivery results waits for a lock; by tenant, apart");
+                tokio::spawn(by_tenant(ctx, batch));
             }
             Err(e) => {
                 tracing::warn!(error = %e, n = outcomes.len(), "a batch of delivery results failed; recording one by one");
@@ -110,7 +109,40 @@ pub(super) async fn record_loop(
     }
 }
 
+/// A batch refused a lock, written again one tenant's part at a time (a few at
+/// once), each in a transaction of its own with the batch's lock wait: only the
+/// part that holds the locked row waits on it, and only that part is split.
+async fn by_tenant(ctx: Ctx, batch: Vec<Done>) {
+    let mut parts: BTreeMap<TenantId, Vec<Done>> = BTreeMap::new();
+    for d in batch {
+        parts.entry(d.outcome.tenant_id.clone()).or_default().push(d);
+    }
+    let ctx = Arc::new(ctx);
+    stream::iter(parts.into_values())
+        .for_each_concurrent(SPLIT_CONCURRENCY, |part| {
+            let ctx = ctx.clone();
+            async move {
+                let outcomes: Vec<Outcome> = part.iter().map(|d| d.outcome.clone()).collect();
+                let written = {
+                    let _writer = WRITERS_APART.acquire().await.expect("the semaphore is never closed");
+                    record_batch(&ctx, &outcomes, Some(BATCH_LOCK_WAIT)).await
+                };
+                if let Err(e) = written {
+                    tracing::warn!(error = %e, n = outcomes.len(), "a tenant's delivery results failed; recording one by one");
+                    split((*ctx).clone(), part).await;
+                }
+            }
+        })
+        .await;
+}
+
+/// Writes made apart from the recorder's loop (a batch set apart, the results of
+/// a split one) under way at once per process: with Postgres slow or rows
+/// contended, they must not take every pooled connection from the claim.
+static WRITERS_APART: Semaphore = Semaphore::const_new(4);
+
 /// What writing a result needs.
+#[derive(Clone)]
 struct Ctx {
     state: AppState,
     metrics: EgressMetrics,
@@ -226,7 +258,11 @@ async fn split(ctx: Ctx, batch: Vec<Done>) {
             .map(|w| {
                 let ctx = &ctx;
                 async move {
-                    let written = match write(ctx, std::slice::from_ref(&w.outcome), None).await {
+                    let written = {
+                        let _writer = WRITERS_APART.acquire().await.expect("the semaphore is never closed");
+                        write(ctx, std::slice::from_ref(&w.outcome), None).await
+                    };
+                    let written = match written {
                         Ok(recorded) => {
                             count(ctx, std::slice::from_ref(&w.outcome), recorded);
                             Ok(())

@@ -301,11 +301,16 @@ pub async fn extend_lease(
     c: &super::deliveries::Claimed,
     length: Duration,
 ) -> Result<Option<Lease>, StoreError> {
+    let statement = db
+        .prepare_cached(
+            "UPDATE deliveries SET leased_until = now() + make_interval(secs => $6)
+             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND endpoint_id = $4 AND lease_token = $5",
+        )
+        .await?;
     let lease = Lease::from_now(length);
     let n = db
         .execute(
-            "UPDATE deliveries SET leased_until = now() + make_interval(secs => $6)
-             WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND endpoint_id = $4 AND lease_token = $5",
+            &statement,
             &[
                 &c.tenant_id.as_str(),
                 &c.app_id.as_str(),
