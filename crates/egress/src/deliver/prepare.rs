@@ -198,7 +198,7 @@ async fn room_in_lease(w: &Worker, c: &Claimed) -> Room {
     if ends.saturating_duration_since(Instant::now()) < timeout + LEASE_MARGIN {
         let renewed = db::bounded(w.state().db_budget(), async {
             let conn = db::conn(&w.state().db).await?;
-            queues::extend_lease(&conn, c, w.cfg.lease).await
+            queues::extend_lease(&conn, &c.tenant_id, c, w.cfg.lease).await
         })
         .await;
         match renewed {

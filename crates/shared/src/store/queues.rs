@@ -298,6 +298,7 @@ async fn claim_some(
 /// claimed again): the claim no longer owns the delivery and must not send it.
 pub async fn extend_lease(
     db: &impl GenericClient,
+    tenant: &TenantId,
     c: &super::deliveries::Claimed,
     length: Duration,
 ) -> Result<Option<Lease>, StoreError> {
@@ -312,7 +313,7 @@ pub async fn extend_lease(
         .execute(
             &statement,
             &[
-                &c.tenant_id.as_str(),
+                &tenant.as_str(),
                 &c.app_id.as_str(),
                 &c.msg_id.as_str(),
                 &c.endpoint_id.as_str(),
