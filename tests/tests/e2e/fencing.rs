@@ -140,8 +140,9 @@ async fn a_delivery_result_recorded_after_its_lease_does_not_overwrite_the_next_
 
 /// Endpoint health goes by when attempts were made: a success recorded late (its
 /// claim lost long ago) does not end a failure streak that began after it, while
-/// one made after the streak began does. (Before, any success recorded cleared
-/// the streak, so a stale one put off the endpoint's disabling.)
+/// one made after the streak began does; a failure recorded late does not begin a
+/// streak after a later success. (Before, any success recorded cleared the streak,
+/// so a stale one put off the endpoint's disabling, and any failure began one.)
 #[tokio::test]
 async fn a_success_recorded_late_does_not_end_a_failure_streak_that_began_after_it() {
     let test_db = TestDb::new().await;
@@ -181,6 +182,14 @@ async fn a_success_recorded_late_does_not_end_a_failure_streak_that_began_after_
     // A success made now ends it.
     record(outcome(&old[0], DeliveryStatus::Success, true)).await;
     assert_eq!(failing_since().await, None, "a success made after the streak began ends it");
+    // A failure made before that success, recorded only now, begins nothing.
+    let mut stale = outcome(&old[0], DeliveryStatus::Pending, false);
+    stale.attempt.as_mut().unwrap().at = chrono::Utc::now() - chrono::Duration::seconds(5);
+    record(stale).await;
+    assert_eq!(failing_since().await, None, "a failure made before the latest success does not begin a streak");
+    // One made after it does.
+    record(outcome(&old[0], DeliveryStatus::Pending, false)).await;
+    assert!(failing_since().await.is_some(), "a failure made after the latest success begins a streak");
     drop(conn);
 }
 

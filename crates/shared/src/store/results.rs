@@ -249,13 +249,13 @@ async fn states(
 }
 
 /// Endpoint health, one row per endpoint, by when its attempts were made rather
-/// than when they are recorded: a success clears the failure streak unless the
-/// streak began after it (a result recorded late, its claim long lost, or held
-/// up by a stall, says nothing of the failures since); failures after the
-/// batch's last success begin a streak, or carry one on. A streak that fails
-/// again when it is older than `disable_after` (never in the batch that began
-/// it), or a 410, disables. Returns the endpoints this statement
-/// disabled, with since when they failed.
+/// than when they are recorded (results can land out of order: a batch held up
+/// by a lock or a stall, a claim whose lease ran out). The endpoint keeps when
+/// its latest success was made: a success ends a streak only if the streak began
+/// before it, and a failure begins or carries on a streak only if it was made
+/// after it. A streak that fails again when it is older than `disable_after`
+/// (never in the batch that began it), or a 410, disables. Returns the endpoints
+/// this statement disabled, with since when they failed.
 ///
 /// The rows are locked first, in key order, and the new state computed from
 /// them as locked: two recorders disabling one endpoint at once see each other's
@@ -274,32 +274,39 @@ async fn health(
     let statement = tx
         .prepare_cached(
             "WITH u AS (
-                SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::bool[], $7::timestamptz[])
-                    AS u(app_id, id, ok_at, gone, fail_at)
+                SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::bool[], $7::timestamptz[],
+                    $8::timestamptz[]) AS u(app_id, id, ok_at, gone, fail_at, last_fail_at)
              ), cur AS (
-                SELECT e.app_id, e.id, e.disabled, e.failing_since FROM endpoints e
+                SELECT e.app_id, e.id, e.disabled, e.failing_since, e.last_success_at FROM endpoints e
                 JOIN u ON e.tenant_id = $1 AND e.app_id = u.app_id AND e.id = u.id
                 ORDER BY e.app_id, e.id
                 FOR NO KEY UPDATE OF e
-             ), next AS (
-                SELECT c.app_id, c.id, c.disabled, u.gone,
-                    -- A streak that was there before this batch and fails in it again.
-                    c.failing_since IS NOT NULL AND u.fail_at IS NOT NULL AS goes_on,
-                    CASE
-                        -- Nothing failed after the batch's last success: the streak
-                        -- ends, unless it began after that success.
-                        WHEN u.fail_at IS NULL THEN
-                            CASE WHEN c.failing_since > u.ok_at THEN c.failing_since END
-                        -- Failures only, or a streak begun after the success: it goes on
-                        -- from its first failure.
-                        WHEN u.ok_at IS NULL OR c.failing_since > u.ok_at THEN LEAST(c.failing_since, u.fail_at)
-                        -- A success, then failures: a streak from the first of them.
-                        ELSE u.fail_at
-                    END AS failing_since
+             ), known AS (
+                SELECT c.app_id, c.id, c.disabled, c.failing_since, u.gone, u.fail_at, u.last_fail_at,
+                    -- The latest success made, this batch's or one recorded before.
+                    GREATEST(c.last_success_at, u.ok_at) AS ok_at
                 FROM cur c JOIN u ON u.app_id = c.app_id AND u.id = c.id
+             ), judged AS (
+                SELECT k.*,
+                    -- A failure of this batch made after every success known.
+                    COALESCE(k.last_fail_at > COALESCE(k.ok_at, '-infinity'), false) AS failed_after,
+                    -- The stored streak began after every success known.
+                    COALESCE(k.failing_since > COALESCE(k.ok_at, '-infinity'), false) AS kept,
+                    -- The first failure after the latest success (this batch's first
+                    -- after its own last success, or else its last).
+                    CASE WHEN k.fail_at > COALESCE(k.ok_at, '-infinity') THEN k.fail_at ELSE k.last_fail_at END
+                        AS start
+                FROM known k
+             ), next AS (
+                SELECT j.app_id, j.id, j.disabled, j.gone, j.ok_at, j.kept AND j.failed_after AS goes_on,
+                    CASE WHEN j.failed_after THEN CASE WHEN j.kept THEN LEAST(j.failing_since, j.start) ELSE j.start END
+                         WHEN j.kept THEN j.failing_since
+                    END AS failing_since
+                FROM judged j
              )
              UPDATE endpoints e SET
                 failing_since = n.failing_since,
+                last_success_at = n.ok_at,
                 disabled = n.disabled OR n.gone
                     OR (n.goes_on AND n.failing_since < now() - make_interval(secs => $6))
              FROM next n
@@ -318,6 +325,7 @@ async fn health(
                 &by_endpoint.iter().map(|(_, h)| h.gone).collect::<Vec<_>>(),
                 &disable_after.as_secs_f64(),
                 &by_endpoint.iter().map(|(_, h)| h.fail_at).collect::<Vec<_>>(),
+                &by_endpoint.iter().map(|(_, h)| h.last_fail_at).collect::<Vec<_>>(),
             ],
         )
         .await?;
@@ -335,6 +343,8 @@ struct Health {
     ok_at: Option<DateTime<Utc>>,
     /// When its first failed attempt after that (or its first, without one) was made.
     fail_at: Option<DateTime<Utc>>,
+    /// When its last failed attempt was made.
+    last_fail_at: Option<DateTime<Utc>>,
     /// Answered 410 Gone.
     gone: bool,
 }
@@ -348,6 +358,8 @@ fn endpoint_health(attempted: &[&Outcome]) -> Vec<((String, String), Health)> {
         h.gone |= o.disable_endpoint;
         if a.success {
             h.ok_at = h.ok_at.max(Some(a.at));
+        } else {
+            h.last_fail_at = h.last_fail_at.max(Some(a.at));
         }
     }
     for o in attempted {
@@ -413,17 +425,20 @@ mod tests {
         let at = |i: usize| Some(batch[i].attempt.as_ref().unwrap().at);
         assert_eq!(
             h[0].1,
-            Health { ok_at: at(1), fail_at: at(2), gone: false },
+            Health { ok_at: at(1), fail_at: at(2), last_fail_at: at(3), gone: false },
             "failures before the success do not count"
         );
         let batch = [attempt("ep_1", false, 10), attempt("ep_1", true, 20), attempt("ep_2", false, 3)];
         let h = endpoint_health(&batch.iter().collect::<Vec<_>>());
         assert_eq!(
             h[0].1,
-            Health { ok_at: at_of(&batch[1]), fail_at: at_of(&batch[0]), gone: false },
+            Health { ok_at: at_of(&batch[1]), fail_at: at_of(&batch[0]), last_fail_at: at_of(&batch[0]), gone: false },
             "in time order, not batch order"
         );
-        assert_eq!(h[1].1, Health { ok_at: None, fail_at: at_of(&batch[2]), gone: false });
+        assert_eq!(
+            h[1].1,
+            Health { ok_at: None, fail_at: at_of(&batch[2]), last_fail_at: at_of(&batch[2]), gone: false }
+        );
     }
 
     fn at_of(o: &Outcome) -> Option<DateTime<Utc>> {
