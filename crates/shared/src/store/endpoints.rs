@@ -194,6 +194,9 @@ pub async fn replace(
     let sql = format!(
         "UPDATE endpoints SET uid = $4, url = $5, description = $6,
             failing_since = CASE WHEN disabled AND NOT $7 THEN NULL ELSE failing_since END,
+            -- Re-enabled: failures made before now, recorded late, begin no streak.
+            last_success_at = CASE WHEN disabled AND NOT $7 THEN GREATEST(last_success_at, now())
+                ELSE last_success_at END,
             disabled = $7, event_types = $8, channels = $9, throttle_rate = $10, metadata = $11,
             updated_at = now()
          WHERE tenant_id = $1 AND app_id = $2 AND id = $3 RETURNING {COLUMNS}"

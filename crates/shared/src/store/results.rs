@@ -274,7 +274,13 @@ async fn health(
     let statement = tx
         .prepare_cached(
             "WITH u AS (
-                SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::bool[], $7::timestamptz[],
+                -- Times from the workers' clocks, never later than Postgres's: a
+                -- worker whose clock runs ahead cannot date a success in the future.
+                SELECT u.app_id, u.id, u.gone,
+                    CASE WHEN u.ok_at > now() THEN now() ELSE u.ok_at END AS ok_at,
+                    CASE WHEN u.fail_at > now() THEN now() ELSE u.fail_at END AS fail_at,
+                    CASE WHEN u.last_fail_at > now() THEN now() ELSE u.last_fail_at END AS last_fail_at
+                FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::bool[], $7::timestamptz[],
                     $8::timestamptz[]) AS u(app_id, id, ok_at, gone, fail_at, last_fail_at)
              ), cur AS (
                 SELECT e.app_id, e.id, e.disabled, e.failing_since, e.last_success_at FROM endpoints e
