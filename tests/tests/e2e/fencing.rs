@@ -190,6 +190,26 @@ async fn a_success_recorded_late_does_not_end_a_failure_streak_that_began_after_
     // One made after it does.
     record(outcome(&old[0], DeliveryStatus::Pending, false)).await;
     assert!(failing_since().await.is_some(), "a failure made after the latest success begins a streak");
+    // Disabled and enabled again: a failure made before the re-enabling (after the
+    // latest success), recorded only now, begins nothing; one made after it does.
+    let before = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for disabled in [true, false] {
+        let res = t
+            .req(Method::PATCH, &format!("/api/v1/app/{a}/endpoint/{ep}"))
+            .json(&json!({ "disabled": disabled }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+    }
+    assert_eq!(failing_since().await, None, "re-enabling clears the streak");
+    let mut stale = outcome(&old[0], DeliveryStatus::Pending, false);
+    stale.attempt.as_mut().unwrap().at = before;
+    record(stale).await;
+    assert_eq!(failing_since().await, None, "a failure made before the re-enabling begins no streak");
+    record(outcome(&old[0], DeliveryStatus::Pending, false)).await;
+    assert!(failing_since().await.is_some(), "a failure made after the re-enabling begins a streak");
     drop(conn);
 }
 
