@@ -51,9 +51,7 @@ pub enum PublishError {
 impl From<StoreError> for PublishError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::Locked(_) | StoreError::LostRace(_) => {
-                PublishError::Unavailable
-            }
+            _ if e.is_unavailable() => PublishError::Unavailable,
             StoreError::Conflict(c) if c == "message_request_keys_pkey" => PublishError::SameRequest,
             StoreError::Conflict(_) => PublishError::Conflict,
             StoreError::InvalidText => PublishError::Invalid(e.to_string()),

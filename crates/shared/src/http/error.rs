@@ -104,9 +104,7 @@ impl ResponseError for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::Locked(_) | StoreError::LostRace(_) => {
-                ApiError::Unavailable
-            }
+            _ if e.is_unavailable() => ApiError::Unavailable,
             // The constraint's name is the schema's, not the client's business: handlers
             // that expect a conflict say what it was in their own words.
             StoreError::Conflict(what) => {

@@ -87,7 +87,8 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 }
 
 impl StoreError {
-    /// Whether the answer is "retry later" (503): an outage or a timeout.
+    /// Whether the answer is "retry later" (503): an outage, a timeout, a lock not
+    /// granted in time or a lost race. The API and publishing map errors by it.
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
