@@ -44,6 +44,11 @@ fn untried(c: &Claimed) -> Outcome {
     }
 }
 
+/// Not attempted now: due again after `wait`, its attempts and trigger as they were.
+fn due_again(c: &Claimed, wait: Duration) -> Outcome {
+    Outcome { status: DeliveryStatus::Pending, next_attempt_at: Some(Utc::now() + wait), ..untried(c) }
+}
+
 /// Delivers one claimed row and says what became of it.
 pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> Outcome {
     let mut out = untried(&c);
@@ -73,9 +78,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             Some(wait) => {
                 hold(wait);
                 let spread = Duration::from_millis(rand::rng().random_range(0..1000));
-                out.status = DeliveryStatus::Pending;
-                out.next_attempt_at = Some(Utc::now() + (wait + spread));
-                return out;
+                return due_again(&c, wait + spread);
             }
             // Sent now: the endpoint's next waits its spacing.
             None => hold(throttle::interval(rate)),
@@ -119,9 +122,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         // retry); due again in a moment, as a throttle's wait is.
         Err(e) => {
             tracing::warn!(error = %e, tenant = %c.tenant_id, "the tenant's networks could not be read; delivery waits");
-            out.status = DeliveryStatus::Pending;
-            out.next_attempt_at = Some(Utc::now() + Duration::from_secs(1));
-            return out;
+            return due_again(&c, Duration::from_secs(1));
         }
     };
     // The attempt ends before the lease does, or another worker could send the
@@ -131,15 +132,11 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         Room::NotOwner => {
             // Its result is fenced off: what it says does not matter.
             tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, "the claim passed on before sending; not sent");
-            out.status = DeliveryStatus::Pending;
-            out.next_attempt_at = Some(Utc::now());
-            return out;
+            return due_again(&c, Duration::ZERO);
         }
         Room::Later => {
             tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, "too little of the lease left to send; delivery due again");
-            out.status = DeliveryStatus::Pending;
-            out.next_attempt_at = Some(Utc::now() + Duration::from_secs(1));
-            return out;
+            return due_again(&c, Duration::from_secs(1));
         }
     };
     let sent = sender.send_traced(request, span, bound).await;
