@@ -158,8 +158,9 @@ async fn a_success_recorded_late_does_not_end_a_failure_streak_that_began_after_
     tokio::time::sleep(Duration::from_millis(500)).await;
     let new = claim_all(&conn, Duration::from_secs(60)).await;
     assert_eq!((old.len(), new.len()), (1, 1));
+    let watcher = app.db.client().await;
     let failing_since = || async {
-        let row = conn_query(&app.db.url, "SELECT failing_since FROM endpoints WHERE id = $1", &ep).await;
+        let row = watcher.query_one("SELECT failing_since FROM endpoints WHERE id = $1", &[&ep]).await.unwrap();
         row.get::<_, Option<chrono::DateTime<chrono::Utc>>>(0)
     };
     let record = |o: Outcome| {
@@ -211,12 +212,6 @@ async fn a_success_recorded_late_does_not_end_a_failure_streak_that_began_after_
     record(outcome(&old[0], DeliveryStatus::Pending, false)).await;
     assert!(failing_since().await.is_some(), "a failure made after the re-enabling begins a streak");
     drop(conn);
-}
-
-async fn conn_query(url: &str, sql: &str, id: &str) -> tokio_postgres::Row {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    client.query_one(sql, &[&id]).await.unwrap()
 }
 
 /// An API process, and a connection made as the delivery worker makes its own

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use hookgate_tests::{
+    app::Tenant,
     providers,
     servers::PgServer,
     sink::{Behaviour, Sink},
@@ -221,37 +222,32 @@ async fn a_locked_row_holds_up_other_tenants_results_for_a_second_not_two_statem
     let mut locker = app.db.client().await;
     let tx = locker.transaction().await.unwrap();
     tx.execute("SELECT 1 FROM deliveries WHERE msg_id = $1 FOR UPDATE", &[&locked]).await.unwrap();
+    // Its answer comes 1.5 s after the request arrived.
     let answered = Instant::now() + Duration::from_millis(1500);
-    loop {
-        let d = b.get(&format!("/api/v1/app/{app_b}/msg/{together}/endpoint")).await;
-        if d["data"][0]["status"] == 0 {
-            break;
-        }
-        assert!(answered.elapsed() < Duration::from_secs(4), "not recorded while one row is locked: {d}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    succeeded_within(&b, &app_b, &together, answered, Duration::from_secs(4)).await;
     eprintln!("recorded {:?} after its answer, in the locked one's batch", answered.elapsed());
     // Another delivery of B's, finished while A's result still waits on the lock.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let msg = b.message(&later_b, "x", json!({})).await["id"].as_str().unwrap().to_owned();
     fast.wait_for(1, Duration::from_secs(10)).await;
     let answered = Instant::now();
-    loop {
-        let d = b.get(&format!("/api/v1/app/{later_b}/msg/{msg}/endpoint")).await;
-        if d["data"][0]["status"] == 0 {
-            break;
-        }
-        assert!(answered.elapsed() < Duration::from_secs(3), "not recorded while one row is locked: {d}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    succeeded_within(&b, &later_b, &msg, answered, Duration::from_secs(3)).await;
     eprintln!("recorded {:?} after its answer, in a later batch", answered.elapsed());
     tx.rollback().await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut d = a.get(&format!("/api/v1/app/{app_a}/msg/{locked}/endpoint")).await;
-    while d["data"][0]["status"] != 0 {
-        assert!(Instant::now() < deadline, "the locked one lands when the lock goes: {d}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        d = a.get(&format!("/api/v1/app/{app_a}/msg/{locked}/endpoint")).await;
+    // The locked one lands when the lock goes.
+    succeeded_within(&a, &app_a, &locked, Instant::now(), Duration::from_secs(15)).await;
+}
+
+/// Waits until the message's delivery to its one endpoint is recorded a success,
+/// or panics once `within` has passed since `from`.
+async fn succeeded_within(t: &Tenant<'_>, app: &str, msg: &str, from: Instant, within: Duration) {
+    loop {
+        let d = t.get(&format!("/api/v1/app/{app}/msg/{msg}/endpoint")).await;
+        if d["data"][0]["status"] == 0 {
+            return;
+        }
+        assert!(from.elapsed() < within, "not recorded a success within {within:?}: {d}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
