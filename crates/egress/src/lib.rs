@@ -2,7 +2,8 @@
 //! (the outbox write, [`publish`]), the worker that claims, signs, sends, retries
 //! and records attempts ([`deliver`]), synchronous forwarding for ingress's sync
 //! mode, Standard Webhooks signing, endpoint secrets, throttling, and the SSRF
-//! guard, pruning messages past retention ([`prune`]), and small fetches from
+//! guard, pruning messages past retention ([`prune`]), running endpoint replays
+//! (background tasks, [`replay`]), and small fetches from
 //! operator-allowed URLs for ingress ([`fetch`]: PayPal's certificates).
 //!
 //! It is the only crate that makes outbound HTTP requests, and it imports no
@@ -13,6 +14,7 @@ pub mod fetch;
 pub mod metrics;
 pub mod prune;
 pub mod publish;
+pub mod replay;
 pub mod secrets;
 pub mod signing;
 pub mod ssrf;

@@ -73,6 +73,7 @@ settings! {
     "quota_apps_per_tenant", "HOOKGATE_QUOTA_APPS_PER_TENANT", Some("0"), "Default quota: applications per tenant (0: no limit).";
     "worker_concurrency", "HOOKGATE_WORKER_CONCURRENCY", Some("64"), "Deliveries in flight at once per worker process.";
     "worker_poll_ms", "HOOKGATE_WORKER_POLL_MS", Some("1000"), "How often a worker looks for due deliveries without a notification.";
+    "replay_batch", "HOOKGATE_REPLAY_BATCH", Some("500"), "Messages one step of a replay (a background task) looks at, 1-10000: a step is one transaction, and tasks take turns at each step.";
     "disable_after_secs", "HOOKGATE_DISABLE_AFTER_SECS", Some("432000"), "An endpoint failing without a success for this long is disabled (5 days).";
     "metrics_tenant_label", "HOOKGATE_METRICS_TENANT_LABEL", Some("true"), "Label metrics by tenant; switch off for very many tenants.";
     "log_format", "HOOKGATE_LOG_FORMAT", Some("text"), "`text` or `json`.";
@@ -134,6 +135,7 @@ pub struct Config {
     pub quotas: crate::quota::Quotas,
     pub worker_concurrency: usize,
     pub worker_poll: Duration,
+    pub replay_batch: i64,
     pub disable_after: Duration,
     pub metrics_tenant_label: bool,
     pub log_format: LogFormat,
@@ -384,6 +386,10 @@ impl Config {
         if worker_concurrency == 0 {
             return Err(Raw::invalid("worker_concurrency", "must be at least 1"));
         }
+        let replay_batch: i64 = raw.parse("replay_batch")?;
+        if !(1..=10_000).contains(&replay_batch) {
+            return Err(Raw::invalid("replay_batch", "must be 1-10000"));
+        }
         Ok(Config {
             database_url,
             redis_url,
@@ -434,6 +440,7 @@ impl Config {
             },
             worker_concurrency,
             worker_poll: raw.millis("worker_poll_ms")?,
+            replay_batch,
             disable_after: raw.secs("disable_after_secs")?,
             metrics_tenant_label: raw.parse("metrics_tenant_label")?,
             log_format,

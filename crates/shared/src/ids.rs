@@ -206,6 +206,8 @@ prefixed_id!(/// An ingress source.
     SourceId, "src");
 prefixed_id!(/// An inbound event admitted by a source.
     InboundEventId, "evt");
+prefixed_id!(/// A background task (an endpoint's replay), run by the workers in steps.
+    TaskId, "qtask");
 
 /// Why a string is not an id of the expected kind.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -18,6 +18,7 @@ pub(crate) mod operational;
 mod portal;
 mod portal_settings;
 mod sources;
+mod tasks;
 pub(crate) mod usage;
 pub(crate) mod validate;
 
@@ -45,4 +46,5 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     console::configure(cfg);
     operational::configure(cfg);
     usage::configure(cfg);
+    tasks::configure(cfg);
 }

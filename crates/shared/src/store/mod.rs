@@ -51,6 +51,8 @@ pub mod retention;
 pub mod retention_stats;
 pub mod search;
 pub mod sources;
+pub mod tasks;
+pub mod replay;
 pub mod tenants;
 pub mod usage;
 pub mod volume;

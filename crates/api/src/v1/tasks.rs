@@ -1,0 +1,217 @@
+//! Endpoint replays and the background tasks that run them: `replay-missing`,
+//! `bulk-replay`, and `v1.background-task` (`list`, `get`), as Svix's SDKs call them.
+
+use actix_web::http::StatusCode;
+use actix_web::{get, post, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use hookgate_shared::ids::{AppId, EndpointId, Ref, TaskId};
+use hookgate_shared::status::DeliveryStatus;
+use hookgate_shared::store::tasks::{self, NewTask, ReplayFilter, Task, TaskKind, TaskStatus};
+use hookgate_shared::store::{page::PageRequest, StoreError};
+use hookgate_shared::{db, http::ApiError, AppState};
+
+use super::endpoints::find;
+use crate::idempotency::{answer, RequestKey};
+use crate::TenantAuth;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(replay_missing).service(bulk_replay).service(list).service(get_one);
+}
+
+/// Running tasks a tenant may have at once; more wait for one to end (409).
+const MOST_RUNNING: i64 = 20;
+
+/// Event types a bulk replay may name.
+const MOST_EVENT_TYPES: usize = 250;
+
+/// Longest channel or tag a filter may name, as for a message's own.
+const MOST_FILTER_LEN: usize = 128;
+
+type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayIn {
+    #[serde(deserialize_with = "crate::when::at")]
+    since: DateTime<Utc>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
+    until: Option<DateTime<Utc>>,
+}
+
+/// Bulk replay's body. Unknown fields are refused: a misspelt filter would
+/// otherwise be dropped, and the replay send everything.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BulkReplayIn {
+    #[serde(deserialize_with = "crate::when::at")]
+    since: DateTime<Utc>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
+    until: Option<DateTime<Utc>>,
+    event_types: Option<Vec<String>>,
+    channel: Option<String>,
+    tag: Option<String>,
+    status: Option<i16>,
+    status_code_class: Option<i32>,
+}
+
+impl BulkReplayIn {
+    /// The filters, checked: each names what a message or delivery can have.
+    fn filter(&self) -> Result<ReplayFilter, ApiError> {
+        let bad = |m: String| Err(ApiError::Validation(m));
+        if let Some(types) = &self.event_types {
+            if types.len() > MOST_EVENT_TYPES {
+                return bad(format!("`eventTypes`: at most {MOST_EVENT_TYPES} names"));
+            }
+            if let Some(t) = types.iter().find(|t| t.is_empty() || t.len() > 256) {
+                return bad(format!("`eventTypes`: `{}` is not an event type name (1-256 characters)", t.len()));
+            }
+        }
+        for (name, v) in [("channel", &self.channel), ("tag", &self.tag)] {
+            if v.as_ref().is_some_and(|v| v.is_empty() || v.len() > MOST_FILTER_LEN) {
+                return bad(format!("`{name}`: 1-{MOST_FILTER_LEN} characters"));
+            }
+        }
+        // 4 (canceled) is in the SDK's enum; no delivery is ever canceled, so it matches none.
+        if let Some(s) = self.status.filter(|s| DeliveryStatus::from_code(*s).is_none() && *s != 4) {
+            return bad(format!("`status`: {s} is no message status (0 success, 1 pending, 2 failed, 3 sending, 4 canceled)"));
+        }
+        if let Some(c) = self.status_code_class.filter(|c| ![0, 100, 200, 300, 400, 500].contains(c)) {
+            return bad(format!("`statusCodeClass`: {c} is none of 0 (no response), 100, 200, 300, 400, 500"));
+        }
+        Ok(ReplayFilter {
+            event_types: self.event_types.clone(),
+            channel: self.channel.clone(),
+            tag: self.tag.clone(),
+            status: self.status,
+            status_code_class: self.status_code_class,
+        })
+    }
+}
+
+/// Sends the endpoint every message of the window that its filters take and it
+/// never got, each with its own id; run twice, the second sends nothing again.
+#[post("/app/{app_id}/endpoint/{endpoint_id}/replay-missing")]
+async fn replay_missing(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<ReplayIn>,
+    key: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let filter = ReplayFilter::default();
+    start(&tenant, &state, &path, TaskKind::Replay, (body.since, body.until), &filter, key).await
+}
+
+/// Sends the endpoint again every message of the window it was sent that the
+/// filters match, delivered or not, each with its own id.
+#[post("/app/{app_id}/endpoint/{endpoint_id}/bulk-replay")]
+async fn bulk_replay(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<BulkReplayIn>,
+    key: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let filter = body.filter()?;
+    start(&tenant, &state, &path, TaskKind::BulkReplay, (body.since, body.until), &filter, key).await
+}
+
+/// Records the task and answers 202 with it (`ReplayOut`); the workers run it.
+async fn start(
+    tenant: &TenantAuth,
+    state: &AppState,
+    path: &EpPath,
+    kind: TaskKind,
+    (since, until): (DateTime<Utc>, Option<DateTime<Utc>>),
+    filter: &ReplayFilter,
+    key: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    if let Some(until) = until.filter(|u| *u <= since) {
+        return Err(ApiError::Validation(format!("`until` ({until}) must be after `since` ({since})")));
+    }
+    let (app, ep) = find(state, tenant, &path.0, &path.1).await?;
+    // A delivery to a disabled endpoint ends unsent: the replay would use up
+    // what the endpoint is to get once enabled.
+    if ep.disabled {
+        return Err(ApiError::Conflict("the endpoint is disabled: enable it, then replay".into()));
+    }
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    // Counted under the tenant's row lock, so two requests cannot both be the twentieth.
+    tx.execute("SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", &[&tenant.0.as_str()])
+        .await
+        .map_err(StoreError::from)?;
+    let running = tasks::running(&*tx, &tenant.0).await?;
+    if running >= MOST_RUNNING {
+        return Err(ApiError::Conflict(format!(
+            "{running} background tasks are running: at most {MOST_RUNNING} at once; wait for one to end"
+        )));
+    }
+    let new = NewTask { kind, app: &app, endpoint: &ep.id, since, until, filter };
+    let task = tasks::create(&*tx, &tenant.0, &new).await?;
+    let res = answer(&*tx, state, key.as_deref(), StatusCode::ACCEPTED, &replay_out(&task)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    tracing::info!(task = %task.id, kind = task.kind.name(), endpoint = %ep.id, "background task started");
+    Ok(res)
+}
+
+/// `ReplayOut`: the task without its data.
+fn replay_out(t: &Task) -> Value {
+    json!({ "id": t.id, "status": t.status.name(), "task": t.kind.name(), "updatedAt": t.updated_at })
+}
+
+/// `BackgroundTaskOut`.
+fn task_out(t: &Task) -> Value {
+    let mut data = json!({ "messagesSent": t.sent, "appId": t.app_id, "endpointId": t.endpoint_id });
+    if let Some(f) = &t.failure {
+        data["error"] = json!(f);
+    }
+    json!({ "id": t.id, "status": t.status.name(), "task": t.kind.name(), "updatedAt": t.updated_at, "data": data })
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+    task: Option<String>,
+    order: Option<String>,
+    limit: Option<i64>,
+    iterator: Option<String>,
+}
+
+#[get("/background-task")]
+async fn list(tenant: TenantAuth, state: web::Data<AppState>, q: web::Query<ListQuery>) -> Result<HttpResponse, ApiError> {
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(s) => Some(TaskStatus::from_name(s).ok_or_else(|| {
+            ApiError::Validation(format!("`status`: `{s}` is none of running, finished, failed"))
+        })?),
+    };
+    let kind = match q.task.as_deref() {
+        None => None,
+        Some(s) => Some(TaskKind::from_name(s).ok_or_else(|| {
+            ApiError::Validation(format!("`task`: `{s}` is none of endpoint.replay, endpoint.bulk-replay"))
+        })?),
+    };
+    let ascending = match q.order.as_deref() {
+        None | Some("descending") => false,
+        Some("ascending") => true,
+        Some(o) => return Err(ApiError::Validation(format!("`order`: `{o}` is neither ascending nor descending"))),
+    };
+    let conn = db::conn(&state.db).await?;
+    let page = tasks::list(&**conn, &tenant.0, status, kind, ascending, &PageRequest::new(q.limit, q.iterator.clone())).await?;
+    Ok(HttpResponse::Ok().json(page.map(|t| task_out(&t))))
+}
+
+#[get("/background-task/{task_id}")]
+async fn get_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<TaskId>,
+) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let task = tasks::get(&**conn, &tenant.0, &path).await?.ok_or(ApiError::NotFound("background task"))?;
+    Ok(HttpResponse::Ok().json(task_out(&task)))
+}

@@ -1,0 +1,288 @@
+//! One step of a running background task: a bounded batch of an endpoint's replay,
+//! done in one transaction with the task's row held and its cursor moved past it.
+//!
+//! A step is whole or nothing: the deliveries it makes due and the cursor that
+//! says so commit together, so a process dying mid-task neither loses nor
+//! repeats a batch, and a second worker skips the row the first one holds.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Deserialize;
+use tokio_postgres::GenericClient;
+
+use super::{
+    tasks::{ReplayFilter, TaskKind, TaskStatus},
+    wakes, StoreError,
+};
+use crate::ids::{self, AppId, EndpointId, MessageId, TaskId, TenantId};
+
+/// What one step did.
+#[derive(Debug)]
+pub struct Stepped {
+    pub tenant: TenantId,
+    pub task: TaskId,
+    pub kind: TaskKind,
+    /// Deliveries made due by this step.
+    pub sent: u64,
+    pub status: TaskStatus,
+}
+
+/// The window is on messages' `created_at`; message ids (which partitions and the
+/// scan's order go by) are made a moment before it. The scan reaches this far
+/// past either end of the window, and `created_at` decides.
+const ID_MARGIN: Duration = Duration::minutes(5);
+
+/// Steps the running task whose tenant was served least lately (then the task
+/// stepped least lately), skipping one another worker is stepping; looks at up
+/// to `batch` messages. `None` when no task is waiting.
+pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Option<Stepped>, StoreError> {
+    let tx = db.transaction().await?;
+    let Some(row) = tx
+        .query_opt(
+            "SELECT t.tenant_id, t.id, t.kind, t.app_id, t.endpoint_id, t.since, t.until, t.filter, t.cursor
+             FROM background_tasks t
+             WHERE t.status = 0
+             ORDER BY (SELECT max(o.updated_at) FROM background_tasks o
+                       WHERE o.tenant_id = t.tenant_id AND o.status = 0), t.updated_at
+             LIMIT 1
+             FOR UPDATE OF t SKIP LOCKED",
+            &[],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let tenant = TenantId::from_db(row.get(0));
+    let task = TaskId::from_db(row.get(1));
+    let kind = if row.get::<_, i16>(2) == TaskKind::BulkReplay.code() { TaskKind::BulkReplay } else { TaskKind::Replay };
+    let app = AppId::from_db(row.get(3));
+    let endpoint = EndpointId::from_db(row.get(4));
+    let window = Window { since: row.get(5), until: row.get(6), after: row.get(8) };
+    let filter: serde_json::Value = row.get(7);
+
+    // The step's work runs under a savepoint: a step that fails (a statement
+    // timing out on a heavy batch, a value Postgres refuses) is undone alone, and
+    // the task goes to the back of the line, so it cannot hold up the others; the
+    // fifth failure in a row fails it.
+    tx.batch_execute("SAVEPOINT step").await?;
+    let done = match work(&*tx, &tenant, &app, &endpoint, kind, &window, &filter, batch).await {
+        Ok(done) => done,
+        Err(e) => {
+            tx.batch_execute("ROLLBACK TO SAVEPOINT step").await?;
+            tx.execute(
+                "UPDATE background_tasks SET tries = tries + 1, updated_at = now(),
+                     status = CASE WHEN tries + 1 >= $3 THEN 2 ELSE status END,
+                     failure = CASE WHEN tries + 1 >= $3 THEN $4 ELSE failure END
+                 WHERE tenant_id = $1 AND id = $2",
+                &[&tenant.as_str(), &task.as_str(), &MOST_TRIES, &format!("a step failed {MOST_TRIES} times: {e}")],
+            )
+            .await?;
+            tx.commit().await?;
+            return Err(e);
+        }
+    };
+    let status = match done.failure {
+        Some(_) => TaskStatus::Failed,
+        None if done.scanned < batch => TaskStatus::Finished,
+        None => TaskStatus::Running,
+    };
+    tx.execute(
+        "UPDATE background_tasks SET cursor = COALESCE($3, cursor), scanned = scanned + $4, sent = sent + $5,
+             status = $6, failure = $7, tries = 0, updated_at = now()
+         WHERE tenant_id = $1 AND id = $2",
+        &[&tenant.as_str(), &task.as_str(), &done.last, &done.scanned, &done.sent, &status.code(), &done.failure],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(Stepped { tenant, task, kind, sent: done.sent as u64, status }))
+}
+
+/// Steps in a row that may fail before the task does.
+const MOST_TRIES: i16 = 5;
+
+/// What a step's batch did.
+struct Done {
+    /// The last message id looked at.
+    last: Option<String>,
+    scanned: i64,
+    sent: i64,
+    /// Why the task cannot go on.
+    failure: Option<&'static str>,
+}
+
+/// The step's batch, after checking the endpoint can still take it.
+#[allow(clippy::too_many_arguments)]
+async fn work(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    kind: TaskKind,
+    window: &Window,
+    filter: &serde_json::Value,
+    batch: i64,
+) -> Result<Done, StoreError> {
+    let filter = ReplayFilter::deserialize(filter).map_err(|e| StoreError::Corrupt(format!("a task's filter: {e}")))?;
+    // The endpoint is held (FOR KEY SHARE) for the step: deleted meanwhile, the
+    // deletion waits for this step or went first, and the task ends failed.
+    let endpoint_row = tx
+        .query_opt(
+            "SELECT disabled FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR KEY SHARE",
+            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str()],
+        )
+        .await?;
+    let failure = match endpoint_row.map(|r| r.get::<_, bool>(0)) {
+        None => Some("the endpoint was deleted"),
+        // A delivery to a disabled endpoint ends unsent: replaying into one would
+        // use up what it is to get. Replaying again once it is enabled sends only
+        // what it has not had.
+        Some(true) => Some("the endpoint was disabled; enable it and replay again"),
+        Some(false) => None,
+    };
+    if failure.is_some() {
+        return Ok(Done { last: None, scanned: 0, sent: 0, failure });
+    }
+    let (last, scanned, sent) = match kind {
+        TaskKind::Replay => missing_batch(tx, tenant, app, endpoint, window, batch).await?,
+        TaskKind::BulkReplay => again_batch(tx, tenant, app, endpoint, window, &filter, batch).await?,
+    };
+    Ok(Done { last, scanned, sent, failure: None })
+}
+
+/// The task's window and where its last step stopped.
+struct Window {
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    /// The last message id looked at ('' before the first step).
+    after: String,
+}
+
+impl Window {
+    /// The message ids that can fall in the window, for the scan's bounds.
+    fn ids(&self) -> (String, String) {
+        (ids::floor(MessageId::PREFIX, self.since - ID_MARGIN), ids::floor(MessageId::PREFIX, self.until + ID_MARGIN))
+    }
+}
+
+/// Replay-missing: the next `batch` messages of the application in id order; of
+/// those in the window that the endpoint's filters take (the fan-out's rule,
+/// whatever the endpoint's state when they were made), each with no delivery to
+/// it, or one that ended unsent (no attempt), gets a due delivery on the normal
+/// schedule. Returns the last id looked at, how many, and how many made due.
+async fn missing_batch(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    w: &Window,
+    batch: i64,
+) -> Result<(Option<String>, i64, i64), StoreError> {
+    let (lo, hi) = w.ids();
+    let row = tx
+        .query_one(
+            &format!(
+                "WITH scanned AS (
+                    SELECT m.id, m.event_type, m.channels, m.created_at, m.payload IS NOT NULL AS live
+                    FROM messages m
+                    WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id > $4 AND m.id >= $5 AND m.id < $6
+                    ORDER BY m.id LIMIT $7
+                    FOR KEY SHARE OF m
+                 ), wanted AS (
+                    SELECT s.id FROM scanned s
+                    JOIN endpoints e ON e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3
+                        AND (e.event_types IS NULL OR s.event_type = ANY (e.event_types))
+                        AND (e.channels IS NULL OR e.channels && s.channels)
+                    WHERE s.live AND s.created_at >= $8 AND s.created_at < $9
+                 ), dels AS (
+                    INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
+                    SELECT $1, $2, w.id, $3, now() FROM wanted w
+                    ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
+                        SET status = 1, next_attempt_at = now(), trigger = 0, lease_token = NULL, leased_until = NULL
+                        WHERE deliveries.status = 2 AND deliveries.attempts = 0
+                    RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+                 ), {}
+                 SELECT (SELECT max(id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)",
+                wakes::lower("dels")
+            ),
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &endpoint.as_str(),
+                &w.after,
+                &lo,
+                &hi,
+                &batch,
+                &w.since,
+                &w.until,
+            ],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1), row.get(2)))
+}
+
+/// Bulk replay: the next `batch` deliveries to the endpoint in message order; each
+/// whose message is in the window and passes the filters is made due now as a
+/// manual attempt (one still in its retry schedule keeps it, and is brought
+/// forward). One in flight is left to its attempt. Returns as `missing_batch`.
+async fn again_batch(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    w: &Window,
+    f: &ReplayFilter,
+    batch: i64,
+) -> Result<(Option<String>, i64, i64), StoreError> {
+    let (lo, hi) = w.ids();
+    let row = tx
+        .query_one(
+            &format!(
+                "WITH scanned AS (
+                    SELECT d.msg_id, d.status, d.lease_token FROM deliveries d
+                    WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
+                      AND d.msg_id > $4 AND d.msg_id >= $5 AND d.msg_id < $6
+                    ORDER BY d.msg_id LIMIT $7
+                 ), wanted AS (
+                    SELECT s.msg_id FROM scanned s
+                    JOIN messages m ON m.tenant_id = $1 AND m.app_id = $2 AND m.id = s.msg_id
+                    WHERE NOT (s.status = 1 AND s.lease_token IS NOT NULL) AND m.payload IS NOT NULL
+                      AND m.created_at >= $8 AND m.created_at < $9
+                      AND ($10::text[] IS NULL OR m.event_type = ANY ($10))
+                      AND ($11::text IS NULL OR $11 = ANY (m.channels))
+                      AND ($12::text IS NULL OR $12 = ANY (m.tags))
+                      AND ($13::smallint IS NULL OR s.status = $13)
+                      AND ($14::int IS NULL OR $14 = COALESCE((
+                            SELECT a.response_status_code / 100 * 100 FROM attempts a
+                            WHERE a.tenant_id = $1 AND a.app_id = $2 AND a.msg_id = s.msg_id AND a.endpoint_id = $3
+                            ORDER BY a.id DESC LIMIT 1), -1))
+                    FOR KEY SHARE OF m
+                 ), dels AS (
+                    UPDATE deliveries d SET status = 1, next_attempt_at = now(), lease_token = NULL, leased_until = NULL,
+                        trigger = CASE WHEN d.status = 1 THEN d.trigger ELSE 1 END
+                    FROM wanted w
+                    WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = w.msg_id AND d.endpoint_id = $3
+                      AND NOT (d.status = 1 AND d.lease_token IS NOT NULL)
+                    RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at
+                 ), {}
+                 SELECT (SELECT max(msg_id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)",
+                wakes::lower("dels")
+            ),
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &endpoint.as_str(),
+                &w.after,
+                &lo,
+                &hi,
+                &batch,
+                &w.since,
+                &w.until,
+                &f.event_types,
+                &f.channel,
+                &f.tag,
+                &f.status,
+                &f.status_code_class,
+            ],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1), row.get(2)))
+}

@@ -1,0 +1,220 @@
+//! The `background_tasks` table: endpoint replays a request starts and the workers
+//! finish in steps (`store::replay`), read back through `/api/v1/background-task`.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tokio_postgres::{GenericClient, Row};
+
+use super::{
+    page::{Page, PageRequest},
+    StoreError,
+};
+use crate::ids::{AppId, EndpointId, TaskId, TenantId};
+
+/// What a task does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKind {
+    /// `replay-missing`: the endpoint gets what its filters would have given it
+    /// in a window and it never got.
+    Replay,
+    /// `bulk-replay`: the endpoint gets again what it was sent in a window, filtered.
+    BulkReplay,
+}
+
+impl TaskKind {
+    pub const fn code(self) -> i16 {
+        match self {
+            TaskKind::Replay => 0,
+            TaskKind::BulkReplay => 1,
+        }
+    }
+
+    fn from_db(code: i16) -> Self {
+        if code == 1 {
+            TaskKind::BulkReplay
+        } else {
+            TaskKind::Replay
+        }
+    }
+
+    /// The name Svix's API gives it (`BackgroundTaskType`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            TaskKind::Replay => "endpoint.replay",
+            TaskKind::BulkReplay => "endpoint.bulk-replay",
+        }
+    }
+
+    /// A name from a query string; `None` for a type Hookgate runs no task of.
+    pub fn from_name(s: &str) -> Option<Self> {
+        [TaskKind::Replay, TaskKind::BulkReplay].into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// Where a task is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    Running,
+    Finished,
+    /// Stopped before the end; `Task::failure` says why.
+    Failed,
+}
+
+impl TaskStatus {
+    pub const fn code(self) -> i16 {
+        match self {
+            TaskStatus::Running => 0,
+            TaskStatus::Finished => 1,
+            TaskStatus::Failed => 2,
+        }
+    }
+
+    fn from_db(code: i16) -> Self {
+        match code {
+            0 => TaskStatus::Running,
+            1 => TaskStatus::Finished,
+            _ => TaskStatus::Failed,
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            TaskStatus::Running => "running",
+            TaskStatus::Finished => "finished",
+            TaskStatus::Failed => "failed",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        [TaskStatus::Running, TaskStatus::Finished, TaskStatus::Failed].into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// Bulk replay's filters, beside the window. Each one given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayFilter {
+    pub event_types: Option<Vec<String>>,
+    pub channel: Option<String>,
+    pub tag: Option<String>,
+    /// The delivery's status to the endpoint, as its code (`DeliveryStatus::code`).
+    pub status: Option<i16>,
+    /// The class of the last attempt's response status: 0 (no response), 100 … 500.
+    pub status_code_class: Option<i32>,
+}
+
+/// A task as the API shows it.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub id: TaskId,
+    pub kind: TaskKind,
+    pub status: TaskStatus,
+    pub app_id: AppId,
+    pub endpoint_id: EndpointId,
+    /// Messages looked at so far, and deliveries made due by the task.
+    pub scanned: i64,
+    pub sent: i64,
+    pub failure: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "id, kind, status, app_id, endpoint_id, scanned, sent, failure, updated_at";
+
+fn from_row(r: &Row) -> Task {
+    Task {
+        id: TaskId::from_db(r.get(0)),
+        kind: TaskKind::from_db(r.get(1)),
+        status: TaskStatus::from_db(r.get(2)),
+        app_id: AppId::from_db(r.get(3)),
+        endpoint_id: EndpointId::from_db(r.get(4)),
+        scanned: r.get(5),
+        sent: r.get(6),
+        failure: r.get(7),
+        updated_at: r.get(8),
+    }
+}
+
+/// What a new task is to do.
+pub struct NewTask<'a> {
+    pub kind: TaskKind,
+    pub app: &'a AppId,
+    pub endpoint: &'a EndpointId,
+    pub since: DateTime<Utc>,
+    /// `None`: up to now, the task's creation (later messages reach the endpoint by fan-out).
+    pub until: Option<DateTime<Utc>>,
+    pub filter: &'a ReplayFilter,
+}
+
+/// Records a running task; the workers pick it up within their poll.
+pub async fn create(db: &impl GenericClient, tenant: &TenantId, new: &NewTask<'_>) -> Result<Task, StoreError> {
+    let filter = serde_json::to_value(new.filter).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let row = db
+        .query_one(
+            &format!(
+                "INSERT INTO background_tasks (tenant_id, id, kind, app_id, endpoint_id, since, until, filter)
+                 VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, now()), $8)
+                 RETURNING {COLUMNS}"
+            ),
+            &[
+                &tenant.as_str(),
+                &TaskId::generate().as_str(),
+                &new.kind.code(),
+                &new.app.as_str(),
+                &new.endpoint.as_str(),
+                &new.since,
+                &new.until,
+                &filter,
+            ],
+        )
+        .await?;
+    Ok(from_row(&row))
+}
+
+/// How many of the tenant's tasks are running.
+pub async fn running(db: &impl GenericClient, tenant: &TenantId) -> Result<i64, StoreError> {
+    let row = db
+        .query_one("SELECT count(*) FROM background_tasks WHERE tenant_id = $1 AND status = 0", &[&tenant.as_str()])
+        .await?;
+    Ok(row.get(0))
+}
+
+pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &TaskId) -> Result<Option<Task>, StoreError> {
+    let row = db
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM background_tasks WHERE tenant_id = $1 AND id = $2"),
+            &[&tenant.as_str(), &id.as_str()],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// A page of the tenant's tasks, newest first unless `ascending`.
+pub async fn list(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    status: Option<TaskStatus>,
+    kind: Option<TaskKind>,
+    ascending: bool,
+    page: &PageRequest,
+) -> Result<Page<Task>, StoreError> {
+    let (after, order) = if ascending { (">", "ASC") } else { ("<", "DESC") };
+    let rows = db
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM background_tasks
+                 WHERE tenant_id = $1 AND ($2::smallint IS NULL OR status = $2) AND ($3::smallint IS NULL OR kind = $3)
+                   AND ($4::text IS NULL OR id {after} $4)
+                 ORDER BY id {order} LIMIT $5"
+            ),
+            &[
+                &tenant.as_str(),
+                &status.map(TaskStatus::code),
+                &kind.map(TaskKind::code),
+                &page.after,
+                &page.fetch_limit(),
+            ],
+        )
+        .await?;
+    let tasks = rows.iter().map(from_row).collect();
+    Ok(Page::from_rows(tasks, page, |t| t.id.to_string()))
+}
