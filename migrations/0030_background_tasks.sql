@@ -1,12 +1,12 @@
 -- Background tasks: work a request starts and the workers finish in bounded
--- steps (endpoint replays). Each step runs in one transaction that holds the
+-- steps (endpoint replays and recoveries). Each step runs in one transaction that holds the
 -- task's row, does one batch and moves `cursor` past it, so a step is done
 -- whole or not at all: a process dying mid-task loses nothing and repeats
 -- nothing, and two workers never run the same step.
 CREATE TABLE IF NOT EXISTS background_tasks (
     tenant_id    text NOT NULL,
     id           text NOT NULL,
-    kind         smallint NOT NULL,          -- 0 endpoint.replay, 1 endpoint.bulk-replay
+    kind         smallint NOT NULL,          -- 0 endpoint.replay, 1 endpoint.bulk-replay, 2 endpoint.recover
     status       smallint NOT NULL DEFAULT 0, -- 0 running, 1 finished, 2 failed
     app_id       text NOT NULL,
     endpoint_id  text NOT NULL,
@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS background_tasks (
     CONSTRAINT background_tasks_pkey PRIMARY KEY (tenant_id, id),
     CONSTRAINT background_tasks_app_fkey FOREIGN KEY (tenant_id, app_id)
         REFERENCES applications (tenant_id, id) ON DELETE CASCADE,
-    CONSTRAINT background_tasks_kind_known CHECK (kind IN (0, 1)),
+    CONSTRAINT background_tasks_kind_known CHECK (kind IN (0, 1, 2)),
     CONSTRAINT background_tasks_status_known CHECK (status IN (0, 1, 2))
 );
 -- The runner's pick: running tasks, least lately stepped first.

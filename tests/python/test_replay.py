@@ -17,6 +17,7 @@ from svix.api import (
     EndpointIn,
     EndpointPatch,
     MessageIn,
+    RecoverIn,
     ReplayIn,
 )
 from svix.exceptions import HttpError, HTTPValidationError
@@ -248,3 +249,29 @@ def test_replays_survive_their_process_killed_mid_task(stepping):
     finally:
         first.server.shutdown()
         later.server.shutdown()
+
+
+def test_recover_is_a_background_task_that_resends_only_the_failed(svix):
+    sink = Sink()
+    try:
+        since = datetime.now(timezone.utc) - timedelta(minutes=1)
+        app = svix.application.create(ApplicationIn(name="recover"))
+        ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+        ok = publish(svix, app.id, 2, "a.ok")
+        sink.wait_for(2)
+        sink.status = 500
+        failing = publish(svix, app.id, 3, "a.failing")
+        # The test server's schedule is two retries a second apart: three tries each.
+        eventually(lambda: svix.endpoint.get_stats(app.id, ep.id).fail == 3, timeout=30)
+        sink.status = 200
+        before = len(sink.received)
+        out = svix.endpoint.recover(app.id, ep.id, RecoverIn(since=since))
+        task = finished(svix, out.id)
+        assert task.task == "endpoint.recover" and task.status == "finished"
+        assert task.data["messagesSent"] == 3
+        got = sink.wait_for(before + 3)
+        time.sleep(1.0)
+        assert sorted(ids_of(sink.received[before:])) == sorted(failing), "the failed ones, not the delivered"
+        assert not set(ids_of(sink.received[before:])) & set(ok)
+    finally:
+        sink.server.shutdown()

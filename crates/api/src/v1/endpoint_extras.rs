@@ -1,4 +1,4 @@
-//! `v1.endpoint.*` beyond CRUD: secret get and rotate, headers, recover, stats.
+//! `v1.endpoint.*` beyond CRUD: secret get and rotate, headers, stats.
 
 use hookgate_shared::ids::{AppId, EndpointId, Ref, TenantId};
 use hookgate_shared::status::DeliveryStatus;
@@ -31,7 +31,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(get_headers)
         .service(update_headers)
         .service(patch_headers)
-        .service(recover)
         .service(stats);
 }
 
@@ -290,42 +289,6 @@ async fn patch_headers(
     endpoints::set_headers(&*tx, &tenant.0, &app, &ep.id, &sealed).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::NoContent().finish())
-}
-
-#[derive(Deserialize)]
-struct RecoverIn {
-    #[serde(deserialize_with = "crate::when::at")]
-    since: DateTime<Utc>,
-    #[serde(default, deserialize_with = "crate::when::opt")]
-    until: Option<DateTime<Utc>>,
-}
-
-/// Re-sends every failed delivery of the endpoint created in the window.
-#[post("/app/{app_id}/endpoint/{endpoint_id}/recover")]
-async fn recover(
-    tenant: TenantAuth,
-    state: web::Data<AppState>,
-    path: EpPath,
-    body: web::Json<RecoverIn>,
-    key: Option<web::ReqData<RequestKey>>,
-) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let n = deliveries::recover(&*tx, &tenant.0, &app, &ep.id, body.since, body.until).await?;
-    let task = json!({
-        "id": format!("qtask_{}", ulid::Ulid::new()),
-        "status": "finished",
-        "task": "endpoint.recover",
-        "updatedAt": Utc::now(),
-    });
-    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &task).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    if n > 0 {
-        state.wake.poke();
-    }
-    tracing::info!(endpoint = %ep.id, recovered = n, "endpoint recovery scheduled");
-    Ok(res)
 }
 
 #[get("/app/{app_id}/endpoint/{endpoint_id}/stats")]

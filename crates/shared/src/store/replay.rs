@@ -1,4 +1,5 @@
-//! One step of a running background task: a bounded batch of an endpoint's replay,
+//! One step of a running background task: a bounded batch of an endpoint's replay
+//! or recovery,
 //! done in one transaction with the task's row held and its cursor moved past it.
 //!
 //! A step is whole or nothing: the deliveries it makes due and the cursor that
@@ -53,7 +54,7 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
     };
     let tenant = TenantId::from_db(row.get(0));
     let task = TaskId::from_db(row.get(1));
-    let kind = if row.get::<_, i16>(2) == TaskKind::BulkReplay.code() { TaskKind::BulkReplay } else { TaskKind::Replay };
+    let kind = TaskKind::from_db(row.get(2));
     let app = AppId::from_db(row.get(3));
     let endpoint = EndpointId::from_db(row.get(4));
     let window = Window { since: row.get(5), until: row.get(6), after: row.get(8) };
@@ -144,6 +145,7 @@ async fn work(
     let (last, scanned, sent) = match kind {
         TaskKind::Replay => missing_batch(tx, tenant, app, endpoint, window, batch).await?,
         TaskKind::BulkReplay => again_batch(tx, tenant, app, endpoint, window, &filter, batch).await?,
+        TaskKind::Recover => recover_batch(tx, tenant, app, endpoint, window, batch).await?,
     };
     Ok(Done { last, scanned, sent, failure: None })
 }
@@ -203,17 +205,7 @@ async fn missing_batch(
                  SELECT (SELECT max(id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)",
                 wakes::lower("dels")
             ),
-            &[
-                &tenant.as_str(),
-                &app.as_str(),
-                &endpoint.as_str(),
-                &w.after,
-                &lo,
-                &hi,
-                &batch,
-                &w.since,
-                &w.until,
-            ],
+            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &w.after, &lo, &hi, &batch, &w.since, &w.until],
         )
         .await?;
     Ok((row.get(0), row.get(1), row.get(2)))
@@ -282,6 +274,48 @@ async fn again_batch(
                 &f.status,
                 &f.status_code_class,
             ],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1), row.get(2)))
+}
+
+/// Recover: the next `batch` deliveries to the endpoint in message order; each
+/// that failed, of a message in the window whose payload is still kept, starts
+/// its retry schedule again from the first attempt. Returns as `missing_batch`.
+async fn recover_batch(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    w: &Window,
+    batch: i64,
+) -> Result<(Option<String>, i64, i64), StoreError> {
+    let (lo, hi) = w.ids();
+    let row = tx
+        .query_one(
+            &format!(
+                "WITH scanned AS (
+                    SELECT d.msg_id, d.status FROM deliveries d
+                    WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
+                      AND d.msg_id > $4 AND d.msg_id >= $5 AND d.msg_id < $6
+                    ORDER BY d.msg_id LIMIT $7
+                 ), wanted AS (
+                    SELECT s.msg_id FROM scanned s
+                    JOIN messages m ON m.tenant_id = $1 AND m.app_id = $2 AND m.id = s.msg_id
+                    WHERE s.status = 2 AND m.payload IS NOT NULL AND m.created_at >= $8 AND m.created_at < $9
+                    FOR KEY SHARE OF m
+                 ), dels AS (
+                    UPDATE deliveries d SET status = 1, attempts = 0, next_attempt_at = now(), trigger = 0,
+                        lease_token = NULL, leased_until = NULL
+                    FROM wanted w
+                    WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = w.msg_id AND d.endpoint_id = $3
+                      AND d.status = 2
+                    RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at
+                 ), {}
+                 SELECT (SELECT max(msg_id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)",
+                wakes::lower("dels")
+            ),
+            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &w.after, &lo, &hi, &batch, &w.since, &w.until],
         )
         .await?;
     Ok((row.get(0), row.get(1), row.get(2)))

@@ -1,4 +1,4 @@
-//! The `background_tasks` table: endpoint replays a request starts and the workers
+//! The `background_tasks` table: endpoint replays and recoveries a request starts and the workers
 //! finish in steps (`store::replay`), read back through `/api/v1/background-task`.
 
 use chrono::{DateTime, Utc};
@@ -19,6 +19,8 @@ pub enum TaskKind {
     Replay,
     /// `bulk-replay`: the endpoint gets again what it was sent in a window, filtered.
     BulkReplay,
+    /// `recover`: the endpoint's failed deliveries of a window start their schedule again.
+    Recover,
 }
 
 impl TaskKind {
@@ -26,14 +28,15 @@ impl TaskKind {
         match self {
             TaskKind::Replay => 0,
             TaskKind::BulkReplay => 1,
+            TaskKind::Recover => 2,
         }
     }
 
-    fn from_db(code: i16) -> Self {
-        if code == 1 {
-            TaskKind::BulkReplay
-        } else {
-            TaskKind::Replay
+    pub(super) fn from_db(code: i16) -> Self {
+        match code {
+            1 => TaskKind::BulkReplay,
+            2 => TaskKind::Recover,
+            _ => TaskKind::Replay,
         }
     }
 
@@ -42,12 +45,13 @@ impl TaskKind {
         match self {
             TaskKind::Replay => "endpoint.replay",
             TaskKind::BulkReplay => "endpoint.bulk-replay",
+            TaskKind::Recover => "endpoint.recover",
         }
     }
 
     /// A name from a query string; `None` for a type Hookgate runs no task of.
     pub fn from_name(s: &str) -> Option<Self> {
-        [TaskKind::Replay, TaskKind::BulkReplay].into_iter().find(|k| k.name() == s)
+        [TaskKind::Replay, TaskKind::BulkReplay, TaskKind::Recover].into_iter().find(|k| k.name() == s)
     }
 }
 
@@ -170,8 +174,11 @@ pub async fn create(db: &impl GenericClient, tenant: &TenantId, new: &NewTask<'_
     Ok(from_row(&row))
 }
 
-/// How many of the tenant's tasks are running.
+/// How many of the tenant's tasks are running, counted under a lock of the
+/// tenant's row held until `db`'s transaction ends: two requests in their own
+/// transactions cannot both see room for one more.
 pub async fn running(db: &impl GenericClient, tenant: &TenantId) -> Result<i64, StoreError> {
+    db.execute("SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", &[&tenant.as_str()]).await?;
     let row = db
         .query_one("SELECT count(*) FROM background_tasks WHERE tenant_id = $1 AND status = 0", &[&tenant.as_str()])
         .await?;
