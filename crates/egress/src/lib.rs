@@ -17,6 +17,7 @@ pub mod publish;
 pub mod replay;
 pub mod secrets;
 pub mod signing;
+pub mod transform;
 pub mod ssrf;
 
 #[cfg(test)]
