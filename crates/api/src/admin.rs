@@ -57,6 +57,8 @@ struct TenantPatchIn {
     /// default, or absent to leave it; `null` for all of them.
     #[serde(default)]
     quotas: Maybe<serde_json::Map<String, serde_json::Value>>,
+    /// Whether the tenant's endpoint transformations run (off by default).
+    transformations: Option<bool>,
     /// Private networks (CIDRs) this tenant's endpoints may reach; `[]` for none.
     #[serde(rename = "egressAllowNetworks")]
     egress_allow_networks: Option<Vec<String>>,
@@ -98,6 +100,7 @@ struct TenantOut {
     retention: RetentionOut,
     quotas: QuotasOut,
     egress_allow_networks: Vec<String>,
+    transformations: bool,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -120,6 +123,7 @@ impl TenantOut {
             },
             quotas: QuotasOut { own: t.quotas, effective: t.quotas.over(&config.quotas) },
             egress_allow_networks: t.egress_allow_networks,
+            transformations: t.transformations,
             created_at: t.created_at,
             updated_at: t.updated_at,
         }
@@ -308,6 +312,7 @@ async fn patch_tenant(
         inbound_days,
         message_days,
         egress_allow_networks,
+        transformations: body.transformations,
     };
     let conn = db::conn(&state.db).await?;
     let updated =

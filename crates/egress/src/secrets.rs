@@ -199,3 +199,31 @@ pub async fn seal_stored_headers(state: AppState) {
         tracing::info!(sealed, "sealed endpoint headers stored in clear");
     }
 }
+
+fn variables_purpose(app: &AppId, ep: &EndpointId) -> String {
+    format!("endpoint-transformation-variables:{app}:{ep}")
+}
+
+/// The stored form of a transformation's variables (a JSON object of strings, which
+/// may hold credentials): sealed with the tenant's key, bound to the endpoint.
+pub fn seal_variables(state: &AppState, tenant: &TenantId, app: &AppId, ep: &EndpointId, vars: &Value) -> Vec<u8> {
+    state.config.master_key.tenant_key(tenant).seal(&variables_purpose(app, ep), vars.to_string().as_bytes())
+}
+
+/// A transformation's variables, opened; `{}` when none were stored.
+pub fn open_variables(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+    sealed: Option<&[u8]>,
+) -> Result<Value, String> {
+    let Some(sealed) = sealed else { return Ok(json!({})) };
+    let plain = state
+        .config
+        .master_key
+        .tenant_key(tenant)
+        .open(&variables_purpose(app, ep), sealed)
+        .map_err(|e| format!("transformation variables cannot be opened: {e}"))?;
+    serde_json::from_slice(&plain).map_err(|e| format!("transformation variables are not JSON: {e}"))
+}

@@ -139,6 +139,26 @@ pub fn run_now(code: &str, variables: &Value, webhook: Webhook, max_body: usize)
     output(&text, webhook, max_body)
 }
 
+/// Whether `code` runs and defines `handler`, under the same limits as a run:
+/// what saving a transformation checks, so a typo is refused then rather than
+/// failing every delivery after.
+pub fn check(code: &str) -> Result<(), TransformError> {
+    let engine = |e: rquickjs::Error| TransformError::Engine(e.to_string());
+    let rt = Runtime::new().map_err(engine)?;
+    rt.set_memory_limit(MEMORY_LIMIT);
+    rt.set_max_stack_size(STACK_LIMIT);
+    let deadline = Instant::now() + CPU_LIMIT;
+    rt.set_interrupt_handler(Some(Box::new(move || Instant::now() >= deadline)));
+    let ctx = Context::full(&rt).map_err(engine)?;
+    ctx.with(|ctx| {
+        ctx.eval::<(), _>(code).catch(&ctx).map_err(|e| thrown(e.to_string(), deadline))?;
+        match ctx.globals().get::<_, Function>("handler") {
+            Ok(_) => Ok(()),
+            Err(_) => Err(TransformError::Result("the code defines no function `handler(webhook)`".into())),
+        }
+    })
+}
+
 /// What a thrown error means: past the deadline, the interrupt threw it.
 fn thrown(message: String, deadline: Instant) -> TransformError {
     if message.contains("out of memory") {

@@ -14,6 +14,8 @@ pub enum DeliveryStatus {
     Failed,
     /// Claimed by a worker whose lease has not run out.
     Sending,
+    /// Its endpoint's transformation said not to send it (`cancel = true`).
+    Canceled,
 }
 
 impl DeliveryStatus {
@@ -23,6 +25,7 @@ impl DeliveryStatus {
             DeliveryStatus::Pending => 1,
             DeliveryStatus::Failed => 2,
             DeliveryStatus::Sending => 3,
+            DeliveryStatus::Canceled => 4,
         }
     }
 
@@ -33,11 +36,12 @@ impl DeliveryStatus {
             1 => DeliveryStatus::Pending,
             2 => DeliveryStatus::Failed,
             3 => DeliveryStatus::Sending,
+            4 => DeliveryStatus::Canceled,
             _ => return None,
         })
     }
 
-    /// A stored status; the table's CHECK admits only the four codes.
+    /// A stored status; the table's CHECK admits only the five codes.
     pub fn from_db(code: i16) -> Self {
         Self::from_code(code).unwrap_or(DeliveryStatus::Failed)
     }
@@ -49,6 +53,7 @@ impl DeliveryStatus {
             DeliveryStatus::Pending => "pending",
             DeliveryStatus::Failed => "fail",
             DeliveryStatus::Sending => "sending",
+            DeliveryStatus::Canceled => "canceled",
         }
     }
 }

@@ -306,7 +306,7 @@ async fn stats(
         "success": n(DeliveryStatus::Success),
         "pending": n(DeliveryStatus::Pending),
         "sending": n(DeliveryStatus::Sending),
+        "canceled": n(DeliveryStatus::Canceled),
         "fail": n(DeliveryStatus::Failed),
-        "canceled": 0,
     })))
 }

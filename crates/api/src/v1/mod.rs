@@ -19,6 +19,7 @@ mod portal;
 mod portal_settings;
 mod sources;
 mod tasks;
+mod transformations;
 pub(crate) mod usage;
 pub(crate) mod validate;
 
@@ -47,4 +48,5 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     operational::configure(cfg);
     usage::configure(cfg);
     tasks::configure(cfg);
+    transformations::configure(cfg);
 }

@@ -62,6 +62,8 @@ impl Forwarder {
                 secret: ep.secret.clone(),
                 old_secret: ep.old_secret.clone(),
                 old_secret_until: ep.old_secret_until,
+                // Sync forwarding sends the provider's request as it came.
+                transformation_at: None,
             };
             let keys = match secrets::signing_keys(&self.state, e.tenant, e.app, &ep.id, &claimed) {
                 Ok(k) => k,

@@ -20,6 +20,7 @@ pub mod schedule;
 pub mod send;
 mod shares;
 mod throttle;
+mod transformed;
 mod wakes;
 
 use std::{
@@ -80,6 +81,7 @@ pub struct Worker {
     shares: shares::Shares,
     /// Since when hinted work that could start has waited (admission control).
     pressure: Arc<pressure::Pressure>,
+    transforms: transformed::Transforms,
 }
 
 /// A finished delivery and the concurrency permit it holds until it is recorded.
@@ -111,7 +113,8 @@ impl Worker {
         let senders = Senders::new(&state.config);
         let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
         let shares = shares::Shares::new(cfg.concurrency);
-        Worker { state, metrics, cfg, senders, throttle, shares, pressure: Default::default() }
+        let transforms = transformed::Transforms::new(state.config.max_body);
+        Worker { state, metrics, cfg, senders, throttle, shares, pressure: Default::default(), transforms }
     }
 
     /// Runs until the task is dropped.

@@ -24,8 +24,11 @@ use reqwest::header::HeaderMap;
 use super::{
     schedule,
     send::{self, Request},
-    shares, throttle, Worker,
+    shares, throttle,
+    transformed::Applied,
+    Worker,
 };
+use crate::transform::{Method, Webhook};
 use crate::{secrets, signing};
 
 fn untried(c: &Claimed) -> Outcome {
@@ -84,6 +87,33 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             None => hold(throttle::interval(rate)),
         }
     }
+    // The endpoint's transformation, if it has one in force, decides what is sent.
+    let (url, put, payload, content_type) = match ep.transformation_at {
+        None => (ep.url.clone(), false, payload.clone(), c.content_type.clone()),
+        Some(at) => {
+            let json = c.content_type.starts_with("application/json");
+            let hook = Webhook {
+                event_type: c.event_type.clone(),
+                method: Method::Post,
+                url: ep.url.clone(),
+                payload: payload.clone(),
+                json,
+            };
+            match w.transforms.apply(w.state(), &c, at, hook).await {
+                Applied::Send(h) => {
+                    // Text the handler turned into JSON goes as JSON.
+                    let ct = if h.json && !json { "application/json".to_owned() } else { c.content_type.clone() };
+                    (h.url, h.method == Method::Put, h.payload, ct)
+                }
+                Applied::Cancel => return Outcome { status: DeliveryStatus::Canceled, ..untried(&c) },
+                Applied::Failed(e) => return transformation_failed(w, &c, &ep.url, &e),
+                Applied::Unreadable(e) => {
+                    tracing::warn!(error = %e, endpoint = %c.endpoint_id, "the transformation could not be read; delivery waits");
+                    return due_again(&c, Duration::from_secs(1));
+                }
+            }
+        }
+    };
     let keys = match secrets::signing_keys(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, ep) {
         Ok(k) => k,
         Err(e) => {
@@ -93,7 +123,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     };
     let envelope = Envelope {
         msg_id: c.msg_id.as_str(),
-        content_type: &c.content_type,
+        content_type: &content_type,
         idempotency_key: c.idempotency_key.as_deref(),
         svix_aliases: c.svix_headers,
     };
@@ -104,7 +134,8 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             return out;
         }
     };
-    let request = signed_request(&ep.url, &headers, &keys, &envelope, payload.clone());
+    let mut request = signed_request(&url, &headers, &keys, &envelope, payload);
+    request.put = put;
     let request_headers = secrets::recorded_headers(&request.headers);
     let bytes = request.body.len() as i64;
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
@@ -146,7 +177,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     let success = sent.outcome == send::Outcome::Success;
     out.attempt = Some(AttemptRecord {
         id: AttemptId::generate(),
-        url: ep.url.clone(),
+        url,
         success,
         status_code: sent.status as i16,
         response: sent.body,
@@ -166,6 +197,33 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         }
     }
     out.notice = notice(&c, &out);
+    out
+}
+
+/// A transformation that failed: an attempt made and failed, its reason in the log
+/// (no request went out), retried on the schedule like any failed attempt.
+fn transformation_failed(w: &Worker, c: &Claimed, url: &str, e: &crate::transform::TransformError) -> Outcome {
+    tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, error = %e, "transformation failed; attempt failed");
+    w.metrics.attempt(c.tenant_id.as_str(), "transformation_failed");
+    let mut out = untried(c);
+    out.attempt = Some(AttemptRecord {
+        id: AttemptId::generate(),
+        url: url.to_owned(),
+        success: false,
+        status_code: 0,
+        response: e.to_string(),
+        duration_ms: 0,
+        at: Utc::now(),
+        request_headers: "{}".to_owned(),
+        bytes: 0,
+    });
+    if c.trigger != Trigger::Manual {
+        if let Some(delay) = schedule::next_delay(&w.cfg.retry_schedule, c.attempts as usize + 1, None) {
+            out.status = DeliveryStatus::Pending;
+            out.next_attempt_at = Some(Utc::now() + delay);
+        }
+    }
+    out.notice = notice(c, &out);
     out
 }
 
@@ -281,7 +339,7 @@ pub(crate) fn signed_request(
             send::header(&mut headers, name, value);
         }
     }
-    Request { url: url.to_owned(), headers, body }
+    Request { url: url.to_owned(), headers, body, put: false }
 }
 
 #[cfg(test)]

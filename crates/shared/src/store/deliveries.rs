@@ -60,6 +60,8 @@ pub struct Claimed {
     pub svix_headers: bool,
     /// The W3C trace context of the request that created the message, if traced.
     pub traceparent: Option<String>,
+    /// The message's event type ('' if the message is gone).
+    pub event_type: String,
     /// `None` if the endpoint was deleted since the message was created.
     pub endpoint: Option<ClaimedEndpoint>,
     /// Claimed by key, from a hint, rather than from its endpoint's due queue.
@@ -75,6 +77,9 @@ pub struct ClaimedEndpoint {
     pub secret: Vec<u8>,
     pub old_secret: Option<Vec<u8>>,
     pub old_secret_until: Option<DateTime<Utc>>,
+    /// When its transformation last changed, if it has one in force (enabled,
+    /// with code, its tenant allowed transformations).
+    pub transformation_at: Option<DateTime<Utc>>,
 }
 
 /// The columns of each delivery a claim took, for [`claimed_from_row`]: reads the
@@ -85,7 +90,8 @@ pub(super) fn claimed_rows(messages: &str) -> String {
         "SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
         m.payload, COALESCE(m.content_type, 'application/json'),
         e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
-        a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent
+        a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent,
+        CASE WHEN t.transformations THEN e.transformation_at END, COALESCE(m.event_type, '')
      FROM claimed c
      JOIN tenants t ON t.id = c.tenant_id
      JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
@@ -111,6 +117,7 @@ pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64, lease_ends: 
         idempotency_key: r.get(17),
         svix_headers: r.get(18),
         traceparent: r.get(19),
+        event_type: r.get(21),
         payload: r.get(6),
         content_type: r.get(7),
         by_hint: false,
@@ -122,6 +129,7 @@ pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64, lease_ends: 
             secret: r.get(12),
             old_secret: r.get(13),
             old_secret_until: r.get(14),
+            transformation_at: r.get(20),
         }),
     }
 }

@@ -54,6 +54,7 @@ pub mod search;
 pub mod sources;
 pub mod tasks;
 pub mod tenants;
+pub mod transformations;
 pub mod usage;
 pub mod volume;
 pub mod wakes;

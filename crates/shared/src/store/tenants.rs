@@ -30,6 +30,8 @@ pub struct Tenant {
     /// Private networks this tenant's endpoints may reach (CIDRs, checked when set),
     /// beside the operator-wide `HOOKGATE_EGRESS_ALLOW_NETWORKS`.
     pub egress_allow_networks: Vec<String>,
+    /// Its endpoints' transformations run (the operator's switch; off by default).
+    pub transformations: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -46,6 +48,7 @@ pub struct TenantPatch {
     pub message_days: Option<Option<i32>>,
     pub quotas: Option<QuotaPatch>,
     pub egress_allow_networks: Option<Vec<String>>,
+    pub transformations: Option<bool>,
 }
 
 /// A change of a tenant's quotas: `reset` drops every override first, then the
@@ -58,7 +61,7 @@ pub struct QuotaPatch {
 }
 
 const COLUMNS: &str =
-    "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days, quotas, egress_allow_networks";
+    "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days, quotas, egress_allow_networks, transformations";
 
 /// The operator's own tenant (migration 0020): home of the operational webhook
 /// endpoints that receive every tenant's events; listed and found nowhere.
@@ -78,6 +81,7 @@ fn from_row(r: &Row) -> Tenant {
         // Written only from a checked `Quotas`; anything else reads as no override.
         quotas: serde_json::from_value(r.get(9)).unwrap_or_default(),
         egress_allow_networks: r.get(10),
+        transformations: r.get(11),
     }
 }
 
@@ -133,6 +137,7 @@ pub async fn update(
             message_days = CASE WHEN $9 THEN $10 ELSE message_days END,
             quotas = ((CASE WHEN $11 THEN '{{}}'::jsonb ELSE quotas END) || $12::jsonb) - $13::text[],
             egress_allow_networks = COALESCE($14::text[], egress_allow_networks),
+            transformations = COALESCE($15, transformations),
             updated_at = now()
          WHERE id = $1 AND deleted_at IS NULL
          RETURNING {COLUMNS}"
@@ -159,6 +164,7 @@ pub async fn update(
                 &serde_json::Value::Object(patch.quotas.as_ref().map(|q| q.set.clone()).unwrap_or_default()),
                 &patch.quotas.as_ref().map(|q| q.clear.clone()).unwrap_or_default(),
                 &patch.egress_allow_networks,
+                &patch.transformations,
             ],
         )
         .await?;
