@@ -17,7 +17,8 @@ CREATE TABLE IF NOT EXISTS background_tasks (
     scanned      bigint NOT NULL DEFAULT 0,
     sent         bigint NOT NULL DEFAULT 0,
     failure      text,
-    tries        smallint NOT NULL DEFAULT 0, -- steps in a row that failed; the fifth fails the task
+    tries        smallint NOT NULL DEFAULT 0, -- steps in a row that failed
+    failing_since timestamptz,               -- when the first of them failed
     created_at   timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT background_tasks_pkey PRIMARY KEY (tenant_id, id),
@@ -26,5 +27,7 @@ CREATE TABLE IF NOT EXISTS background_tasks (
     CONSTRAINT background_tasks_kind_known CHECK (kind IN (0, 1, 2)),
     CONSTRAINT background_tasks_status_known CHECK (status IN (0, 1, 2))
 );
--- The runner's pick: running tasks, least lately stepped first.
-CREATE INDEX IF NOT EXISTS background_tasks_running ON background_tasks (tenant_id, updated_at) WHERE status = 0;
+-- The runner's pick: the running task stepped least lately, whatever its tenant.
+CREATE INDEX IF NOT EXISTS background_tasks_next ON background_tasks (updated_at) WHERE status = 0;
+-- A tenant's and an application's running tasks, counted against their caps.
+CREATE INDEX IF NOT EXISTS background_tasks_running ON background_tasks (tenant_id, app_id) WHERE status = 0;

@@ -170,6 +170,7 @@ def test_replays_refuse_bad_input_by_name_and_tasks_are_the_tenants_own(hookgate
             ({"since": since, "statusCodeClass": 250}, "statusCodeClass"),
             ({"since": since, "until": since}, "until"),
             ({}, "since"),
+            ({"since": (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()}, "future"),
         ]:
             status, _, res = call(hookgate, "POST", f"{base}/bulk-replay", key, body)
             assert status == 422 and word in json.dumps(res), (body, status, res)

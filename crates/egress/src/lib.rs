@@ -17,8 +17,8 @@ pub mod publish;
 pub mod replay;
 pub mod secrets;
 pub mod signing;
-pub mod transform;
 pub mod ssrf;
+pub mod transform;
 
 #[cfg(test)]
 mod props;

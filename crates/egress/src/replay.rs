@@ -28,6 +28,10 @@ pub async fn run(state: AppState) {
         .await;
         match stepped {
             Ok(Some(s)) => {
+                if let Some(e) = &s.failed {
+                    tracing::warn!(tenant = %s.tenant, task = %s.task, error = %e,
+                        "a background task's step failed; it is tried again after the others");
+                }
                 if s.sent > 0 {
                     state.wake.poke();
                 }
@@ -40,7 +44,7 @@ pub async fn run(state: AppState) {
             }
             Ok(None) => tokio::time::sleep(idle).await,
             Err(e) => {
-                tracing::warn!(error = %e, "a background task's step failed; it is tried again after the others");
+                tracing::warn!(error = %e, "no background task could be stepped");
                 tokio::time::sleep(idle).await;
             }
         }

@@ -21,8 +21,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(replay_missing).service(bulk_replay).service(recover).service(list).service(get_one);
 }
 
-/// Running tasks a tenant may have at once; more wait for one to end (409).
-const MOST_RUNNING: i64 = 20;
+/// Running tasks a tenant may have at once, and one application (a portal link
+/// reaches one application: its customer cannot take all of the tenant's); more
+/// wait for one to end (409).
+const MOST_RUNNING: i64 = 50;
+const MOST_RUNNING_PER_APP: i64 = 5;
 
 /// Event types a bulk replay may name.
 const MOST_EVENT_TYPES: usize = 250;
@@ -148,6 +151,9 @@ async fn start(
     if let Some(until) = until.filter(|u| *u <= since) {
         return Err(ApiError::Validation(format!("`until` ({until}) must be after `since` ({since})")));
     }
+    if since > Utc::now() {
+        return Err(ApiError::Validation(format!("`since` ({since}) is in the future: nothing was made then yet")));
+    }
     let (app, ep) = find(state, tenant, &path.0, &path.1).await?;
     // A delivery to a disabled endpoint ends unsent: the replay would use up
     // what the endpoint is to get once enabled.
@@ -157,10 +163,11 @@ async fn start(
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     // Counted under the tenant's row lock, so two requests cannot both be the twentieth.
-    let running = tasks::running(&*tx, &tenant.0).await?;
-    if running >= MOST_RUNNING {
+    let (running, in_app) = tasks::running(&*tx, &tenant.0, &app).await?;
+    if running >= MOST_RUNNING || in_app >= MOST_RUNNING_PER_APP {
         return Err(ApiError::Conflict(format!(
-            "{running} background tasks are running: at most {MOST_RUNNING} at once; wait for one to end"
+            "{running} background tasks are running ({in_app} of this application's): at most {MOST_RUNNING} at once, \
+             {MOST_RUNNING_PER_APP} per application; wait for one to end"
         )));
     }
     let new = NewTask { kind, app: &app, endpoint: &ep.id, since, until, filter };

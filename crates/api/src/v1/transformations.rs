@@ -1,9 +1,10 @@
 //! `v1.endpoint.transformation`: get and patch an endpoint's JavaScript
-//! transformation (`code`, `enabled`, `variables`), as Svix's SDKs call it.
+//! transformation (`code`, `enabled`, `variables`), as Svix's SDKs call it, and
+//! Hookgate's own `…/transformation/try`, which the portal's editor runs.
 
 use std::collections::BTreeMap;
 
-use actix_web::{get, patch, web, HttpResponse};
+use actix_web::{get, patch, post, web, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -16,7 +17,7 @@ use super::endpoints::find;
 use crate::TenantAuth;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(get_one).service(patch_one);
+    cfg.service(get_one).service(patch_one).service(try_one);
 }
 
 /// Longest code a transformation may have.
@@ -36,22 +37,93 @@ struct TransformationPatch {
     variables: Option<BTreeMap<String, String>>,
 }
 
+/// Besides Svix's fields, `available` (Hookgate's own): whether the tenant's
+/// transformations are switched on, so the portal can say why one cannot be enabled.
 #[get("/app/{app_id}/endpoint/{endpoint_id}/transformation")]
 async fn get_one(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
+    let available = tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transformations);
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
     let Some(t) = stored else {
-        return Ok(HttpResponse::Ok().json(json!({ "code": null, "enabled": false, "variables": {}, "updatedAt": null })));
+        let none =
+            json!({ "code": null, "enabled": false, "variables": {}, "updatedAt": null, "available": available });
+        return Ok(HttpResponse::Ok().json(none));
     };
     let variables = secrets::open_variables(&state, &tenant.0, &app, &ep.id, t.variables.as_deref())
         .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
-    Ok(HttpResponse::Ok().json(out(&t, variables)))
+    let mut body = out(&t, variables);
+    body["available"] = json!(available);
+    Ok(HttpResponse::Ok().json(body))
 }
 
 fn out(t: &transformations::Transformation, variables: Value) -> Value {
     json!({ "code": t.code, "enabled": t.enabled, "variables": variables, "updatedAt": t.updated_at })
 }
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TryIn {
+    code: String,
+    event_type: String,
+    payload: Value,
+}
+
+/// Tries runs in an API process at once; more wait their turn.
+static TRYING: std::sync::LazyLock<tokio::sync::Semaphore> =
+    std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(transform::MOST_AT_ONCE));
+
+/// Runs `code` on a payload (an event type's example, a past message's) as a
+/// delivery to this endpoint would, with its URL and variables, and says what
+/// would be sent: `{cancel, method, url, payload}`, or `{error}` when the code
+/// fails. Nothing is saved or sent.
+#[post("/app/{app_id}/endpoint/{endpoint_id}/transformation/try")]
+async fn try_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<TryIn>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    if body.code.len() > MOST_CODE {
+        return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
+    }
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    if !tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transformations) {
+        return Err(ApiError::Forbidden(OFF.into()));
+    }
+    let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
+    drop(conn);
+    let variables =
+        secrets::open_variables(&state, &tenant.0, &app, &ep.id, stored.and_then(|t| t.variables).as_deref())
+            .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
+    let payload = serde_json::to_vec(&body.payload).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let hook = transform::Webhook {
+        event_type: body.event_type,
+        method: transform::Method::Post,
+        url: ep.url.clone(),
+        payload,
+        json: true,
+    };
+    let _turn = TRYING.acquire().await.map_err(|e| ApiError::Internal(e.to_string()))?;
+    let max_body = state.config.max_body;
+    let ran = tokio::task::spawn_blocking(move || transform::run_now(&body.code, &variables, hook, max_body))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().json(match ran {
+        Ok(transform::Outcome::Cancel) => json!({ "cancel": true }),
+        Ok(transform::Outcome::Send(h)) => {
+            let payload = serde_json::from_slice::<Value>(&h.payload)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&h.payload).into_owned()));
+            json!({ "cancel": false, "method": h.method.as_str(), "url": h.url, "payload": payload })
+        }
+        Err(e) => json!({ "error": e.to_string() }),
+    }))
+}
+
+const OFF: &str =
+    "transformations are off for this tenant: the operator turns them on (`transformations` on the tenant)";
 
 /// Sets what the body gives and keeps the rest. Enabling needs the tenant's
 /// transformations switched on (by the operator), and code that runs and
@@ -87,13 +159,12 @@ async fn patch_one(
     if enabled {
         let allowed = tenants::get(&*tx, &tenant.0).await?.is_some_and(|t| t.transformations);
         if !allowed {
-            return Err(ApiError::Forbidden(
-                "transformations are off for this tenant: the operator turns them on (`transformations` on the tenant)"
-                    .into(),
-            ));
+            return Err(ApiError::Forbidden(OFF.into()));
         }
         if code.trim().is_empty() {
-            return Err(ApiError::Validation("`code`: a transformation is enabled with code defining `handler`".into()));
+            return Err(ApiError::Validation(
+                "`code`: a transformation is enabled with code defining `handler`".into(),
+            ));
         }
     }
     if body.code.as_ref().is_some_and(|c| !c.trim().is_empty()) {

@@ -245,8 +245,12 @@ impl Sender {
             return failed(Outcome::Timeout, "timed out resolving the endpoint's host".into(), started);
         };
         let method = if req.put { reqwest::Method::PUT } else { reqwest::Method::POST };
-        let post =
-            self.client.request(method.clone(), url.clone()).headers(req.headers.clone()).body(body.clone()).timeout(first);
+        let post = self
+            .client
+            .request(method.clone(), url.clone())
+            .headers(req.headers.clone())
+            .body(body.clone())
+            .timeout(first);
         let result = match post.send().await {
             // A kept-alive connection the receiver closed as the request went out
             // (its idle timeout and our reuse crossing): nothing was answered, so
@@ -255,7 +259,9 @@ impl Sender {
             // most one request it could answer; should it have read the first one,
             // it gets the same `webhook-id` twice, which at-least-once allows.
             Err(e) if closed_before_answer(&e) => match left(started) {
-                Some(left) => self.client.request(method, url).headers(req.headers).body(body).timeout(left).send().await,
+                Some(left) => {
+                    self.client.request(method, url).headers(req.headers).body(body).timeout(left).send().await
+                }
                 None => Err(e),
             },
             sent => sent,
@@ -500,8 +506,12 @@ mod tests {
             None,
             true,
         );
-        let request =
-            || Request { url: format!("http://{addr}/hook"), headers: HeaderMap::new(), body: b"{}".to_vec(), put: false };
+        let request = || Request {
+            url: format!("http://{addr}/hook"),
+            headers: HeaderMap::new(),
+            body: b"{}".to_vec(),
+            put: false,
+        };
         assert_eq!(sender.send(request()).await.outcome, Outcome::Success, "the first request is answered");
         let second = sender.send(request()).await;
         assert_eq!(second.outcome, Outcome::Success, "the closed connection is not a failed attempt: {}", second.body);

@@ -25,16 +25,21 @@ pub struct Stepped {
     /// Deliveries made due by this step.
     pub sent: u64,
     pub status: TaskStatus,
+    /// Why the step's work failed (undone; the task tries again after the others).
+    pub failed: Option<StoreError>,
 }
 
 /// The window is on messages' `created_at`; message ids (which partitions and the
-/// scan's order go by) are made a moment before it. The scan reaches this far
+/// scan's order go by) are made a moment before it, on the creating process's
+/// clock rather than Postgres's. The scan reaches this far
 /// past either end of the window, and `created_at` decides.
-const ID_MARGIN: Duration = Duration::minutes(5);
+const ID_MARGIN: Duration = Duration::hours(1);
 
-/// Steps the running task whose tenant was served least lately (then the task
-/// stepped least lately), skipping one another worker is stepping; looks at up
-/// to `batch` messages. `None` when no task is waiting.
+/// Steps the running task stepped least lately, skipping one another worker is
+/// stepping; looks at up to `batch` messages. `None` when no task is waiting.
+/// Tasks take turns a step each; a tenant's share is bounded by how many it may
+/// have running (the API's caps), and the pick is one probe of a small index
+/// however many tasks run.
 pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Option<Stepped>, StoreError> {
     let tx = db.transaction().await?;
     let Some(row) = tx
@@ -42,8 +47,7 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
             "SELECT t.tenant_id, t.id, t.kind, t.app_id, t.endpoint_id, t.since, t.until, t.filter, t.cursor
              FROM background_tasks t
              WHERE t.status = 0
-             ORDER BY (SELECT max(o.updated_at) FROM background_tasks o
-                       WHERE o.tenant_id = t.tenant_id AND o.status = 0), t.updated_at
+             ORDER BY t.updated_at
              LIMIT 1
              FOR UPDATE OF t SKIP LOCKED",
             &[],
@@ -62,8 +66,10 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
 
     // The step's work runs under a savepoint: a step that fails (a statement
     // timing out on a heavy batch, a value Postgres refuses) is undone alone, and
-    // the task goes to the back of the line, so it cannot hold up the others; the
-    // fifth failure in a row fails it.
+    // the task goes to the back of the line, so it cannot hold up the others. It
+    // fails the task only when it keeps failing: [`MOST_TRIES`] times in a row
+    // over at least [`FAILING_FOR`], so a database's blip of a few seconds ends
+    // no task. Its cause goes to the log, not to the tenant.
     tx.batch_execute("SAVEPOINT step").await?;
     let done = match work(&*tx, &tenant, &app, &endpoint, kind, &window, &filter, batch).await {
         Ok(done) => done,
@@ -71,14 +77,23 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
             tx.batch_execute("ROLLBACK TO SAVEPOINT step").await?;
             tx.execute(
                 "UPDATE background_tasks SET tries = tries + 1, updated_at = now(),
-                     status = CASE WHEN tries + 1 >= $3 THEN 2 ELSE status END,
-                     failure = CASE WHEN tries + 1 >= $3 THEN $4 ELSE failure END
+                     failing_since = COALESCE(failing_since, now()),
+                     status = CASE WHEN tries + 1 >= $3::smallint AND failing_since < now() - $4::text::interval THEN 2 ELSE status END,
+                     failure = CASE WHEN tries + 1 >= $3::smallint AND failing_since < now() - $4::text::interval THEN $5
+                                    ELSE failure END
                  WHERE tenant_id = $1 AND id = $2",
-                &[&tenant.as_str(), &task.as_str(), &MOST_TRIES, &format!("a step failed {MOST_TRIES} times: {e}")],
+                &[&tenant.as_str(), &task.as_str(), &MOST_TRIES, &FAILING_FOR, &KEPT_FAILING],
             )
             .await?;
+            let status = tx
+                .query_one(
+                    "SELECT status FROM background_tasks WHERE tenant_id = $1 AND id = $2",
+                    &[&tenant.as_str(), &task.as_str()],
+                )
+                .await?;
             tx.commit().await?;
-            return Err(e);
+            let status = TaskStatus::from_db(status.get(0));
+            return Ok(Some(Stepped { tenant, task, kind, sent: 0, status, failed: Some(e) }));
         }
     };
     let status = match done.failure {
@@ -88,17 +103,21 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
     };
     tx.execute(
         "UPDATE background_tasks SET cursor = COALESCE($3, cursor), scanned = scanned + $4, sent = sent + $5,
-             status = $6, failure = $7, tries = 0, updated_at = now()
+             status = $6, failure = $7, tries = 0, failing_since = NULL, updated_at = now()
          WHERE tenant_id = $1 AND id = $2",
         &[&tenant.as_str(), &task.as_str(), &done.last, &done.scanned, &done.sent, &status.code(), &done.failure],
     )
     .await?;
     tx.commit().await?;
-    Ok(Some(Stepped { tenant, task, kind, sent: done.sent as u64, status }))
+    Ok(Some(Stepped { tenant, task, kind, sent: done.sent as u64, status, failed: None }))
 }
 
-/// Steps in a row that may fail before the task does.
+/// Steps in a row that may fail before the task does…
 const MOST_TRIES: i16 = 5;
+/// …and for how long they must have kept failing.
+const FAILING_FOR: &str = "1 minute";
+/// What a task that kept failing says; the log has each step's cause.
+const KEPT_FAILING: &str = "its steps kept failing (the operator's logs say why); start it again to go on";
 
 /// What a step's batch did.
 struct Done {

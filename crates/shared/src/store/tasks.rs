@@ -73,7 +73,7 @@ impl TaskStatus {
         }
     }
 
-    fn from_db(code: i16) -> Self {
+    pub(super) fn from_db(code: i16) -> Self {
         match code {
             0 => TaskStatus::Running,
             1 => TaskStatus::Finished,
@@ -138,7 +138,8 @@ fn from_row(r: &Row) -> Task {
     }
 }
 
-/// What a new task is to do.
+/// What a new task is to do. Its window ends no later than its creation: later
+/// messages reach the endpoint by fan-out, and a replay never chases live ones.
 pub struct NewTask<'a> {
     pub kind: TaskKind,
     pub app: &'a AppId,
@@ -156,7 +157,7 @@ pub async fn create(db: &impl GenericClient, tenant: &TenantId, new: &NewTask<'_
         .query_one(
             &format!(
                 "INSERT INTO background_tasks (tenant_id, id, kind, app_id, endpoint_id, since, until, filter)
-                 VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, now()), $8)
+                 VALUES ($1, $2, $3, $4, $5, $6, LEAST(COALESCE($7, now()), now()), $8)
                  RETURNING {COLUMNS}"
             ),
             &[
@@ -177,12 +178,17 @@ pub async fn create(db: &impl GenericClient, tenant: &TenantId, new: &NewTask<'_
 /// How many of the tenant's tasks are running, counted under a lock of the
 /// tenant's row held until `db`'s transaction ends: two requests in their own
 /// transactions cannot both see room for one more.
-pub async fn running(db: &impl GenericClient, tenant: &TenantId) -> Result<i64, StoreError> {
+/// Returns the tenant's count and the application's.
+pub async fn running(db: &impl GenericClient, tenant: &TenantId, app: &AppId) -> Result<(i64, i64), StoreError> {
     db.execute("SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", &[&tenant.as_str()]).await?;
     let row = db
-        .query_one("SELECT count(*) FROM background_tasks WHERE tenant_id = $1 AND status = 0", &[&tenant.as_str()])
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE app_id = $2) FROM background_tasks
+             WHERE tenant_id = $1 AND status = 0",
+            &[&tenant.as_str(), &app.as_str()],
+        )
         .await?;
-    Ok(row.get(0))
+    Ok((row.get(0), row.get(1)))
 }
 
 pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &TaskId) -> Result<Option<Task>, StoreError> {
