@@ -500,3 +500,41 @@ def test_the_search_finds_an_inbound_stripe_event_its_message_and_its_attempts_o
     w.axe("the search results")
     w.shot("console-search")
     w.clean()
+
+
+def test_a_customer_writes_tries_and_enables_a_transformation_in_the_portal(hookgate, tenant, svix, sink, watch):
+    hookgate.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"transformations": True})
+    app = svix.application.create(ApplicationIn(name="transform"))
+    svix.event_type.create(EventTypeIn(name="invoice.paid", description="An invoice was paid",
+                                       schemas={"1": {"type": "object", "examples": [{"amount": 7}]}}))
+    svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    url, _ = portal_url(svix, app.id)
+    w = watch()
+    page = w.page
+    page.goto(url)
+    page.get_by_role("button", name=sink.url).click()
+    page.get_by_role("tab", name="Transformation").click()
+    code = page.get_by_label("Code")
+    code.wait_for()
+    # A mistake first: trying it shows the error, nothing is saved.
+    code.fill("function handler(webhook) { throw new Error('no total yet'); }")
+    page.get_by_label("Try it on").select_option(label="Example of invoice.paid")
+    page.get_by_role("button", name="Try it").click()
+    page.locator("#tr-output").get_by_text("no total yet").wait_for()
+    # Then code that works: the output shows what would be sent.
+    code.fill("function handler(webhook) { webhook.payload = { total: webhook.payload.amount * 2, "
+              "note: '<b>" + HOSTILE + "</b>' }; return webhook; }")
+    page.get_by_role("button", name="Try it").click()
+    page.locator("#tr-output").get_by_text("Would send: POST").wait_for()
+    assert '"total": 14' in page.locator("#tr-output pre").inner_text()
+    w.axe("the transformation editor")
+    page.get_by_label("Enabled (applied to every delivery to this endpoint)").check()
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Saved and enabled.").wait_for()
+    stored = svix.endpoint.transformation.get(app.id, svix.endpoint.list(app.id).data[0].id)
+    assert stored.enabled and "total" in stored.code
+    svix.message.create(app.id, MessageIn(event_type="invoice.paid", payload={"amount": 21}))
+    got = sink.wait_for(1)[0]
+    assert json.loads(got["body"])["total"] == 42
+    w.shot("portal-transformation")
+    w.clean()

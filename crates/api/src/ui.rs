@@ -95,6 +95,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("dom.js", "text/javascript; charset=utf-8", include_str!("../ui/dom.js")),
     ("chart.js", "text/javascript; charset=utf-8", include_str!("../ui/chart.js")),
     ("portal.js", "text/javascript; charset=utf-8", include_str!("../ui/portal.js")),
+    ("transform.js", "text/javascript; charset=utf-8", include_str!("../ui/transform.js")),
     ("console.js", "text/javascript; charset=utf-8", include_str!("../ui/console.js")),
 ];
 

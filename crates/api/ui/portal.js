@@ -4,6 +4,7 @@
 // that application whatever this page asks.
 import { h, show, client, seg, qs, time, status, pretty, errorBox, loading, empty, field, table, act, session, ApiError, limiter, daysAgo } from "./dom.js";
 import { deliveryChart } from "./chart.js";
+import { transformation } from "./transform.js";
 
 const main = document.getElementById("main");
 const parts = location.pathname.split("/").filter(Boolean); // ["portal", tenant, app]
@@ -168,7 +169,7 @@ async function formView(ep) {
 
 // --- one endpoint -----------------------------------------------------------------------------
 
-const TABS = [["overview", "Overview"], ["messages", "Messages"], ["testing", "Testing"], ["settings", "Settings"]];
+const TABS = [["overview", "Overview"], ["messages", "Messages"], ["testing", "Testing"], ["transformation", "Transformation"], ["settings", "Settings"]];
 
 async function endpointView(id, tab, notice) {
   const ep = await api("GET", `${base}/endpoint/${seg(id)}`);
@@ -182,7 +183,7 @@ async function endpointView(id, tab, notice) {
     notice ? h("p", { class: "notice", role: "status" }, notice) : null,
     tabs, body);
   body.setAttribute("aria-labelledby", `tab-${tab}`);
-  const views = { overview, messages, testing, settings };
+  const views = { overview, messages, testing, settings, transformation: (e, b) => transformation(e, b, { api, base, catalog, example }) };
   await views[tab](ep, body);
 }
 
