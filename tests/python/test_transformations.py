@@ -106,6 +106,9 @@ def test_transformations_need_the_tenants_switch_and_code_that_runs(hookgate, te
 @pytest.mark.parametrize("runaway", [
     "function handler(w) { for (;;) {} }",
     "function handler(w) { const a = []; for (;;) { a.push('x'.repeat(1 << 20) + a.length); } }",
+    # One native call that loops on its own, where QuickJS never checks its deadline:
+    # the sandbox's process is killed at the wall limit.
+    "function handler(w) { w.payload = Array.prototype.join.call({ length: 2 ** 53 }); return w; }",
 ])
 def test_a_runaway_transformation_fails_its_own_attempt_while_others_arrive_on_time(hookgate, tenant, svix, runaway):
     allow(hookgate, tenant)
@@ -120,7 +123,7 @@ def test_a_runaway_transformation_fails_its_own_attempt_while_others_arrive_on_t
         for i in range(n):
             svix.message.create(app.id, MessageIn(event_type="load.test", payload={"i": i}))
         good_sink.wait_for(n, timeout=10)
-        # Ten runaways at 100 ms each, two at a time: the others are not held up by them.
+        # Ten runaways at up to a second each, two at a time: the others are not held up.
         assert time.time() - started < 8, time.time() - started
 
         def failed_attempts():
@@ -129,7 +132,7 @@ def test_a_runaway_transformation_fails_its_own_attempt_while_others_arrive_on_t
         attempts = eventually(failed_attempts, timeout=20)
         for a in attempts:
             assert a.status == 2 and a.response_status_code == 0
-            assert "limit" in a.response or "memory" in a.response, a.response
+            assert "limit" in a.response or "memory" in a.response or "larger" in a.response, a.response
         assert bad_sink.received == []
         # The process is up and answering.
         with urllib.request.urlopen(hookgate.url + "/healthz", timeout=5) as res:

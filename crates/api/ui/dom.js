@@ -111,7 +111,7 @@ export function time(iso) {
 /** A delivery status as a pill. */
 export function status(text) {
   const kind = { success: "ok", fail: "bad", failed: "bad", pending: "warn", sending: "warn" }[text] || "idle";
-  const label = { success: "Delivered", fail: "Failed", failed: "Failed", pending: "Pending", sending: "Sending" }[text] || text;
+  const label = { success: "Delivered", fail: "Failed", failed: "Failed", pending: "Pending", sending: "Sending", canceled: "Canceled" }[text] || text;
   return h("span", { class: `pill ${kind}` }, label);
 }
 

@@ -219,7 +219,7 @@ async function overview(ep, body) {
   range(1);
 }
 
-const STATUS = [["", "Any status"], ["0", "Delivered"], ["2", "Failed"], ["1", "Pending"], ["3", "Sending"]];
+const STATUS = [["", "Any status"], ["0", "Delivered"], ["2", "Failed"], ["1", "Pending"], ["3", "Sending"], ["4", "Canceled"]];
 
 async function messages(ep, body) {
   const epBase = `${base}/endpoint/${seg(ep.id)}`;

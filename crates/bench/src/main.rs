@@ -17,6 +17,7 @@ mod scenarios;
 mod sink;
 mod stack;
 mod sustained;
+mod transforms;
 
 use std::time::Duration;
 

@@ -188,6 +188,10 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     eprintln!("egress: {n} messages to 1 endpoint");
     publish(&tenant, &app1, n, c).await?;
     let one = drain(&bed, n, &format!("egress: deliver {n} messages to 1 endpoint"), h.rate(), &mut rows).await?;
+    let plain_us = rows.last().and_then(|r| r.cpu.as_ref()).map_or(0.0, |c| c.total_us);
+    if only("transform") {
+        rows.extend(crate::transforms::run(&bed, &tenant, n, c, h.rate(), plain_us).await?);
+    }
 
     let app10 = tenant.post("/api/v1/app", json!({"name": "ten"})).await?["id"].as_str().unwrap_or_default().to_owned();
     for i in 0..10 {
@@ -275,7 +279,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
 }
 
 /// Whether a group of scenarios runs: `BENCH_ONLY` (comma-separated: ingress,
-/// burst, lag, sustained, noisy, backoff, prune) picks some; unset runs all. The baselines,
+/// transform, burst, lag, sustained, noisy, backoff, prune) picks some; unset runs all. The baselines,
 /// creation and delivery always run (the others' rates derive from them).
 fn only(group: &str) -> bool {
     std::env::var("BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
@@ -283,7 +287,7 @@ fn only(group: &str) -> bool {
 
 /// Starts a worker on the outbox as it stands, times it delivering `n`, and adds
 /// the row; the rate delivered per second.
-async fn drain(bed: &Bed, n: usize, name: &str, h: f64, rows: &mut Vec<Row>) -> anyhow::Result<f64> {
+pub(crate) async fn drain(bed: &Bed, n: usize, name: &str, h: f64, rows: &mut Vec<Row>) -> anyhow::Result<f64> {
     let before_count = bed.sink.count();
     let before: Sample = bed.cpu(None).await;
     let mut worker = bed.start_worker().await;

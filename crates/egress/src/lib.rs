@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod prune;
 pub mod publish;
 pub mod replay;
+pub mod sandbox;
 pub mod secrets;
 pub mod signing;
 pub mod ssrf;

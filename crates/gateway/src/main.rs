@@ -48,6 +48,10 @@ enum Command {
     /// Read the cold archive of dropped partitions (needs no database).
     #[command(subcommand)]
     Archive(archive_cli::ArchiveCommand),
+    /// Runs endpoint transformations for a Hookgate process, one job per line on
+    /// stdin: started by Hookgate itself, with no environment.
+    #[command(name = "transform-sandbox", hide = true)]
+    TransformSandbox,
 }
 
 #[derive(Subcommand)]
@@ -65,6 +69,12 @@ enum TenantCommand {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::TransformSandbox = cli.command {
+        return match hookgate_egress::sandbox::serve() {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(_) => std::process::ExitCode::FAILURE,
+        };
+    }
     if let Command::Archive(cmd) = cli.command {
         return match actix_web::rt::System::new().block_on(archive_cli::run(cmd)) {
             Ok(()) => std::process::ExitCode::SUCCESS,
@@ -135,6 +145,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         }
         Command::Tenant(cmd) => tenant(cmd, config).await?,
         Command::Archive(_) => unreachable!("runs without the configuration, in main"),
+        Command::TransformSandbox => unreachable!("runs without the configuration, in main"),
     }
     Ok(())
 }

@@ -4,17 +4,17 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{get, patch, post, web, HttpResponse};
+use actix_web::{get, patch, post, web, HttpMessage, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use hookgate_egress::{secrets, transform};
+use hookgate_egress::{sandbox::Sandbox, secrets, transform};
 use hookgate_shared::ids::{AppId, EndpointId, Ref};
-use hookgate_shared::store::{tenants, transformations};
+use hookgate_shared::store::{portals, tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
 
 use super::endpoints::find;
-use crate::TenantAuth;
+use crate::{Principal, TenantAuth};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(get_one).service(patch_one).service(try_one);
@@ -39,10 +39,28 @@ struct TransformationPatch {
 
 /// Besides Svix's fields, `available` (Hookgate's own): whether the tenant's
 /// transformations are switched on, so the portal can say why one cannot be enabled.
+/// Variables may hold credentials: a portal link sees their values by the rule
+/// for custom headers (a managing link, when the tenant shows header values),
+/// and `[redacted]` otherwise.
 #[get("/app/{app_id}/endpoint/{endpoint_id}/transformation")]
-async fn get_one(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn get_one(
+    tenant: TenantAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: EpPath,
+) -> Result<HttpResponse, ApiError> {
+    // Read before any await: the request's extensions are a RefCell.
+    let portal = match req.extensions().get::<Principal>() {
+        Some(Principal::Portal { read_only, .. }) => Some(*read_only),
+        _ => None,
+    };
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
+    let hidden = match portal {
+        Some(true) => true,
+        Some(false) => !portals::get(&**conn, &tenant.0).await?.show_header_values,
+        None => false,
+    };
     let available = tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transformations);
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
     let Some(t) = stored else {
@@ -50,8 +68,11 @@ async fn get_one(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -
             json!({ "code": null, "enabled": false, "variables": {}, "updatedAt": null, "available": available });
         return Ok(HttpResponse::Ok().json(none));
     };
-    let variables = secrets::open_variables(&state, &tenant.0, &app, &ep.id, t.variables.as_deref())
+    let mut variables = secrets::open_variables(&state, &tenant.0, &app, &ep.id, t.variables.as_deref())
         .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
+    if let (true, Some(vars)) = (hidden, variables.as_object_mut()) {
+        vars.values_mut().for_each(|v| *v = json!("[redacted]"));
+    }
     let mut body = out(&t, variables);
     body["available"] = json!(available);
     Ok(HttpResponse::Ok().json(body))
@@ -68,10 +89,6 @@ struct TryIn {
     event_type: String,
     payload: Value,
 }
-
-/// Tries runs in an API process at once; more wait their turn.
-static TRYING: std::sync::LazyLock<tokio::sync::Semaphore> =
-    std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(transform::MOST_AT_ONCE));
 
 /// Runs `code` on a payload (an event type's example, a past message's) as a
 /// delivery to this endpoint would, with its URL and variables, and says what
@@ -106,11 +123,7 @@ async fn try_one(
         payload,
         json: true,
     };
-    let _turn = TRYING.acquire().await.map_err(|e| ApiError::Internal(e.to_string()))?;
-    let max_body = state.config.max_body;
-    let ran = tokio::task::spawn_blocking(move || transform::run_now(&body.code, &variables, hook, max_body))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let ran = Sandbox::shared().run(body.code.into(), variables.into(), hook, state.config.max_body).await;
     Ok(HttpResponse::Ok().json(match ran {
         Ok(transform::Outcome::Cancel) => json!({ "cancel": true }),
         Ok(transform::Outcome::Send(h)) => {
@@ -151,31 +164,31 @@ async fn patch_one(
         }
     }
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(hookgate_shared::store::StoreError::from)?;
-    let before = transformations::get(&*tx, &tenant.0, &app, &ep.id).await?;
+    let (before, allowed) = {
+        let conn = db::conn(&state.db).await?;
+        let before = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
+        (before, tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transformations))
+    };
     let code = body.code.clone().or_else(|| before.as_ref().map(|t| t.code.clone())).unwrap_or_default();
     let enabled = body.enabled.or(before.as_ref().map(|t| t.enabled)).unwrap_or(false);
-    if enabled {
-        let allowed = tenants::get(&*tx, &tenant.0).await?.is_some_and(|t| t.transformations);
-        if !allowed {
-            return Err(ApiError::Forbidden(OFF.into()));
-        }
-        if code.trim().is_empty() {
-            return Err(ApiError::Validation(
-                "`code`: a transformation is enabled with code defining `handler`".into(),
-            ));
-        }
+    if enabled && !allowed {
+        return Err(ApiError::Forbidden(OFF.into()));
     }
-    if body.code.as_ref().is_some_and(|c| !c.trim().is_empty()) {
-        let checked = code.clone();
-        let verdict = tokio::task::spawn_blocking(move || transform::check(&checked))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-        if let Err(e) = verdict {
+    if enabled && code.trim().is_empty() {
+        return Err(ApiError::Validation("`code`: a transformation is enabled with code defining `handler`".into()));
+    }
+    // Code that may run is checked now, in the sandbox, with no connection held:
+    // changed code, or code being enabled. (With the tenant's switch off nothing
+    // runs, so nothing is run to check it either; enabling it later checks it.)
+    let changed = body.code.as_ref().is_some_and(|c| before.as_ref().is_none_or(|b| &b.code != c));
+    let enabling = enabled && !before.as_ref().is_some_and(|b| b.enabled);
+    if allowed && !code.trim().is_empty() && (changed || enabling) {
+        if let Err(e) = Sandbox::shared().check(&code).await {
             return Err(ApiError::Validation(format!("`code`: {e}")));
         }
     }
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(hookgate_shared::store::StoreError::from)?;
     let variables = match body.variables {
         Some(v) => serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))?,
         None => match &before {

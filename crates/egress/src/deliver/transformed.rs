@@ -12,7 +12,8 @@ use hookgate_shared::store::{deliveries::Claimed, transformations};
 use hookgate_shared::{db, AppState};
 
 use crate::secrets;
-use crate::transform::{Outcome, TransformError, Transformer, Webhook};
+use crate::sandbox::Sandbox;
+use crate::transform::{Outcome, TransformError, Webhook};
 
 /// What the transformation made of a delivery.
 pub(super) enum Applied {
@@ -34,9 +35,9 @@ struct Loaded {
     variables: Arc<Value>,
 }
 
-/// A worker's transformations: the runner and its cache of code.
+/// A worker's transformations: its cache of code; runs go to the process's sandboxes.
 pub(super) struct Transforms {
-    runner: Transformer,
+    max_body: usize,
     cache: Mutex<HashMap<Key, Arc<Loaded>>>,
 }
 
@@ -45,13 +46,15 @@ const MOST_CACHED: usize = 10_000;
 
 impl Transforms {
     pub(super) fn new(max_body: usize) -> Self {
-        Transforms { runner: Transformer::new(max_body), cache: Mutex::new(HashMap::new()) }
+        Transforms { max_body, cache: Mutex::new(HashMap::new()) }
     }
 
-    /// Runs the endpoint's transformation (changed last at `at`) on `hook`.
+    /// Runs the endpoint's transformation (changed last at `at`) on `hook`. The
+    /// code is loaded again whenever `at` differs from the cached one's (not only
+    /// when it is later: a database's clock can step back).
     pub(super) async fn apply(&self, state: &AppState, c: &Claimed, at: DateTime<Utc>, hook: Webhook) -> Applied {
         let key = (c.tenant_id.clone(), c.app_id.clone(), c.endpoint_id.clone());
-        let cached = self.cache.lock().expect("transformations cache").get(&key).filter(|l| l.at >= at).cloned();
+        let cached = self.cache.lock().expect("transformations cache").get(&key).filter(|l| l.at == at).cloned();
         let loaded = match cached {
             Some(l) => l,
             None => match load(state, &key).await {
@@ -69,7 +72,7 @@ impl Transforms {
                 Err(e) => return Applied::Unreadable(e),
             },
         };
-        match self.runner.run(loaded.code.clone(), loaded.variables.clone(), hook).await {
+        match Sandbox::shared().run(loaded.code.clone(), loaded.variables.clone(), hook, self.max_body).await {
             Ok(Outcome::Send(h)) => Applied::Send(h),
             Ok(Outcome::Cancel) => Applied::Cancel,
             Err(e) => Applied::Failed(e),
