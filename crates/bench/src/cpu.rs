@@ -103,7 +103,11 @@ impl Meter {
             .await;
         let wal = wal.ok().map(|r| (r.get(0), r.get(1)));
         let secs = |ticks: u64| ticks as f64 / TICKS;
-        let hg: u64 = hookgate.iter().filter_map(|p| p.child.id()).filter_map(stat).map(|s| s.own).sum();
+        // A Hookgate process's own CPU, and its children's: the transformation
+        // sandboxes it runs (those still alive, and those it has reaped).
+        let ids: Vec<u32> = hookgate.iter().filter_map(|p| p.child.id()).collect();
+        let mut hg: u64 = ids.iter().copied().filter_map(stat).map(|s| s.own + s.children).sum();
+        hg += pids().filter_map(stat).filter(|s| ids.contains(&s.ppid)).map(|s| s.own + s.children).sum::<u64>();
         let mut pg = stat(self.postmaster).map(|s| s.own + s.children).unwrap_or(0);
         pg += pids().filter_map(stat).filter(|s| s.ppid == self.postmaster).map(|s| s.own + s.children).sum::<u64>();
         let redis = self.redis.and_then(stat).map(|s| s.own).unwrap_or(0);

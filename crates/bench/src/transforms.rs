@@ -52,7 +52,7 @@ pub async fn run(
         rows.push(Row {
             name: "transformation: CPU per delivery over the plain drain".into(),
             note: format!(
-                "{extra:.0} µs ({:.0} against {plain_us:.0}); a runaway is cut at 100 ms of one core per attempt, two at once per worker",
+                "{extra:.0} µs ({:.0} against {plain_us:.0}), the sandboxes' CPU counted; a runaway costs at most 1 s of one core an attempt (100 ms where QuickJS can interrupt it), two at once per process",
                 cpu.total_us
             ),
             ..Row::default()

@@ -11,8 +11,8 @@ use hookgate_shared::ids::{AppId, EndpointId, TenantId};
 use hookgate_shared::store::{deliveries::Claimed, transformations};
 use hookgate_shared::{db, AppState};
 
-use crate::secrets;
 use crate::sandbox::Sandbox;
+use crate::secrets;
 use crate::transform::{Outcome, TransformError, Webhook};
 
 /// What the transformation made of a delivery.
