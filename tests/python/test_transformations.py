@@ -140,3 +140,15 @@ def test_a_runaway_transformation_fails_its_own_attempt_while_others_arrive_on_t
     finally:
         bad_sink.server.shutdown()
         good_sink.server.shutdown()
+
+
+def test_a_large_body_goes_through_the_sandbox_whole(hookgate, tenant, svix, sink):
+    allow(hookgate, tenant)
+    app = svix.application.create(ApplicationIn(name="large"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    svix.endpoint.transformation.patch(app.id, ep.id, EndpointTransformationPatch(
+        code="function handler(w) { w.payload.seen = w.payload.blob.length; return w; }", enabled=True))
+    blob = "x" * 700_000
+    svix.message.create(app.id, MessageIn(event_type="big.one", payload={"blob": blob}))
+    got = json.loads(sink.wait_for(1, timeout=30)[0]["body"])
+    assert got["seen"] == 700_000 and got["blob"] == blob

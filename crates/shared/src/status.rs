@@ -138,10 +138,16 @@ mod tests {
 
     #[test]
     fn states_round_trip_through_their_stored_forms() {
-        for s in [DeliveryStatus::Success, DeliveryStatus::Pending, DeliveryStatus::Failed, DeliveryStatus::Sending] {
+        for s in [
+            DeliveryStatus::Success,
+            DeliveryStatus::Pending,
+            DeliveryStatus::Failed,
+            DeliveryStatus::Sending,
+            DeliveryStatus::Canceled,
+        ] {
             assert_eq!(DeliveryStatus::from_code(s.code()), Some(s));
         }
-        assert_eq!(DeliveryStatus::from_code(4), None);
+        assert_eq!(DeliveryStatus::from_code(5), None);
         for t in [Trigger::Scheduled, Trigger::Manual] {
             assert_eq!(Trigger::from_db(t.code()), t);
         }

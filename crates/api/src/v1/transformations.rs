@@ -123,7 +123,7 @@ async fn try_one(
         payload,
         json: true,
     };
-    let ran = Sandbox::shared().run(body.code.into(), variables.into(), hook, state.config.max_body).await;
+    let ran = Sandbox::for_api().run(body.code.into(), variables.into(), hook, state.config.max_body).await;
     Ok(HttpResponse::Ok().json(match ran {
         Ok(transform::Outcome::Cancel) => json!({ "cancel": true }),
         Ok(transform::Outcome::Send(h)) => {
@@ -183,8 +183,10 @@ async fn patch_one(
     let changed = body.code.as_ref().is_some_and(|c| before.as_ref().is_none_or(|b| &b.code != c));
     let enabling = enabled && !before.as_ref().is_some_and(|b| b.enabled);
     if allowed && !code.trim().is_empty() && (changed || enabling) {
-        if let Err(e) = Sandbox::shared().check(&code).await {
-            return Err(ApiError::Validation(format!("`code`: {e}")));
+        match Sandbox::for_api().check(&code).await {
+            Ok(()) => {}
+            Err(e @ transform::TransformError::Busy) => return Err(ApiError::Conflict(format!("not checked: {e}"))),
+            Err(e) => return Err(ApiError::Validation(format!("`code`: {e}"))),
         }
     }
     let mut conn = db::conn(&state.db).await?;

@@ -21,8 +21,8 @@ pub(super) enum Applied {
     Cancel,
     /// The code failed: an attempt that failed, with the reason in the log.
     Failed(TransformError),
-    /// The code could not be read now (Postgres, the sealed variables): not an
-    /// attempt; the delivery waits a moment.
+    /// The code could not be read or run now (Postgres, the sealed variables,
+    /// every sandbox busy): not an attempt; the delivery waits a moment.
     Unreadable(String),
 }
 
@@ -72,9 +72,11 @@ impl Transforms {
                 Err(e) => return Applied::Unreadable(e),
             },
         };
-        match Sandbox::shared().run(loaded.code.clone(), loaded.variables.clone(), hook, self.max_body).await {
+        match Sandbox::for_worker().run(loaded.code.clone(), loaded.variables.clone(), hook, self.max_body).await {
             Ok(Outcome::Send(h)) => Applied::Send(h),
             Ok(Outcome::Cancel) => Applied::Cancel,
+            // Not the code's doing: no attempt, the delivery waits a moment.
+            Err(TransformError::Busy) => Applied::Unreadable(TransformError::Busy.to_string()),
             Err(e) => Applied::Failed(e),
         }
     }
