@@ -17,7 +17,10 @@ CREATE TABLE IF NOT EXISTS endpoint_transformations (
 -- it has none. The claim reads it with the endpoint: a worker loads the code only
 -- for an endpoint that has one, and again only when this moves.
 ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS transformation_at timestamptz;
+-- The operator's switch (off by default), and the tenant's own (on unless it
+-- turns it off): transformations run while both are on.
 ALTER TABLE tenants ADD COLUMN IF NOT EXISTS transformations boolean NOT NULL DEFAULT false;
+ALTER TABLE tenants ADD COLUMN IF NOT EXISTS transformations_off boolean NOT NULL DEFAULT false;
 -- A delivery its transformation canceled (`cancel = true`): status 4, as Svix's
 -- MessageStatus has it. Every existing row met the old check, so the new one
 -- need not scan them.

@@ -42,6 +42,8 @@ ROUTES = [
     ("get", "/admin/v1/tenant/{id}/usage"),
     ("get", "/api/v1/settings/portal"),
     ("put", "/api/v1/settings/portal"),
+    ("get", "/api/v1/settings/transformations"),
+    ("put", "/api/v1/settings/transformations"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.json"),
@@ -452,3 +454,9 @@ def test_the_web_uis_own_routes_answer_as_documented(hookgate, doc, tenant):
     assert status == 200 and saved["frameAncestors"] == ["https://a.example"]
     status, _, bad = call(hookgate, doc, "put", "/api/v1/settings/portal", token=key, body={"primaryColor": "red"})
     assert status == 422 and "primaryColor" in json.dumps(bad)
+    status, _, switch = call(hookgate, doc, "get", "/api/v1/settings/transformations", token=key)
+    assert status == 200 and switch == {"allowed": False, "enabled": True, "active": False}
+    status, _, switch = call(hookgate, doc, "put", "/api/v1/settings/transformations", token=key, body={"enabled": False})
+    assert status == 200 and switch == {"allowed": False, "enabled": False, "active": False}
+    status, _, bad = call(hookgate, doc, "put", "/api/v1/settings/transformations", token=key, body={"enable": True})
+    assert status == 422

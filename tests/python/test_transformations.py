@@ -95,12 +95,22 @@ def test_transformations_need_the_tenants_switch_and_code_that_runs(hookgate, te
         assert status == 422 and words in json.dumps(res), (body, status, res)
     assert svix.endpoint.transformation.get(app.id, ep.id).enabled is False, "nothing half-written"
 
-    # Turned off by the operator, an enabled transformation stops applying at once.
+    # Turned off by the tenant itself, an enabled transformation stops applying at once;
+    # on again, it applies again; turned off by the operator, it stops whatever the tenant says.
     svix.endpoint.transformation.patch(app.id, ep.id, EndpointTransformationPatch(code=RESHAPE, enabled=True,
                                                                                   variables={"prefix": "p"}))
-    allow(hookgate, tenant, on=False)
+    key = tenant["apiKey"]
+    status, _, own = call(hookgate, "PUT", "/api/v1/settings/transformations", key, {"enabled": False})
+    assert status == 200 and own == {"allowed": True, "enabled": False, "active": False}
     svix.message.create(app.id, MessageIn(event_type="a.b", payload={"amount": 1}))
     assert json.loads(sink.wait_for(1)[0]["body"]) == {"amount": 1}
+    status, _, own = call(hookgate, "PUT", "/api/v1/settings/transformations", key, {"enabled": True})
+    assert own["active"] is True
+    svix.message.create(app.id, MessageIn(event_type="a.b", payload={"amount": 2}))
+    assert json.loads(sink.wait_for(2)[1]["body"]) == {"text": "p a.b", "total": 200}
+    allow(hookgate, tenant, on=False)
+    svix.message.create(app.id, MessageIn(event_type="a.b", payload={"amount": 3}))
+    assert json.loads(sink.wait_for(3)[2]["body"]) == {"amount": 3}
 
 
 @pytest.mark.parametrize("runaway", [

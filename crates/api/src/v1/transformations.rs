@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{get, patch, post, web, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{get, patch, post, put, web, HttpMessage, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -14,10 +14,10 @@ use hookgate_shared::store::{portals, tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
 
 use super::endpoints::find;
-use crate::{Principal, TenantAuth};
+use crate::{KeyAuth, Principal, TenantAuth};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(get_one).service(patch_one).service(try_one);
+    cfg.service(get_one).service(patch_one).service(try_one).service(get_switch).service(put_switch);
 }
 
 /// Longest code a transformation may have.
@@ -61,7 +61,7 @@ async fn get_one(
         Some(false) => !portals::get(&**conn, &tenant.0).await?.show_header_values,
         None => false,
     };
-    let available = tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transformations);
+    let available = tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms());
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
     let Some(t) = stored else {
         let none =
@@ -107,7 +107,7 @@ async fn try_one(
     }
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
-    if !tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transformations) {
+    if !tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms()) {
         return Err(ApiError::Forbidden(OFF.into()));
     }
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
@@ -135,8 +135,8 @@ async fn try_one(
     }))
 }
 
-const OFF: &str =
-    "transformations are off for this tenant: the operator turns them on (`transformations` on the tenant)";
+const OFF: &str = "transformations are off for this tenant: the operator allows them (`transformations` on the \
+                   tenant), and the tenant's own switch (`PUT /api/v1/settings/transformations`) is on unless turned off";
 
 /// Sets what the body gives and keeps the rest. Enabling needs the tenant's
 /// transformations switched on (by the operator), and code that runs and
@@ -167,7 +167,7 @@ async fn patch_one(
     let (before, allowed) = {
         let conn = db::conn(&state.db).await?;
         let before = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
-        (before, tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transformations))
+        (before, tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms()))
     };
     let code = body.code.clone().or_else(|| before.as_ref().map(|t| t.code.clone())).unwrap_or_default();
     let enabled = body.enabled.or(before.as_ref().map(|t| t.enabled)).unwrap_or(false);
@@ -204,4 +204,38 @@ async fn patch_one(
     tx.commit().await.map_err(hookgate_shared::store::StoreError::from)?;
     tracing::info!(endpoint = %ep.id, enabled = saved.enabled, "transformation saved");
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// The tenant's switches: `allowed` (the operator's), `enabled` (its own), and
+/// `active` (both: transformations run).
+fn switch_out(t: &tenants::Tenant) -> Value {
+    json!({ "allowed": t.transformations, "enabled": !t.transformations_off, "active": t.transforms() })
+}
+
+#[get("/settings/transformations")]
+async fn get_switch(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let t = tenants::get(&**conn, &key.0).await?.ok_or(ApiError::NotFound("tenant"))?;
+    Ok(HttpResponse::Ok().json(switch_out(&t)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchIn {
+    enabled: bool,
+}
+
+/// The tenant turns its transformations off (every enabled one stops before the
+/// next delivery, the code kept) or on again; they run only while the operator
+/// allows them too.
+#[put("/settings/transformations")]
+async fn put_switch(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    body: web::Json<SwitchIn>,
+) -> Result<HttpResponse, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let t = tenants::set_transformations(&**conn, &key.0, body.enabled).await?.ok_or(ApiError::NotFound("tenant"))?;
+    tracing::info!(tenant = %key.0, enabled = body.enabled, "the tenant switched its transformations");
+    Ok(HttpResponse::Ok().json(switch_out(&t)))
 }

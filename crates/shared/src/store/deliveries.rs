@@ -91,7 +91,8 @@ pub(super) fn claimed_rows(messages: &str) -> String {
         m.payload, COALESCE(m.content_type, 'application/json'),
         e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
         a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent,
-        CASE WHEN t.transformations THEN e.transformation_at END, COALESCE(m.event_type, '')
+        CASE WHEN t.transformations AND NOT t.transformations_off THEN e.transformation_at END,
+        COALESCE(m.event_type, '')
      FROM claimed c
      JOIN tenants t ON t.id = c.tenant_id
      JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id

@@ -30,8 +30,10 @@ pub struct Tenant {
     /// Private networks this tenant's endpoints may reach (CIDRs, checked when set),
     /// beside the operator-wide `HOOKGATE_EGRESS_ALLOW_NETWORKS`.
     pub egress_allow_networks: Vec<String>,
-    /// Its endpoints' transformations run (the operator's switch; off by default).
+    /// Its endpoints' transformations may run (the operator's switch; off by default).
     pub transformations: bool,
+    /// The tenant turned its transformations off (its own switch).
+    pub transformations_off: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -61,7 +63,7 @@ pub struct QuotaPatch {
 }
 
 const COLUMNS: &str =
-    "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days, quotas, egress_allow_networks, transformations";
+    "id, name, uid, disabled, created_at, updated_at, svix_headers, inbound_days, message_days, quotas, egress_allow_networks, transformations, transformations_off";
 
 /// The operator's own tenant (migration 0020): home of the operational webhook
 /// endpoints that receive every tenant's events; listed and found nowhere.
@@ -82,6 +84,7 @@ fn from_row(r: &Row) -> Tenant {
         quotas: serde_json::from_value(r.get(9)).unwrap_or_default(),
         egress_allow_networks: r.get(10),
         transformations: r.get(11),
+        transformations_off: r.get(12),
     }
 }
 
@@ -207,4 +210,30 @@ pub async fn egress_networks(db: &impl GenericClient, tenant: &TenantId) -> Resu
         )
         .await?;
     Ok(row.map(|r| r.get(0)).unwrap_or_default())
+}
+
+impl Tenant {
+    /// Whether its endpoints' transformations run: the operator allows them and
+    /// the tenant has not turned them off.
+    pub fn transforms(&self) -> bool {
+        self.transformations && !self.transformations_off
+    }
+}
+
+/// The tenant's own switch of its transformations; the operator's is in [`update`].
+pub async fn set_transformations(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    on: bool,
+) -> Result<Option<Tenant>, StoreError> {
+    let row = db
+        .query_opt(
+            &format!(
+                "UPDATE tenants SET transformations_off = NOT $2, updated_at = now()
+                 WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}"
+            ),
+            &[&tenant.as_str(), &on],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
 }
