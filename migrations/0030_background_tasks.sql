@@ -29,5 +29,7 @@ CREATE TABLE IF NOT EXISTS background_tasks (
 );
 -- The runner's pick: the running task stepped least lately, whatever its tenant.
 CREATE INDEX IF NOT EXISTS background_tasks_next ON background_tasks (updated_at) WHERE status = 0;
+-- Ended tasks, for the pruner.
+CREATE INDEX IF NOT EXISTS background_tasks_ended ON background_tasks (updated_at) WHERE status <> 0;
 -- A tenant's and an application's running tasks, counted against their caps.
 CREATE INDEX IF NOT EXISTS background_tasks_running ON background_tasks (tenant_id, app_id) WHERE status = 0;

@@ -2,7 +2,8 @@
 //! go with their partitions), with their deliveries and attempts; drops payloads
 //! past their own `payloadRetentionPeriod`; forgets the request keys of messages
 //! past the Idempotency-Key's lifetime; folds past days' usage shards into one
-//! row each; and finishes the erasures of applications that their request could
+//! row each; forgets background tasks that ended longer ago than the message
+//! retention; and finishes the erasures of applications that their request could
 //! not complete.
 
 use hookgate_shared::{
@@ -11,7 +12,7 @@ use hookgate_shared::{
     prune::{drain, BATCH, ROUND},
     store::{
         erasure::{self, Erasure},
-        retention, usage,
+        retention, tasks, usage,
     },
     AppState,
 };
@@ -34,6 +35,9 @@ pub async fn run(state: AppState) {
         // Not a removal: past days' usage shards folded into one row each, sums kept.
         drain(&state, "usage_shards", |conn| async move { usage::compact(&**conn, BATCH).await }).await;
         drain(&state, "usage_flushes", |conn| async move { usage::forget_flushes(&**conn).await }).await;
+        // Ended background tasks are kept as long as the operator's message retention.
+        drain(&state, "background_tasks", |conn| async move { tasks::prune_ended(&**conn, default_days, BATCH).await })
+            .await;
         let pending = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             erasure::pending_erasures(&**conn, 100).await

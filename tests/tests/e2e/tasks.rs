@@ -76,3 +76,41 @@ async fn a_task_whose_steps_fail_goes_behind_the_others_and_fails_only_once_it_h
     assert!(failed["data"]["error"].as_str().unwrap().contains("kept failing"), "{failed}");
     assert!(!failed["data"]["error"].as_str().unwrap().contains("eventTypes"), "the cause stays in the log");
 }
+
+#[tokio::test]
+async fn a_task_that_ended_longer_ago_than_the_message_retention_is_pruned_and_a_running_one_is_kept() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
+    })
+    .await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let ep = t.endpoint(&a, &sink.url, json!({})).await;
+    let ep = ep["id"].as_str().unwrap();
+    let path = format!("/api/v1/app/{a}/endpoint/{ep}/replay-missing");
+    let since = chrono::Utc::now() - chrono::Duration::minutes(5);
+    let old = t.post(&path, json!({ "since": since }), 202).await["id"].as_str().unwrap().to_owned();
+    let recent = t.post(&path, json!({ "since": since }), 202).await["id"].as_str().unwrap().to_owned();
+    task_until(&t, &old, |task| task["status"] == "finished").await;
+    task_until(&t, &recent, |task| task["status"] == "finished").await;
+    let db = app.db.client().await;
+    db.execute("UPDATE background_tasks SET updated_at = now() - interval '100 days' WHERE id = $1", &[&old])
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let left: Vec<String> = db
+            .query("SELECT id FROM background_tasks ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if left == vec![recent.clone()] {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "left: {left:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -242,6 +242,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("retention::prune_inbound_keys", "maintenance: the pruner ends each source's dedupe window across all tenants"),
     ("retention::prune_inbound_events", "maintenance: the pruner applies each source's retention across all tenants"),
     ("retention::prune_messages", "maintenance: the pruner applies each tenant's retention across all tenants"),
+    ("tasks::prune_ended", "maintenance: background tasks that ended past the message retention, of every tenant"),
     ("retention::expire_payloads", "maintenance: payloads past their own expiry, whatever their tenant"),
     ("retention::prune_request_keys", "maintenance: request keys past the Idempotency-Key's life, of all tenants"),
     ("retention::prune_event_ids_below", "maintenance: the eventIds of a dropped partition, which holds all tenants"),

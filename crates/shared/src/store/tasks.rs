@@ -231,3 +231,17 @@ pub async fn list(
     let tasks = rows.iter().map(from_row).collect();
     Ok(Page::from_rows(tasks, page, |t| t.id.to_string()))
 }
+
+/// Removes up to `limit` tasks that ended more than `days` ago, of every tenant;
+/// how many.
+pub async fn prune_ended(db: &impl GenericClient, days: i32, limit: i64) -> Result<u64, StoreError> {
+    let n = db
+        .execute(
+            "DELETE FROM background_tasks WHERE (tenant_id, id) IN (
+                SELECT tenant_id, id FROM background_tasks
+                WHERE status <> 0 AND updated_at < now() - make_interval(days => $1) LIMIT $2)",
+            &[&days, &limit],
+        )
+        .await?;
+    Ok(n)
+}
