@@ -106,8 +106,9 @@ fn thread_cpu() -> Duration {
     Duration::new(ts.tv_sec.max(0) as u64, ts.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
-/// One run, on this thread.
-pub fn run_now(code: &str, variables: &Value, webhook: Webhook, max_body: usize) -> Result<Outcome, TransformError> {
+/// A runtime with the run's limits (memory, stack, the CPU deadline from now), a
+/// context in it, and the deadline. The runtime must outlive the context.
+fn limited() -> Result<(Runtime, Context, Duration), TransformError> {
     let engine = |e: rquickjs::Error| TransformError::Engine(e.to_string());
     let rt = Runtime::new().map_err(engine)?;
     rt.set_memory_limit(MEMORY_LIMIT);
@@ -115,6 +116,12 @@ pub fn run_now(code: &str, variables: &Value, webhook: Webhook, max_body: usize)
     let deadline = thread_cpu() + CPU_LIMIT;
     rt.set_interrupt_handler(Some(Box::new(move || thread_cpu() >= deadline)));
     let ctx = context(&rt)?;
+    Ok((rt, ctx, deadline))
+}
+
+/// One run, on this thread.
+pub fn run_now(code: &str, variables: &Value, webhook: Webhook, max_body: usize) -> Result<Outcome, TransformError> {
+    let (_rt, ctx, deadline) = limited()?;
     let input = input(&webhook, variables)?;
     let result = ctx.with(|ctx| -> Result<Option<String>, TransformError> {
         let fail = |e: rquickjs::CaughtError<'_>| thrown(e.to_string(), deadline);
@@ -159,13 +166,7 @@ fn context(rt: &Runtime) -> Result<Context, TransformError> {
 /// what saving a transformation checks, so a typo is refused then rather than
 /// failing every delivery after.
 pub fn check(code: &str) -> Result<(), TransformError> {
-    let engine = |e: rquickjs::Error| TransformError::Engine(e.to_string());
-    let rt = Runtime::new().map_err(engine)?;
-    rt.set_memory_limit(MEMORY_LIMIT);
-    rt.set_max_stack_size(STACK_LIMIT);
-    let deadline = thread_cpu() + CPU_LIMIT;
-    rt.set_interrupt_handler(Some(Box::new(move || thread_cpu() >= deadline)));
-    let ctx = context(&rt)?;
+    let (_rt, ctx, deadline) = limited()?;
     ctx.with(|ctx| {
         ctx.eval::<(), _>(code).catch(&ctx).map_err(|e| thrown(e.to_string(), deadline))?;
         match ctx.globals().get::<_, Function>("handler") {

@@ -184,6 +184,19 @@ impl Window {
     }
 }
 
+/// The CTE `scanned`: the next `$7` deliveries to the endpoint (`$1`, `$2`, `$3`)
+/// after the cursor `$4`, of messages with ids in `[$5, $6)`, in message order.
+const SCANNED_DELIVERIES: &str = "scanned AS (
+    SELECT d.msg_id, d.status, d.lease_token FROM deliveries d
+    WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
+      AND d.msg_id > $4 AND d.msg_id >= $5 AND d.msg_id < $6
+    ORDER BY d.msg_id LIMIT $7)";
+
+/// A step's answer, from `scanned` and `dels`: the last id looked at, how many,
+/// and how many deliveries were made due.
+const SCANNED_AND_DUE: &str =
+    "SELECT (SELECT max(msg_id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)";
+
 /// Replay-missing: the next `batch` messages of the application in id order; of
 /// those in the window that the endpoint's filters take (the fan-out's rule,
 /// whatever the endpoint's state when they were made), each with no delivery to
@@ -247,12 +260,7 @@ async fn again_batch(
     let row = tx
         .query_one(
             &format!(
-                "WITH scanned AS (
-                    SELECT d.msg_id, d.status, d.lease_token FROM deliveries d
-                    WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
-                      AND d.msg_id > $4 AND d.msg_id >= $5 AND d.msg_id < $6
-                    ORDER BY d.msg_id LIMIT $7
-                 ), wanted AS (
+                "WITH {SCANNED_DELIVERIES}, wanted AS (
                     SELECT s.msg_id FROM scanned s
                     JOIN messages m ON m.tenant_id = $1 AND m.app_id = $2 AND m.id = s.msg_id
                     WHERE NOT (s.status = 1 AND s.lease_token IS NOT NULL) AND m.payload IS NOT NULL
@@ -274,7 +282,7 @@ async fn again_batch(
                       AND NOT (d.status = 1 AND d.lease_token IS NOT NULL)
                     RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at
                  ), {}
-                 SELECT (SELECT max(msg_id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)",
+                 {SCANNED_AND_DUE}",
                 wakes::lower("dels")
             ),
             &[
@@ -313,12 +321,7 @@ async fn recover_batch(
     let row = tx
         .query_one(
             &format!(
-                "WITH scanned AS (
-                    SELECT d.msg_id, d.status FROM deliveries d
-                    WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
-                      AND d.msg_id > $4 AND d.msg_id >= $5 AND d.msg_id < $6
-                    ORDER BY d.msg_id LIMIT $7
-                 ), wanted AS (
+                "WITH {SCANNED_DELIVERIES}, wanted AS (
                     SELECT s.msg_id FROM scanned s
                     JOIN messages m ON m.tenant_id = $1 AND m.app_id = $2 AND m.id = s.msg_id
                     WHERE s.status = 2 AND m.payload IS NOT NULL AND m.created_at >= $8 AND m.created_at < $9
@@ -331,7 +334,7 @@ async fn recover_batch(
                       AND d.status = 2
                     RETURNING d.tenant_id, d.app_id, d.msg_id, d.endpoint_id, d.next_attempt_at
                  ), {}
-                 SELECT (SELECT max(msg_id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)",
+                 {SCANNED_AND_DUE}",
                 wakes::lower("dels")
             ),
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &w.after, &lo, &hi, &batch, &w.since, &w.until],
