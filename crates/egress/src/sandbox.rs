@@ -6,7 +6,7 @@
 //! and never looks. A thread cannot be stopped from outside, a process can: a run
 //! past [`WALL_LIMIT`] is answered as too long and its child killed (a fresh one
 //! is started for the next). Each child has no environment (no master key, no
-//! database URL), a capped address space, dies with its parent, and reads one
+//! database URL), a capped address space, an alarm per job, and reads one
 //! job per line on stdin, answering one line on stdout. The parent reads at most
 //! a body's worth of answer, so a handler's output cannot take its memory either.
 //!
@@ -68,13 +68,19 @@ impl Drop for Sandboxed {
 /// A pool of sandboxes: at most `slots` runs at a time, children kept between runs.
 pub struct Sandbox {
     exe: Option<PathBuf>,
-    slots: Semaphore,
+    slots: Arc<Semaphore>,
+    most: usize,
     idle: Arc<Mutex<Vec<Sandboxed>>>,
 }
 
 impl Sandbox {
     fn new(slots: usize) -> Self {
-        Sandbox { exe: std::env::current_exe().ok(), slots: Semaphore::new(slots), idle: Default::default() }
+        Sandbox {
+            exe: std::env::current_exe().ok(),
+            slots: Arc::new(Semaphore::new(slots)),
+            most: slots,
+            idle: Default::default(),
+        }
     }
 
     /// The delivery worker's pool: two runs at once.
@@ -111,25 +117,30 @@ impl Sandbox {
     }
 
     async fn ask(&self, job: Job) -> Answer {
-        let slot = tokio::time::timeout(MOST_WAIT, self.slots.acquire()).await;
-        let Ok(Ok(_slot)) = slot else { return Err(TransformError::Busy) };
+        let slot = tokio::time::timeout(MOST_WAIT, self.slots.clone().acquire_owned()).await;
+        let Ok(Ok(slot)) = slot else { return Err(TransformError::Busy) };
         let mut line = serde_json::to_vec(&job).map_err(|e| TransformError::Engine(e.to_string()))?;
         line.push(b'\n');
         // A body in base64 inside JSON, and room for the rest of the answer.
         let cap = job.max_body * 2 + 64 * 1024;
-        let (exe, idle) = (self.exe.clone(), self.idle.clone());
+        let (exe, idle, most) = (self.exe.clone(), self.idle.clone(), self.most);
         // Blocking I/O on a thread of the blocking pool: no runtime's reactor owns
         // the pipes, so any runtime of the process may use the pool. Dropped
-        // before it ends, the exchange still ends within the wall limit.
-        tokio::task::spawn_blocking(move || exchange(exe, &idle, &line, cap))
-            .await
-            .map_err(|e| TransformError::Engine(e.to_string()))?
+        // before it ends, the exchange still ends within the wall limit, and
+        // holds its slot until then.
+        tokio::task::spawn_blocking(move || {
+            let answer = exchange(exe, &idle, most, &line, cap);
+            drop(slot);
+            answer
+        })
+        .await
+        .map_err(|e| TransformError::Engine(e.to_string()))?
     }
 }
 
 /// One job with a pooled child or a fresh one; the child goes back to the pool
 /// only after a whole answer.
-fn exchange(exe: Option<PathBuf>, idle: &Mutex<Vec<Sandboxed>>, line: &[u8], cap: usize) -> Answer {
+fn exchange(exe: Option<PathBuf>, idle: &Mutex<Vec<Sandboxed>>, most: usize, line: &[u8], cap: usize) -> Answer {
     let pooled = idle.lock().expect("sandbox pool").pop();
     let mut sb = match pooled {
         Some(mut sb) => match sb.stdin.write_all(line).and_then(|()| sb.stdin.flush()) {
@@ -162,7 +173,10 @@ fn exchange(exe: Option<PathBuf>, idle: &Mutex<Vec<Sandboxed>>, line: &[u8], cap
     }
     let answer = serde_json::from_slice::<Answer>(&buf)
         .map_err(|e| TransformError::Engine(format!("the sandbox's answer: {e}")))?;
-    idle.lock().expect("sandbox pool").push(sb);
+    let mut idle = idle.lock().expect("sandbox pool");
+    if idle.len() < most {
+        idle.push(sb);
+    }
     answer
 }
 
@@ -187,25 +201,29 @@ fn start(exe: Option<&PathBuf>, line: &[u8]) -> Result<Sandboxed, TransformError
     Ok(sb)
 }
 
-/// Whether `out` has something to read within `wait`.
+/// Whether `out` has something to read (or has closed) within `wait`; a signal
+/// interrupting the wait does not end it.
 fn readable(out: &ChildStdout, wait: Duration) -> bool {
-    let mut fd = libc::pollfd { fd: out.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let ms = wait.as_millis().clamp(1, i32::MAX as u128) as i32;
-    // SAFETY: poll reads and writes the one pollfd it is given.
-    let ready = unsafe { libc::poll(&mut fd, 1, ms) };
-    ready > 0
+    let until = Instant::now() + wait;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let mut fd = libc::pollfd { fd: out.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: poll reads and writes the one pollfd it is given.
+        let ready = unsafe { libc::poll(&mut fd, 1, ms) };
+        let interrupted = ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+        if !interrupted || left.is_zero() {
+            return ready > 0;
+        }
+    }
 }
 
-/// The child's side: dies with its parent, caps its address space, then answers
-/// jobs until stdin ends, each under an alarm that ends a run the parent has
-/// given up on.
+/// The child's side: caps its address space, then answers jobs until stdin ends
+/// (its parent gone, the pipe closes), each under an alarm that ends a run the
+/// parent has given up on or can no longer stop. (Not `PR_SET_PDEATHSIG`: it
+/// follows the thread that started the child, and the blocking pool's threads
+/// come and go while their children are pooled.)
 pub fn serve() -> std::io::Result<()> {
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and nothing else.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
-    // SAFETY: getppid has no arguments; 1 means the parent is already gone.
-    if unsafe { libc::getppid() } == 1 {
-        return Ok(());
-    }
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit and setrlimit read or write the struct they are given.
     unsafe {

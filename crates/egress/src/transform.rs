@@ -97,6 +97,25 @@ mod base64_bytes {
     }
 }
 
+impl TransformError {
+    /// Whether the code is to blame: its attempt fails. Otherwise (the engine
+    /// could not start, every sandbox busy) nothing was tried.
+    pub fn is_the_codes(&self) -> bool {
+        !matches!(self, TransformError::Engine(_) | TransformError::Busy)
+    }
+
+    /// The same, its words held to 500 bytes (a value a handler returned can be
+    /// quoted in them).
+    fn cut(self) -> Self {
+        match self {
+            TransformError::Result(m) => TransformError::Result(shown(&m)),
+            TransformError::Threw(m) => TransformError::Threw(shown(&m)),
+            TransformError::Engine(m) => TransformError::Engine(shown(&m)),
+            e => e,
+        }
+    }
+}
+
 /// CPU time this thread has used: what the deadline counts, so a run on a busy
 /// machine is not cut short by time it spent waiting for a core.
 fn thread_cpu() -> Duration {
@@ -121,6 +140,10 @@ fn limited() -> Result<(Runtime, Context, Duration), TransformError> {
 
 /// One run, on this thread.
 pub fn run_now(code: &str, variables: &Value, webhook: Webhook, max_body: usize) -> Result<Outcome, TransformError> {
+    run_uncut(code, variables, webhook, max_body).map_err(TransformError::cut)
+}
+
+fn run_uncut(code: &str, variables: &Value, webhook: Webhook, max_body: usize) -> Result<Outcome, TransformError> {
     let (_rt, ctx, deadline) = limited()?;
     let input = input(&webhook, variables)?;
     let result = ctx.with(|ctx| -> Result<Option<String>, TransformError> {
@@ -345,6 +368,11 @@ mod tests {
         assert!(matches!(&long, Err(TransformError::Threw(m)) if m.len() <= 500), "{long:?}");
         let nul = run("function handler(w) { throw new Error('a\\u0000b'); }");
         assert!(matches!(&nul, Err(TransformError::Threw(m)) if !m.contains('\0') && m.contains("ab")), "{nul:?}");
+        let quoted = run("function handler(w) { w.cancel = 'ab'.repeat(400000); return w; }");
+        assert!(
+            matches!(&quoted, Err(TransformError::Result(m)) if m.len() <= 500 && m.contains("`cancel`")),
+            "{quoted:?}"
+        );
         let object = run("function handler(w) { throw {x: 1}; }");
         assert!(matches!(&object, Err(TransformError::Threw(m)) if !m.contains("0x7") ), "{object:?}");
     }

@@ -185,7 +185,7 @@ async fn patch_one(
     if allowed && !code.trim().is_empty() && (changed || enabling) {
         match Sandbox::for_api().check(&code).await {
             Ok(()) => {}
-            Err(e @ transform::TransformError::Busy) => return Err(ApiError::Conflict(format!("not checked: {e}"))),
+            Err(e) if !e.is_the_codes() => return Err(ApiError::Conflict(format!("not checked: {e}"))),
             Err(e) => return Err(ApiError::Validation(format!("`code`: {e}"))),
         }
     }

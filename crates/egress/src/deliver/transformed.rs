@@ -76,7 +76,7 @@ impl Transforms {
             Ok(Outcome::Send(h)) => Applied::Send(h),
             Ok(Outcome::Cancel) => Applied::Cancel,
             // Not the code's doing: no attempt, the delivery waits a moment.
-            Err(TransformError::Busy) => Applied::Unreadable(TransformError::Busy.to_string()),
+            Err(e) if !e.is_the_codes() => Applied::Unreadable(e.to_string()),
             Err(e) => Applied::Failed(e),
         }
     }
