@@ -58,6 +58,7 @@ function header(role) {
 // --- the operator -----------------------------------------------------------------------------
 
 const pct = (x) => `${(x * 100).toFixed(1)} %`;
+const MOST_TENANTS = 1000;
 
 async function tenantsView(notice) {
   show(main, h("h1", {}, "Tenants"), loading("tenants"));
@@ -75,9 +76,20 @@ async function tenantsView(notice) {
         h("p", {}, h("span", { class: "secret", id: "new-api-key" }, t.apiKey))));
     });
   });
-  const page = await api("GET", "/admin/v1/tenant?limit=100");
+  // Every page, up to MOST_TENANTS: a new tenant sorts last, and an operator who
+  // just made one must see it (the first page alone hid it past 100 tenants).
+  const tenants = [];
+  let iterator = "";
+  let more = false;
+  while (true) {
+    const page = await api("GET", `/admin/v1/tenant${qs({ limit: 100, iterator })}`);
+    tenants.push(...page.data);
+    if (page.done || !page.iterator) break;
+    if (tenants.length >= MOST_TENANTS) { more = true; break; }
+    iterator = page.iterator;
+  }
   const few = limiter(4);
-  const rows = page.data.map((t) => {
+  const rows = tenants.map((t) => {
     const cells = Array.from({ length: 6 }, () => h("td", {}, h("span", { class: "muted" }, "…")));
     guarded(async () => {
       const s = await few(() => api("GET", `/admin/v1/tenant/${seg(t.id)}/stats`));
@@ -97,6 +109,7 @@ async function tenantsView(notice) {
   });
   show(main, h("h1", {}, "Tenants"), form,
     h("h2", {}, "The last 24 hours"),
+    more ? h("p", { class: "notice" }, `The first ${MOST_TENANTS} tenants are shown.`) : null,
     rows.length ? table("Tenants", ["Tenant", "Status", "Messages", "Inbound", "Duplicates caught", "Failure rate", "Pending", "Oldest pending", ""], rows)
       : empty("No tenants yet. Create the first one above."));
 }
