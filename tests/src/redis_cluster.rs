@@ -206,7 +206,19 @@ pub struct RedisSentinel {
 pub const SENTINEL_MASTER: &str = "hgmaster";
 
 impl RedisSentinel {
+    /// A master, its replica and a Sentinel, linked. Tried again on fresh ports if
+    /// they do not link within the wait: a port found free can be taken by another
+    /// test's server before ours binds it.
     pub fn start() -> Self {
+        for _ in 0..3 {
+            if let Some(s) = Self::try_start() {
+                return s;
+            }
+        }
+        panic!("the replica or the Sentinel did not come up, three times");
+    }
+
+    fn try_start() -> Option<Self> {
         let dir = std::env::temp_dir().join(format!("hookgate-sentinel-{}", ulid::Ulid::new()));
         std::fs::create_dir_all(&dir).unwrap();
         let (master_port, replica_port, sentinel_port) = (free_port(), free_port(), free_port());
@@ -252,14 +264,16 @@ impl RedisSentinel {
             sentinel_port,
             children: vec![Some(master), Some(replica), Some(sentinel)],
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(20);
         while !cli(replica_port, &["info", "replication"]).contains("master_link_status:up")
             || s.sentinel_master_port() != Some(master_port)
         {
-            assert!(Instant::now() < deadline, "the replica or the Sentinel did not come up");
+            if Instant::now() >= deadline {
+                return None; // `s` is dropped: its servers are stopped
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        s
+        Some(s)
     }
 
     /// `REDIS_URL` with `HOOKGATE_REDIS_SENTINEL_MASTER`: the Sentinel, not a server.
