@@ -193,22 +193,27 @@ async fn get_headers(
     path: EpPath,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    // Any custom header may be a credential: a portal link is shown names only,
-    // unless it may manage endpoints and the tenant chose to show values.
-    // (Read before any await: the request's extensions are a RefCell.)
+    let names_only = values_hidden(&req, &state, &tenant.0).await?;
+    headers_answer(&state, &tenant.0, &app, &ep, names_only)
+}
+
+/// Whether the caller sees credential-like values (custom headers, transformation
+/// variables) by name only: a portal link does, unless it may manage endpoints
+/// and the tenant chose to show values; the tenant's own key never does.
+pub(crate) async fn values_hidden(req: &HttpRequest, state: &AppState, tenant: &TenantId) -> Result<bool, ApiError> {
+    // Read before any await: the request's extensions are a RefCell.
     let portal = match req.extensions().get::<Principal>() {
         Some(Principal::Portal { read_only, .. }) => Some(*read_only),
         _ => None,
     };
-    let names_only = match portal {
+    Ok(match portal {
         Some(true) => true,
         Some(false) => {
             let conn = db::conn(&state.db).await?;
-            !portals::get(&**conn, &tenant.0).await?.show_header_values
+            !portals::get(&**conn, tenant).await?.show_header_values
         }
         None => false,
-    };
-    headers_answer(&state, &tenant.0, &app, &ep, names_only)
+    })
 }
 
 /// `{"headers", "sensitive"}`: the endpoint's custom headers, sensitive ones by

@@ -4,17 +4,17 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{get, patch, post, put, web, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{get, patch, post, put, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use hookgate_egress::{sandbox::Sandbox, secrets, transform};
 use hookgate_shared::ids::{AppId, EndpointId, Ref};
-use hookgate_shared::store::{portals, tenants, transformations};
+use hookgate_shared::store::{tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
 
 use super::endpoints::find;
-use crate::{KeyAuth, Principal, TenantAuth};
+use crate::{KeyAuth, TenantAuth};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(get_one).service(patch_one).service(try_one).service(get_switch).service(put_switch);
@@ -49,18 +49,9 @@ async fn get_one(
     state: web::Data<AppState>,
     path: EpPath,
 ) -> Result<HttpResponse, ApiError> {
-    // Read before any await: the request's extensions are a RefCell.
-    let portal = match req.extensions().get::<Principal>() {
-        Some(Principal::Portal { read_only, .. }) => Some(*read_only),
-        _ => None,
-    };
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let hidden = super::endpoint_extras::values_hidden(&req, &state, &tenant.0).await?;
     let conn = db::conn(&state.db).await?;
-    let hidden = match portal {
-        Some(true) => true,
-        Some(false) => !portals::get(&**conn, &tenant.0).await?.show_header_values,
-        None => false,
-    };
     let available = tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms());
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
     let Some(t) = stored else {
