@@ -2,7 +2,8 @@
 //! (the outbox write, [`publish`]), the worker that claims, signs, sends, retries
 //! and records attempts ([`deliver`]), synchronous forwarding for ingress's sync
 //! mode, Standard Webhooks signing, endpoint secrets, throttling, and the SSRF
-//! guard, pruning messages past retention ([`prune`]), running endpoint replays
+//! guard, destinations other than HTTP ([`destinations`]: RabbitMQ, Postgres),
+//! pruning messages past retention ([`prune`]), running endpoint replays
 //! (background tasks, [`replay`]), and small fetches from
 //! operator-allowed URLs for ingress ([`fetch`]: PayPal's certificates).
 //!
@@ -10,6 +11,7 @@
 //! handler: the API crate calls into it, never the other way round.
 
 pub mod deliver;
+pub mod destinations;
 pub mod fetch;
 pub mod metrics;
 pub mod prune;

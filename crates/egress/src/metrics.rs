@@ -13,6 +13,7 @@ pub struct EgressMetrics {
     pub failed: IntCounter,
     pub endpoints_disabled: IntCounter,
     pub records_quarantined: IntCounter,
+    pub destinations: IntCounterVec,
     shared: Metrics,
 }
 
@@ -30,7 +31,7 @@ impl EgressMetrics {
             ),
             attempts: counter_vec(
                 "hookgate_delivery_attempts_total",
-                "Delivery attempts by outcome: success, http_4xx, http_5xx, timeout, connect_error, blocked.",
+                "Delivery attempts by outcome: success, http_4xx, http_5xx, timeout, connect_error, blocked, refused.",
                 &["tenant", "outcome"],
             ),
             duration: Histogram::with_opts(
@@ -66,6 +67,11 @@ impl EgressMetrics {
                 "Delivery results that could not be recorded after retries; their deliveries were marked failed.",
             )
             .expect("valid metric"),
+            destinations: counter_vec(
+                "hookgate_destination_publishes_total",
+                "Hand-overs to destinations other than HTTP, by destination type and outcome.",
+                &["type", "outcome"],
+            ),
             shared: shared.clone(),
         };
         let r = &shared.registry;
@@ -77,11 +83,17 @@ impl EgressMetrics {
         r.register(Box::new(m.failed.clone())).expect("registered once");
         r.register(Box::new(m.endpoints_disabled.clone())).expect("registered once");
         r.register(Box::new(m.records_quarantined.clone())).expect("registered once");
+        r.register(Box::new(m.destinations.clone())).expect("registered once");
         m
     }
 
     pub fn message_created(&self, tenant: &str) {
         self.messages_created.with_label_values(&[self.shared.tenant(tenant)]).inc();
+    }
+
+    /// A hand-over to a destination (its attempt is counted by [`Self::attempt`] too).
+    pub fn destination(&self, kind: &str, outcome: &str) {
+        self.destinations.with_label_values(&[kind, outcome]).inc();
     }
 
     pub fn attempt(&self, tenant: &str, outcome: &str) {

@@ -1,5 +1,6 @@
 //! States as enums: a delivery's status (Svix's `MessageStatus` numbers, which
-//! the API shows), what triggered an attempt, and an inbound event's status.
+//! the API shows), what triggered an attempt, an inbound event's status, and
+//! what kind of destination an endpoint row is.
 //! Stored as numbers or words, checked by the database, parsed where a row is read.
 
 use serde::{Serialize, Serializer};
@@ -132,9 +133,82 @@ impl Serialize for InboundStatus {
     }
 }
 
+/// What an endpoint row delivers to: an HTTP receiver, or a destination of
+/// another kind (stored as `endpoints.kind`; Svix's destination `type` names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndpointKind {
+    Http,
+    RabbitMq,
+    Postgres,
+    Sqs,
+    Sns,
+    EventBridge,
+    AmazonS3,
+    FifoEndpoint,
+    PollingEndpoint,
+}
+
+impl EndpointKind {
+    const ALL: [EndpointKind; 9] = [
+        EndpointKind::Http,
+        EndpointKind::RabbitMq,
+        EndpointKind::Postgres,
+        EndpointKind::Sqs,
+        EndpointKind::Sns,
+        EndpointKind::EventBridge,
+        EndpointKind::AmazonS3,
+        EndpointKind::FifoEndpoint,
+        EndpointKind::PollingEndpoint,
+    ];
+
+    pub const fn code(self) -> i16 {
+        self as i16
+    }
+
+    /// A stored kind; the table's CHECK admits only these codes.
+    pub fn from_db(code: i16) -> Self {
+        Self::ALL.get(code as usize).copied().unwrap_or(EndpointKind::Http)
+    }
+
+    /// Svix's destination `type`; `None` for a plain HTTP endpoint.
+    pub fn type_name(self) -> Option<&'static str> {
+        Some(match self {
+            EndpointKind::Http => return None,
+            EndpointKind::RabbitMq => "rabbitMq",
+            EndpointKind::Postgres => "postgres",
+            EndpointKind::Sqs => "sqs",
+            EndpointKind::Sns => "sns",
+            EndpointKind::EventBridge => "eventBridge",
+            EndpointKind::AmazonS3 => "amazonS3",
+            EndpointKind::FifoEndpoint => "fifoEndpoint",
+            EndpointKind::PollingEndpoint => "pollingEndpoint",
+        })
+    }
+
+    /// The kind a destination `type` names, if Hookgate knows it.
+    pub fn from_type_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.type_name() == Some(name))
+    }
+
+    pub fn is_destination(self) -> bool {
+        self != EndpointKind::Http
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_endpoint_kind_reads_back_from_its_code_and_its_type_name() {
+        for k in EndpointKind::ALL {
+            assert_eq!(EndpointKind::from_db(k.code()), k);
+            if let Some(name) = k.type_name() {
+                assert_eq!(EndpointKind::from_type_name(name), Some(k));
+            }
+        }
+        assert_eq!(EndpointKind::from_type_name("clickhouse"), None);
+    }
 
     #[test]
     fn states_round_trip_through_their_stored_forms() {

@@ -106,7 +106,7 @@ async fn by_endpoint(
     page: web::Query<PageQuery>,
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.1).await?;
+    let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let found = attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page(), &q.filter()?).await?;
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
@@ -214,7 +214,7 @@ async fn attempted_messages(
     s: web::Query<StatusQuery>,
     c: web::Query<ContentQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.1).await?;
+    let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let found =
         delivery_views::attempted_messages(&**conn, &tenant.0, &app, &ep.id, &page.page(), s.status()?, &q.filter())
@@ -235,7 +235,7 @@ async fn resend(
     path: web::Path<(Ref<AppId>, Ref<MessageId>, Ref<EndpointId>)>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = endpoints::find(&state, &tenant, &path.0, &path.2).await?;
+    let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.2).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let msg = messages::get(&*tx, &tenant.0, &app, &path.1).await?.ok_or(ApiError::NotFound("message"))?;

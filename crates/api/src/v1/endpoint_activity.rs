@@ -16,7 +16,7 @@ use crate::idempotency::{answer, RequestKey};
 use crate::{optional_json, when::Window, FeatureFlags, TenantAuth};
 use actix_web::{get, http::StatusCode, post, web, HttpResponse};
 
-use super::{endpoints::find, messages::MessageOut, validate};
+use super::{endpoints::find_any as find, messages::MessageOut, validate};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(hourly).service(send_example);

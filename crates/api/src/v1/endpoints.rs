@@ -122,7 +122,7 @@ pub(crate) fn check_url(allow: &[ipnet::IpNet], raw: &str) -> Result<(), ApiErro
     Guard::new(allow.to_vec()).check_url(&url).map_err(|b| ApiError::Validation(format!("`url` is refused: {b}")))
 }
 
-fn check_list(field: &str, items: &Option<Vec<String>>, max: usize) -> Result<(), ApiError> {
+pub(crate) fn check_list(field: &str, items: &Option<Vec<String>>, max: usize) -> Result<(), ApiError> {
     if let Some(items) = items {
         if items.is_empty() || items.len() > max {
             return Err(ApiError::Validation(format!("`{field}` must hold 1 to {max} items, or be null")));
@@ -155,8 +155,24 @@ impl EndpointIn {
     }
 }
 
-/// Finds the application, then the endpoint in it; 404 for either missing.
+/// Finds the application, then the HTTP endpoint in it; 404 for either missing
+/// (and for a destination: its configuration has routes of its own).
 pub(crate) async fn find(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &Ref<AppId>,
+    endpoint: &Ref<EndpointId>,
+) -> Result<(AppId, Endpoint), ApiError> {
+    let (app, ep) = find_any(state, tenant, app, endpoint).await?;
+    match ep.kind.is_destination() {
+        true => Err(ApiError::NotFound("endpoint")),
+        false => Ok((app, ep)),
+    }
+}
+
+/// [`find`], or a destination: for what both have alike (attempts, stats,
+/// replays), which take a destination's id where they take an endpoint's.
+pub(crate) async fn find_any(
     state: &AppState,
     tenant: &TenantAuth,
     app: &Ref<AppId>,
@@ -177,7 +193,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let app = applications::find(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let page = endpoints::list(&**conn, &tenant.0, &app.id, &q.page()).await?;
+    let page = endpoints::list(&**conn, &tenant.0, &app.id, false, &q.page()).await?;
     Ok(HttpResponse::Ok().json(page.map(EndpointOut::from)))
 }
 

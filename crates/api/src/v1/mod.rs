@@ -8,6 +8,7 @@
 pub(crate) mod applications;
 mod attempts;
 mod console;
+mod destinations;
 mod endpoint_activity;
 pub(crate) mod endpoint_extras;
 pub(crate) mod endpoints;
@@ -38,6 +39,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     applications::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
+    destinations::configure(cfg);
     endpoint_activity::configure(cfg);
     event_types::configure(cfg);
     attempts::configure(cfg);

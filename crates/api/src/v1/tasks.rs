@@ -13,7 +13,7 @@ use hookgate_shared::store::tasks::{self, NewTask, ReplayFilter, Task, TaskKind,
 use hookgate_shared::store::{page::PageRequest, StoreError};
 use hookgate_shared::{db, http::ApiError, AppState};
 
-use super::endpoints::find;
+use super::endpoints::find_any as find;
 use crate::idempotency::{answer, RequestKey};
 use crate::TenantAuth;
 

@@ -64,6 +64,9 @@ impl Forwarder {
                 old_secret_until: ep.old_secret_until,
                 // Sync forwarding sends the provider's request as it came.
                 transformation_at: None,
+                // `matching` gives HTTP endpoints only.
+                kind: ep.kind,
+                destination: None,
             };
             let keys = match secrets::signing_keys(&self.state, e.tenant, e.app, &ep.id, &claimed) {
                 Ok(k) => k,

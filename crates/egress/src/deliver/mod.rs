@@ -11,6 +11,7 @@
 //! taken to claim, returned, and taken again by the recorder. A delivery whose
 //! worker dies mid-send becomes due again when its lease runs out.
 
+mod destined;
 pub mod forward;
 mod plan;
 mod prepare;
@@ -82,6 +83,8 @@ pub struct Worker {
     /// Since when hinted work that could start has waited (admission control).
     pressure: Arc<pressure::Pressure>,
     transforms: transformed::Transforms,
+    /// Connections kept to destinations other than HTTP.
+    destinations: crate::destinations::Publishers,
 }
 
 /// A finished delivery and the concurrency permit it holds until it is recorded.
@@ -114,7 +117,17 @@ impl Worker {
         let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
         let shares = shares::Shares::new(cfg.concurrency);
         let transforms = transformed::Transforms::new(state.config.max_body);
-        Worker { state, metrics, cfg, senders, throttle, shares, pressure: Default::default(), transforms }
+        Worker {
+            state,
+            metrics,
+            cfg,
+            senders,
+            throttle,
+            shares,
+            pressure: Default::default(),
+            transforms,
+            destinations: Default::default(),
+        }
     }
 
     /// Runs until the task is dropped.

@@ -31,7 +31,7 @@ use super::{
 use crate::transform::{Method, Webhook};
 use crate::{secrets, signing};
 
-fn untried(c: &Claimed) -> Outcome {
+pub(super) fn untried(c: &Claimed) -> Outcome {
     Outcome {
         tenant_id: c.tenant_id.clone(),
         app_id: c.app_id.clone(),
@@ -48,13 +48,13 @@ fn untried(c: &Claimed) -> Outcome {
 }
 
 /// Not attempted now: due again after `wait`, its attempts and trigger as they were.
-fn due_again(c: &Claimed, wait: Duration) -> Outcome {
+pub(super) fn due_again(c: &Claimed, wait: Duration) -> Outcome {
     Outcome { status: DeliveryStatus::Pending, next_attempt_at: Some(Utc::now() + wait), ..untried(c) }
 }
 
 /// Delivers one claimed row and says what became of it.
 pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> Outcome {
-    let mut out = untried(&c);
+    let out = untried(&c);
     // Deleted or disabled since the message was created: nothing to send to.
     let Some(ep) = c.endpoint.as_ref().filter(|e| !e.disabled) else {
         return out;
@@ -134,6 +134,11 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             return out;
         }
     };
+    if ep.kind.is_destination() {
+        let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
+        w.metrics.lag.observe(lag.as_secs_f64());
+        return super::destined::deliver(w, &c, ep, &keys, &envelope, &payload).await;
+    }
     let mut request = signed_request(&url, &headers, &keys, &envelope, payload);
     request.put = put;
     let request_headers = secrets::recorded_headers(&request.headers);
@@ -171,9 +176,14 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         }
     };
     let sent = sender.send_traced(request, span, bound).await;
+    finish(w, &c, url, sent, request_headers, bytes)
+}
+
+/// An attempt made: its record, and the delivery's next state.
+pub(super) fn finish(w: &Worker, c: &Claimed, url: String, sent: send::Sent, request_headers: String, bytes: i64) -> Outcome {
     w.metrics.duration.observe(sent.duration.as_secs_f64());
     w.metrics.attempt(c.tenant_id.as_str(), sent.outcome.label());
-
+    let mut out = untried(c);
     let success = sent.outcome == send::Outcome::Success;
     out.attempt = Some(AttemptRecord {
         id: AttemptId::generate(),
@@ -196,7 +206,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             out.next_attempt_at = Some(Utc::now() + delay);
         }
     }
-    out.notice = notice(&c, &out);
+    out.notice = notice(c, &out);
     out
 }
 
@@ -232,7 +242,7 @@ fn transformation_failed(w: &Worker, c: &Claimed, url: &str, e: &crate::transfor
 const LEASE_MARGIN: Duration = Duration::from_millis(500);
 
 /// What the claim's lease leaves for the attempt.
-enum Room {
+pub(super) enum Room {
     /// Send, within this bound.
     Send(Duration),
     /// Another claim owns the delivery now (a resend, or a lease that ran out).
@@ -247,7 +257,7 @@ enum Room {
 /// attempt gets its whole timeout and the endpoint is not blamed for the time
 /// Hookgate lost. If the renewal cannot be made, what is left bounds the attempt
 /// ([`attempt_bound`]).
-async fn room_in_lease(w: &Worker, c: &Claimed) -> Room {
+pub(super) async fn room_in_lease(w: &Worker, c: &Claimed) -> Room {
     let timeout = w.cfg.timeout;
     let mut ends = c.lease_ends;
     if ends.saturating_duration_since(Instant::now()) < timeout + LEASE_MARGIN {

@@ -49,6 +49,9 @@ pub enum Outcome {
     Timeout,
     ConnectError,
     Blocked,
+    /// A destination other than HTTP answered and did not take the message (a
+    /// broker's return or nack, a database's error).
+    Refused,
 }
 
 impl Outcome {
@@ -61,6 +64,7 @@ impl Outcome {
             Outcome::Timeout => "timeout",
             Outcome::ConnectError => "connect_error",
             Outcome::Blocked => "blocked",
+            Outcome::Refused => "refused",
         }
     }
 }

@@ -96,11 +96,48 @@ pub fn split(url: &str) -> Result<(String, TlsSettings), StoreError> {
 /// The rustls connector for these settings. Reads every file now, so a missing or
 /// unreadable one fails at start, naming its setting.
 pub fn connector(s: &TlsSettings) -> Result<MakeRustlsConnect, StoreError> {
+    connector_with(s, || roots(s.root_cert.as_deref()))
+}
+
+/// The connector for a database a tenant names (a Postgres destination):
+/// `sslmode` as libpq reads it, the roots from PEM text the tenant gave (never a
+/// file of this host), or the system's; no client certificate.
+pub fn tenant_connector(s: &TlsSettings, root_pem: Option<&str>) -> Result<MakeRustlsConnect, StoreError> {
+    if s.root_cert.is_some() || s.client_cert.is_some() {
+        return Err(StoreError::Tls("certificate files cannot be named here".into()));
+    }
+    let s = TlsSettings {
+        check: if s.check == Check::Nothing && s.mode != SslMode::Disable && root_pem.is_some() {
+            Check::Chain
+        } else {
+            s.check
+        },
+        ..s.clone()
+    };
+    connector_with(&s, || match root_pem {
+        None => roots(None),
+        Some(pem) => {
+            let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| StoreError::Tls(format!("sslRootCert: {e}")))?;
+            let mut roots = RootCertStore::empty();
+            if roots.add_parsable_certificates(certs).0 == 0 {
+                return Err(StoreError::Tls("sslRootCert holds no certificate".into()));
+            }
+            Ok(roots)
+        }
+    })
+}
+
+fn connector_with(
+    s: &TlsSettings,
+    roots: impl FnOnce() -> Result<RootCertStore, StoreError>,
+) -> Result<MakeRustlsConnect, StoreError> {
     let provider = Arc::new(ring::default_provider());
     let inner = match s.check {
         Check::Nothing => None,
         Check::Chain | Check::Full => {
-            let roots = roots(s.root_cert.as_deref())?;
+            let roots = roots()?;
             let v = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                 .build()
                 .map_err(|e| StoreError::Tls(format!("DATABASE_URL: sslrootcert: {e}")))?;

@@ -17,7 +17,7 @@ use super::wakes;
 use super::StoreError;
 use crate::{
     ids::{AppId, AttemptId, EndpointId, MessageId, TenantId},
-    status::{DeliveryStatus, Trigger},
+    status::{DeliveryStatus, EndpointKind, Trigger},
 };
 
 /// A delivery's status as the API shows it, of `deliveries d`: a pending one
@@ -62,6 +62,11 @@ pub struct Claimed {
     pub traceparent: Option<String>,
     /// The message's event type ('' if the message is gone).
     pub event_type: String,
+    /// The message's own id from its sender (`eventId`), its channels, and when it
+    /// was created: what a destination's record carries besides the payload.
+    pub event_id: Option<String>,
+    pub channels: Option<Vec<String>>,
+    pub created_at: Option<DateTime<Utc>>,
     /// `None` if the endpoint was deleted since the message was created.
     pub endpoint: Option<ClaimedEndpoint>,
     /// Claimed by key, from a hint, rather than from its endpoint's due queue.
@@ -80,6 +85,10 @@ pub struct ClaimedEndpoint {
     /// When its transformation last changed, if it has one in force (enabled,
     /// with code, its tenant allowed transformations).
     pub transformation_at: Option<DateTime<Utc>>,
+    /// An HTTP endpoint, or a destination of another kind.
+    pub kind: EndpointKind,
+    /// A destination's configuration, sealed.
+    pub destination: Option<Vec<u8>>,
 }
 
 /// The columns of each delivery a claim took, for [`claimed_from_row`]: reads the
@@ -92,7 +101,7 @@ pub(super) fn claimed_rows(messages: &str) -> String {
         e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
         a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent,
         CASE WHEN t.transformations AND NOT t.transformations_off THEN e.transformation_at END,
-        COALESCE(m.event_type, '')
+        COALESCE(m.event_type, ''), e.kind, e.destination, m.event_id, m.channels, m.created_at
      FROM claimed c
      JOIN tenants t ON t.id = c.tenant_id
      JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
@@ -119,6 +128,9 @@ pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64, lease_ends: 
         svix_headers: r.get(18),
         traceparent: r.get(19),
         event_type: r.get(21),
+        event_id: r.get(24),
+        channels: r.get(25),
+        created_at: r.get(26),
         payload: r.get(6),
         content_type: r.get(7),
         by_hint: false,
@@ -131,6 +143,8 @@ pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64, lease_ends: 
             old_secret: r.get(13),
             old_secret_until: r.get(14),
             transformation_at: r.get(20),
+            kind: EndpointKind::from_db(r.get(22)),
+            destination: r.get(23),
         }),
     }
 }

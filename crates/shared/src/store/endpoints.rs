@@ -10,6 +10,7 @@ use super::{
     StoreError,
 };
 use crate::ids::{AppId, EndpointId, Ref, TenantId};
+use crate::status::EndpointKind;
 
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -29,6 +30,24 @@ pub struct Endpoint {
     pub old_secret_until: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// An HTTP endpoint, or a destination of another kind.
+    pub kind: EndpointKind,
+    /// A destination's configuration, sealed; `None` for an HTTP endpoint.
+    pub destination: Option<Vec<u8>>,
+    pub batch_size: Option<i32>,
+    pub max_wait_secs: Option<i32>,
+    /// The first failure since its last success, if it is failing.
+    pub failing_since: Option<DateTime<Utc>>,
+}
+
+/// What makes an endpoint row a destination: its kind, its sealed
+/// configuration, and how it batches.
+#[derive(Debug, Clone)]
+pub struct DestinationFields {
+    pub kind: EndpointKind,
+    pub sealed: Vec<u8>,
+    pub batch_size: i32,
+    pub max_wait_secs: i32,
 }
 
 /// The fields create and replace write.
@@ -45,7 +64,8 @@ pub struct EndpointFields {
 }
 
 pub(super) const COLUMNS: &str = "id, uid, url, description, version, disabled, event_types, channels, throttle_rate,
-    metadata, headers, secret, old_secret, old_secret_until, created_at, updated_at";
+    metadata, headers, secret, old_secret, old_secret_until, created_at, updated_at, kind, destination,
+    batch_size, max_wait_secs, failing_since";
 
 pub(super) fn from_row(r: &Row) -> Endpoint {
     Endpoint {
@@ -65,6 +85,11 @@ pub(super) fn from_row(r: &Row) -> Endpoint {
         old_secret_until: r.get(13),
         created_at: r.get(14),
         updated_at: r.get(15),
+        kind: EndpointKind::from_db(r.get(16)),
+        destination: r.get(17),
+        batch_size: r.get(18),
+        max_wait_secs: r.get(19),
+        failing_since: r.get(20),
     }
 }
 
@@ -150,8 +175,8 @@ pub async fn get_for_update(
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id.as_str()]).await?.as_ref().map(from_row))
 }
 
-/// The enabled endpoints of an application that subscribe to `event_type` (and
-/// take messages without channels).
+/// The enabled HTTP endpoints of an application that subscribe to `event_type`
+/// (and take messages without channels): sync forwarding's targets.
 pub async fn matching(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -162,24 +187,28 @@ pub async fn matching(
     let sql = format!(
         "SELECT {cols} FROM endpoints e,
             (SELECT $1::text AS tenant_id, $2::text AS app_id, $3::text AS event_type, NULL::text[] AS channels) m
-         WHERE {}",
+         WHERE e.kind = 0 AND {}",
         fanout::MATCHES
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &event_type]).await?;
     Ok(rows.iter().map(from_row).collect())
 }
 
+/// A page of the application's HTTP endpoints, or of its destinations.
 pub async fn list(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
+    destinations: bool,
     page: &PageRequest,
 ) -> Result<Page<Endpoint>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND ($3::text IS NULL OR id > $3)
+            AND (kind <> 0) = $5
          ORDER BY id LIMIT $4"
     );
-    let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &page.after, &page.fetch_limit()]).await?;
+    let rows =
+        db.query(&sql, &[&tenant.as_str(), &app.as_str(), &page.after, &page.fetch_limit(), &destinations]).await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.id.to_string()))
 }
 
@@ -216,6 +245,35 @@ pub async fn replace(
                 &f.channels,
                 &f.throttle_rate,
                 &f.metadata,
+            ],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Makes a row just inserted a destination, or sets a destination's configuration.
+pub async fn set_destination(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    d: &DestinationFields,
+) -> Result<Option<Endpoint>, StoreError> {
+    let sql = format!(
+        "UPDATE endpoints SET kind = $4, destination = $5, batch_size = $6, max_wait_secs = $7, updated_at = now()
+         WHERE tenant_id = $1 AND app_id = $2 AND id = $3 RETURNING {COLUMNS}"
+    );
+    let row = db
+        .query_opt(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &id.as_str(),
+                &d.kind.code(),
+                &d.sealed,
+                &d.batch_size,
+                &d.max_wait_secs,
             ],
         )
         .await?;

@@ -1,0 +1,440 @@
+//! `v1.destination.*`: destinations other than an HTTP endpoint (RabbitMQ,
+//! Postgres), as rows of `endpoints` with a kind and a sealed configuration.
+//! The SDK's list, create, get, upsert, patch, delete and secret rotation.
+
+use std::collections::HashMap;
+
+use actix_web::{delete, get, http::StatusCode, patch, post, put, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_egress::{
+    destinations::config::Config,
+    secrets, signing,
+    ssrf::Guard,
+};
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{AppId, EndpointId, Ref, TenantId},
+    limits,
+    quota::{Exceeded, Limit},
+    store::{
+        attempts::{self, AttemptFilter, Scope},
+        endpoints::{self, DestinationFields, Endpoint, EndpointFields},
+        page::PageRequest,
+        StoreError,
+    },
+    status::DeliveryStatus,
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    applications,
+    endpoint_extras::{rotate, Rotated, Rotation},
+    endpoints::{allowed, check_list, find_any},
+    validate,
+};
+use crate::{
+    idempotency::{answer, RequestKey},
+    optional_json, Maybe, PageQuery, TenantAuth,
+};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(get_one)
+        .service(upsert)
+        .service(patch_one)
+        .service(delete_one)
+        .service(rotate_secret);
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+enum StatusIn {
+    Enabled,
+    Disabled,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DestinationIn {
+    #[serde(rename = "type")]
+    kind: String,
+    config: Value,
+    uid: Option<String>,
+    status: Option<StatusIn>,
+    batch_size: Option<i64>,
+    max_wait_secs: Option<i64>,
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+    #[serde(default)]
+    metadata: HashMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DestinationPatch {
+    #[serde(rename = "type")]
+    kind: String,
+    config: Value,
+    #[serde(default)]
+    uid: Maybe<String>,
+    status: Option<StatusIn>,
+    batch_size: Option<i64>,
+    max_wait_secs: Option<i64>,
+    #[serde(default)]
+    event_types: Maybe<Vec<String>>,
+    #[serde(default)]
+    channels: Maybe<Vec<String>>,
+    metadata: Option<HashMap<String, String>>,
+}
+
+/// Svix's `DestinationOut`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DestinationOut {
+    id: String,
+    uid: Option<String>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    config: Value,
+    /// `enabled`, `disabled`, or `retrying` while its attempts fail.
+    status: &'static str,
+    /// Queue destinations are pushed to one message at a time: no iterator is kept.
+    current_iterator: String,
+    failure_reason: Option<String>,
+    next_retry_at: Option<DateTime<Utc>>,
+    batch_size: i32,
+    max_wait_secs: i32,
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+    metadata: Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+/// Everything a create or a replace writes, checked.
+struct Checked {
+    fields: EndpointFields,
+    config: Config,
+    batch_size: i32,
+    max_wait_secs: i32,
+}
+
+fn check(
+    config: Config,
+    uid: Option<String>,
+    status: Option<StatusIn>,
+    batch: (Option<i64>, Option<i64>),
+    filters: (Option<Vec<String>>, Option<Vec<String>>),
+    metadata: HashMap<String, String>,
+) -> Result<Checked, ApiError> {
+    if let Some(uid) = &uid {
+        validate::uid("uid", uid)?;
+    }
+    check_list("eventTypes", &filters.0, 1000)?;
+    check_list("channels", &filters.1, 10)?;
+    let batch_size = batch.0.unwrap_or(1);
+    if !(1..=1000).contains(&batch_size) {
+        return Err(ApiError::Validation("`batchSize` must be 1 to 1000".into()));
+    }
+    let max_wait_secs = batch.1.unwrap_or(0);
+    if !(0..=300).contains(&max_wait_secs) {
+        return Err(ApiError::Validation("`maxWaitSecs` must be 0 to 300".into()));
+    }
+    let fields = EndpointFields {
+        uid,
+        url: config.locator(),
+        description: String::new(),
+        disabled: status == Some(StatusIn::Disabled),
+        event_types: filters.0,
+        channels: filters.1,
+        throttle_rate: None,
+        metadata: serde_json::to_value(metadata).expect("a string map serialises"),
+    };
+    Ok(Checked { fields, config, batch_size: batch_size as i32, max_wait_secs: max_wait_secs as i32 })
+}
+
+async fn guard(state: &AppState, tenant: &TenantId) -> Result<Guard, ApiError> {
+    Ok(Guard::new(allowed(state, tenant).await?.to_vec()))
+}
+
+impl DestinationIn {
+    fn checked(self, guard: &Guard) -> Result<Checked, ApiError> {
+        let config = Config::parse(&self.kind, self.config, guard).map_err(|e| ApiError::Validation(e.0))?;
+        check(
+            config,
+            self.uid,
+            self.status,
+            (self.batch_size, self.max_wait_secs),
+            (self.event_types, self.channels),
+            self.metadata,
+        )
+    }
+}
+
+/// The destination the path names (by id or uid); 404 for an HTTP endpoint.
+async fn find(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &Ref<AppId>,
+    dest: &Ref<EndpointId>,
+) -> Result<(AppId, Endpoint), ApiError> {
+    match find_any(state, tenant, app, dest).await {
+        Ok((app, ep)) if ep.kind.is_destination() => Ok((app, ep)),
+        Ok(_) | Err(ApiError::NotFound("endpoint")) => Err(ApiError::NotFound("destination")),
+        Err(e) => Err(e),
+    }
+}
+
+fn open(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoint) -> Result<Config, ApiError> {
+    let sealed = ep.destination.as_deref().ok_or(ApiError::NotFound("destination"))?;
+    Config::open(state, tenant, app, &ep.id, sealed)
+        .map_err(|e| ApiError::Internal(format!("a destination's configuration cannot be opened: {e}")))
+}
+
+/// The destination as the API shows it; `reason`: why it fails, if it does.
+fn shown(state: &AppState, tenant: &TenantId, app: &AppId, ep: Endpoint, reason: Option<String>) -> Result<DestinationOut, ApiError> {
+    let config = open(state, tenant, app, &ep)?;
+    let status = match (ep.disabled, ep.failing_since) {
+        (true, _) => "disabled",
+        (false, Some(_)) => "retrying",
+        (false, None) => "enabled",
+    };
+    Ok(DestinationOut {
+        id: ep.id.to_string(),
+        uid: ep.uid,
+        kind: ep.kind.type_name().unwrap_or("http"),
+        config: config.shown(),
+        status,
+        current_iterator: String::new(),
+        failure_reason: reason,
+        next_retry_at: None,
+        batch_size: ep.batch_size.unwrap_or(1),
+        max_wait_secs: ep.max_wait_secs.unwrap_or(0),
+        event_types: ep.event_types,
+        channels: ep.channels,
+        metadata: ep.metadata,
+        created_at: ep.created_at,
+        updated_at: ep.updated_at,
+    })
+}
+
+/// The answer of its last failed attempt, for a destination that fails or was disabled.
+async fn failure_reason(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoint) -> Result<Option<String>, ApiError> {
+    if ep.failing_since.is_none() {
+        return Ok(None);
+    }
+    let conn = db::conn(&state.db).await?;
+    let filter = AttemptFilter {
+        status: Some(DeliveryStatus::Failed),
+        status_code_class: None,
+        endpoint_id: None,
+        before: None,
+        after: None,
+    };
+    let page = attempts::list(&**conn, tenant, app, Scope::Endpoint(&ep.id), &PageRequest::new(Some(1), None), &filter).await?;
+    Ok(page.data.into_iter().next().map(|a| a.response))
+}
+
+#[get("/app/{app_id}/destination")]
+async fn list(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<AppId>>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = applications::find(&state, &tenant, &path).await?;
+    let conn = db::conn(&state.db).await?;
+    let page = endpoints::list(&**conn, &tenant.0, &app.id, true, &q.page()).await?;
+    drop(conn);
+    let mut data = Vec::with_capacity(page.data.len());
+    for ep in page.data {
+        let reason = failure_reason(&state, &tenant.0, &app.id, &ep).await?;
+        data.push(shown(&state, &tenant.0, &app.id, ep, reason)?);
+    }
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "data": data, "iterator": page.iterator, "prevIterator": page.prev_iterator, "done": page.done,
+    })))
+}
+
+#[post("/app/{app_id}/destination")]
+async fn create(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<AppId>>,
+    body: web::Json<DestinationIn>,
+    key: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let checked = body.into_inner().checked(&guard(&state, &tenant.0).await?)?;
+    let app = applications::find(&state, &tenant, &path).await?;
+    insert(&state, &tenant.0, &app.id, checked, key.as_deref()).await
+}
+
+/// Creates a destination in `app`, within the tenant's `endpointsPerApp` quota
+/// (destinations count as endpoints).
+async fn insert(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    c: Checked,
+    key: Option<&RequestKey>,
+) -> Result<HttpResponse, ApiError> {
+    let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
+    let id = EndpointId::generate();
+    let secret = secrets::seal(state, tenant, app, &id, &signing::generate_secret());
+    let dest = DestinationFields {
+        kind: c.config.kind(),
+        sealed: c.config.seal(state, tenant, app, &id),
+        batch_size: c.batch_size,
+        max_wait_secs: c.max_wait_secs,
+    };
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let n = endpoints::lock_and_count(&*tx, tenant, app).await?;
+    if let Some(cap) = cap.filter(|cap| n as u64 >= *cap) {
+        limits::refused(state, tenant, Exceeded { limit: Limit::EndpointsPerApp, value: cap, retry_after: Default::default() });
+        return Err(ApiError::Validation(format!(
+            "the application has {n} endpoints and destinations, the most the tenant's quota `endpointsPerApp` allows ({cap})"
+        )));
+    }
+    endpoints::insert(&*tx, tenant, app, &id, &c.fields, &secret)
+        .await
+        .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?;
+    let ep = endpoints::set_destination(&*tx, tenant, app, &id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
+    let out = shown(state, tenant, app, ep, None)?;
+    let res = answer(&*tx, state, key, StatusCode::CREATED, &out).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
+}
+
+#[get("/app/{app_id}/destination/{destination_id}")]
+async fn get_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let reason = failure_reason(&state, &tenant.0, &app, &ep).await?;
+    Ok(HttpResponse::Ok().json(shown(&state, &tenant.0, &app, ep, reason)?))
+}
+
+/// PUT: replaces the destination, or creates it with the path as its `uid` (201).
+#[put("/app/{app_id}/destination/{destination_id}")]
+async fn upsert(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
+    body: web::Json<DestinationIn>,
+) -> Result<HttpResponse, ApiError> {
+    let mut checked = body.into_inner().checked(&guard(&state, &tenant.0).await?)?;
+    match find(&state, &tenant, &path.0, &path.1).await {
+        Ok((app, ep)) => {
+            let stored = open(&state, &tenant.0, &app, &ep)?;
+            checked.config.keep_redacted(&stored);
+            save(&state, &tenant.0, &app, &ep.id, checked).await
+        }
+        Err(ApiError::NotFound("destination")) if path.1.creatable_uid().is_some() => {
+            checked.fields.uid = Some(checked.fields.uid.unwrap_or_else(|| path.1.to_string()));
+            let app = applications::find(&state, &tenant, &path.0).await?;
+            insert(&state, &tenant.0, &app.id, checked, None).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[patch("/app/{app_id}/destination/{destination_id}")]
+async fn patch_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
+    body: web::Json<DestinationPatch>,
+) -> Result<HttpResponse, ApiError> {
+    let p = body.into_inner();
+    let (app, found) = find(&state, &tenant, &path.0, &path.1).await?;
+    let guard = guard(&state, &tenant.0).await?;
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let ep = endpoints::get_for_update(&*tx, &tenant.0, &app, &found.id)
+        .await?
+        .filter(|e| e.kind.is_destination())
+        .ok_or(ApiError::NotFound("destination"))?;
+    let stored = open(&state, &tenant.0, &app, &ep)?;
+    // The same type: the config's fields given replace the stored ones. Another
+    // type: the config given is the whole of the new one.
+    let config = match ep.kind.type_name() == Some(p.kind.as_str()) {
+        true => stored.patched(&p.config, &guard),
+        false => Config::parse(&p.kind, p.config, &guard),
+    }
+    .map_err(|e| ApiError::Validation(e.0))?;
+    let status = p.status.or(Some(if ep.disabled { StatusIn::Disabled } else { StatusIn::Enabled }));
+    let checked = check(
+        config,
+        p.uid.into_update().unwrap_or(ep.uid),
+        status,
+        (p.batch_size.or(ep.batch_size.map(i64::from)), p.max_wait_secs.or(ep.max_wait_secs.map(i64::from))),
+        (p.event_types.into_update().unwrap_or(ep.event_types), p.channels.into_update().unwrap_or(ep.channels)),
+        p.metadata.unwrap_or_else(|| serde_json::from_value(ep.metadata).unwrap_or_default()),
+    )?;
+    save_in(tx, &state, &tenant.0, &app, &ep.id, checked).await
+}
+
+async fn save(state: &AppState, tenant: &TenantId, app: &AppId, id: &EndpointId, c: Checked) -> Result<HttpResponse, ApiError> {
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    save_in(tx, state, tenant, app, id, c).await
+}
+
+async fn save_in(
+    tx: db::Transaction<'_>,
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    c: Checked,
+) -> Result<HttpResponse, ApiError> {
+    endpoints::replace(&*tx, tenant, app, id, &c.fields)
+        .await
+        .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?
+        .ok_or(ApiError::NotFound("destination"))?;
+    let dest = DestinationFields {
+        kind: c.config.kind(),
+        sealed: c.config.seal(state, tenant, app, id),
+        batch_size: c.batch_size,
+        max_wait_secs: c.max_wait_secs,
+    };
+    let ep = endpoints::set_destination(&*tx, tenant, app, id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(HttpResponse::Ok().json(shown(state, tenant, app, ep, None)?))
+}
+
+#[delete("/app/{app_id}/destination/{destination_id}")]
+async fn delete_one(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    if !endpoints::delete(&**conn, &tenant.0, &app, &ep.id).await? {
+        return Err(ApiError::NotFound("destination"));
+    }
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Rotates the secret that signs what the destination receives (the
+/// `webhook-signature` header of a RabbitMQ message); 200 with the new key.
+#[post("/app/{app_id}/destination/{destination_id}/secret/rotate")]
+async fn rotate_secret(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
+    body: web::Bytes,
+    key: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let rotation = Rotation::asked(&optional_json(&body)?)?;
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    rotate(&state, &tenant.0, &app, &ep.id, rotation, key.as_deref(), Rotated::ShowKey).await
+}

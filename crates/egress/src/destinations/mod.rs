@@ -1,0 +1,113 @@
+//! Destinations other than an HTTP endpoint: a RabbitMQ queue, a Postgres table.
+//! A destination is an endpoint row of another `kind`, so the fan-out, the claim,
+//! retries, the attempt log and the failing/disabled states are the endpoints';
+//! this module only hands one claimed message over, bounded by the attempt's
+//! time, and says how it went in the words an attempt records.
+//!
+//! Each kind keeps one connection per destination (`Links`), dialled only to
+//! addresses the SSRF guard allows, made again after any error.
+
+pub mod config;
+mod postgres;
+mod rabbitmq;
+
+use std::{
+    net::SocketAddr,
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, Utc};
+use hookgate_shared::ids::{AppId, EndpointId, TenantId};
+
+use crate::{
+    deliver::send::{Outcome, Sent},
+    ssrf::Guard,
+};
+use config::Config;
+
+/// Which destination a kept connection belongs to.
+pub(crate) type Key = (TenantId, AppId, EndpointId);
+
+/// One message as a destination receives it.
+pub struct Outbound<'a> {
+    pub msg_id: &'a str,
+    pub event_type: &'a str,
+    pub event_id: Option<&'a str>,
+    pub channels: Option<&'a [String]>,
+    pub payload: &'a [u8],
+    pub content_type: &'a str,
+    pub created_at: DateTime<Utc>,
+    /// Seconds since the epoch, as signed.
+    pub timestamp: i64,
+    /// `webhook-id`, `webhook-timestamp`, `webhook-signature`, `event-type`: a
+    /// consumer verifies what it reads as a webhook receiver would.
+    pub headers: &'a [(String, String)],
+}
+
+/// Why a hand-over failed.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub outcome: Outcome,
+    pub text: String,
+}
+
+impl Failure {
+    /// The other side answered and did not take it (a broker's return, a database error).
+    fn refused(text: impl Into<String>) -> Self {
+        Failure { outcome: Outcome::Refused, text: text.into() }
+    }
+
+    /// No answer: the connection could not be made or broke.
+    fn connect(text: impl Into<String>) -> Self {
+        Failure { outcome: Outcome::ConnectError, text: text.into() }
+    }
+}
+
+/// The process's kept connections, for every destination kind.
+#[derive(Default)]
+pub struct Publishers {
+    rabbitmq: rabbitmq::Links,
+    postgres: postgres::Links,
+}
+
+impl Publishers {
+    /// Hands `out` to the destination, within `bound`: an attempt's result, with
+    /// status 0 (no HTTP status) and the other side's answer as its response.
+    pub async fn publish(
+        &self,
+        key: &Key,
+        sealed: &[u8],
+        cfg: &Config,
+        guard: &Guard,
+        out: &Outbound<'_>,
+        bound: Duration,
+    ) -> Sent {
+        let started = Instant::now();
+        let fingerprint = sealed;
+        let work = async {
+            match cfg {
+                Config::RabbitMq(r) => self.rabbitmq.publish(key, fingerprint, r, guard, out).await,
+                Config::Postgres(p) => self.postgres.publish(key, fingerprint, p, guard, out).await,
+            }
+        };
+        let (outcome, body) = match tokio::time::timeout(bound, work).await {
+            Ok(Ok(answer)) => (Outcome::Success, answer),
+            Ok(Err(f)) => (f.outcome, f.text),
+            Err(_) => (Outcome::Timeout, format!("no answer within {} ms", bound.as_millis())),
+        };
+        Sent { outcome, status: 0, body, duration: started.elapsed(), retry_after: None }
+    }
+}
+
+/// Resolves a host a tenant named and keeps the addresses it may reach.
+async fn resolve(guard: &Guard, host: &str, port: u16) -> Result<Vec<SocketAddr>, Failure> {
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| Failure::connect(format!("`{host}` could not be resolved: {e}")))?
+        .collect();
+    let allowed = guard.filter(found).map_err(|b| Failure { outcome: Outcome::Blocked, text: b.to_string() })?;
+    match allowed.is_empty() {
+        true => Err(Failure::connect(format!("`{host}` has no address"))),
+        false => Ok(allowed),
+    }
+}

@@ -1,0 +1,215 @@
+//! The `postgres` destination: one row per message in a table of the tenant's
+//! database, made if missing. The message id is the table's key, so a message
+//! delivered twice (a lost answer, a replay) is one row.
+
+use std::{collections::HashMap, sync::Arc};
+
+use hookgate_shared::db::tls;
+use tokio::sync::Mutex;
+use tokio_postgres::{config::Host, Client, Statement};
+
+use super::{config::Postgres, Failure, Key, Outbound};
+use crate::ssrf::Guard;
+
+/// A tenant's database as its URL names it.
+pub(super) struct Target {
+    pub config: tokio_postgres::Config,
+    pub tls: tls::TlsSettings,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Parses a `postgres://` URL a tenant gives: one TCP host, TLS as libpq's
+/// `sslmode`, and nothing that reads a file of this host or dials elsewhere.
+pub(super) fn parse_url(raw: &str) -> Result<Target, String> {
+    if !(raw.starts_with("postgres://") || raw.starts_with("postgresql://")) {
+        return Err("`url` must be a postgres:// URL".into());
+    }
+    let (url, settings) = tls::split(raw).map_err(|e| format!("`url`: {}", e.to_string().replace("DATABASE_URL: ", "")))?;
+    for (name, given) in
+        [("sslrootcert", &settings.root_cert), ("sslcert", &settings.client_cert), ("sslkey", &settings.client_key)]
+    {
+        if given.is_some() {
+            return Err(format!("`url` may not name {name} (a file of Hookgate's host); give `sslRootCert` as PEM text"));
+        }
+    }
+    let config: tokio_postgres::Config = url.parse().map_err(|e| format!("`url` is not a valid Postgres URL: {e}"))?;
+    if !config.get_hostaddrs().is_empty() {
+        return Err("`url` may not set hostaddr".into());
+    }
+    let host = match config.get_hosts() {
+        [Host::Tcp(h)] => h.clone(),
+        [] => return Err("`url` names no host".into()),
+        [_] => return Err("`url` must name a TCP host, not a socket directory".into()),
+        _ => return Err("`url` must name one host".into()),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    Ok(Target { config, tls: settings, host, port })
+}
+
+/// `table` or `schema.table`, each part quoted as given.
+pub(super) fn table_name(raw: &str) -> Result<String, String> {
+    let parts: Vec<&str> = raw.split('.').collect();
+    let bad = |p: &&str| p.is_empty() || p.len() > 63 || p.contains(['"', '\0']);
+    if parts.len() > 2 || parts.iter().any(bad) {
+        return Err("`tableName` must be `table` or `schema.table`, each part 1 to 63 bytes without quotes".into());
+    }
+    Ok(parts.iter().map(|p| format!("\"{p}\"")).collect::<Vec<_>>().join("."))
+}
+
+/// The table a destination writes, made if missing. Documented in docs/destinations.md.
+fn create_sql(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (
+            id           text PRIMARY KEY,
+            event_type   text NOT NULL,
+            event_id     text,
+            channels     text[],
+            payload      jsonb,
+            body         bytea,
+            content_type text NOT NULL,
+            created_at   timestamptz NOT NULL,
+            delivered_at timestamptz NOT NULL DEFAULT now()
+        )"
+    )
+}
+
+fn insert_sql(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} (id, event_type, event_id, channels, payload, body, content_type, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING"
+    )
+}
+
+struct Link {
+    fingerprint: Vec<u8>,
+    client: Client,
+    insert: Statement,
+}
+
+/// Connections kept per destination, as for RabbitMQ.
+#[derive(Default)]
+pub(super) struct Links {
+    open: std::sync::Mutex<HashMap<Key, Arc<Mutex<Option<Link>>>>>,
+}
+
+const MOST_LINKS: usize = 256;
+
+impl Links {
+    fn slot(&self, key: &Key) -> Arc<Mutex<Option<Link>>> {
+        let mut open = self.open.lock().expect("the links lock is never poisoned");
+        if open.len() >= MOST_LINKS && !open.contains_key(key) {
+            open.clear();
+        }
+        open.entry(key.clone()).or_default().clone()
+    }
+
+    /// Inserts one message's row.
+    pub(super) async fn publish(
+        &self,
+        key: &Key,
+        fingerprint: &[u8],
+        cfg: &Postgres,
+        guard: &Guard,
+        out: &Outbound<'_>,
+    ) -> Result<String, Failure> {
+        let slot = self.slot(key);
+        // One connection per destination, its statements one at a time.
+        let mut link = slot.lock().await;
+        if link.as_ref().is_none_or(|l| l.fingerprint != fingerprint || l.client.is_closed()) {
+            *link = None;
+            *link = Some(connect(cfg, guard, fingerprint).await?);
+        }
+        let l = link.as_ref().expect("just made");
+        let json: Option<serde_json::Value> =
+            out.content_type.starts_with("application/json").then(|| serde_json::from_slice(out.payload).ok()).flatten();
+        let body: Option<&[u8]> = if json.is_none() { Some(out.payload) } else { None };
+        let inserted = l
+            .client
+            .execute(
+                &l.insert,
+                &[
+                    &out.msg_id,
+                    &out.event_type,
+                    &out.event_id,
+                    &out.channels,
+                    &json,
+                    &body,
+                    &out.content_type,
+                    &out.created_at,
+                ],
+            )
+            .await;
+        match inserted {
+            Ok(1) => Ok("inserted".into()),
+            Ok(_) => Ok("already there (a row with this message id; not inserted again)".into()),
+            Err(e) => {
+                let closed = l.client.is_closed();
+                if closed {
+                    *link = None;
+                }
+                Err(match e.as_db_error() {
+                    Some(db) => Failure::refused(format!("Postgres refused the row: {} ({})", db.message(), db.code().code())),
+                    None => Failure::connect(format!("writing to Postgres failed: {e}")),
+                })
+            }
+        }
+    }
+}
+
+async fn connect(cfg: &Postgres, guard: &Guard, fingerprint: &[u8]) -> Result<Link, Failure> {
+    let target = parse_url(&cfg.url).map_err(Failure::refused)?;
+    let table = table_name(&cfg.table_name).map_err(Failure::refused)?;
+    let addrs = super::resolve(guard, &target.host, target.port).await?;
+    let mut pg = target.config;
+    // The address just checked is the one dialled; the name stays for TLS.
+    pg.hostaddr(addrs[0].ip());
+    pg.ssl_mode(target.tls.mode);
+    if let Some(p) = &cfg.password {
+        pg.password(p.as_bytes());
+    }
+    pg.application_name("hookgate-destination");
+    let tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref()).map_err(|e| Failure::refused(e.to_string()))?;
+    let (client, connection) =
+        pg.connect(tls).await.map_err(|e| Failure::connect(format!("connecting to Postgres failed: {e}")))?;
+    tokio::spawn(async move {
+        // Ends when the client is dropped or the server goes away.
+        let _ = connection.await;
+    });
+    let refused = |e: tokio_postgres::Error| match e.as_db_error() {
+        Some(db) => Failure::refused(format!("Postgres refused the table `{}`: {}", cfg.table_name, db.message())),
+        None => Failure::connect(format!("Postgres went away: {e}")),
+    };
+    client.batch_execute(&create_sql(&table)).await.map_err(refused)?;
+    let insert = client.prepare(&insert_sql(&table)).await.map_err(refused)?;
+    Ok(Link { fingerprint: fingerprint.to_vec(), client, insert })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_name_is_quoted_part_by_part_and_quotes_are_refused() {
+        assert_eq!(table_name("public.events").unwrap(), "\"public\".\"events\"");
+        assert_eq!(table_name("Events").unwrap(), "\"Events\"");
+        for bad in ["", "a.b.c", "x\"; DROP TABLE y; --", "a..b", &"t".repeat(64)] {
+            assert!(table_name(bad).is_err(), "{bad:?} was taken");
+        }
+    }
+
+    #[test]
+    fn a_url_that_reads_a_local_file_or_a_socket_is_refused() {
+        assert!(parse_url("postgres://u@127.0.0.1:5433/db?sslmode=require").is_ok());
+        for bad in [
+            "postgres://u@127.0.0.1/db?sslrootcert=/etc/ssl/x.pem",
+            "postgres://u@127.0.0.1/db?sslkey=/k&sslcert=/c",
+            "postgres://u@%2Fvar%2Frun%2Fpostgresql/db",
+            "postgres://u@127.0.0.1/db?hostaddr=127.0.0.2",
+            "postgres://u@a,b/db",
+            "mysql://u@127.0.0.1/db",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad} was taken");
+        }
+    }
+}
