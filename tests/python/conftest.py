@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "target" / "debug" / "hookgate"
 ADMIN_TOKEN = "py-admin-token-0123456789abcdef"
 
+# The private RabbitMQ node (one per session) for the destination tests.
+pytest_plugins = ["brokers"]
+
 
 def free_port() -> int:
     with socket.socket() as s:

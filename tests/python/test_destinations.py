@@ -1,0 +1,203 @@
+"""Destinations beyond HTTP through the official Svix Python SDK (`svix.destination`),
+against real servers on loopback: a private RabbitMQ node (tests/python/brokers.py,
+read back with pika) and a second Postgres database (read back with psql). Each
+message arrives once, with its id for the consumer's dedupe; RabbitMQ messages are
+signed as webhooks are (`standardwebhooks` verifies them); credentials are never shown
+back; a stopped broker means retries, then everything once it is back."""
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+import standardwebhooks
+from svix.api import (
+    ApplicationIn,
+    DestinationIn,
+    DestinationPatch,
+    EndpointSecretRotateIn,
+    MessageIn,
+    PostgresConfigIn,
+    RabbitMqConfigIn,
+    RabbitMqConfigPatch,
+    Svix,
+    SvixOptions,
+)
+from svix.exceptions import HttpError, HTTPValidationError
+
+from brokers import second_database
+from conftest import ADMIN_TOKEN, Hookgate, call, eventually, fresh_database, free_port
+
+
+def verify(msg, secret):
+    """A RabbitMQ message verifies as a webhook with the destination's secret."""
+    h = msg.headers
+    standardwebhooks.Webhook(secret).verify(
+        msg.body, {k: h[k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")})
+    return True
+
+
+def rabbit_destination(svix, app_id, rabbitmq, queue, **extra):
+    return svix.destination.create(app_id, DestinationIn(
+        type="rabbitMq", config=RabbitMqConfigIn(uri=rabbitmq.uri, routing_key=queue), **extra))
+
+
+def psql(url, sql):
+    out = subprocess.run(["psql", url, "-qAtc", sql], check=True, capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def test_a_rabbitmq_destination_gets_each_message_once_signed_with_its_id_and_never_shows_its_password(
+        hookgate, tenant, svix, rabbitmq):
+    queue = "orders-" + uuid.uuid4().hex[:6]
+    rabbitmq.declare_queue(queue)
+    app = svix.application.create(ApplicationIn(name="queues"))
+    dest = rabbit_destination(svix, app.id, rabbitmq, queue, event_types=["order.paid"], metadata={"team": "ops"})
+    assert dest.type == "rabbitMq" and dest.status == "enabled" and dest.metadata == {"team": "ops"}
+    assert ":guest@" not in dest.config.uri and "%5Bredacted%5D@" in dest.config.uri, dest.config
+    assert dest.config.routing_key == queue and dest.config.mandatory is True
+    secret = svix.destination.rotate_secret(app.id, dest.id, EndpointSecretRotateIn()).key
+    assert secret.startswith("whsec_")
+
+    paid = [svix.message.create(app.id, MessageIn(event_type="order.paid", payload={"n": i})).id for i in range(10)]
+    svix.message.create(app.id, MessageIn(event_type="order.created", payload={"other": True}))
+    got = rabbitmq.drain(queue, expect=10, timeout=20)
+    assert [m.message_id for m in got] == paid, "each message once, in the order they were sent"
+    assert [json.loads(m.body)["n"] for m in got] == list(range(10))
+    assert all(m.content_type == "application/json" and m.headers["event-type"] == "order.paid" for m in got)
+    assert all(verify(m, secret) for m in got)
+    time.sleep(0.5)
+    assert rabbitmq.drain(queue) == [], "the filtered-out message and no duplicate came"
+
+    # Its attempts read as an endpoint's, with the broker's answer.
+    attempts = eventually(lambda: (lambda a: a if len(a) == 10 else None)(
+        svix.message_attempt.list_by_endpoint(app.id, dest.id).data))
+    assert all(a.status == 0 and a.response_status_code == 0 and "confirmed" in a.response for a in attempts)
+    assert all(":guest@" not in a.url and "guest" not in a.url for a in attempts), attempts[0].url
+
+    # Read back and listed without its password; not an HTTP endpoint; another tenant sees nothing.
+    got_back = svix.destination.get(app.id, dest.id)
+    assert got_back.config == dest.config
+    assert [d.id for d in svix.destination.list(app.id).data] == [dest.id]
+    assert svix.endpoint.list(app.id).data == []
+    with pytest.raises(HttpError) as e:
+        svix.endpoint.get(app.id, dest.id)
+    assert e.value.status_code == 404
+    other = hookgate.admin("POST", "/admin/v1/tenant", {"name": "other-" + uuid.uuid4().hex[:6]})
+    status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/destination/{dest.id}", other["apiKey"])
+    assert status == 404
+
+
+def test_a_patch_that_sends_the_redacted_uri_back_keeps_the_password_and_an_unroutable_key_fails_with_a_reason(
+        hookgate, svix, rabbitmq):
+    queue = "patch-" + uuid.uuid4().hex[:6]
+    rabbitmq.declare_queue(queue)
+    app = svix.application.create(ApplicationIn(name="patch"))
+    dest = rabbit_destination(svix, app.id, rabbitmq, "nowhere-" + uuid.uuid4().hex[:6])
+    # No queue takes the routing key: mandatory, so the broker returns it and the attempt fails.
+    svix.message.create(app.id, MessageIn(event_type="e", payload={"lost": False}))
+    failed = eventually(lambda: svix.destination.get(app.id, dest.id) if svix.destination.get(
+        app.id, dest.id).failure_reason else None)
+    assert failed.status == "retrying" and "returned by RabbitMQ" in failed.failure_reason, failed
+
+    # The uri as shown (password redacted) sent back with a new routing key: the password is kept.
+    patched = svix.destination.patch(app.id, dest.id, DestinationPatch(
+        type="rabbitMq", config=RabbitMqConfigPatch(uri=dest.config.uri, routing_key=queue)))
+    assert patched.config.routing_key == queue
+    msg = svix.message.create(app.id, MessageIn(event_type="e", payload={"after": "patch"}))
+    got = rabbitmq.drain(queue, expect=1, timeout=20)
+    assert [m.message_id for m in got] == [msg.id], "it connected with the kept password"
+
+
+def test_bad_destinations_are_refused_with_a_reason_naming_the_field(hookgate, tenant, svix):
+    app = svix.application.create(ApplicationIn(name="bad"))
+    key = tenant["apiKey"]
+    cases = [
+        ({"type": "rabbitMq", "config": {"uri": "amqp://guest:guest@127.0.0.2:5672/%2F", "routingKey": "q"}},
+         "`uri` is refused"),
+        ({"type": "rabbitMq", "config": {"uri": "http://127.0.0.1/", "routingKey": "q"}}, "uri"),
+        ({"type": "rabbitMq", "config": {"uri": "amqp://127.0.0.1/%2F"}}, "routingKey"),
+        ({"type": "postgres", "config": {"url": "postgres://u@127.0.0.1/db?sslrootcert=/etc/passwd",
+                                         "tableName": "t"}}, "sslrootcert"),
+        ({"type": "postgres", "config": {"url": "postgres://u@127.0.0.1/db", "tableName": "a\"; drop"}},
+         "tableName"),
+        ({"type": "sqs", "config": {"queueUrl": "http://127.0.0.1:1/q"}}, "not served"),
+        ({"type": "carrierPigeon", "config": {}}, "not a destination type"),
+        ({"type": "rabbitMq", "config": {"uri": "amqp://127.0.0.1/%2F", "routingKey": "q"}, "batchSize": 0},
+         "batchSize"),
+    ]
+    for body, reason in cases:
+        status, _, out = call(hookgate, "POST", f"/api/v1/app/{app.id}/destination", key, body)
+        assert status == 422 and reason in json.dumps(out), (body, status, out)
+    assert svix.destination.list(app.id).data == [], "nothing half-written"
+
+
+def test_a_postgres_destination_writes_one_row_per_message_and_a_resend_adds_none(hookgate, tenant, svix):
+    key = tenant["apiKey"]
+    target = second_database()
+    app = svix.application.create(ApplicationIn(name="pg"))
+    dest = svix.destination.create(app.id, DestinationIn(type="postgres", config=PostgresConfigIn(
+        url=target, password="not-needed-on-loopback", table_name="public.hookgate_events")))
+    assert dest.config.table_name == "public.hookgate_events"
+    status, _, raw = call(hookgate, "GET", f"/api/v1/app/{app.id}/destination/{dest.id}", key)
+    assert status == 200 and "password" not in raw["config"] and "not-needed" not in json.dumps(raw), raw
+    sent = [svix.message.create(app.id, MessageIn(event_type="invoice.paid", payload={"n": i},
+                                                 channels=["eu"], event_id=f"evt-{i}")).id for i in range(5)]
+    rows = eventually(lambda: (lambda r: r if len(r) == 5 else None)(psql(
+        target, "SELECT id, event_type, event_id, channels[1], payload->>'n', content_type "
+                "FROM public.hookgate_events ORDER BY payload->>'n'")), timeout=20)
+    assert [r.split("|") for r in rows] == [
+        [m, "invoice.paid", f"evt-{i}", "eu", str(i), "application/json"] for i, m in enumerate(sent)]
+
+    # Sent again (a manual resend): the message id is the key, so still one row.
+    svix.message_attempt.resend(app.id, sent[0], dest.id)
+    eventually(lambda: len(svix.message_attempt.list_by_endpoint(app.id, dest.id).data) == 6)
+    again = svix.message_attempt.list_by_endpoint(app.id, dest.id).data[0]
+    assert again.status == 0 and "already there" in again.response, again
+    assert psql(target, "SELECT count(*) FROM public.hookgate_events") == ["5"]
+
+
+def test_a_stopped_broker_gives_retries_then_every_message_arrives_once_it_is_back(rabbitmq):
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "DATABASE_URL": fresh_database(),
+        "HOOKGATE_LISTEN": f"127.0.0.1:{free_port()}",
+        "HOOKGATE_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
+        "HOOKGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+        "HOOKGATE_MASTER_KEY": __import__("base64").b64encode(os.urandom(32)).decode(),
+        "HOOKGATE_EGRESS_ALLOW_NETWORKS": "127.0.0.1/32",
+        # Long enough to outlast the broker's restart.
+        "HOOKGATE_RETRY_SCHEDULE": ",".join(["1"] * 40),
+        "HOOKGATE_WORKER_POLL_MS": "100",
+        "RUST_LOG": "warn",
+    }
+    hg = Hookgate(env)
+    try:
+        tenant = hg.admin("POST", "/admin/v1/tenant", {"name": "outage"})
+        svix = Svix(tenant["apiKey"], SvixOptions(server_url=hg.url, retry_schedule=[]))
+        queue = "outage-" + uuid.uuid4().hex[:6]
+        rabbitmq.declare_queue(queue)
+        app = svix.application.create(ApplicationIn(name="outage"))
+        dest = rabbit_destination(svix, app.id, rabbitmq, queue)
+        first = svix.message.create(app.id, MessageIn(event_type="e", payload={"n": -1})).id
+        assert [m.message_id for m in rabbitmq.drain(queue, expect=1, timeout=20)] == [first]
+
+        rabbitmq.stop()
+        sent = [svix.message.create(app.id, MessageIn(event_type="e", payload={"n": i})).id for i in range(5)]
+        # Each fails while the broker is down, and is retried.
+        eventually(lambda: sum(1 for a in svix.message_attempt.list_by_endpoint(app.id, dest.id).data
+                               if a.status == 2) >= 5, timeout=20)
+        assert svix.destination.get(app.id, dest.id).status == "retrying"
+        rabbitmq.start()
+        got = rabbitmq.drain(queue, expect=5, timeout=60)
+        ids = [m.message_id for m in got]
+        assert sorted(ids) == sorted(sent), f"nothing lost, nothing twice: {ids}"
+        eventually(lambda: svix.destination.get(app.id, dest.id).status == "enabled", timeout=20)
+        metrics = __import__("urllib.request").request.urlopen(hg.metrics_url, timeout=5).read().decode()
+        assert 'hookgate_destination_publishes_total{outcome="success",type="rabbitMq"}' in metrics
+        assert 'hookgate_destination_publishes_total{outcome="connect_error",type="rabbitMq"}' in metrics
+    finally:
+        if rabbitmq.proc is None:
+            rabbitmq.start()
+        hg.stop()
