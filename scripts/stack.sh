@@ -34,10 +34,10 @@ pg_dir() {
 
 need() {
   command -v "$1" >/dev/null 2>&1 && return 0
-  if [ "$1" = redis-server ] && [ "$(id -u)" = 0 ]; then
-    echo "installing redis-server (apt-get)…" >&2
-    (apt-get update -qq && apt-get install -y -qq redis-server) >&2
-    command -v redis-server >/dev/null 2>&1 && return 0
+  if { [ "$1" = redis-server ] || [ "$1" = rabbitmq-server ]; } && [ "$(id -u)" = 0 ]; then
+    echo "installing $1 (apt-get)…" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1") >&2
+    command -v "$1" >/dev/null 2>&1 && return 0
   fi
   echo "stack.sh: '$1' is not installed; $2" >&2
   exit 1
@@ -95,6 +95,8 @@ redis_url="redis://127.0.0.1:$redis_port/"
 up() {
   ensure_pg
   need redis-server "run: apt-get install -y redis-server"
+  # The destination tests start a private RabbitMQ node of their own (tests/python/brokers.py).
+  [ "$profile" = test ] && PATH="$PATH:/usr/sbin" need rabbitmq-server "run: apt-get install -y rabbitmq-server"
   mkdir -p "$dir"
   local pgd; pgd=$(pg_dir)
   if [ "$profile" != run ]; then

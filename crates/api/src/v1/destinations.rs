@@ -6,24 +6,20 @@ use std::collections::HashMap;
 
 use actix_web::{delete, get, http::StatusCode, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
-use hookgate_egress::{
-    destinations::config::Config,
-    secrets, signing,
-    ssrf::Guard,
-};
+use hookgate_egress::{destinations::config::Config, secrets, signing, ssrf::Guard};
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
     limits,
     quota::{Exceeded, Limit},
+    status::DeliveryStatus,
     store::{
         attempts::{self, AttemptFilter, Scope},
         endpoints::{self, DestinationFields, Endpoint, EndpointFields},
         page::PageRequest,
         StoreError,
     },
-    status::DeliveryStatus,
     AppState,
 };
 use serde::{Deserialize, Serialize};
@@ -196,7 +192,13 @@ fn open(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoint) -> Resu
 }
 
 /// The destination as the API shows it; `reason`: why it fails, if it does.
-fn shown(state: &AppState, tenant: &TenantId, app: &AppId, ep: Endpoint, reason: Option<String>) -> Result<DestinationOut, ApiError> {
+fn shown(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: Endpoint,
+    reason: Option<String>,
+) -> Result<DestinationOut, ApiError> {
     let config = open(state, tenant, app, &ep)?;
     let status = match (ep.disabled, ep.failing_since) {
         (true, _) => "disabled",
@@ -223,7 +225,12 @@ fn shown(state: &AppState, tenant: &TenantId, app: &AppId, ep: Endpoint, reason:
 }
 
 /// The answer of its last failed attempt, for a destination that fails or was disabled.
-async fn failure_reason(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoint) -> Result<Option<String>, ApiError> {
+async fn failure_reason(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &Endpoint,
+) -> Result<Option<String>, ApiError> {
     if ep.failing_since.is_none() {
         return Ok(None);
     }
@@ -235,7 +242,8 @@ async fn failure_reason(state: &AppState, tenant: &TenantId, app: &AppId, ep: &E
         before: None,
         after: None,
     };
-    let page = attempts::list(&**conn, tenant, app, Scope::Endpoint(&ep.id), &PageRequest::new(Some(1), None), &filter).await?;
+    let page = attempts::list(&**conn, tenant, app, Scope::Endpoint(&ep.id), &PageRequest::new(Some(1), None), &filter)
+        .await?;
     Ok(page.data.into_iter().next().map(|a| a.response))
 }
 
@@ -295,7 +303,11 @@ async fn insert(
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let n = endpoints::lock_and_count(&*tx, tenant, app).await?;
     if let Some(cap) = cap.filter(|cap| n as u64 >= *cap) {
-        limits::refused(state, tenant, Exceeded { limit: Limit::EndpointsPerApp, value: cap, retry_after: Default::default() });
+        limits::refused(
+            state,
+            tenant,
+            Exceeded { limit: Limit::EndpointsPerApp, value: cap, retry_after: Default::default() },
+        );
         return Err(ApiError::Validation(format!(
             "the application has {n} endpoints and destinations, the most the tenant's quota `endpointsPerApp` allows ({cap})"
         )));
@@ -303,7 +315,8 @@ async fn insert(
     endpoints::insert(&*tx, tenant, app, &id, &c.fields, &secret)
         .await
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?;
-    let ep = endpoints::set_destination(&*tx, tenant, app, &id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
+    let ep =
+        endpoints::set_destination(&*tx, tenant, app, &id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
     let out = shown(state, tenant, app, ep, None)?;
     let res = answer(&*tx, state, key, StatusCode::CREATED, &out).await?;
     tx.commit().await.map_err(StoreError::from)?;
@@ -381,7 +394,13 @@ async fn patch_one(
     save_in(tx, &state, &tenant.0, &app, &ep.id, checked).await
 }
 
-async fn save(state: &AppState, tenant: &TenantId, app: &AppId, id: &EndpointId, c: Checked) -> Result<HttpResponse, ApiError> {
+async fn save(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    c: Checked,
+) -> Result<HttpResponse, ApiError> {
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     save_in(tx, state, tenant, app, id, c).await
@@ -405,7 +424,8 @@ async fn save_in(
         batch_size: c.batch_size,
         max_wait_secs: c.max_wait_secs,
     };
-    let ep = endpoints::set_destination(&*tx, tenant, app, id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
+    let ep =
+        endpoints::set_destination(&*tx, tenant, app, id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::Ok().json(shown(state, tenant, app, ep, None)?))
 }

@@ -180,7 +180,14 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
 }
 
 /// An attempt made: its record, and the delivery's next state.
-pub(super) fn finish(w: &Worker, c: &Claimed, url: String, sent: send::Sent, request_headers: String, bytes: i64) -> Outcome {
+pub(super) fn finish(
+    w: &Worker,
+    c: &Claimed,
+    url: String,
+    sent: send::Sent,
+    request_headers: String,
+    bytes: i64,
+) -> Outcome {
     w.metrics.duration.observe(sent.duration.as_secs_f64());
     w.metrics.attempt(c.tenant_id.as_str(), sent.outcome.label());
     let mut out = untried(c);

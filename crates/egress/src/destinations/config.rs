@@ -91,16 +91,16 @@ impl Config {
     pub fn parse(kind: &str, config: Value, guard: &Guard) -> Result<Config, Invalid> {
         let c = match kind {
             "rabbitMq" => Config::RabbitMq(
-                serde_json::from_value(config).map_err(|e| invalid(format!("`config` of a rabbitMq destination: {e}")))?,
+                serde_json::from_value(config)
+                    .map_err(|e| invalid(format!("`config` of a rabbitMq destination: {e}")))?,
             ),
             "postgres" => Config::Postgres(
-                serde_json::from_value(config).map_err(|e| invalid(format!("`config` of a postgres destination: {e}")))?,
+                serde_json::from_value(config)
+                    .map_err(|e| invalid(format!("`config` of a postgres destination: {e}")))?,
             ),
-            other if NOT_SERVED.contains(&other) => {
-                return Err(invalid(format!(
-                    "destinations of type `{other}` are not served by Hookgate; the types served are rabbitMq and postgres"
-                )))
-            }
+            other if NOT_SERVED.contains(&other) => return Err(invalid(format!(
+                "destinations of type `{other}` are not served by Hookgate; the types served are rabbitMq and postgres"
+            ))),
             other => return Err(invalid(format!("`type` `{other}` is not a destination type"))),
         };
         c.check(guard)?;
@@ -208,7 +208,8 @@ impl Config {
         ep: &EndpointId,
         sealed: &[u8],
     ) -> Result<Config, String> {
-        let text = state.config.master_key.tenant_key(tenant).open(&purpose(app, ep), sealed).map_err(|e| e.to_string())?;
+        let text =
+            state.config.master_key.tenant_key(tenant).open(&purpose(app, ep), sealed).map_err(|e| e.to_string())?;
         serde_json::from_slice(&text).map_err(|e| e.to_string())
     }
 }
@@ -297,25 +298,26 @@ mod tests {
         )
         .unwrap();
         assert!(c.shown().get("password").is_none());
-        let e = Config::parse("postgres", json!({"url": "postgres://127.0.0.1/db", "tableName": "t", "x": 1}), &open_guard())
-            .unwrap_err();
+        let e = Config::parse(
+            "postgres",
+            json!({"url": "postgres://127.0.0.1/db", "tableName": "t", "x": 1}),
+            &open_guard(),
+        )
+        .unwrap_err();
         assert!(e.0.contains("unknown field `x`"), "{e}");
     }
 
     #[test]
     fn blocked_hosts_unserved_types_and_bad_names_are_refused_with_a_reason() {
         let closed = Guard::new(vec![]);
-        let e = Config::parse("rabbitMq", json!({"uri": "amqp://127.0.0.1/%2F", "routingKey": "q"}), &closed)
-            .unwrap_err();
+        let e =
+            Config::parse("rabbitMq", json!({"uri": "amqp://127.0.0.1/%2F", "routingKey": "q"}), &closed).unwrap_err();
         assert!(e.0.contains("`uri` is refused"), "{e}");
         let e = Config::parse("sqs", json!({}), &closed).unwrap_err();
         assert!(e.0.contains("not served"), "{e}");
-        let e = Config::parse(
-            "postgres",
-            json!({"url": "postgres://127.0.0.1/db", "tableName": "a\"b"}),
-            &open_guard(),
-        )
-        .unwrap_err();
+        let e =
+            Config::parse("postgres", json!({"url": "postgres://127.0.0.1/db", "tableName": "a\"b"}), &open_guard())
+                .unwrap_err();
         assert!(e.0.contains("tableName"), "{e}");
         let e = Config::parse(
             "postgres",

@@ -25,12 +25,15 @@ pub(super) fn parse_url(raw: &str) -> Result<Target, String> {
     if !(raw.starts_with("postgres://") || raw.starts_with("postgresql://")) {
         return Err("`url` must be a postgres:// URL".into());
     }
-    let (url, settings) = tls::split(raw).map_err(|e| format!("`url`: {}", e.to_string().replace("DATABASE_URL: ", "")))?;
+    let (url, settings) =
+        tls::split(raw).map_err(|e| format!("`url`: {}", e.to_string().replace("DATABASE_URL: ", "")))?;
     for (name, given) in
         [("sslrootcert", &settings.root_cert), ("sslcert", &settings.client_cert), ("sslkey", &settings.client_key)]
     {
         if given.is_some() {
-            return Err(format!("`url` may not name {name} (a file of Hookgate's host); give `sslRootCert` as PEM text"));
+            return Err(format!(
+                "`url` may not name {name} (a file of Hookgate's host); give `sslRootCert` as PEM text"
+            ));
         }
     }
     let config: tokio_postgres::Config = url.parse().map_err(|e| format!("`url` is not a valid Postgres URL: {e}"))?;
@@ -121,8 +124,11 @@ impl Links {
             *link = Some(connect(cfg, guard, fingerprint).await?);
         }
         let l = link.as_ref().expect("just made");
-        let json: Option<serde_json::Value> =
-            out.content_type.starts_with("application/json").then(|| serde_json::from_slice(out.payload).ok()).flatten();
+        let json: Option<serde_json::Value> = out
+            .content_type
+            .starts_with("application/json")
+            .then(|| serde_json::from_slice(out.payload).ok())
+            .flatten();
         let body: Option<&[u8]> = if json.is_none() { Some(out.payload) } else { None };
         let inserted = l
             .client
@@ -149,7 +155,9 @@ impl Links {
                     *link = None;
                 }
                 Err(match e.as_db_error() {
-                    Some(db) => Failure::refused(format!("Postgres refused the row: {} ({})", db.message(), db.code().code())),
+                    Some(db) => {
+                        Failure::refused(format!("Postgres refused the row: {} ({})", db.message(), db.code().code()))
+                    }
                     None => Failure::connect(format!("writing to Postgres failed: {e}")),
                 })
             }
@@ -169,7 +177,8 @@ async fn connect(cfg: &Postgres, guard: &Guard, fingerprint: &[u8]) -> Result<Li
         pg.password(p.as_bytes());
     }
     pg.application_name("hookgate-destination");
-    let tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref()).map_err(|e| Failure::refused(e.to_string()))?;
+    let tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref())
+        .map_err(|e| Failure::refused(e.to_string()))?;
     let (client, connection) =
         pg.connect(tls).await.map_err(|e| Failure::connect(format!("connecting to Postgres failed: {e}")))?;
     tokio::spawn(async move {
