@@ -66,6 +66,13 @@ fn invalid(s: impl Into<String>) -> Invalid {
     Invalid(s.into())
 }
 
+fn not_served(kind: &str) -> Invalid {
+    invalid(format!("destinations of type `{kind}` are not served by Hookgate; the types served are {SERVED}"))
+}
+
+/// The `type`s Hookgate publishes to, for messages.
+const SERVED: &str = "rabbitMq and postgres";
+
 /// The `type`s Svix lists that Hookgate does not publish to (yet), for the message.
 pub const NOT_SERVED: &[&str] = &[
     "sqs",
@@ -98,9 +105,7 @@ impl Config {
                 serde_json::from_value(config)
                     .map_err(|e| invalid(format!("`config` of a postgres destination: {e}")))?,
             ),
-            other if NOT_SERVED.contains(&other) => return Err(invalid(format!(
-                "destinations of type `{other}` are not served by Hookgate; the types served are rabbitMq and postgres"
-            ))),
+            other if NOT_SERVED.contains(&other) => return Err(not_served(other)),
             other => return Err(invalid(format!("`type` `{other}` is not a destination type"))),
         };
         c.check(guard)?;

@@ -86,7 +86,7 @@ impl Links {
 }
 
 async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
-    let mut uri = parse_uri(&cfg.uri).map_err(|e| Failure::refused(e))?;
+    let mut uri = parse_uri(&cfg.uri).map_err(Failure::refused)?;
     let addrs = super::resolve(guard, &uri.authority.host, uri.authority.port).await?;
     // Without TLS the address just checked is the one dialled (a name resolved
     // twice could answer differently); with TLS the name stays, for the certificate.
