@@ -92,10 +92,12 @@ fn only_the_store_runs_sql() {
     ];
     let mut problems = Vec::new();
     for (file, src) in rust_files("crates") {
-        // The bench sets up its own databases; migrations are the store's other half.
+        // The bench sets up its own databases; migrations are the store's other half; the
+        // Postgres destination writes a tenant's own database, never Hookgate's.
         if file.starts_with("crates/bench/")
             || file.starts_with("crates/shared/src/store/")
             || file == "crates/shared/src/migrate.rs"
+            || file == "crates/egress/src/destinations/postgres.rs"
         {
             continue;
         }
