@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "target" / "debug" / "hookgate"
 ADMIN_TOKEN = "py-admin-token-0123456789abcdef"
 
-# The private RabbitMQ node (one per session) for the destination tests.
-pytest_plugins = ["brokers"]
+# The private RabbitMQ node and moto's AWS server (one each per session) for the destination tests.
+pytest_plugins = ["brokers", "aws"]
 
 
 def free_port() -> int:

@@ -158,8 +158,11 @@ async fn guard(state: &AppState, tenant: &TenantId) -> Result<Guard, ApiError> {
 }
 
 impl DestinationIn {
-    fn checked(self, guard: &Guard) -> Result<Checked, ApiError> {
-        let config = Config::parse(&self.kind, self.config, guard).map_err(|e| ApiError::Validation(e.0))?;
+    /// Checked; `stored`: the configuration it replaces, whose secrets it keeps
+    /// where it sends them back redacted or leaves them out.
+    fn checked(self, guard: &Guard, stored: Option<&Config>) -> Result<Checked, ApiError> {
+        let config =
+            Config::parse_keeping(&self.kind, self.config, guard, stored).map_err(|e| ApiError::Validation(e.0))?;
         check(
             config,
             self.uid,
@@ -276,7 +279,7 @@ async fn create(
     body: web::Json<DestinationIn>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let checked = body.into_inner().checked(&guard(&state, &tenant.0).await?)?;
+    let checked = body.into_inner().checked(&guard(&state, &tenant.0).await?, None)?;
     let app = applications::find(&state, &tenant, &path).await?;
     insert(&state, &tenant.0, &app.id, checked, key.as_deref()).await
 }
@@ -342,14 +345,15 @@ async fn upsert(
     path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<DestinationIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut checked = body.into_inner().checked(&guard(&state, &tenant.0).await?)?;
+    let guard = guard(&state, &tenant.0).await?;
     match find(&state, &tenant, &path.0, &path.1).await {
         Ok((app, ep)) => {
             let stored = open(&state, &tenant.0, &app, &ep)?;
-            checked.config.keep_redacted(&stored);
+            let checked = body.into_inner().checked(&guard, Some(&stored))?;
             save(&state, &tenant.0, &app, &ep.id, checked).await
         }
         Err(ApiError::NotFound("destination")) if path.1.creatable_uid().is_some() => {
+            let mut checked = body.into_inner().checked(&guard, None)?;
             checked.fields.uid = Some(checked.fields.uid.unwrap_or_else(|| path.1.to_string()));
             let app = applications::find(&state, &tenant, &path.0).await?;
             insert(&state, &tenant.0, &app.id, checked, None).await

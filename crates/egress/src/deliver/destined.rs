@@ -33,8 +33,8 @@ pub(super) async fn deliver(
             return untried(c);
         }
     };
-    let guard = match hookgate_shared::networks::allowed(w.state(), &c.tenant_id).await {
-        Ok(allow) => Guard::new(allow.to_vec()),
+    let (guard, sender) = match hookgate_shared::networks::allowed(w.state(), &c.tenant_id).await {
+        Ok(allow) => (Guard::new(allow.to_vec()), w.senders.for_networks(&allow)),
         Err(e) => {
             tracing::warn!(error = %e, tenant = %c.tenant_id, "the tenant's networks could not be read; delivery waits");
             return due_again(c, Duration::from_secs(1));
@@ -54,6 +54,7 @@ pub(super) async fn deliver(
         ("event-type".to_owned(), c.event_type.clone()),
     ];
     let out = Outbound {
+        app_id: c.app_id.as_str(),
         msg_id: envelope.msg_id,
         event_type: &c.event_type,
         event_id: c.event_id.as_deref(),
@@ -65,7 +66,7 @@ pub(super) async fn deliver(
         headers: &headers,
     };
     let key = (c.tenant_id.clone(), c.app_id.clone(), c.endpoint_id.clone());
-    let sent = w.destinations.publish(&key, sealed, &cfg, &guard, &out, bound).await;
+    let sent = w.destinations.publish(&key, sealed, &cfg, &guard, &sender, &out, bound).await;
     let kind = ep.kind.type_name().unwrap_or("http");
     w.metrics.destination(kind, sent.outcome.label());
     let recorded = serde_json::json!({

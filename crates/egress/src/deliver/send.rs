@@ -312,6 +312,54 @@ impl Sender {
     }
 }
 
+/// A response read whole (up to [`MOST_EXCHANGED`]), for a client that parses it
+/// (the AWS SDK through `destinations::aws`).
+pub struct Exchanged {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+/// The most of a response [`Sender::exchange`] reads.
+pub const MOST_EXCHANGED: usize = 1 << 20;
+
+impl Sender {
+    /// One request of any method through the guarded client, within `bound`: the
+    /// same checks as an attempt (an address literal, the proxy's target), no
+    /// retry, and the response read whole. The error says why, as an attempt would.
+    pub async fn exchange(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: HeaderMap,
+        body: bytes::Bytes,
+        bound: Duration,
+    ) -> Result<Exchanged, Sent> {
+        let started = Instant::now();
+        let url = url::Url::parse(url).map_err(|e| failed(Outcome::ConnectError, format!("invalid URL: {e}"), started))?;
+        self.guard.check_url(&url).map_err(|b| failed(Outcome::Blocked, b.to_string(), started))?;
+        if self.proxied {
+            self.check_proxied_target(&url).await?;
+        }
+        let sent = self.client.request(method, url).headers(headers).body(body).timeout(bound).send().await;
+        let mut res = sent.map_err(|e| match find_blocked(&e) {
+            Some(b) => failed(Outcome::Blocked, b.to_string(), started),
+            None if e.is_timeout() => failed(Outcome::Timeout, describe(&e), started),
+            None => failed(Outcome::ConnectError, describe(&e), started),
+        })?;
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let mut body = Vec::new();
+        while let Some(chunk) = res.chunk().await.map_err(|e| failed(Outcome::ConnectError, describe(&e), started))? {
+            if body.len() + chunk.len() > MOST_EXCHANGED {
+                return Err(failed(Outcome::ConnectError, "the response is larger than 1 MiB".into(), started));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Exchanged { status, headers, body: body.into() })
+    }
+}
+
 /// What the attempt log keeps of a response from a private network, unless the
 /// operator set `HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES`.
 pub const PRIVATE_NOT_KEPT: &str = "(the response of a private network is not kept)";

@@ -43,6 +43,150 @@ pub struct Postgres {
     pub ssl_root_cert: Option<String>,
 }
 
+/// `sqs`: one SQS message per message (`queueUrl`; a `.fifo` queue keeps the
+/// application's order and dedupes by message id).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Sqs {
+    pub queue_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+}
+
+/// `sns`: one SNS publish per message to `topicArn`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Sns {
+    pub topic_arn: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+}
+
+/// `eventBridge`: one event per message on `eventBusName`. `endpointUrl` is
+/// Hookgate's own addition (Svix's type has none), for compatible servers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventBridge {
+    pub event_bus_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+}
+
+/// How an AWS destination signs in and where it sends.
+#[derive(Debug, Clone)]
+pub struct AwsAccess {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub endpoint_url: Option<String>,
+}
+
+/// The region an AWS destination names or its queue URL or ARN implies.
+fn region_of(given: &Option<String>, implied: Option<String>) -> Option<String> {
+    given.clone().filter(|r| !r.is_empty()).or(implied)
+}
+
+/// `us-east-1` from `https://sqs.us-east-1.amazonaws.com/…` (or `us-east-1.queue.amazonaws.com`).
+fn region_in_queue_url(url: &str) -> Option<String> {
+    let host = url::Url::parse(url).ok()?.host_str()?.to_owned();
+    let parts: Vec<&str> = host.split('.').collect();
+    match parts.as_slice() {
+        ["sqs", region, "amazonaws", ..] => Some(region.to_string()),
+        [region, "queue", "amazonaws", ..] => Some(region.to_string()),
+        _ => None,
+    }
+}
+
+/// `us-east-1` from `arn:aws:sns:us-east-1:123456789012:topic`.
+fn region_in_arn(arn: &str) -> Option<String> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    (parts.len() >= 6 && parts[0] == "arn").then(|| parts[3].to_owned()).filter(|r| !r.is_empty())
+}
+
+macro_rules! aws_access {
+    ($t:ty, $implied:expr) => {
+        impl $t {
+            pub fn access(&self) -> AwsAccess {
+                AwsAccess {
+                    access_key_id: self.access_key_id.clone().unwrap_or_default(),
+                    secret_access_key: self.secret_access_key.clone().unwrap_or_default(),
+                    endpoint_url: self.endpoint_url.clone(),
+                }
+            }
+
+            pub fn region(&self) -> String {
+                let implied: fn(&Self) -> Option<String> = $implied;
+                region_of(&self.region, implied(self)).unwrap_or_default()
+            }
+
+            fn check_aws(&self, guard: &Guard) -> Result<(), Invalid> {
+                if self.role_arn.is_some() || self.external_id.is_some() {
+                    return Err(invalid(
+                        "`roleArn` and `externalId` are not supported (assuming a role needs STS): \
+                         give `accessKeyId` and `secretAccessKey`",
+                    ));
+                }
+                if self.access_key_id.as_deref().unwrap_or_default().is_empty()
+                    || self.secret_access_key.as_deref().unwrap_or_default().is_empty()
+                {
+                    return Err(invalid("`accessKeyId` and `secretAccessKey` are required"));
+                }
+                if self.region().is_empty() {
+                    return Err(invalid("`region` is required"));
+                }
+                if let Some(e) = &self.endpoint_url {
+                    check_http_url(guard, e, "endpointUrl")?;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+aws_access!(Sqs, |c| region_in_queue_url(&c.queue_url));
+aws_access!(Sns, |c| region_in_arn(&c.topic_arn));
+aws_access!(EventBridge, |c| region_in_arn(&c.event_bus_name));
+
+/// An absolute http(s) URL whose host the tenant may reach.
+fn check_http_url(guard: &Guard, raw: &str, field: &str) -> Result<(), Invalid> {
+    let url = url::Url::parse(raw).map_err(|e| invalid(format!("`{field}` is not a valid URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(invalid(format!("`{field}` must be an absolute http or https URL")));
+    }
+    guard.check_url(&url).map_err(|b| invalid(format!("`{field}` is refused: {b}")))
+}
+
 fn yes() -> bool {
     true
 }
@@ -55,6 +199,12 @@ pub enum Config {
     RabbitMq(RabbitMq),
     #[serde(rename = "postgres")]
     Postgres(Postgres),
+    #[serde(rename = "sqs")]
+    Sqs(Sqs),
+    #[serde(rename = "sns")]
+    Sns(Sns),
+    #[serde(rename = "eventBridge")]
+    EventBridge(EventBridge),
 }
 
 /// What is wrong with a configuration, said to the caller (a 422).
@@ -66,18 +216,19 @@ fn invalid(s: impl Into<String>) -> Invalid {
     Invalid(s.into())
 }
 
+fn of<T: serde::de::DeserializeOwned>(kind: &str, config: Value) -> Result<T, Invalid> {
+    serde_json::from_value(config).map_err(|e| invalid(format!("`config` of a {kind} destination: {e}")))
+}
+
 fn not_served(kind: &str) -> Invalid {
     invalid(format!("destinations of type `{kind}` are not served by Hookgate; the types served are {SERVED}"))
 }
 
 /// The `type`s Hookgate publishes to, for messages.
-const SERVED: &str = "rabbitMq and postgres";
+const SERVED: &str = "rabbitMq, postgres, sqs, sns and eventBridge";
 
 /// The `type`s Svix lists that Hookgate does not publish to (yet), for the message.
 pub const NOT_SERVED: &[&str] = &[
-    "sqs",
-    "sns",
-    "eventBridge",
     "amazonS3",
     "fifoEndpoint",
     "pollingEndpoint",
@@ -96,7 +247,13 @@ impl Config {
     /// Parses a `type` and its `config` object, and checks it: URLs well formed
     /// and aimed at addresses the tenant may reach (`guard`), names within limits.
     pub fn parse(kind: &str, config: Value, guard: &Guard) -> Result<Config, Invalid> {
-        let c = match kind {
+        Self::parse_keeping(kind, config, guard, None)
+    }
+
+    /// [`Config::parse`], with the secrets of `stored` kept where the new one
+    /// carries them redacted or leaves them out (a configuration read and sent back).
+    pub fn parse_keeping(kind: &str, config: Value, guard: &Guard, stored: Option<&Config>) -> Result<Config, Invalid> {
+        let mut c = match kind {
             "rabbitMq" => Config::RabbitMq(
                 serde_json::from_value(config)
                     .map_err(|e| invalid(format!("`config` of a rabbitMq destination: {e}")))?,
@@ -105,9 +262,15 @@ impl Config {
                 serde_json::from_value(config)
                     .map_err(|e| invalid(format!("`config` of a postgres destination: {e}")))?,
             ),
+            "sqs" => Config::Sqs(of("sqs", config)?),
+            "sns" => Config::Sns(of("sns", config)?),
+            "eventBridge" => Config::EventBridge(of("eventBridge", config)?),
             other if NOT_SERVED.contains(&other) => return Err(not_served(other)),
             other => return Err(invalid(format!("`type` `{other}` is not a destination type"))),
         };
+        if let Some(stored) = stored {
+            c.keep_redacted(stored);
+        }
         c.check(guard)?;
         Ok(c)
     }
@@ -116,6 +279,9 @@ impl Config {
         match self {
             Config::RabbitMq(_) => EndpointKind::RabbitMq,
             Config::Postgres(_) => EndpointKind::Postgres,
+            Config::Sqs(_) => EndpointKind::Sqs,
+            Config::Sns(_) => EndpointKind::Sns,
+            Config::EventBridge(_) => EndpointKind::EventBridge,
         }
     }
 
@@ -136,6 +302,22 @@ impl Config {
                     return Err(invalid("`sslRootCert` is longer than 64 KiB"));
                 }
             }
+            Config::Sqs(q) => {
+                check_http_url(guard, &q.queue_url, "queueUrl")?;
+                q.check_aws(guard)?;
+            }
+            Config::Sns(t) => {
+                if !t.topic_arn.starts_with("arn:") {
+                    return Err(invalid("`topicArn` must be an ARN (`arn:aws:sns:region:account:name`)"));
+                }
+                t.check_aws(guard)?;
+            }
+            Config::EventBridge(b) => {
+                if b.event_bus_name.is_empty() || b.event_bus_name.len() > 1600 {
+                    return Err(invalid("`eventBusName` must be 1 to 1600 characters"));
+                }
+                b.check_aws(guard)?;
+            }
         }
         Ok(())
     }
@@ -146,6 +328,9 @@ impl Config {
         match self {
             Config::RabbitMq(r) => format!("{}#{}", without_password(&r.uri, false), r.routing_key),
             Config::Postgres(p) => format!("{}#{}", without_password(&p.url, false), p.table_name),
+            Config::Sqs(q) => without_password(&q.queue_url, false),
+            Config::Sns(t) => t.topic_arn.clone(),
+            Config::EventBridge(b) => format!("eventbridge:{}:{}", b.region(), b.event_bus_name),
         }
     }
 
@@ -160,6 +345,19 @@ impl Config {
             Config::Postgres(p) => {
                 let p = Postgres { url: without_password(&p.url, true), password: None, ..p.clone() };
                 serde_json::to_value(p).expect("a configuration serialises")
+            }
+            // Svix's `…ConfigOut`: the secret key left out, the region as used.
+            Config::Sqs(q) => {
+                let q = Sqs { secret_access_key: None, region: Some(q.region()), ..q.clone() };
+                serde_json::to_value(q).expect("a configuration serialises")
+            }
+            Config::Sns(t) => {
+                let t = Sns { secret_access_key: None, region: Some(t.region()), ..t.clone() };
+                serde_json::to_value(t).expect("a configuration serialises")
+            }
+            Config::EventBridge(b) => {
+                let b = EventBridge { secret_access_key: None, region: Some(b.region()), ..b.clone() };
+                serde_json::to_value(b).expect("a configuration serialises")
             }
         }
     }
@@ -179,21 +377,28 @@ impl Config {
             }
         }
         let merged = whole["config"].take();
-        let mut c = Config::parse(&kind, merged, guard)?;
-        c.keep_redacted(self);
-        Ok(c)
+        Config::parse_keeping(&kind, merged, guard, Some(self))
     }
 
     /// Where this configuration carries a redacted value (it was read and sent
     /// back), the stored one stays.
-    pub fn keep_redacted(&mut self, stored: &Config) {
+    fn keep_redacted(&mut self, stored: &Config) {
         match (self, stored) {
             (Config::RabbitMq(new), Config::RabbitMq(old)) => new.uri = keep_password(&new.uri, &old.uri),
             (Config::Postgres(new), Config::Postgres(old)) => {
                 new.url = keep_password(&new.url, &old.url);
-                if new.password.as_deref() == Some(REDACTED) {
+                if new.password.as_deref().is_none_or(|p| p == REDACTED) {
                     new.password = old.password.clone();
                 }
+            }
+            (Config::Sqs(new), Config::Sqs(old)) => {
+                keep_secret_key(&mut new.secret_access_key, &new.access_key_id, &old.secret_access_key, &old.access_key_id)
+            }
+            (Config::Sns(new), Config::Sns(old)) => {
+                keep_secret_key(&mut new.secret_access_key, &new.access_key_id, &old.secret_access_key, &old.access_key_id)
+            }
+            (Config::EventBridge(new), Config::EventBridge(old)) => {
+                keep_secret_key(&mut new.secret_access_key, &new.access_key_id, &old.secret_access_key, &old.access_key_id)
             }
             _ => {}
         }
@@ -216,6 +421,13 @@ impl Config {
         let text =
             state.config.master_key.tenant_key(tenant).open(&purpose(app, ep), sealed).map_err(|e| e.to_string())?;
         serde_json::from_slice(&text).map_err(|e| e.to_string())
+    }
+}
+
+/// A secret key left out (it is never shown) stays as stored while the key id is the same.
+fn keep_secret_key(new: &mut Option<String>, new_id: &Option<String>, old: &Option<String>, old_id: &Option<String>) {
+    if new.as_deref().is_none_or(|s| s.is_empty() || s == REDACTED) && new_id == old_id {
+        new.clone_from(old);
     }
 }
 

@@ -1,4 +1,5 @@
-//! Destinations other than an HTTP endpoint: a RabbitMQ queue, a Postgres table.
+//! Destinations other than an HTTP endpoint: a RabbitMQ queue, a Postgres table,
+//! an SQS queue, an SNS topic, an EventBridge bus.
 //! A destination is an endpoint row of another `kind`, so the fan-out, the claim,
 //! retries, the attempt log and the failing/disabled states are the endpoints';
 //! this module only hands one claimed message over, bounded by the attempt's
@@ -7,6 +8,7 @@
 //! Each kind keeps one connection per destination (`Links`), dialled only to
 //! addresses the SSRF guard allows, made again after any error.
 
+mod aws;
 pub mod config;
 mod postgres;
 mod rabbitmq;
@@ -20,7 +22,7 @@ use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, EndpointId, TenantId};
 
 use crate::{
-    deliver::send::{Outcome, Sent},
+    deliver::send::{Outcome, Sender, Sent},
     ssrf::Guard,
 };
 use config::Config;
@@ -30,6 +32,7 @@ pub(crate) type Key = (TenantId, AppId, EndpointId);
 
 /// One message as a destination receives it.
 pub struct Outbound<'a> {
+    pub app_id: &'a str,
     pub msg_id: &'a str,
     pub event_type: &'a str,
     pub event_id: Option<&'a str>,
@@ -73,12 +76,16 @@ pub struct Publishers {
 impl Publishers {
     /// Hands `out` to the destination, within `bound`: an attempt's result, with
     /// status 0 (no HTTP status) and the other side's answer as its response.
+    /// `guard` and `sender` allow what the tenant may reach (the AWS SDK sends
+    /// through `sender`; RabbitMQ and Postgres dial what `guard` allows).
+    #[allow(clippy::too_many_arguments)]
     pub async fn publish(
         &self,
         key: &Key,
         sealed: &[u8],
         cfg: &Config,
         guard: &Guard,
+        sender: &Sender,
         out: &Outbound<'_>,
         bound: Duration,
     ) -> Sent {
@@ -88,6 +95,9 @@ impl Publishers {
             match cfg {
                 Config::RabbitMq(r) => self.rabbitmq.publish(key, fingerprint, r, guard, out).await,
                 Config::Postgres(p) => self.postgres.publish(key, fingerprint, p, guard, out).await,
+                Config::Sqs(q) => aws::sqs(q, sender, out, bound).await,
+                Config::Sns(t) => aws::sns(t, sender, out, bound).await,
+                Config::EventBridge(b) => aws::event_bridge(b, sender, out, bound).await,
             }
         };
         let (outcome, body) = match tokio::time::timeout(bound, work).await {
