@@ -12,7 +12,8 @@ fixed test credentials, with no profile, no ~/.aws file, no AWS_* variable, no i
 metadata and no proxy, so that a developer's own AWS settings can never send a request out.
 The helpers create SQS queues, an SNS topic or an EventBridge bus delivering into a queue,
 and S3 buckets, and read back what Hookgate published. The `aws` session fixture is meant for
-`pytest_plugins = ["aws"]` in conftest.py, like `rabbitmq` in brokers.py.
+`pytest_plugins = [..., "aws"]` in conftest.py, like `rabbitmq` in brokers.py: imported into
+test modules instead, it would start one server per module.
 """
 import atexit
 import json
@@ -64,7 +65,9 @@ class Moto:
     def __init__(self):
         self.port = free_port()
         self.proc = None
-        self.output = Path(tempfile.mkstemp(prefix="hookgate-moto-", suffix=".log")[1])
+        fd, output = tempfile.mkstemp(prefix="hookgate-moto-", suffix=".log")
+        os.close(fd)
+        self.output = Path(output)
         self._clients = {}
         atexit.register(self.close)
 
@@ -73,15 +76,17 @@ class Moto:
         return f"http://127.0.0.1:{self.port}"
 
     def _env(self) -> dict:
-        # The server needs no AWS setting of the caller's; without AWS_* it cannot pick up a
-        # real profile, and it must not probe the EC2 metadata address either.
+        # None of the caller's AWS_* or MOTO_* settings (MOTO_ACCOUNT_ID would move every
+        # resource to another account). Should moto ever use botocore itself, it finds only the
+        # test credentials, no profile or config file, and no EC2 metadata address to probe.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_"))}
         env.update(
             AWS_EC2_METADATA_DISABLED="true",
             AWS_ACCESS_KEY_ID=self.access_key_id,
             AWS_SECRET_ACCESS_KEY=self.secret_access_key,
             AWS_DEFAULT_REGION=self.region,
-            # Its own proxy settings would not matter, but a proxy is never wanted here.
+            AWS_CONFIG_FILE=os.devnull,
+            AWS_SHARED_CREDENTIALS_FILE=os.devnull,
             NO_PROXY="127.0.0.1,localhost",
             no_proxy="127.0.0.1,localhost",
         )
@@ -98,8 +103,8 @@ class Moto:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        # The port opens before the first request is served; moto's own API answering tells the
-        # server from anything else that holds the port.
+        # Not just an open port: moto's own API answering tells the server from anything else
+        # that holds the port.
         deadline = began + timeout
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         why = None

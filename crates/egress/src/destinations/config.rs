@@ -530,7 +530,7 @@ mod tests {
         let e =
             Config::parse("rabbitMq", json!({"uri": "amqp://127.0.0.1/%2F", "routingKey": "q"}), &closed).unwrap_err();
         assert!(e.0.contains("`uri` is refused"), "{e}");
-        let e = Config::parse("sqs", json!({}), &closed).unwrap_err();
+        let e = Config::parse("clickhouse", json!({}), &closed).unwrap_err();
         assert!(e.0.contains("not served"), "{e}");
         let e =
             Config::parse("postgres", json!({"url": "postgres://127.0.0.1/db", "tableName": "a\"b"}), &open_guard())
@@ -543,5 +543,30 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.0.contains("sslrootcert"), "{e}");
+    }
+
+    #[test]
+    fn an_aws_destination_takes_its_region_from_its_queue_or_arn_and_keeps_its_secret_key_when_left_out() {
+        let sqs = json!({"queueUrl": "https://sqs.eu-west-3.amazonaws.com/1/q", "accessKeyId": "AK", "secretAccessKey": "SK"});
+        let c = Config::parse("sqs", sqs, &open_guard()).unwrap();
+        let shown = c.shown();
+        assert_eq!(shown["region"], json!("eu-west-3"));
+        assert!(shown.get("secretAccessKey").is_none() && !shown.to_string().contains("SK\""), "{shown}");
+        // Sent back as shown (no secret key): the stored one stays.
+        let back = Config::parse_keeping("sqs", shown.clone(), &open_guard(), Some(&c)).unwrap();
+        let Config::Sqs(q) = back else { panic!("kind changed") };
+        assert_eq!(q.secret_access_key.as_deref(), Some("SK"));
+        // Another key id without its secret: refused, the old secret is not carried over.
+        let mut other = shown;
+        other["accessKeyId"] = json!("AK2");
+        assert!(Config::parse_keeping("sqs", other, &open_guard(), Some(&c)).is_err());
+
+        let sns = json!({"topicArn": "arn:aws:sns:ap-south-1:1:t", "accessKeyId": "AK", "secretAccessKey": "SK"});
+        let Config::Sns(t) = Config::parse("sns", sns, &open_guard()).unwrap() else { panic!() };
+        assert_eq!(t.region(), "ap-south-1");
+        let no_region = json!({"eventBusName": "bus", "accessKeyId": "AK", "secretAccessKey": "SK"});
+        assert!(Config::parse("eventBridge", no_region, &open_guard()).unwrap_err().0.contains("region"));
+        let role = json!({"eventBusName": "bus", "region": "us-east-1", "roleArn": "arn:aws:iam::1:role/r"});
+        assert!(Config::parse("eventBridge", role, &open_guard()).unwrap_err().0.contains("roleArn"));
     }
 }
