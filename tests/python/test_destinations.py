@@ -273,3 +273,20 @@ def test_sns_and_eventbridge_destinations_deliver_every_message_with_its_id(hook
     assert sorted(e["detail"]["id"] for e in events) == sorted(sent)
     assert all(e["detail-type"] == "hookgate.event" and e["source"] == "hookgate" for e in events)
     assert all(e["detail"]["eventType"] == "invoice.paid" and "n" in e["detail"]["payload"] for e in events)
+
+
+def test_an_s3_destination_writes_one_object_per_message_keyed_by_its_id(hookgate, svix, aws):
+    app = svix.application.create(ApplicationIn(name="s3"))
+    bucket = aws.s3_bucket("hg-" + uuid.uuid4().hex[:8])
+    dest = svix.destination.create(app.id, DestinationIn(type="amazonS3", config=aws_config(aws, bucket=bucket)))
+    assert dest.type == "amazonS3" and getattr(dest.config, "secret_access_key", None) is None
+    sent = [svix.message.create(app.id, MessageIn(event_type="file.made", payload={"n": i})).id for i in range(3)]
+    objects = eventually(lambda: (lambda o: o if len(o) == 3 else None)(aws.s3_objects(bucket)), timeout=20)
+    assert {k.rsplit("/", 1)[1] for k in objects} == set(sent), objects.keys()
+    assert all(k.startswith(app.id + "/") for k in objects)
+    assert sorted(json.loads(v)["n"] for v in objects.values()) == [0, 1, 2]
+    # Written again (a resend): the same key, still one object each.
+    svix.message_attempt.resend(app.id, sent[0], dest.id)
+    eventually(lambda: len(svix.message_attempt.list_by_endpoint(app.id, dest.id).data) == 4)
+    assert len(aws.s3_objects(bucket)) == 3
+    assert all(a.status == 0 for a in svix.message_attempt.list_by_endpoint(app.id, dest.id).data)

@@ -324,6 +324,19 @@ pub struct Exchanged {
 pub const MOST_EXCHANGED: usize = 1 << 20;
 
 impl Sender {
+    /// The guarded client itself, for a library that sends its own requests
+    /// (`object_store`): its resolver checks names; check an address literal
+    /// first with [`Sender::allows_url`].
+    pub fn client(&self) -> reqwest::Client {
+        self.client.clone()
+    }
+
+    /// Whether a URL's host passes the guard when it is an address literal.
+    pub fn allows_url(&self, raw: &str) -> Result<(), String> {
+        let url = url::Url::parse(raw).map_err(|e| format!("invalid URL: {e}"))?;
+        self.guard.check_url(&url).map_err(|b| b.to_string())
+    }
+
     /// One request of any method through the guarded client, within `bound`: the
     /// same checks as an attempt (an address literal, the proxy's target), no
     /// retry, and the response read whole. The error says why, as an attempt would.
@@ -336,7 +349,8 @@ impl Sender {
         bound: Duration,
     ) -> Result<Exchanged, Sent> {
         let started = Instant::now();
-        let url = url::Url::parse(url).map_err(|e| failed(Outcome::ConnectError, format!("invalid URL: {e}"), started))?;
+        let url =
+            url::Url::parse(url).map_err(|e| failed(Outcome::ConnectError, format!("invalid URL: {e}"), started))?;
         self.guard.check_url(&url).map_err(|b| failed(Outcome::Blocked, b.to_string(), started))?;
         if self.proxied {
             self.check_proxied_target(&url).await?;

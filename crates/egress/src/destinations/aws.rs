@@ -92,7 +92,10 @@ impl HttpClient for Bridge {
 
 /// What an SDK error becomes: the bridge's own failure when it had one, else the
 /// service's answer (a refusal).
-fn failure<E: StdError + 'static>(service: &str, e: aws_smithy_runtime_api::client::result::SdkError<E, HttpResponse>) -> Failure {
+fn failure<E: StdError + 'static>(
+    service: &str,
+    e: aws_smithy_runtime_api::client::result::SdkError<E, HttpResponse>,
+) -> Failure {
     use aws_smithy_runtime_api::client::result::SdkError;
     let mut source: Option<&(dyn StdError + 'static)> = Some(&e);
     while let Some(s) = source {
@@ -235,7 +238,9 @@ pub(super) async fn event_bridge(
         .build();
     let put = client.put_events().entries(entry).send().await.map_err(|e| failure("EventBridge", e))?;
     match put.entries().first() {
-        Some(e) if e.error_code().is_none() => Ok(format!("accepted by EventBridge as {}", e.event_id().unwrap_or("(no id)"))),
+        Some(e) if e.error_code().is_none() => {
+            Ok(format!("accepted by EventBridge as {}", e.event_id().unwrap_or("(no id)")))
+        }
         Some(e) => Err(Failure::refused(format!(
             "EventBridge refused it: {} {}",
             e.error_code().unwrap_or_default(),

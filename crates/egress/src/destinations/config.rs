@@ -104,6 +104,25 @@ pub struct EventBridge {
     pub endpoint_url: Option<String>,
 }
 
+/// `amazonS3`: one object per message in `bucket`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct S3 {
+    pub bucket: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+}
+
 /// How an AWS destination signs in and where it sends.
 #[derive(Debug, Clone)]
 pub struct AwsAccess {
@@ -177,6 +196,7 @@ macro_rules! aws_access {
 aws_access!(Sqs, |c| region_in_queue_url(&c.queue_url));
 aws_access!(Sns, |c| region_in_arn(&c.topic_arn));
 aws_access!(EventBridge, |c| region_in_arn(&c.event_bus_name));
+aws_access!(S3, |_| None);
 
 /// An absolute http(s) URL whose host the tenant may reach.
 fn check_http_url(guard: &Guard, raw: &str, field: &str) -> Result<(), Invalid> {
@@ -205,6 +225,8 @@ pub enum Config {
     Sns(Sns),
     #[serde(rename = "eventBridge")]
     EventBridge(EventBridge),
+    #[serde(rename = "amazonS3")]
+    AmazonS3(S3),
 }
 
 /// What is wrong with a configuration, said to the caller (a 422).
@@ -225,11 +247,10 @@ fn not_served(kind: &str) -> Invalid {
 }
 
 /// The `type`s Hookgate publishes to, for messages.
-const SERVED: &str = "rabbitMq, postgres, sqs, sns and eventBridge";
+const SERVED: &str = "rabbitMq, postgres, sqs, sns, eventBridge and amazonS3";
 
 /// The `type`s Svix lists that Hookgate does not publish to (yet), for the message.
 pub const NOT_SERVED: &[&str] = &[
-    "amazonS3",
     "fifoEndpoint",
     "pollingEndpoint",
     "azureBlobStorage",
@@ -265,6 +286,7 @@ impl Config {
             "sqs" => Config::Sqs(of("sqs", config)?),
             "sns" => Config::Sns(of("sns", config)?),
             "eventBridge" => Config::EventBridge(of("eventBridge", config)?),
+            "amazonS3" => Config::AmazonS3(of("amazonS3", config)?),
             other if NOT_SERVED.contains(&other) => return Err(not_served(other)),
             other => return Err(invalid(format!("`type` `{other}` is not a destination type"))),
         };
@@ -282,6 +304,7 @@ impl Config {
             Config::Sqs(_) => EndpointKind::Sqs,
             Config::Sns(_) => EndpointKind::Sns,
             Config::EventBridge(_) => EndpointKind::EventBridge,
+            Config::AmazonS3(_) => EndpointKind::AmazonS3,
         }
     }
 
@@ -318,6 +341,14 @@ impl Config {
                 }
                 b.check_aws(guard)?;
             }
+            Config::AmazonS3(b) => {
+                let ok = (3..=63).contains(&b.bucket.len())
+                    && b.bucket.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.');
+                if !ok {
+                    return Err(invalid("`bucket` must be an S3 bucket name (3 to 63 of a-z, 0-9, `-`, `.`)"));
+                }
+                b.check_aws(guard)?;
+            }
         }
         Ok(())
     }
@@ -331,6 +362,7 @@ impl Config {
             Config::Sqs(q) => without_password(&q.queue_url, false),
             Config::Sns(t) => t.topic_arn.clone(),
             Config::EventBridge(b) => format!("eventbridge:{}:{}", b.region(), b.event_bus_name),
+            Config::AmazonS3(b) => format!("s3://{}", b.bucket),
         }
     }
 
@@ -357,6 +389,10 @@ impl Config {
             }
             Config::EventBridge(b) => {
                 let b = EventBridge { secret_access_key: None, region: Some(b.region()), ..b.clone() };
+                serde_json::to_value(b).expect("a configuration serialises")
+            }
+            Config::AmazonS3(b) => {
+                let b = S3 { secret_access_key: None, region: Some(b.region()), ..b.clone() };
                 serde_json::to_value(b).expect("a configuration serialises")
             }
         }
@@ -391,15 +427,30 @@ impl Config {
                     new.password = old.password.clone();
                 }
             }
-            (Config::Sqs(new), Config::Sqs(old)) => {
-                keep_secret_key(&mut new.secret_access_key, &new.access_key_id, &old.secret_access_key, &old.access_key_id)
-            }
-            (Config::Sns(new), Config::Sns(old)) => {
-                keep_secret_key(&mut new.secret_access_key, &new.access_key_id, &old.secret_access_key, &old.access_key_id)
-            }
-            (Config::EventBridge(new), Config::EventBridge(old)) => {
-                keep_secret_key(&mut new.secret_access_key, &new.access_key_id, &old.secret_access_key, &old.access_key_id)
-            }
+            (Config::Sqs(new), Config::Sqs(old)) => keep_secret_key(
+                &mut new.secret_access_key,
+                &new.access_key_id,
+                &old.secret_access_key,
+                &old.access_key_id,
+            ),
+            (Config::Sns(new), Config::Sns(old)) => keep_secret_key(
+                &mut new.secret_access_key,
+                &new.access_key_id,
+                &old.secret_access_key,
+                &old.access_key_id,
+            ),
+            (Config::EventBridge(new), Config::EventBridge(old)) => keep_secret_key(
+                &mut new.secret_access_key,
+                &new.access_key_id,
+                &old.secret_access_key,
+                &old.access_key_id,
+            ),
+            (Config::AmazonS3(new), Config::AmazonS3(old)) => keep_secret_key(
+                &mut new.secret_access_key,
+                &new.access_key_id,
+                &old.secret_access_key,
+                &old.access_key_id,
+            ),
             _ => {}
         }
     }

@@ -1,5 +1,5 @@
 //! Destinations other than an HTTP endpoint: a RabbitMQ queue, a Postgres table,
-//! an SQS queue, an SNS topic, an EventBridge bus.
+//! an SQS queue, an SNS topic, an EventBridge bus, an S3 bucket.
 //! A destination is an endpoint row of another `kind`, so the fan-out, the claim,
 //! retries, the attempt log and the failing/disabled states are the endpoints';
 //! this module only hands one claimed message over, bounded by the attempt's
@@ -12,6 +12,7 @@ mod aws;
 pub mod config;
 mod postgres;
 mod rabbitmq;
+mod s3;
 
 use std::{
     net::SocketAddr,
@@ -98,6 +99,7 @@ impl Publishers {
                 Config::Sqs(q) => aws::sqs(q, sender, out, bound).await,
                 Config::Sns(t) => aws::sns(t, sender, out, bound).await,
                 Config::EventBridge(b) => aws::event_bridge(b, sender, out, bound).await,
+                Config::AmazonS3(b) => s3::put(b, sender, out, bound).await,
             }
         };
         let (outcome, body) = match tokio::time::timeout(bound, work).await {

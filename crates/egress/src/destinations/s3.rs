@@ -1,0 +1,79 @@
+//! The `amazonS3` destination: one object per message, written through the
+//! `object_store` crate (as the archive is) with Hookgate's guarded HTTP client,
+//! its key the message id, so a message written twice is one object.
+
+use std::{sync::Arc, time::Duration};
+
+use object_store::{
+    aws::AmazonS3Builder, client::HttpClient, path::Path, Attribute, Attributes, ClientOptions, ObjectStore,
+    PutOptions, RetryConfig,
+};
+
+use super::{config::S3, Failure, Outbound};
+use crate::deliver::send::Sender;
+
+/// Gives `object_store` the guarded client: the SSRF guard's resolver and the
+/// proxy hold for its requests as for a webhook's.
+#[derive(Debug)]
+struct Guarded(reqwest::Client);
+
+impl object_store::client::HttpConnector for Guarded {
+    fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
+        Ok(HttpClient::new(self.0.clone()))
+    }
+}
+
+/// Where a message's object goes: `{app}/{day}/{msg}` under the bucket, so a
+/// day's messages of an application list together. Documented in docs/destinations.md.
+pub(super) fn object_key(out: &Outbound<'_>) -> String {
+    format!("{}/{}/{}", out.app_id, out.created_at.format("%Y-%m-%d"), out.msg_id)
+}
+
+pub(super) async fn put(cfg: &S3, sender: &Sender, out: &Outbound<'_>, bound: Duration) -> Result<String, Failure> {
+    let access = cfg.access();
+    // An address literal is not resolved, so the guard's resolver would not see it.
+    if let Some(endpoint) = &access.endpoint_url {
+        sender
+            .allows_url(endpoint)
+            .map_err(|b| Failure { outcome: crate::deliver::send::Outcome::Blocked, text: b })?;
+    }
+    let mut builder = AmazonS3Builder::new()
+        .with_bucket_name(&cfg.bucket)
+        .with_region(cfg.region())
+        .with_access_key_id(&access.access_key_id)
+        .with_secret_access_key(&access.secret_access_key)
+        .with_http_connector(Guarded(sender.client()))
+        // The retry schedule retries; one attempt is one request.
+        .with_retry(RetryConfig { max_retries: 0, retry_timeout: bound, ..Default::default() })
+        .with_client_options(ClientOptions::new().with_timeout(bound));
+    if let Some(endpoint) = &access.endpoint_url {
+        builder = builder
+            .with_endpoint(endpoint)
+            .with_allow_http(endpoint.starts_with("http://"))
+            .with_virtual_hosted_style_request(false);
+    }
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(builder.build().map_err(|e| Failure::refused(format!("the S3 settings are refused: {e}")))?);
+    let key = object_key(out);
+    let mut attributes = Attributes::new();
+    attributes.insert(Attribute::ContentType, out.content_type.to_owned().into());
+    for (name, value) in out.headers {
+        attributes.insert(Attribute::Metadata(name.clone().into()), value.clone().into());
+    }
+    let options = PutOptions { attributes, ..Default::default() };
+    let body = bytes::Bytes::copy_from_slice(out.payload);
+    match store.put_opts(&Path::from(key.as_str()), body.into(), options).await {
+        Ok(_) => Ok(format!("written to S3 as {key}")),
+        Err(e) => Err(match e {
+            object_store::Error::Generic { source, .. } if is_answer(source.as_ref()) => {
+                Failure::refused(format!("S3 refused it: {source}"))
+            }
+            other => Failure::connect(format!("writing to S3 failed: {other}")),
+        }),
+    }
+}
+
+/// Whether S3 answered and refused (a 4xx), rather than not answering.
+fn is_answer(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.to_string().contains("Client error with status")
+}
