@@ -13,6 +13,7 @@
 pub mod deliver;
 pub mod destinations;
 pub mod fetch;
+pub mod fifo;
 pub mod metrics;
 pub mod prune;
 pub mod publish;

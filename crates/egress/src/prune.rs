@@ -12,7 +12,7 @@ use hookgate_shared::{
     prune::{drain, BATCH, ROUND},
     store::{
         erasure::{self, Erasure},
-        retention, tasks, usage,
+        retention, sinks, tasks, usage,
     },
     AppState,
 };
@@ -38,6 +38,8 @@ pub async fn run(state: AppState) {
         // Ended background tasks are kept as long as the operator's message retention.
         drain(&state, "background_tasks", |conn| async move { tasks::prune_ended(&**conn, default_days, BATCH).await })
             .await;
+        // The FIFO and polling endpoints' log, as long as the operator's message retention.
+        drain(&state, "sink_log", |conn| async move { sinks::prune(&**conn, default_days, BATCH).await }).await;
         let pending = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             erasure::pending_erasures(&**conn, 100).await

@@ -193,6 +193,12 @@ impl EndpointKind {
     pub fn is_destination(self) -> bool {
         self != EndpointKind::Http
     }
+
+    /// Read in order from a log (`sink_log`) rather than sent one delivery at a
+    /// time: FIFO and polling endpoints. The fan-out's SQL says the same (`kind >= 7`).
+    pub fn is_sink(self) -> bool {
+        matches!(self, EndpointKind::FifoEndpoint | EndpointKind::PollingEndpoint)
+    }
 }
 
 #[cfg(test)]

@@ -236,6 +236,7 @@ async fn resend(
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.2).await?;
+    endpoints::has_deliveries(&ep)?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let msg = messages::get(&*tx, &tenant.0, &app, &path.1).await?.ok_or(ApiError::NotFound("message"))?;

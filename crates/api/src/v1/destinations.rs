@@ -13,10 +13,11 @@ use hookgate_shared::{
     ids::{AppId, EndpointId, Ref, TenantId},
     limits,
     quota::{Exceeded, Limit},
-    status::DeliveryStatus,
+    status::{DeliveryStatus, EndpointKind},
     store::{
         attempts::{self, AttemptFilter, Scope},
         endpoints::{self, DestinationFields, Endpoint, EndpointFields},
+        fifo,
         page::PageRequest,
         StoreError,
     },
@@ -320,6 +321,9 @@ async fn insert(
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?;
     let ep =
         endpoints::set_destination(&*tx, tenant, app, &id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
+    if ep.kind == EndpointKind::FifoEndpoint {
+        fifo::init(&*tx, tenant, app, &id).await?;
+    }
     let out = shown(state, tenant, app, ep, None)?;
     let res = answer(&*tx, state, key, StatusCode::CREATED, &out).await?;
     tx.commit().await.map_err(StoreError::from)?;
@@ -418,6 +422,16 @@ async fn save_in(
     id: &EndpointId,
     c: Checked,
 ) -> Result<HttpResponse, ApiError> {
+    let was = endpoints::get_for_update(&*tx, tenant, app, id).await?.ok_or(ApiError::NotFound("destination"))?;
+    // Pushed kinds have deliveries; FIFO and polling endpoints read a log: a
+    // change between the two would strand one or the other.
+    if was.kind.is_sink() != c.config.kind().is_sink() {
+        return Err(ApiError::Validation(format!(
+            "a {} cannot become a {}: make a new destination",
+            was.kind.type_name().unwrap_or("destination"),
+            c.config.kind().type_name().unwrap_or("destination")
+        )));
+    }
     endpoints::replace(&*tx, tenant, app, id, &c.fields)
         .await
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?
@@ -430,6 +444,9 @@ async fn save_in(
     };
     let ep =
         endpoints::set_destination(&*tx, tenant, app, id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
+    if ep.kind == EndpointKind::FifoEndpoint {
+        fifo::init(&*tx, tenant, app, id).await?;
+    }
     tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::Ok().json(shown(state, tenant, app, ep, None)?))
 }

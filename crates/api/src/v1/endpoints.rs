@@ -170,6 +170,18 @@ pub(crate) async fn find(
     }
 }
 
+/// Refuses what only deliveries have (resend, replays) for a FIFO or polling
+/// endpoint, which reads its messages in order from its log.
+pub(crate) fn has_deliveries(ep: &Endpoint) -> Result<(), ApiError> {
+    match ep.kind.is_sink() {
+        true => Err(ApiError::Conflict(format!(
+            "a {} reads its messages in order from its log: it has no deliveries to resend or replay",
+            ep.kind.type_name().unwrap_or_default()
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// [`find`], or a destination: for what both have alike (attempts, stats,
 /// replays), which take a destination's id where they take an endpoint's.
 pub(crate) async fn find_any(

@@ -16,6 +16,7 @@ mod event_types;
 mod inbound_events;
 mod messages;
 pub(crate) mod operational;
+mod poller;
 mod portal;
 mod portal_settings;
 mod sources;
@@ -40,6 +41,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
     destinations::configure(cfg);
+    poller::configure(cfg);
     endpoint_activity::configure(cfg);
     event_types::configure(cfg);
     attempts::configure(cfg);

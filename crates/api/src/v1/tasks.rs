@@ -155,6 +155,7 @@ async fn start(
         return Err(ApiError::Validation(format!("`since` ({since}) is in the future: nothing was made then yet")));
     }
     let (app, ep) = find(state, tenant, &path.0, &path.1).await?;
+    super::endpoints::has_deliveries(&ep)?;
     // A delivery to a disabled endpoint ends unsent: the replay would use up
     // what the endpoint is to get once enabled.
     if ep.disabled {

@@ -123,6 +123,22 @@ pub struct S3 {
     pub endpoint_url: Option<String>,
 }
 
+/// `fifoEndpoint`: an HTTP receiver given batches in strict order (`crate::fifo`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fifo {
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// `pollingEndpoint`: the customer reads its messages (`/poller/{sink}`); nothing to configure.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Polling {}
+
 /// How an AWS destination signs in and where it sends.
 #[derive(Debug, Clone)]
 pub struct AwsAccess {
@@ -227,6 +243,10 @@ pub enum Config {
     EventBridge(EventBridge),
     #[serde(rename = "amazonS3")]
     AmazonS3(S3),
+    #[serde(rename = "fifoEndpoint")]
+    FifoEndpoint(Fifo),
+    #[serde(rename = "pollingEndpoint")]
+    PollingEndpoint(Polling),
 }
 
 /// What is wrong with a configuration, said to the caller (a 422).
@@ -247,12 +267,10 @@ fn not_served(kind: &str) -> Invalid {
 }
 
 /// The `type`s Hookgate publishes to, for messages.
-const SERVED: &str = "rabbitMq, postgres, sqs, sns, eventBridge and amazonS3";
+const SERVED: &str = "rabbitMq, postgres, sqs, sns, eventBridge, amazonS3, fifoEndpoint and pollingEndpoint";
 
 /// The `type`s Svix lists that Hookgate does not publish to (yet), for the message.
 pub const NOT_SERVED: &[&str] = &[
-    "fifoEndpoint",
-    "pollingEndpoint",
     "azureBlobStorage",
     "otelTracing",
     "googleCloudStorage",
@@ -287,6 +305,8 @@ impl Config {
             "sns" => Config::Sns(of("sns", config)?),
             "eventBridge" => Config::EventBridge(of("eventBridge", config)?),
             "amazonS3" => Config::AmazonS3(of("amazonS3", config)?),
+            "fifoEndpoint" => Config::FifoEndpoint(of("fifoEndpoint", config)?),
+            "pollingEndpoint" => Config::PollingEndpoint(of("pollingEndpoint", config)?),
             other if NOT_SERVED.contains(&other) => return Err(not_served(other)),
             other => return Err(invalid(format!("`type` `{other}` is not a destination type"))),
         };
@@ -305,6 +325,8 @@ impl Config {
             Config::Sns(_) => EndpointKind::Sns,
             Config::EventBridge(_) => EndpointKind::EventBridge,
             Config::AmazonS3(_) => EndpointKind::AmazonS3,
+            Config::FifoEndpoint(_) => EndpointKind::FifoEndpoint,
+            Config::PollingEndpoint(_) => EndpointKind::PollingEndpoint,
         }
     }
 
@@ -349,6 +371,18 @@ impl Config {
                 }
                 b.check_aws(guard)?;
             }
+            Config::FifoEndpoint(f) => {
+                check_http_url(guard, &f.url, "url")?;
+                if let Some(h) = &f.headers {
+                    if h.len() > 20 || h.iter().any(|(k, v)| k.is_empty() || k.len() > 256 || v.len() > 4096) {
+                        return Err(invalid("`headers`: at most 20, names of 1 to 256 bytes, values up to 4 KiB"));
+                    }
+                }
+                if f.key.is_some() {
+                    return Err(invalid("`key` (order per key) is not served yet: the whole endpoint is one order"));
+                }
+            }
+            Config::PollingEndpoint(_) => {}
         }
         Ok(())
     }
@@ -363,6 +397,8 @@ impl Config {
             Config::Sns(t) => t.topic_arn.clone(),
             Config::EventBridge(b) => format!("eventbridge:{}:{}", b.region(), b.event_bus_name),
             Config::AmazonS3(b) => format!("s3://{}", b.bucket),
+            Config::FifoEndpoint(f) => f.url.clone(),
+            Config::PollingEndpoint(_) => "poller".to_owned(),
         }
     }
 
@@ -395,6 +431,19 @@ impl Config {
                 let b = S3 { secret_access_key: None, region: Some(b.region()), ..b.clone() };
                 serde_json::to_value(b).expect("a configuration serialises")
             }
+            // Svix's `SinkHttpConfigOut`: headers as an endpoint's are shown, the
+            // credential-like ones by name only.
+            Config::FifoEndpoint(f) => {
+                let (mut shown, mut sensitive) = (serde_json::Map::new(), Vec::new());
+                for (k, v) in f.headers.iter().flatten() {
+                    match crate::secrets::SENSITIVE_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
+                        true => sensitive.push(k.clone()),
+                        false => drop(shown.insert(k.clone(), Value::String(v.clone()))),
+                    }
+                }
+                serde_json::json!({"url": f.url, "headers": {"headers": shown, "sensitive": sensitive}, "key": f.key})
+            }
+            Config::PollingEndpoint(_) => serde_json::json!({}),
         }
     }
 

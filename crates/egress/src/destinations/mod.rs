@@ -100,6 +100,10 @@ impl Publishers {
                 Config::Sns(t) => aws::sns(t, sender, out, bound).await,
                 Config::EventBridge(b) => aws::event_bridge(b, sender, out, bound).await,
                 Config::AmazonS3(b) => s3::put(b, sender, out, bound).await,
+                // Read in order from their log, never handed over one delivery at a time.
+                Config::FifoEndpoint(_) | Config::PollingEndpoint(_) => {
+                    Err(Failure::refused("this destination reads its log in order; it takes no single deliveries"))
+                }
             }
         };
         let (outcome, body) = match tokio::time::timeout(bound, work).await {

@@ -15,12 +15,21 @@ pub(super) const MATCHES: &str = "e.tenant_id = m.tenant_id AND e.app_id = m.app
 /// as `dels` (returning each delivery's `tenant_id, app_id, msg_id,
 /// endpoint_id, next_attempt_at`), and wake their endpoints in the same
 /// statement (`wakes::lower`).
+///
+/// Sinks (FIFO and polling endpoints, `kind` 7 and 8) take the message in their
+/// log (`sink_log`, in message-id order within the statement) instead.
 pub(super) fn insert_deliveries(messages: &str) -> String {
     format!(
         "dels AS (
             INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
             SELECT e.tenant_id, e.app_id, m.id, e.id, now() FROM {messages} m JOIN endpoints e ON {MATCHES}
+                AND e.kind < 7
             RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+         ), logged AS (
+            INSERT INTO sink_log (tenant_id, app_id, endpoint_id, msg_id)
+            SELECT e.tenant_id, e.app_id, e.id, m.id FROM {messages} m JOIN endpoints e ON {MATCHES}
+                AND e.kind >= 7
+            ORDER BY m.id
          ), {}",
         super::wakes::lower("dels")
     )

@@ -1,0 +1,179 @@
+//! `v1.message.poller.*`: a polling endpoint's messages read in order by the
+//! customer (`poll`), or by named consumers whose position the server keeps
+//! (`consumer_poll`, moved back or forth by `consumer_seek`).
+
+use actix_web::{get, post, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{AppId, EndpointId, Ref},
+    status::EndpointKind,
+    store::sinks::{self, Logged, Position},
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{endpoints::find_any, validate};
+use crate::TenantAuth;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(poll).service(consumer_poll).service(consumer_seek);
+}
+
+const DEFAULT_LIMIT: i64 = 50;
+const MOST: i64 = 250;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PollQuery {
+    limit: Option<i64>,
+    iterator: Option<String>,
+    #[serde(alias = "eventType")]
+    event_type: Option<String>,
+    channel: Option<String>,
+    #[serde(default, deserialize_with = "crate::when::opt")]
+    after: Option<DateTime<Utc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsumerQuery {
+    limit: Option<i64>,
+    iterator: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeekIn {
+    #[serde(deserialize_with = "crate::when::at")]
+    after: DateTime<Utc>,
+}
+
+/// Svix's `PollingEndpointMessageOut`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PolledOut {
+    id: String,
+    event_type: String,
+    event_id: Option<String>,
+    channels: Option<Vec<String>>,
+    tags: Option<Vec<String>>,
+    payload: Value,
+    timestamp: DateTime<Utc>,
+    headers: Option<Value>,
+    deliver_at: Option<DateTime<Utc>>,
+}
+
+fn polled(l: Logged) -> PolledOut {
+    // A payload expired or expunged reads as `{}`; a body that is not JSON as text.
+    let payload = match &l.payload {
+        None => Value::Object(Default::default()),
+        Some(p) => serde_json::from_slice(p).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(p).into_owned())),
+    };
+    PolledOut {
+        id: l.msg_id.to_string(),
+        event_type: l.event_type,
+        event_id: l.event_id,
+        channels: l.channels,
+        tags: l.tags,
+        payload,
+        timestamp: l.created_at,
+        headers: None,
+        deliver_at: None,
+    }
+}
+
+/// The application and the polling endpoint the path names; 404 for anything else.
+async fn sink(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &Ref<AppId>,
+    sink: &Ref<EndpointId>,
+) -> Result<(AppId, EndpointId), ApiError> {
+    match find_any(state, tenant, app, sink).await {
+        Ok((app, ep)) if ep.kind == EndpointKind::PollingEndpoint => Ok((app, ep.id)),
+        Ok(_) | Err(ApiError::NotFound("endpoint")) => Err(ApiError::NotFound("polling endpoint")),
+        Err(e) => Err(e),
+    }
+}
+
+fn limit(l: Option<i64>) -> Result<i64, ApiError> {
+    match l.unwrap_or(DEFAULT_LIMIT) {
+        n @ 1..=MOST => Ok(n),
+        _ => Err(ApiError::Validation(format!("`limit` must be 1 to {MOST}"))),
+    }
+}
+
+fn iterator(raw: &str) -> Result<Position, ApiError> {
+    Position::parse(raw).ok_or_else(|| ApiError::Validation("`iterator` is not one this server gave out".into()))
+}
+
+/// The page's answer: its messages, the iterator to go on from, and whether it
+/// came to the end of what there is now.
+fn page(rows: Vec<Logged>, from: Position, limit: i64) -> (serde_json::Value, Position) {
+    let done = (rows.len() as i64) < limit;
+    let next = rows.last().map_or(from, |l| l.at);
+    let data: Vec<PolledOut> = rows.into_iter().map(polled).collect();
+    (serde_json::json!({ "data": data, "iterator": next.iterator(), "done": done }), next)
+}
+
+#[get("/app/{app_id}/poller/{sink_id}")]
+async fn poll(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
+    q: web::Query<PollQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let limit = limit(q.limit)?;
+    let (app, sink) = sink(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let from = match (&q.iterator, q.after) {
+        (Some(it), _) => iterator(it)?,
+        (None, Some(after)) => sinks::position_at(&**conn, &tenant.0, &app, &sink, after).await?,
+        (None, None) => Position::ZERO,
+    };
+    let rows =
+        sinks::read(&**conn, &tenant.0, &app, &sink, from, limit, q.event_type.as_deref(), q.channel.as_deref()).await?;
+    Ok(HttpResponse::Ok().json(page(rows, from, limit).0))
+}
+
+/// Reads on from the consumer's position (or from `iterator` when given), and
+/// keeps where this read ended as its position.
+#[get("/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}")]
+async fn consumer_poll(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>, String)>,
+    q: web::Query<ConsumerQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let limit = limit(q.limit)?;
+    validate::uid("consumer", &path.2)?;
+    let (app, sink) = sink(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let from = match &q.iterator {
+        Some(it) => iterator(it)?,
+        None => sinks::consumer(&**conn, &tenant.0, &app, &sink, &path.2).await?.unwrap_or(Position::ZERO),
+    };
+    let rows = sinks::read(&**conn, &tenant.0, &app, &sink, from, limit, None, None).await?;
+    let (body, next) = page(rows, from, limit);
+    sinks::set_consumer(&**conn, &tenant.0, &app, &sink, &path.2, next).await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// Moves the consumer to just after the last message logged at or before `after`.
+#[post("/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek")]
+async fn consumer_seek(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>, String)>,
+    body: web::Json<SeekIn>,
+) -> Result<HttpResponse, ApiError> {
+    validate::uid("consumer", &path.2)?;
+    let (app, sink) = sink(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let at = sinks::position_at(&**conn, &tenant.0, &app, &sink, body.after).await?;
+    sinks::set_consumer(&**conn, &tenant.0, &app, &sink, &path.2, at).await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "iterator": at.iterator() })))
+}

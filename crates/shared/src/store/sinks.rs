@@ -1,0 +1,185 @@
+//! The sinks' log (`sink_log`): the messages of FIFO and polling endpoints in
+//! order, read below the horizon of running transactions so none is skipped;
+//! polling consumers' positions; a FIFO endpoint's progress, held by one runner
+//! at a time (a lease fenced by a token).
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::{GenericClient, Row};
+
+use super::StoreError;
+use crate::ids::{AppId, EndpointId, MessageId, TenantId};
+
+/// A place in a sink's log: after the row (xid, seq). `ZERO` is before every row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Position {
+    pub xid: u64,
+    pub seq: i64,
+}
+
+impl Position {
+    pub const ZERO: Position = Position { xid: 0, seq: 0 };
+
+    /// The iterator the API gives out: `{xid}.{seq}`.
+    pub fn iterator(self) -> String {
+        format!("{}.{}", self.xid, self.seq)
+    }
+
+    /// An iterator read back; `None` if it is not one this gave out.
+    pub fn parse(s: &str) -> Option<Position> {
+        let (xid, seq) = s.split_once('.')?;
+        Some(Position { xid: xid.parse().ok()?, seq: seq.parse().ok().filter(|s: &i64| *s >= 0)? })
+    }
+
+    fn from_row(r: &Row, at: usize) -> Position {
+        let xid: String = r.get(at);
+        Position { xid: xid.parse().unwrap_or(0), seq: r.get(at + 1) }
+    }
+}
+
+/// One message of a sink's log, as it is read or sent.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub at: Position,
+    pub msg_id: MessageId,
+    pub event_id: Option<String>,
+    pub event_type: String,
+    pub channels: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+    /// `None` once its payload expired or was expunged.
+    pub payload: Option<Vec<u8>>,
+    pub content_type: String,
+    pub created_at: DateTime<Utc>,
+    pub logged_at: DateTime<Utc>,
+}
+
+/// The rows of one sink after `after`, below the horizon, joined with their
+/// messages (a message pruned since is left out). `$1..$3` name the sink.
+const READ: &str = "SELECT l.xid::text, l.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
+        COALESCE(m.content_type, 'application/json'), m.created_at, l.created_at
+    FROM sink_log l
+    JOIN messages m ON m.tenant_id = l.tenant_id AND m.app_id = l.app_id AND m.id = l.msg_id
+    WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3
+      AND (l.xid, l.seq) > ($4::text::xid8, $5::bigint)
+      AND l.xid < pg_snapshot_xmin(pg_current_snapshot())";
+
+fn logged(r: &Row) -> Logged {
+    Logged {
+        at: Position::from_row(r, 0),
+        msg_id: MessageId::from_db(r.get(2)),
+        event_id: r.get(3),
+        event_type: r.get(4),
+        channels: r.get(5),
+        tags: r.get(6),
+        payload: r.get(7),
+        content_type: r.get(8),
+        created_at: r.get(9),
+        logged_at: r.get(10),
+    }
+}
+
+/// Up to `limit` messages of a sink after `after`, in order, filtered by event
+/// type and channel when given.
+#[allow(clippy::too_many_arguments)]
+pub async fn read(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    after: Position,
+    limit: i64,
+    event_type: Option<&str>,
+    channel: Option<&str>,
+) -> Result<Vec<Logged>, StoreError> {
+    let sql = format!(
+        "{READ}
+           AND ($6::text IS NULL OR m.event_type = $6)
+           AND ($7::text IS NULL OR $7 = ANY (m.channels))
+         ORDER BY l.xid, l.seq LIMIT $8"
+    );
+    let rows = db
+        .query(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &sink.as_str(),
+                &after.xid.to_string(),
+                &after.seq,
+                &event_type,
+                &channel,
+                &limit,
+            ],
+        )
+        .await?;
+    Ok(rows.iter().map(logged).collect())
+}
+
+/// The position just after the last message logged at or before `at` (the
+/// start of a read "after" that time).
+pub async fn position_at(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    at: DateTime<Utc>,
+) -> Result<Position, StoreError> {
+    let row = db
+        .query_opt(
+            "SELECT xid::text, seq FROM sink_log
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND created_at <= $4
+             ORDER BY xid DESC, seq DESC LIMIT 1",
+            &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &at],
+        )
+        .await?;
+    Ok(row.map_or(Position::ZERO, |r| Position::from_row(&r, 0)))
+}
+
+/// A named consumer's position, if it has read.
+pub async fn consumer(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    name: &str,
+) -> Result<Option<Position>, StoreError> {
+    let row = db
+        .query_opt(
+            "SELECT pos_xid::text, pos_seq FROM sink_consumers
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND consumer = $4",
+            &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &name],
+        )
+        .await?;
+    Ok(row.map(|r| Position::from_row(&r, 0)))
+}
+
+/// Moves a named consumer to `to` (made if new).
+pub async fn set_consumer(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    name: &str,
+    to: Position,
+) -> Result<(), StoreError> {
+    db.execute(
+        "INSERT INTO sink_consumers (tenant_id, app_id, endpoint_id, consumer, pos_xid, pos_seq)
+         VALUES ($1, $2, $3, $4, $5::text::xid8, $6)
+         ON CONFLICT (tenant_id, app_id, endpoint_id, consumer)
+         DO UPDATE SET pos_xid = EXCLUDED.pos_xid, pos_seq = EXCLUDED.pos_seq, updated_at = now()",
+        &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &name, &to.xid.to_string(), &to.seq],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Log rows older than the operator's message retention, of every tenant (their
+/// messages are gone, or going: a read joins them and skips what is missing).
+pub async fn prune(db: &impl GenericClient, days: i32, limit: i64) -> Result<u64, StoreError> {
+    Ok(db
+        .execute(
+            "DELETE FROM sink_log WHERE ctid = ANY (ARRAY(
+                SELECT ctid FROM sink_log WHERE created_at < now() - make_interval(days => $1) LIMIT $2))",
+            &[&days, &limit],
+        )
+        .await?)
+}

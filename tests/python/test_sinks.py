@@ -1,0 +1,136 @@
+"""FIFO and polling endpoints through the official Svix Python SDK: a `fifoEndpoint` gets
+its messages in strict order, in signed batches of at most `batchSize`, the next batch only
+after the one before succeeded (its receiver failing at first); a `pollingEndpoint` is read
+page by page without gaps, by named consumers that keep their own positions and can seek back."""
+import json
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import standardwebhooks
+from svix.api import (
+    ApplicationIn,
+    DestinationIn,
+    EndpointSecretRotateIn,
+    MessageIn,
+    MessagePollerConsumerPollOptions,
+    MessagePollerPollOptions,
+    PollingEndpointConsumerSeekIn,
+)
+from svix.exceptions import HttpError
+
+from conftest import Sink, call, eventually
+
+
+def publish(svix, app_id, n, event_type="order.paid", **extra):
+    return [svix.message.create(app_id, MessageIn(event_type=event_type, payload={"n": i}, **extra)).id
+            for i in range(n)]
+
+
+def test_a_fifo_endpoint_gets_signed_batches_in_strict_order_each_only_after_the_last_succeeded(
+        hookgate, tenant, svix):
+    sink = Sink()
+    sink.fail_first = 2  # every batch fails twice, then succeeds (the schedule allows three tries)
+    try:
+        app = svix.application.create(ApplicationIn(name="fifo"))
+        dest = svix.destination.create(app.id, DestinationIn(
+            type="fifoEndpoint", config={"url": sink.url, "headers": {"X-Team": "ops"}},
+            batch_size=3, max_wait_secs=1))
+        assert dest.type == "fifoEndpoint" and dest.batch_size == 3
+        secret = svix.destination.rotate_secret(app.id, dest.id, EndpointSecretRotateIn()).key
+        sent = publish(svix, app.id, 10)
+
+        def all_delivered():
+            """Every message in a batch that got its third (successful) try."""
+            with sink._lock:
+                done = [r for r in sink.received if sink._tries[r["headers"]["webhook-id"]] >= 3]
+                ids = {m["id"] for r in done for m in json.loads(r["body"])["data"]}
+                return list(sink.received) if ids == set(sent) else None
+        received = eventually(all_delivered, timeout=60)
+        # Requests grouped by batch, in the order they came: one batch's tries all come
+        # before the next batch's first (it waits until the one before succeeded).
+        order = []
+        for r in received:
+            wid = r["headers"]["webhook-id"]
+            if not order or order[-1] != wid:
+                assert wid not in order, f"batch {wid} came back after the next one began"
+                order.append(wid)
+        batches = []
+        for wid in order:
+            tries = [r for r in received if r["headers"]["webhook-id"] == wid]
+            assert len(tries) == 3, "two failures, then the success"
+            bodies = {r["body"] for r in tries}
+            assert len(bodies) == 1, "a retry sends the same batch"
+            data = json.loads(tries[0]["body"])["data"]
+            assert 1 <= len(data) <= 3 and tries[0]["headers"]["webhook-batch-size"] == str(len(data))
+            assert wid == data[0]["id"]
+            for t in tries:
+                standardwebhooks.Webhook(secret).verify(t["body"], {k: t["headers"][k] for k in (
+                    "webhook-id", "webhook-timestamp", "webhook-signature")})
+            assert tries[0]["headers"]["x-team"] == "ops"
+            batches.append(data)
+        ids = [m["id"] for b in batches for m in b]
+        assert ids == sent, "every message once, in the order it was created"
+        assert [m["payload"]["n"] for b in batches for m in b] == list(range(10))
+        # Attempts are recorded per message, with the receiver's answer.
+        attempts = svix.message_attempt.list_by_endpoint(app.id, dest.id).data
+        assert len(attempts) >= 10 and {a.msg_id for a in attempts} <= set(sent)
+        with pytest.raises(HttpError) as e:
+            svix.message_attempt.resend(app.id, sent[0], dest.id)
+        assert e.value.status_code == 409
+    finally:
+        sink.server.shutdown()
+
+
+def test_a_polling_endpoint_is_read_without_gaps_and_consumers_keep_their_own_positions(hookgate, tenant, svix):
+    app = svix.application.create(ApplicationIn(name="poll"))
+    sink = svix.destination.create(app.id, DestinationIn(type="pollingEndpoint", config={}))
+    assert sink.type == "pollingEndpoint"
+    paid = publish(svix, app.id, 13, "order.paid")
+    made = publish(svix, app.id, 4, "order.made", channels=["eu"])
+    everything = paid + made
+
+    # Page by page, following the iterator: every message once, in order.
+    got, it = [], None
+    for _ in range(10):
+        page = svix.message.poller.poll(app.id, sink.id, MessagePollerPollOptions(limit=5, iterator=it))
+        got += [m.id for m in page.data]
+        it = page.iterator
+        if page.done:
+            break
+    assert got == everything
+    assert svix.message.poller.poll(app.id, sink.id, MessagePollerPollOptions(iterator=it)).data == []
+    late = publish(svix, app.id, 2, "order.paid")
+    assert [m.id for m in svix.message.poller.poll(
+        app.id, sink.id, MessagePollerPollOptions(iterator=it)).data] == late, "what came after the last read"
+    page = svix.message.poller.poll(app.id, sink.id, MessagePollerPollOptions(event_type="order.made"))
+    assert [m.id for m in page.data] == made and page.data[0].payload == {"n": 0}
+    assert [m.id for m in svix.message.poller.poll(
+        app.id, sink.id, MessagePollerPollOptions(channel="eu")).data] == made
+
+    # Two named consumers, each with its own position kept by the server.
+    def read(consumer, n):
+        return [m.id for m in svix.message.poller.consumer_poll(
+            app.id, sink.id, consumer, MessagePollerConsumerPollOptions(limit=n)).data]
+    assert read("billing", 10) == everything[:10]
+    assert read("audit", 4) == everything[:4]
+    assert read("billing", 10) == (everything + late)[10:20]
+    assert read("audit", 4) == everything[4:8]
+    # Seek: back to just after the third message.
+    third = svix.message.poller.poll(app.id, sink.id, MessagePollerPollOptions(limit=3)).data[-1]
+    out = svix.message.poller.consumer_seek(app.id, sink.id, "billing",
+                                            PollingEndpointConsumerSeekIn(after=third.timestamp))
+    assert out.iterator
+    assert read("billing", 2) == everything[3:5]
+
+    # No deliveries: nothing is pushed; bad input is refused, another kind is not a poller.
+    assert svix.message_attempt.list_by_endpoint(app.id, sink.id).data == []
+    key = tenant["apiKey"]
+    status, _, body = call(hookgate, "GET", f"/api/v1/app/{app.id}/poller/{sink.id}?iterator=nope", key)
+    assert status == 422 and "iterator" in json.dumps(body)
+    status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/poller/{sink.id}?limit=0", key)
+    assert status == 422
+    http = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint", key, {"url": "http://127.0.0.1:9/x"})[2]
+    status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/poller/{http['id']}", key)
+    assert status == 404
