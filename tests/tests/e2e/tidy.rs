@@ -246,7 +246,10 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("retention::prune_messages", "maintenance: the pruner applies each tenant's retention across all tenants"),
     ("tasks::prune_ended", "maintenance: background tasks that ended past the message retention, of every tenant"),
     ("sinks::prune", "maintenance: the FIFO and polling endpoints' log past the message retention, of every tenant"),
-    ("fifo::pick", "a FIFO runner holds the endpoint of any tenant whose turn came longest ago; the turn is that tenant's"),
+    (
+        "fifo::pick",
+        "a FIFO runner holds the endpoint of any tenant whose turn came longest ago; the turn is that tenant's",
+    ),
     ("retention::expire_payloads", "maintenance: payloads past their own expiry, whatever their tenant"),
     ("retention::prune_request_keys", "maintenance: request keys past the Idempotency-Key's life, of all tenants"),
     ("retention::prune_event_ids_below", "maintenance: the eventIds of a dropped partition, which holds all tenants"),

@@ -134,8 +134,8 @@ async fn poll(
         (None, Some(after)) => sinks::position_at(&**conn, &tenant.0, &app, &sink, after).await?,
         (None, None) => Position::ZERO,
     };
-    let rows =
-        sinks::read(&**conn, &tenant.0, &app, &sink, from, limit, q.event_type.as_deref(), q.channel.as_deref()).await?;
+    let rows = sinks::read(&**conn, &tenant.0, &app, &sink, from, limit, q.event_type.as_deref(), q.channel.as_deref())
+        .await?;
     Ok(HttpResponse::Ok().json(page(rows, from, limit).0))
 }
 

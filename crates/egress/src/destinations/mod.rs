@@ -9,6 +9,7 @@
 //! addresses the SSRF guard allows, made again after any error.
 
 mod aws;
+mod aws_config;
 pub mod config;
 mod postgres;
 mod rabbitmq;

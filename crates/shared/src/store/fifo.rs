@@ -86,7 +86,12 @@ pub async fn batch(db: &impl GenericClient, tenant: &TenantId, h: &Held, size: i
 
 /// Keeps the batch's end, so that its retries send the same messages. False if
 /// the lease passed on.
-pub async fn hold_batch(db: &impl GenericClient, tenant: &TenantId, h: &Held, end: Position) -> Result<bool, StoreError> {
+pub async fn hold_batch(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    h: &Held,
+    end: Position,
+) -> Result<bool, StoreError> {
     let n = db
         .execute(
             "UPDATE fifo_state SET batch_xid = $5::text::xid8, batch_seq = $6
