@@ -13,6 +13,7 @@ import uuid
 import pytest
 import standardwebhooks
 from svix.api import (
+    AppPortalAccessIn,
     ApplicationIn,
     DestinationIn,
     DestinationPatch,
@@ -84,13 +85,20 @@ def test_a_rabbitmq_destination_gets_each_message_once_signed_with_its_id_and_ne
     with pytest.raises(HttpError) as e:
         svix.endpoint.get(app.id, dest.id)
     assert e.value.status_code == 404
+    # A portal link is the tenant's customer's: the tenant's destinations are not its to see.
+    portal = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/attempt/endpoint/{dest.id}", portal)
+    assert status == 404
+    status, _, seen = call(hookgate, "GET", f"/api/v1/app/{app.id}/msg/{paid[0]}/endpoint", portal)
+    assert status == 200 and seen["data"] == [], seen
     other = hookgate.admin("POST", "/admin/v1/tenant", {"name": "other-" + uuid.uuid4().hex[:6]})
     status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/destination/{dest.id}", other["apiKey"])
     assert status == 404
 
 
 def test_a_patch_that_sends_the_redacted_uri_back_keeps_the_password_and_an_unroutable_key_fails_with_a_reason(
-        hookgate, svix, rabbitmq):
+        hookgate, tenant, svix, rabbitmq):
+    key = tenant["apiKey"]
     queue = "patch-" + uuid.uuid4().hex[:6]
     rabbitmq.declare_queue(queue)
     app = svix.application.create(ApplicationIn(name="patch"))
@@ -100,6 +108,11 @@ def test_a_patch_that_sends_the_redacted_uri_back_keeps_the_password_and_an_unro
     failed = eventually(lambda: svix.destination.get(app.id, dest.id) if svix.destination.get(
         app.id, dest.id).failure_reason else None)
     assert failed.status == "retrying" and "returned by RabbitMQ" in failed.failure_reason, failed
+
+    # The redacted password sent back with another host is refused: a kept secret never moves.
+    status, _, body = call(hookgate, "PATCH", f"/api/v1/app/{app.id}/destination/{dest.id}", key, {
+        "type": "rabbitMq", "config": {"uri": dest.config.uri.replace("127.0.0.1", "localhost")}})
+    assert status == 422 and "give the password again" in json.dumps(body), body
 
     # The uri as shown (password redacted) sent back with a new routing key: the password is kept.
     patched = svix.destination.patch(app.id, dest.id, DestinationPatch(
@@ -123,6 +136,14 @@ def test_bad_destinations_are_refused_with_a_reason_naming_the_field(hookgate, t
         ({"type": "postgres", "config": {"url": "postgres://u@127.0.0.1/db", "tableName": "a\"; drop"}},
          "tableName"),
         ({"type": "clickhouse", "config": {}}, "not served"),
+        ({"type": "rabbitMq", "config": {"uri": "amqp://u:p@[::1]:5672/%2F", "routingKey": "q"}}, "IPv6"),
+        ({"type": "rabbitMq", "config": {"uri": "amqp://u:p@127.0.0.1:5672/" + "v" * 300, "routingKey": "q"}},
+         "vhost"),
+        ({"type": "postgres", "config": {"url": "postgres://u@127.0.0.1/db?password=x", "tableName": "t"}},
+         "password"),
+        ({"type": "amazonS3", "config": {"bucket": "b-1", "region": "x@127.0.0.1:1/", "accessKeyId": "a",
+                                         "secretAccessKey": "s"}}, "region"),
+        ({"type": "rabbitMq", "config": {"uri": "amqp://127.0.0.1/%2F", "routingKey": "a\u0000b"}}, "NUL"),
         ({"type": "sqs", "config": {"queueUrl": "http://127.0.0.1:1/q", "region": "us-east-1",
                                     "roleArn": "arn:aws:iam::1:role/r"}}, "roleArn"),
         ({"type": "carrierPigeon", "config": {}}, "not a destination type"),

@@ -53,7 +53,15 @@ impl FromRequest for Operator {
 /// Extracts the calling tenant; every `/api/v1` handler scopes its queries by it.
 /// A portal token yields its tenant too: the auth middleware has already confined
 /// it to its application's routes.
-pub struct TenantAuth(pub TenantId);
+pub struct TenantAuth(pub TenantId, pub Link);
+
+/// Whether the caller is an application's portal link (what it may see of the
+/// tenant's destinations differs) or the tenant itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    Tenant,
+    Portal,
+}
 
 impl FromRequest for TenantAuth {
     type Error = ApiError;
@@ -61,7 +69,8 @@ impl FromRequest for TenantAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(match principal(req) {
-            Some(Principal::Tenant { tenant, .. }) | Some(Principal::Portal { tenant, .. }) => Ok(TenantAuth(tenant)),
+            Some(Principal::Tenant { tenant, .. }) => Ok(TenantAuth(tenant, Link::Tenant)),
+            Some(Principal::Portal { tenant, .. }) => Ok(TenantAuth(tenant, Link::Portal)),
             _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
         })
     }

@@ -5,6 +5,7 @@
 
 mod bed;
 mod cpu;
+mod destinations;
 mod engine;
 mod load;
 mod noisy;

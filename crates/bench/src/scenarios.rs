@@ -192,6 +192,9 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     if only("transform") {
         rows.extend(crate::transforms::run(&bed, &tenant, n, c, h.rate(), plain_us).await?);
     }
+    if only("destination") {
+        rows.extend(crate::destinations::run(&bed, &tenant, n, c, h.rate(), plain_us).await?);
+    }
 
     let app10 = tenant.post("/api/v1/app", json!({"name": "ten"})).await?["id"].as_str().unwrap_or_default().to_owned();
     for i in 0..10 {
@@ -279,7 +282,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
 }
 
 /// Whether a group of scenarios runs: `BENCH_ONLY` (comma-separated: ingress,
-/// transform, burst, lag, sustained, noisy, backoff, prune) picks some; unset runs all. The baselines,
+/// transform, destination, burst, lag, sustained, noisy, backoff, prune) picks some; unset runs all. The baselines,
 /// creation and delivery always run (the others' rates derive from them).
 fn only(group: &str) -> bool {
     std::env::var("BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))

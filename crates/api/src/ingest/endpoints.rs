@@ -78,7 +78,11 @@ async fn find(
 ) -> Result<(AppId, endpoints::Endpoint), ApiError> {
     let app = source_app(state, tenant, source).await?;
     let conn = db::conn(&state.db).await?;
-    let found = endpoints::get(&**conn, tenant, &app, ep).await?.ok_or(ApiError::NotFound("endpoint"))?;
+    // HTTP endpoints only: a destination has routes of its own.
+    let found = endpoints::get(&**conn, tenant, &app, ep)
+        .await?
+        .filter(|e| !e.kind.is_destination())
+        .ok_or(ApiError::NotFound("endpoint"))?;
     Ok((app, found))
 }
 

@@ -73,7 +73,11 @@ async fn made_op_app(state: &AppState, tenant: &TenantId) -> Result<AppId, ApiEr
 async fn find(state: &AppState, tenant: &TenantId, ep: &Ref<EndpointId>) -> Result<(AppId, Endpoint), ApiError> {
     let app = op_app(state, tenant).await?.ok_or(ApiError::NotFound("endpoint"))?;
     let conn = db::conn(&state.db).await?;
-    let found = endpoints::get(&**conn, tenant, &app, ep).await?.ok_or(ApiError::NotFound("endpoint"))?;
+    // HTTP endpoints only: a destination has routes of its own.
+    let found = endpoints::get(&**conn, tenant, &app, ep)
+        .await?
+        .filter(|e| !e.kind.is_destination())
+        .ok_or(ApiError::NotFound("endpoint"))?;
     Ok((app, found))
 }
 

@@ -28,9 +28,11 @@ pub(super) async fn deliver(
     let Some(sealed) = ep.destination.as_deref() else { return untried(c) };
     let cfg = match Config::open(w.state(), &c.tenant_id, &c.app_id, &c.endpoint_id, sealed) {
         Ok(cfg) => cfg,
+        // Not the destination's fault (a key or a format this build does not
+        // read, as in a rolling deploy): it waits rather than fail.
         Err(e) => {
-            tracing::error!(endpoint = %c.endpoint_id, error = %e, "destination configuration cannot be opened; delivery failed");
-            return untried(c);
+            tracing::error!(endpoint = %c.endpoint_id, error = %e, "destination configuration cannot be opened; delivery waits");
+            return due_again(c, Duration::from_secs(30));
         }
     };
     let (guard, sender) = match hookgate_shared::networks::allowed(w.state(), &c.tenant_id).await {

@@ -331,10 +331,16 @@ impl Sender {
         self.client.clone()
     }
 
-    /// Whether a URL's host passes the guard when it is an address literal.
-    pub fn allows_url(&self, raw: &str) -> Result<(), String> {
+    /// Whether a request to this URL may go, as an attempt checks it before
+    /// sending: an address literal against the guard, and through the operator's
+    /// proxy (which resolves names itself) every address the name has.
+    pub async fn allows_target(&self, raw: &str) -> Result<(), String> {
         let url = url::Url::parse(raw).map_err(|e| format!("invalid URL: {e}"))?;
-        self.guard.check_url(&url).map_err(|b| b.to_string())
+        self.guard.check_url(&url).map_err(|b| b.to_string())?;
+        if self.proxied {
+            self.check_proxied_target(&url).await.map_err(|sent| sent.body)?;
+        }
+        Ok(())
     }
 
     /// One request of any method through the guarded client, within `bound`: the

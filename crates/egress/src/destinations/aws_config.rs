@@ -145,8 +145,11 @@ macro_rules! aws_access {
                 {
                     return Err(invalid("`accessKeyId` and `secretAccessKey` are required"));
                 }
-                if self.region().is_empty() {
-                    return Err(invalid("`region` is required"));
+                let region = self.region();
+                let well_formed = region.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+                if region.is_empty() || region.len() > 32 || !well_formed {
+                    // It becomes part of the service's host name.
+                    return Err(invalid("`region` is required: an AWS region name such as `eu-west-1`"));
                 }
                 if let Some(e) = &self.endpoint_url {
                     check_http_url(guard, e, "endpointUrl")?;

@@ -130,6 +130,13 @@ impl Config {
     /// [`Config::parse`], with the secrets of `stored` kept where the new one
     /// carries them redacted or leaves them out (a configuration read and sent back).
     pub fn parse_keeping(kind: &str, config: Value, guard: &Guard, stored: Option<&Config>) -> Result<Config, Invalid> {
+        if let Some(fields) = config.as_object() {
+            for (k, v) in fields {
+                if v.as_str().is_some_and(|s| s.contains('\0')) {
+                    return Err(invalid(format!("`config.{k}` contains a NUL character")));
+                }
+            }
+        }
         let mut c = match kind {
             "rabbitMq" => Config::RabbitMq(
                 serde_json::from_value(config)
@@ -149,7 +156,7 @@ impl Config {
             other => return Err(invalid(format!("`type` `{other}` is not a destination type"))),
         };
         if let Some(stored) = stored {
-            c.keep_redacted(stored);
+            c.keep_redacted(stored)?;
         }
         c.check(guard)?;
         Ok(c)
@@ -173,8 +180,8 @@ impl Config {
             Config::RabbitMq(r) => {
                 let uri = super::rabbitmq::parse_uri(&r.uri).map_err(invalid)?;
                 check_host(guard, &uri.authority.host, "uri")?;
-                if r.routing_key.len() > 255 {
-                    return Err(invalid("`routingKey` is longer than 255 bytes"));
+                if r.routing_key.len() > 255 || r.routing_key.contains('\0') {
+                    return Err(invalid("`routingKey` must be at most 255 bytes, without NUL"));
                 }
             }
             Config::Postgres(p) => {
@@ -184,6 +191,9 @@ impl Config {
                 if p.ssl_root_cert.as_deref().is_some_and(|pem| pem.len() > 64 * 1024) {
                     return Err(invalid("`sslRootCert` is longer than 64 KiB"));
                 }
+                // Made now, so a certificate that does not parse is refused here, not at every attempt.
+                hookgate_shared::db::tls::tenant_connector(&target.tls, p.ssl_root_cert.as_deref())
+                    .map_err(|e| invalid(format!("`sslRootCert`: {e}")))?;
             }
             Config::Sqs(q) => {
                 check_http_url(guard, &q.queue_url, "queueUrl")?;
@@ -292,6 +302,18 @@ impl Config {
         let mut whole = serde_json::to_value(self).expect("a configuration serialises");
         let kind = whole["type"].as_str().unwrap_or_default().to_owned();
         let stored = whole["config"].as_object_mut().expect("a configuration is an object");
+        // The stored secrets go in as if the PATCH had sent them back unread: left
+        // out or redacted, so `keep_redacted` carries them over only to the same place.
+        for secret in ["password", "secretAccessKey"] {
+            stored.remove(secret);
+        }
+        if let Some(headers) = stored.get_mut("headers").and_then(Value::as_object_mut) {
+            for (k, v) in headers.iter_mut() {
+                if crate::secrets::SENSITIVE_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
+                    *v = Value::String(REDACTED.to_owned());
+                }
+            }
+        }
         for (k, v) in fields {
             if v.is_null() {
                 stored.remove(k);
@@ -303,43 +325,59 @@ impl Config {
         Config::parse_keeping(&kind, merged, guard, Some(self))
     }
 
-    /// Where this configuration carries a redacted value (it was read and sent
-    /// back), the stored one stays.
-    fn keep_redacted(&mut self, stored: &Config) {
+    /// Where this configuration carries a redacted value or leaves a secret out
+    /// (it was read and sent back), the stored secret stays, but only while
+    /// everything else about where it goes is the same: a secret is never carried
+    /// to another host, port, user, database or TLS setting.
+    fn keep_redacted(&mut self, stored: &Config) -> Result<(), Invalid> {
         match (self, stored) {
-            (Config::RabbitMq(new), Config::RabbitMq(old)) => new.uri = keep_password(&new.uri, &old.uri),
+            (Config::RabbitMq(new), Config::RabbitMq(old)) => new.uri = keep_password(&new.uri, &old.uri, "uri")?,
             (Config::Postgres(new), Config::Postgres(old)) => {
-                new.url = keep_password(&new.url, &old.url);
-                if new.password.as_deref().is_none_or(|p| p == REDACTED) {
-                    new.password = old.password.clone();
+                new.url = keep_password(&new.url, &old.url, "url")?;
+                let same = same_target(&new.url, &old.url) && new.ssl_root_cert == old.ssl_root_cert;
+                match new.password.as_deref() {
+                    Some(REDACTED) if !same => {
+                        return Err(invalid("`password`: give it again, since `url` or `sslRootCert` changed"))
+                    }
+                    Some(REDACTED) | None if same => new.password.clone_from(&old.password),
+                    _ => {}
                 }
             }
-            (Config::Sqs(new), Config::Sqs(old)) => keep_secret_key(
-                &mut new.secret_access_key,
-                &new.access_key_id,
-                &old.secret_access_key,
-                &old.access_key_id,
-            ),
-            (Config::Sns(new), Config::Sns(old)) => keep_secret_key(
-                &mut new.secret_access_key,
-                &new.access_key_id,
-                &old.secret_access_key,
-                &old.access_key_id,
-            ),
-            (Config::EventBridge(new), Config::EventBridge(old)) => keep_secret_key(
-                &mut new.secret_access_key,
-                &new.access_key_id,
-                &old.secret_access_key,
-                &old.access_key_id,
-            ),
-            (Config::AmazonS3(new), Config::AmazonS3(old)) => keep_secret_key(
-                &mut new.secret_access_key,
-                &new.access_key_id,
-                &old.secret_access_key,
-                &old.access_key_id,
-            ),
+            (Config::Sqs(new), Config::Sqs(old)) => {
+                let at = (new.access_key_id.clone(), new.endpoint_url.clone(), new.region());
+                let was = (old.access_key_id.clone(), old.endpoint_url.clone(), old.region());
+                keep_secret_key(&mut new.secret_access_key, at, &old.secret_access_key, was)
+            }
+            (Config::Sns(new), Config::Sns(old)) => {
+                let at = (new.access_key_id.clone(), new.endpoint_url.clone(), new.region());
+                let was = (old.access_key_id.clone(), old.endpoint_url.clone(), old.region());
+                keep_secret_key(&mut new.secret_access_key, at, &old.secret_access_key, was)
+            }
+            (Config::EventBridge(new), Config::EventBridge(old)) => {
+                let at = (new.access_key_id.clone(), new.endpoint_url.clone(), new.region());
+                let was = (old.access_key_id.clone(), old.endpoint_url.clone(), old.region());
+                keep_secret_key(&mut new.secret_access_key, at, &old.secret_access_key, was)
+            }
+            (Config::AmazonS3(new), Config::AmazonS3(old)) => {
+                let at = (new.access_key_id.clone(), new.endpoint_url.clone(), new.region());
+                let was = (old.access_key_id.clone(), old.endpoint_url.clone(), old.region());
+                keep_secret_key(&mut new.secret_access_key, at, &old.secret_access_key, was)
+            }
+            (Config::FifoEndpoint(new), Config::FifoEndpoint(old)) => {
+                // A sensitive header sent back redacted keeps its value, for the same URL only.
+                let same = new.url == old.url;
+                for (k, v) in new.headers.iter_mut().flatten() {
+                    if v == REDACTED {
+                        match old.headers.as_ref().and_then(|o| o.get(k)).filter(|_| same) {
+                            Some(kept) => v.clone_from(kept),
+                            None => return Err(invalid(format!("`headers`: give `{k}` again"))),
+                        }
+                    }
+                }
+            }
             _ => {}
         }
+        Ok(())
     }
 
     /// The sealed form stored in `endpoints.destination`.
@@ -362,9 +400,12 @@ impl Config {
     }
 }
 
-/// A secret key left out (it is never shown) stays as stored while the key id is the same.
-fn keep_secret_key(new: &mut Option<String>, new_id: &Option<String>, old: &Option<String>, old_id: &Option<String>) {
-    if new.as_deref().is_none_or(|s| s.is_empty() || s == REDACTED) && new_id == old_id {
+/// A secret key left out (it is never shown) stays as stored while the key id,
+/// the endpoint URL and the region are the same.
+type Where = (Option<String>, Option<String>, String);
+
+fn keep_secret_key(new: &mut Option<String>, new_at: Where, old: &Option<String>, old_at: Where) {
+    if new.as_deref().is_none_or(|s| s.is_empty() || s == REDACTED) && new_at == old_at {
         new.clone_from(old);
     }
 }
@@ -407,14 +448,29 @@ fn without_password(raw: &str, mark: bool) -> String {
 }
 
 /// `new`, or `new` with `old`'s password where `new` carries the redacted mark.
-fn keep_password(new: &str, old: &str) -> String {
-    let (Ok(mut n), Ok(o)) = (url::Url::parse(new), url::Url::parse(old)) else { return new.to_owned() };
+fn keep_password(new: &str, old: &str, field: &str) -> Result<String, Invalid> {
+    let (Ok(mut n), Ok(o)) = (url::Url::parse(new), url::Url::parse(old)) else { return Ok(new.to_owned()) };
     let marked = n.password().is_some_and(|p| p == REDACTED || p == "%5Bredacted%5D");
-    if marked {
-        let _ = n.set_password(o.password());
-        return n.to_string();
+    if !marked {
+        return Ok(new.to_owned());
     }
-    new.to_owned()
+    if !same_target(new, old) {
+        return Err(invalid(format!("`{field}`: give the password again, since where it connects changed")));
+    }
+    let _ = n.set_password(o.password());
+    Ok(n.to_string())
+}
+
+/// Two URLs that differ at most in their password: the same scheme, user, host,
+/// port, path and query.
+fn same_target(a: &str, b: &str) -> bool {
+    let strip = |s: &str| {
+        url::Url::parse(s).ok().map(|mut u| {
+            let _ = u.set_password(None);
+            u.to_string()
+        })
+    };
+    strip(a).is_some() && strip(a) == strip(b)
 }
 
 #[cfg(test)]
@@ -506,5 +562,43 @@ mod tests {
         assert!(Config::parse("eventBridge", no_region, &open_guard()).unwrap_err().0.contains("region"));
         let role = json!({"eventBusName": "bus", "region": "us-east-1", "roleArn": "arn:aws:iam::1:role/r"});
         assert!(Config::parse("eventBridge", role, &open_guard()).unwrap_err().0.contains("roleArn"));
+    }
+
+    #[test]
+    fn a_kept_secret_never_moves_to_another_host_user_or_database() {
+        let stored = Config::parse(
+            "rabbitMq",
+            json!({"uri": "amqps://app:s3cret@127.0.0.1:5671/%2F", "routingKey": "q"}),
+            &open_guard(),
+        )
+        .unwrap();
+        for moved in [
+            "amqp://app:%5Bredacted%5D@127.0.0.1:5671/%2F",
+            "amqps://app:%5Bredacted%5D@127.0.0.2:5671/%2F",
+            "amqps://other:%5Bredacted%5D@127.0.0.1:5671/%2F",
+            "amqps://app:%5Bredacted%5D@127.0.0.1:5672/%2F",
+            "amqps://app:%5Bredacted%5D@127.0.0.1:5671/other",
+        ] {
+            let e = stored.patched(&json!({"uri": moved}), &open_guard()).unwrap_err();
+            assert!(e.0.contains("give the password again"), "{moved}: {e}");
+        }
+        let pg = Config::parse(
+            "postgres",
+            json!({"url": "postgres://app@127.0.0.1:5432/db", "password": "pw", "tableName": "t"}),
+            &open_guard(),
+        )
+        .unwrap();
+        let Config::Postgres(p) =
+            pg.patched(&json!({"url": "postgres://app@127.0.0.2:5432/db"}), &open_guard()).unwrap()
+        else {
+            panic!("kind changed")
+        };
+        assert_eq!(p.password, None, "another host: the password is not carried over");
+        let Config::Postgres(p) = pg.patched(&json!({"tableName": "u"}), &open_guard()).unwrap() else { panic!() };
+        assert_eq!(p.password.as_deref(), Some("pw"), "the same database: it stays");
+        let s3 = json!({"bucket": "b-1", "region": "us-east-1", "accessKeyId": "AK", "secretAccessKey": "SK",
+                        "endpointUrl": "http://127.0.0.1:9000/"});
+        let s3 = Config::parse("amazonS3", s3, &open_guard()).unwrap();
+        assert!(s3.patched(&json!({"endpointUrl": "http://127.0.0.2:9000/"}), &open_guard()).is_err());
     }
 }

@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, EndpointId, TenantId};
 
 use crate::{
-    deliver::send::{Outcome, Sender, Sent},
+    deliver::send::{response_text, Outcome, Sender, Sent, KEEP_RESPONSE},
     ssrf::Guard,
 };
 use config::Config;
@@ -110,9 +110,16 @@ impl Publishers {
         let (outcome, body) = match tokio::time::timeout(bound, work).await {
             Ok(Ok(answer)) => (Outcome::Success, answer),
             Ok(Err(f)) => (f.outcome, f.text),
-            Err(_) => (Outcome::Timeout, format!("no answer within {} ms", bound.as_millis())),
+            Err(_) => {
+                // A connection that gave no answer in time is not used again.
+                self.rabbitmq.forget(key);
+                self.postgres.forget(key);
+                (Outcome::Timeout, format!("no answer within {} ms", bound.as_millis()))
+            }
         };
-        Sent { outcome, status: 0, body, duration: started.elapsed(), retry_after: None }
+        // As a response body is kept: text Postgres takes (no NUL), at most 4 KiB.
+        let kept = &body.as_bytes()[..body.len().min(KEEP_RESPONSE)];
+        Sent { outcome, status: 0, body: response_text(kept), duration: started.elapsed(), retry_after: None }
     }
 }
 

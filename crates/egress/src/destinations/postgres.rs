@@ -2,7 +2,7 @@
 //! database, made if missing. The message id is the table's key, so a message
 //! delivered twice (a lost answer, a replay) is one row.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use hookgate_shared::db::tls;
 use tokio::sync::Mutex;
@@ -34,6 +34,16 @@ pub(super) fn parse_url(raw: &str) -> Result<Target, String> {
             return Err(format!(
                 "`url` may not name {name} (a file of Hookgate's host); give `sslRootCert` as PEM text"
             ));
+        }
+    }
+    // A password is given in `password`, where it is never shown back; a user in the URL's user part.
+    if let Some((_, query)) = url.split_once('?') {
+        for (k, _) in url::form_urlencoded::parse(query.as_bytes()) {
+            if matches!(k.as_ref(), "password" | "user") {
+                return Err(format!(
+                    "`url` may not set `{k}` in its query: give the user before `@`, the password in `password`"
+                ));
+            }
         }
     }
     let config: tokio_postgres::Config = url.parse().map_err(|e| format!("`url` is not a valid Postgres URL: {e}"))?;
@@ -99,6 +109,11 @@ pub(super) struct Links {
 const MOST_LINKS: usize = 256;
 
 impl Links {
+    /// Drops the destination's connection (after a timeout: it may be half open).
+    pub(super) fn forget(&self, key: &Key) {
+        self.open.lock().expect("the links lock is never poisoned").remove(key);
+    }
+
     fn slot(&self, key: &Key) -> Arc<Mutex<Option<Link>>> {
         let mut open = self.open.lock().expect("the links lock is never poisoned");
         if open.len() >= MOST_LINKS && !open.contains_key(key) {
@@ -124,9 +139,9 @@ impl Links {
             *link = Some(connect(cfg, guard, fingerprint).await?);
         }
         let l = link.as_ref().expect("just made");
-        let json: Option<serde_json::Value> = out
-            .content_type
-            .starts_with("application/json")
+        // jsonb takes no NUL (`\u0000`): such a payload goes as bytes, like any non-JSON one.
+        let has_nul = out.payload.windows(6).any(|w| w == b"\\u0000");
+        let json: Option<serde_json::Value> = (out.content_type.starts_with("application/json") && !has_nul)
             .then(|| serde_json::from_slice(out.payload).ok())
             .flatten();
         let body: Option<&[u8]> = if json.is_none() { Some(out.payload) } else { None };
@@ -150,8 +165,11 @@ impl Links {
             Ok(1) => Ok("inserted".into()),
             Ok(_) => Ok("already there (a row with this message id; not inserted again)".into()),
             Err(e) => {
-                let closed = l.client.is_closed();
-                if closed {
+                // A broken connection, or one the server will not write through
+                // (08: connection, 25: read-only transaction after a failover,
+                // 57: shutting down): made again at the next attempt.
+                let class = e.code().map(|c| c.code().get(..2).unwrap_or_default().to_owned());
+                if l.client.is_closed() || matches!(class.as_deref(), Some("08" | "25" | "57")) {
                     *link = None;
                 }
                 Err(match e.as_db_error() {
@@ -177,6 +195,9 @@ async fn connect(cfg: &Postgres, guard: &Guard, fingerprint: &[u8]) -> Result<Li
         pg.password(p.as_bytes());
     }
     pg.application_name("hookgate-destination");
+    // A connection that went half open (a failover, a dropped NAT entry) is
+    // noticed in about a minute rather than the system's two hours.
+    pg.keepalives_idle(Duration::from_secs(30)).tcp_user_timeout(Duration::from_secs(60));
     let tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref())
         .map_err(|e| Failure::refused(e.to_string()))?;
     let (client, connection) =
@@ -189,7 +210,12 @@ async fn connect(cfg: &Postgres, guard: &Guard, fingerprint: &[u8]) -> Result<Li
         Some(db) => Failure::refused(format!("Postgres refused the table `{}`: {}", cfg.table_name, db.message())),
         None => Failure::connect(format!("Postgres went away: {e}")),
     };
-    client.batch_execute(&create_sql(&table)).await.map_err(refused)?;
+    // Made only when missing: a role that may only insert into an existing table
+    // (no CREATE on its schema, the default since Postgres 15) still delivers.
+    let exists = client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await.map_err(refused)?;
+    if !exists.get::<_, bool>(0) {
+        client.batch_execute(&create_sql(&table)).await.map_err(refused)?;
+    }
     let insert = client.prepare(&insert_sql(&table)).await.map_err(refused)?;
     Ok(Link { fingerprint: fingerprint.to_vec(), client, insert })
 }

@@ -6,6 +6,7 @@ use std::{collections::HashMap, sync::Arc};
 
 use lapin::{
     options::{BasicPublishOptions, ConfirmSelectOptions},
+    tcp::{AsyncTcpStream, TLSConfig},
     types::{AMQPValue, FieldTable, LongString, ShortString},
     uri::{AMQPScheme, AMQPUri},
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties,
@@ -17,9 +18,20 @@ use crate::{deliver::send::Outcome, ssrf::Guard};
 
 /// Parses an `amqp://` or `amqps://` URI.
 pub(super) fn parse_uri(raw: &str) -> Result<AMQPUri, String> {
+    // The AMQP parser reads an IPv6 literal's host as `localhost` (it asks for a
+    // domain): such a URI would reach this host, not the one written.
+    match url::Url::parse(raw).map(|u| u.host().map(|h| matches!(h, url::Host::Ipv6(_)))) {
+        Ok(Some(false)) => {}
+        Ok(Some(true)) => return Err("`uri` may not name an IPv6 address literal: give a name".into()),
+        _ => return Err("`uri` names no host".into()),
+    }
     let uri: AMQPUri = raw.parse().map_err(|e| format!("`uri` is not a valid AMQP URI: {e}"))?;
     if uri.authority.host.is_empty() {
         return Err("`uri` names no host".into());
+    }
+    // AMQP short strings: longer would fail inside the client, at every attempt.
+    if uri.vhost.len() > 255 || uri.authority.userinfo.username.len() > 255 {
+        return Err("`uri`: the vhost and the user name are at most 255 bytes".into());
     }
     Ok(uri)
 }
@@ -31,6 +43,7 @@ struct Link {
     // Kept open for the channel's sake.
     _conn: Connection,
     channel: Channel,
+    socket: Socket,
 }
 
 /// Connections kept per destination: opened on first use, shared by its
@@ -44,6 +57,11 @@ pub(super) struct Links {
 const MOST_LINKS: usize = 1024;
 
 impl Links {
+    /// Drops the destination's connection (after a timeout: it may be half open).
+    pub(super) fn forget(&self, key: &Key) {
+        self.open.lock().expect("the links lock is never poisoned").remove(key);
+    }
+
     fn slot(&self, key: &Key) -> Arc<Mutex<Option<Link>>> {
         let mut open = self.open.lock().expect("the links lock is never poisoned");
         if open.len() >= MOST_LINKS && !open.contains_key(key) {
@@ -69,9 +87,10 @@ impl Links {
                 Some(l) => l.channel.clone(),
                 None => {
                     *link = None;
-                    let made = connect(cfg, guard).await?;
+                    let mut made = connect(cfg, guard).await?;
+                    made.fingerprint = fingerprint.to_vec();
                     let channel = made.channel.clone();
-                    *link = Some(Link { fingerprint: fingerprint.to_vec(), ..made });
+                    *link = Some(made);
                     channel
                 }
             }
@@ -85,15 +104,84 @@ impl Links {
     }
 }
 
-async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
-    let mut uri = parse_uri(&cfg.uri).map_err(Failure::refused)?;
-    let addrs = super::resolve(guard, &uri.authority.host, uri.authority.port).await?;
-    // Without TLS the address just checked is the one dialled (a name resolved
-    // twice could answer differently); with TLS the name stays, for the certificate.
-    if uri.scheme == AMQPScheme::AMQP {
-        uri.authority.host = addrs[0].ip().to_string();
+/// The socket under a link, kept apart so it can be shut: lapin runs each
+/// connection on a thread of its own that ends only when its socket does. Shut
+/// when a connect is abandoned (its handshake may never be answered) and when a
+/// link is dropped, so no thread outlives what it served.
+#[derive(Clone, Default)]
+struct Socket(Arc<std::sync::atomic::AtomicI32>);
+
+impl Socket {
+    fn new() -> Self {
+        Socket(Arc::new(std::sync::atomic::AtomicI32::new(-1)))
     }
-    let conn = Connection::connect_uri(uri, ConnectionProperties::default())
+
+    fn keep(&self, fd: std::os::fd::RawFd) {
+        // A duplicate of lapin's descriptor: shutting it shuts the connection.
+        // SAFETY: `dup` on a descriptor that is open (the stream holding it is alive).
+        let dup = unsafe { libc::dup(fd) };
+        let old = self.0.swap(dup, std::sync::atomic::Ordering::SeqCst);
+        close(old);
+    }
+
+    fn shut(&self) {
+        let fd = self.0.swap(-1, std::sync::atomic::Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: our own duplicate, closed once (swapped out above).
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            close(fd);
+        }
+    }
+}
+
+fn close(fd: std::os::fd::RawFd) {
+    if fd >= 0 {
+        // SAFETY: a descriptor this module duplicated and no longer uses.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Shuts a socket when dropped, unless disarmed: an abandoned connect's.
+struct ShutUnlessKept(Option<Socket>);
+
+impl Drop for ShutUnlessKept {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            s.shut();
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.socket.shut();
+    }
+}
+
+async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
+    let uri = parse_uri(&cfg.uri).map_err(Failure::refused)?;
+    let addrs = super::resolve(guard, &uri.authority.host, uri.authority.port).await?;
+    // The address just checked is the one dialled, and only it; the name stays
+    // for TLS's certificate check.
+    let addr = addrs[0];
+    let host = uri.authority.host.clone();
+    let tls = uri.scheme == AMQPScheme::AMQPS;
+    let socket = Socket::new();
+    let mut guard_socket = ShutUnlessKept(Some(socket.clone()));
+    let keep = socket.clone();
+    let dial = async move |_: AMQPUri, rt| {
+        let stream: AsyncTcpStream<async_compat::Compat<tokio::net::TcpStream>> =
+            AsyncTcpStream::connect(&rt, addr).await?;
+        if let AsyncTcpStream::Plain(c) = &stream {
+            keep.keep(std::os::fd::AsRawFd::as_raw_fd(c.get_ref()));
+        }
+        match tls {
+            true => Ok(stream.into_tls(&host, TLSConfig::default()).await?),
+            false => Ok(stream),
+        }
+    };
+    let runtime = lapin::runtime::default_runtime().map_err(|e| Failure::connect(e.to_string()))?;
+    let conn = Connection::connector(uri, runtime, dial, ConnectionProperties::default())
         .await
         .map_err(|e| Failure::connect(format!("connecting to RabbitMQ failed: {e}")))?;
     let channel =
@@ -102,7 +190,8 @@ async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
         .confirm_select(ConfirmSelectOptions::default())
         .await
         .map_err(|e| Failure::connect(format!("RabbitMQ refused publisher confirms: {e}")))?;
-    Ok(Link { fingerprint: Vec::new(), _conn: conn, channel })
+    guard_socket.0 = None;
+    Ok(Link { fingerprint: Vec::new(), _conn: conn, channel, socket })
 }
 
 async fn send(channel: &Channel, cfg: &RabbitMq, out: &Outbound<'_>) -> Result<String, Failure> {

@@ -31,12 +31,17 @@ pub(super) fn object_key(out: &Outbound<'_>) -> String {
 
 pub(super) async fn put(cfg: &S3, sender: &Sender, out: &Outbound<'_>, bound: Duration) -> Result<String, Failure> {
     let access = cfg.access();
-    // An address literal is not resolved, so the guard's resolver would not see it.
-    if let Some(endpoint) = &access.endpoint_url {
-        sender
-            .allows_url(endpoint)
-            .map_err(|b| Failure { outcome: crate::deliver::send::Outcome::Blocked, text: b })?;
-    }
+    // `object_store` sends through the guarded client, whose resolver checks the
+    // names it dials; an address literal (not resolved) and a name the operator's
+    // proxy resolves are checked here, on the URL it will send to.
+    let target = match &access.endpoint_url {
+        Some(e) => e.clone(),
+        None => format!("https://s3.{}.amazonaws.com/", cfg.region()),
+    };
+    sender
+        .allows_target(&target)
+        .await
+        .map_err(|b| Failure { outcome: crate::deliver::send::Outcome::Blocked, text: b })?;
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(&cfg.bucket)
         .with_region(cfg.region())
@@ -65,15 +70,20 @@ pub(super) async fn put(cfg: &S3, sender: &Sender, out: &Outbound<'_>, bound: Du
     match store.put_opts(&Path::from(key.as_str()), body.into(), options).await {
         Ok(_) => Ok(format!("written to S3 as {key}")),
         Err(e) => Err(match e {
-            object_store::Error::Generic { source, .. } if is_answer(source.as_ref()) => {
-                Failure::refused(format!("S3 refused it: {source}"))
+            // S3 answered and did not take it (its own error kinds for 401, 403 and 404).
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+            | object_store::Error::NotFound { .. } => Failure::refused(format!("S3 refused it: {e}")),
+            object_store::Error::Generic { ref source, .. } if answered(source.as_ref()) => {
+                Failure::refused(format!("S3 refused it: {e}"))
             }
             other => Failure::connect(format!("writing to S3 failed: {other}")),
         }),
     }
 }
 
-/// Whether S3 answered and refused (a 4xx), rather than not answering.
-fn is_answer(e: &(dyn std::error::Error + 'static)) -> bool {
-    e.to_string().contains("Client error with status")
+/// Whether S3 answered with a status (`object_store` says "non-2xx status code"),
+/// rather than not answering.
+fn answered(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.to_string().contains("status code")
 }
