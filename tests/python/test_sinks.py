@@ -134,3 +134,42 @@ def test_a_polling_endpoint_is_read_without_gaps_and_consumers_keep_their_own_po
     http = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint", key, {"url": "http://127.0.0.1:9/x"})[2]
     status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/poller/{http['id']}", key)
     assert status == 404
+
+
+def test_a_keyed_fifo_endpoint_keeps_order_per_key_while_keys_proceed_side_by_side(hookgate, svix):
+    sink = Sink()
+    sink.fail_first = 2  # every batch fails twice, then succeeds
+    try:
+        app = svix.application.create(ApplicationIn(name="fifo-keyed"))
+        dest = svix.destination.create(app.id, DestinationIn(
+            type="fifoEndpoint", config={"url": sink.url, "key": "customer.id"}, batch_size=1, max_wait_secs=0))
+        assert dest.config.url == sink.url
+        sent = {"a": [], "b": []}
+        for i in range(3):
+            for c in ("a", "b"):
+                sent[c].append(svix.message.create(app.id, MessageIn(
+                    event_type="order.paid", payload={"customer": {"id": c}, "n": i})).id)
+
+        def done():
+            with sink._lock:
+                ok = {json.loads(r["body"])["data"][0]["id"] for r in sink.received
+                      if sink._tries[r["headers"]["webhook-id"]] >= 3}
+                return list(sink.received) if ok == set(sent["a"] + sent["b"]) else None
+        received = eventually(done, timeout=60)
+        for c in ("a", "b"):
+            mine = [r for r in received if r["headers"]["webhook-order-key"] == c]
+            assert all(json.loads(r["body"])["data"][0]["payload"]["customer"]["id"] == c for r in mine)
+            # Per key: each message's three tries before the next message's first.
+            firsts = []
+            for r in mine:
+                mid = r["headers"]["webhook-id"]
+                if mid not in firsts:
+                    assert not firsts or sink._tries[firsts[-1]] >= 3
+                    firsts.append(mid)
+            assert firsts == sent[c], f"key {c} in order"
+        # Side by side: b's first message went while a's first was still being retried.
+        a_first = [i for i, r in enumerate(received) if r["headers"]["webhook-id"] == sent["a"][0]]
+        b_first = [i for i, r in enumerate(received) if r["headers"]["webhook-id"] == sent["b"][0]]
+        assert b_first[0] < a_first[-1], "key b did not wait for key a"
+    finally:
+        sink.server.shutdown()

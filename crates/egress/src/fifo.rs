@@ -1,5 +1,5 @@
 //! The FIFO endpoints' runner: each `fifoEndpoint` gets its messages in strict
-//! order, in batches of up to `batchSize` gathered for up to `maxWaitSecs`, one
+//! order (per value of its `key`, when it has one: different keys go side by side), in batches of up to `batchSize` gathered for up to `maxWaitSecs`, one
 //! signed request at a time. The next batch waits until this one succeeded or
 //! was given up (its retry schedule ran out). Runs in the worker role.
 //!
@@ -156,7 +156,7 @@ async fn attempt(
         destination: None,
     };
     let keys = secrets::signing_keys(state, tenant, &h.app_id, &h.endpoint_id, &claimed)?;
-    let request = batch_request(&cfg, &keys, &rows);
+    let request = batch_request(&cfg, &keys, &rows, &h.key);
     let recorded = secrets::recorded_headers(&request.headers);
     let allow = hookgate_shared::networks::allowed(state, tenant).await.map_err(|e| e.to_string())?;
     let sent = senders.for_networks(&allow).send(request).await;
@@ -186,7 +186,7 @@ async fn attempt(
 /// One batch as one signed request: `{"data": [message, …]}` in order, its
 /// `webhook-id` the first message's id (a retry sends the same batch under it).
 /// Documented in docs/destinations.md.
-fn batch_request(cfg: &Fifo, keys: &[Vec<u8>], rows: &[Logged]) -> Request {
+fn batch_request(cfg: &Fifo, keys: &[Vec<u8>], rows: &[Logged], order_key: &str) -> Request {
     let data: Vec<Value> = rows.iter().map(message).collect();
     let body = serde_json::to_vec(&json!({ "data": data })).expect("JSON serialises");
     let id = rows.first().map(|r| r.msg_id.to_string()).unwrap_or_default();
@@ -206,6 +206,10 @@ fn batch_request(cfg: &Fifo, keys: &[Vec<u8>], rows: &[Logged]) -> Request {
         ("webhook-batch-size", count.as_str()),
     ] {
         send::header(&mut headers, name, value);
+    }
+    // A keyed endpoint's batch holds one key's messages: which key, for the receiver.
+    if cfg.key.is_some() {
+        send::header(&mut headers, "webhook-order-key", order_key);
     }
     Request { url: cfg.url.clone(), headers, body, put: false }
 }

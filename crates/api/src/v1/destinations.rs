@@ -302,6 +302,7 @@ async fn insert(
         sealed: c.config.seal(state, tenant, app, &id),
         batch_size: c.batch_size,
         max_wait_secs: c.max_wait_secs,
+        fifo_key: c.config.fifo_key(),
     };
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
@@ -441,6 +442,7 @@ async fn save_in(
         sealed: c.config.seal(state, tenant, app, id),
         batch_size: c.batch_size,
         max_wait_secs: c.max_wait_secs,
+        fifo_key: c.config.fifo_key(),
     };
     let ep =
         endpoints::set_destination(&*tx, tenant, app, id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;

@@ -134,8 +134,9 @@ async fn poll(
         (None, Some(after)) => sinks::position_at(&**conn, &tenant.0, &app, &sink, after).await?,
         (None, None) => Position::ZERO,
     };
-    let rows = sinks::read(&**conn, &tenant.0, &app, &sink, from, limit, q.event_type.as_deref(), q.channel.as_deref())
-        .await?;
+    let rows =
+        sinks::read(&**conn, &tenant.0, &app, &sink, "", from, limit, q.event_type.as_deref(), q.channel.as_deref())
+            .await?;
     Ok(HttpResponse::Ok().json(page(rows, from, limit).0))
 }
 
@@ -156,7 +157,7 @@ async fn consumer_poll(
         Some(it) => iterator(it)?,
         None => sinks::consumer(&**conn, &tenant.0, &app, &sink, &path.2).await?.unwrap_or(Position::ZERO),
     };
-    let rows = sinks::read(&**conn, &tenant.0, &app, &sink, from, limit, None, None).await?;
+    let rows = sinks::read(&**conn, &tenant.0, &app, &sink, "", from, limit, None, None).await?;
     let (body, next) = page(rows, from, limit);
     sinks::set_consumer(&**conn, &tenant.0, &app, &sink, &path.2, next).await?;
     Ok(HttpResponse::Ok().json(body))

@@ -100,6 +100,29 @@ fn of<T: serde::de::DeserializeOwned>(kind: &str, config: Value) -> Result<T, In
     serde_json::from_value(config).map_err(|e| invalid(format!("`config` of a {kind} destination: {e}")))
 }
 
+/// A FIFO endpoint's `key` as a path into the payload: `customer.id` is
+/// `["customer", "id"]`; 1 to 5 parts of 1 to 64 letters, digits, `_` or `-`.
+pub fn key_path(key: &str) -> Result<Vec<String>, Invalid> {
+    let parts: Vec<String> = key.split('.').map(str::to_owned).collect();
+    let ok = |p: &String| {
+        (1..=64).contains(&p.len()) && p.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+    };
+    match parts.len() <= 5 && parts.iter().all(ok) {
+        true => Ok(parts),
+        false => Err(invalid("`key` must be a path into the payload such as `customer.id`: 1 to 5 parts of 1 to 64 letters, digits, `_` or `-`")),
+    }
+}
+
+impl Config {
+    /// A keyed FIFO endpoint's key path, for the fan-out.
+    pub fn fifo_key(&self) -> Option<Vec<String>> {
+        match self {
+            Config::FifoEndpoint(Fifo { key: Some(k), .. }) => key_path(k).ok(),
+            _ => None,
+        }
+    }
+}
+
 fn not_served(kind: &str) -> Invalid {
     invalid(format!("destinations of type `{kind}` are not served by Hookgate; the types served are {SERVED}"))
 }
@@ -226,8 +249,8 @@ impl Config {
                         return Err(invalid("`headers`: at most 20, names of 1 to 256 bytes, values up to 4 KiB"));
                     }
                 }
-                if f.key.is_some() {
-                    return Err(invalid("`key` (order per key) is not served yet: the whole endpoint is one order"));
+                if let Some(k) = &f.key {
+                    key_path(k)?;
                 }
             }
             Config::PollingEndpoint(_) => {}

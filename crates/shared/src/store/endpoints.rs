@@ -48,6 +48,9 @@ pub struct DestinationFields {
     pub sealed: Vec<u8>,
     pub batch_size: i32,
     pub max_wait_secs: i32,
+    /// A keyed FIFO endpoint's key, as a path into the payload (not a secret:
+    /// the fan-out reads it).
+    pub fifo_key: Option<Vec<String>>,
 }
 
 /// The fields create and replace write.
@@ -260,7 +263,8 @@ pub async fn set_destination(
     d: &DestinationFields,
 ) -> Result<Option<Endpoint>, StoreError> {
     let sql = format!(
-        "UPDATE endpoints SET kind = $4, destination = $5, batch_size = $6, max_wait_secs = $7, updated_at = now()
+        "UPDATE endpoints SET kind = $4, destination = $5, batch_size = $6, max_wait_secs = $7, fifo_key = $8,
+            updated_at = now()
          WHERE tenant_id = $1 AND app_id = $2 AND id = $3 RETURNING {COLUMNS}"
     );
     let row = db
@@ -274,6 +278,7 @@ pub async fn set_destination(
                 &d.sealed,
                 &d.batch_size,
                 &d.max_wait_secs,
+                &d.fifo_key,
             ],
         )
         .await?;

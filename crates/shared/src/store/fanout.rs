@@ -11,7 +11,7 @@ pub(super) const MATCHES: &str = "e.tenant_id = m.tenant_id AND e.app_id = m.app
     AND (e.channels IS NULL OR e.channels && m.channels)";
 
 /// CTEs that insert one due delivery per matching endpoint for each row of
-/// `messages` (a CTE returning `tenant_id, app_id, id, event_type, channels`),
+/// `messages` (a CTE returning `tenant_id, app_id, id, event_type, channels, payload`),
 /// as `dels` (returning each delivery's `tenant_id, app_id, msg_id,
 /// endpoint_id, next_attempt_at`), and wake their endpoints in the same
 /// statement (`wakes::lower`).
@@ -25,11 +25,18 @@ pub(super) fn insert_deliveries(messages: &str) -> String {
             SELECT e.tenant_id, e.app_id, m.id, e.id, now() FROM {messages} m JOIN endpoints e ON {MATCHES}
                 AND e.kind < 7
             RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
+         ), sunk AS (
+            SELECT e.tenant_id, e.app_id, e.id AS endpoint_id, m.id AS msg_id,
+                CASE WHEN e.fifo_key IS NULL THEN '' ELSE hookgate_fifo_key(m.payload, e.fifo_key) END AS key
+            FROM {messages} m JOIN endpoints e ON {MATCHES} AND e.kind >= 7
          ), logged AS (
-            INSERT INTO sink_log (tenant_id, app_id, endpoint_id, msg_id)
-            SELECT e.tenant_id, e.app_id, e.id, m.id FROM {messages} m JOIN endpoints e ON {MATCHES}
-                AND e.kind >= 7
-            ORDER BY m.id
+            INSERT INTO sink_log (tenant_id, app_id, endpoint_id, key, msg_id)
+            SELECT tenant_id, app_id, endpoint_id, key, msg_id FROM sunk ORDER BY msg_id
+         ), keyed AS (
+            -- A keyed FIFO endpoint's first message of a key makes that key's progress row.
+            INSERT INTO fifo_state (tenant_id, app_id, endpoint_id, key)
+            SELECT DISTINCT tenant_id, app_id, endpoint_id, key FROM sunk WHERE key <> ''
+            ON CONFLICT DO NOTHING
          ), {}",
         super::wakes::lower("dels")
     )

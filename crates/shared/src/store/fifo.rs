@@ -18,6 +18,8 @@ pub struct Held {
     pub tenant_id: TenantId,
     pub app_id: AppId,
     pub endpoint_id: EndpointId,
+    /// The order key this turn is for (`''`: the endpoint is not keyed).
+    pub key: String,
     pub token: i64,
     /// Delivered up to here.
     pub pos: Position,
@@ -26,7 +28,9 @@ pub struct Held {
     pub tries: i32,
 }
 
-/// Makes a FIFO endpoint's progress row (in the transaction that makes the endpoint).
+/// Makes a FIFO endpoint's progress row for its unkeyed order (in the
+/// transaction that makes the endpoint; a keyed one's rows are made per key by
+/// the fan-out).
 pub async fn init(db: &impl GenericClient, tenant: &TenantId, app: &AppId, ep: &EndpointId) -> Result<(), StoreError> {
     db.execute(
         "INSERT INTO fifo_state (tenant_id, app_id, endpoint_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
@@ -42,21 +46,22 @@ pub async fn pick(db: &impl GenericClient, token: i64, lease_secs: f64) -> Resul
     let row = db
         .query_opt(
             "WITH c AS (
-                SELECT s.tenant_id, s.app_id, s.endpoint_id FROM fifo_state s
+                SELECT s.tenant_id, s.app_id, s.endpoint_id, s.key FROM fifo_state s
                 JOIN endpoints e ON e.tenant_id = s.tenant_id AND e.app_id = s.app_id AND e.id = s.endpoint_id
                 WHERE s.next_at <= now() AND (s.lease_until IS NULL OR s.lease_until < now())
                   AND NOT e.disabled AND e.kind = 7
                   AND EXISTS (SELECT 1 FROM sink_log l
                       WHERE l.tenant_id = s.tenant_id AND l.app_id = s.app_id AND l.endpoint_id = s.endpoint_id
-                        AND (l.xid, l.seq) > (s.pos_xid, s.pos_seq)
+                        AND l.key = s.key AND (l.xid, l.seq) > (s.pos_xid, s.pos_seq)
                         AND l.xid < pg_snapshot_xmin(pg_current_snapshot()))
                 ORDER BY s.next_at LIMIT 1
                 FOR UPDATE OF s SKIP LOCKED
              )
              UPDATE fifo_state s SET lease_until = now() + $2 * interval '1 second', lease_token = $1
              FROM c WHERE s.tenant_id = c.tenant_id AND s.app_id = c.app_id AND s.endpoint_id = c.endpoint_id
+                 AND s.key = c.key
              RETURNING s.tenant_id, s.app_id, s.endpoint_id, s.pos_xid::text, s.pos_seq,
-                 s.batch_xid::text, s.batch_seq, s.tries",
+                 s.batch_xid::text, s.batch_seq, s.tries, s.key",
             &[&token, &lease_secs],
         )
         .await?;
@@ -67,6 +72,7 @@ pub async fn pick(db: &impl GenericClient, token: i64, lease_secs: f64) -> Resul
             tenant_id: TenantId::from_db(r.get(0)),
             app_id: AppId::from_db(r.get(1)),
             endpoint_id: EndpointId::from_db(r.get(2)),
+            key: r.get(8),
             token,
             pos: Position { xid: r.get::<_, String>(3).parse().unwrap_or(0), seq: r.get(4) },
             batch_end: batch_xid.zip(batch_seq).map(|(x, s)| Position { xid: x.parse().unwrap_or(0), seq: s }),
@@ -77,7 +83,7 @@ pub async fn pick(db: &impl GenericClient, token: i64, lease_secs: f64) -> Resul
 
 /// The held endpoint's batch: the one in flight, or up to `size` messages past its position.
 pub async fn batch(db: &impl GenericClient, tenant: &TenantId, h: &Held, size: i64) -> Result<Vec<Logged>, StoreError> {
-    let rows = sinks::read(db, tenant, &h.app_id, &h.endpoint_id, h.pos, size, None, None).await?;
+    let rows = sinks::read(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, size, None, None).await?;
     Ok(match h.batch_end {
         Some(end) => rows.into_iter().filter(|l| l.at <= end).collect(),
         None => rows,
@@ -95,8 +101,16 @@ pub async fn hold_batch(
     let n = db
         .execute(
             "UPDATE fifo_state SET batch_xid = $5::text::xid8, batch_seq = $6
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND lease_token = $4",
-            &[&tenant.as_str(), &h.app_id.as_str(), &h.endpoint_id.as_str(), &h.token, &end.xid.to_string(), &end.seq],
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $7 AND lease_token = $4",
+            &[
+                &tenant.as_str(),
+                &h.app_id.as_str(),
+                &h.endpoint_id.as_str(),
+                &h.token,
+                &end.xid.to_string(),
+                &end.seq,
+                &h.key,
+            ],
         )
         .await?;
     Ok(n == 1)
@@ -144,7 +158,7 @@ pub async fn end(
         .execute(
             "UPDATE fifo_state SET pos_xid = $5::text::xid8, pos_seq = $6, batch_xid = $7::text::xid8, batch_seq = $8,
                 tries = $9, next_at = $10, lease_until = NULL, lease_token = NULL
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND lease_token = $4",
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $11 AND lease_token = $4",
             &[
                 &tenant.as_str(),
                 &h.app_id.as_str(),
@@ -156,6 +170,7 @@ pub async fn end(
                 &batch.map(|b| b.seq),
                 &tries,
                 &next_at,
+                &h.key,
             ],
         )
         .await?;

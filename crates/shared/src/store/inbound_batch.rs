@@ -46,7 +46,7 @@ fn messages_of_admitted() -> String {
             INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, idempotency_key,
                 traceparent)
             SELECT tenant_id, app_id, msg_id, id, event_type, payload, content_type, key, traceparent FROM ins
-            RETURNING tenant_id, app_id, id, event_type, channels
+            RETURNING tenant_id, app_id, id, event_type, channels, payload
          ), {}, {}",
         fanout::insert_deliveries("msgs"),
         super::inbound_events::accepted_usage("ins")

@@ -160,7 +160,7 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
             -- Tagged with the application it is about (for finding them again).
             INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, tags)
             SELECT ot, oapp, mid, typ, convert_to(body::text, 'UTF8'), 'application/json', ARRAY[about] FROM targets
-            RETURNING tenant_id, app_id, id, event_type, channels
+            RETURNING tenant_id, app_id, id, event_type, channels, payload
          ), {}
          SELECT count(*) FROM dels",
         fanout::insert_deliveries("msg")

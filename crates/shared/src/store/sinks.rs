@@ -58,7 +58,7 @@ const READ: &str = "SELECT l.xid::text, l.seq, m.id, m.event_id, m.event_type, m
         COALESCE(m.content_type, 'application/json'), m.created_at, l.created_at
     FROM sink_log l
     JOIN messages m ON m.tenant_id = l.tenant_id AND m.app_id = l.app_id AND m.id = l.msg_id
-    WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3
+    WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = $9
       AND (l.xid, l.seq) > ($4::text::xid8, $5::bigint)
       AND l.xid < pg_snapshot_xmin(pg_current_snapshot())";
 
@@ -77,14 +77,16 @@ fn logged(r: &Row) -> Logged {
     }
 }
 
-/// Up to `limit` messages of a sink after `after`, in order, filtered by event
-/// type and channel when given.
+/// Up to `limit` messages of a sink (of one key: `''` for a polling endpoint or
+/// an unkeyed FIFO one) after `after`, in order, filtered by event type and
+/// channel when given.
 #[allow(clippy::too_many_arguments)]
 pub async fn read(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
     sink: &EndpointId,
+    key: &str,
     after: Position,
     limit: i64,
     event_type: Option<&str>,
@@ -108,6 +110,7 @@ pub async fn read(
                 &event_type,
                 &channel,
                 &limit,
+                &key,
             ],
         )
         .await?;
@@ -126,7 +129,7 @@ pub async fn position_at(
     let row = db
         .query_opt(
             "SELECT xid::text, seq FROM sink_log
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND created_at <= $4
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = '' AND created_at <= $4
              ORDER BY xid DESC, seq DESC LIMIT 1",
             &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &at],
         )
