@@ -84,6 +84,11 @@ impl EgressMetrics {
         r.register(Box::new(m.endpoints_disabled.clone())).expect("registered once");
         r.register(Box::new(m.records_quarantined.clone())).expect("registered once");
         r.register(Box::new(m.destinations.clone())).expect("registered once");
+        // Present from the start (at 0), so a dashboard or an alert reading it
+        // finds the series before the first hand-over.
+        for kind in ["rabbitMq", "postgres", "sqs", "sns", "eventBridge", "amazonS3", "fifoEndpoint"] {
+            m.destinations.with_label_values(&[kind, "success"]);
+        }
         m
     }
 
