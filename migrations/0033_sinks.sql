@@ -46,7 +46,7 @@ ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS fifo_key text[];
 -- payload is not JSON or has nothing there (such messages share one order). It
 -- never fails: one message's payload cannot fail the statement that publishes a batch.
 CREATE OR REPLACE FUNCTION hookgate_fifo_key(payload bytea, path text[]) RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     RETURN left(COALESCE(convert_from(payload, 'UTF8')::jsonb #>> path, ''), 256);
 EXCEPTION WHEN OTHERS THEN

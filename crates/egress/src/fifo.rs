@@ -77,11 +77,18 @@ async fn run_one(state: AppState, metrics: EgressMetrics, senders: std::sync::Ar
 /// say what became of it.
 async fn turn(state: &AppState, metrics: &EgressMetrics, senders: &Senders, h: Held) {
     let tenant = h.tenant_id.clone();
-    let ended = match attempt(state, metrics, senders, &h).await {
-        Ok(e) => e,
-        Err(e) => {
+    // The turn ends well inside its lease, or is dropped (its request with it)
+    // and writes nothing: no other runner sends this endpoint's batch meanwhile.
+    let within = state.config.delivery_lease.saturating_sub(Duration::from_secs(5));
+    let ended = match tokio::time::timeout(within, attempt(state, metrics, senders, &h)).await {
+        Ok(Ok(e)) => e,
+        Ok(Err(e)) => {
             tracing::warn!(tenant = %tenant, endpoint = %h.endpoint_id, error = %e, "a FIFO turn failed; tried again");
-            (Ended::Wait(Utc::now() + Duration::from_secs(1)), None)
+            (Ended::Wait(Utc::now() + Duration::from_secs(30)), None)
+        }
+        Err(_) => {
+            tracing::warn!(endpoint = %h.endpoint_id, "a FIFO turn ran out of its lease; its batch goes again");
+            return;
         }
     };
     let written = db::bounded(state.db_budget(), async {
@@ -123,8 +130,18 @@ async fn attempt(
         return Err("not a FIFO endpoint's configuration".into());
     };
     let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
-        // Its messages were pruned meanwhile: look again later.
-        return Ok((Ended::Wait(Utc::now() + Duration::from_secs(1)), None));
+        // Every message past the position is gone (a tenant's retention shorter
+        // than the log's): move past them, or past the batch that held them.
+        let end = match h.batch_end {
+            Some(end) => Some(end),
+            None => db::bounded(state.db_budget(), async {
+                let conn = db::conn(&state.db).await?;
+                fifo::log_end(&**conn, tenant, h).await
+            })
+            .await
+            .map_err(|e| e.to_string())?,
+        };
+        return Ok((Ended::Past { end: end.unwrap_or(h.pos), drained: end.is_none() }, None));
     };
     if h.batch_end.is_none() {
         // A batch still filling waits, up to maxWaitSecs from its oldest message.
@@ -172,12 +189,14 @@ async fn attempt(
         duration_ms: sent.duration.as_millis() as i64,
         request_headers: recorded,
     };
+    // Fewer than a batch: the log was drained (as far as this turn could see).
+    let drained = (rows.len() as i64) < ep.batch_size.unwrap_or(1).clamp(1, 1000) as i64;
     let ended = match success {
-        true => Ended::Past { end: last.at, success: true },
+        true => Ended::Past { end: last.at, drained },
         false => match schedule::next_delay(&state.config.retry_schedule, h.tries as usize + 1, sent.retry_after) {
             Some(delay) => Ended::Retry(Utc::now() + delay),
             // Given up: the next batch goes.
-            None => Ended::Past { end: last.at, success: false },
+            None => Ended::Past { end: last.at, drained },
         },
     };
     Ok((ended, Some(record)))

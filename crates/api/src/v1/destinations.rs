@@ -426,12 +426,16 @@ async fn save_in(
     let was = endpoints::get_for_update(&*tx, tenant, app, id).await?.ok_or(ApiError::NotFound("destination"))?;
     // Pushed kinds have deliveries; FIFO and polling endpoints read a log: a
     // change between the two would strand one or the other.
-    if was.kind.is_sink() != c.config.kind().is_sink() {
+    if (was.kind.is_sink() || c.config.kind().is_sink()) && was.kind != c.config.kind() {
         return Err(ApiError::Validation(format!(
             "a {} cannot become a {}: make a new destination",
             was.kind.type_name().unwrap_or("destination"),
             c.config.kind().type_name().unwrap_or("destination")
         )));
+    }
+    // A FIFO endpoint's order is per key: another key would mix orders already begun.
+    if was.kind == EndpointKind::FifoEndpoint && was.fifo_key != c.config.fifo_key() {
+        return Err(ApiError::Validation("a FIFO endpoint's `key` cannot change: make a new destination".into()));
     }
     endpoints::replace(&*tx, tenant, app, id, &c.fields)
         .await

@@ -38,6 +38,8 @@ pub struct Endpoint {
     pub max_wait_secs: Option<i32>,
     /// The first failure since its last success, if it is failing.
     pub failing_since: Option<DateTime<Utc>>,
+    /// A keyed FIFO endpoint's key path.
+    pub fifo_key: Option<Vec<String>>,
 }
 
 /// What makes an endpoint row a destination: its kind, its sealed
@@ -68,7 +70,7 @@ pub struct EndpointFields {
 
 pub(super) const COLUMNS: &str = "id, uid, url, description, version, disabled, event_types, channels, throttle_rate,
     metadata, headers, secret, old_secret, old_secret_until, created_at, updated_at, kind, destination,
-    batch_size, max_wait_secs, failing_since";
+    batch_size, max_wait_secs, failing_since, fifo_key";
 
 pub(super) fn from_row(r: &Row) -> Endpoint {
     Endpoint {
@@ -93,6 +95,7 @@ pub(super) fn from_row(r: &Row) -> Endpoint {
         batch_size: r.get(18),
         max_wait_secs: r.get(19),
         failing_since: r.get(20),
+        fifo_key: r.get(21),
     }
 }
 

@@ -26,17 +26,21 @@ pub(super) fn insert_deliveries(messages: &str) -> String {
                 AND e.kind < 7
             RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
          ), sunk AS (
-            SELECT e.tenant_id, e.app_id, e.id AS endpoint_id, m.id AS msg_id,
+            SELECT e.tenant_id, e.app_id, e.id AS endpoint_id, m.id AS msg_id, e.kind,
                 CASE WHEN e.fifo_key IS NULL THEN '' ELSE hookgate_fifo_key(m.payload, e.fifo_key) END AS key
             FROM {messages} m JOIN endpoints e ON {MATCHES} AND e.kind >= 7
          ), logged AS (
             INSERT INTO sink_log (tenant_id, app_id, endpoint_id, key, msg_id)
             SELECT tenant_id, app_id, endpoint_id, key, msg_id FROM sunk ORDER BY msg_id
          ), keyed AS (
-            -- A keyed FIFO endpoint's first message of a key makes that key's progress row.
-            INSERT INTO fifo_state (tenant_id, app_id, endpoint_id, key)
-            SELECT DISTINCT tenant_id, app_id, endpoint_id, key FROM sunk WHERE key <> ''
-            ON CONFLICT DO NOTHING
+            -- A FIFO endpoint's progress row for the key (made by a keyed endpoint's
+            -- first message of it), made due now if it was idle (drained, no batch
+            -- held); in key order, so concurrent statements lock rows alike.
+            INSERT INTO fifo_state AS f (tenant_id, app_id, endpoint_id, key)
+            SELECT DISTINCT tenant_id, app_id, endpoint_id, key FROM sunk WHERE kind = 7
+            ORDER BY tenant_id, app_id, endpoint_id, key
+            ON CONFLICT (tenant_id, app_id, endpoint_id, key) DO UPDATE SET next_at = now()
+            WHERE f.batch_xid IS NULL AND f.next_at > now()
          ), {}",
         super::wakes::lower("dels")
     )

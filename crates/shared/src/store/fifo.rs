@@ -81,6 +81,29 @@ pub async fn pick(db: &impl GenericClient, token: i64, lease_secs: f64) -> Resul
     }))
 }
 
+/// Where the log of the held endpoint (and key) ends below the horizon, past its
+/// position: where to move when every message after the position is gone
+/// (pruned by a tenant's shorter retention).
+pub async fn log_end(db: &impl GenericClient, tenant: &TenantId, h: &Held) -> Result<Option<Position>, StoreError> {
+    let row = db
+        .query_opt(
+            "SELECT xid::text, seq FROM sink_log
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $4
+               AND (xid, seq) > ($5::text::xid8, $6::bigint) AND xid < pg_snapshot_xmin(pg_current_snapshot())
+             ORDER BY xid DESC, seq DESC LIMIT 1",
+            &[
+                &tenant.as_str(),
+                &h.app_id.as_str(),
+                &h.endpoint_id.as_str(),
+                &h.key,
+                &h.pos.xid.to_string(),
+                &h.pos.seq,
+            ],
+        )
+        .await?;
+    Ok(row.map(|r| Position { xid: r.get::<_, String>(0).parse().unwrap_or(0), seq: r.get(1) }))
+}
+
 /// The held endpoint's batch: the one in flight, or up to `size` messages past its position.
 pub async fn batch(db: &impl GenericClient, tenant: &TenantId, h: &Held, size: i64) -> Result<Vec<Logged>, StoreError> {
     let rows = sinks::read(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, size, None, None).await?;
@@ -121,8 +144,10 @@ pub async fn hold_batch(
 pub enum Ended {
     /// Not sent yet (a batch still filling): due again at this time.
     Wait(DateTime<Utc>),
-    /// Delivered, or given up: the position moves past it.
-    Past { end: Position, success: bool },
+    /// Delivered, or given up: the position moves past it. `drained`: nothing
+    /// more waited, so the row rests until the fan-out makes it due again (or a
+    /// minute passes, for a message that raced with this end).
+    Past { end: Position, drained: bool },
     /// Failed, to be retried at this time (the same batch).
     Retry(DateTime<Utc>),
 }
@@ -151,7 +176,8 @@ pub async fn end(
 ) -> Result<bool, StoreError> {
     let (pos, batch, tries, next_at) = match ended {
         Ended::Wait(at) => (h.pos, h.batch_end, h.tries, *at),
-        Ended::Past { end, .. } => (*end, None, 0, Utc::now()),
+        Ended::Past { end, drained: false } => (*end, None, 0, Utc::now()),
+        Ended::Past { end, drained: true } => (*end, None, 0, Utc::now() + chrono::Duration::seconds(60)),
         Ended::Retry(at) => (h.pos, h.batch_end, h.tries + 1, *at),
     };
     let n = db

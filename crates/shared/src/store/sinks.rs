@@ -130,6 +130,9 @@ pub async fn position_at(
         .query_opt(
             "SELECT xid::text, seq FROM sink_log
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = '' AND created_at <= $4
+               -- Below the horizon, as every read: a later position would pass rows
+               -- of transactions still running, which then land behind it.
+               AND xid < pg_snapshot_xmin(pg_current_snapshot())
              ORDER BY xid DESC, seq DESC LIMIT 1",
             &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &at],
         )
