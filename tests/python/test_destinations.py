@@ -311,3 +311,34 @@ def test_an_s3_destination_writes_one_object_per_message_keyed_by_its_id(hookgat
     eventually(lambda: len(svix.message_attempt.list_by_endpoint(app.id, dest.id).data) == 4)
     assert len(aws.s3_objects(bucket)) == 3
     assert all(a.status == 0 for a in svix.message_attempt.list_by_endpoint(app.id, dest.id).data)
+
+
+def test_a_destination_transformation_reshapes_or_cancels_what_is_handed_over(hookgate, tenant, svix, rabbitmq):
+    from svix.api import DestinationTransformIn
+    hookgate.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"transformations": True})
+    queue = "shaped-" + uuid.uuid4().hex[:6]
+    rabbitmq.declare_queue(queue)
+    app = svix.application.create(ApplicationIn(name="shaped"))
+    dest = rabbit_destination(svix, app.id, rabbitmq, queue)
+    code = """function handler(w) {
+        if (w.payload.skip) { w.cancel = true; return w; }
+        w.payload = { wrapped: w.payload, type: w.eventType }; return w; }"""
+    svix.destination.transformation.patch(app.id, dest.id, DestinationTransformIn(code=code))
+    got = svix.destination.transformation.get(app.id, dest.id)
+    assert got.enabled and "wrapped" in got.code
+    kept = svix.message.create(app.id, MessageIn(event_type="a.b", payload={"n": 1})).id
+    skipped = svix.message.create(app.id, MessageIn(event_type="a.b", payload={"skip": True})).id
+    attempts = eventually(lambda: svix.message_attempt.list_by_endpoint(app.id, dest.id).data, timeout=20)
+    assert attempts[0].status == 0, attempts[0].response
+    msgs = rabbitmq.drain(queue, expect=1, timeout=20)
+    assert [m.message_id for m in msgs] == [kept]
+    assert json.loads(msgs[0].body) == {"wrapped": {"n": 1}, "type": "a.b"}
+    eventually(lambda: svix.message.get(app.id, skipped) and call(
+        hookgate, "GET", f"/api/v1/app/{app.id}/msg/{skipped}/endpoint", tenant["apiKey"])[2]["data"][0][
+        "statusText"] == "canceled")
+    assert rabbitmq.drain(queue, timeout=1) == []
+    # A polling endpoint reads its log: it has no transformation.
+    poll = svix.destination.create(app.id, DestinationIn(type="pollingEndpoint", config={}))
+    status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/destination/{poll.id}/transformation",
+                        tenant["apiKey"])
+    assert status == 409

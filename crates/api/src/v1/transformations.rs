@@ -17,7 +17,13 @@ use super::endpoints::find;
 use crate::{KeyAuth, TenantAuth};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(get_one).service(patch_one).service(try_one).service(get_switch).service(put_switch);
+    cfg.service(get_one)
+        .service(patch_one)
+        .service(try_one)
+        .service(get_switch)
+        .service(put_switch)
+        .service(get_destination)
+        .service(patch_destination);
 }
 
 /// Longest code a transformation may have.
@@ -50,7 +56,49 @@ async fn get_one(
     path: EpPath,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let hidden = super::endpoint_extras::values_hidden(&req, &state, &tenant.0).await?;
+    get_of(&tenant, &req, &state, app, ep).await
+}
+
+/// A destination's transformation (Svix's `destination.transformation`): run on
+/// each message before it is handed over, as an endpoint's before it is sent.
+/// The handler's `url` and `method` do not apply to a destination.
+#[get("/app/{app_id}/destination/{destination_id}/transformation")]
+async fn get_destination(
+    tenant: TenantAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: EpPath,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find_destination(&state, &tenant, &path.0, &path.1).await?;
+    get_of(&tenant, &req, &state, app, ep).await
+}
+
+/// A pushed destination (FIFO and polling endpoints read their log: no
+/// transformation runs for them); 404 for anything else.
+async fn find_destination(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &Ref<AppId>,
+    dest: &Ref<EndpointId>,
+) -> Result<(AppId, hookgate_shared::store::endpoints::Endpoint), ApiError> {
+    match super::endpoints::find_any(state, tenant, app, dest).await {
+        Ok((_, ep)) if ep.kind.is_sink() => {
+            Err(ApiError::Conflict("a FIFO or polling endpoint has no transformation: it reads its log".into()))
+        }
+        Ok((app, ep)) if ep.kind.is_destination() => Ok((app, ep)),
+        Ok(_) | Err(ApiError::NotFound("endpoint")) => Err(ApiError::NotFound("destination")),
+        Err(e) => Err(e),
+    }
+}
+
+async fn get_of(
+    tenant: &TenantAuth,
+    req: &HttpRequest,
+    state: &AppState,
+    app: AppId,
+    ep: hookgate_shared::store::endpoints::Endpoint,
+) -> Result<HttpResponse, ApiError> {
+    let hidden = super::endpoint_extras::values_hidden(req, state, &tenant.0).await?;
     let conn = db::conn(&state.db).await?;
     let available = tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms());
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
@@ -59,7 +107,7 @@ async fn get_one(
             json!({ "code": null, "enabled": false, "variables": {}, "updatedAt": null, "available": available });
         return Ok(HttpResponse::Ok().json(none));
     };
-    let mut variables = secrets::open_variables(&state, &tenant.0, &app, &ep.id, t.variables.as_deref())
+    let mut variables = secrets::open_variables(state, &tenant.0, &app, &ep.id, t.variables.as_deref())
         .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
     if let (true, Some(vars)) = (hidden, variables.as_object_mut()) {
         vars.values_mut().for_each(|v| *v = json!("[redacted]"));
@@ -140,6 +188,36 @@ async fn patch_one(
     body: web::Json<TransformationPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    patch_of(&tenant, &state, body, app, ep).await
+}
+
+#[patch("/app/{app_id}/destination/{destination_id}/transformation")]
+async fn patch_destination(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<TransformationPatch>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find_destination(&state, &tenant, &path.0, &path.1).await?;
+    // Svix's `DestinationTransformIn` has only `code`: code given enables it,
+    // empty code turns it off, unless `enabled` says otherwise.
+    let mut body = body.into_inner();
+    if body.enabled.is_none() {
+        body.enabled = body.code.as_ref().map(|c| !c.trim().is_empty());
+    }
+    patch_of(&tenant, &state, body, app, ep).await?;
+    // The SDK reads a body here (`EmptyResponse`), where the endpoint's answers 204.
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+async fn patch_of(
+    tenant: &TenantAuth,
+    state: &AppState,
+    body: TransformationPatch,
+    app: AppId,
+    ep: hookgate_shared::store::endpoints::Endpoint,
+) -> Result<HttpResponse, ApiError> {
     if body.code.as_ref().is_some_and(|c| c.len() > MOST_CODE) {
         return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
     }
@@ -154,7 +232,6 @@ async fn patch_one(
             )));
         }
     }
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let (before, allowed) = {
         let conn = db::conn(&state.db).await?;
         let before = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
@@ -185,12 +262,12 @@ async fn patch_one(
     let variables = match body.variables {
         Some(v) => serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))?,
         None => match &before {
-            Some(t) => secrets::open_variables(&state, &tenant.0, &app, &ep.id, t.variables.as_deref())
+            Some(t) => secrets::open_variables(state, &tenant.0, &app, &ep.id, t.variables.as_deref())
                 .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?,
             None => json!({}),
         },
     };
-    let sealed = secrets::seal_variables(&state, &tenant.0, &app, &ep.id, &variables);
+    let sealed = secrets::seal_variables(state, &tenant.0, &app, &ep.id, &variables);
     let saved = transformations::set(&*tx, &tenant.0, &app, &ep.id, &code, enabled, Some(&sealed)).await?;
     tx.commit().await.map_err(hookgate_shared::store::StoreError::from)?;
     tracing::info!(endpoint = %ep.id, enabled = saved.enabled, "transformation saved");

@@ -52,6 +52,9 @@ pub(super) fn due_again(c: &Claimed, wait: Duration) -> Outcome {
     Outcome { status: DeliveryStatus::Pending, next_attempt_at: Some(Utc::now() + wait), ..untried(c) }
 }
 
+/// The URL a destination's transformation sees (and whatever it sets is ignored).
+const DESTINATION_URL: &str = "https://destination.hookgate.invalid/";
+
 /// Delivers one claimed row and says what became of it.
 pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> Outcome {
     let out = untried(&c);
@@ -95,7 +98,9 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             let hook = Webhook {
                 event_type: c.event_type.clone(),
                 method: Method::Post,
-                url: ep.url.clone(),
+                // A destination's handler sees a stand-in URL (its own is no HTTP
+                // URL, and what it sets there is not used).
+                url: if ep.kind.is_destination() { DESTINATION_URL.to_owned() } else { ep.url.clone() },
                 payload: payload.clone(),
                 json,
             };
