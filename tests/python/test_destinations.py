@@ -181,7 +181,8 @@ def test_a_postgres_destination_writes_one_row_per_message_and_a_resend_adds_non
     assert psql(target, "SELECT count(*) FROM public.hookgate_events") == ["5"]
 
 
-def test_a_stopped_broker_gives_retries_then_every_message_arrives_once_it_is_back(rabbitmq):
+def own_hookgate():
+    """A Hookgate of its own, whose retry schedule outlasts a broker's restart."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "DATABASE_URL": fresh_database(),
@@ -195,7 +196,11 @@ def test_a_stopped_broker_gives_retries_then_every_message_arrives_once_it_is_ba
         "HOOKGATE_WORKER_POLL_MS": "100",
         "RUST_LOG": "warn",
     }
-    hg = Hookgate(env)
+    return Hookgate(env)
+
+
+def test_a_stopped_broker_gives_retries_then_every_message_arrives_once_it_is_back(rabbitmq):
+    hg = own_hookgate()
     try:
         tenant = hg.admin("POST", "/admin/v1/tenant", {"name": "outage"})
         svix = Svix(tenant["apiKey"], SvixOptions(server_url=hg.url, retry_schedule=[]))
@@ -342,3 +347,30 @@ def test_a_destination_transformation_reshapes_or_cancels_what_is_handed_over(ho
     status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/destination/{poll.id}/transformation",
                         tenant["apiKey"])
     assert status == 409
+
+
+def test_a_refusing_database_gives_retries_then_every_row_arrives_once_it_takes_them_again():
+    hg = own_hookgate()
+    target = second_database()
+    try:
+        tenant = hg.admin("POST", "/admin/v1/tenant", {"name": "pg-outage"})
+        svix = Svix(tenant["apiKey"], SvixOptions(server_url=hg.url, retry_schedule=[]))
+        app = svix.application.create(ApplicationIn(name="pg-outage"))
+        dest = svix.destination.create(app.id, DestinationIn(type="postgres", config=PostgresConfigIn(
+            url=target, table_name="events")))
+        first = svix.message.create(app.id, MessageIn(event_type="e", payload={"n": -1})).id
+        eventually(lambda: psql(target, "SELECT id FROM events") == [first], timeout=20)
+        # The database refuses every new row for a while (a constraint no row meets).
+        psql(target, "ALTER TABLE events ADD CONSTRAINT closed CHECK (false) NOT VALID")
+        sent = [svix.message.create(app.id, MessageIn(event_type="e", payload={"n": i})).id for i in range(5)]
+        eventually(lambda: sum(1 for a in svix.message_attempt.list_by_endpoint(app.id, dest.id).data
+                               if a.status == 2 and "refused the row" in a.response) >= 5, timeout=20)
+        got = svix.destination.get(app.id, dest.id)
+        assert got.status == "retrying" and "closed" in got.failure_reason, got.failure_reason
+        psql(target, "ALTER TABLE events DROP CONSTRAINT closed")
+        rows = eventually(lambda: (lambda r: r if len(r) == 6 else None)(psql(target, "SELECT id FROM events")),
+                          timeout=30)
+        assert sorted(rows) == sorted([first] + sent), "nothing lost, nothing twice"
+        eventually(lambda: svix.destination.get(app.id, dest.id).status == "enabled", timeout=20)
+    finally:
+        hg.stop()
