@@ -8,6 +8,7 @@ Screenshots of the portal go to target/ui-screenshots/.
 """
 import json
 import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -18,7 +19,7 @@ from urllib.parse import urlparse
 import pytest
 from svix.api import AppPortalAccessIn, ApplicationIn, EndpointIn, EventTypeIn, MessageIn
 
-from conftest import ADMIN_TOKEN, ROOT, call, raw_call
+from conftest import ADMIN_TOKEN, ROOT, call, eventually, raw_call
 from test_ingress_providers import node_sign
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -537,4 +538,38 @@ def test_a_customer_writes_tries_and_enables_a_transformation_in_the_portal(hook
     got = sink.wait_for(1)[0]
     assert json.loads(got["body"])["total"] == 42
     w.shot("portal-transformation")
+    w.clean()
+
+
+def test_the_console_shows_an_applications_destinations_and_why_one_fails(hookgate, tenant, svix, watch):
+    from brokers import second_database
+    from svix.api import DestinationIn, PostgresConfigIn
+    target = second_database()
+    # A table that refuses every row: the destination keeps failing, with Postgres's reason.
+    subprocess.run(["psql", target, "-qc", "CREATE TABLE refusing (id text PRIMARY KEY, event_type text NOT NULL, "
+                     "event_id text, channels text[], payload jsonb, body bytea, content_type text NOT NULL, "
+                     "created_at timestamptz NOT NULL, delivered_at timestamptz NOT NULL DEFAULT now(), "
+                     "CONSTRAINT closed CHECK (false))"], check=True)
+    app = svix.application.create(ApplicationIn(name="with-destinations"))
+    svix.destination.create(app.id, DestinationIn(type="postgres", config=PostgresConfigIn(
+        url=target, password="never-shown", table_name="refusing")))
+    svix.destination.create(app.id, DestinationIn(type="pollingEndpoint", config={}))
+    svix.message.create(app.id, MessageIn(event_type="e", payload={"n": 1}))
+    eventually(lambda: any(d.status == "retrying" for d in svix.destination.list(app.id).data), timeout=20)
+
+    w = watch()
+    page = w.page
+    page.goto(f"{hookgate.url}/console")
+    page.get_by_label("Admin token or tenant API key").fill(tenant["apiKey"])
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("heading", name="Applications").wait_for()
+    page.locator("details.app summary", has_text="with-destinations").click()
+    region = page.get_by_role("region", name="Destinations of with-destinations")
+    region.wait_for()
+    pg_row = region.locator("tr", has_text="postgres")
+    assert "Retrying" in pg_row.inner_text() and "closed" in pg_row.inner_text(), pg_row.inner_text()
+    assert "refusing" in pg_row.inner_text() and "never-shown" not in region.inner_text()
+    poll_row = region.locator("tr", has_text="pollingEndpoint")
+    assert "Healthy" in poll_row.inner_text() and "read by the customer" in poll_row.inner_text()
+    w.axe("an application's destinations")
     w.clean()

@@ -193,8 +193,31 @@ async function endpointsOf(app, into) {
         : s.fail > 0 ? h("span", { class: "pill warn" }, "Some failures") : h("span", { class: "pill ok" }, "Healthy");
     return [ep.url, health, String(s.success), String(s.fail), String(s.pending + s.sending)];
   }));
+  const dests = await destinationsOf(app, few);
   show(into, h("div", { class: "actions" }, portal), out,
-    rows.length ? table(`Endpoints of ${app.name}`, ["URL", "Health (7 days)", "Delivered", "Failed", "Waiting"], rows) : empty("No endpoints."));
+    rows.length ? table(`Endpoints of ${app.name}`, ["URL", "Health (7 days)", "Delivered", "Failed", "Waiting"], rows) : empty("No endpoints."),
+    dests);
+}
+
+// Where a destination delivers, from its configuration as the API shows it (no credentials).
+function destinationWhere(d) {
+  const c = d.config || {};
+  const where = c.uri || c.url || c.queueUrl || c.topicArn || c.eventBusName || (c.bucket && `s3://${c.bucket}`);
+  return where || (d.type === "pollingEndpoint" ? "read by the customer" : "—");
+}
+
+// The application's destinations beyond HTTP (queues, tables, FIFO and polling
+// endpoints) and their health: status, why they fail, and 7 days of attempts.
+async function destinationsOf(app, few) {
+  const list = await api("GET", `/api/v1/app/${seg(app.id)}/destination?limit=250`);
+  if (!list.data.length) return [];
+  const rows = await Promise.all(list.data.map(async (d) => {
+    const s = await few(() => api("GET", `/api/v1/app/${seg(app.id)}/endpoint/${seg(d.id)}/stats${qs({ since: daysAgo(7) })}`));
+    const health = d.status === "disabled" ? h("span", { class: "pill idle" }, "Disabled")
+      : d.status === "retrying" ? h("span", { class: "pill bad" }, "Retrying") : h("span", { class: "pill ok" }, "Healthy");
+    return [d.type, destinationWhere(d), health, d.failureReason || "—", String(s.success), String(s.fail)];
+  }));
+  return table(`Destinations of ${app.name}`, ["Type", "Where", "Health", "Failure", "Delivered", "Failed"], rows);
 }
 
 async function sourcesView(body) {

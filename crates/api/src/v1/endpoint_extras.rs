@@ -303,7 +303,8 @@ async fn stats(
     path: EpPath,
     q: web::Query<Window>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    // A destination's too (its deliveries are counted alike).
+    let (app, ep) = super::endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let counts = deliveries::stats(&**conn, &tenant.0, &app, &ep.id, q.since, q.until).await?;
     let n = |s| counts.get(&s).copied().unwrap_or(0);
