@@ -85,12 +85,18 @@ def test_a_rabbitmq_destination_gets_each_message_once_signed_with_its_id_and_ne
     with pytest.raises(HttpError) as e:
         svix.endpoint.get(app.id, dest.id)
     assert e.value.status_code == 404
-    # A portal link is the tenant's customer's: the tenant's destinations are not its to see.
+    # A portal link (the application's customer) reads its destinations and their
+    # attempts, without credentials, and cannot change them.
     portal = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    status, _, seen = call(hookgate, "GET", f"/api/v1/app/{app.id}/destination", portal)
+    assert status == 200 and [d["id"] for d in seen["data"]] == [dest.id] and "guest@" not in json.dumps(seen)
     status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/attempt/endpoint/{dest.id}", portal)
-    assert status == 404
-    status, _, seen = call(hookgate, "GET", f"/api/v1/app/{app.id}/msg/{paid[0]}/endpoint", portal)
-    assert status == 200 and seen["data"] == [], seen
+    assert status == 200
+    for method, path, body in [("POST", "destination", {"type": "pollingEndpoint", "config": {}}),
+                               ("DELETE", f"destination/{dest.id}", None),
+                               ("POST", f"destination/{dest.id}/secret/rotate", {})]:
+        status, _, _ = call(hookgate, method, f"/api/v1/app/{app.id}/{path}", portal, body)
+        assert status == 403, (method, path, status)
     other = hookgate.admin("POST", "/admin/v1/tenant", {"name": "other-" + uuid.uuid4().hex[:6]})
     status, _, _ = call(hookgate, "GET", f"/api/v1/app/{app.id}/destination/{dest.id}", other["apiKey"])
     assert status == 404

@@ -541,7 +541,7 @@ def test_a_customer_writes_tries_and_enables_a_transformation_in_the_portal(hook
     w.clean()
 
 
-def test_the_console_shows_an_applications_destinations_and_why_one_fails(hookgate, tenant, svix, watch):
+def test_the_console_and_the_portal_show_an_applications_destinations_and_why_one_fails(hookgate, tenant, svix, watch):
     from brokers import second_database
     from svix.api import DestinationIn, PostgresConfigIn
     target = second_database()
@@ -572,4 +572,14 @@ def test_the_console_shows_an_applications_destinations_and_why_one_fails(hookga
     poll_row = region.locator("tr", has_text="pollingEndpoint")
     assert "Healthy" in poll_row.inner_text() and "read by the customer" in poll_row.inner_text()
     w.axe("an application's destinations")
+    # The customer's portal shows them too, read only, with their attempts.
+    url, _ = portal_url(svix, app.id)
+    page.goto(url)
+    page.get_by_role("heading", name="Destinations").wait_for()
+    page.locator("details.destination summary", has_text="postgres").click()
+    page.get_by_text("Failing:").wait_for()
+    attempts = page.get_by_role("region", name="Recent attempts to postgres")
+    assert "refused the row" in attempts.inner_text() and "never-shown" not in page.content()
+    assert page.get_by_role("button", name="Add destination").count() == 0
+    w.axe("the portal's destinations")
     w.clean()

@@ -53,15 +53,7 @@ impl FromRequest for Operator {
 /// Extracts the calling tenant; every `/api/v1` handler scopes its queries by it.
 /// A portal token yields its tenant too: the auth middleware has already confined
 /// it to its application's routes.
-pub struct TenantAuth(pub TenantId, pub Link);
-
-/// Whether the caller is an application's portal link (what it may see of the
-/// tenant's destinations differs) or the tenant itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Link {
-    Tenant,
-    Portal,
-}
+pub struct TenantAuth(pub TenantId);
 
 impl FromRequest for TenantAuth {
     type Error = ApiError;
@@ -69,8 +61,7 @@ impl FromRequest for TenantAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(match principal(req) {
-            Some(Principal::Tenant { tenant, .. }) => Ok(TenantAuth(tenant, Link::Tenant)),
-            Some(Principal::Portal { tenant, .. }) => Ok(TenantAuth(tenant, Link::Portal)),
+            Some(Principal::Tenant { tenant, .. }) | Some(Principal::Portal { tenant, .. }) => Ok(TenantAuth(tenant)),
             _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
         })
     }
@@ -144,6 +135,9 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
         "msg" => method == "GET",
         // Erasing content is the tenant's (a GDPR request goes to it), not a customer's.
         _ if method == "DELETE" && sub.ends_with("/content") => false,
+        // Destinations are the customer's too (as in Svix's portal), shown read
+        // only: they are set up, changed and removed through the tenant's API.
+        _ if sub.starts_with("destination") => method == "GET",
         _ => sub.starts_with("endpoint") || sub.starts_with("msg/") || sub.starts_with("attempt"),
     };
     match (route, app == app_id) {
@@ -167,6 +161,9 @@ mod tests {
         assert!(ok("POST", "/api/v1/app/app_1/msg/msg_1/endpoint/ep_1/resend"));
         assert!(ok("GET", "/api/v1/app/app_1/attempt/endpoint/ep_1"));
         assert!(ok("GET", "/api/v1/event-type"));
+        assert!(ok("GET", "/api/v1/app/app_1/destination"));
+        assert!(!ok("POST", "/api/v1/app/app_1/destination"));
+        assert!(!ok("PATCH", "/api/v1/app/app_1/destination/ep_1"));
         assert!(!ok("POST", "/api/v1/event-type"));
         assert_eq!(portal_access("app_1", "GET", "/api/v1/app/app_2/endpoint"), PortalAccess::IfAppIs("app_2".into()));
         assert!(!ok("GET", "/api/v1/app"));

@@ -95,12 +95,52 @@ async function listView() {
     ep.disabled ? h("span", { class: "pill idle" }, "Disabled") : h("span", { class: "pill ok" }, "Enabled"),
     ep.eventTypes && ep.eventTypes.length ? ep.eventTypes.join(", ") : h("span", { class: "muted" }, "All events"),
   ]);
+  const dests = await destinationsList();
   show(main, h("h1", {}, "Endpoints"),
     h("p", { class: "muted" }, "Endpoints are the URLs we send your webhooks to."),
     h("div", { class: "actions" }, add),
     rows.length ? table("Your endpoints", ["URL", "Description", "Status", "Events"], rows)
-      : empty("No endpoints yet. Add one to start receiving webhooks."));
+      : empty("No endpoints yet. Add one to start receiving webhooks."),
+    dests);
   focusMain();
+}
+
+// --- destinations (queues, tables, FIFO and polling endpoints: set up by the tenant) ---------
+
+function destinationWhere(d) {
+  const c = d.config || {};
+  const where = c.uri || c.url || c.queueUrl || c.topicArn || c.eventBusName || (c.bucket && `s3://${c.bucket}`);
+  return where || (d.type === "pollingEndpoint" ? "you read it through the poller API" : "—");
+}
+
+// The application's destinations beyond HTTP, read only, each with its recent attempts.
+async function destinationsList() {
+  const list = await api("GET", `${base}/destination?limit=250`);
+  if (!list.data.length) return [];
+  const items = list.data.map((d) => {
+    const pill = d.status === "disabled" ? h("span", { class: "pill idle" }, "Disabled")
+      : d.status === "retrying" ? h("span", { class: "pill bad" }, "Retrying") : h("span", { class: "pill ok" }, "Enabled");
+    const inner = h("div", {});
+    const box = h("details", { class: "destination" },
+      h("summary", {}, h("strong", {}, d.type), " ", destinationWhere(d), " ", pill), inner);
+    box.addEventListener("toggle", () => {
+      if (!box.open || inner.dataset.loaded) return;
+      inner.dataset.loaded = "1";
+      guarded(async () => {
+        show(inner, loading("attempts"));
+        const attempts = await api("GET", `${base}/attempt/endpoint/${seg(d.id)}${qs({ limit: 20 })}`);
+        show(inner,
+          d.failureReason ? h("p", {}, h("strong", {}, "Failing: "), d.failureReason) : null,
+          attempts.data.length ? table(`Recent attempts to ${d.type}`, ["When", "Status", "Answer"],
+            attempts.data.map((a) => [time(a.timestamp), status(a.status === 0 ? "success" : "fail"), a.response]))
+            : empty("No attempts yet."));
+      });
+    });
+    return box;
+  });
+  return [h("h2", {}, "Destinations"),
+    h("p", { class: "muted" }, `Other places ${owner} delivers your events to. They are set up through the API.`),
+    items];
 }
 
 // --- add and edit -----------------------------------------------------------------------------

@@ -161,10 +161,7 @@ async fn destinations(
     let app = find_app(&state, &tenant, &path.0).await?;
     let conn = db::conn(&state.db).await?;
     let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    let mut found = delivery_views::destinations(&**conn, &tenant.0, &app.id, &msg.id, &page.page()).await?;
-    if tenant.1 == crate::principal::Link::Portal {
-        found.data.retain(|(e, _)| !e.kind.is_destination());
-    }
+    let found = delivery_views::destinations(&**conn, &tenant.0, &app.id, &msg.id, &page.page()).await?;
     Ok(HttpResponse::Ok().json(found.map(|(e, d)| DestinationOut {
         endpoint: e.into(),
         status: d.status,
@@ -266,7 +263,7 @@ async fn expunge_content(
     path: web::Path<(Ref<AppId>, Ref<MessageId>, AttemptId)>,
 ) -> Result<HttpResponse, ApiError> {
     // The tenant's alone: a customer with a portal token cannot erase content.
-    let tenant = TenantAuth(key.0, crate::principal::Link::Tenant);
+    let tenant = TenantAuth(key.0);
     let app = find_app(&state, &tenant, &path.0).await?;
     let conn = db::conn(&state.db).await?;
     let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;

@@ -193,11 +193,6 @@ pub(crate) async fn find_any(
     let app = applications::find(state, tenant, app).await?;
     let conn = db::conn(&state.db).await?;
     let ep = endpoints::get(&**conn, &tenant.0, &app.id, endpoint).await?.ok_or(ApiError::NotFound("endpoint"))?;
-    // Destinations are the tenant's own plumbing (its brokers and databases), not
-    // its customers': a portal link does not reach them.
-    if tenant.1 == crate::principal::Link::Portal && ep.kind.is_destination() {
-        return Err(ApiError::NotFound("endpoint"));
-    }
     Ok((app.id, ep))
 }
 

@@ -278,7 +278,7 @@ async fn expunge_content(
     path: web::Path<(Ref<AppId>, Ref<MessageId>)>,
 ) -> Result<HttpResponse, ApiError> {
     // The tenant's alone: a customer with a portal token cannot erase content.
-    let tenant = TenantAuth(key.0, crate::principal::Link::Tenant);
+    let tenant = TenantAuth(key.0);
     let app = find_app(&state, &tenant, &path.0).await?;
     let conn = db::conn(&state.db).await?;
     let m = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;

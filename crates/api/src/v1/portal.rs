@@ -68,7 +68,7 @@ async fn access(
         Some(Principal::Tenant { key, .. }) => key.clone(),
         _ => return Err(ApiError::Unauthorized("a tenant API key is required".into())),
     };
-    let tenant = TenantAuth(key.0, crate::principal::Link::Tenant);
+    let tenant = TenantAuth(key.0);
     let app = match (find_app(&state, &tenant, &path).await, body.application, &*path) {
         (Err(ApiError::NotFound(_)), Some(new), Ref::Uid(uid)) => create_alongside(&state, &tenant, uid, new).await?,
         (found, _, _) => found?,
