@@ -52,6 +52,9 @@ pub enum Outcome {
     /// A destination other than HTTP answered and did not take the message (a
     /// broker's return or nack, a database's error).
     Refused,
+    /// A broker took the message and its confirm was lost (the connection broke
+    /// first): it may be there, and the retry may repeat it.
+    Unconfirmed,
 }
 
 impl Outcome {
@@ -65,6 +68,7 @@ impl Outcome {
             Outcome::ConnectError => "connect_error",
             Outcome::Blocked => "blocked",
             Outcome::Refused => "refused",
+            Outcome::Unconfirmed => "unconfirmed",
         }
     }
 }

@@ -211,7 +211,13 @@ async fn send(channel: &Channel, cfg: &RabbitMq, out: &Outbound<'_>) -> Result<S
         .basic_publish(ShortString::from(""), short(&cfg.routing_key), options, out.payload, props)
         .await
         .map_err(|e| Failure::connect(format!("publishing to RabbitMQ failed: {e}")))?;
-    match confirm.await.map_err(|e| Failure::connect(format!("RabbitMQ's confirm did not come: {e}")))? {
+    // Published: from here a broken connection leaves the message's fate unknown,
+    // and the retry may repeat it (the consumer drops the copy by `message_id`).
+    let confirmed = confirm.await.map_err(|e| Failure {
+        outcome: Outcome::Unconfirmed,
+        text: format!("RabbitMQ's confirm did not come; the message may have arrived: {e}"),
+    })?;
+    match confirmed {
         Confirmation::Ack(None) => Ok("confirmed by RabbitMQ".into()),
         Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r)) => Err(Failure::refused(format!(
             "returned by RabbitMQ: {} {} (no queue takes routing key `{}`)",
