@@ -9,7 +9,10 @@ use hookgate_shared::{
     http::ApiError,
     ids::{AppId, EndpointId, Ref},
     status::EndpointKind,
-    store::sinks::{self, Logged, Position},
+    store::{
+        sinks::{self, Logged, Position},
+        StoreError,
+    },
     AppState,
 };
 use serde::{Deserialize, Serialize};
@@ -24,6 +27,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 const DEFAULT_LIMIT: i64 = 50;
 const MOST: i64 = 250;
+/// Log rows a filtered poll looks at, at least: past them it answers what it found
+/// and an iterator to go on from.
+const MOST_SCANNED: i64 = 1000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -134,10 +140,22 @@ async fn poll(
         (None, Some(after)) => sinks::position_at(&**conn, &tenant.0, &app, &sink, after).await?,
         (None, None) => Position::ZERO,
     };
-    let rows =
-        sinks::read(&**conn, &tenant.0, &app, &sink, "", from, limit, q.event_type.as_deref(), q.channel.as_deref())
-            .await?;
-    Ok(HttpResponse::Ok().json(page(rows, from, limit).0))
+    let read = sinks::read_filtered(
+        &**conn,
+        &tenant.0,
+        &app,
+        &sink,
+        from,
+        limit,
+        // Without a filter every row is a match: look at no more than asked.
+        if q.event_type.is_none() && q.channel.is_none() { limit } else { (limit * 20).max(MOST_SCANNED) },
+        q.event_type.as_deref(),
+        q.channel.as_deref(),
+    )
+    .await?;
+    let data: Vec<PolledOut> = read.found.into_iter().map(polled).collect();
+    Ok(HttpResponse::Ok()
+        .json(serde_json::json!({ "data": data, "iterator": read.next.iterator(), "done": read.done })))
 }
 
 /// Reads on from the consumer's position (or from `iterator` when given), and
@@ -152,14 +170,17 @@ async fn consumer_poll(
     let limit = limit(q.limit)?;
     validate::uid("consumer", &path.2)?;
     let (app, sink) = sink(&state, &tenant, &path.0, &path.1).await?;
-    let conn = db::conn(&state.db).await?;
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let kept = sinks::consumer(&*tx, &tenant.0, &app, &sink, &path.2).await?;
     let from = match &q.iterator {
         Some(it) => iterator(it)?,
-        None => sinks::consumer(&**conn, &tenant.0, &app, &sink, &path.2).await?.unwrap_or(Position::ZERO),
+        None => kept.unwrap_or(Position::ZERO),
     };
-    let rows = sinks::read(&**conn, &tenant.0, &app, &sink, "", from, limit, None, None).await?;
+    let rows = sinks::read(&*tx, &tenant.0, &app, &sink, "", from, limit, None, None).await?;
     let (body, next) = page(rows, from, limit);
-    sinks::set_consumer(&**conn, &tenant.0, &app, &sink, &path.2, next).await?;
+    sinks::set_consumer(&*tx, &tenant.0, &app, &sink, &path.2, next).await?;
+    tx.commit().await.map_err(StoreError::from)?;
     Ok(HttpResponse::Ok().json(body))
 }
 

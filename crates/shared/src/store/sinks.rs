@@ -117,6 +117,77 @@ pub async fn read(
     Ok(rows.iter().map(logged).collect())
 }
 
+/// A filtered read: up to `limit` messages of a polling endpoint after `after`
+/// that match the filters, looking at no more than `scan` log rows, and where the
+/// look ended: a rare match in a long log is found page by page (empty pages that
+/// move on), never by one unbounded scan.
+#[allow(clippy::too_many_arguments)]
+pub async fn read_filtered(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    after: Position,
+    limit: i64,
+    scan: i64,
+    event_type: Option<&str>,
+    channel: Option<&str>,
+) -> Result<Filtered, StoreError> {
+    let rows = db
+        .query(
+            "WITH scanned AS (
+                SELECT l.tenant_id, l.app_id, l.xid, l.seq, l.msg_id, l.created_at FROM sink_log l
+                WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = ''
+                  AND (l.xid, l.seq) > ($4::text::xid8, $5::bigint)
+                  AND l.xid < pg_snapshot_xmin(pg_current_snapshot())
+                ORDER BY l.xid, l.seq LIMIT $6
+             )
+             SELECT s.xid::text, s.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
+                 COALESCE(m.content_type, 'application/json'), m.created_at, s.created_at,
+                 COALESCE(m.id IS NOT NULL AND ($7::text IS NULL OR m.event_type = $7)
+                     AND ($8::text IS NULL OR $8 = ANY (m.channels)), false)
+             FROM scanned s
+             LEFT JOIN messages m ON m.tenant_id = s.tenant_id AND m.app_id = s.app_id AND m.id = s.msg_id
+             ORDER BY s.xid, s.seq",
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &sink.as_str(),
+                &after.xid.to_string(),
+                &after.seq,
+                &scan,
+                &event_type,
+                &channel,
+            ],
+        )
+        .await?;
+    let scanned_all = (rows.len() as i64) < scan;
+    let mut found = Vec::new();
+    let mut looked_to = after;
+    for r in &rows {
+        if found.len() as i64 >= limit {
+            // Full: go on from the last one found; more may follow.
+            return Ok(Filtered { found, next: looked_to, done: false });
+        }
+        looked_to = Position::from_row(r, 0);
+        // A message gone (pruned) matches nothing.
+        if r.get::<_, Option<bool>>(11).unwrap_or(false) {
+            found.push(logged(r));
+        }
+    }
+    // Everything looked at: go on from the last row looked at.
+    Ok(Filtered { found, next: looked_to, done: scanned_all })
+}
+
+/// What a filtered read found, where to go on from, and whether it came to the
+/// end of what there is now.
+#[derive(Debug)]
+pub struct Filtered {
+    pub found: Vec<Logged>,
+    pub next: Position,
+    pub done: bool,
+}
+
 /// The position just after the last message logged at or before `at` (the
 /// start of a read "after" that time).
 pub async fn position_at(
@@ -140,7 +211,9 @@ pub async fn position_at(
     Ok(row.map_or(Position::ZERO, |r| Position::from_row(&r, 0)))
 }
 
-/// A named consumer's position, if it has read.
+/// A named consumer's position, if it has read, its row locked until the
+/// caller's transaction ends (two reads by one consumer take turns, so its
+/// position only moves forward).
 pub async fn consumer(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -151,7 +224,7 @@ pub async fn consumer(
     let row = db
         .query_opt(
             "SELECT pos_xid::text, pos_seq FROM sink_consumers
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND consumer = $4",
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND consumer = $4 FOR UPDATE",
             &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &name],
         )
         .await?;
