@@ -79,6 +79,13 @@ def test_a_fifo_endpoint_gets_signed_batches_in_strict_order_each_only_after_the
         with pytest.raises(HttpError) as e:
             svix.message_attempt.resend(app.id, sent[0], dest.id)
         assert e.value.status_code == 409
+        # Counted in the tenant's usage as any attempt is: per message, the bytes once a request.
+        def usage():
+            days = call(hookgate, "GET", "/api/v1/usage", tenant["apiKey"])[2]["data"]
+            day = days[-1] if days else {}
+            return day if day.get("attemptsSucceeded") == 10 and day.get("attemptsFailed") == 20 else None
+        day = eventually(usage, timeout=15)
+        assert day["bytesOut"] >= sum(len(r["body"]) for r in received), day
     finally:
         sink.server.shutdown()
 

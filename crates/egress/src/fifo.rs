@@ -175,6 +175,7 @@ async fn attempt(
     let keys = secrets::signing_keys(state, tenant, &h.app_id, &h.endpoint_id, &claimed)?;
     let request = batch_request(&cfg, &keys, &rows, &h.key);
     let recorded = secrets::recorded_headers(&request.headers);
+    let bytes = request.body.len() as i64;
     let allow = hookgate_shared::networks::allowed(state, tenant).await.map_err(|e| e.to_string())?;
     let sent = senders.for_networks(&allow).send(request).await;
     metrics.attempt(tenant.as_str(), sent.outcome.label());
@@ -188,6 +189,7 @@ async fn attempt(
         response: sent.body.clone(),
         duration_ms: sent.duration.as_millis() as i64,
         request_headers: recorded,
+        bytes,
     };
     // Fewer than a batch: the log was drained (as far as this turn could see).
     let drained = (rows.len() as i64) < ep.batch_size.unwrap_or(1).clamp(1, 1000) as i64;

@@ -8,6 +8,7 @@ use tokio_postgres::GenericClient;
 
 use super::{
     sinks::{self, Logged, Position},
+    usage::{self, Counter},
     StoreError,
 };
 use crate::ids::{AppId, AttemptId, EndpointId, TenantId};
@@ -162,6 +163,8 @@ pub struct BatchAttempt {
     pub response: String,
     pub duration_ms: i64,
     pub request_headers: String,
+    /// The request body's size, counted once in the tenant's `bytes_out`.
+    pub bytes: i64,
 }
 
 /// Ends the held turn, fenced by its token: moves the position or schedules the
@@ -205,13 +208,33 @@ pub async fn end(
     }
     let Some(a) = attempt else { return Ok(true) };
     let ids: Vec<String> = a.msg_ids.iter().map(|_| AttemptId::generate().to_string()).collect();
+    // One attempt per message of the batch, counted in the tenant's usage as any
+    // attempt is (the request's bytes once, on its first message).
+    let sql = format!(
+        "WITH ins AS (
+            INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
+                response_status_code, response, response_duration_ms, request_headers)
+            SELECT $1, $2, u.id, u.msg_id, $3, $6, $7, 0, $8, $9, $10, $11::text::jsonb
+            FROM unnest($4::text[], $5::text[]) AS u(id, msg_id)
+            WHERE EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = u.msg_id)
+            ON CONFLICT DO NOTHING
+            RETURNING tenant_id, status, msg_id
+         ), counted AS (
+            SELECT tenant_id, status, CASE WHEN msg_id = $13 THEN $12::bigint ELSE 0 END AS bytes FROM ins
+         ), {}
+         SELECT 1",
+        usage::bump(
+            "usage",
+            "counted",
+            &[
+                (Counter::AttemptsSucceeded, "count(*) FILTER (WHERE status = 0)"),
+                (Counter::AttemptsFailed, "count(*) FILTER (WHERE status <> 0)"),
+                (Counter::BytesOut, "sum(bytes)"),
+            ],
+        )
+    );
     db.execute(
-        "INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
-            response_status_code, response, response_duration_ms, request_headers)
-         SELECT $1, $2, u.id, u.msg_id, $3, $6, $7, 0, $8, $9, $10, $11::text::jsonb
-         FROM unnest($4::text[], $5::text[]) AS u(id, msg_id)
-         WHERE EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = u.msg_id)
-         ON CONFLICT DO NOTHING",
+        &sql,
         &[
             &tenant.as_str(),
             &h.app_id.as_str(),
@@ -224,6 +247,8 @@ pub async fn end(
             &a.response,
             &a.duration_ms,
             &a.request_headers,
+            &a.bytes,
+            &a.msg_ids.first().cloned().unwrap_or_default(),
         ],
     )
     .await?;
