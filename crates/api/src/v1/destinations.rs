@@ -297,13 +297,6 @@ async fn insert(
     let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
     let id = EndpointId::generate();
     let secret = secrets::seal(state, tenant, app, &id, &signing::generate_secret());
-    let dest = DestinationFields {
-        kind: c.config.kind(),
-        sealed: c.config.seal(state, tenant, app, &id),
-        batch_size: c.batch_size,
-        max_wait_secs: c.max_wait_secs,
-        fifo_key: c.config.fifo_key(),
-    };
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let n = endpoints::lock_and_count(&*tx, tenant, app).await?;
@@ -320,11 +313,7 @@ async fn insert(
     endpoints::insert(&*tx, tenant, app, &id, &c.fields, &secret)
         .await
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?;
-    let ep =
-        endpoints::set_destination(&*tx, tenant, app, &id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
-    if ep.kind == EndpointKind::FifoEndpoint {
-        fifo::init(&*tx, tenant, app, &id).await?;
-    }
+    let ep = write_destination(&*tx, state, tenant, app, &id, &c).await?;
     let out = shown(state, tenant, app, ep, None)?;
     let res = answer(&*tx, state, key, StatusCode::CREATED, &out).await?;
     tx.commit().await.map_err(StoreError::from)?;
@@ -441,6 +430,22 @@ async fn save_in(
         .await
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?
         .ok_or(ApiError::NotFound("destination"))?;
+    let ep = write_destination(&*tx, state, tenant, app, id, &c).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(HttpResponse::Ok().json(shown(state, tenant, app, ep, None)?))
+}
+
+/// Makes the endpoint row `id` (just inserted or replaced, in `tx`) the checked
+/// destination: its kind, sealed configuration and batching, and a FIFO
+/// endpoint's progress row.
+async fn write_destination(
+    tx: &impl tokio_postgres::GenericClient,
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    id: &EndpointId,
+    c: &Checked,
+) -> Result<Endpoint, ApiError> {
     let dest = DestinationFields {
         kind: c.config.kind(),
         sealed: c.config.seal(state, tenant, app, id),
@@ -448,13 +453,11 @@ async fn save_in(
         max_wait_secs: c.max_wait_secs,
         fifo_key: c.config.fifo_key(),
     };
-    let ep =
-        endpoints::set_destination(&*tx, tenant, app, id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
+    let ep = endpoints::set_destination(tx, tenant, app, id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
     if ep.kind == EndpointKind::FifoEndpoint {
-        fifo::init(&*tx, tenant, app, id).await?;
+        fifo::init(tx, tenant, app, id).await?;
     }
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(HttpResponse::Ok().json(shown(state, tenant, app, ep, None)?))
+    Ok(ep)
 }
 
 #[delete("/app/{app_id}/destination/{destination_id}")]

@@ -68,6 +68,35 @@ impl Failure {
     }
 }
 
+/// Connections kept per destination, of one kind: each destination's in a slot
+/// of its own (a lock held only while connecting, or for Postgres while a
+/// statement runs); past `MOST` destinations the map starts over.
+pub(crate) struct Kept<L, const MOST: usize> {
+    open: std::sync::Mutex<std::collections::HashMap<Key, std::sync::Arc<tokio::sync::Mutex<Option<L>>>>>,
+}
+
+impl<L, const MOST: usize> Default for Kept<L, MOST> {
+    fn default() -> Self {
+        Kept { open: Default::default() }
+    }
+}
+
+impl<L, const MOST: usize> Kept<L, MOST> {
+    /// Drops the destination's connection (after a timeout: it may be half open).
+    pub(crate) fn forget(&self, key: &Key) {
+        self.open.lock().expect("the links lock is never poisoned").remove(key);
+    }
+
+    /// The destination's slot, made empty if new.
+    pub(crate) fn slot(&self, key: &Key) -> std::sync::Arc<tokio::sync::Mutex<Option<L>>> {
+        let mut open = self.open.lock().expect("the links lock is never poisoned");
+        if open.len() >= MOST && !open.contains_key(key) {
+            open.clear();
+        }
+        open.entry(key.clone()).or_default().clone()
+    }
+}
+
 /// The process's kept connections, for every destination kind.
 #[derive(Default)]
 pub struct Publishers {

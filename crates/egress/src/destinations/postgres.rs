@@ -2,13 +2,12 @@
 //! database, made if missing. The message id is the table's key, so a message
 //! delivered twice (a lost answer, a replay) is one row.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::time::Duration;
 
 use hookgate_shared::db::tls;
-use tokio::sync::Mutex;
 use tokio_postgres::{config::Host, Client, Statement};
 
-use super::{config::Postgres, Failure, Key, Outbound};
+use super::{config::Postgres, Failure, Kept, Key, Outbound};
 use crate::ssrf::Guard;
 
 /// A tenant's database as its URL names it.
@@ -94,34 +93,16 @@ fn insert_sql(table: &str) -> String {
     )
 }
 
-struct Link {
+pub(super) struct Link {
     fingerprint: Vec<u8>,
     client: Client,
     insert: Statement,
 }
 
 /// Connections kept per destination, as for RabbitMQ.
-#[derive(Default)]
-pub(super) struct Links {
-    open: std::sync::Mutex<HashMap<Key, Arc<Mutex<Option<Link>>>>>,
-}
-
-const MOST_LINKS: usize = 256;
+pub(super) type Links = Kept<Link, 256>;
 
 impl Links {
-    /// Drops the destination's connection (after a timeout: it may be half open).
-    pub(super) fn forget(&self, key: &Key) {
-        self.open.lock().expect("the links lock is never poisoned").remove(key);
-    }
-
-    fn slot(&self, key: &Key) -> Arc<Mutex<Option<Link>>> {
-        let mut open = self.open.lock().expect("the links lock is never poisoned");
-        if open.len() >= MOST_LINKS && !open.contains_key(key) {
-            open.clear();
-        }
-        open.entry(key.clone()).or_default().clone()
-    }
-
     /// Inserts one message's row.
     pub(super) async fn publish(
         &self,

@@ -2,7 +2,7 @@
 //! with the destination's routing key, persistent, and counted delivered only
 //! once the broker confirms it (publisher confirms).
 
-use std::{collections::HashMap, sync::Arc};
+use std::sync::Arc;
 
 use lapin::{
     options::{BasicPublishOptions, ConfirmSelectOptions},
@@ -11,9 +11,8 @@ use lapin::{
     uri::{AMQPScheme, AMQPUri},
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties,
 };
-use tokio::sync::Mutex;
 
-use super::{config::RabbitMq, Failure, Key, Outbound};
+use super::{config::RabbitMq, Failure, Kept, Key, Outbound};
 use crate::{deliver::send::Outcome, ssrf::Guard};
 
 /// Parses an `amqp://` or `amqps://` URI.
@@ -38,7 +37,7 @@ pub(super) fn parse_uri(raw: &str) -> Result<AMQPUri, String> {
 
 /// One open connection and its confirming channel, for one destination as
 /// configured when it opened (`fingerprint`).
-struct Link {
+pub(super) struct Link {
     fingerprint: Vec<u8>,
     // Kept open for the channel's sake.
     _conn: Connection,
@@ -48,28 +47,9 @@ struct Link {
 
 /// Connections kept per destination: opened on first use, shared by its
 /// concurrent publishes, dropped on any error or change of configuration.
-#[derive(Default)]
-pub(super) struct Links {
-    open: std::sync::Mutex<HashMap<Key, Arc<Mutex<Option<Link>>>>>,
-}
-
-/// Destinations whose connections are kept; past it the map starts over.
-const MOST_LINKS: usize = 1024;
+pub(super) type Links = Kept<Link, 1024>;
 
 impl Links {
-    /// Drops the destination's connection (after a timeout: it may be half open).
-    pub(super) fn forget(&self, key: &Key) {
-        self.open.lock().expect("the links lock is never poisoned").remove(key);
-    }
-
-    fn slot(&self, key: &Key) -> Arc<Mutex<Option<Link>>> {
-        let mut open = self.open.lock().expect("the links lock is never poisoned");
-        if open.len() >= MOST_LINKS && !open.contains_key(key) {
-            open.clear();
-        }
-        open.entry(key.clone()).or_default().clone()
-    }
-
     /// Publishes one message and waits for the broker's confirm.
     pub(super) async fn publish(
         &self,
