@@ -10,11 +10,11 @@ use actix_web::{
     web, Error, HttpMessage, ResponseError,
 };
 use hookgate_shared::{
-    crypto::secrets_equal,
+    crypto::{portal_token_id, secrets_equal, PortalClaims},
     db,
     http::ApiError,
     ids::{AppId, Ref, TenantId},
-    store::{api_keys, applications},
+    store::{api_keys, applications, integrations, portal_tokens},
     AppState,
 };
 
@@ -119,6 +119,70 @@ async fn names_app(state: &AppState, tenant: &TenantId, segment: &str, app_id: &
     Ok(found.is_some_and(|a| a.id.as_str() == app_id))
 }
 
+/// Whether `expire-all` or a logout refuses the token: asked every second at
+/// most per token (a revocation forgets the answers at once in its process), a
+/// token not known live waiting its turn at the pre-auth gate.
+async fn revoked(state: &AppState, claims: &PortalClaims, token: &str) -> Result<bool, ApiError> {
+    let id = portal_token_id(token);
+    if let Some(live) = state.caches.portal_tokens.get(&id) {
+        return Ok(!live);
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let lookup = async {
+        let conn = db::conn(&state.db).await?;
+        portal_tokens::is_revoked(
+            &**conn,
+            &claims.tenant,
+            &claims.app_id,
+            &claims.session,
+            &id,
+            claims.issued_ms,
+            now_ms,
+        )
+        .await
+    };
+    let known = state.caches.known_key_ids.get(&claims.key).is_some();
+    let revoked = db::bounded(state.db_budget(), state.pre_auth.run_unless_known(known, lookup)).await?;
+    state.caches.portal_tokens.insert(id, !revoked);
+    Ok(revoked)
+}
+
+/// An application integration's key acts as a portal token of its application
+/// that never expires: the application's routes only, its feature flags, until
+/// the key is rotated or the integration deleted (looked up every second at most).
+async fn authenticate_integration(state: &AppState, key: &str) -> Result<Principal, ApiError> {
+    let invalid = || ApiError::Unauthorized("invalid integration key".into());
+    let tenant = integrations::tenant_of_key(key).ok_or_else(invalid)?;
+    let hash = state.api_keys.hash(key);
+    let holder = match state.caches.integration_keys.get(&hash) {
+        Some(cached) => cached,
+        None => {
+            let lookup = async {
+                let conn = db::conn(&state.db).await?;
+                integrations::authenticate(&**conn, &tenant, &hash).await
+            };
+            let known = state.caches.known_keys.get(&hash).is_some();
+            let found = db::bounded(state.db_budget(), state.pre_auth.run_unless_known(known, lookup)).await?;
+            let found = found.map(std::sync::Arc::new);
+            if found.is_some() {
+                state.caches.known_keys.insert_evicting(hash.clone(), ());
+            }
+            state.caches.integration_keys.insert(hash, found.clone());
+            found
+        }
+    };
+    let holder = holder.ok_or_else(invalid)?;
+    Ok(Principal::Portal {
+        tenant,
+        app_id: holder.app_id.to_string(),
+        app_uid: holder.app_uid.clone(),
+        feature_flags: holder.feature_flags.clone(),
+        read_only: false,
+        token_id: String::new(),
+        issued_ms: 0,
+    })
+}
+
 async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Principal, ApiError> {
     let key = key.ok_or_else(|| ApiError::Unauthorized("missing `Authorization: Bearer <API key>`".into()))?;
     if key.starts_with("hgp_") {
@@ -147,16 +211,21 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
                 live
             }
         };
-        if !live {
+        if !live || revoked(state, &claims, key).await? {
             return Err(ApiError::Unauthorized("invalid or expired app-portal token".into()));
         }
         return Ok(Principal::Portal {
+            token_id: portal_token_id(key),
+            issued_ms: claims.issued_ms,
             tenant: claims.tenant,
             app_id: claims.app_id,
             app_uid: claims.app_uid,
             feature_flags: claims.feature_flags,
             read_only: claims.read_only,
         });
+    }
+    if key.starts_with(integrations::KEY_PREFIX) {
+        return authenticate_integration(state, key).await;
     }
     let invalid = || ApiError::Unauthorized("invalid API key".into());
     let tenant = api_keys::tenant_of_key(key).ok_or_else(invalid)?;

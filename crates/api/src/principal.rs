@@ -15,7 +15,17 @@ pub enum Principal {
     /// A tenant, with one of its API keys.
     Tenant { tenant: TenantId, key: ApiKeyId },
     /// A tenant's customer, with an app-portal token for one application.
-    Portal { tenant: TenantId, app_id: String, app_uid: Option<String>, feature_flags: Vec<String>, read_only: bool },
+    Portal {
+        tenant: TenantId,
+        app_id: String,
+        app_uid: Option<String>,
+        feature_flags: Vec<String>,
+        read_only: bool,
+        /// The token's id ([`portal_token_id`](hookgate_shared::crypto::portal_token_id)) and
+        /// when it was made: what a logout refuses.
+        token_id: String,
+        issued_ms: i64,
+    },
 }
 
 impl Principal {
@@ -124,6 +134,10 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     if rest.starts_with("/api/v1/event-type") {
         return allowed(method == "GET");
     }
+    // A token may end itself (Svix's `logout`), and nothing else of `auth`.
+    if rest == "/api/v1/auth/logout" {
+        return allowed(method == "POST");
+    }
     let Some(after) = rest.strip_prefix("/api/v1/app/") else { return PortalAccess::Denied };
     let (app, sub) = after.split_once('/').unwrap_or((after, ""));
     let route = match sub {
@@ -176,5 +190,8 @@ mod tests {
         assert!(ok("DELETE", "/api/v1/app/app_1/endpoint/ep_1"));
         assert!(!ok("POST", "/api/v1/app/app_1/msg"));
         assert!(!ok("POST", "/api/v1/auth/app-portal-access/app_1"));
+        assert!(ok("POST", "/api/v1/auth/logout"));
+        assert!(!ok("POST", "/api/v1/auth/app/app_1/expire-all"));
+        assert!(!ok("GET", "/api/v1/app/app_1/integration"));
     }
 }

@@ -12,7 +12,7 @@ use hookgate_shared::{
     prune::{drain, BATCH, ROUND},
     store::{
         erasure::{self, Erasure},
-        retention, sinks, tasks, usage,
+        portal_tokens, retention, sinks, tasks, usage,
     },
     AppState,
 };
@@ -37,6 +37,10 @@ pub async fn run(state: AppState) {
         drain(&state, "usage_flushes", |conn| async move { usage::forget_flushes(&**conn).await }).await;
         // Ended background tasks are kept as long as the operator's message retention.
         drain(&state, "background_tasks", |conn| async move { tasks::prune_ended(&**conn, default_days, BATCH).await })
+            .await;
+        // Portal-token revocations, once no token they refuse can be alive.
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        drain(&state, "portal_revocations", |conn| async move { portal_tokens::prune(&**conn, now_ms, BATCH).await })
             .await;
         // The FIFO and polling endpoints' log, as long as the operator's message retention.
         drain(&state, "sink_log", |conn| async move { sinks::prune(&**conn, default_days, BATCH).await }).await;

@@ -120,6 +120,10 @@ pub struct Caches {
     pub known_key_ids: TtlCache<ApiKeyId, ()>,
     /// Whether a portal token's key is live (not revoked, its tenant enabled).
     pub portal_keys: TtlCache<ApiKeyId, bool>,
+    /// Integration key hash → who it acts for, or `None` for no live key.
+    pub integration_keys: TtlCache<Vec<u8>, Option<Arc<crate::store::integrations::KeyHolder>>>,
+    /// Portal token id → whether no revocation refuses it.
+    pub portal_tokens: TtlCache<String, bool>,
     /// Tenant → the networks its endpoints may reach (the operator's and its own).
     pub networks: TtlCache<TenantId, Arc<Vec<ipnet::IpNet>>>,
 }
@@ -134,6 +138,8 @@ impl Default for Caches {
             known_sources: TtlCache::with_ttl(KNOWN_FOR),
             known_key_ids: TtlCache::with_ttl(KNOWN_FOR),
             portal_keys: TtlCache::default(),
+            portal_tokens: TtlCache::default(),
+            integration_keys: TtlCache::default(),
             networks: TtlCache::default(),
         }
     }
@@ -156,11 +162,20 @@ impl Caches {
         self.portal_keys.clear();
     }
 
+    pub(crate) fn forget_integration_keys(&self) {
+        self.integration_keys.clear();
+    }
+
+    pub(crate) fn forget_portal_tokens(&self) {
+        self.portal_tokens.clear();
+    }
+
     /// A tenant's change (disabled, deleted) reaches its sources and its keys.
     pub(crate) fn forget_tenant(&self) {
         self.sources.clear();
         self.keys.clear();
         self.portal_keys.clear();
+        self.integration_keys.clear();
         self.quotas.clear();
         self.networks.clear();
     }

@@ -164,6 +164,16 @@ pub struct PortalClaims {
     /// The API key that minted it: the token lives only while that key does, so
     /// revoking a leaked key revokes every token it minted.
     pub key: ApiKeyId,
+    /// Svix's `sessionId` ('' none): `expire-all` may name it.
+    pub session: String,
+    /// When it was made, in milliseconds since the epoch (0 for a token made
+    /// before tokens said): `expire-all` refuses those made before it.
+    pub issued_ms: i64,
+}
+
+/// A portal token's own id (a hash of it, never the token): what a logout records.
+pub fn portal_token_id(token: &str) -> String {
+    hex::encode(&Sha256::digest(token.as_bytes())[..16])
 }
 
 impl PortalSigner {
@@ -174,17 +184,19 @@ impl PortalSigner {
     }
 
     pub fn issue(&self, c: &PortalClaims) -> String {
-        // Seven lines: tenant, application id, its uid, expiry, feature flags,
-        // `ro` or nothing, the minting key's id.
+        // Nine lines: tenant, application id, its uid, expiry, feature flags,
+        // `ro` or nothing, the minting key's id, the session, when it was made.
         let claims = format!(
-            "{}\n{}\n{}\n{}\n{}\n{}\n{}",
+            "{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
             c.tenant,
             c.app_id,
             c.app_uid.as_deref().unwrap_or(""),
             c.expires,
             c.feature_flags.join(","),
             if c.read_only { "ro" } else { "" },
-            c.key
+            c.key,
+            c.session,
+            c.issued_ms
         );
         format!("hgp_{}_{}", hex::encode(&claims), hex::encode(self.mac(claims.as_bytes())))
     }
@@ -212,10 +224,18 @@ impl PortalSigner {
             _ => return None,
         };
         let key = ApiKeyId::parse(parts.next()?).ok()?;
+        // Tokens of seven lines, made before sessions: no session, made at 0.
+        let session = parts.next().unwrap_or("").to_owned();
+        let issued_ms: i64 = match parts.next() {
+            Some(ms) => ms.parse().ok()?,
+            None => 0,
+        };
         if parts.next().is_some() {
             return None;
         }
-        (expires > now).then_some(PortalClaims { tenant, app_id, app_uid, expires, feature_flags, read_only, key })
+        let claims =
+            PortalClaims { tenant, app_id, app_uid, expires, feature_flags, read_only, key, session, issued_ms };
+        (expires > now).then_some(claims)
     }
 }
 
@@ -306,6 +326,8 @@ mod tests {
             feature_flags: vec!["beta".into(), "v2.preview".into()],
             read_only: false,
             key: ApiKeyId::generate(),
+            session: "user@1".into(),
+            issued_ms: 1_700_000_000_123,
         };
         let token = signer.issue(&claims);
         assert_eq!(signer.verify(&token, 999), Some(claims.clone()));
@@ -322,6 +344,11 @@ mod tests {
         let old = format!("{}\n{}\n{}\n{}", claims.tenant, claims.app_id, "my-app", 1000);
         let old = format!("hgp_{}_{}", hex::encode(&old), hex::encode(signer.mac(old.as_bytes())));
         assert_eq!(signer.verify(&old, 0), None, "a token bound to no key");
+        // A token of seven lines (before sessions) verifies, made at 0.
+        let seven = format!("{}\n{}\n\n1000\n\n\n{}", claims.tenant, claims.app_id, claims.key);
+        let seven = format!("hgp_{}_{}", hex::encode(&seven), hex::encode(signer.mac(seven.as_bytes())));
+        let read = signer.verify(&seven, 0).expect("a seven-line token verifies");
+        assert_eq!((read.session.as_str(), read.issued_ms), ("", 0));
     }
 
     #[test]

@@ -206,6 +206,8 @@ prefixed_id!(/// An ingress source.
     SourceId, "src");
 prefixed_id!(/// An inbound event admitted by a source.
     InboundEventId, "evt");
+prefixed_id!(/// An application's integration: a named key for a customer's third-party tool.
+    IntegrationId, "integ");
 prefixed_id!(/// A background task (an endpoint's replay), run by the workers in steps.
     TaskId, "qtask");
 

@@ -29,7 +29,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 type SourcePath = web::Path<Ref<SourceId>>;
-type EpPath = web::Path<(Ref<SourceId>, Ref<EndpointId>)>;
+pub(super) type EpPath = web::Path<(Ref<SourceId>, Ref<EndpointId>)>;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -64,13 +64,13 @@ impl IngestEndpointIn {
 }
 
 /// The application holding the ingest source's endpoints.
-async fn source_app(state: &AppState, tenant: &TenantId, source: &Ref<SourceId>) -> Result<AppId, ApiError> {
+pub(super) async fn source_app(state: &AppState, tenant: &TenantId, source: &Ref<SourceId>) -> Result<AppId, ApiError> {
     let conn = db::conn(&state.db).await?;
     let s = ingest_sources::get(&**conn, tenant, source, false).await?.ok_or(ApiError::NotFound("ingest source"))?;
     Ok(s.app_id)
 }
 
-async fn find(
+pub(super) async fn find(
     state: &AppState,
     tenant: &TenantId,
     source: &Ref<SourceId>,

@@ -5,9 +5,11 @@
 use actix_web::web;
 
 mod endpoints;
+mod extras;
 mod sources;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     sources::configure(cfg);
     endpoints::configure(cfg);
+    extras::configure(cfg);
 }

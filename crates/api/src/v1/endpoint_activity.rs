@@ -1,7 +1,7 @@
-//! An endpoint's activity for the portal: attempts per hour (the delivery chart)
-//! and Svix's `v1.endpoint.send-example` (a test event to this endpoint only).
+//! An endpoint's activity for the portal: attempts per hour (the delivery chart),
+//! Svix's `attempt-stats`, and `v1.endpoint.send-example` (a test event to this endpoint only).
 
-use chrono::{Duration, Utc};
+use chrono::{Duration, DurationRound, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -19,7 +19,7 @@ use actix_web::{get, http::StatusCode, post, web, HttpResponse};
 use super::{endpoints::find_any as find, messages::MessageOut, validate};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(hourly).service(send_example);
+    cfg.service(hourly).service(attempt_stats).service(send_example);
 }
 
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
@@ -44,6 +44,33 @@ async fn hourly(
     let data: Vec<_> =
         hours.into_iter().map(|h| json!({ "hour": h.hour, "success": h.success, "fail": h.fail })).collect();
     Ok(HttpResponse::Ok().json(json!({ "since": since, "until": until, "data": data })))
+}
+
+/// `GET …/endpoint/{id}/attempt-stats` (Svix's `get_attempt_stats`): the
+/// endpoint's attempts that succeeded and failed in the window, rounded out to
+/// whole hours (the last 24 unless `since`/`until` say otherwise, at most 31
+/// days); `canceled`, its deliveries of messages of the window that a
+/// transformation canceled (they make no attempt).
+#[get("/app/{app_id}/endpoint/{endpoint_id}/attempt-stats")]
+async fn attempt_stats(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    q: web::Query<Window>,
+) -> Result<HttpResponse, ApiError> {
+    let until = q.until.unwrap_or_else(Utc::now);
+    let since = q.since.unwrap_or_else(|| until - Duration::hours(24));
+    if since >= until || until - since > Duration::days(31) {
+        return Err(ApiError::Validation("`since` must be before `until`, at most 31 days apart".into()));
+    }
+    let hour = |t: chrono::DateTime<Utc>| t.duration_trunc(Duration::hours(1)).unwrap_or(t);
+    let (since, until) = (hour(since), hour(until - Duration::nanoseconds(1)) + Duration::hours(1));
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let hours = attempts::hourly(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
+    let (success, fail) = hours.iter().fold((0, 0), |(s, f), h| (s + h.success, f + h.fail));
+    let canceled = attempts::canceled(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
+    Ok(HttpResponse::Ok().json(json!({ "success": success, "fail": fail, "canceled": canceled })))
 }
 
 #[derive(Deserialize, Default)]

@@ -159,12 +159,7 @@ fn check(body: &MessageIn) -> Result<(), ApiError> {
         return Err(ApiError::Validation("`payload` must be a JSON object".into()));
     }
     if let Some(ch) = &body.channels {
-        if ch.is_empty() || ch.len() > 5 {
-            return Err(ApiError::Validation("`channels` must hold 1 to 5 items, or be null".into()));
-        }
-        for c in ch {
-            validate::uid("channels", c)?;
-        }
+        validate::channels(ch)?;
     }
     Ok(())
 }

@@ -12,16 +12,20 @@ mod destinations;
 mod endpoint_activity;
 pub(crate) mod endpoint_extras;
 pub(crate) mod endpoints;
+mod event_type_import;
 mod event_types;
 mod inbound_events;
+mod integrations;
+mod message_extras;
 mod messages;
 pub(crate) mod operational;
 mod poller;
-mod portal;
+pub(crate) mod portal;
 mod portal_settings;
 mod sources;
+mod statistics;
 mod tasks;
-mod transformations;
+pub(crate) mod transformations;
 pub(crate) mod usage;
 pub(crate) mod validate;
 
@@ -37,6 +41,7 @@ use actix_web::web;
 /// else.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     messages::configure(cfg);
+    message_extras::configure(cfg);
     applications::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
@@ -44,6 +49,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     poller::configure(cfg);
     endpoint_activity::configure(cfg);
     event_types::configure(cfg);
+    event_type_import::configure(cfg);
     attempts::configure(cfg);
     portal::configure(cfg);
     sources::configure(cfg);
@@ -51,6 +57,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     console::configure(cfg);
     operational::configure(cfg);
     usage::configure(cfg);
+    integrations::configure(cfg);
     tasks::configure(cfg);
     transformations::configure(cfg);
+    statistics::configure(cfg);
 }

@@ -1,10 +1,18 @@
-//! `v1.authentication.app-portal-access`: a token for one application's customer.
+//! `v1.authentication`: `app-portal-access` (a token for one application's
+//! customer), `expire-all` (an application's tokens, or some sessions', refused
+//! from now or a moment later) and `logout` (a token refuses itself).
 
 use crate::{optional_json, KeyAuth, Principal, TenantAuth};
 use actix_web::{post, web, HttpMessage, HttpRequest, HttpResponse};
 use chrono::Utc;
 use hookgate_shared::ids::{AppId, Ref};
-use hookgate_shared::{crypto::PortalClaims, db, http::ApiError, store::applications::Application, AppState};
+use hookgate_shared::{
+    crypto::PortalClaims,
+    db,
+    http::ApiError,
+    store::{applications::Application, portal_tokens},
+    AppState,
+};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -14,7 +22,7 @@ use super::{
 };
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(access);
+    cfg.service(access).service(expire_all).service(logout);
 }
 
 /// Default lifetime of a portal token: 7 days.
@@ -38,6 +46,8 @@ struct AccessIn {
     capabilities: Option<Vec<String>>,
     /// Svix's: created alongside when the path's uid names no application yet.
     application: Option<AppIn>,
+    /// Svix's: a name `expire-all` can expire this token by (1-64 of a-z A-Z 0-9 @ _ -).
+    session_id: Option<String>,
 }
 
 /// The token reaches that application's endpoints, messages and attempts only.
@@ -63,6 +73,9 @@ async fn access(
     for flag in &feature_flags {
         validate::uid("featureFlags", flag)?;
     }
+    if let Some(s) = &body.session_id {
+        session_id(s)?;
+    }
     // The token is bound to the key that mints it (see `PortalClaims::key`).
     let minted_by = match req.extensions().get::<Principal>() {
         Some(Principal::Tenant { key, .. }) => key.clone(),
@@ -73,24 +86,61 @@ async fn access(
         (Err(ApiError::NotFound(_)), Some(new), Ref::Uid(uid)) => create_alongside(&state, &tenant, uid, new).await?,
         (found, _, _) => found?,
     };
+    let read_only =
+        body.read_only.unwrap_or(false) || body.capabilities.is_some_and(|c| !c.iter().any(|c| c == "ManageEndpoint"));
+    let minted = Minted { expiry, feature_flags, read_only, session: body.session_id.unwrap_or_default() };
+    Ok(HttpResponse::Ok().json(mint(&req, &state, &tenant, &app, minted_by, minted)))
+}
+
+/// What a new portal token carries beside its application.
+pub(crate) struct Minted {
+    /// Lifetime in seconds.
+    pub expiry: i64,
+    pub feature_flags: Vec<String>,
+    pub read_only: bool,
+    /// Svix's `sessionId` ('' none): `expire-all` may name it.
+    pub session: String,
+}
+
+/// A token for the application's customer, minted by `key`, and the portal URL
+/// that opens with it: `AppPortalAccessOut`.
+pub(crate) fn mint(
+    req: &HttpRequest,
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &Application,
+    key: hookgate_shared::ids::ApiKeyId,
+    m: Minted,
+) -> serde_json::Value {
+    let now = Utc::now();
     let claims = PortalClaims {
         tenant: tenant.0.clone(),
         app_id: app.id.to_string(),
         app_uid: app.uid.clone(),
-        expires: Utc::now().timestamp() + expiry,
-        feature_flags,
-        read_only: body.read_only.unwrap_or(false)
-            || body.capabilities.is_some_and(|c| !c.iter().any(|c| c == "ManageEndpoint")),
-        key: minted_by,
+        expires: now.timestamp() + m.expiry,
+        feature_flags: m.feature_flags,
+        read_only: m.read_only,
+        key,
+        session: m.session,
+        issued_ms: now.timestamp_millis(),
     };
     let token = state.config.master_key.portal_signer().issue(&claims);
     let url = format!(
         "{}/portal/{}/{}#key={token}",
-        hookgate_shared::http::public_base(&req, &state.config),
+        hookgate_shared::http::public_base(req, &state.config),
         tenant.0,
         app.id
     );
-    Ok(HttpResponse::Ok().json(json!({ "token": token, "url": url })))
+    json!({ "token": token, "url": url })
+}
+
+/// Svix's `sessionId`: 1 to 64 of `a-zA-Z0-9@_-`.
+pub(crate) fn session_id(s: &str) -> Result<(), ApiError> {
+    let ok = (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"@_-".contains(&b));
+    if !ok {
+        return Err(ApiError::Validation("`sessionId` must be 1 to 64 of a-z A-Z 0-9 @ _ -".into()));
+    }
+    Ok(())
 }
 
 /// The application the path's uid names, made now from `new` (its uid the
@@ -119,4 +169,72 @@ async fn create_alongside(
             .await
             .map_err(|_| validate::conflict("an application with this uid")(e)),
     }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExpireIn {
+    /// Seconds until the tokens are refused (0 to 72 hours; none: now).
+    expiry: Option<i64>,
+    /// Only the tokens made with one of these `sessionId`s.
+    session_ids: Option<Vec<String>>,
+}
+
+/// Sessions one `expire-all` may name.
+const MOST_SESSIONS: usize = 1000;
+
+/// Every app-portal token of the application made until now (or, with
+/// `sessionIds`, those of the sessions named) is refused from `expiry` seconds
+/// on. Tokens made after the request live their time.
+#[post("/auth/app/{app_id}/expire-all")]
+async fn expire_all(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<AppId>>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let body: ExpireIn = optional_json(&body)?;
+    let expiry = body.expiry.unwrap_or(0);
+    if !(0..=72 * 3600).contains(&expiry) {
+        return Err(ApiError::Validation("`expiry` must be between 0 and 259200 seconds (72 hours)".into()));
+    }
+    let sessions = match body.session_ids {
+        Some(ids) if !ids.is_empty() => {
+            if ids.len() > MOST_SESSIONS {
+                return Err(ApiError::Validation(format!("`sessionIds`: at most {MOST_SESSIONS}")));
+            }
+            ids.iter().try_for_each(|s| session_id(s))?;
+            ids
+        }
+        _ => vec![String::new()],
+    };
+    let tenant = TenantAuth(key.0);
+    let app = find_app(&state, &tenant, &path).await?;
+    let now_ms = Utc::now().timestamp_millis();
+    let conn = db::conn(&state.db).await?;
+    // `+ 1`: a token made in this very millisecond is made before the request ends.
+    portal_tokens::revoke(&**conn, &tenant.0, &app.id, &sessions, now_ms + 1, now_ms + expiry * 1000, &state.caches)
+        .await?;
+    tracing::info!(app = %app.id, sessions = sessions.len(), expiry, "app-portal tokens expired");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// The calling app-portal token is refused from now on; any other credential
+/// gets 403 (an API key is revoked through the admin API, an integration's key
+/// rotated).
+#[post("/auth/logout")]
+async fn logout(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let principal = req.extensions().get::<Principal>().cloned();
+    let Some(Principal::Portal { tenant, app_id, token_id, issued_ms, .. }) = principal else {
+        return Err(ApiError::Forbidden("only an app-portal token logs out; revoke an API key instead".into()));
+    };
+    if token_id.is_empty() {
+        return Err(ApiError::Forbidden("an integration key does not log out: rotate it instead".into()));
+    }
+    let app = hookgate_shared::ids::AppId::from_db(app_id);
+    let sessions = [portal_tokens::logged_out(&token_id)];
+    let conn = db::conn(&state.db).await?;
+    let now_ms = Utc::now().timestamp_millis();
+    portal_tokens::revoke(&**conn, &tenant, &app, &sessions, issued_ms + 1, now_ms, &state.caches).await?;
+    Ok(HttpResponse::NoContent().finish())
 }

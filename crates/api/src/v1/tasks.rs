@@ -179,14 +179,44 @@ async fn start(
     Ok(res)
 }
 
+/// Starts a task of the application (a content purge) under the same caps as a
+/// replay; the caller answers 202 with [`replay_out`].
+pub(super) async fn start_app_task(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &AppId,
+    kind: TaskKind,
+) -> Result<Task, ApiError> {
+    debug_assert_eq!(kind, TaskKind::PurgeContent);
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let (running, in_app) = tasks::running(&*tx, &tenant.0, app).await?;
+    if running >= MOST_RUNNING || in_app >= MOST_RUNNING_PER_APP {
+        return Err(ApiError::Conflict(format!(
+            "{running} background tasks are running ({in_app} of this application's): at most {MOST_RUNNING} at once, \
+             {MOST_RUNNING_PER_APP} per application; wait for one to end"
+        )));
+    }
+    let task = tasks::create_purge(&*tx, &tenant.0, app).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    tracing::info!(task = %task.id, kind = task.kind.name(), app = %app, "background task started");
+    Ok(task)
+}
+
 /// `ReplayOut`: the task without its data.
-fn replay_out(t: &Task) -> Value {
+pub(super) fn replay_out(t: &Task) -> Value {
     json!({ "id": t.id, "status": t.status.name(), "task": t.kind.name(), "updatedAt": t.updated_at })
 }
 
 /// `BackgroundTaskOut`.
 fn task_out(t: &Task) -> Value {
-    let mut data = json!({ "messagesSent": t.sent, "appId": t.app_id, "endpointId": t.endpoint_id });
+    let mut data = match t.kind {
+        TaskKind::Replay | TaskKind::BulkReplay | TaskKind::Recover => {
+            json!({ "messagesSent": t.sent, "appId": t.app_id, "endpointId": t.endpoint_id })
+        }
+        TaskKind::PurgeContent => json!({ "messagesPurged": t.sent, "appId": t.app_id }),
+        TaskKind::AppStats | TaskKind::EventTypeAggregate => t.data.clone().unwrap_or_else(|| json!({})),
+    };
     if let Some(f) = &t.failure {
         data["error"] = json!(f);
     }
@@ -219,7 +249,8 @@ async fn list(
         None => None,
         Some(s) => Some(TaskKind::from_name(s).ok_or_else(|| {
             ApiError::Validation(format!(
-                "`task`: `{s}` is none of endpoint.replay, endpoint.bulk-replay, endpoint.recover"
+                "`task`: `{s}` is none of endpoint.replay, endpoint.bulk-replay, endpoint.recover, \
+                 application.purge_content, application.stats, event-type.aggregate"
             ))
         })?),
     };

@@ -37,7 +37,7 @@ type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TransformationPatch {
+pub(crate) struct TransformationPatch {
     code: Option<String>,
     enabled: Option<bool>,
     variables: Option<BTreeMap<String, String>>,
@@ -91,7 +91,7 @@ async fn find_destination(
     }
 }
 
-async fn get_of(
+pub(crate) async fn get_of(
     tenant: &TenantAuth,
     req: &HttpRequest,
     state: &AppState,
@@ -211,7 +211,7 @@ async fn patch_destination(
     Ok(HttpResponse::Ok().json(json!({})))
 }
 
-async fn patch_of(
+pub(crate) async fn patch_of(
     tenant: &TenantAuth,
     state: &AppState,
     body: TransformationPatch,

@@ -20,6 +20,14 @@ pub fn name(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A message's `channels`: 1 to 5 uids, or none.
+pub fn channels(ch: &[String]) -> Result<(), ApiError> {
+    if ch.is_empty() || ch.len() > 5 {
+        return Err(ApiError::Validation("`channels` must hold 1 to 5 items, or be null".into()));
+    }
+    ch.iter().try_for_each(|c| uid("channels", c))
+}
+
 /// `throttleRate` (or the deprecated `rateLimit`): a positive uint16.
 pub fn throttle_rate(value: Option<i64>) -> Result<Option<i32>, ApiError> {
     match value {

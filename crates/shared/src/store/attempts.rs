@@ -158,3 +158,24 @@ pub async fn hourly(
         .await?;
     Ok(rows.iter().map(|r| HourCount { hour: r.get(0), success: r.get(1), fail: r.get(2) }).collect())
 }
+
+/// The endpoint's deliveries of messages made in `[since, until)` that ended
+/// canceled (a transformation said not to send): they have no attempt.
+pub async fn canceled(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<i64, StoreError> {
+    let row = db
+        .query_one(
+            "SELECT count(*) FROM deliveries
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status = $6
+               AND msg_id >= hookgate_id_floor('msg', $4) AND msg_id < hookgate_id_floor('msg', $5)",
+            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until, &DeliveryStatus::Canceled.code()],
+        )
+        .await?;
+    Ok(row.get(0))
+}

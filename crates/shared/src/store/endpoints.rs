@@ -200,6 +200,26 @@ pub async fn matching(
     Ok(rows.iter().map(from_row).collect())
 }
 
+/// Whether a message of `event_type` on `channels` would reach any enabled
+/// endpoint or destination of the application now (`message.precheck`): the
+/// fan-out's own rule, on a message that is not made.
+pub async fn any_matching(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    event_type: &str,
+    channels: Option<&[String]>,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM endpoints e,
+            (SELECT $1::text AS tenant_id, $2::text AS app_id, $3::text AS event_type, $4::text[] AS channels) m
+         WHERE {})",
+        fanout::MATCHES
+    );
+    let row = db.query_one(&sql, &[&tenant.as_str(), &app.as_str(), &event_type, &channels]).await?;
+    Ok(row.get(0))
+}
+
 /// A page of the application's HTTP endpoints, or of its destinations.
 pub async fn list(
     db: &impl GenericClient,

@@ -132,3 +132,35 @@ pub async fn delete(db: &impl GenericClient, tenant: &TenantId, name: &str, expu
     };
     Ok(db.execute(sql, &[&tenant.as_str(), &name]).await? == 1)
 }
+
+/// Archives every live event type of the tenant not named in `keep`; the names archived.
+pub async fn archive_except(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    keep: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let rows = db
+        .query(
+            "UPDATE event_types SET archived = true, updated_at = now()
+             WHERE tenant_id = $1 AND NOT archived AND NOT (name = ANY ($2))
+             RETURNING name",
+            &[&tenant.as_str(), &keep],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The live event types of the tenant not named in `keep` (what `archive_except` would archive).
+pub async fn live_except(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    keep: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT name FROM event_types WHERE tenant_id = $1 AND NOT archived AND NOT (name = ANY ($2)) ORDER BY name",
+            &[&tenant.as_str(), &keep],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}

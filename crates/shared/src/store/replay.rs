@@ -59,8 +59,10 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
     let tenant = TenantId::from_db(row.get(0));
     let task = TaskId::from_db(row.get(1));
     let kind = TaskKind::from_db(row.get(2));
-    let app = AppId::from_db(row.get(3));
-    let endpoint = EndpointId::from_db(row.get(4));
+    // Every running task names its application: only statistics (recorded
+    // finished) are the whole tenant's.
+    let app = AppId::from_db(row.get::<_, Option<String>>(3).unwrap_or_default());
+    let endpoint = row.get::<_, Option<String>>(4).map(EndpointId::from_db);
     let window = Window { since: row.get(5), until: row.get(6), after: row.get(8) };
     let filter: serde_json::Value = row.get(7);
 
@@ -71,7 +73,7 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
     // over at least [`FAILING_FOR`], so a database's blip of a few seconds ends
     // no task. Its cause goes to the log, not to the tenant.
     tx.batch_execute("SAVEPOINT step").await?;
-    let done = match work(&*tx, &tenant, &app, &endpoint, kind, &window, &filter, batch).await {
+    let done = match work(&*tx, &tenant, &app, endpoint.as_ref(), kind, &window, &filter, batch).await {
         Ok(done) => done,
         Err(e) => {
             tx.batch_execute("ROLLBACK TO SAVEPOINT step").await?;
@@ -135,12 +137,19 @@ async fn work(
     tx: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
-    endpoint: &EndpointId,
+    endpoint: Option<&EndpointId>,
     kind: TaskKind,
     window: &Window,
     filter: &serde_json::Value,
     batch: i64,
 ) -> Result<Done, StoreError> {
+    let Some(endpoint) = endpoint else {
+        if kind != TaskKind::PurgeContent {
+            return Ok(Done { last: None, scanned: 0, sent: 0, failure: Some("the task names no endpoint") });
+        }
+        let (last, scanned, sent) = purge_batch(tx, tenant, app, window, batch).await?;
+        return Ok(Done { last, scanned, sent, failure: None });
+    };
     let filter = ReplayFilter::deserialize(filter).map_err(|e| StoreError::Corrupt(format!("a task's filter: {e}")))?;
     // The endpoint is held (FOR KEY SHARE) for the step: deleted meanwhile, the
     // deletion waits for this step or went first, and the task ends failed.
@@ -165,6 +174,9 @@ async fn work(
         TaskKind::Replay => missing_batch(tx, tenant, app, endpoint, window, batch).await?,
         TaskKind::BulkReplay => again_batch(tx, tenant, app, endpoint, window, &filter, batch).await?,
         TaskKind::Recover => recover_batch(tx, tenant, app, endpoint, window, batch).await?,
+        TaskKind::PurgeContent | TaskKind::AppStats | TaskKind::EventTypeAggregate => {
+            return Ok(Done { last: None, scanned: 0, sent: 0, failure: Some("the task is not an endpoint's") })
+        }
     };
     Ok(Done { last, scanned, sent, failure: None })
 }
@@ -196,6 +208,41 @@ const SCANNED_DELIVERIES: &str = "scanned AS (
 /// and how many deliveries were made due.
 const SCANNED_AND_DUE: &str =
     "SELECT (SELECT max(msg_id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)";
+
+/// A content purge: the next `batch` messages of the application in id order,
+/// made before the task, lose their payloads (and the inbound events' copies),
+/// as `erasure::expunge_message` does one. Returns the last id looked at, how
+/// many, and how many payloads were erased.
+async fn purge_batch(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    w: &Window,
+    batch: i64,
+) -> Result<(Option<String>, i64, i64), StoreError> {
+    let hi = ids::floor(MessageId::PREFIX, w.until + ID_MARGIN);
+    let row = tx
+        .query_one(
+            "WITH scanned AS (
+                SELECT m.id FROM messages m
+                WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id > $3 AND m.id < $4
+                ORDER BY m.id LIMIT $5
+             ), purged AS (
+                UPDATE messages m SET payload = NULL, payload_expires_at = NULL FROM scanned s
+                WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = s.id
+                  AND m.payload IS NOT NULL AND m.created_at <= $6
+                RETURNING m.tenant_id, m.id, m.event_id
+             ), inbound AS (
+                UPDATE inbound_events e SET payload = NULL FROM purged p
+                WHERE e.tenant_id = p.tenant_id AND e.msg_id = p.id AND e.id = p.event_id
+                  AND e.source_id IN (SELECT src.id FROM sources src WHERE src.tenant_id = $1)
+             )
+             SELECT (SELECT max(id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM purged)",
+            &[&tenant.as_str(), &app.as_str(), &w.after, &hi, &batch, &w.until],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1), row.get(2)))
+}
 
 /// Replay-missing: the next `batch` messages of the application in id order; of
 /// those in the window that the endpoint's filters take (the fan-out's rule,

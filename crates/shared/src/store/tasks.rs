@@ -1,5 +1,6 @@
-//! The `background_tasks` table: endpoint replays and recoveries a request starts and the workers
-//! finish in steps (`store::replay`), read back through `/api/v1/background-task`.
+//! The `background_tasks` table: endpoint replays and recoveries and content purges a
+//! request starts and the workers finish in steps (`store::replay`), and statistics
+//! answered at once and recorded finished; read back through `/api/v1/background-task`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -21,7 +22,24 @@ pub enum TaskKind {
     BulkReplay,
     /// `recover`: the endpoint's failed deliveries of a window start their schedule again.
     Recover,
+    /// `expunge-all-contents`: every message of the application made before the
+    /// request loses its payload.
+    PurgeContent,
+    /// `aggregate_app_stats`: messages per application in a window.
+    AppStats,
+    /// `aggregate_event_types`: the event types the tenant's messages used.
+    EventTypeAggregate,
 }
+
+/// Every kind, for names read from a query string.
+const KINDS: [TaskKind; 6] = [
+    TaskKind::Replay,
+    TaskKind::BulkReplay,
+    TaskKind::Recover,
+    TaskKind::PurgeContent,
+    TaskKind::AppStats,
+    TaskKind::EventTypeAggregate,
+];
 
 impl TaskKind {
     pub const fn code(self) -> i16 {
@@ -29,6 +47,9 @@ impl TaskKind {
             TaskKind::Replay => 0,
             TaskKind::BulkReplay => 1,
             TaskKind::Recover => 2,
+            TaskKind::PurgeContent => 3,
+            TaskKind::AppStats => 4,
+            TaskKind::EventTypeAggregate => 5,
         }
     }
 
@@ -36,6 +57,9 @@ impl TaskKind {
         match code {
             1 => TaskKind::BulkReplay,
             2 => TaskKind::Recover,
+            3 => TaskKind::PurgeContent,
+            4 => TaskKind::AppStats,
+            5 => TaskKind::EventTypeAggregate,
             _ => TaskKind::Replay,
         }
     }
@@ -46,12 +70,15 @@ impl TaskKind {
             TaskKind::Replay => "endpoint.replay",
             TaskKind::BulkReplay => "endpoint.bulk-replay",
             TaskKind::Recover => "endpoint.recover",
+            TaskKind::PurgeContent => "application.purge_content",
+            TaskKind::AppStats => "application.stats",
+            TaskKind::EventTypeAggregate => "event-type.aggregate",
         }
     }
 
     /// A name from a query string; `None` for a type Hookgate runs no task of.
     pub fn from_name(s: &str) -> Option<Self> {
-        [TaskKind::Replay, TaskKind::BulkReplay, TaskKind::Recover].into_iter().find(|k| k.name() == s)
+        KINDS.into_iter().find(|k| k.name() == s)
     }
 }
 
@@ -113,28 +140,33 @@ pub struct Task {
     pub id: TaskId,
     pub kind: TaskKind,
     pub status: TaskStatus,
-    pub app_id: AppId,
-    pub endpoint_id: EndpointId,
-    /// Messages looked at so far, and deliveries made due by the task.
+    /// `None` for a task of the whole tenant.
+    pub app_id: Option<AppId>,
+    /// `None` for a task of an application or of the tenant.
+    pub endpoint_id: Option<EndpointId>,
+    /// Messages looked at so far, and deliveries made due (a purge: payloads erased) by the task.
     pub scanned: i64,
     pub sent: i64,
     pub failure: Option<String>,
     pub updated_at: DateTime<Utc>,
+    /// A statistics task's result, as its `data`.
+    pub data: Option<serde_json::Value>,
 }
 
-const COLUMNS: &str = "id, kind, status, app_id, endpoint_id, scanned, sent, failure, updated_at";
+const COLUMNS: &str = "id, kind, status, app_id, endpoint_id, scanned, sent, failure, updated_at, data";
 
 fn from_row(r: &Row) -> Task {
     Task {
         id: TaskId::from_db(r.get(0)),
         kind: TaskKind::from_db(r.get(1)),
         status: TaskStatus::from_db(r.get(2)),
-        app_id: AppId::from_db(r.get(3)),
-        endpoint_id: EndpointId::from_db(r.get(4)),
+        app_id: r.get::<_, Option<String>>(3).map(AppId::from_db),
+        endpoint_id: r.get::<_, Option<String>>(4).map(EndpointId::from_db),
         scanned: r.get(5),
         sent: r.get(6),
         failure: r.get(7),
         updated_at: r.get(8),
+        data: r.get(9),
     }
 }
 
@@ -169,6 +201,51 @@ pub async fn create(db: &impl GenericClient, tenant: &TenantId, new: &NewTask<'_
                 &new.since,
                 &new.until,
                 &filter,
+            ],
+        )
+        .await?;
+    Ok(from_row(&row))
+}
+
+/// Records a purge of the application's message contents, running; it covers
+/// messages made up to now.
+pub async fn create_purge(db: &impl GenericClient, tenant: &TenantId, app: &AppId) -> Result<Task, StoreError> {
+    let row = db
+        .query_one(
+            &format!(
+                "INSERT INTO background_tasks (tenant_id, id, kind, app_id, since, until)
+                 VALUES ($1, $2, $3, $4, 'epoch', now())
+                 RETURNING {COLUMNS}"
+            ),
+            &[&tenant.as_str(), &TaskId::generate().as_str(), &TaskKind::PurgeContent.code(), &app.as_str()],
+        )
+        .await?;
+    Ok(from_row(&row))
+}
+
+/// Records a task answered at once (statistics), finished, with its result.
+pub async fn create_finished(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    kind: TaskKind,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    data: &serde_json::Value,
+) -> Result<Task, StoreError> {
+    let row = db
+        .query_one(
+            &format!(
+                "INSERT INTO background_tasks (tenant_id, id, kind, status, since, until, data)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 RETURNING {COLUMNS}"
+            ),
+            &[
+                &tenant.as_str(),
+                &TaskId::generate().as_str(),
+                &kind.code(),
+                &TaskStatus::Finished.code(),
+                &since,
+                &until,
+                data,
             ],
         )
         .await?;

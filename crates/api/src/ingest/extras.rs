@@ -1,0 +1,82 @@
+//! What Svix Ingest has beside sources and endpoints: an ingest endpoint's
+//! transformation, and the source's consumer portal (`dashboard`).
+
+use actix_web::{get, patch, post, web, HttpMessage, HttpRequest, HttpResponse};
+use hookgate_shared::{db, http::ApiError, ids::Ref, ids::SourceId, store::applications, AppState};
+use serde::Deserialize;
+
+use super::endpoints::{find, source_app, EpPath};
+use crate::v1::portal::{mint, Minted};
+use crate::v1::transformations::{get_of, patch_of, TransformationPatch};
+use crate::{optional_json, KeyAuth, Principal, TenantAuth};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(get_transformation).service(patch_transformation).service(dashboard);
+}
+
+/// The transformation run on each event the source admits before it is sent to
+/// this endpoint: the endpoint's own, as `…/app/{app}/endpoint/{id}/transformation`.
+#[get("/source/{source_id}/endpoint/{endpoint_id}/transformation")]
+async fn get_transformation(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: EpPath,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
+    get_of(&TenantAuth(key.0), &req, &state, app, ep).await
+}
+
+/// Sets what the body gives and keeps the rest; 204.
+#[patch("/source/{source_id}/endpoint/{endpoint_id}/transformation")]
+async fn patch_transformation(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<TransformationPatch>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
+    patch_of(&TenantAuth(key.0), &state, body.into_inner(), app, ep).await
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DashboardIn {
+    /// Seconds, 1 hour to 7 days; 7 days when absent.
+    expiry: Option<i64>,
+    read_only: Option<bool>,
+}
+
+/// The source's consumer portal: an app-portal token (and the portal's URL) for
+/// the application that holds the source's endpoints, where its customer sees
+/// what arrived and where it went.
+#[post("/source/{source_id}/dashboard")]
+async fn dashboard(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<SourceId>>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let body: DashboardIn = optional_json(&body)?;
+    let expiry = body.expiry.unwrap_or(7 * 86_400);
+    if !(3600..=7 * 86_400).contains(&expiry) {
+        return Err(ApiError::Validation("`expiry` must be between 3600 seconds (1 hour) and 604800 (7 days)".into()));
+    }
+    let minted_by = match req.extensions().get::<Principal>() {
+        Some(Principal::Tenant { key, .. }) => key.clone(),
+        _ => return Err(ApiError::Unauthorized("a tenant API key is required".into())),
+    };
+    let app_id = source_app(&state, &key.0, &path).await?;
+    let app = {
+        let conn = db::conn(&state.db).await?;
+        applications::get(&**conn, &key.0, &Ref::Id(app_id)).await?.ok_or(ApiError::NotFound("ingest source"))?
+    };
+    let minted = Minted {
+        expiry,
+        feature_flags: Vec::new(),
+        read_only: body.read_only.unwrap_or(false),
+        session: String::new(),
+    };
+    Ok(HttpResponse::Ok().json(mint(&req, &state, &TenantAuth(key.0), &app, minted_by, minted)))
+}

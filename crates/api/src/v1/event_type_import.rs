@@ -1,0 +1,238 @@
+//! `v1.event-type.import-openapi`: event types, with their schemas, from the
+//! webhooks of an OpenAPI 3.1 document (`webhooks`, or `x-webhooks` as 3.0
+//! documents write them).
+
+use actix_web::{post, web, HttpResponse};
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    store::{event_types, StoreError},
+    AppState,
+};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::KeyAuth;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(import);
+}
+
+/// Webhooks one document may hold.
+const MOST_WEBHOOKS: usize = 1000;
+/// How deep `$ref`s are followed when inlined; deeper (or circular) ones stay references.
+const MOST_REF_DEPTH: usize = 16;
+/// Values one document's schemas may expand to once inlined: references that
+/// branch can grow exponentially with depth.
+const MOST_INLINED: usize = 200_000;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ImportIn {
+    spec: Option<Value>,
+    spec_raw: Option<String>,
+    #[serde(default)]
+    replace_all: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// One event type read from a webhook (`EventTypeFromOpenApi`).
+#[derive(Debug, PartialEq)]
+struct FromSpec {
+    name: String,
+    description: String,
+    deprecated: bool,
+    /// The request body's JSON schema, `$ref`s inlined, under version `"1"`.
+    schemas: Option<Value>,
+}
+
+impl FromSpec {
+    fn out(&self) -> Value {
+        json!({ "name": self.name, "description": self.description, "deprecated": self.deprecated, "schemas": self.schemas })
+    }
+}
+
+/// Creates or updates an event type per webhook (an archived one is brought
+/// back; its feature flag is kept); with `replaceAll`, archives those the
+/// document does not name; with `dryRun`, changes nothing and lists in
+/// `to_modify` what it would write. All in one transaction.
+#[post("/event-type/import/openapi")]
+async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<ImportIn>) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let spec = match (body.spec, body.spec_raw) {
+        (Some(spec), None) => spec,
+        (None, Some(raw)) => serde_yaml_ng::from_str::<Value>(&raw)
+            .map_err(|e| ApiError::BadRequest(format!("`specRaw` is neither JSON nor YAML: {e}")))?,
+        _ => return Err(ApiError::BadRequest("give exactly one of `spec` and `specRaw`".into())),
+    };
+    let found = read_webhooks(&spec)?;
+    let names: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
+    let mut conn = db::conn(&state.db).await?;
+    if body.dry_run {
+        let archived = match body.replace_all {
+            true => event_types::live_except(&**conn, &key.0, &names).await?,
+            false => Vec::new(),
+        };
+        let to_modify: Vec<Value> = found.iter().map(FromSpec::out).collect();
+        return Ok(HttpResponse::Ok()
+            .json(json!({ "data": { "modified": [], "to_modify": to_modify, "archived": archived } })));
+    }
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    for f in &found {
+        let before = event_types::get_for_update(&*tx, &key.0, &f.name).await?;
+        let now = chrono::Utc::now();
+        let row = event_types::EventType {
+            name: f.name.clone(),
+            description: f.description.clone(),
+            archived: false,
+            deprecated: f.deprecated,
+            schemas: f.schemas.clone(),
+            feature_flag: before.as_ref().and_then(|b| b.feature_flag.clone()),
+            created_at: now,
+            updated_at: now,
+        };
+        event_types::upsert(&*tx, &key.0, &row).await?;
+    }
+    let archived = match body.replace_all {
+        true => event_types::archive_except(&*tx, &key.0, &names).await?,
+        false => Vec::new(),
+    };
+    tx.commit().await.map_err(StoreError::from)?;
+    tracing::info!(imported = names.len(), archived = archived.len(), "event types imported from OpenAPI");
+    Ok(HttpResponse::Ok().json(json!({ "data": { "modified": names, "to_modify": null, "archived": archived } })))
+}
+
+/// The event types a document's webhooks describe, in the document's order.
+fn read_webhooks(spec: &Value) -> Result<Vec<FromSpec>, ApiError> {
+    let bad = |m: String| ApiError::Validation(m);
+    let Some(spec) = spec.as_object() else { return Err(bad("the document is not a JSON object".into())) };
+    let hooks = match spec.get("webhooks").or_else(|| spec.get("x-webhooks")) {
+        Some(Value::Object(h)) => h,
+        Some(_) => return Err(bad("`webhooks` is not an object of named webhooks".into())),
+        None => return Err(bad("the document has no `webhooks` (or `x-webhooks`)".into())),
+    };
+    if hooks.len() > MOST_WEBHOOKS {
+        return Err(bad(format!("at most {MOST_WEBHOOKS} webhooks a document")));
+    }
+    let components = spec.get("components").and_then(|c| c.get("schemas")).and_then(Value::as_object);
+    let mut out = Vec::with_capacity(hooks.len());
+    let mut budget = MOST_INLINED;
+    for (name, item) in hooks {
+        if !hookgate_shared::ids::is_uid(name) {
+            return Err(bad(format!("webhook `{name}`: an event type name is 1 to 256 of a-z A-Z 0-9 - _ .")));
+        }
+        // The operation: `post` as webhooks are sent, else the item's first one.
+        let op = item
+            .get("post")
+            .or_else(|| item.as_object().and_then(|o| o.values().find(|v| v.get("requestBody").is_some())))
+            .ok_or_else(|| bad(format!("webhook `{name}` has no operation with a `requestBody`")))?;
+        let description = ["description", "summary"]
+            .iter()
+            .find_map(|k| op.get(*k).and_then(Value::as_str))
+            .unwrap_or_default()
+            .to_owned();
+        let media = op
+            .get("requestBody")
+            .and_then(|b| b.get("content"))
+            .and_then(|c| c.get("application/json").or_else(|| c.as_object().and_then(|o| o.values().next())));
+        let schemas = match media.and_then(|m| m.get("schema")) {
+            None => None,
+            Some(schema) => {
+                let mut schema = inline(schema, components, 0, &mut budget).ok_or_else(|| {
+                    bad(format!("the schemas' `$ref`s expand to more than {MOST_INLINED} values once inlined"))
+                })?;
+                if let (Some(example), Some(obj)) = (media.and_then(|m| m.get("example")), schema.as_object_mut()) {
+                    obj.entry("examples").or_insert_with(|| json!([example]));
+                }
+                Some(json!({ "1": schema }))
+            }
+        };
+        let deprecated = op.get("deprecated").and_then(Value::as_bool).unwrap_or(false);
+        out.push(FromSpec { name: name.clone(), description, deprecated, schemas });
+    }
+    Ok(out)
+}
+
+/// `schema` with its `#/components/schemas/…` references replaced by what they
+/// name, to `MOST_REF_DEPTH` levels (an event type's schema stands alone);
+/// `None` once `budget` values have been made.
+fn inline(schema: &Value, components: Option<&Map<String, Value>>, depth: usize, budget: &mut usize) -> Option<Value> {
+    *budget = budget.checked_sub(1)?;
+    Some(match schema {
+        Value::Object(o) => {
+            let target = o.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/"));
+            if let (Some(name), Some(components)) = (target, components) {
+                if let Some(found) = components.get(name).filter(|_| depth < MOST_REF_DEPTH) {
+                    return inline(found, Some(components), depth + 1, budget);
+                }
+            }
+            let mut out = Map::with_capacity(o.len());
+            for (k, v) in o {
+                out.insert(k.clone(), inline(v, components, depth, budget)?);
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|v| inline(v, components, depth, budget)).collect::<Option<_>>()?),
+        other => other.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhooks_become_event_types_with_their_references_inlined() {
+        let spec = json!({
+            "openapi": "3.1.0",
+            "webhooks": {
+                "user.created": { "post": {
+                    "description": "A user signed up",
+                    "requestBody": { "content": { "application/json": {
+                        "schema": { "$ref": "#/components/schemas/User" },
+                        "example": { "id": "u1" }
+                    } } }
+                } },
+                "user.gone": { "post": { "summary": "Gone", "deprecated": true,
+                    "requestBody": { "content": { "application/json": { "schema": { "type": "object" } } } } } }
+            },
+            "components": { "schemas": {
+                "User": { "type": "object", "properties": { "id": { "$ref": "#/components/schemas/Id" } } },
+                "Id": { "type": "string" }
+            } }
+        });
+        let found = read_webhooks(&spec).unwrap();
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].name, "user.created");
+        assert_eq!(found[0].description, "A user signed up");
+        let schema = &found[0].schemas.as_ref().unwrap()["1"];
+        assert_eq!(schema["properties"]["id"], json!({ "type": "string" }));
+        assert_eq!(schema["examples"], json!([{ "id": "u1" }]));
+        assert!(found[1].deprecated);
+        assert_eq!(found[1].description, "Gone");
+    }
+
+    #[test]
+    fn a_circular_reference_stops_and_a_bad_name_is_refused() {
+        let spec = json!({
+            "x-webhooks": { "node": { "post": { "requestBody": { "content": { "application/json": {
+                "schema": { "$ref": "#/components/schemas/Node" } } } } } } },
+            "components": { "schemas": { "Node": { "properties": { "next": { "$ref": "#/components/schemas/Node" } } } } }
+        });
+        let found = read_webhooks(&spec).unwrap();
+        assert_eq!(found[0].name, "node");
+        // A reference that doubles at each level would make 2^16 copies: refused.
+        let wide = json!({
+            "webhooks": { "w": { "post": { "requestBody": { "content": { "application/json": {
+                "schema": { "$ref": "#/components/schemas/W" } } } } } } },
+            "components": { "schemas": { "W": { "allOf": [
+                { "$ref": "#/components/schemas/W" }, { "$ref": "#/components/schemas/W" }, { "$ref": "#/components/schemas/W" }
+            ] } } }
+        });
+        assert!(matches!(read_webhooks(&wide), Err(ApiError::Validation(m)) if m.contains("expand")));
+        let bad = json!({ "webhooks": { "no spaces": { "post": { "requestBody": {} } } } });
+        assert!(matches!(read_webhooks(&bad), Err(ApiError::Validation(m)) if m.contains("no spaces")));
+        assert!(matches!(read_webhooks(&json!({ "openapi": "3.1.0" })), Err(ApiError::Validation(_))));
+    }
+}

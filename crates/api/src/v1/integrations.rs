@@ -1,0 +1,220 @@
+//! `v1.integration`: an application's integrations, named keys its customer
+//! gives third-party tools (Zapier and the like). A key reaches that
+//! application's routes as an app-portal token does, with the integration's
+//! feature flags, until it is rotated or the integration deleted. Kept sealed
+//! with the tenant's key, so it can be shown again; only the tenant's API keys
+//! manage them.
+
+use actix_web::{delete, get, http::StatusCode, post, put, web, HttpResponse};
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{AppId, IntegrationId, Ref, TenantId},
+    store::{
+        applications,
+        integrations::{self, Fields, Integration},
+        StoreError,
+    },
+    AppState,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{applications::find as find_app, validate};
+use crate::idempotency::{answer, RequestKey};
+use crate::{KeyAuth, PageQuery, TenantAuth};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(list).service(create).service(get_one).service(update).service(delete_one);
+    cfg.service(get_key).service(rotate_key);
+}
+
+/// Integrations an application may have.
+const MOST_PER_APP: i64 = 100;
+/// Feature flags an integration may carry (Svix's limit).
+const MOST_FLAGS: usize = 25;
+
+type IntegPath = web::Path<(Ref<AppId>, String)>;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IntegrationIn {
+    name: String,
+    feature_flags: Option<Vec<String>>,
+}
+
+impl IntegrationIn {
+    fn checked(&self) -> Result<Vec<String>, ApiError> {
+        validate::name("name", &self.name)?;
+        let flags = self.feature_flags.clone().unwrap_or_default();
+        if flags.len() > MOST_FLAGS {
+            return Err(ApiError::Validation(format!("`featureFlags`: at most {MOST_FLAGS}")));
+        }
+        flags.iter().try_for_each(|f| validate::uid("featureFlags", f))?;
+        let mut unique = flags.clone();
+        unique.sort();
+        unique.dedup();
+        if unique.len() != flags.len() {
+            return Err(ApiError::Validation("`featureFlags`: each flag once".into()));
+        }
+        Ok(flags)
+    }
+}
+
+fn out(i: &Integration) -> Value {
+    json!({
+        "id": i.id, "name": i.name, "featureFlags": i.feature_flags,
+        "createdAt": i.created_at, "updatedAt": i.updated_at,
+    })
+}
+
+/// What binds a sealed key to its integration.
+fn purpose(app: &AppId, id: &IntegrationId) -> String {
+    format!("integration-key:{app}:{id}")
+}
+
+/// A new key, sealed and hashed for storage, and in clear for the answer.
+fn new_key(state: &AppState, tenant: &TenantId, app: &AppId, id: &IntegrationId) -> (String, Vec<u8>, Vec<u8>) {
+    let key = integrations::new_key(tenant);
+    let sealed = state.config.master_key.tenant_key(tenant).seal(&purpose(app, id), key.as_bytes());
+    let hash = state.api_keys.hash(&key);
+    (key, sealed, hash)
+}
+
+async fn find(state: &AppState, tenant: &TenantAuth, path: &IntegPath) -> Result<(AppId, Integration), ApiError> {
+    let app = find_app(state, tenant, &path.0).await?;
+    let conn = db::conn(&state.db).await?;
+    let found = integrations::get(&**conn, &tenant.0, &app.id, &path.1).await?;
+    Ok((app.id, found.ok_or(ApiError::NotFound("integration"))?))
+}
+
+/// The integration's id from the path, for writes (a malformed one names none).
+fn integ_id(s: &str) -> Result<IntegrationId, ApiError> {
+    IntegrationId::parse(s).map_err(|_| ApiError::NotFound("integration"))
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    order: Option<String>,
+}
+
+#[get("/app/{app_id}/integration")]
+async fn list(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<AppId>>,
+    page: web::Query<PageQuery>,
+    q: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let descending = match q.order.as_deref() {
+        None | Some("ascending") => false,
+        Some("descending") => true,
+        Some(o) => return Err(ApiError::Validation(format!("`order`: `{o}` is neither ascending nor descending"))),
+    };
+    let app = find_app(&state, &TenantAuth(key.0.clone()), &path).await?;
+    let conn = db::conn(&state.db).await?;
+    let found = integrations::list(&**conn, &key.0, &app.id, descending, &page.page()).await?;
+    Ok(HttpResponse::Ok().json(found.map(|i| out(&i))))
+}
+
+/// 201 with the integration; its key is read with `…/key`.
+#[post("/app/{app_id}/integration")]
+async fn create(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<AppId>>,
+    body: web::Json<IntegrationIn>,
+    request: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let flags = body.checked()?;
+    let tenant = TenantAuth(key.0);
+    let app = find_app(&state, &tenant, &path).await?;
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    // The application's row held: two creates cannot both take the last place.
+    applications::get_for_update(&*tx, &tenant.0, &app.id).await?.ok_or(ApiError::NotFound("application"))?;
+    if integrations::count(&*tx, &tenant.0, &app.id).await? >= MOST_PER_APP {
+        return Err(ApiError::Conflict(format!("an application has at most {MOST_PER_APP} integrations")));
+    }
+    let id = IntegrationId::generate();
+    let (_, sealed, hash) = new_key(&state, &tenant.0, &app.id, &id);
+    let fields = Fields { name: &body.name, feature_flags: &flags };
+    let made = integrations::create(&*tx, &tenant.0, &app.id, &id, &fields, &sealed, &hash).await?;
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &out(&made)).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(res)
+}
+
+#[get("/app/{app_id}/integration/{integ_id}")]
+async fn get_one(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -> Result<HttpResponse, ApiError> {
+    let (_, found) = find(&state, &TenantAuth(key.0), &path).await?;
+    Ok(HttpResponse::Ok().json(out(&found)))
+}
+
+#[put("/app/{app_id}/integration/{integ_id}")]
+async fn update(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: IntegPath,
+    body: web::Json<IntegrationIn>,
+) -> Result<HttpResponse, ApiError> {
+    let flags = body.checked()?;
+    let tenant = TenantAuth(key.0);
+    let app = find_app(&state, &tenant, &path.0).await?;
+    let id = integ_id(&path.1)?;
+    let conn = db::conn(&state.db).await?;
+    let fields = Fields { name: &body.name, feature_flags: &flags };
+    let saved = integrations::update(&**conn, &tenant.0, &app.id, &id, &fields, &state.caches).await?;
+    Ok(HttpResponse::Ok().json(out(&saved.ok_or(ApiError::NotFound("integration"))?)))
+}
+
+/// 204; its key stops opening anything at once.
+#[delete("/app/{app_id}/integration/{integ_id}")]
+async fn delete_one(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -> Result<HttpResponse, ApiError> {
+    let tenant = TenantAuth(key.0);
+    let app = find_app(&state, &tenant, &path.0).await?;
+    let id = integ_id(&path.1)?;
+    let conn = db::conn(&state.db).await?;
+    if !integrations::delete(&**conn, &tenant.0, &app.id, &id, &state.caches).await? {
+        return Err(ApiError::NotFound("integration"));
+    }
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// The key in clear (`IntegrationKeyOut`).
+#[get("/app/{app_id}/integration/{integ_id}/key")]
+async fn get_key(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -> Result<HttpResponse, ApiError> {
+    let (app, found) = find(&state, &TenantAuth(key.0.clone()), &path).await?;
+    let clear = state
+        .config
+        .master_key
+        .tenant_key(&key.0)
+        .open(&purpose(&app, &found.id), &found.key_sealed)
+        .map_err(|e| ApiError::Internal(format!("integration {}: {e}", found.id)))?;
+    let clear = String::from_utf8(clear).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().json(json!({ "key": clear })))
+}
+
+/// A new key, answered; the former one is refused at once (in this process;
+/// others within a second, as their caches expire).
+#[post("/app/{app_id}/integration/{integ_id}/key/rotate")]
+async fn rotate_key(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: IntegPath,
+    request: Option<web::ReqData<RequestKey>>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = TenantAuth(key.0);
+    let (app, found) = find(&state, &tenant, &path).await?;
+    let (clear, sealed, hash) = new_key(&state, &tenant.0, &app, &found.id);
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    if !integrations::set_key(&*tx, &tenant.0, &app, &found.id, &sealed, &hash, &state.caches).await? {
+        return Err(ApiError::NotFound("integration"));
+    }
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &json!({ "key": clear })).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    // Forgotten again once committed: a lookup between the two would have cached the old key.
+    state.caches.integration_keys.clear();
+    Ok(res)
+}

@@ -1,0 +1,79 @@
+//! The tenant's usage statistics the SDK's `statistics` group asks for: messages
+//! sent per application in a window, and the event types each application's
+//! endpoints subscribe to.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+use crate::ids::{self, AppId, MessageId, TenantId};
+
+/// Applications one statistics request covers at most: one statement counts them all.
+pub const MOST_APPS: i64 = 10_000;
+
+/// Per application (all, or those of `apps`), how many deliveries its messages
+/// of `[since, until)` made (`messageDestinations`: one per message and endpoint
+/// or destination it went to), as `{appId, appUid, messageDestinations}`.
+/// The window goes by message id, which is made at creation.
+pub async fn app_usage(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    apps: Option<&[AppId]>,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<Vec<Value>, StoreError> {
+    let lo = ids::floor(MessageId::PREFIX, since);
+    let hi = ids::floor(MessageId::PREFIX, until);
+    let apps: Option<Vec<&str>> = apps.map(|a| a.iter().map(AppId::as_str).collect());
+    let rows = db
+        .query(
+            "SELECT a.id, a.uid,
+                (SELECT count(*) FROM deliveries d
+                 WHERE d.tenant_id = $1 AND d.app_id = a.id AND d.msg_id >= $3 AND d.msg_id < $4)
+             FROM applications a
+             WHERE a.tenant_id = $1 AND NOT a.operational AND ($2::text[] IS NULL OR a.id = ANY ($2))
+             ORDER BY a.id LIMIT $5",
+            &[&tenant.as_str(), &apps, &lo, &hi, &MOST_APPS],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            json!({
+                "appId": r.get::<_, String>(0),
+                "appUid": r.get::<_, Option<String>>(1),
+                "messageDestinations": r.get::<_, i64>(2),
+            })
+        })
+        .collect())
+}
+
+/// Per application, the event types its endpoints and destinations name
+/// (`explicitlySubscribedEventTypes`, sorted) and whether one of them takes
+/// every type (`hasCatchAllEndpoint`).
+pub async fn subscribed_event_types(db: &impl GenericClient, tenant: &TenantId) -> Result<Vec<Value>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT a.id,
+                COALESCE(array_agg(DISTINCT t.name ORDER BY t.name) FILTER (WHERE t.name IS NOT NULL), '{}'),
+                COALESCE(bool_or(e.id IS NOT NULL AND e.event_types IS NULL), false)
+             FROM applications a
+             LEFT JOIN endpoints e ON e.tenant_id = a.tenant_id AND e.app_id = a.id
+             LEFT JOIN LATERAL unnest(e.event_types) AS t(name) ON true
+             WHERE a.tenant_id = $1 AND NOT a.operational
+             GROUP BY a.id ORDER BY a.id LIMIT $2",
+            &[&tenant.as_str(), &MOST_APPS],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            json!({
+                "appId": r.get::<_, String>(0),
+                "explicitlySubscribedEventTypes": r.get::<_, Vec<String>>(1),
+                "hasCatchAllEndpoint": r.get::<_, bool>(2),
+            })
+        })
+        .collect())
+}

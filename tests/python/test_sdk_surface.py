@@ -1,0 +1,288 @@
+"""The rest of the official Svix Python SDK's surface that Hookgate serves, driven
+through the SDK itself: message precheck and content expunges, endpoint attempt
+stats, usage statistics (as background tasks), app-portal token expiry and
+logout, application integrations (whose keys open their application), event
+types imported from an OpenAPI document, and the ingest endpoint's
+transformation and consumer portal."""
+import json
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from svix.api import (
+    AppPortalAccessIn,
+    ApplicationIn,
+    ApplicationTokenExpireIn,
+    AppUsageStatsIn,
+    BulkExpungeContentsIn,
+    EndpointIn,
+    EventTypeImportOpenApiIn,
+    EventTypeIn,
+    IngestEndpointIn,
+    IngestEndpointTransformationPatch,
+    IngestSourceConsumerPortalAccessIn,
+    IngestSourceIn,
+    IntegrationIn,
+    IntegrationUpdate,
+    MessageIn,
+    MessagePrecheckIn,
+    Svix,
+    SvixOptions,
+)
+from svix.api.endpoint import EndpointGetAttemptStatsOptions
+from svix.api.message import MessageGetOptions
+from svix.exceptions import HttpError, HTTPValidationError
+
+from conftest import call, eventually, raw_call
+
+
+def as_client(hookgate, token):
+    return Svix(token, SvixOptions(server_url=hookgate.url, retry_schedule=[]))
+
+
+def finished(svix, task_id, timeout=30.0):
+    def done():
+        t = svix.background_task.get(task_id)
+        return t if t.status != "running" else None
+    return eventually(done, timeout=timeout)
+
+
+def test_precheck_says_whether_a_message_would_reach_an_endpoint_by_the_fan_out_rule(svix, sink):
+    app = svix.application.create(ApplicationIn(name="pre"))
+    check = lambda t, ch=None: svix.message.precheck(app.id, MessagePrecheckIn(event_type=t, channels=ch)).active
+    assert not check("order.paid"), "no endpoint yet"
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url, event_types=["order.paid"], channels=["eu"]))
+    assert check("order.paid", ["eu"])
+    assert not check("order.paid"), "the endpoint takes channel eu only"
+    assert not check("order.refunded", ["eu"]), "nor another type"
+    from svix.api import EndpointPatch
+    svix.endpoint.patch(app.id, ep.id, EndpointPatch(disabled=True))
+    assert not check("order.paid", ["eu"]), "a disabled endpoint gets nothing"
+    with pytest.raises(HTTPValidationError):
+        svix.message.precheck(app.id, MessagePrecheckIn(event_type="bad name"))
+
+
+def test_bulk_expunge_erases_named_payloads_and_expunge_all_is_a_task_that_counts_them(svix, hookgate, tenant, sink):
+    content = lambda m: svix.message.get(app.id, m.id, MessageGetOptions(with_content=True)).payload
+    app = svix.application.create(ApplicationIn(name="gdpr"))
+    made = [svix.message.create(app.id, MessageIn(event_type="a.b", payload={"n": i, "pii": "x"},
+                                                  event_id=f"evt-{i}")) for i in range(5)]
+    out = svix.message.bulk_expunge_content(app.id, BulkExpungeContentsIn(ids=[made[0].id, "evt-1", "msg_nope"]))
+    assert {k: str(v) for k, v in out.results.items()} == {
+        made[0].id: "expunged", "evt-1": "expunged", "msg_nope": "not-found"}
+    assert content(made[0]) == {"expired": True}
+    assert content(made[1]) == {"expired": True}
+    assert content(made[2])["pii"] == "x", "an unnamed one is kept"
+
+    task = svix.message.expunge_all_contents(app.id)
+    assert str(task.task) == "application.purge_content" and task.id.startswith("qtask_")
+    done = finished(svix, task.id)
+    assert str(done.status) == "finished" and done.data["messagesPurged"] == 3, done.data
+    for m in made:
+        assert content(m) == {"expired": True}
+    later = svix.message.create(app.id, MessageIn(event_type="a.b", payload={"after": True}))
+    assert content(later) == {"after": True}, "a message made after keeps its payload"
+    # A portal link may not erase.
+    portal = svix.authentication.app_portal_access(app.id, AppPortalAccessIn())
+    with pytest.raises(HttpError) as e:
+        as_client(hookgate, portal.token).message.expunge_all_contents(app.id)
+    assert e.value.status_code == 403
+
+
+def test_attempt_stats_count_an_endpoints_successes_and_failures_in_the_window(svix, sink):
+    app = svix.application.create(ApplicationIn(name="stats"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    for i in range(3):
+        svix.message.create(app.id, MessageIn(event_type="a.b", payload={"i": i}))
+    sink.wait_for(3)
+    sink.status = 500
+    svix.message.create(app.id, MessageIn(event_type="a.b", payload={"fail": True}))
+    stats = eventually(lambda: (s := svix.endpoint.get_attempt_stats(app.id, ep.id)).fail >= 1 and s)
+    assert stats.success == 3 and stats.canceled == 0
+    old = EndpointGetAttemptStatsOptions(since=datetime.now(timezone.utc) - timedelta(days=3),
+                                         until=datetime.now(timezone.utc) - timedelta(days=2))
+    empty = svix.endpoint.get_attempt_stats(app.id, ep.id, old)
+    assert (empty.success, empty.fail) == (0, 0)
+
+
+def test_usage_statistics_are_tasks_whose_data_counts_deliveries_and_subscriptions(svix, sink):
+    a = svix.application.create(ApplicationIn(name="one", uid="stats-one"))
+    b = svix.application.create(ApplicationIn(name="two"))
+    svix.endpoint.create(a.id, EndpointIn(url=sink.url))
+    svix.endpoint.create(a.id, EndpointIn(url=sink.url, event_types=["user.signup", "user.deleted"]))
+    svix.endpoint.create(b.id, EndpointIn(url=sink.url, event_types=["user.signup"]))
+    svix.message.create(a.id, MessageIn(event_type="user.signup", payload={}))
+    svix.message.create(b.id, MessageIn(event_type="user.signup", payload={}))
+    svix.message.create(b.id, MessageIn(event_type="other", payload={}))
+    now = datetime.now(timezone.utc)
+    out = svix.statistics.aggregate_app_stats(AppUsageStatsIn(
+        since=now - timedelta(hours=1), until=now + timedelta(minutes=1), app_ids=["stats-one", b.id, "app_missing"]))
+    assert str(out.task) == "application.stats" and out.unresolved_app_ids == ["app_missing"]
+    data = finished(svix, out.id).data
+    got = {s["appId"]: (s["appUid"], s["messageDestinations"]) for s in data["appStats"]}
+    assert got == {a.id: ("stats-one", 2), b.id: (None, 1)}, data
+    with pytest.raises(HTTPValidationError):
+        svix.statistics.aggregate_app_stats(AppUsageStatsIn(since=now - timedelta(hours=1), until=now,
+                                                            app_ids=["nothing-here"]))
+
+    agg = svix.statistics.aggregate_event_types()
+    assert str(agg.task) == "event-type.aggregate"
+    rows = {r["appId"]: r for r in finished(svix, agg.id).data["event_types"]}
+    assert rows[a.id]["explicitlySubscribedEventTypes"] == ["user.deleted", "user.signup"]
+    assert rows[a.id]["hasCatchAllEndpoint"] is True
+    assert rows[b.id] == {"appId": b.id, "explicitlySubscribedEventTypes": ["user.signup"], "hasCatchAllEndpoint": False}
+
+
+def test_expire_all_and_logout_refuse_portal_tokens_before_they_expire(svix, hookgate, tenant):
+    app = svix.application.create(ApplicationIn(name="portal"))
+    other = svix.application.create(ApplicationIn(name="other"))
+    reads = lambda tok, a=app.id: raw_call(hookgate, "GET", f"/api/v1/app/{a}/endpoint", tok)[0]
+    kept = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(session_id="user-2")).token
+    gone = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(session_id="user-1")).token
+    plain = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    elsewhere = svix.authentication.app_portal_access(other.id, AppPortalAccessIn()).token
+    assert {reads(kept), reads(gone), reads(plain), reads(elsewhere, other.id)} == {200}
+
+    svix.authentication.expire_all(app.id, ApplicationTokenExpireIn(session_ids=["user-1"]))
+    assert reads(gone) == 401 and reads(kept) == 200 and reads(plain) == 200, "only that session"
+
+    # Expiring later: the tokens work until then.
+    svix.authentication.expire_all(app.id, ApplicationTokenExpireIn(expiry=2))
+    assert reads(kept) == 200
+    eventually(lambda: reads(kept) == 401 and reads(plain) == 401, timeout=6)
+    assert reads(elsewhere, other.id) == 200, "another application's tokens live on"
+    fresh = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    assert reads(fresh) == 200, "a token made after expire-all lives"
+
+    # Logout: a token ends itself and no other.
+    second = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    as_client(hookgate, fresh).authentication.logout()
+    assert reads(fresh) == 401 and reads(second) == 200
+    with pytest.raises(HttpError) as e:
+        svix.authentication.logout()
+    assert e.value.status_code == 403, "an API key does not log out"
+    with pytest.raises(HTTPValidationError):
+        svix.authentication.expire_all(app.id, ApplicationTokenExpireIn(expiry=400_000))
+    # A portal token may not expire the application's tokens.
+    status, _, _ = raw_call(hookgate, "POST", f"/api/v1/auth/app/{app.id}/expire-all", second, {})
+    assert status == 403
+
+
+def test_an_integration_key_opens_its_application_only_until_rotated_or_deleted(svix, hookgate, tenant, sink):
+    app = svix.application.create(ApplicationIn(name="zap"))
+    other = svix.application.create(ApplicationIn(name="other"))
+    made = svix.integration.create(app.id, IntegrationIn(name="Zapier", feature_flags=["beta"]))
+    assert made.id.startswith("integ_") and made.feature_flags == ["beta"]
+    assert svix.integration.get(app.id, made.id).name == "Zapier"
+    assert [i.id for i in svix.integration.list(app.id).data] == [made.id]
+    updated = svix.integration.update(app.id, made.id, IntegrationUpdate(name="Zapier 2"))
+    assert updated.name == "Zapier 2" and updated.feature_flags == []
+    # The key (deprecated in the SDK, served as before) opens the application's routes.
+    status, _, body = call(hookgate, "GET", f"/api/v1/app/{app.id}/integration/{made.id}/key", tenant["apiKey"])
+    assert status == 200 and body["key"].startswith("integsk_")
+    key = body["key"]
+    tool = as_client(hookgate, key)
+    ep = tool.endpoint.create(app.id, EndpointIn(url=sink.url))
+    assert [e.id for e in svix.endpoint.list(app.id).data] == [ep.id]
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{other.id}/endpoint", key)[0] == 403, "not another application"
+    assert raw_call(hookgate, "GET", "/api/v1/app", key)[0] == 403, "nor the tenant's list"
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/integration", key)[0] == 403, "nor its own integrations"
+
+    rotated = svix.integration.rotate_key(app.id, made.id)
+    assert rotated.key != key and rotated.key.startswith("integsk_")
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/endpoint", key)[0] == 401, "the old key is refused"
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/endpoint", rotated.key)[0] == 200
+    svix.integration.delete(app.id, made.id)
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/endpoint", rotated.key)[0] == 401
+    with pytest.raises(HttpError) as e:
+        svix.integration.get(app.id, made.id)
+    assert e.value.status_code == 404
+    # Another tenant sees none of it.
+    stranger = hookgate.admin("POST", "/admin/v1/tenant", {"name": "stranger"})
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/integration", stranger["apiKey"])[0] == 404
+    with pytest.raises(HTTPValidationError):
+        svix.integration.create(app.id, IntegrationIn(name="x", feature_flags=["no spaces"]))
+
+
+OPENAPI = """
+openapi: 3.1.0
+info: {title: Shop, version: "1"}
+webhooks:
+  order.paid:
+    post:
+      description: An order was paid
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/Order'}
+            example: {id: o_1, total: 12}
+  order.legacy:
+    post:
+      summary: Old
+      deprecated: true
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object}
+components:
+  schemas:
+    Order:
+      type: object
+      properties:
+        id: {type: string}
+        total: {type: integer}
+"""
+
+
+def test_event_types_are_imported_from_an_openapi_documents_webhooks(svix):
+    svix.event_type.create(EventTypeIn(name="order.stale", description="gone soon"))
+    svix.event_type.create(EventTypeIn(name="order.paid", description="old", archived=True))
+    dry = svix.event_type.import_openapi(EventTypeImportOpenApiIn(spec_raw=OPENAPI, dry_run=True))
+    assert dry.data.modified == [] and sorted(t.name for t in dry.data.to_modify) == ["order.legacy", "order.paid"]
+    assert svix.event_type.get("order.paid").description == "old", "a dry run changes nothing"
+
+    out = svix.event_type.import_openapi(EventTypeImportOpenApiIn(spec_raw=OPENAPI, replace_all=True))
+    assert sorted(out.data.modified) == ["order.legacy", "order.paid"]
+    paid = svix.event_type.get("order.paid")
+    assert paid.description == "An order was paid" and not paid.archived, "imported, and brought back"
+    assert paid.schemas["1"]["properties"]["total"] == {"type": "integer"}, "its $ref inlined"
+    assert paid.schemas["1"]["examples"] == [{"id": "o_1", "total": 12}]
+    assert svix.event_type.get("order.legacy").deprecated
+    assert svix.event_type.get("order.stale").archived, "replaceAll archived what the document does not name"
+
+    as_json = svix.event_type.import_openapi(EventTypeImportOpenApiIn(spec={"webhooks": {"ping": {"post": {
+        "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}}}}}}))
+    assert as_json.data.modified == ["ping"]
+    with pytest.raises(HttpError) as e:
+        svix.event_type.import_openapi(EventTypeImportOpenApiIn())
+    assert e.value.status_code == 400
+    with pytest.raises(HTTPValidationError):
+        svix.event_type.import_openapi(EventTypeImportOpenApiIn(spec={"openapi": "3.1.0"}))
+
+
+def test_an_ingest_endpoints_transformation_and_the_sources_consumer_portal(svix, hookgate, tenant, sink):
+    hookgate.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"transformations": True})
+    src = svix.ingest.source.create(IngestSourceIn(name="Generic", type="generic-webhook"))
+    ep = svix.ingest.endpoint.create(src.id, IngestEndpointIn(url=sink.url))
+    assert svix.ingest.endpoint.transformation.get(src.id, ep.id).enabled is False
+    code = "function handler(webhook) { webhook.payload = {wrapped: webhook.payload}; return webhook; }"
+    svix.ingest.endpoint.transformation.patch(src.id, ep.id, IngestEndpointTransformationPatch(code=code, enabled=True))
+    got = svix.ingest.endpoint.transformation.get(src.id, ep.id)
+    assert got.enabled and got.code == code
+    status, _, _ = raw_call(hookgate, "POST", src.ingest_url.replace(hookgate.url, ""), None,
+                            {"hello": "world"})
+    assert status in (200, 202, 204), status
+    received = sink.wait_for(1)
+    assert json.loads(received[0]["body"]) == {"wrapped": {"hello": "world"}}
+
+    portal = svix.ingest.authentication.consumer_portal_access(src.id, IngestSourceConsumerPortalAccessIn(
+        read_only=True, expiry=3600))
+    assert portal.token and portal.url.endswith(portal.token)
+    status, _, shown = call(hookgate, "GET", f"/api/v1/source/{src.id}", tenant["apiKey"])
+    assert status == 200, shown
+    status, _, eps = call(hookgate, "GET", f"/api/v1/app/{shown['appId']}/endpoint", portal.token)
+    assert status == 200 and [e["id"] for e in eps["data"]] == [ep.id]
+    status, _, _ = raw_call(hookgate, "POST", f"/api/v1/app/{shown['appId']}/endpoint", portal.token, {"url": sink.url})
+    assert status == 403, "read-only"
+    with pytest.raises(HTTPValidationError):
+        svix.ingest.authentication.consumer_portal_access(src.id, IngestSourceConsumerPortalAccessIn(expiry=60))
