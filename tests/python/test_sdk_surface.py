@@ -286,3 +286,75 @@ def test_an_ingest_endpoints_transformation_and_the_sources_consumer_portal(svix
     assert status == 403, "read-only"
     with pytest.raises(HTTPValidationError):
         svix.ingest.authentication.consumer_portal_access(src.id, IngestSourceConsumerPortalAccessIn(expiry=60))
+
+
+def test_an_environment_moves_to_another_tenant_with_its_secrets_sealed_in_transit(svix, hookgate, tenant, sink):
+    import base64
+    import os
+
+    import standardwebhooks
+    from svix.api import EndpointHeadersIn, EnvironmentIn
+
+    svix.event_type.create(EventTypeIn(name="invoice.paid", description="Paid", schemas={"1": {"type": "object"}}))
+    app = svix.application.create(ApplicationIn(name="Acme", uid="acme", metadata={"tier": "gold"}))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url, uid="main", event_types=["invoice.paid"],
+                                                 channels=["eu"], throttle_rate=7, metadata={"k": "v"}))
+    svix.endpoint.set_headers(app.id, ep.id, EndpointHeadersIn(headers={"X-Api-Key": "hunter2"}))
+    secret = svix.endpoint.get_secret(app.id, ep.id).key
+
+    # Through the SDK, without a transit key: the document parses, secrets left out.
+    plain = svix.environment.export()
+    assert [t.name for t in plain.event_types] == ["invoice.paid"]
+    status, _, doc = call(hookgate, "POST", "/api/v1/environment/export", tenant["apiKey"])
+    assert status == 200 and doc["applications"][0]["endpoints"][0]["secret"] is None
+    assert any("hookgate-transit-key" in n for n in doc["notCarried"])
+    assert "hunter2" not in json.dumps(doc) and secret not in json.dumps(doc)
+
+    key = base64.b64encode(os.urandom(32)).decode()
+    status, _, doc = call(hookgate, "POST", "/api/v1/environment/export", tenant["apiKey"],
+                          headers={"hookgate-transit-key": key})
+    assert status == 200
+    text = json.dumps(doc)
+    assert "hunter2" not in text and secret.split("_", 1)[1] not in text, "nothing in clear"
+    [exported] = doc["applications"]
+    assert exported["id"] == app.id and exported["endpoints"][0]["secret"]["sealed"]
+
+    target = hookgate.admin("POST", "/admin/v1/tenant", {"name": "moved"})
+    # The wrong key opens nothing, and nothing is half-written.
+    status, _, err = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc,
+                          headers={"hookgate-transit-key": base64.b64encode(os.urandom(32)).decode()})
+    assert status == 422 and "does not open" in json.dumps(err), err
+    assert call(hookgate, "GET", "/api/v1/app", target["apiKey"])[2]["data"] == []
+    assert call(hookgate, "GET", "/api/v1/event-type", target["apiKey"])[2]["data"] == []
+
+    status, _, out = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc,
+                          headers={"hookgate-transit-key": key})
+    assert status == 200, out
+    assert out["applications"] == {"created": 1, "updated": 0} and out["endpoints"] == {"created": 1, "updated": 0}
+    moved = as_client(hookgate, target["apiKey"])
+    got = moved.endpoint.get("acme", "main")
+    assert (got.id, got.url, got.event_types, got.channels, got.throttle_rate, got.metadata) == (
+        ep.id, sink.url, ["invoice.paid"], ["eu"], 7, {"k": "v"})
+    assert moved.endpoint.get_headers("acme", "main").sensitive == ["X-Api-Key"], "a credential, shown by name"
+    assert moved.event_type.get("invoice.paid").schemas == {"1": {"type": "object"}}
+
+    # The customer's receiver verifies the target's message with the secret it had.
+    msg = moved.message.create("acme", MessageIn(event_type="invoice.paid", payload={"n": 1}, channels=["eu"]))
+    r = sink.wait_for(1)[0]
+    assert r["headers"]["webhook-id"] == msg.id and r["headers"]["x-api-key"] == "hunter2"
+    wh = standardwebhooks.Webhook(secret)
+    assert wh.verify(r["body"], {k: r["headers"][k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")})
+
+    # Again: updated, not duplicated; and the SDK's own import takes Svix's shape.
+    status, _, again = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc,
+                            headers={"hookgate-transit-key": key})
+    assert again["applications"] == {"created": 0, "updated": 1} and again["endpoints"] == {"created": 0, "updated": 1}
+    assert len(moved.application.list().data) == 1 and len(moved.endpoint.list("acme").data) == 1
+    moved.environment.import_(EnvironmentIn(event_types=[EventTypeIn(name="invoice.void", description="Void")],
+                                            settings={"customColor": "#ff0000"}))
+    assert moved.event_type.get("invoice.void").description == "Void"
+    # A URL the tenant may not reach is refused by name, as for a created endpoint.
+    doc["applications"][0]["endpoints"][0]["url"] = "ftp://127.0.0.1/hook"
+    status, _, err = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc,
+                          headers={"hookgate-transit-key": key})
+    assert status == 422 and "`url`" in json.dumps(err), err

@@ -105,6 +105,14 @@ impl InboundKeyer {
     }
 }
 
+/// The key that seals secrets in an environment document (export and import),
+/// derived from a 32-byte key the operator gives (base64): the document can be
+/// kept and moved without its secrets in clear, and opens only with that key.
+pub fn transit_key(given: &str) -> Result<TenantKey, CryptoError> {
+    let root = MasterKey::from_base64(given)?;
+    Ok(TenantKey(root.derive(b"environment-transit")))
+}
+
 /// A per-tenant AEAD key.
 pub struct TenantKey([u8; 32]);
 

@@ -82,6 +82,15 @@ struct CreateQuery {
 }
 
 impl AppIn {
+    pub(crate) fn new(
+        name: String,
+        uid: Option<String>,
+        throttle_rate: Option<i64>,
+        metadata: HashMap<String, String>,
+    ) -> Self {
+        AppIn { name, uid, throttle_rate, metadata }
+    }
+
     pub(crate) fn into_fields(self) -> Result<ApplicationFields, ApiError> {
         validate::name("name", &self.name)?;
         if let Some(uid) = &self.uid {

@@ -140,3 +140,11 @@ pub async fn insert_capped(
     }
     Ok(Ok(insert(db, tenant, id, f).await?))
 }
+
+/// Up to `limit` of the tenant's applications (not its operational one), in id
+/// order: an environment export.
+pub async fn all(db: &impl GenericClient, tenant: &TenantId, limit: i64) -> Result<Vec<Application>, StoreError> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND NOT operational ORDER BY id LIMIT $2");
+    Ok(db.query(&sql, &[&tenant.as_str(), &limit]).await?.iter().map(from_row).collect())
+}

@@ -73,29 +73,34 @@ pub(super) const COLUMNS: &str = "id, uid, url, description, version, disabled, 
     batch_size, max_wait_secs, failing_since, fifo_key";
 
 pub(super) fn from_row(r: &Row) -> Endpoint {
+    from_row_at(r, 0)
+}
+
+/// An endpoint from the row's columns `at..`, as [`COLUMNS`] lists them.
+fn from_row_at(r: &Row, at: usize) -> Endpoint {
     Endpoint {
-        id: EndpointId::from_db(r.get(0)),
-        uid: r.get(1),
-        url: r.get(2),
-        description: r.get(3),
-        version: r.get(4),
-        disabled: r.get(5),
-        event_types: r.get(6),
-        channels: r.get(7),
-        throttle_rate: r.get(8),
-        metadata: r.get(9),
-        headers: r.get(10),
-        secret: r.get(11),
-        old_secret: r.get(12),
-        old_secret_until: r.get(13),
-        created_at: r.get(14),
-        updated_at: r.get(15),
-        kind: EndpointKind::from_db(r.get(16)),
-        destination: r.get(17),
-        batch_size: r.get(18),
-        max_wait_secs: r.get(19),
-        failing_since: r.get(20),
-        fifo_key: r.get(21),
+        id: EndpointId::from_db(r.get(at)),
+        uid: r.get(at + 1),
+        url: r.get(at + 2),
+        description: r.get(at + 3),
+        version: r.get(at + 4),
+        disabled: r.get(at + 5),
+        event_types: r.get(at + 6),
+        channels: r.get(at + 7),
+        throttle_rate: r.get(at + 8),
+        metadata: r.get(at + 9),
+        headers: r.get(at + 10),
+        secret: r.get(at + 11),
+        old_secret: r.get(at + 12),
+        old_secret_until: r.get(at + 13),
+        created_at: r.get(at + 14),
+        updated_at: r.get(at + 15),
+        kind: EndpointKind::from_db(r.get(at + 16)),
+        destination: r.get(at + 17),
+        batch_size: r.get(at + 18),
+        max_wait_secs: r.get(at + 19),
+        failing_since: r.get(at + 20),
+        fifo_key: r.get(at + 21),
     }
 }
 
@@ -403,4 +408,32 @@ pub async fn rotate_secret(
         )
         .await?;
     Ok(n == 1)
+}
+
+/// Up to `limit` of the tenant's HTTP endpoints, of every application but the
+/// operational one, in (application, id) order: an environment export.
+pub async fn all_http(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    limit: i64,
+) -> Result<Vec<(AppId, Endpoint)>, StoreError> {
+    let cols = COLUMNS.split(',').map(|c| format!("e.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "SELECT e.app_id, {cols} FROM endpoints e JOIN applications a ON a.tenant_id = e.tenant_id AND a.id = e.app_id
+         WHERE e.tenant_id = $1 AND e.kind = 0 AND NOT a.operational ORDER BY e.app_id, e.id LIMIT $2"
+    );
+    let rows = db.query(&sql, &[&tenant.as_str(), &limit]).await?;
+    Ok(rows.iter().map(|r| (AppId::from_db(r.get(0)), from_row_at(r, 1))).collect())
+}
+
+/// Whether no endpoint of the tenant has this id (an import keeps a document's
+/// ids only where they are free).
+pub async fn id_free(db: &impl GenericClient, tenant: &TenantId, id: &EndpointId) -> Result<bool, StoreError> {
+    let row = db
+        .query_one(
+            "SELECT NOT EXISTS (SELECT 1 FROM endpoints WHERE tenant_id = $1 AND id = $2)",
+            &[&tenant.as_str(), &id.as_str()],
+        )
+        .await?;
+    Ok(row.get(0))
 }

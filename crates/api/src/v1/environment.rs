@@ -1,0 +1,266 @@
+//! `v1.environment`: the tenant's whole configuration as one document, and back.
+//!
+//! Svix's document has event types, settings and connectors; Hookgate's adds
+//! `applications`, each with its HTTP `endpoints` (filters, throttle, metadata,
+//! custom headers and signing secret), so a tenant can be copied, kept in git or
+//! moved between installations. Secrets and header values are never written in
+//! clear: with `hookgate-transit-key` (32 bytes, base64, a key the operator
+//! gives) they are sealed with it, and only that key opens them on import;
+//! without it they are left out and `notCarried` says so.
+
+use std::collections::HashMap;
+
+use actix_web::{post, web, HttpRequest, HttpResponse};
+use base64::{engine::general_purpose::STANDARD, Engine};
+use chrono::{DateTime, Utc};
+use hookgate_egress::secrets;
+use hookgate_shared::{
+    crypto::{transit_key, TenantKey},
+    db,
+    http::ApiError,
+    ids::{AppId, TenantId},
+    store::{applications, endpoints, event_types, portals},
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::KeyAuth;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(export).service(super::environment_import::import);
+}
+
+/// The header that carries the transit key.
+pub(super) const TRANSIT_HEADER: &str = "hookgate-transit-key";
+/// Applications, endpoints and event types one document may hold: it is
+/// written and read in one request.
+pub(super) const MOST_APPS: usize = 1000;
+pub(super) const MOST_ENDPOINTS: usize = 20_000;
+pub(super) const MOST_EVENT_TYPES: usize = 10_000;
+
+/// The document. Every list may be absent on import (nothing of that kind is touched).
+#[derive(Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Environment {
+    #[serde(default)]
+    pub version: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub event_types: Option<Vec<EventTypeDoc>>,
+    /// `{"portal": {…}}`: the customer portal's branding; other keys (Svix's
+    /// organisation settings) are not Hookgate's and are reported, not kept.
+    #[serde(default)]
+    pub settings: Option<serde_json::Map<String, Value>>,
+    /// Svix's transformation templates: Hookgate has none, so exported empty
+    /// and reported on import.
+    #[serde(default)]
+    pub connectors: Option<Vec<Value>>,
+    #[serde(default)]
+    pub applications: Option<Vec<AppDoc>>,
+    /// What the export left out, or the import did not take, and why.
+    #[serde(default)]
+    pub not_carried: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct EventTypeDoc {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub archived: bool,
+    #[serde(default)]
+    pub deprecated: bool,
+    #[serde(default)]
+    pub schemas: Option<Value>,
+    /// Hookgate's event types carry one flag; Svix's `featureFlags` of one is taken too.
+    #[serde(default)]
+    pub feature_flag: Option<String>,
+    #[serde(default, skip_serializing)]
+    pub feature_flags: Option<Vec<String>>,
+    #[serde(default, skip_deserializing)]
+    pub created_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_deserializing)]
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct AppDoc {
+    /// Kept across the move: a second import of the same document updates.
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub uid: Option<String>,
+    pub name: String,
+    #[serde(default, alias = "rateLimit")]
+    pub throttle_rate: Option<i64>,
+    #[serde(default)]
+    pub metadata: HashMap<String, String>,
+    #[serde(default)]
+    pub endpoints: Vec<EndpointDoc>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct EndpointDoc {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub uid: Option<String>,
+    pub url: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub disabled: bool,
+    #[serde(default, alias = "filterTypes")]
+    pub event_types: Option<Vec<String>>,
+    #[serde(default)]
+    pub channels: Option<Vec<String>>,
+    #[serde(default, alias = "rateLimit")]
+    pub throttle_rate: Option<i64>,
+    #[serde(default)]
+    pub metadata: HashMap<String, String>,
+    /// The signing secret (`whsec_…`), sealed with the transit key.
+    #[serde(default)]
+    pub secret: Option<Sealed>,
+    /// The custom headers (a JSON object), sealed with the transit key.
+    #[serde(default)]
+    pub headers: Option<Sealed>,
+}
+
+/// A value sealed with the transit key, bound to its endpoint's place.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Sealed {
+    pub sealed: String,
+}
+
+/// What binds a sealed value to its application, endpoint and field.
+pub(super) fn purpose(app: &str, ep: &str, field: &str) -> String {
+    format!("environment:{app}:{ep}:{field}")
+}
+
+/// The transit key from the request, if it gives one.
+pub(super) fn given_key(req: &HttpRequest) -> Result<Option<TenantKey>, ApiError> {
+    let Some(raw) = req.headers().get(TRANSIT_HEADER) else { return Ok(None) };
+    let raw = raw.to_str().map_err(|_| ApiError::Validation(format!("`{TRANSIT_HEADER}` is not text")))?;
+    transit_key(raw).map(Some).map_err(|e| ApiError::Validation(format!("`{TRANSIT_HEADER}`: {e}")))
+}
+
+/// The tenant's configuration as one document (`EnvironmentOut`, extended).
+#[post("/environment/export")]
+async fn export(key: KeyAuth, req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let transit = given_key(&req)?;
+    let conn = db::conn(&state.db).await?;
+    let mut types = Vec::new();
+    let mut page = hookgate_shared::store::page::PageRequest::new(Some(250), None);
+    loop {
+        let got = event_types::list(&**conn, &key.0, &page, true, None).await?;
+        let next = got.iterator.clone();
+        types.extend(got.data);
+        match next.filter(|_| !got.done && types.len() < MOST_EVENT_TYPES) {
+            Some(after) => page = hookgate_shared::store::page::PageRequest::new(Some(250), Some(after)),
+            None => break,
+        }
+    }
+    let apps = applications::all(&**conn, &key.0, MOST_APPS as i64 + 1).await?;
+    let eps = endpoints::all_http(&**conn, &key.0, MOST_ENDPOINTS as i64 + 1).await?;
+    if apps.len() > MOST_APPS || eps.len() > MOST_ENDPOINTS || types.len() > MOST_EVENT_TYPES {
+        return Err(ApiError::Conflict(format!(
+            "the tenant is larger than one document holds ({MOST_APPS} applications, {MOST_ENDPOINTS} endpoints, \
+             {MOST_EVENT_TYPES} event types)"
+        )));
+    }
+    let portal = portals::get(&**conn, &key.0).await?;
+    let mut not_carried = vec![
+        "destinations (queues, databases, FIFO and polling endpoints): their credentials are not exported".to_owned(),
+        "transformations, messages and attempts: configuration only".to_owned(),
+    ];
+    if transit.is_none() {
+        not_carried.push(format!(
+            "endpoint secrets and custom headers: give `{TRANSIT_HEADER}` to have them sealed into the document"
+        ));
+    }
+    let mut by_app: HashMap<AppId, Vec<EndpointDoc>> = HashMap::new();
+    for (app, ep) in eps {
+        let doc = endpoint_doc(&state, &key.0, &app, ep, transit.as_ref())?;
+        by_app.entry(app).or_default().push(doc);
+    }
+    let applications = apps
+        .into_iter()
+        .map(|a| AppDoc {
+            endpoints: by_app.remove(&a.id).unwrap_or_default(),
+            id: Some(a.id.to_string()),
+            uid: a.uid,
+            name: a.name,
+            throttle_rate: a.throttle_rate.map(i64::from),
+            metadata: serde_json::from_value(a.metadata).unwrap_or_default(),
+        })
+        .collect();
+    let event_types = types
+        .into_iter()
+        .map(|t| EventTypeDoc {
+            name: t.name,
+            description: t.description,
+            archived: t.archived,
+            deprecated: t.deprecated,
+            schemas: t.schemas,
+            feature_flag: t.feature_flag,
+            feature_flags: None,
+            created_at: Some(t.created_at),
+            updated_at: Some(t.updated_at),
+        })
+        .collect();
+    let doc = Environment {
+        version: Some(1),
+        created_at: Some(Utc::now()),
+        event_types: Some(event_types),
+        settings: Some(json!({ "portal": portal }).as_object().cloned().unwrap_or_default()),
+        connectors: Some(Vec::new()),
+        applications: Some(applications),
+        not_carried,
+    };
+    Ok(HttpResponse::Ok().json(doc))
+}
+
+/// One endpoint as the document has it, its secret and headers sealed for transit.
+fn endpoint_doc(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: endpoints::Endpoint,
+    transit: Option<&TenantKey>,
+) -> Result<EndpointDoc, ApiError> {
+    let (secret, headers) = match transit {
+        None => (None, None),
+        Some(k) => {
+            let fail = |e: String| ApiError::Internal(format!("endpoint {}: {e}", ep.id));
+            let secret = secrets::open(state, tenant, app, &ep.id, &ep.secret).map_err(fail)?;
+            let headers = secrets::open_headers(state, tenant, app, &ep.id, &ep.headers).map_err(fail)?;
+            let seal = |field: &str, bytes: &[u8]| Sealed {
+                sealed: STANDARD.encode(k.seal(&purpose(app.as_str(), ep.id.as_str(), field), bytes)),
+            };
+            let headers = headers
+                .as_object()
+                .filter(|h| !h.is_empty())
+                .map(|h| seal("headers", Value::Object(h.clone()).to_string().as_bytes()));
+            (Some(seal("secret", secret.as_bytes())), headers)
+        }
+    };
+    Ok(EndpointDoc {
+        id: Some(ep.id.to_string()),
+        uid: ep.uid,
+        url: ep.url,
+        description: ep.description,
+        disabled: ep.disabled,
+        event_types: ep.event_types,
+        channels: ep.channels,
+        throttle_rate: ep.throttle_rate.map(i64::from),
+        metadata: serde_json::from_value(ep.metadata).unwrap_or_default(),
+        secret,
+        headers,
+    })
+}
