@@ -36,6 +36,7 @@ mod retention;
 mod schema;
 mod sources;
 mod stall;
+mod svix_sdk;
 mod tasks;
 mod tenant_keys;
 mod text;

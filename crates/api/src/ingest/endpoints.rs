@@ -58,6 +58,7 @@ impl IngestEndpointIn {
             throttle_rate: self.throttle_rate,
             metadata: self.metadata.clone().unwrap_or_default(),
             secret: self.secret.clone(),
+            headers: None,
             version: None,
         }
     }

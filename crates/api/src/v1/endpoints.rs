@@ -46,6 +46,9 @@ pub(crate) struct EndpointIn {
     #[serde(default)]
     pub(crate) metadata: HashMap<String, String>,
     pub(crate) secret: Option<String>,
+    /// Create only (as Svix's `EndpointIn`): custom headers sent with every request.
+    #[serde(default)]
+    pub(crate) headers: Option<HashMap<String, String>>,
     /// Svix accepts a version number; it is stored but has no effect.
     #[allow(dead_code)]
     pub(crate) version: Option<i64>,
@@ -135,6 +138,14 @@ pub(crate) fn check_list(field: &str, items: &Option<Vec<String>>, max: usize) -
 }
 
 impl EndpointIn {
+    /// The custom headers of a create, checked as `…/headers` checks them.
+    pub(crate) fn checked_headers(&self) -> Result<Option<serde_json::Value>, ApiError> {
+        let Some(headers) = &self.headers else { return Ok(None) };
+        let checked = headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
+        super::endpoint_extras::check_headers(&checked)?;
+        Ok(Some(serde_json::json!(headers.iter().collect::<std::collections::BTreeMap<_, _>>())))
+    }
+
     pub(crate) fn fields(&self, allow: &[ipnet::IpNet]) -> Result<EndpointFields, ApiError> {
         check_url(allow, &self.url)?;
         if let Some(uid) = &self.uid {
@@ -218,8 +229,9 @@ async fn create(
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let fields = body.fields(&allowed(&state, &tenant.0).await?)?;
+    let headers = body.checked_headers()?;
     let app = applications::find(&state, &tenant, &path).await?;
-    let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers: None };
+    let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers };
     insert(&state, &tenant.0, &app.id, made, key.as_deref(), Notify::Yes).await
 }
 
@@ -322,7 +334,8 @@ async fn update(
         Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
             fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.to_string()));
             let app = applications::find(&state, &tenant, &path.0).await?;
-            let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers: None };
+            let headers = body.checked_headers()?;
+            let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers };
             insert(&state, &tenant.0, &app.id, made, None, Notify::Yes).await
         }
         Err(e) => Err(e),
@@ -355,6 +368,7 @@ async fn patch_one(
         throttle_rate: p.throttle_rate.into_update().unwrap_or(ep.throttle_rate.map(i64::from)),
         metadata: p.metadata.unwrap_or_else(|| serde_json::from_value(ep.metadata).unwrap_or_default()),
         secret: None,
+        headers: None,
         version: None,
     };
     save_in(tx, &state, &tenant.0, &app, &ep.id, &merged.fields(&allow)?, Notify::Yes).await

@@ -209,6 +209,7 @@ async fn upsert_endpoint(
         throttle_rate: e.throttle_rate,
         metadata: e.metadata.clone(),
         secret: None,
+        headers: None,
         version: None,
     }
     .fields(ctx.allow)
