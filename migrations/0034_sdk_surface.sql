@@ -35,7 +35,9 @@ CREATE INDEX IF NOT EXISTS portal_revocations_age ON portal_revocations (issued_
 -- An application's integrations: named keys a customer gives its third-party
 -- tools, each reaching that application as an app-portal token does. The key
 -- is kept sealed with the tenant's key (shown back on request) and as a hash
--- (looked up when it authenticates).
+-- (looked up when it authenticates). It lives only while the API key that made
+-- it (or last rotated it), `api_key_id`, does: revoking a leaked API key
+-- revokes what it made.
 CREATE TABLE IF NOT EXISTS integrations (
     tenant_id     text NOT NULL,
     app_id        text NOT NULL,
@@ -44,6 +46,7 @@ CREATE TABLE IF NOT EXISTS integrations (
     feature_flags text[] NOT NULL DEFAULT '{}',
     key_sealed    bytea NOT NULL,
     key_hash      bytea NOT NULL,
+    api_key_id    text NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now(),
     updated_at    timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT integrations_pkey PRIMARY KEY (tenant_id, id),

@@ -91,6 +91,8 @@ def hookgate():
         "HOOKGATE_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
         "HOOKGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "HOOKGATE_MASTER_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
+        # Seals secrets in environment exports (test_sdk_surface.py).
+        "HOOKGATE_TRANSIT_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "HOOKGATE_EGRESS_ALLOW_NETWORKS": "127.0.0.1/32",
         # The sinks are on loopback, a private network: the tests read what they answered.
         "HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES": "true",

@@ -74,8 +74,11 @@ def test_bulk_expunge_erases_named_payloads_and_expunge_all_is_a_task_that_count
     assert content(made[1]) == {"expired": True}
     assert content(made[2])["pii"] == "x", "an unnamed one is kept"
 
-    task = svix.message.expunge_all_contents(app.id)
+    from svix.api.message import MessageExpungeAllContentsOptions
+    once = MessageExpungeAllContentsOptions(idempotency_key="purge-1")
+    task = svix.message.expunge_all_contents(app.id, once)
     assert str(task.task) == "application.purge_content" and task.id.startswith("qtask_")
+    assert svix.message.expunge_all_contents(app.id, once).id == task.id, "a retry starts no second purge"
     done = finished(svix, task.id)
     assert str(done.status) == "finished" and done.data["messagesPurged"] == 3, done.data
     for m in made:
@@ -166,6 +169,12 @@ def test_expire_all_and_logout_refuse_portal_tokens_before_they_expire(svix, hoo
     # A portal token may not expire the application's tokens.
     status, _, _ = raw_call(hookgate, "POST", f"/api/v1/auth/app/{app.id}/expire-all", second, {})
     assert status == 403
+    # A read-only link may still end itself; one spelling of a token only.
+    viewer = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(read_only=True)).token
+    as_client(hookgate, viewer).authentication.logout()
+    assert reads(viewer) == 401
+    head, claims, mac = second.split("_")
+    assert reads(f"{head}_{claims.upper()}_{mac}") == 401, "an upper-cased token is not the token"
 
 
 def test_an_integration_key_opens_its_application_only_until_rotated_or_deleted(svix, hookgate, tenant, sink):
@@ -202,6 +211,15 @@ def test_an_integration_key_opens_its_application_only_until_rotated_or_deleted(
     assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/integration", stranger["apiKey"])[0] == 404
     with pytest.raises(HTTPValidationError):
         svix.integration.create(app.id, IntegrationIn(name="x", feature_flags=["no spaces"]))
+
+    # A key lives while the API key that made it does: revoking a leaked API key
+    # revokes the integrations it made.
+    second = hookgate.admin("POST", f"/admin/v1/tenant/{tenant['id']}/api-key")
+    by_second = as_client(hookgate, second["apiKey"]).integration.create(app.id, IntegrationIn(name="Temp"))
+    status, _, body = call(hookgate, "GET", f"/api/v1/app/{app.id}/integration/{by_second.id}/key", tenant["apiKey"])
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/endpoint", body["key"])[0] == 200
+    hookgate.admin("DELETE", f"/admin/v1/tenant/{tenant['id']}/api-key/{second['id']}")
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/endpoint", body["key"])[0] == 401
 
 
 OPENAPI = """
@@ -289,9 +307,6 @@ def test_an_ingest_endpoints_transformation_and_the_sources_consumer_portal(svix
 
 
 def test_an_environment_moves_to_another_tenant_with_its_secrets_sealed_in_transit(svix, hookgate, tenant, sink):
-    import base64
-    import os
-
     import standardwebhooks
     from svix.api import EndpointHeadersIn, EnvironmentIn
 
@@ -302,17 +317,9 @@ def test_an_environment_moves_to_another_tenant_with_its_secrets_sealed_in_trans
     svix.endpoint.set_headers(app.id, ep.id, EndpointHeadersIn(headers={"X-Api-Key": "hunter2"}))
     secret = svix.endpoint.get_secret(app.id, ep.id).key
 
-    # Through the SDK, without a transit key: the document parses, secrets left out.
-    plain = svix.environment.export()
-    assert [t.name for t in plain.event_types] == ["invoice.paid"]
+    # Through the SDK: the document parses as Svix's EnvironmentOut.
+    assert [t.name for t in svix.environment.export().event_types] == ["invoice.paid"]
     status, _, doc = call(hookgate, "POST", "/api/v1/environment/export", tenant["apiKey"])
-    assert status == 200 and doc["applications"][0]["endpoints"][0]["secret"] is None
-    assert any("hookgate-transit-key" in n for n in doc["notCarried"])
-    assert "hunter2" not in json.dumps(doc) and secret not in json.dumps(doc)
-
-    key = base64.b64encode(os.urandom(32)).decode()
-    status, _, doc = call(hookgate, "POST", "/api/v1/environment/export", tenant["apiKey"],
-                          headers={"hookgate-transit-key": key})
     assert status == 200
     text = json.dumps(doc)
     assert "hunter2" not in text and secret.split("_", 1)[1] not in text, "nothing in clear"
@@ -320,15 +327,15 @@ def test_an_environment_moves_to_another_tenant_with_its_secrets_sealed_in_trans
     assert exported["id"] == app.id and exported["endpoints"][0]["secret"]["sealed"]
 
     target = hookgate.admin("POST", "/admin/v1/tenant", {"name": "moved"})
-    # The wrong key opens nothing, and nothing is half-written.
-    status, _, err = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc,
-                          headers={"hookgate-transit-key": base64.b64encode(os.urandom(32)).decode()})
+    # A sealed value opens only for the entry and URL it was sealed for; nothing is half-written.
+    moved_url = json.loads(text)
+    moved_url["applications"][0]["endpoints"][0]["url"] = sink.url + "/elsewhere"
+    status, _, err = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], moved_url)
     assert status == 422 and "does not open" in json.dumps(err), err
     assert call(hookgate, "GET", "/api/v1/app", target["apiKey"])[2]["data"] == []
     assert call(hookgate, "GET", "/api/v1/event-type", target["apiKey"])[2]["data"] == []
 
-    status, _, out = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc,
-                          headers={"hookgate-transit-key": key})
+    status, _, out = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc)
     assert status == 200, out
     assert out["applications"] == {"created": 1, "updated": 0} and out["endpoints"] == {"created": 1, "updated": 0}
     moved = as_client(hookgate, target["apiKey"])
@@ -346,15 +353,39 @@ def test_an_environment_moves_to_another_tenant_with_its_secrets_sealed_in_trans
     assert wh.verify(r["body"], {k: r["headers"][k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")})
 
     # Again: updated, not duplicated; and the SDK's own import takes Svix's shape.
-    status, _, again = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc,
-                            headers={"hookgate-transit-key": key})
+    status, _, again = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc)
     assert again["applications"] == {"created": 0, "updated": 1} and again["endpoints"] == {"created": 0, "updated": 1}
     assert len(moved.application.list().data) == 1 and len(moved.endpoint.list("acme").data) == 1
     moved.environment.import_(EnvironmentIn(event_types=[EventTypeIn(name="invoice.void", description="Void")],
                                             settings={"customColor": "#ff0000"}))
     assert moved.event_type.get("invoice.void").description == "Void"
-    # A URL the tenant may not reach is refused by name, as for a created endpoint.
-    doc["applications"][0]["endpoints"][0]["url"] = "ftp://127.0.0.1/hook"
-    status, _, err = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc,
-                          headers={"hookgate-transit-key": key})
+    # A URL a created endpoint could not have is refused by name.
+    bad = json.loads(text)
+    bad["applications"][0]["endpoints"][0].update(url="ftp://127.0.0.1/hook", secret=None, headers=None)
+    status, _, err = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], bad)
     assert status == 422 and "`url`" in json.dumps(err), err
+
+
+def test_without_a_transit_key_an_export_leaves_secrets_out_and_an_import_refuses_sealed_ones(hookgate, tenant, sink):
+    from conftest import Hookgate, fresh_database, free_port
+
+    svix_key = tenant["apiKey"]
+    app = call(hookgate, "POST", "/api/v1/app", svix_key, {"name": "a"})[2]
+    call(hookgate, "POST", f"/api/v1/app/{app['id']}/endpoint", svix_key, {"url": sink.url})
+    sealed = call(hookgate, "POST", "/api/v1/environment/export", svix_key)[2]
+
+    env = dict(hookgate.env, DATABASE_URL=fresh_database(), HOOKGATE_LISTEN=f"127.0.0.1:{free_port()}",
+               HOOKGATE_METRICS_LISTEN=f"127.0.0.1:{free_port()}")
+    env.pop("HOOKGATE_TRANSIT_KEY")
+    keyless = Hookgate(env)
+    try:
+        other = keyless.admin("POST", "/admin/v1/tenant", {"name": "keyless"})["apiKey"]
+        status, _, err = call(keyless, "POST", "/api/v1/environment/import", other, sealed)
+        assert status == 422 and "HOOKGATE_TRANSIT_KEY" in json.dumps(err), err
+        app2 = call(keyless, "POST", "/api/v1/app", other, {"name": "b"})[2]
+        call(keyless, "POST", f"/api/v1/app/{app2['id']}/endpoint", other, {"url": sink.url})
+        plain = call(keyless, "POST", "/api/v1/environment/export", other)[2]
+        assert plain["applications"][0]["endpoints"][0]["secret"] is None
+        assert any("HOOKGATE_TRANSIT_KEY" in n for n in plain["notCarried"])
+    finally:
+        keyless.stop()

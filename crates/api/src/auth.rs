@@ -67,7 +67,9 @@ pub async fn require_tenant(
     };
     if let Principal::Portal { tenant, app_id, read_only, .. } = &principal {
         // Read-only: reading, but not the signing secret (Svix's `ViewBase`).
-        if *read_only && (req.method() != actix_web::http::Method::GET || req.path().ends_with("/secret")) {
+        // A read-only link may still end itself (`logout`).
+        let logout = req.path().trim_end_matches('/') == "/api/v1/auth/logout";
+        if *read_only && !logout && (req.method() != actix_web::http::Method::GET || req.path().ends_with("/secret")) {
             return reject(req, ApiError::Forbidden("this app-portal link is read-only".into()));
         }
         let allowed = match portal_access(app_id, req.method().as_str(), req.path()) {

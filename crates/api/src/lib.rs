@@ -29,7 +29,7 @@ use hookgate_shared::{http::ApiError, store::page::PageRequest};
 use serde::Deserialize;
 
 pub use patch::Maybe;
-pub use principal::{portal_access, FeatureFlags, KeyAuth, Operator, PortalAccess, Principal, TenantAuth};
+pub use principal::{portal_access, FeatureFlags, KeyAuth, KeyHolder, Operator, PortalAccess, Principal, TenantAuth};
 
 /// Registers `/admin/v1` (the operator's token), `/api/v1` (a tenant's key or an
 /// app-portal token) and `/ingest/api/v1` (a tenant's key), each behind its

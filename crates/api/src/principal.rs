@@ -111,6 +111,23 @@ impl FromRequest for KeyAuth {
     }
 }
 
+/// The calling tenant and the API key it called with: for what lives only as
+/// long as that key does (portal tokens, integration keys).
+pub struct KeyHolder(pub TenantId, pub ApiKeyId);
+
+impl FromRequest for KeyHolder {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(match principal(req) {
+            Some(Principal::Tenant { tenant, key }) => Ok(KeyHolder(tenant, key)),
+            Some(Principal::Portal { .. }) => Err(ApiError::Forbidden("an app-portal token cannot do this".into())),
+            _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
+        })
+    }
+}
+
 /// What a portal principal may do with a request.
 #[derive(Debug, PartialEq, Eq)]
 pub enum PortalAccess {

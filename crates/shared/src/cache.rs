@@ -160,6 +160,8 @@ impl Caches {
     pub(crate) fn forget_keys(&self) {
         self.keys.clear();
         self.portal_keys.clear();
+        // Integration keys live while the API key that made them does.
+        self.integration_keys.clear();
     }
 
     pub(crate) fn forget_integration_keys(&self) {

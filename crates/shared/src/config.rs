@@ -44,6 +44,7 @@ settings! {
     "trusted_proxies", "HOOKGATE_TRUSTED_PROXIES", Some(""), "CIDRs of the proxies (an ingress controller, a load balancer) whose X-Forwarded-Host, X-Forwarded-Proto and Forwarded headers Hookgate believes when `HOOKGATE_PUBLIC_URL` is unset, comma-separated; from any other peer they are ignored and the request's Host header and scheme are used.";
     "admin_token", "HOOKGATE_ADMIN_TOKEN", None, "The operator's bearer token; unset disables /admin.";
     "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
+    "transit_key", "HOOKGATE_TRANSIT_KEY", None, "Base64 of 32 random bytes: seals endpoint secrets and custom headers in an environment export, and opens them on import (give every installation a tenant moves between the same key). Unset, exports leave them out and imports of sealed ones are refused. Tenants never see it.";
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per pool: a process has one pool, and one more for its delivery worker if it runs one.";
     "db_timeout_ms", "HOOKGATE_DB_TIMEOUT_MS", Some("5000"), "Timeout to connect to Postgres or wait for a pooled connection.";
     "db_statement_timeout_ms", "HOOKGATE_DB_STATEMENT_TIMEOUT_MS", Some("5000"), "Longest one database step may take: Postgres's statement_timeout, and Hookgate's own bound on waiting for an answer, so a stalled database answers 503 rather than hanging.";
@@ -102,6 +103,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     pub admin_token: Option<String>,
     pub master_key: MasterKey,
+    /// Seals secrets in environment documents (`HOOKGATE_TRANSIT_KEY`).
+    pub transit_key: Option<crate::crypto::TransitKey>,
     pub db_pool_size: usize,
     pub db_timeout: Duration,
     pub db_statement_timeout: Duration,
@@ -238,6 +241,12 @@ impl Config {
     fn validate(raw: &Raw) -> Result<Self, ConfigError> {
         let master_key = MasterKey::from_base64(raw.required("master_key")?)
             .map_err(|e| Raw::invalid("master_key", e.to_string()))?;
+        let transit_key = match raw.get("transit_key") {
+            Some(k) => Some(
+                crate::crypto::TransitKey::from_base64(k).map_err(|e| Raw::invalid("transit_key", e.to_string()))?,
+            ),
+            None => None,
+        };
         let database_url = raw.required("database_url")?.to_owned();
         // The TLS settings (`sslmode=verify-full`, `sslrootcert`, …) are read apart;
         // their files are checked when the pool is built.
@@ -406,6 +415,7 @@ impl Config {
             },
             admin_token,
             master_key,
+            transit_key,
             db_pool_size,
             db_timeout: raw.millis("db_timeout_ms")?,
             db_statement_timeout: raw.millis("db_statement_timeout_ms")?,

@@ -105,12 +105,25 @@ impl InboundKeyer {
     }
 }
 
-/// The key that seals secrets in an environment document (export and import),
-/// derived from a 32-byte key the operator gives (base64): the document can be
-/// kept and moved without its secrets in clear, and opens only with that key.
-pub fn transit_key(given: &str) -> Result<TenantKey, CryptoError> {
-    let root = MasterKey::from_base64(given)?;
-    Ok(TenantKey(root.derive(b"environment-transit")))
+/// The key that seals secrets in an environment document (export and import):
+/// the operator's `HOOKGATE_TRANSIT_KEY`, never a tenant's, so a document can be
+/// kept and moved without its secrets in clear, and only an installation given
+/// the same key opens them.
+#[derive(Clone)]
+pub struct TransitKey([u8; 32]);
+
+impl TransitKey {
+    pub fn from_base64(given: &str) -> Result<Self, CryptoError> {
+        Ok(TransitKey(MasterKey::from_base64(given)?.derive(b"environment-transit")))
+    }
+
+    pub fn seal(&self, purpose: &str, plaintext: &[u8]) -> Vec<u8> {
+        TenantKey(self.0).seal(purpose, plaintext)
+    }
+
+    pub fn open(&self, purpose: &str, sealed: &[u8]) -> Result<Vec<u8>, CryptoError> {
+        TenantKey(self.0).open(purpose, sealed)
+    }
 }
 
 /// A per-tenant AEAD key.
@@ -214,6 +227,11 @@ impl PortalSigner {
     /// could revoke it before it expired.
     pub fn verify(&self, token: &str, now: i64) -> Option<PortalClaims> {
         let (claims_hex, mac_hex) = token.strip_prefix("hgp_")?.split_once('_')?;
+        // Lower-case only, as issued: one token has one spelling, so what a
+        // logout records (`portal_token_id`, a hash of the text) names every use of it.
+        if [claims_hex, mac_hex].iter().any(|h| h.bytes().any(|b| b.is_ascii_uppercase())) {
+            return None;
+        }
         let claims = hex::decode(claims_hex).ok()?;
         let mac = hex::decode(mac_hex).ok()?;
         if !secrets_equal(&mac, &self.mac(&claims)) {
@@ -343,6 +361,7 @@ mod tests {
         let mut forged = token.clone();
         forged.replace_range(5..7, "00");
         assert_eq!(signer.verify(&forged, 0), None);
+        assert_eq!(signer.verify(&token.to_ascii_uppercase().replacen("HGP_", "hgp_", 1), 999), None, "one spelling");
         assert_eq!(key().portal_signer().verify(&token, 0), None, "another master key");
         let read_only = PortalClaims { feature_flags: vec![], read_only: true, ..claims.clone() };
         assert_eq!(signer.verify(&signer.issue(&read_only), 0), Some(read_only));

@@ -4,18 +4,19 @@
 //! `applications`, each with its HTTP `endpoints` (filters, throttle, metadata,
 //! custom headers and signing secret), so a tenant can be copied, kept in git or
 //! moved between installations. Secrets and header values are never written in
-//! clear: with `hookgate-transit-key` (32 bytes, base64, a key the operator
-//! gives) they are sealed with it, and only that key opens them on import;
-//! without it they are left out and `notCarried` says so.
+//! clear: with the operator's `HOOKGATE_TRANSIT_KEY` set they are sealed with it,
+//! each bound to its endpoint's ids and URL, and only an installation with the
+//! same key opens them on import; without it they are left out and `notCarried`
+//! says so. Tenants never hold the key: header values stay write-only to them.
 
 use std::collections::HashMap;
 
-use actix_web::{post, web, HttpRequest, HttpResponse};
+use actix_web::{post, web, HttpResponse};
 use base64::{engine::general_purpose::STANDARD, Engine};
 use chrono::{DateTime, Utc};
 use hookgate_egress::secrets;
 use hookgate_shared::{
-    crypto::{transit_key, TenantKey},
+    crypto::TransitKey,
     db,
     http::ApiError,
     ids::{AppId, TenantId},
@@ -31,8 +32,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(export).service(super::environment_import::import);
 }
 
-/// The header that carries the transit key.
-pub(super) const TRANSIT_HEADER: &str = "hookgate-transit-key";
+/// The setting that holds the transit key, as errors name it.
+pub(super) const TRANSIT_SETTING: &str = "HOOKGATE_TRANSIT_KEY";
 /// Applications, endpoints and event types one document may hold: it is
 /// written and read in one request.
 pub(super) const MOST_APPS: usize = 1000;
@@ -138,22 +139,16 @@ pub(super) struct Sealed {
     pub sealed: String,
 }
 
-/// What binds a sealed value to its application, endpoint and field.
-pub(super) fn purpose(app: &str, ep: &str, field: &str) -> String {
-    format!("environment:{app}:{ep}:{field}")
-}
-
-/// The transit key from the request, if it gives one.
-pub(super) fn given_key(req: &HttpRequest) -> Result<Option<TenantKey>, ApiError> {
-    let Some(raw) = req.headers().get(TRANSIT_HEADER) else { return Ok(None) };
-    let raw = raw.to_str().map_err(|_| ApiError::Validation(format!("`{TRANSIT_HEADER}` is not text")))?;
-    transit_key(raw).map(Some).map_err(|e| ApiError::Validation(format!("`{TRANSIT_HEADER}`: {e}")))
+/// What binds a sealed value to its application, endpoint, URL and field: a
+/// secret moved to another entry, or an entry's URL changed, no longer opens.
+pub(super) fn purpose(app: &str, ep: &str, url: &str, field: &str) -> String {
+    format!("environment:{app}:{ep}:{field}:{url}")
 }
 
 /// The tenant's configuration as one document (`EnvironmentOut`, extended).
 #[post("/environment/export")]
-async fn export(key: KeyAuth, req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let transit = given_key(&req)?;
+async fn export(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let transit = state.config.transit_key.clone();
     let conn = db::conn(&state.db).await?;
     let mut types = Vec::new();
     let mut page = hookgate_shared::store::page::PageRequest::new(Some(250), None);
@@ -181,7 +176,7 @@ async fn export(key: KeyAuth, req: HttpRequest, state: web::Data<AppState>) -> R
     ];
     if transit.is_none() {
         not_carried.push(format!(
-            "endpoint secrets and custom headers: give `{TRANSIT_HEADER}` to have them sealed into the document"
+            "endpoint secrets and custom headers: the operator has set no {TRANSIT_SETTING} to seal them with"
         ));
     }
     let mut by_app: HashMap<AppId, Vec<EndpointDoc>> = HashMap::new();
@@ -232,7 +227,7 @@ fn endpoint_doc(
     tenant: &TenantId,
     app: &AppId,
     ep: endpoints::Endpoint,
-    transit: Option<&TenantKey>,
+    transit: Option<&TransitKey>,
 ) -> Result<EndpointDoc, ApiError> {
     let (secret, headers) = match transit {
         None => (None, None),
@@ -241,7 +236,7 @@ fn endpoint_doc(
             let secret = secrets::open(state, tenant, app, &ep.id, &ep.secret).map_err(fail)?;
             let headers = secrets::open_headers(state, tenant, app, &ep.id, &ep.headers).map_err(fail)?;
             let seal = |field: &str, bytes: &[u8]| Sealed {
-                sealed: STANDARD.encode(k.seal(&purpose(app.as_str(), ep.id.as_str(), field), bytes)),
+                sealed: STANDARD.encode(k.seal(&purpose(app.as_str(), ep.id.as_str(), &ep.url, field), bytes)),
             };
             let headers = headers
                 .as_object()

@@ -8,12 +8,12 @@
 
 use std::collections::HashMap;
 
-use actix_web::{post, web, HttpRequest, HttpResponse};
+use actix_web::{post, web, HttpResponse};
 use base64::{engine::general_purpose::STANDARD, Engine};
 use chrono::Utc;
 use hookgate_egress::secrets;
 use hookgate_shared::{
-    crypto::TenantKey,
+    crypto::TransitKey,
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
@@ -24,8 +24,7 @@ use serde_json::json;
 use tokio_postgres::GenericClient;
 
 use super::environment::{
-    given_key, purpose, AppDoc, EndpointDoc, Environment, Sealed, MOST_APPS, MOST_ENDPOINTS, MOST_EVENT_TYPES,
-    TRANSIT_HEADER,
+    purpose, AppDoc, EndpointDoc, Environment, Sealed, MOST_APPS, MOST_ENDPOINTS, MOST_EVENT_TYPES, TRANSIT_SETTING,
 };
 use super::{applications::AppIn, endpoint_extras::check_headers, endpoints::EndpointIn, validate};
 use crate::quota;
@@ -43,12 +42,11 @@ struct Tally {
 #[post("/environment/import")]
 pub(super) async fn import(
     key: KeyAuth,
-    req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Json<Environment>,
 ) -> Result<HttpResponse, ApiError> {
     let doc = body.into_inner();
-    let transit = given_key(&req)?;
+    let transit = state.config.transit_key.clone();
     let apps = doc.applications.as_deref().unwrap_or_default();
     let n_endpoints: usize = apps.iter().map(|a| a.endpoints.len()).sum();
     if apps.len() > MOST_APPS
@@ -167,7 +165,10 @@ async fn upsert_app(
         tally.apps[1] += 1;
         return Ok(app.id);
     }
-    let id = id.unwrap_or_else(AppId::generate);
+    let id = match id {
+        Some(id) if applications::id_free(tx, tenant, &id).await? => id,
+        _ => AppId::generate(),
+    };
     match applications::insert_capped(tx, tenant, &id, &fields, cap)
         .await
         .map_err(|e| in_app(a, validate::conflict("an application with this uid")(e.into())))?
@@ -184,7 +185,7 @@ async fn upsert_app(
 struct Ctx<'a> {
     state: &'a AppState,
     tenant: &'a TenantId,
-    transit: Option<&'a TenantKey>,
+    transit: Option<&'a TransitKey>,
     allow: &'a [ipnet::IpNet],
     ep_cap: Option<u64>,
 }
@@ -215,7 +216,7 @@ async fn upsert_endpoint(
     .fields(ctx.allow)
     .map_err(at)?;
     // Sealed under the document's own ids: opened with those, whatever ids they get here.
-    let place = (doc_app.unwrap_or_default(), e.id.as_deref().unwrap_or_default());
+    let place = (doc_app.unwrap_or_default(), e.id.as_deref().unwrap_or_default(), e.url.as_str());
     let secret = match &e.secret {
         Some(s) => Some(
             whsec::normalise_secret(&open(ctx.transit, place, "secret", s).map_err(at)?)
@@ -283,14 +284,21 @@ async fn upsert_endpoint(
 }
 
 /// A sealed value of the document, opened with the transit key.
-fn open(key: Option<&TenantKey>, (app, ep): (&str, &str), field: &str, s: &Sealed) -> Result<String, ApiError> {
+fn open(
+    key: Option<&TransitKey>,
+    (app, ep, url): (&str, &str, &str),
+    field: &str,
+    s: &Sealed,
+) -> Result<String, ApiError> {
     let key = key.ok_or_else(|| {
-        ApiError::Validation(format!("`{field}` is sealed: give the key it was sealed with in `{TRANSIT_HEADER}`"))
+        ApiError::Validation(format!("`{field}` is sealed, and this installation has no {TRANSIT_SETTING} to open it"))
     })?;
     let bytes = STANDARD.decode(&s.sealed).map_err(|_| ApiError::Validation(format!("`{field}` is not base64")))?;
-    let plain = key
-        .open(&purpose(app, ep, field), &bytes)
-        .map_err(|_| ApiError::Validation(format!("`{field}` does not open with this `{TRANSIT_HEADER}`")))?;
+    let plain = key.open(&purpose(app, ep, url, field), &bytes).map_err(|_| {
+        ApiError::Validation(format!(
+            "`{field}` does not open: sealed with another {TRANSIT_SETTING}, or for another endpoint or URL"
+        ))
+    })?;
     String::from_utf8(plain).map_err(|_| ApiError::Validation(format!("`{field}` is not text")))
 }
 

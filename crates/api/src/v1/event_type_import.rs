@@ -25,6 +25,12 @@ const MOST_REF_DEPTH: usize = 16;
 /// Values one document's schemas may expand to once inlined: references that
 /// branch can grow exponentially with depth.
 const MOST_INLINED: usize = 200_000;
+/// How deeply an inlined schema may nest: stored as `jsonb`, it is read back by
+/// a JSON parser that stops at 128 levels.
+const MOST_NESTING: usize = 100;
+/// Values a YAML `specRaw` may expand to: YAML aliases repeat what they name,
+/// so a small text can stand for billions of values.
+const MOST_YAML_VALUES: usize = 1_000_000;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -62,7 +68,9 @@ async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<Import
     let body = body.into_inner();
     let spec = match (body.spec, body.spec_raw) {
         (Some(spec), None) => spec,
-        (None, Some(raw)) => serde_yaml_ng::from_str::<Value>(&raw)
+        (None, Some(raw)) => web::block(move || yaml::read(&raw))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
             .map_err(|e| ApiError::BadRequest(format!("`specRaw` is neither JSON nor YAML: {e}")))?,
         _ => return Err(ApiError::BadRequest("give exactly one of `spec` and `specRaw`".into())),
     };
@@ -139,8 +147,11 @@ fn read_webhooks(spec: &Value) -> Result<Vec<FromSpec>, ApiError> {
         let schemas = match media.and_then(|m| m.get("schema")) {
             None => None,
             Some(schema) => {
-                let mut schema = inline(schema, components, 0, &mut budget).ok_or_else(|| {
-                    bad(format!("the schemas' `$ref`s expand to more than {MOST_INLINED} values once inlined"))
+                let mut schema = inline(schema, components, (0, 0), &mut budget).ok_or_else(|| {
+                    bad(format!(
+                        "webhook `{name}`: its schema's `$ref`s expand to more than {MOST_INLINED} values, \
+                         or nest deeper than {MOST_NESTING} levels, once inlined"
+                    ))
                 })?;
                 if let (Some(example), Some(obj)) = (media.and_then(|m| m.get("example")), schema.as_object_mut()) {
                     obj.entry("examples").or_insert_with(|| json!([example]));
@@ -155,27 +166,138 @@ fn read_webhooks(spec: &Value) -> Result<Vec<FromSpec>, ApiError> {
 }
 
 /// `schema` with its `#/components/schemas/…` references replaced by what they
-/// name, to `MOST_REF_DEPTH` levels (an event type's schema stands alone);
-/// `None` once `budget` values have been made.
-fn inline(schema: &Value, components: Option<&Map<String, Value>>, depth: usize, budget: &mut usize) -> Option<Value> {
+/// name, to `MOST_REF_DEPTH` references deep (an event type's schema stands
+/// alone); `None` once `budget` values have been made or the result would nest
+/// deeper than `MOST_NESTING`. `(refs, nesting)`: how deep in each it is.
+fn inline(
+    schema: &Value,
+    components: Option<&Map<String, Value>>,
+    (refs, nesting): (usize, usize),
+    budget: &mut usize,
+) -> Option<Value> {
     *budget = budget.checked_sub(1)?;
+    if nesting > MOST_NESTING {
+        return None;
+    }
     Some(match schema {
         Value::Object(o) => {
             let target = o.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/"));
             if let (Some(name), Some(components)) = (target, components) {
-                if let Some(found) = components.get(name).filter(|_| depth < MOST_REF_DEPTH) {
-                    return inline(found, Some(components), depth + 1, budget);
+                if let Some(found) = components.get(name).filter(|_| refs < MOST_REF_DEPTH) {
+                    return inline(found, Some(components), (refs + 1, nesting), budget);
                 }
             }
             let mut out = Map::with_capacity(o.len());
             for (k, v) in o {
-                out.insert(k.clone(), inline(v, components, depth, budget)?);
+                out.insert(k.clone(), inline(v, components, (refs, nesting + 1), budget)?);
             }
             Value::Object(out)
         }
-        Value::Array(a) => Value::Array(a.iter().map(|v| inline(v, components, depth, budget)).collect::<Option<_>>()?),
+        Value::Array(a) => {
+            Value::Array(a.iter().map(|v| inline(v, components, (refs, nesting + 1), budget)).collect::<Option<_>>()?)
+        }
         other => other.clone(),
     })
+}
+
+/// YAML (or JSON, which is YAML) read into a JSON value within a budget of
+/// values: aliases are expanded as they are read, so a bomb stops at the budget
+/// instead of filling memory.
+mod yaml {
+    use std::cell::Cell;
+    use std::fmt;
+
+    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Number, Value};
+
+    use super::{MOST_NESTING, MOST_YAML_VALUES};
+
+    pub(super) fn read(text: &str) -> Result<Value, serde_yaml_ng::Error> {
+        let budget = Cell::new(MOST_YAML_VALUES);
+        Bounded { budget: &budget, depth: 0 }.deserialize(serde_yaml_ng::Deserializer::from_str(text))
+    }
+
+    #[derive(Clone, Copy)]
+    struct Bounded<'a> {
+        budget: &'a Cell<usize>,
+        depth: usize,
+    }
+
+    impl Bounded<'_> {
+        fn take<E: de::Error>(&self) -> Result<(), E> {
+            match self.budget.get().checked_sub(1) {
+                Some(left) if self.depth <= MOST_NESTING => {
+                    self.budget.set(left);
+                    Ok(())
+                }
+                Some(_) => Err(E::custom(format!("nests deeper than {MOST_NESTING} levels"))),
+                None => Err(E::custom(format!("expands to more than {MOST_YAML_VALUES} values"))),
+            }
+        }
+
+        fn inner(&self) -> Self {
+            Bounded { budget: self.budget, depth: self.depth + 1 }
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Bounded<'_> {
+        type Value = Value;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Bounded<'_> {
+        type Value = Value;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a YAML or JSON document")
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+            self.take().map(|_| Value::Bool(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+            self.take().map(|_| Value::from(v))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+            self.take().map(|_| Value::from(v))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+            self.take().map(|_| Number::from_f64(v).map_or(Value::Null, Value::Number))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+            self.take().map(|_| Value::String(v.to_owned()))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+            self.take().map(|_| Value::Null)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+            self.visit_unit()
+        }
+        fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            self.deserialize(d)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            self.take()?;
+            let mut out = Vec::new();
+            while let Some(v) = seq.next_element_seed(self.inner())? {
+                out.push(v);
+            }
+            Ok(Value::Array(out))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            self.take()?;
+            let mut out = Map::new();
+            while let Some(k) = map.next_key_seed(self.inner())? {
+                let key = match k {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                out.insert(key, map.next_value_seed(self.inner())?);
+            }
+            Ok(Value::Object(out))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -214,6 +336,19 @@ mod tests {
     }
 
     #[test]
+    fn a_yaml_alias_bomb_stops_at_the_budget_and_plain_yaml_reads() {
+        let plain = yaml::read("webhooks:\n  a.b:\n    post: {summary: x}\n").unwrap();
+        assert_eq!(plain["webhooks"]["a.b"]["post"]["summary"], "x");
+        // Few aliases, each of a long list: under the parser's own repetition
+        // limit, over the budget (1,500 x 1,000 values).
+        let zeros = vec!["0"; 1000].join(", ");
+        let aliases = vec!["*a"; 1500].join(", ");
+        let bomb = format!("a: &a [{zeros}]\nb: [{aliases}]\n");
+        let err = yaml::read(&bomb).unwrap_err().to_string();
+        assert!(err.contains("expands to more than"), "{err}");
+    }
+
+    #[test]
     fn a_circular_reference_stops_and_a_bad_name_is_refused() {
         let spec = json!({
             "x-webhooks": { "node": { "post": { "requestBody": { "content": { "application/json": {
@@ -231,6 +366,18 @@ mod tests {
             ] } } }
         });
         assert!(matches!(read_webhooks(&wide), Err(ApiError::Validation(m)) if m.contains("expand")));
+        // A reference that nests one level deeper each time would be stored
+        // deeper than a JSON reader reads back: refused.
+        let mut deep = json!({ "type": "string" });
+        for _ in 0..60 {
+            deep = json!({ "properties": { "x": deep } });
+        }
+        let nested = json!({
+            "webhooks": { "d": { "post": { "requestBody": { "content": { "application/json": {
+                "schema": { "$ref": "#/components/schemas/D" } } } } } } },
+            "components": { "schemas": { "D": { "allOf": [deep, { "$ref": "#/components/schemas/D" }] } } }
+        });
+        assert!(matches!(read_webhooks(&nested), Err(ApiError::Validation(m)) if m.contains("nest")));
         let bad = json!({ "webhooks": { "no spaces": { "post": { "requestBody": {} } } } });
         assert!(matches!(read_webhooks(&bad), Err(ApiError::Validation(m)) if m.contains("no spaces")));
         assert!(matches!(read_webhooks(&json!({ "openapi": "3.1.0" })), Err(ApiError::Validation(_))));

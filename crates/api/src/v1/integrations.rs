@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use super::{applications::find as find_app, validate};
 use crate::idempotency::{answer, RequestKey};
-use crate::{KeyAuth, PageQuery, TenantAuth};
+use crate::{KeyAuth, KeyHolder, PageQuery, TenantAuth};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(update).service(delete_one);
@@ -117,10 +117,11 @@ async fn list(
     Ok(HttpResponse::Ok().json(found.map(|i| out(&i))))
 }
 
-/// 201 with the integration; its key is read with `…/key`.
+/// 201 with the integration; its key is read with `…/key`. The key lives while
+/// the API key that made it does.
 #[post("/app/{app_id}/integration")]
 async fn create(
-    key: KeyAuth,
+    key: KeyHolder,
     state: web::Data<AppState>,
     path: web::Path<Ref<AppId>>,
     body: web::Json<IntegrationIn>,
@@ -139,7 +140,7 @@ async fn create(
     let id = IntegrationId::generate();
     let (_, sealed, hash) = new_key(&state, &tenant.0, &app.id, &id);
     let fields = Fields { name: &body.name, feature_flags: &flags };
-    let made = integrations::create(&*tx, &tenant.0, &app.id, &id, &fields, &sealed, &hash).await?;
+    let made = integrations::create(&*tx, &tenant.0, &app.id, &id, &fields, &sealed, &hash, &key.1).await?;
     let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &out(&made)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(res)
@@ -199,7 +200,7 @@ async fn get_key(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -> R
 /// others within a second, as their caches expire).
 #[post("/app/{app_id}/integration/{integ_id}/key/rotate")]
 async fn rotate_key(
-    key: KeyAuth,
+    key: KeyHolder,
     state: web::Data<AppState>,
     path: IntegPath,
     request: Option<web::ReqData<RequestKey>>,
@@ -209,7 +210,7 @@ async fn rotate_key(
     let (clear, sealed, hash) = new_key(&state, &tenant.0, &app, &found.id);
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    if !integrations::set_key(&*tx, &tenant.0, &app, &found.id, &sealed, &hash, &state.caches).await? {
+    if !integrations::set_key(&*tx, &tenant.0, &app, &found.id, &sealed, &hash, &key.1, &state.caches).await? {
         return Err(ApiError::NotFound("integration"));
     }
     let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &json!({ "key": clear })).await?;

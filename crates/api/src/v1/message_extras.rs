@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{applications::find as find_app, validate};
+use crate::idempotency::RequestKey;
 use crate::{KeyAuth, TenantAuth};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -104,9 +105,9 @@ async fn expunge_all(
     key: KeyAuth,
     state: web::Data<AppState>,
     path: web::Path<Ref<AppId>>,
+    request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = TenantAuth(key.0);
     let app = find_app(&state, &tenant, &path).await?;
-    let task = super::tasks::start_app_task(&state, &tenant, &app.id, tasks::TaskKind::PurgeContent).await?;
-    Ok(HttpResponse::Accepted().json(super::tasks::replay_out(&task)))
+    super::tasks::start_app_task(&state, &tenant, &app.id, tasks::TaskKind::PurgeContent, request.as_deref()).await
 }

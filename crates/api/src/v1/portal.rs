@@ -234,7 +234,10 @@ async fn logout(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResp
     let app = hookgate_shared::ids::AppId::from_db(app_id);
     let sessions = [portal_tokens::logged_out(&token_id)];
     let conn = db::conn(&state.db).await?;
-    let now_ms = Utc::now().timestamp_millis();
-    portal_tokens::revoke(&**conn, &tenant, &app, &sessions, issued_ms + 1, now_ms, &state.caches).await?;
+    // The token was made before now, by any clock: `now` names it, and keeps the
+    // row until no token made before it can be alive (a token of seven lines,
+    // made "at 0", included).
+    let now_ms = Utc::now().timestamp_millis().max(issued_ms + 1);
+    portal_tokens::revoke(&**conn, &tenant, &app, &sessions, now_ms, now_ms, &state.caches).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -4,7 +4,7 @@
 //! answers them in the request (one bounded statement each) and records the
 //! task finished, so `background-task/{id}` reads the result as the SDK expects.
 
-use actix_web::{post, put, web, HttpResponse};
+use actix_web::{http::StatusCode, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
@@ -16,6 +16,7 @@ use hookgate_shared::{
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::idempotency::{answer, RequestKey};
 use crate::KeyAuth;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -24,6 +25,27 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// Applications a request may name.
 const MOST_NAMED: usize = 1000;
+/// The longest window `aggregate_app_stats` counts.
+const LONGEST_WINDOW_DAYS: i64 = 31;
+/// Statistics tasks of each kind a tenant may start an hour: each is a heavy
+/// statement, and its result is kept as long as tasks are.
+const MOST_AN_HOUR: i64 = 30;
+
+/// 429 once the tenant started [`MOST_AN_HOUR`] tasks of `kind` in the last hour.
+async fn within_rate(
+    db: &impl tokio_postgres::GenericClient,
+    tenant: &hookgate_shared::ids::TenantId,
+    kind: tasks::TaskKind,
+) -> Result<(), ApiError> {
+    if tasks::started_lately(db, tenant, kind).await? >= MOST_AN_HOUR {
+        return Err(ApiError::Coded {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: "rate_limited",
+            detail: format!("at most {MOST_AN_HOUR} `{}` tasks an hour; read the last one's result", kind.name()),
+        });
+    }
+    Ok(())
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -44,11 +66,16 @@ async fn app_stats(
     key: KeyAuth,
     state: web::Data<AppState>,
     body: web::Json<AppUsageStatsIn>,
+    request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
     if body.until <= body.since {
         return Err(ApiError::Validation(format!("`until` ({}) must be after `since` ({})", body.until, body.since)));
     }
+    if body.until - body.since > chrono::Duration::days(LONGEST_WINDOW_DAYS) {
+        return Err(ApiError::Validation(format!("`since` to `until`: at most {LONGEST_WINDOW_DAYS} days")));
+    }
     let conn = db::conn(&state.db).await?;
+    within_rate(&**conn, &key.0, tasks::TaskKind::AppStats).await?;
     let (apps, unresolved) = match &body.app_ids {
         None => (None, Vec::new()),
         Some(names) if names.len() > MOST_NAMED => {
@@ -80,7 +107,7 @@ async fn app_stats(
         tasks::create_finished(&**conn, &key.0, tasks::TaskKind::AppStats, (body.since, body.until), &data).await?;
     let mut out = super::tasks::replay_out(&task);
     out["unresolvedAppIds"] = json!(unresolved);
-    Ok(HttpResponse::Accepted().json(out))
+    answer(&**conn, &state, request.as_deref(), StatusCode::ACCEPTED, &out).await
 }
 
 /// `PUT /stats/usage/event-types`: 202 with the task, finished; its
@@ -89,6 +116,7 @@ async fn app_stats(
 #[put("/stats/usage/event-types")]
 async fn event_types(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
+    within_rate(&**conn, &key.0, tasks::TaskKind::EventTypeAggregate).await?;
     let data = json!({ "event_types": statistics::subscribed_event_types(&**conn, &key.0).await? });
     let now = Utc::now();
     let task = tasks::create_finished(&**conn, &key.0, tasks::TaskKind::EventTypeAggregate, (now, now), &data).await?;

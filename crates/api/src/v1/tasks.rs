@@ -180,13 +180,15 @@ async fn start(
 }
 
 /// Starts a task of the application (a content purge) under the same caps as a
-/// replay; the caller answers 202 with [`replay_out`].
+/// replay; 202 with its `ReplayOut`, kept under the request's Idempotency-Key
+/// (a retry does not start a second one).
 pub(super) async fn start_app_task(
     state: &AppState,
     tenant: &TenantAuth,
     app: &AppId,
     kind: TaskKind,
-) -> Result<Task, ApiError> {
+    key: Option<&RequestKey>,
+) -> Result<HttpResponse, ApiError> {
     debug_assert_eq!(kind, TaskKind::PurgeContent);
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
@@ -198,9 +200,10 @@ pub(super) async fn start_app_task(
         )));
     }
     let task = tasks::create_purge(&*tx, &tenant.0, app).await?;
+    let res = answer(&*tx, state, key, StatusCode::ACCEPTED, &replay_out(&task)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(task = %task.id, kind = task.kind.name(), app = %app, "background task started");
-    Ok(task)
+    Ok(res)
 }
 
 /// `ReplayOut`: the task without its data.

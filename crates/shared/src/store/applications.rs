@@ -148,3 +148,15 @@ pub async fn all(db: &impl GenericClient, tenant: &TenantId, limit: i64) -> Resu
         format!("SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND NOT operational ORDER BY id LIMIT $2");
     Ok(db.query(&sql, &[&tenant.as_str(), &limit]).await?.iter().map(from_row).collect())
 }
+
+/// Whether no application of the tenant (its operational one included) has this
+/// id: an import keeps a document's ids only where they are free.
+pub async fn id_free(db: &impl GenericClient, tenant: &TenantId, id: &AppId) -> Result<bool, StoreError> {
+    let row = db
+        .query_one(
+            "SELECT NOT EXISTS (SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2)",
+            &[&tenant.as_str(), &id.as_str()],
+        )
+        .await?;
+    Ok(row.get(0))
+}

@@ -13,7 +13,7 @@ use super::{
 use crate::{
     cache::Caches,
     crypto::random_hex,
-    ids::{AppId, IntegrationId, TenantId},
+    ids::{ApiKeyId, AppId, IntegrationId, TenantId},
 };
 
 pub const KEY_PREFIX: &str = "integsk_";
@@ -73,14 +73,24 @@ pub async fn create(
     f: &Fields<'_>,
     key_sealed: &[u8],
     key_hash: &[u8],
+    minted_by: &ApiKeyId,
 ) -> Result<Integration, StoreError> {
     let row = db
         .query_one(
             &format!(
-                "INSERT INTO integrations (tenant_id, app_id, id, name, feature_flags, key_sealed, key_hash)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+                "INSERT INTO integrations (tenant_id, app_id, id, name, feature_flags, key_sealed, key_hash, api_key_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
             ),
-            &[&tenant.as_str(), &app.as_str(), &id.as_str(), &f.name, &f.feature_flags, &key_sealed, &key_hash],
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &id.as_str(),
+                &f.name,
+                &f.feature_flags,
+                &key_sealed,
+                &key_hash,
+                &minted_by.as_str(),
+            ],
         )
         .await?;
     Ok(from_row(&row))
@@ -145,7 +155,7 @@ pub async fn update(
     Ok(row.as_ref().map(from_row))
 }
 
-/// Replaces the key: the former one stops opening anything at once.
+/// Replaces the key, made by `minted_by`: the former one stops opening anything at once.
 #[allow(clippy::too_many_arguments)]
 pub async fn set_key(
     db: &impl GenericClient,
@@ -154,13 +164,14 @@ pub async fn set_key(
     id: &IntegrationId,
     key_sealed: &[u8],
     key_hash: &[u8],
+    minted_by: &ApiKeyId,
     caches: &Caches,
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(
-            "UPDATE integrations SET key_sealed = $4, key_hash = $5, updated_at = now()
+            "UPDATE integrations SET key_sealed = $4, key_hash = $5, api_key_id = $6, updated_at = now()
              WHERE tenant_id = $1 AND app_id = $2 AND id = $3",
-            &[&tenant.as_str(), &app.as_str(), &id.as_str(), &key_sealed, &key_hash],
+            &[&tenant.as_str(), &app.as_str(), &id.as_str(), &key_sealed, &key_hash, &minted_by.as_str()],
         )
         .await?;
     caches.forget_integration_keys();
@@ -193,7 +204,8 @@ pub struct KeyHolder {
 }
 
 /// The integration whose key hashes to `key_hash`, while its tenant is live and
-/// enabled and its application is not being erased.
+/// enabled, the API key that made it is not revoked, and its application is not
+/// being erased.
 pub async fn authenticate(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -204,6 +216,7 @@ pub async fn authenticate(
             "SELECT i.app_id, a.uid, i.feature_flags FROM integrations i
              JOIN applications a ON a.tenant_id = i.tenant_id AND a.id = i.app_id
              JOIN tenants t ON t.id = i.tenant_id
+             JOIN api_keys k ON k.tenant_id = i.tenant_id AND k.id = i.api_key_id AND k.revoked_at IS NULL
              WHERE i.tenant_id = $1 AND i.key_hash = $2 AND t.deleted_at IS NULL AND NOT t.disabled
                AND NOT EXISTS (SELECT 1 FROM erasures e WHERE e.tenant_id = i.tenant_id AND e.app_id = i.app_id)",
             &[&tenant.as_str(), &key_hash],

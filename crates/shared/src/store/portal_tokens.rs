@@ -20,7 +20,8 @@ pub fn logged_out(token_id: &str) -> String {
 
 /// Refuses, from `effective_at_ms` on, the application's tokens made before
 /// `issued_before_ms` whose session is one of `sessions` ('' every token). An
-/// application gone meanwhile has no tokens left to refuse: nothing is written.
+/// application gone meanwhile has no tokens left to refuse: nothing is written
+/// (its row is held while the rows go in, so a deletion waits or went first).
 pub async fn revoke(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -31,9 +32,9 @@ pub async fn revoke(
     caches: &Caches,
 ) -> Result<(), StoreError> {
     db.execute(
-        "INSERT INTO portal_revocations (tenant_id, app_id, session, issued_before, effective_at)
-         SELECT $1, $2, s, $4, $5 FROM unnest($3::text[]) AS s
-         WHERE EXISTS (SELECT 1 FROM applications a WHERE a.tenant_id = $1 AND a.id = $2)
+        "WITH app AS (SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2 FOR KEY SHARE)
+         INSERT INTO portal_revocations (tenant_id, app_id, session, issued_before, effective_at)
+         SELECT $1, $2, s, $4, $5 FROM unnest($3::text[]) AS s, app
          ON CONFLICT (tenant_id, app_id, session, issued_before)
              DO UPDATE SET effective_at = LEAST(portal_revocations.effective_at, EXCLUDED.effective_at)",
         &[&tenant.as_str(), &app.as_str(), &sessions, &issued_before_ms, &effective_at_ms],

@@ -62,7 +62,10 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
     // Every running task names its application: only statistics (recorded
     // finished) are the whole tenant's.
     let app = AppId::from_db(row.get::<_, Option<String>>(3).unwrap_or_default());
-    let endpoint = row.get::<_, Option<String>>(4).map(EndpointId::from_db);
+    // A purge names no endpoint: '' (not NULL, so a runner of the release
+    // before it reads the row, finds no such endpoint and fails the task rather
+    // than its own loop).
+    let endpoint = row.get::<_, Option<String>>(4).filter(|e| !e.is_empty()).map(EndpointId::from_db);
     let window = Window { since: row.get(5), until: row.get(6), after: row.get(8) };
     let filter: serde_json::Value = row.get(7);
 

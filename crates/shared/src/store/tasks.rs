@@ -161,7 +161,7 @@ fn from_row(r: &Row) -> Task {
         kind: TaskKind::from_db(r.get(1)),
         status: TaskStatus::from_db(r.get(2)),
         app_id: r.get::<_, Option<String>>(3).map(AppId::from_db),
-        endpoint_id: r.get::<_, Option<String>>(4).map(EndpointId::from_db),
+        endpoint_id: r.get::<_, Option<String>>(4).filter(|e| !e.is_empty()).map(EndpointId::from_db),
         scanned: r.get(5),
         sent: r.get(6),
         failure: r.get(7),
@@ -213,8 +213,8 @@ pub async fn create_purge(db: &impl GenericClient, tenant: &TenantId, app: &AppI
     let row = db
         .query_one(
             &format!(
-                "INSERT INTO background_tasks (tenant_id, id, kind, app_id, since, until)
-                 VALUES ($1, $2, $3, $4, 'epoch', now())
+                "INSERT INTO background_tasks (tenant_id, id, kind, app_id, endpoint_id, since, until)
+                 VALUES ($1, $2, $3, $4, '', 'epoch', now())
                  RETURNING {COLUMNS}"
             ),
             &[&tenant.as_str(), &TaskId::generate().as_str(), &TaskKind::PurgeContent.code(), &app.as_str()],
@@ -250,6 +250,18 @@ pub async fn create_finished(
         )
         .await?;
     Ok(from_row(&row))
+}
+
+/// How many tasks of `kind` the tenant started in the last hour.
+pub async fn started_lately(db: &impl GenericClient, tenant: &TenantId, kind: TaskKind) -> Result<i64, StoreError> {
+    let row = db
+        .query_one(
+            "SELECT count(*) FROM background_tasks
+             WHERE tenant_id = $1 AND kind = $2 AND created_at > now() - interval '1 hour'",
+            &[&tenant.as_str(), &kind.code()],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 /// How many of the tenant's tasks are running, counted under a lock of the
