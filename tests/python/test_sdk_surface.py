@@ -389,3 +389,52 @@ def test_without_a_transit_key_an_export_leaves_secrets_out_and_an_import_refuse
         assert any("HOOKGATE_TRANSIT_KEY" in n for n in plain["notCarried"])
     finally:
         keyless.stop()
+
+
+def test_hookgate_import_svix_copies_an_environment_so_receivers_keep_verifying(svix, hookgate, tenant, sink):
+    """`hookgate import svix` against a server serving Svix's API (a Hookgate
+    tenant here): the target's messages verify with the source's secrets, and a
+    second run updates instead of duplicating."""
+    import subprocess
+
+    import standardwebhooks
+    from svix.api import EndpointHeadersIn
+
+    from conftest import BIN
+
+    svix.event_type.create(EventTypeIn(name="order.paid", description="Paid", schemas={"1": {"type": "object"}}))
+    app = svix.application.create(ApplicationIn(name="Shop", uid="shop", metadata={"plan": "pro"}))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url, event_types=["order.paid"], throttle_rate=9))
+    svix.endpoint.set_headers(app.id, ep.id, EndpointHeadersIn(headers={"X-Team": "orders", "Authorization": "Bearer s3"}))
+    secret = svix.endpoint.get_secret(app.id, ep.id).key
+    target = hookgate.admin("POST", "/admin/v1/tenant", {"name": "from-svix"})
+
+    def run():
+        done = subprocess.run([str(BIN), "import", "svix", "--url", hookgate.url, "--token", tenant["apiKey"],
+                               "--tenant", target["id"]], env=hookgate.env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    first = run()
+    assert first["applications"] == {"created": 1, "updated": 0} and first["endpoints"] == {"created": 1, "updated": 0}
+    assert any("Authorization" in n for n in first["notCarried"]), "the hidden header's value is reported"
+    moved = as_client(hookgate, target["apiKey"])
+    got = moved.endpoint.get("shop", ep.id)
+    assert (got.url, got.event_types, got.throttle_rate) == (sink.url, ["order.paid"], 9)
+    assert moved.endpoint.get_headers("shop", ep.id).headers == {"X-Team": "orders"}
+    assert moved.event_type.get("order.paid").schemas == {"1": {"type": "object"}}
+
+    msg = moved.message.create("shop", MessageIn(event_type="order.paid", payload={"total": 5}))
+    r = sink.wait_for(1)[0]
+    assert r["headers"]["webhook-id"] == msg.id and r["headers"]["x-team"] == "orders"
+    wh = standardwebhooks.Webhook(secret)
+    assert wh.verify(r["body"], {k: r["headers"][k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")})
+
+    again = run()
+    assert again["applications"] == {"created": 0, "updated": 1} and again["endpoints"] == {"created": 0, "updated": 1}
+    assert len(moved.application.list().data) == 1 and len(moved.endpoint.list("shop").data) == 1
+
+    # A token the source refuses: the command fails, naming why, and writes nothing.
+    bad = subprocess.run([str(BIN), "import", "svix", "--url", hookgate.url, "--token", "hgk_nope",
+                          "--tenant", target["id"]], env=hookgate.env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "401" in bad.stderr, bad.stderr

@@ -1,6 +1,7 @@
-//! The `hookgate` command: `serve`, `migrate`, `tenant …`, `archive …`.
+//! The `hookgate` command: `serve`, `migrate`, `tenant …`, `import svix`, `archive …`.
 
 mod archive_cli;
+mod import_cli;
 
 use std::path::PathBuf;
 
@@ -45,6 +46,9 @@ enum Command {
     /// Manage tenants, as the admin API does.
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// Copy configuration from elsewhere into a tenant.
+    #[command(subcommand)]
+    Import(ImportCommand),
     /// Read the cold archive of dropped partitions (needs no database).
     #[command(subcommand)]
     Archive(archive_cli::ArchiveCommand),
@@ -52,6 +56,14 @@ enum Command {
     /// stdin: started by Hookgate itself, with no environment.
     #[command(name = "transform-sandbox", hide = true)]
     TransformSandbox,
+}
+
+#[derive(Subcommand)]
+enum ImportCommand {
+    /// A Svix environment over its API: event types, applications, endpoints
+    /// with their signing secrets, headers, filters, throttles and metadata.
+    /// Run again, it updates what it made; it prints what it could not carry.
+    Svix(import_cli::SvixImport),
 }
 
 #[derive(Subcommand)]
@@ -144,6 +156,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             }
         }
         Command::Tenant(cmd) => tenant(cmd, config).await?,
+        Command::Import(ImportCommand::Svix(args)) => import_cli::run(args, AppState::new(config)?).await?,
         Command::Archive(_) => unreachable!("runs without the configuration, in main"),
         Command::TransformSandbox => unreachable!("runs without the configuration, in main"),
     }

@@ -43,7 +43,7 @@ pub(super) const MOST_EVENT_TYPES: usize = 10_000;
 /// The document. Every list may be absent on import (nothing of that kind is touched).
 #[derive(Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Environment {
+pub struct Environment {
     #[serde(default)]
     pub version: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,7 +67,7 @@ pub(super) struct Environment {
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct EventTypeDoc {
+pub struct EventTypeDoc {
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -90,7 +90,7 @@ pub(super) struct EventTypeDoc {
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct AppDoc {
+pub struct AppDoc {
     /// Kept across the move: a second import of the same document updates.
     #[serde(default)]
     pub id: Option<String>,
@@ -107,7 +107,7 @@ pub(super) struct AppDoc {
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct EndpointDoc {
+pub struct EndpointDoc {
     #[serde(default)]
     pub id: Option<String>,
     #[serde(default)]
@@ -135,13 +135,13 @@ pub(super) struct EndpointDoc {
 
 /// A value sealed with the transit key, bound to its endpoint's place.
 #[derive(Serialize, Deserialize)]
-pub(super) struct Sealed {
+pub struct Sealed {
     pub sealed: String,
 }
 
 /// What binds a sealed value to its application, endpoint, URL and field: a
 /// secret moved to another entry, or an entry's URL changed, no longer opens.
-pub(super) fn purpose(app: &str, ep: &str, url: &str, field: &str) -> String {
+pub fn purpose(app: &str, ep: &str, url: &str, field: &str) -> String {
     format!("environment:{app}:{ep}:{field}:{url}")
 }
 

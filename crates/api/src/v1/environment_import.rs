@@ -45,8 +45,19 @@ pub(super) async fn import(
     state: web::Data<AppState>,
     body: web::Json<Environment>,
 ) -> Result<HttpResponse, ApiError> {
-    let doc = body.into_inner();
-    let transit = state.config.transit_key.clone();
+    let report = import_document(&state, &key.0, body.into_inner(), state.config.transit_key.as_ref()).await?;
+    Ok(HttpResponse::Ok().json(report))
+}
+
+/// Imports `doc` into the tenant, its sealed values opened with `transit`; the
+/// report the route answers. Also what `hookgate import svix` runs.
+pub async fn import_document(
+    state: &AppState,
+    tenant: &TenantId,
+    doc: Environment,
+    transit: Option<&TransitKey>,
+) -> Result<serde_json::Value, ApiError> {
+    let key = KeyAuth(tenant.clone());
     let apps = doc.applications.as_deref().unwrap_or_default();
     let n_endpoints: usize = apps.iter().map(|a| a.endpoints.len()).sum();
     if apps.len() > MOST_APPS
@@ -98,7 +109,7 @@ pub(super) async fn import(
     if let Some(p) = &portal {
         portals::put(&*tx, &key.0, p).await?;
     }
-    let ctx = Ctx { state: &state, tenant: &key.0, transit: transit.as_ref(), allow: &allow, ep_cap };
+    let ctx = Ctx { state, tenant: &key.0, transit, allow: &allow, ep_cap };
     for a in apps {
         let app = upsert_app(&*tx, &key.0, a, app_cap, &mut tally).await?;
         for e in &a.endpoints {
@@ -110,12 +121,12 @@ pub(super) async fn import(
         tenant = %key.0, event_types = tally.event_types, apps = ?tally.apps, endpoints = ?tally.endpoints,
         "environment imported"
     );
-    Ok(HttpResponse::Ok().json(json!({
+    Ok(json!({
         "eventTypes": tally.event_types,
         "applications": { "created": tally.apps[0], "updated": tally.apps[1] },
         "endpoints": { "created": tally.endpoints[0], "updated": tally.endpoints[1] },
         "notCarried": tally.not_carried,
-    })))
+    }))
 }
 
 /// The portal settings to set, if the document has them; other settings and

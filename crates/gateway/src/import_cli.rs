@@ -1,0 +1,308 @@
+//! `hookgate import svix`: copies a Svix environment (event types, applications,
+//! endpoints with their signing secrets, headers, filters, throttles, metadata)
+//! into a tenant, through the same import as `POST /api/v1/environment/import`.
+//!
+//! The source is read over Svix's own API with the source's token, so any server
+//! that serves it (Svix's cloud, a self-hosted Svix, another Hookgate) can be
+//! one. Ids are kept where they are Hookgate's shape and otherwise derived from
+//! the source's, always the same way, so running it again updates what the last
+//! run made instead of duplicating it.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use base64::{engine::general_purpose::STANDARD, Engine};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use hookgate_api::v1::environment::{purpose, AppDoc, EndpointDoc, Environment, EventTypeDoc, Sealed};
+use hookgate_api::v1::environment_import::import_document;
+use hookgate_shared::{
+    crypto::{MasterKey, TransitKey},
+    ids::{AppId, EndpointId, TenantId},
+    AppState,
+};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+#[derive(Args)]
+pub struct SvixImport {
+    /// The source's API base URL, such as https://api.eu.svix.com.
+    #[arg(long)]
+    url: String,
+    /// An API token of the source environment.
+    #[arg(long, env = "SVIX_TOKEN")]
+    token: String,
+    /// The Hookgate tenant to import into (`tnt_…`).
+    #[arg(long)]
+    tenant: String,
+}
+
+/// Pages of one list the import reads at most (250 items a page).
+const MOST_PAGES: usize = 400;
+/// Tries of one request the source refuses for its rate (429) or fails (5xx).
+const TRIES: u32 = 5;
+
+/// Reads the source, imports it, prints the report (JSON) with what was not carried.
+pub async fn run(args: SvixImport, state: AppState) -> anyhow::Result<()> {
+    let tenant = TenantId::parse(&args.tenant).map_err(|e| anyhow::anyhow!("--tenant: {e}"))?;
+    let source = Source::new(&args.url, &args.token)?;
+    // Secrets travel from the source to the import sealed with a key of this run only.
+    let transit = TransitKey::from_base64(&MasterKey::generate_base64()).expect("a generated key is valid");
+    let mut not_carried = Vec::new();
+    let doc = read(&source, &transit, &mut not_carried).await?;
+    let mut report = import_document(&state, &tenant, doc, Some(&transit))
+        .await
+        .map_err(|e| anyhow::anyhow!("the import was refused, and nothing was written: {e}"))?;
+    if let Some(list) = report["notCarried"].as_array_mut() {
+        list.extend(not_carried.into_iter().map(Value::String));
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+/// The source's API, read with its token.
+struct Source {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Source {
+    fn new(url: &str, token: &str) -> anyhow::Result<Self> {
+        let parsed = url::Url::parse(url).with_context(|| format!("--url `{url}`"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            bail!("--url must be an http(s) URL");
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Source { base: url.trim_end_matches('/').to_owned(), token: token.to_owned(), http })
+    }
+
+    /// One GET, retried a few times on 429 and 5xx; `None` for 404.
+    async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
+        for attempt in 1..=TRIES {
+            let res = self.http.get(format!("{}{path}", self.base)).bearer_auth(&self.token).send().await;
+            let res = match res {
+                Ok(r) => r,
+                Err(e) if attempt < TRIES => {
+                    tracing::warn!(error = %e, path, "the source did not answer; trying again");
+                    tokio::time::sleep(Duration::from_secs(attempt.into())).await;
+                    continue;
+                }
+                Err(e) => return Err(e).with_context(|| format!("GET {path}")),
+            };
+            let status = res.status();
+            if status.as_u16() == 404 {
+                return Ok(None);
+            }
+            if (status.as_u16() == 429 || status.is_server_error()) && attempt < TRIES {
+                let wait = res
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                    .unwrap_or(attempt.into())
+                    .min(30);
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                continue;
+            }
+            if !status.is_success() {
+                let body = res.text().await.unwrap_or_default();
+                bail!("GET {path}: {status}: {}", body.chars().take(300).collect::<String>());
+            }
+            return Ok(Some(res.json().await.with_context(|| format!("GET {path}: not JSON"))?));
+        }
+        unreachable!("the last try returns")
+    }
+
+    /// Every item of a paged list.
+    async fn all(&self, path: &str) -> anyhow::Result<Vec<Value>> {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let mut items = Vec::new();
+        let mut iterator: Option<String> = None;
+        for _ in 0..MOST_PAGES {
+            let page_path = match &iterator {
+                Some(it) => format!("{path}{sep}limit=250&iterator={}", urlencode(it)),
+                None => format!("{path}{sep}limit=250"),
+            };
+            let Some(page) = self.get(&page_path).await? else { bail!("GET {path}: 404") };
+            items.extend(page["data"].as_array().cloned().unwrap_or_default());
+            iterator = page["iterator"].as_str().map(str::to_owned);
+            if page["done"].as_bool().unwrap_or(true) || iterator.is_none() {
+                return Ok(items);
+            }
+        }
+        bail!("GET {path}: more than {MOST_PAGES} pages")
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// The source as an environment document, its secrets sealed with `transit`.
+async fn read(source: &Source, transit: &TransitKey, not_carried: &mut Vec<String>) -> anyhow::Result<Environment> {
+    let mut event_types = Vec::new();
+    for t in source.all("/api/v1/event-type?include_archived=true&with_content=true").await? {
+        let flags: Vec<String> = strings(&t["featureFlags"]);
+        let name = text(&t["name"]);
+        if flags.len() > 1 {
+            not_carried
+                .push(format!("event type `{name}`: feature flags beyond the first ({})", flags[1..].join(", ")));
+        }
+        event_types.push(EventTypeDoc {
+            description: text(&t["description"]),
+            archived: t["archived"].as_bool().unwrap_or(false),
+            deprecated: t["deprecated"].as_bool().unwrap_or(false),
+            schemas: t.get("schemas").filter(|s| !s.is_null()).cloned(),
+            feature_flag: t["featureFlag"].as_str().map(str::to_owned).or_else(|| flags.first().cloned()),
+            feature_flags: None,
+            created_at: None,
+            updated_at: None,
+            name,
+        });
+    }
+    let mut applications = Vec::new();
+    for a in source.all("/api/v1/app").await? {
+        let source_id = text(&a["id"]);
+        let app_id = local_id::<AppId>(&source_id, "app", &a["createdAt"]);
+        let mut endpoints = Vec::new();
+        for e in source.all(&format!("/api/v1/app/{source_id}/endpoint")).await? {
+            endpoints.push(endpoint(source, transit, &source_id, &app_id, &e, not_carried).await?);
+        }
+        applications.push(AppDoc {
+            id: Some(app_id),
+            uid: a["uid"].as_str().map(str::to_owned),
+            name: text(&a["name"]),
+            throttle_rate: a["throttleRate"].as_i64().or_else(|| a["rateLimit"].as_i64()),
+            metadata: serde_json::from_value(a["metadata"].clone()).unwrap_or_default(),
+            endpoints,
+        });
+    }
+    not_carried.push(
+        "messages, attempts, transformations, integrations and operational webhooks: configuration only".to_owned(),
+    );
+    Ok(Environment {
+        version: Some(1),
+        created_at: Some(Utc::now()),
+        event_types: Some(event_types),
+        settings: None,
+        connectors: None,
+        applications: Some(applications),
+        not_carried: Vec::new(),
+    })
+}
+
+/// One endpoint of the source, its secret and the header values the source
+/// shows sealed for the import.
+async fn endpoint(
+    source: &Source,
+    transit: &TransitKey,
+    source_app: &str,
+    app_id: &str,
+    e: &Value,
+    not_carried: &mut Vec<String>,
+) -> anyhow::Result<EndpointDoc> {
+    let source_id = text(&e["id"]);
+    let id = local_id::<EndpointId>(&source_id, "ep", &e["createdAt"]);
+    let url = text(&e["url"]);
+    let seal = |field: &str, bytes: &[u8]| Sealed {
+        sealed: STANDARD.encode(transit.seal(&purpose(app_id, &id, &url, field), bytes)),
+    };
+    let base = format!("/api/v1/app/{source_app}/endpoint/{source_id}");
+    let secret = match source.get(&format!("{base}/secret")).await? {
+        Some(s) => s["key"].as_str().map(|k| seal("secret", k.as_bytes())),
+        None => None,
+    };
+    if secret.is_none() {
+        not_carried.push(format!("endpoint `{source_id}`: its signing secret could not be read; it gets a new one"));
+    }
+    let headers = match source.get(&format!("{base}/headers")).await? {
+        Some(h) => {
+            let hidden = strings(&h["sensitive"]);
+            if !hidden.is_empty() {
+                not_carried.push(format!(
+                    "endpoint `{source_id}`: the values of its headers {} (the source shows them by name only; set them again)",
+                    hidden.join(", ")
+                ));
+            }
+            h["headers"]
+                .as_object()
+                .filter(|m| !m.is_empty())
+                .map(|m| seal("headers", Value::Object(m.clone()).to_string().as_bytes()))
+        }
+        None => None,
+    };
+    Ok(EndpointDoc {
+        id: Some(id),
+        uid: e["uid"].as_str().map(str::to_owned),
+        description: text(&e["description"]),
+        disabled: e["disabled"].as_bool().unwrap_or(false),
+        event_types: e.get("filterTypes").or_else(|| e.get("eventTypes")).filter(|v| !v.is_null()).map(strings),
+        channels: e.get("channels").filter(|v| !v.is_null()).map(strings),
+        throttle_rate: e["throttleRate"].as_i64().or_else(|| e["rateLimit"].as_i64()),
+        metadata: serde_json::from_value(e["metadata"].clone()).unwrap_or_default(),
+        secret,
+        headers,
+        url,
+    })
+}
+
+/// The source's id if it is one of Hookgate's shape; else one derived from it
+/// (the source object's creation time, and a hash of its id), the same on
+/// every run.
+fn local_id<T: ParseId>(source_id: &str, prefix: &str, created: &Value) -> String {
+    if T::valid(source_id) {
+        return source_id.to_owned();
+    }
+    let ms = created
+        .as_str()
+        .and_then(|c| c.parse::<DateTime<Utc>>().ok())
+        .and_then(|c| u64::try_from(c.timestamp_millis()).ok())
+        .unwrap_or(0);
+    let hash = Sha256::digest(format!("svix:{source_id}").as_bytes());
+    let random = u128::from_be_bytes(hash[..16].try_into().expect("16 bytes")) >> 48;
+    format!("{prefix}_{}", ulid::Ulid::from_parts(ms, random))
+}
+
+/// An id kind the import keeps when the source's is of its shape.
+trait ParseId {
+    fn valid(s: &str) -> bool;
+}
+
+impl ParseId for AppId {
+    fn valid(s: &str) -> bool {
+        AppId::parse(s).is_ok()
+    }
+}
+
+impl ParseId for EndpointId {
+    fn valid(s: &str) -> bool {
+        EndpointId::parse(s).is_ok()
+    }
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_id_maps_to_the_same_local_id_every_time_and_a_local_one_is_kept() {
+        let created = Value::String("2024-05-01T10:00:00Z".into());
+        let a = local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRs", "app", &created);
+        assert_eq!(a, local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRs", "app", &created));
+        assert!(AppId::parse(&a).is_ok(), "{a}");
+        assert_ne!(a, local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRt", "app", &created));
+        let mine = AppId::generate().to_string();
+        assert_eq!(local_id::<AppId>(&mine, "app", &created), mine);
+    }
+}
