@@ -70,10 +70,10 @@ pub async fn import_document(
     }
     let mut tally = Tally::default();
     let portal = settings(&doc, &mut tally)?;
-    let allow = super::endpoints::allowed(&state, &key.0).await?;
-    let app_cap = quota::app_cap(&state, &key.0).await?;
+    let allow = super::endpoints::allowed(state, &key.0).await?;
+    let app_cap = quota::app_cap(state, &key.0).await?;
     let ep_cap =
-        hookgate_shared::limits::quotas(&state, &key.0).await?.limit(hookgate_shared::quota::Limit::EndpointsPerApp);
+        hookgate_shared::limits::quotas(state, &key.0).await?.limit(hookgate_shared::quota::Limit::EndpointsPerApp);
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     for t in doc.event_types.iter().flatten() {
