@@ -53,5 +53,5 @@ CREATE TABLE IF NOT EXISTS integrations (
     CONSTRAINT integrations_app_fkey FOREIGN KEY (tenant_id, app_id)
         REFERENCES applications (tenant_id, id) ON DELETE CASCADE
 );
-CREATE UNIQUE INDEX IF NOT EXISTS integrations_key ON integrations (key_hash);
+CREATE UNIQUE INDEX IF NOT EXISTS integrations_key ON integrations (tenant_id, key_hash);
 CREATE INDEX IF NOT EXISTS integrations_app ON integrations (tenant_id, app_id, id);

@@ -308,7 +308,7 @@ def test_an_ingest_endpoints_transformation_and_the_sources_consumer_portal(svix
 
 def test_an_environment_moves_to_another_tenant_with_its_secrets_sealed_in_transit(svix, hookgate, tenant, sink):
     import standardwebhooks
-    from svix.api import EndpointHeadersIn, EnvironmentIn
+    from svix.api import EndpointHeadersIn, EndpointHeadersPatchIn, EnvironmentIn
 
     svix.event_type.create(EventTypeIn(name="invoice.paid", description="Paid", schemas={"1": {"type": "object"}}))
     app = svix.application.create(ApplicationIn(name="Acme", uid="acme", metadata={"tier": "gold"}))
@@ -327,16 +327,35 @@ def test_an_environment_moves_to_another_tenant_with_its_secrets_sealed_in_trans
     assert exported["id"] == app.id and exported["endpoints"][0]["secret"]["sealed"]
 
     target = hookgate.admin("POST", "/admin/v1/tenant", {"name": "moved"})
-    # A sealed value opens only for the entry and URL it was sealed for; nothing is half-written.
-    moved_url = json.loads(text)
-    moved_url["applications"][0]["endpoints"][0]["url"] = sink.url + "/elsewhere"
-    status, _, err = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], moved_url)
-    assert status == 422 and "does not open" in json.dumps(err), err
+    # Through the API, a tenant opens only what it exported itself: another
+    # tenant holding this document cannot take its secrets. Nothing is half-written.
+    status, _, err = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc)
+    assert status == 422 and "another tenant" in json.dumps(err), err
     assert call(hookgate, "GET", "/api/v1/app", target["apiKey"])[2]["data"] == []
     assert call(hookgate, "GET", "/api/v1/event-type", target["apiKey"])[2]["data"] == []
 
-    status, _, out = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc)
-    assert status == 200, out
+    # The operator moves it: `hookgate import environment`. A sealed value opens
+    # only for the entry and URL it was sealed for.
+    import subprocess
+    import tempfile
+
+    from conftest import BIN
+
+    def operator_import(document):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(document, f)
+        done = subprocess.run([str(BIN), "import", "environment", "--file", f.name, "--tenant", target["id"]],
+                              env=hookgate.env, capture_output=True, text=True, timeout=60)
+        return done.returncode, (json.loads(done.stdout) if done.returncode == 0 else done.stderr)
+
+    moved_url = json.loads(text)
+    moved_url["applications"][0]["endpoints"][0]["url"] = sink.url + "/elsewhere"
+    rc, err = operator_import(moved_url)
+    assert rc != 0 and "does not open" in err, err
+    assert call(hookgate, "GET", "/api/v1/app", target["apiKey"])[2]["data"] == []
+
+    rc, out = operator_import(doc)
+    assert rc == 0, out
     assert out["applications"] == {"created": 1, "updated": 0} and out["endpoints"] == {"created": 1, "updated": 0}
     moved = as_client(hookgate, target["apiKey"])
     got = moved.endpoint.get("acme", "main")
@@ -352,10 +371,16 @@ def test_an_environment_moves_to_another_tenant_with_its_secrets_sealed_in_trans
     wh = standardwebhooks.Webhook(secret)
     assert wh.verify(r["body"], {k: r["headers"][k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")})
 
-    # Again: updated, not duplicated; and the SDK's own import takes Svix's shape.
-    status, _, again = call(hookgate, "POST", "/api/v1/environment/import", target["apiKey"], doc)
+    # Again: updated, not duplicated; a header set here since is kept.
+    moved.endpoint.patch_headers("acme", "main", EndpointHeadersPatchIn(headers={"X-Extra": "kept"}))
+    rc, again = operator_import(doc)
     assert again["applications"] == {"created": 0, "updated": 1} and again["endpoints"] == {"created": 0, "updated": 1}
     assert len(moved.application.list().data) == 1 and len(moved.endpoint.list("acme").data) == 1
+    assert moved.endpoint.get_headers("acme", "main").headers == {"X-Extra": "kept"}
+    # The exporting tenant re-imports its own document through the API.
+    status, _, own = call(hookgate, "POST", "/api/v1/environment/import", tenant["apiKey"], doc)
+    assert status == 200 and own["endpoints"] == {"created": 0, "updated": 1}, own
+    # The SDK's own import takes Svix's shape.
     moved.environment.import_(EnvironmentIn(event_types=[EventTypeIn(name="invoice.void", description="Void")],
                                             settings={"customColor": "#ff0000"}))
     assert moved.event_type.get("invoice.void").description == "Void"

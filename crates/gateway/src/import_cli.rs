@@ -1,3 +1,7 @@
+//! `hookgate import environment`: a document of `environment/export` into a
+//! tenant, whichever tenant exported it (the operator's way to copy or move a
+//! tenant, within an installation or to another with the same transit key).
+//!
 //! `hookgate import svix`: copies a Svix environment (event types, applications,
 //! endpoints with their signing secrets, headers, filters, throttles, metadata)
 //! into a tenant, through the same import as `POST /api/v1/environment/import`.
@@ -16,6 +20,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use hookgate_api::v1::environment::{purpose, AppDoc, EndpointDoc, Environment, EventTypeDoc, Sealed};
 use hookgate_api::v1::environment_import::import_document;
+use hookgate_egress::fetch::{FetchError, Fetcher};
 use hookgate_shared::{
     crypto::{MasterKey, TransitKey},
     ids::{AppId, EndpointId, TenantId},
@@ -30,27 +35,71 @@ pub struct SvixImport {
     #[arg(long)]
     url: String,
     /// An API token of the source environment.
-    #[arg(long, env = "SVIX_TOKEN")]
+    #[arg(long, env = "SVIX_TOKEN", hide_env_values = true)]
     token: String,
     /// The Hookgate tenant to import into (`tnt_…`).
     #[arg(long)]
     tenant: String,
 }
 
+#[derive(Args)]
+pub struct EnvironmentImport {
+    /// The document, as `POST /api/v1/environment/export` answered it.
+    #[arg(long)]
+    file: std::path::PathBuf,
+    /// The Hookgate tenant to import into (`tnt_…`).
+    #[arg(long)]
+    tenant: String,
+}
+
+/// Imports the document, its sealed values opened as the exporting tenant's
+/// with this installation's `HOOKGATE_TRANSIT_KEY`; prints the report.
+pub async fn run_environment(args: EnvironmentImport, state: AppState) -> anyhow::Result<()> {
+    let tenant = live_tenant(&state, &args.tenant).await?;
+    let text = std::fs::read(&args.file).with_context(|| format!("--file {}", args.file.display()))?;
+    let doc: Environment = serde_json::from_slice(&text).with_context(|| format!("--file {}", args.file.display()))?;
+    let sealed_for = doc.tenant.clone().unwrap_or_else(|| tenant.to_string());
+    let transit = state.config.transit_key.clone();
+    let report = import_document(&state, &tenant, doc, transit.as_ref(), &sealed_for)
+        .await
+        .map_err(|e| anyhow::anyhow!("the import was refused, and nothing was written: {e}"))?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+/// The tenant `--tenant` names, if it is live and enabled.
+async fn live_tenant(state: &AppState, given: &str) -> anyhow::Result<TenantId> {
+    let tenant = TenantId::parse(given).map_err(|e| anyhow::anyhow!("--tenant: {e}"))?;
+    let conn = hookgate_shared::db::conn(&state.db).await.context("cannot reach Postgres (DATABASE_URL)")?;
+    match hookgate_shared::store::tenants::get(&**conn, &tenant).await? {
+        Some(t) if !t.disabled => Ok(tenant),
+        Some(_) => bail!("--tenant {tenant} is disabled"),
+        None => bail!("--tenant {tenant}: no such tenant"),
+    }
+}
+
 /// Pages of one list the import reads at most (250 items a page).
 const MOST_PAGES: usize = 400;
 /// Tries of one request the source refuses for its rate (429) or fails (5xx).
 const TRIES: u32 = 5;
+/// Whose the values this run seals are (they open only in this run's import).
+const SEALED_FOR: &str = "svix-import";
+/// The longest the source is read for.
+const READING_FOR: Duration = Duration::from_secs(3600);
+/// Endpoints one import carries, in all (as `environment/import`).
+const MOST_ENDPOINTS: usize = 20_000;
 
 /// Reads the source, imports it, prints the report (JSON) with what was not carried.
 pub async fn run(args: SvixImport, state: AppState) -> anyhow::Result<()> {
-    let tenant = TenantId::parse(&args.tenant).map_err(|e| anyhow::anyhow!("--tenant: {e}"))?;
+    let tenant = live_tenant(&state, &args.tenant).await?;
     let source = Source::new(&args.url, &args.token)?;
     // Secrets travel from the source to the import sealed with a key of this run only.
     let transit = TransitKey::from_base64(&MasterKey::generate_base64()).expect("a generated key is valid");
     let mut not_carried = Vec::new();
-    let doc = read(&source, &transit, &mut not_carried).await?;
-    let mut report = import_document(&state, &tenant, doc, Some(&transit))
+    let doc = tokio::time::timeout(READING_FOR, read(&source, &transit, &mut not_carried))
+        .await
+        .map_err(|_| anyhow::anyhow!("reading the source took longer than {} minutes", READING_FOR.as_secs() / 60))??;
+    let mut report = import_document(&state, &tenant, doc, Some(&transit), SEALED_FOR)
         .await
         .map_err(|e| anyhow::anyhow!("the import was refused, and nothing was written: {e}"))?;
     if let Some(list) = report["notCarried"].as_array_mut() {
@@ -60,64 +109,54 @@ pub async fn run(args: SvixImport, state: AppState) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The source's API, read with its token.
+/// The source's API, read with its token, through egress's bounded fetcher.
 struct Source {
-    base: String,
+    base: url::Url,
     token: String,
-    http: reqwest::Client,
+    http: Fetcher,
 }
+
+/// The largest page the import reads from the source.
+const MOST_PAGE_BYTES: usize = 16 << 20;
 
 impl Source {
     fn new(url: &str, token: &str) -> anyhow::Result<Self> {
-        let parsed = url::Url::parse(url).with_context(|| format!("--url `{url}`"))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
+        let base = url::Url::parse(url.trim_end_matches('/')).with_context(|| format!("--url `{url}`"))?;
+        if !matches!(base.scheme(), "http" | "https") {
             bail!("--url must be an http(s) URL");
         }
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(10))
-            .build()?;
-        Ok(Source { base: url.trim_end_matches('/').to_owned(), token: token.to_owned(), http })
+        Ok(Source { base, token: token.to_owned(), http: Fetcher::new(Duration::from_secs(30)) })
     }
 
     /// One GET, retried a few times on 429 and 5xx; `None` for 404.
     async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
+        let url = url::Url::parse(&format!("{}{path}", self.base.as_str().trim_end_matches('/')))?;
         for attempt in 1..=TRIES {
-            let res = self.http.get(format!("{}{path}", self.base)).bearer_auth(&self.token).send().await;
-            let res = match res {
-                Ok(r) => r,
-                Err(e) if attempt < TRIES => {
+            let wait = match self.http.get_authorized(&url, &self.token, MOST_PAGE_BYTES).await {
+                Ok(a) if a.status == 404 => return Ok(None),
+                Ok(a) if (200..300).contains(&a.status) => {
+                    return Ok(Some(serde_json::from_slice(&a.body).with_context(|| format!("GET {path}: not JSON"))?))
+                }
+                Ok(a) if (a.status == 429 || a.status >= 500) && attempt < TRIES => {
+                    a.retry_after.unwrap_or(attempt.into()).min(30)
+                }
+                Ok(a) => {
+                    let body = String::from_utf8_lossy(&a.body).chars().take(300).collect::<String>();
+                    bail!("GET {path}: {}: {body}", a.status)
+                }
+                Err(FetchError::Unavailable(e)) if attempt < TRIES => {
                     tracing::warn!(error = %e, path, "the source did not answer; trying again");
-                    tokio::time::sleep(Duration::from_secs(attempt.into())).await;
-                    continue;
+                    attempt.into()
                 }
                 Err(e) => return Err(e).with_context(|| format!("GET {path}")),
             };
-            let status = res.status();
-            if status.as_u16() == 404 {
-                return Ok(None);
-            }
-            if (status.as_u16() == 429 || status.is_server_error()) && attempt < TRIES {
-                let wait = res
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-                    .unwrap_or(attempt.into())
-                    .min(30);
-                tokio::time::sleep(Duration::from_secs(wait)).await;
-                continue;
-            }
-            if !status.is_success() {
-                let body = res.text().await.unwrap_or_default();
-                bail!("GET {path}: {status}: {}", body.chars().take(300).collect::<String>());
-            }
-            return Ok(Some(res.json().await.with_context(|| format!("GET {path}: not JSON"))?));
+            tokio::time::sleep(Duration::from_secs(wait)).await;
         }
         unreachable!("the last try returns")
     }
 
-    /// Every item of a paged list.
-    async fn all(&self, path: &str) -> anyhow::Result<Vec<Value>> {
+    /// Every item of a paged list, up to `most`.
+    async fn all(&self, path: &str, most: usize) -> anyhow::Result<Vec<Value>> {
         let sep = if path.contains('?') { '&' } else { '?' };
         let mut items = Vec::new();
         let mut iterator: Option<String> = None;
@@ -128,6 +167,9 @@ impl Source {
             };
             let Some(page) = self.get(&page_path).await? else { bail!("GET {path}: 404") };
             items.extend(page["data"].as_array().cloned().unwrap_or_default());
+            if items.len() > most {
+                bail!("GET {path}: more than {most} items, more than one import carries");
+            }
             iterator = page["iterator"].as_str().map(str::to_owned);
             if page["done"].as_bool().unwrap_or(true) || iterator.is_none() {
                 return Ok(items);
@@ -144,7 +186,7 @@ fn urlencode(s: &str) -> String {
 /// The source as an environment document, its secrets sealed with `transit`.
 async fn read(source: &Source, transit: &TransitKey, not_carried: &mut Vec<String>) -> anyhow::Result<Environment> {
     let mut event_types = Vec::new();
-    for t in source.all("/api/v1/event-type?include_archived=true&with_content=true").await? {
+    for t in source.all("/api/v1/event-type?include_archived=true&with_content=true", 10_000).await? {
         let flags: Vec<String> = strings(&t["featureFlags"]);
         let name = text(&t["name"]);
         if flags.len() > 1 {
@@ -164,11 +206,17 @@ async fn read(source: &Source, transit: &TransitKey, not_carried: &mut Vec<Strin
         });
     }
     let mut applications = Vec::new();
-    for a in source.all("/api/v1/app").await? {
+    let mut total = 0;
+    for a in source.all("/api/v1/app", 1000).await? {
         let source_id = text(&a["id"]);
         let app_id = local_id::<AppId>(&source_id, "app", &a["createdAt"]);
         let mut endpoints = Vec::new();
-        for e in source.all(&format!("/api/v1/app/{source_id}/endpoint")).await? {
+        let listed = source.all(&format!("/api/v1/app/{source_id}/endpoint"), 1000).await?;
+        total += listed.len();
+        if total > MOST_ENDPOINTS {
+            bail!("the source has more than {MOST_ENDPOINTS} endpoints, more than one import carries");
+        }
+        for e in listed {
             endpoints.push(endpoint(source, transit, &source_id, &app_id, &e, not_carried).await?);
         }
         applications.push(AppDoc {
@@ -186,6 +234,7 @@ async fn read(source: &Source, transit: &TransitKey, not_carried: &mut Vec<Strin
     Ok(Environment {
         version: Some(1),
         created_at: Some(Utc::now()),
+        tenant: None,
         event_types: Some(event_types),
         settings: None,
         connectors: None,
@@ -208,7 +257,7 @@ async fn endpoint(
     let id = local_id::<EndpointId>(&source_id, "ep", &e["createdAt"]);
     let url = text(&e["url"]);
     let seal = |field: &str, bytes: &[u8]| Sealed {
-        sealed: STANDARD.encode(transit.seal(&purpose(app_id, &id, &url, field), bytes)),
+        sealed: STANDARD.encode(transit.seal(&purpose(SEALED_FOR, app_id, &id, &url, field), bytes)),
     };
     let base = format!("/api/v1/app/{source_app}/endpoint/{source_id}");
     let secret = match source.get(&format!("{base}/secret")).await? {

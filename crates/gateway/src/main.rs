@@ -1,4 +1,4 @@
-//! The `hookgate` command: `serve`, `migrate`, `tenant …`, `import svix`, `archive …`.
+//! The `hookgate` command: `serve`, `migrate`, `tenant …`, `import …`, `archive …`.
 
 mod archive_cli;
 mod import_cli;
@@ -64,6 +64,9 @@ enum ImportCommand {
     /// with their signing secrets, headers, filters, throttles and metadata.
     /// Run again, it updates what it made; it prints what it could not carry.
     Svix(import_cli::SvixImport),
+    /// A document of `environment/export`, whichever tenant exported it: its
+    /// sealed secrets open with this installation's HOOKGATE_TRANSIT_KEY.
+    Environment(import_cli::EnvironmentImport),
 }
 
 #[derive(Subcommand)]
@@ -157,6 +160,9 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         }
         Command::Tenant(cmd) => tenant(cmd, config).await?,
         Command::Import(ImportCommand::Svix(args)) => import_cli::run(args, AppState::new(config)?).await?,
+        Command::Import(ImportCommand::Environment(args)) => {
+            import_cli::run_environment(args, AppState::new(config)?).await?
+        }
         Command::Archive(_) => unreachable!("runs without the configuration, in main"),
         Command::TransformSandbox => unreachable!("runs without the configuration, in main"),
     }

@@ -66,6 +66,10 @@ impl AppState {
 
     /// Builds the state; connects to nothing yet, so it works while Postgres is down.
     pub fn new(config: Config) -> Result<Self, StoreError> {
+        // TLS clients that take the process's default (Redis's) get ring, which
+        // Hookgate's own TLS uses: with a second provider linked in (a
+        // dependency's), rustls would otherwise refuse to choose one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let metrics = Metrics::new(config.metrics_tenant_label);
         let pool = |plans| {
             db::pool(&config.database_url, config.db_pool_size, config.db_timeout, config.db_statement_timeout, plans)

@@ -48,6 +48,11 @@ pub struct Environment {
     pub version: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    /// The tenant exported (its sealed values are bound to it): through the API
+    /// only that tenant imports them; the operator's `hookgate import
+    /// environment` moves them to another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     #[serde(default)]
     pub event_types: Option<Vec<EventTypeDoc>>,
     /// `{"portal": {…}}`: the customer portal's branding; other keys (Svix's
@@ -139,10 +144,13 @@ pub struct Sealed {
     pub sealed: String,
 }
 
-/// What binds a sealed value to its application, endpoint, URL and field: a
-/// secret moved to another entry, or an entry's URL changed, no longer opens.
-pub fn purpose(app: &str, ep: &str, url: &str, field: &str) -> String {
-    format!("environment:{app}:{ep}:{field}:{url}")
+/// What binds a sealed value to its tenant, application, endpoint, URL and
+/// field: a secret moved to another entry, an entry's URL changed, or the
+/// document imported by another tenant, no longer opens. (Ids are unique only
+/// within a tenant, and one transit key serves the installation: without the
+/// tenant, any tenant holding another's document could open its secrets.)
+pub fn purpose(tenant: &str, app: &str, ep: &str, url: &str, field: &str) -> String {
+    format!("environment:{tenant}:{app}:{ep}:{field}:{url}")
 }
 
 /// The tenant's configuration as one document (`EnvironmentOut`, extended).
@@ -212,6 +220,7 @@ async fn export(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse
     let doc = Environment {
         version: Some(1),
         created_at: Some(Utc::now()),
+        tenant: Some(key.0.to_string()),
         event_types: Some(event_types),
         settings: Some(json!({ "portal": portal }).as_object().cloned().unwrap_or_default()),
         connectors: Some(Vec::new()),
@@ -236,7 +245,8 @@ fn endpoint_doc(
             let secret = secrets::open(state, tenant, app, &ep.id, &ep.secret).map_err(fail)?;
             let headers = secrets::open_headers(state, tenant, app, &ep.id, &ep.headers).map_err(fail)?;
             let seal = |field: &str, bytes: &[u8]| Sealed {
-                sealed: STANDARD.encode(k.seal(&purpose(app.as_str(), ep.id.as_str(), &ep.url, field), bytes)),
+                sealed: STANDARD
+                    .encode(k.seal(&purpose(tenant.as_str(), app.as_str(), ep.id.as_str(), &ep.url, field), bytes)),
             };
             let headers = headers
                 .as_object()

@@ -17,7 +17,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
-    store::{applications, endpoints, event_types, portals, StoreError},
+    store::{applications, endpoints, environment_imports, event_types, portals, StoreError},
     whsec, AppState,
 };
 use serde_json::json;
@@ -45,17 +45,23 @@ pub(super) async fn import(
     state: web::Data<AppState>,
     body: web::Json<Environment>,
 ) -> Result<HttpResponse, ApiError> {
-    let report = import_document(&state, &key.0, body.into_inner(), state.config.transit_key.as_ref()).await?;
+    // Through the API a tenant opens only what it exported itself.
+    let sealed_for = key.0.to_string();
+    let report =
+        import_document(&state, &key.0, body.into_inner(), state.config.transit_key.as_ref(), &sealed_for).await?;
     Ok(HttpResponse::Ok().json(report))
 }
 
-/// Imports `doc` into the tenant, its sealed values opened with `transit`; the
-/// report the route answers. Also what `hookgate import svix` runs.
+/// Imports `doc` into the tenant, its sealed values opened with `transit` as
+/// sealed for `sealed_for` (the tenant that exported them); the report the
+/// route answers. Also what `hookgate import svix` and `hookgate import
+/// environment` run.
 pub async fn import_document(
     state: &AppState,
     tenant: &TenantId,
     doc: Environment,
     transit: Option<&TransitKey>,
+    sealed_for: &str,
 ) -> Result<serde_json::Value, ApiError> {
     let key = KeyAuth(tenant.clone());
     let apps = doc.applications.as_deref().unwrap_or_default();
@@ -109,7 +115,11 @@ pub async fn import_document(
     if let Some(p) = &portal {
         portals::put(&*tx, &key.0, p).await?;
     }
-    let ctx = Ctx { state, tenant: &key.0, transit, allow: &allow, ep_cap };
+    // One import of a tenant at a time: each holds a connection for its whole transaction.
+    if !environment_imports::begin(&*tx, &key.0).await? {
+        return Err(ApiError::Conflict("an import into this tenant is running; try again when it ends".into()));
+    }
+    let ctx = Ctx { state, tenant: &key.0, transit, sealed_for, allow: &allow, ep_cap };
     for a in apps {
         let app = upsert_app(&*tx, &key.0, a, app_cap, &mut tally).await?;
         for e in &a.endpoints {
@@ -197,6 +207,7 @@ struct Ctx<'a> {
     state: &'a AppState,
     tenant: &'a TenantId,
     transit: Option<&'a TransitKey>,
+    sealed_for: &'a str,
     allow: &'a [ipnet::IpNet],
     ep_cap: Option<u64>,
 }
@@ -227,7 +238,7 @@ async fn upsert_endpoint(
     .fields(ctx.allow)
     .map_err(at)?;
     // Sealed under the document's own ids: opened with those, whatever ids they get here.
-    let place = (doc_app.unwrap_or_default(), e.id.as_deref().unwrap_or_default(), e.url.as_str());
+    let place = (ctx.sealed_for, doc_app.unwrap_or_default(), e.id.as_deref().unwrap_or_default(), e.url.as_str());
     let secret = match &e.secret {
         Some(s) => Some(
             whsec::normalise_secret(&open(ctx.transit, place, "secret", s).map_err(at)?)
@@ -250,6 +261,9 @@ async fn upsert_endpoint(
     let mut found = None;
     if let Some(id) = &id {
         found = endpoints::get(tx, ctx.tenant, app, &Ref::Id(id.clone())).await?;
+        if found.is_none() {
+            found = endpoints::get(tx, ctx.tenant, app, &Ref::Id(derived_id(id, app))).await?;
+        }
     }
     if let (None, Some(uid)) = (&found, &e.uid) {
         found = endpoints::get(tx, ctx.tenant, app, &Ref::Uid(uid.clone())).await?;
@@ -275,10 +289,13 @@ async fn upsert_endpoint(
                     "the application has {n} endpoints, the most the tenant's quota `endpointsPerApp` allows ({cap})"
                 ))));
             }
-            // A document's id taken by another application's endpoint is not reused.
+            // A document's id taken by another application's endpoint is not
+            // reused; one derived from it and the application is, the same on
+            // every run, so a second import finds what the first made.
             let id = match id {
                 Some(id) if endpoints::id_free(tx, ctx.tenant, &id).await? => id,
-                _ => EndpointId::generate(),
+                Some(id) => derived_id(&id, app),
+                None => EndpointId::generate(),
             };
             let secret = secret.clone().unwrap_or_else(whsec::generate_secret);
             let sealed = secrets::seal(ctx.state, ctx.tenant, app, &id, &secret);
@@ -287,17 +304,41 @@ async fn upsert_endpoint(
             id
         }
     };
-    if let Some(headers) = headers {
+    if let Some(mut headers) = headers {
+        // Added to what the endpoint has, never replacing it whole: a header the
+        // source could not show (a credential shown by name) and the operator set
+        // again here stays.
+        if let Some(ep) = endpoints::get(tx, ctx.tenant, app, &Ref::Id(id.clone())).await? {
+            let kept =
+                secrets::open_headers(ctx.state, ctx.tenant, app, &id, &ep.headers).map_err(ApiError::Internal)?;
+            if let (Some(kept), Some(new)) = (kept.as_object(), headers.as_object_mut()) {
+                for (k, v) in kept {
+                    if !new.keys().any(|n| n.eq_ignore_ascii_case(k)) {
+                        new.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
         let sealed = secrets::seal_headers(ctx.state, ctx.tenant, app, &id, &headers);
         endpoints::set_headers(tx, ctx.tenant, app, &id, &sealed).await?;
     }
     Ok(())
 }
 
+/// The id an endpoint of the document gets in `app` when its own is taken by
+/// another application's endpoint: its time, and a hash of it and the application.
+fn derived_id(id: &EndpointId, app: &AppId) -> EndpointId {
+    use sha2::{Digest, Sha256};
+    let ms = id.millis().unwrap_or(0);
+    let hash = Sha256::digest(format!("{app}:{id}").as_bytes());
+    let random = u128::from_be_bytes(hash[..16].try_into().expect("16 bytes")) >> 48;
+    EndpointId::from_db(format!("{}_{}", EndpointId::PREFIX, ulid::Ulid::from_parts(ms, random)))
+}
+
 /// A sealed value of the document, opened with the transit key.
 fn open(
     key: Option<&TransitKey>,
-    (app, ep, url): (&str, &str, &str),
+    (tenant, app, ep, url): (&str, &str, &str, &str),
     field: &str,
     s: &Sealed,
 ) -> Result<String, ApiError> {
@@ -305,9 +346,10 @@ fn open(
         ApiError::Validation(format!("`{field}` is sealed, and this installation has no {TRANSIT_SETTING} to open it"))
     })?;
     let bytes = STANDARD.decode(&s.sealed).map_err(|_| ApiError::Validation(format!("`{field}` is not base64")))?;
-    let plain = key.open(&purpose(app, ep, url, field), &bytes).map_err(|_| {
+    let plain = key.open(&purpose(tenant, app, ep, url, field), &bytes).map_err(|_| {
         ApiError::Validation(format!(
-            "`{field}` does not open: sealed with another {TRANSIT_SETTING}, or for another endpoint or URL"
+            "`{field}` does not open: sealed with another {TRANSIT_SETTING}, exported by another tenant, \
+             or for another endpoint or URL"
         ))
     })?;
     String::from_utf8(plain).map_err(|_| ApiError::Validation(format!("`{field}` is not text")))

@@ -31,6 +31,9 @@ const MOST_NESTING: usize = 100;
 /// Values a YAML `specRaw` may expand to: YAML aliases repeat what they name,
 /// so a small text can stand for billions of values.
 const MOST_YAML_VALUES: usize = 1_000_000;
+/// Bytes of text (strings and keys) a YAML `specRaw` may expand to: an alias of a
+/// long string repeats the whole string.
+const MOST_YAML_BYTES: usize = 16 << 20;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -210,20 +213,32 @@ mod yaml {
     use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
     use serde_json::{Map, Number, Value};
 
-    use super::{MOST_NESTING, MOST_YAML_VALUES};
+    use super::{MOST_NESTING, MOST_YAML_BYTES, MOST_YAML_VALUES};
 
     pub(super) fn read(text: &str) -> Result<Value, serde_yaml_ng::Error> {
         let budget = Cell::new(MOST_YAML_VALUES);
-        Bounded { budget: &budget, depth: 0 }.deserialize(serde_yaml_ng::Deserializer::from_str(text))
+        let bytes = Cell::new(MOST_YAML_BYTES);
+        Bounded { budget: &budget, bytes: &bytes, depth: 0 }.deserialize(serde_yaml_ng::Deserializer::from_str(text))
     }
 
     #[derive(Clone, Copy)]
     struct Bounded<'a> {
         budget: &'a Cell<usize>,
+        bytes: &'a Cell<usize>,
         depth: usize,
     }
 
     impl Bounded<'_> {
+        fn take_text<E: de::Error>(&self, len: usize) -> Result<(), E> {
+            match self.bytes.get().checked_sub(len) {
+                Some(left) => {
+                    self.bytes.set(left);
+                    self.take()
+                }
+                None => Err(E::custom(format!("expands to more than {MOST_YAML_BYTES} bytes of text"))),
+            }
+        }
+
         fn take<E: de::Error>(&self) -> Result<(), E> {
             match self.budget.get().checked_sub(1) {
                 Some(left) if self.depth <= MOST_NESTING => {
@@ -236,7 +251,7 @@ mod yaml {
         }
 
         fn inner(&self) -> Self {
-            Bounded { budget: self.budget, depth: self.depth + 1 }
+            Bounded { budget: self.budget, bytes: self.bytes, depth: self.depth + 1 }
         }
     }
 
@@ -266,7 +281,7 @@ mod yaml {
             self.take().map(|_| Number::from_f64(v).map_or(Value::Null, Value::Number))
         }
         fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-            self.take().map(|_| Value::String(v.to_owned()))
+            self.take_text(v.len()).map(|_| Value::String(v.to_owned()))
         }
         fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
             self.take().map(|_| Value::Null)
@@ -346,6 +361,11 @@ mod tests {
         let bomb = format!("a: &a [{zeros}]\nb: [{aliases}]\n");
         let err = yaml::read(&bomb).unwrap_err().to_string();
         assert!(err.contains("expands to more than"), "{err}");
+        // Few aliases of one long string: few values, but gigabytes of text.
+        let long = "x".repeat(100_000);
+        let aliases = vec!["*s"; 500].join(", ");
+        let err = yaml::read(&format!("s: &s {long}\nb: [{aliases}]\n")).unwrap_err().to_string();
+        assert!(err.contains("bytes of text"), "{err}");
     }
 
     #[test]

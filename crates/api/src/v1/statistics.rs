@@ -32,6 +32,9 @@ const LONGEST_WINDOW_DAYS: i64 = 31;
 const MOST_AN_HOUR: i64 = 30;
 
 /// 429 once the tenant started [`MOST_AN_HOUR`] tasks of `kind` in the last hour.
+/// The count is not locked: a burst of requests at once may pass it by a few,
+/// which bounds the rate well enough without holding the tenant's row for the
+/// length of a statistics statement.
 async fn within_rate(
     db: &impl tokio_postgres::GenericClient,
     tenant: &hookgate_shared::ids::TenantId,

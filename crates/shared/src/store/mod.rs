@@ -28,6 +28,7 @@ pub mod attempts;
 pub mod deliveries;
 pub mod delivery_views;
 pub mod endpoints;
+pub mod environment_imports;
 pub mod erasure;
 pub mod event_types;
 mod fanout;
