@@ -14,7 +14,7 @@ use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
-    store::{deliveries, endpoints, portals},
+    store::{attempts, deliveries, endpoints, portals},
     AppState,
 };
 use serde::Deserialize;
@@ -306,6 +306,13 @@ async fn stats(
     // A destination's too (its deliveries are counted alike).
     let (app, ep) = super::endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
+    // A FIFO endpoint sends batches and makes no deliveries: its messages are
+    // counted by their attempts (one per message of each batch) instead.
+    if ep.kind == hookgate_shared::status::EndpointKind::FifoEndpoint {
+        let (success, fail) = attempts::per_message(&**conn, &tenant.0, &app, &ep.id, q.since, q.until).await?;
+        return Ok(HttpResponse::Ok()
+            .json(json!({ "success": success, "pending": 0, "sending": 0, "canceled": 0, "fail": fail })));
+    }
     let counts = deliveries::stats(&**conn, &tenant.0, &app, &ep.id, q.since, q.until).await?;
     let n = |s| counts.get(&s).copied().unwrap_or(0);
     Ok(HttpResponse::Ok().json(json!({

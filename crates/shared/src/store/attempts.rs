@@ -179,3 +179,29 @@ pub async fn canceled(
         .await?;
     Ok(row.get(0))
 }
+
+/// A FIFO endpoint's messages by what their attempts say (its batches make
+/// attempts, one per message, and no deliveries): how many had an attempt that
+/// succeeded, and how many only attempts that failed, of attempts made in
+/// `[since, until)` (either end open).
+pub async fn per_message(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+) -> Result<(i64, i64), StoreError> {
+    let row = db
+        .query_one(
+            "SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok) FROM (
+                SELECT bool_or(status = $6) AS ok FROM attempts
+                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
+                  AND ($4::timestamptz IS NULL OR (id >= hookgate_id_floor('atmpt', $4) AND created_at >= $4))
+                  AND ($5::timestamptz IS NULL OR (id < hookgate_id_floor('atmpt', $5) AND created_at < $5))
+                GROUP BY msg_id) m",
+            &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until, &DeliveryStatus::Success.code()],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
