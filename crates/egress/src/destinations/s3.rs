@@ -4,9 +4,12 @@
 
 use std::{sync::Arc, time::Duration};
 
+use futures_util::StreamExt;
 use object_store::{
-    aws::AmazonS3Builder, client::HttpClient, path::Path, Attribute, Attributes, ClientOptions, ObjectStore,
-    PutOptions, RetryConfig,
+    aws::AmazonS3Builder,
+    client::{HttpClient, HttpError, HttpRequest, HttpResponse, HttpResponseBody, HttpService},
+    path::Path,
+    Attribute, Attributes, ClientOptions, ObjectStore, PutOptions, RetryConfig,
 };
 
 use super::{config::S3, Failure, Outbound};
@@ -19,7 +22,39 @@ struct Guarded(reqwest::Client);
 
 impl object_store::client::HttpConnector for Guarded {
     fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
-        Ok(HttpClient::new(self.0.clone()))
+        Ok(HttpClient::new(Capped(self.0.clone())))
+    }
+}
+
+/// The most of an answer other than 2xx that is read: `object_store` reads an
+/// error's body whole into memory before it says what failed, and the server
+/// is the tenant's to choose.
+const MOST_ERROR_BODY: usize = 64 * 1024;
+
+/// The guarded client, with an answer other than 2xx cut to [`MOST_ERROR_BODY`].
+#[derive(Debug)]
+struct Capped(reqwest::Client);
+
+#[async_trait::async_trait]
+impl HttpService for Capped {
+    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let res = HttpService::call(&self.0, req).await?;
+        if res.status().is_success() {
+            return Ok(res);
+        }
+        let (parts, body) = res.into_parts();
+        let mut stream = body.bytes_stream();
+        let mut kept = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            // A body cut short says no less than the status did.
+            let Ok(chunk) = chunk else { break };
+            let room = MOST_ERROR_BODY - kept.len();
+            kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if kept.len() >= MOST_ERROR_BODY {
+                break;
+            }
+        }
+        Ok(HttpResponse::from_parts(parts, HttpResponseBody::from(bytes::Bytes::from(kept))))
     }
 }
 
@@ -86,4 +121,35 @@ pub(super) async fn put(cfg: &S3, sender: &Sender, out: &Outbound<'_>, bound: Du
 /// rather than not answering.
 fn answered(e: &(dyn std::error::Error + 'static)) -> bool {
     e.to_string().contains("status code")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn an_error_answer_is_read_only_as_far_as_the_cap() {
+        // A server on loopback answering 500 with 4 MiB of body.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let body = vec![b'x'; 4 << 20];
+            let head = format!("HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\r\n", body.len());
+            let _ = s.write_all(head.as_bytes()).await;
+            let _ = s.write_all(&body).await;
+        });
+        let req = http::Request::builder()
+            .method("PUT")
+            .uri(format!("http://{addr}/bucket/key"))
+            .body(object_store::client::HttpRequestBody::from(bytes::Bytes::from_static(b"{}")))
+            .unwrap();
+        let res = Capped(reqwest::Client::new()).call(req).await.unwrap();
+        assert_eq!(res.status().as_u16(), 500);
+        let body = res.into_body().bytes().await.unwrap();
+        assert_eq!(body.len(), MOST_ERROR_BODY);
+    }
 }
