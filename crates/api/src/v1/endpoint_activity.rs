@@ -24,6 +24,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
+/// The window a query asks for: the last 24 hours unless `since`/`until` say
+/// otherwise, at most 31 days.
+fn window(q: &Window) -> Result<(chrono::DateTime<Utc>, chrono::DateTime<Utc>), ApiError> {
+    let until = q.until.unwrap_or_else(Utc::now);
+    let since = q.since.unwrap_or_else(|| until - Duration::hours(24));
+    if since >= until || until - since > Duration::days(31) {
+        return Err(ApiError::Validation("`since` must be before `until`, at most 31 days apart".into()));
+    }
+    Ok((since, until))
+}
+
 /// `GET …/endpoint/{id}/stats/hourly`: successes and failures per hour, the last
 /// 24 hours unless `since`/`until` say otherwise (at most 31 days).
 #[get("/app/{app_id}/endpoint/{endpoint_id}/stats/hourly")]
@@ -33,11 +44,7 @@ async fn hourly(
     path: EpPath,
     q: web::Query<Window>,
 ) -> Result<HttpResponse, ApiError> {
-    let until = q.until.unwrap_or_else(Utc::now);
-    let since = q.since.unwrap_or_else(|| until - Duration::hours(24));
-    if since >= until || until - since > Duration::days(31) {
-        return Err(ApiError::Validation("`since` must be before `until`, at most 31 days apart".into()));
-    }
+    let (since, until) = window(&q)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let hours = attempts::hourly(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
@@ -58,11 +65,7 @@ async fn attempt_stats(
     path: EpPath,
     q: web::Query<Window>,
 ) -> Result<HttpResponse, ApiError> {
-    let until = q.until.unwrap_or_else(Utc::now);
-    let since = q.since.unwrap_or_else(|| until - Duration::hours(24));
-    if since >= until || until - since > Duration::days(31) {
-        return Err(ApiError::Validation("`since` must be before `until`, at most 31 days apart".into()));
-    }
+    let (since, until) = window(&q)?;
     let hour = |t: chrono::DateTime<Utc>| t.duration_trunc(Duration::hours(1)).unwrap_or(t);
     let (since, until) = (hour(since), hour(until - Duration::nanoseconds(1)) + Duration::hours(1));
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;

@@ -25,7 +25,13 @@ pub struct IssuedKey {
 
 /// Splits a presented key into its tenant and checks its shape; `None` if malformed.
 pub fn tenant_of_key(key: &str) -> Option<TenantId> {
-    let rest = key.strip_prefix(KEY_PREFIX)?;
+    tenant_of(key, KEY_PREFIX)
+}
+
+/// The tenant of a key shaped `<prefix><tenant id>_<64 hex>` (API keys,
+/// integration keys); `None` if it is not of that shape.
+pub(super) fn tenant_of(key: &str, prefix: &str) -> Option<TenantId> {
+    let rest = key.strip_prefix(prefix)?;
     let (tenant, secret) = rest.rsplit_once('_')?;
     if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;

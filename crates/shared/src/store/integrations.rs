@@ -25,12 +25,7 @@ pub fn new_key(tenant: &TenantId) -> String {
 
 /// The tenant a presented key names, if it has a key's shape.
 pub fn tenant_of_key(key: &str) -> Option<TenantId> {
-    let rest = key.strip_prefix(KEY_PREFIX)?;
-    let (tenant, secret) = rest.rsplit_once('_')?;
-    if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    TenantId::parse(tenant).ok()
+    super::api_keys::tenant_of(key, KEY_PREFIX)
 }
 
 #[derive(Debug, Clone)]
