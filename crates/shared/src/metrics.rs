@@ -26,6 +26,9 @@ pub struct Metrics {
     pub retention_overdue: GaugeVec,
     /// Erasures of applications requested and not finished.
     pub erasures_pending: IntGauge,
+    /// Seconds since the oldest transaction still open on the Postgres server
+    /// began: FIFO and polling endpoints read nothing logged after it.
+    pub sink_horizon_age: prometheus::Gauge,
     /// Per partitioned family: partitions now, made ahead, dropped past the horizon.
     pub partitions: IntGaugeVec,
     pub partitions_created: IntCounterVec,
@@ -82,6 +85,13 @@ impl Metrics {
             IntGauge::new("hookgate_erasures_pending", "Erasures of applications requested and not finished.")
                 .expect("valid metric");
         registry.register(Box::new(erasures_pending.clone())).expect("registered once");
+        let sink_horizon_age = prometheus::Gauge::new(
+            "hookgate_sink_horizon_age_seconds",
+            "Seconds since the oldest transaction still open on the Postgres server began: FIFO and polling \
+             endpoints read nothing logged after it.",
+        )
+        .expect("valid metric");
+        registry.register(Box::new(sink_horizon_age.clone())).expect("registered once");
         let retention_oldest =
             float("hookgate_retention_oldest_timestamp_seconds", "Unix time of the oldest row a family keeps.");
         let retention_overdue = float(
@@ -131,6 +141,7 @@ impl Metrics {
             retention_oldest,
             retention_overdue,
             erasures_pending,
+            sink_horizon_age,
             partitions,
             partitions_created,
             partitions_dropped,

@@ -120,3 +120,40 @@ async fn metrics_count_requests_by_route_pattern_and_status() {
     // Not on the public port: its labels name tenants and sources.
     assert_eq!(app.http.get(app.url("/metrics")).send().await.unwrap().status(), 404);
 }
+
+/// The sink horizon's gauge: a transaction left open on the server (here one
+/// holding a transaction id) shows as its age, and it falls back once it ends.
+#[tokio::test]
+async fn an_open_transaction_shows_as_the_sink_horizons_age_until_it_ends() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
+    })
+    .await;
+    let gauge = || async {
+        let metrics = reqwest::get(app.metrics_url()).await.unwrap().text().await.unwrap();
+        metrics
+            .lines()
+            .find(|l| l.starts_with("hookgate_sink_horizon_age_seconds "))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    let mut holder = app.db.client().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.query_one("SELECT pg_current_xact_id()::text", &[]).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if gauge().await.is_some_and(|age| age >= 2.0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the gauge never showed the open transaction");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tx.rollback().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if gauge().await.is_some_and(|age| age < 2.0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the gauge stayed up after the transaction ended");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

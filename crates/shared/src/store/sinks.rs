@@ -262,3 +262,19 @@ pub async fn prune(db: &impl GenericClient, days: i32, limit: i64) -> Result<u64
         )
         .await?)
 }
+
+/// How far the sink horizon lags, in seconds: since the oldest transaction that
+/// holds a transaction id on the server (or a prepared one) began; 0 when none
+/// does. Transactions of other roles count only where Hookgate's role may see
+/// them (`pg_read_all_stats`); prepared ones always.
+pub async fn horizon_age(db: &impl GenericClient) -> Result<f64, StoreError> {
+    let row = db
+        .query_one(
+            "SELECT COALESCE(EXTRACT(epoch FROM now() - LEAST(
+                (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL),
+                (SELECT min(prepared) FROM pg_prepared_xacts)))::float8, 0)",
+            &[],
+        )
+        .await?;
+    Ok(row.get::<_, f64>(0).max(0.0))
+}
