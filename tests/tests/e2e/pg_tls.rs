@@ -91,3 +91,72 @@ async fn a_client_certificate_opens_a_role_that_requires_one() {
     let out = migrate(&with).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A Postgres destination over TLS: `sslmode=verify-full` with the CA given as
+/// `sslRootCert` delivers every message, encrypted; the same server's
+/// certificate checked against another CA is refused, each attempt saying why,
+/// and writes nothing.
+#[tokio::test]
+async fn a_postgres_destination_verifies_its_servers_certificate_against_the_ca_it_was_given() {
+    use reqwest::Method;
+    use serde_json::json;
+
+    let certs = TestCerts::make();
+    let pg = PgServer::start_tls(&certs);
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let pem = |name: &str| std::fs::read_to_string(certs.path(name)).unwrap();
+    let url = format!("{}?sslmode=verify-full", pg.url());
+    let trusted = t
+        .post(
+            &format!("/api/v1/app/{a}/destination"),
+            json!({"type": "postgres", "config": {"url": url, "tableName": "hooks", "sslRootCert": pem("ca.crt")}}),
+            201,
+        )
+        .await;
+    let wrong = t
+        .post(
+            &format!("/api/v1/app/{a}/destination"),
+            json!({"type": "postgres", "config": {"url": url, "tableName": "wrong", "sslRootCert": pem("other-ca.crt")}}),
+            201,
+        )
+        .await;
+    for i in 0..2 {
+        t.post(&format!("/api/v1/app/{a}/msg"), json!({"eventType": "a.b", "payload": {"i": i}}), 202).await;
+    }
+
+    let reader_url = format!("{url}&sslrootcert={}", certs.path("ca.crt"));
+    let (reader, conn) = hookgate_shared::db::connect(&reader_url).await.unwrap();
+    tokio::spawn(conn);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = reader.query_one("SELECT count(*) FROM hooks", &[]).await.map(|r| r.get::<_, i64>(0)).unwrap_or(0);
+        if n == 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the trusted destination wrote {n} of 2 rows");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Every connection to the server is encrypted, the destination's among them.
+    let rows = reader.query("SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)", &[]).await.unwrap();
+    assert!(rows.len() >= 2 && rows.iter().all(|r| r.get::<_, bool>(0)), "an unencrypted connection");
+
+    let wrong_id = wrong["id"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let attempts = loop {
+        let res = t.req(Method::GET, &format!("/api/v1/app/{a}/attempt/endpoint/{wrong_id}")).send().await.unwrap();
+        let page: serde_json::Value = res.json().await.unwrap();
+        let data = page["data"].as_array().cloned().unwrap_or_default();
+        if !data.is_empty() {
+            break data;
+        }
+        assert!(std::time::Instant::now() < deadline, "no attempt was recorded for the untrusted destination");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(attempts.iter().all(|a| a["status"] != 0), "an attempt succeeded against the wrong CA: {attempts:?}");
+    let said = attempts[0]["response"].as_str().unwrap_or_default().to_ascii_lowercase();
+    assert!(said.contains("certificate") || said.contains("tls"), "the attempt says why: {said}");
+    let exists = reader.query_one("SELECT to_regclass('wrong') IS NOT NULL", &[]).await.unwrap();
+    assert!(!exists.get::<_, bool>(0), "nothing was written through the untrusted connection");
+}
