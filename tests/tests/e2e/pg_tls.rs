@@ -115,6 +115,7 @@ async fn a_postgres_destination_verifies_its_servers_certificate_against_the_ca_
             201,
         )
         .await;
+    assert_eq!(trusted["type"], "postgres");
     let wrong = t
         .post(
             &format!("/api/v1/app/{a}/destination"),
