@@ -93,6 +93,31 @@ def test_a_fifo_endpoint_gets_signed_batches_in_strict_order_each_only_after_the
         sink.server.shutdown()
 
 
+def test_a_fifo_batch_is_retried_whole_under_its_id_when_batch_size_is_lowered_meanwhile(hookgate, tenant, svix):
+    from svix.api import DestinationPatch
+
+    sink = Sink()
+    sink.status = 500  # refuses until told otherwise
+    try:
+        app = svix.application.create(ApplicationIn(name="fifo-shrink"))
+        dest = svix.destination.create(app.id, DestinationIn(
+            type="fifoEndpoint", config={"url": sink.url}, batch_size=3, max_wait_secs=2))
+        sent = publish(svix, app.id, 3)
+        first = eventually(lambda: [r for r in sink.wait_for(1) if len(json.loads(r["body"])["data"]) == 3], timeout=30)[0]
+        wid = first["headers"]["webhook-id"]
+        svix.destination.patch(app.id, dest.id, DestinationPatch(type="fifoEndpoint", config={"url": sink.url}, batch_size=1))
+        sink.status = 200
+        def retried():
+            with sink._lock:
+                ok = [r for r in sink.received[1:] if r["headers"]["webhook-id"] == wid]
+            return ok[-1] if ok else None
+        again = eventually(retried, timeout=30)
+        assert [m["id"] for m in json.loads(again["body"])["data"]] == sent, "the same three, under the same id"
+        assert again["headers"]["webhook-batch-size"] == "3"
+    finally:
+        sink.server.shutdown()
+
+
 def test_a_polling_endpoint_is_read_without_gaps_and_consumers_keep_their_own_positions(hookgate, tenant, svix):
     app = svix.application.create(ApplicationIn(name="poll"))
     sink = svix.destination.create(app.id, DestinationIn(type="pollingEndpoint", config={}))

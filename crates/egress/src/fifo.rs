@@ -196,7 +196,7 @@ async fn attempt(
     let ended = match success {
         true => Ended::Past { end: last.at, drained },
         false => match schedule::next_delay(&state.config.retry_schedule, h.tries as usize + 1, sent.retry_after) {
-            Some(delay) => Ended::Retry(Utc::now() + delay),
+            Some(delay) => Ended::Retry { at: Utc::now() + delay, end: last.at },
             // Given up: the next batch goes.
             None => Ended::Past { end: last.at, drained },
         },

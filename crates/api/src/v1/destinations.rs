@@ -134,8 +134,11 @@ fn check(
     check_list("eventTypes", &filters.0, 1000)?;
     check_list("channels", &filters.1, 10)?;
     let batch_size = batch.0.unwrap_or(1);
-    if !(1..=1000).contains(&batch_size) {
-        return Err(ApiError::Validation("`batchSize` must be 1 to 1000".into()));
+    if !(1..=hookgate_shared::store::fifo::MOST_BATCH).contains(&batch_size) {
+        return Err(ApiError::Validation(format!(
+            "`batchSize` must be 1 to {}",
+            hookgate_shared::store::fifo::MOST_BATCH
+        )));
     }
     let max_wait_secs = batch.1.unwrap_or(0);
     if !(0..=300).contains(&max_wait_secs) {

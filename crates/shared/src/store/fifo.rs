@@ -107,12 +107,20 @@ pub async fn log_end(db: &impl GenericClient, tenant: &TenantId, h: &Held) -> Re
 
 /// The held endpoint's batch: the one in flight, or up to `size` messages past its position.
 pub async fn batch(db: &impl GenericClient, tenant: &TenantId, h: &Held, size: i64) -> Result<Vec<Logged>, StoreError> {
-    let rows = sinks::read(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, size, None, None).await?;
+    // A held batch is resent whole, up to its kept end, whatever `batchSize`
+    // says now: lowered since it was cut, it would otherwise go shorter under the
+    // same `webhook-id`.
+    let limit = if h.batch_end.is_some() { MOST_BATCH } else { size };
+    let rows = sinks::read(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, limit, None, None).await?;
     Ok(match h.batch_end {
         Some(end) => rows.into_iter().filter(|l| l.at <= end).collect(),
         None => rows,
     })
 }
+
+/// The largest `batchSize` a FIFO endpoint may have (the API's bound): no held
+/// batch holds more.
+pub const MOST_BATCH: i64 = 1000;
 
 /// Keeps the batch's end, so that its retries send the same messages. False if
 /// the lease passed on.
@@ -149,8 +157,10 @@ pub enum Ended {
     /// more waited, so the row rests until the fan-out makes it due again (or a
     /// minute passes, for a message that raced with this end).
     Past { end: Position, drained: bool },
-    /// Failed, to be retried at this time (the same batch).
-    Retry(DateTime<Utc>),
+    /// Failed, to be retried at `at`: the same batch, up to `end` (the last
+    /// message sent, kept for the retries whatever the turn's `Held` said: on a
+    /// first try it was cut in this very turn).
+    Retry { at: DateTime<Utc>, end: Position },
 }
 
 /// One attempt's record, written for each message of the batch.
@@ -181,7 +191,7 @@ pub async fn end(
         Ended::Wait(at) => (h.pos, h.batch_end, h.tries, *at),
         Ended::Past { end, drained: false } => (*end, None, 0, Utc::now()),
         Ended::Past { end, drained: true } => (*end, None, 0, Utc::now() + chrono::Duration::seconds(60)),
-        Ended::Retry(at) => (h.pos, h.batch_end, h.tries + 1, *at),
+        Ended::Retry { at, end } => (h.pos, Some(*end), h.tries + 1, *at),
     };
     let n = db
         .execute(
