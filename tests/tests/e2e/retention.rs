@@ -421,3 +421,44 @@ async fn an_erasure_proceeds_in_bounded_steps_and_the_pruners_finish_it() {
     }
     assert_eq!(count(&app, "SELECT count(*) FROM messages WHERE app_id = $1", &background).await, 0);
 }
+
+/// The FIFO and polling endpoints' log is kept as long as each tenant keeps its
+/// messages: past a short retention it goes, within a long one it stays, though
+/// both are older than the operator's default.
+#[tokio::test]
+async fn the_sinks_log_is_pruned_by_each_tenants_own_retention() {
+    let app = TestApp::spawn_with(|env| {
+        env.insert("HOOKGATE_PRUNE_INTERVAL_SECS".into(), "1".into());
+        env.insert("HOOKGATE_RETENTION_MESSAGE_DAYS".into(), "3".into());
+    })
+    .await;
+    let mut logged = Vec::new();
+    for days in [1, 30] {
+        let t = app.tenant().await;
+        set_retention(&app, &t.id, json!({"messageDays": days})).await;
+        let a = t.application().await;
+        let sink = t
+            .post(&format!("/api/v1/app/{a}/destination"), json!({"type": "pollingEndpoint", "config": {}}), 201)
+            .await;
+        t.post(&format!("/api/v1/app/{a}/msg"), json!({"eventType": "a.b", "payload": {}}), 202).await;
+        logged.push((t.id.clone(), sink["id"].as_str().unwrap().to_owned()));
+    }
+    // Both logs ten days old: past the short retention and the default, within the long one.
+    let db = app.db.client().await;
+    db.execute("UPDATE sink_log SET created_at = now() - interval '10 days'", &[]).await.unwrap();
+    let rows = |tenant: String| {
+        let db = &db;
+        async move {
+            db.query_one("SELECT count(*) FROM sink_log WHERE tenant_id = $1", &[&tenant])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while rows(logged[0].0.clone()).await > 0 {
+        assert!(std::time::Instant::now() < deadline, "the short retention's log was not pruned");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(rows(logged[1].0.clone()).await, 1, "the long retention's log is kept past the default");
+}

@@ -245,7 +245,10 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("retention::prune_inbound_events", "maintenance: the pruner applies each source's retention across all tenants"),
     ("retention::prune_messages", "maintenance: the pruner applies each tenant's retention across all tenants"),
     ("tasks::prune_ended", "maintenance: background tasks that ended past the message retention, of every tenant"),
-    ("sinks::prune", "maintenance: the FIFO and polling endpoints' log past the message retention, of every tenant"),
+    (
+        "sinks::prune",
+        "maintenance: the FIFO and polling endpoints' log past each tenant's message retention, of every tenant",
+    ),
     ("sinks::horizon_age", "maintenance: the server's oldest open transaction, which holds every tenant's sinks back"),
     ("portal_tokens::prune", "maintenance: app-portal token revocations no live token can match, of every tenant"),
     (

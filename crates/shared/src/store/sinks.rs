@@ -251,14 +251,21 @@ pub async fn set_consumer(
     Ok(())
 }
 
-/// Log rows older than the operator's message retention, of every tenant (their
-/// messages are gone, or going: a read joins them and skips what is missing).
-pub async fn prune(db: &impl GenericClient, days: i32, limit: i64) -> Result<u64, StoreError> {
+/// Log rows older than their tenant's message retention (its own, or
+/// `default_days`), of every tenant, oldest first: their messages are gone, or
+/// going (a read joins them and skips what is missing). A tenant that keeps its
+/// messages longer than the default keeps its log as long.
+pub async fn prune(db: &impl GenericClient, default_days: i32, limit: i64) -> Result<u64, StoreError> {
     Ok(db
         .execute(
             "DELETE FROM sink_log WHERE ctid = ANY (ARRAY(
-                SELECT ctid FROM sink_log WHERE created_at < now() - make_interval(days => $1) LIMIT $2))",
-            &[&days, &limit],
+                SELECT x.ctid FROM tenants t CROSS JOIN LATERAL (
+                    SELECT l.ctid FROM sink_log l
+                    WHERE l.tenant_id = t.id
+                      AND l.created_at < now() - make_interval(days => COALESCE(t.message_days, $1))
+                    ORDER BY l.created_at LIMIT $2) x
+                LIMIT $2))",
+            &[&default_days, &limit],
         )
         .await?)
 }
