@@ -1,6 +1,6 @@
 -- The rest of the SDK's surface: tasks of an application or a tenant (content
 -- purges, usage statistics), revoked app-portal tokens, and application
--- integrations; and the sinks' log pruned by each tenant's retention.
+-- integrations.
 
 -- Tasks beside endpoint replays: 3 application.purge_content (stepped by the
 -- workers like a replay), 4 application.stats and 5 event-type.aggregate
@@ -55,9 +55,3 @@ CREATE TABLE IF NOT EXISTS integrations (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS integrations_key ON integrations (tenant_id, key_hash);
 CREATE INDEX IF NOT EXISTS integrations_app ON integrations (tenant_id, app_id, id);
-
--- The FIFO and polling endpoints' log is kept as long as each tenant's message
--- retention (its own, or the operator's default), so it is pruned tenant by
--- tenant, oldest first.
-CREATE INDEX IF NOT EXISTS sink_log_tenant_created ON sink_log (tenant_id, created_at);
-DROP INDEX IF EXISTS sink_log_created;

@@ -118,7 +118,7 @@ async fn attempt(
     let (ep, rows) = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         let ep = endpoints::get_for_update(&**conn, tenant, &h.app_id, &h.endpoint_id).await?;
-        let size = ep.as_ref().and_then(|e| e.batch_size).unwrap_or(1).clamp(1, 1000) as i64;
+        let size = ep.as_ref().and_then(|e| e.batch_size).map_or(1, i64::from).clamp(1, fifo::MOST_BATCH);
         let rows = fifo::batch(&**conn, tenant, h, size).await?;
         Ok::<_, hookgate_shared::store::StoreError>((ep, rows))
     })
@@ -145,7 +145,7 @@ async fn attempt(
     };
     if h.batch_end.is_none() {
         // A batch still filling waits, up to maxWaitSecs from its oldest message.
-        let size = ep.batch_size.unwrap_or(1).max(1) as usize;
+        let size = ep.batch_size.map_or(1, i64::from).clamp(1, fifo::MOST_BATCH) as usize;
         let ripe = first.logged_at + chrono::Duration::seconds(i64::from(ep.max_wait_secs.unwrap_or(0)));
         if rows.len() < size && ripe > Utc::now() {
             return Ok((Ended::Wait(ripe), None));
@@ -192,7 +192,10 @@ async fn attempt(
         bytes,
     };
     // Fewer than a batch: the log was drained (as far as this turn could see).
-    let drained = (rows.len() as i64) < ep.batch_size.unwrap_or(1).clamp(1, 1000) as i64;
+    // Not known after a held batch (it was read only to its end): the next
+    // turn looks.
+    let drained =
+        h.batch_end.is_none() && (rows.len() as i64) < ep.batch_size.map_or(1, i64::from).clamp(1, fifo::MOST_BATCH);
     let ended = match success {
         true => Ended::Past { end: last.at, drained },
         false => match schedule::next_delay(&state.config.retry_schedule, h.tries as usize + 1, sent.retry_after) {

@@ -42,7 +42,7 @@ pub async fn run(state: AppState) {
         let now_ms = chrono::Utc::now().timestamp_millis();
         drain(&state, "portal_revocations", |conn| async move { portal_tokens::prune(&**conn, now_ms, BATCH).await })
             .await;
-        // The FIFO and polling endpoints' log, as long as the operator's message retention.
+        // The FIFO and polling endpoints' log, as long as each tenant's message retention.
         drain(&state, "sink_log", |conn| async move { sinks::prune(&**conn, default_days, BATCH).await }).await;
         let pending = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;

@@ -80,14 +80,21 @@ pub async fn observe(state: &AppState) {
             partitions: &list,
         };
         let stats = retention_stats::stats(&**conn, &h).await?;
-        let horizon = crate::store::sinks::horizon_age(&**conn).await?;
-        Ok((stats, erasure::erasures_pending(&**conn).await?, horizon))
+        Ok((stats, erasure::erasures_pending(&**conn).await?))
     })
     .await;
-    let Ok((stats, erasures, horizon)) = stats else { return };
+    // Apart, so neither stalls the other.
+    let horizon = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        crate::store::sinks::horizon_age(&**conn).await
+    })
+    .await;
+    if let Ok(age) = horizon {
+        state.metrics.sink_horizon_age.set(age);
+    }
+    let Ok((stats, erasures)) = stats else { return };
     let m = &state.metrics;
     m.erasures_pending.set(erasures);
-    m.sink_horizon_age.set(horizon);
     for f in stats {
         m.table_rows.with_label_values(&[f.family]).set(f.rows);
         m.table_bytes.with_label_values(&[f.family]).set(f.bytes);

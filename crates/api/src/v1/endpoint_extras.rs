@@ -308,8 +308,17 @@ async fn stats(
     let conn = db::conn(&state.db).await?;
     // A FIFO endpoint sends batches and makes no deliveries: its messages are
     // counted by their attempts (one per message of each batch) instead.
+    // Within 31 days (the last 31 unless `since` says otherwise): each retry
+    // adds an attempt per message of its batch.
     if ep.kind == hookgate_shared::status::EndpointKind::FifoEndpoint {
-        let (success, fail) = attempts::per_message(&**conn, &tenant.0, &app, &ep.id, q.since, q.until).await?;
+        let until = q.until.unwrap_or_else(chrono::Utc::now);
+        let since = q.since.unwrap_or(until - chrono::Duration::days(31));
+        if since >= until || until - since > chrono::Duration::days(31) {
+            return Err(ApiError::Validation(
+                "a FIFO endpoint's stats: `since` must be before `until`, at most 31 days apart".into(),
+            ));
+        }
+        let (success, fail) = attempts::per_message(&**conn, &tenant.0, &app, &ep.id, Some(since), Some(until)).await?;
         return Ok(HttpResponse::Ok()
             .json(json!({ "success": success, "pending": 0, "sending": 0, "canceled": 0, "fail": fail })));
     }

@@ -42,7 +42,8 @@ impl HttpService for Capped {
         if res.status().is_success() {
             return Ok(res);
         }
-        let (parts, body) = res.into_parts();
+        let (mut parts, body) = res.into_parts();
+        parts.headers.remove(reqwest::header::CONTENT_LENGTH);
         let mut stream = body.bytes_stream();
         let mut kept = Vec::new();
         while let Some(chunk) = stream.next().await {
@@ -52,6 +53,12 @@ impl HttpService for Capped {
             kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
             if kept.len() >= MOST_ERROR_BODY {
                 break;
+            }
+        }
+        // Cut at a character, so the text it is read as still decodes.
+        if let Err(e) = std::str::from_utf8(&kept) {
+            if e.error_len().is_none() {
+                kept.truncate(e.valid_up_to());
             }
         }
         Ok(HttpResponse::from_parts(parts, HttpResponseBody::from(bytes::Bytes::from(kept))))
@@ -137,7 +144,8 @@ mod tests {
             let (mut s, _) = listener.accept().await.unwrap();
             let mut buf = [0u8; 4096];
             let _ = s.read(&mut buf).await;
-            let body = vec![b'x'; 4 << 20];
+            // Two-byte characters, with the cap falling inside one.
+            let body = [b"x".as_slice(), &"\u{e9}".repeat(2 << 20).into_bytes()].concat();
             let head = format!("HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\r\n", body.len());
             let _ = s.write_all(head.as_bytes()).await;
             let _ = s.write_all(&body).await;
@@ -150,6 +158,7 @@ mod tests {
         let res = Capped(reqwest::Client::new()).call(req).await.unwrap();
         assert_eq!(res.status().as_u16(), 500);
         let body = res.into_body().bytes().await.unwrap();
-        assert_eq!(body.len(), MOST_ERROR_BODY);
+        assert_eq!(body.len(), MOST_ERROR_BODY - 1, "cut at the character before the cap");
+        assert!(std::str::from_utf8(&body).is_ok());
     }
 }

@@ -110,12 +110,10 @@ pub async fn batch(db: &impl GenericClient, tenant: &TenantId, h: &Held, size: i
     // A held batch is resent whole, up to its kept end, whatever `batchSize`
     // says now: lowered since it was cut, it would otherwise go shorter under the
     // same `webhook-id`.
-    let limit = if h.batch_end.is_some() { MOST_BATCH } else { size };
-    let rows = sinks::read(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, limit, None, None).await?;
-    Ok(match h.batch_end {
-        Some(end) => rows.into_iter().filter(|l| l.at <= end).collect(),
-        None => rows,
-    })
+    match h.batch_end {
+        Some(end) => sinks::read_upto(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, end, MOST_BATCH).await,
+        None => sinks::read(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, size, None, None).await,
+    }
 }
 
 /// The largest `batchSize` a FIFO endpoint may have (the API's bound): no held

@@ -52,6 +52,44 @@ pub struct Logged {
     pub logged_at: DateTime<Utc>,
 }
 
+/// A held FIFO batch: the rows of one sink (and key) after `after` up to and
+/// including `end`, in order, at most `limit`. The bound is the query's, so a
+/// retry reads what it resends and no more.
+#[allow(clippy::too_many_arguments)]
+pub async fn read_upto(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    key: &str,
+    after: Position,
+    end: Position,
+    limit: i64,
+) -> Result<Vec<Logged>, StoreError> {
+    let sql = format!(
+        "{READ}
+           AND (l.xid, l.seq) <= ($6::text::xid8, $7::bigint)
+         ORDER BY l.xid, l.seq LIMIT $8"
+    );
+    let rows = db
+        .query(
+            &sql,
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &sink.as_str(),
+                &after.xid.to_string(),
+                &after.seq,
+                &end.xid.to_string(),
+                &end.seq,
+                &limit,
+                &key,
+            ],
+        )
+        .await?;
+    Ok(rows.iter().map(logged).collect())
+}
+
 /// The rows of one sink after `after`, below the horizon, joined with their
 /// messages (a message pruned since is left out). `$1..$3` name the sink.
 const READ: &str = "SELECT l.xid::text, l.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
@@ -252,14 +290,18 @@ pub async fn set_consumer(
 }
 
 /// Log rows older than their tenant's message retention (its own, or
-/// `default_days`), of every tenant, oldest first: their messages are gone, or
+/// `default_days`), of every tenant with a sink, each tenant's oldest first:
+/// their messages are gone, or
 /// going (a read joins them and skips what is missing). A tenant that keeps its
 /// messages longer than the default keeps its log as long.
 pub async fn prune(db: &impl GenericClient, default_days: i32, limit: i64) -> Result<u64, StoreError> {
     Ok(db
         .execute(
             "DELETE FROM sink_log WHERE ctid = ANY (ARRAY(
-                SELECT x.ctid FROM tenants t CROSS JOIN LATERAL (
+                SELECT x.ctid FROM tenants t
+                -- Only tenants with a sink have a log (a sink's rows go with it).
+                CROSS JOIN LATERAL (SELECT 1 FROM endpoints e WHERE e.tenant_id = t.id AND e.kind >= 7 LIMIT 1) has
+                CROSS JOIN LATERAL (
                     SELECT l.ctid FROM sink_log l
                     WHERE l.tenant_id = t.id
                       AND l.created_at < now() - make_interval(days => COALESCE(t.message_days, $1))
