@@ -161,3 +161,45 @@ async fn a_postgres_destination_verifies_its_servers_certificate_against_the_ca_
     let exists = reader.query_one("SELECT to_regclass('wrong') IS NOT NULL", &[]).await.unwrap();
     assert!(!exists.get::<_, bool>(0), "nothing was written through the untrusted connection");
 }
+
+/// A destination on a private network (an allow-list opened loopback here)
+/// answers as an endpoint does: its refusal is kept in the attempt log only if
+/// the operator says so (`HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES`).
+#[tokio::test]
+async fn a_private_destinations_refusal_is_kept_only_where_the_operator_allows() {
+    use reqwest::Method;
+    use serde_json::json;
+
+    for keep in [false, true] {
+        let app = TestApp::spawn_with(|env| {
+            env.insert("HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES".into(), keep.to_string());
+        })
+        .await;
+        let t = app.tenant().await;
+        let a = t.application().await;
+        let url = hookgate_tests::db::with_database(&hookgate_tests::db::base_url(), "no_such_database");
+        let dest = t
+            .post(
+                &format!("/api/v1/app/{a}/destination"),
+                json!({"type": "postgres", "config": {"url": url, "tableName": "hooks"}}),
+                201,
+            )
+            .await;
+        t.post(&format!("/api/v1/app/{a}/msg"), json!({"eventType": "a.b", "payload": {}}), 202).await;
+        let id = dest["id"].as_str().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let said = loop {
+            let res = t.req(Method::GET, &format!("/api/v1/app/{a}/attempt/endpoint/{id}")).send().await.unwrap();
+            let page: serde_json::Value = res.json().await.unwrap();
+            if let Some(first) = page["data"].as_array().and_then(|d| d.first()) {
+                break first["response"].as_str().unwrap_or_default().to_owned();
+            }
+            assert!(std::time::Instant::now() < deadline, "no attempt was recorded");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        match keep {
+            true => assert!(said.contains("no_such_database"), "the refusal is kept: {said}"),
+            false => assert_eq!(said, hookgate_egress::deliver::send::PRIVATE_NOT_KEPT, "nothing of it is kept"),
+        }
+    }
+}

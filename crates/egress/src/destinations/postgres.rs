@@ -181,8 +181,14 @@ async fn connect(cfg: &Postgres, guard: &Guard, fingerprint: &[u8]) -> Result<Li
     pg.keepalives_idle(Duration::from_secs(30)).tcp_user_timeout(Duration::from_secs(60));
     let tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref())
         .map_err(|e| Failure::refused(e.to_string()))?;
-    let (client, connection) =
-        pg.connect(tls).await.map_err(|e| Failure::connect(format!("connecting to Postgres failed: {e}")))?;
+    // The server's own words when it answered (a missing database, a refused
+    // password); tokio-postgres shows only "db error" for them.
+    let (client, connection) = pg.connect(tls).await.map_err(|e| match e.as_db_error() {
+        Some(db) => {
+            Failure::refused(format!("Postgres refused the connection: {} ({})", db.message(), db.code().code()))
+        }
+        None => Failure::connect(format!("connecting to Postgres failed: {e}")),
+    })?;
     tokio::spawn(async move {
         // Ends when the client is dropped or the server goes away.
         let _ = connection.await;
