@@ -70,7 +70,7 @@ impl Failure {
 
 /// Connections kept per destination, of one kind: each destination's in a slot
 /// of its own (a lock held only while connecting, or for Postgres while a
-/// statement runs); past `MOST` destinations the map starts over.
+/// statement runs); past `MOST` destinations one other slot makes room.
 pub(crate) struct Kept<L, const MOST: usize> {
     open: std::sync::Mutex<std::collections::HashMap<Key, std::sync::Arc<tokio::sync::Mutex<Option<L>>>>>,
 }
@@ -91,7 +91,12 @@ impl<L, const MOST: usize> Kept<L, MOST> {
     pub(crate) fn slot(&self, key: &Key) -> std::sync::Arc<tokio::sync::Mutex<Option<L>>> {
         let mut open = self.open.lock().expect("the links lock is never poisoned");
         if open.len() >= MOST && !open.contains_key(key) {
-            open.clear();
+            // One goes (whichever the map yields first), not all: a new
+            // destination does not cost every other its connection. A slot in
+            // use lives on with its holder and is dropped after.
+            if let Some(gone) = open.keys().next().cloned() {
+                open.remove(&gone);
+            }
         }
         open.entry(key.clone()).or_default().clone()
     }
@@ -162,5 +167,28 @@ async fn resolve(guard: &Guard, host: &str, port: u16) -> Result<Vec<SocketAddr>
     match allowed.is_empty() {
         true => Err(Failure::connect(format!("`{host}` has no address"))),
         false => Ok(allowed),
+    }
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::*;
+
+    fn key(n: usize) -> Key {
+        (TenantId::generate(), AppId::from_db(format!("app_{n}")), EndpointId::from_db(format!("ep_{n}")))
+    }
+
+    #[test]
+    fn a_full_map_makes_room_for_one_by_dropping_one_not_all() {
+        let kept: Kept<u32, 4> = Kept::default();
+        let keys: Vec<Key> = (0..5).map(key).collect();
+        for k in &keys[..4] {
+            *kept.slot(k).try_lock().unwrap() = Some(1);
+        }
+        kept.slot(&keys[4]);
+        let open = kept.open.lock().unwrap();
+        assert_eq!(open.len(), 4, "still at most four");
+        let still = keys[..4].iter().filter(|k| open.get(*k).is_some_and(|s| s.try_lock().unwrap().is_some())).count();
+        assert_eq!(still, 3, "three of the four kept their connection");
     }
 }
