@@ -27,7 +27,6 @@ use hookgate_shared::{
     AppState,
 };
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 #[derive(Args)]
 pub struct SvixImport {
@@ -209,7 +208,7 @@ async fn read(source: &Source, transit: &TransitKey, not_carried: &mut Vec<Strin
     let mut total = 0;
     for a in source.all("/api/v1/app", 1000).await? {
         let source_id = text(&a["id"]);
-        let app_id = local_id::<AppId>(&source_id, "app", &a["createdAt"]);
+        let app_id = local_id::<AppId>(&source_id, &a["createdAt"]);
         let mut endpoints = Vec::new();
         let listed = source.all(&format!("/api/v1/app/{source_id}/endpoint"), 1000).await?;
         total += listed.len();
@@ -254,7 +253,7 @@ async fn endpoint(
     not_carried: &mut Vec<String>,
 ) -> anyhow::Result<EndpointDoc> {
     let source_id = text(&e["id"]);
-    let id = local_id::<EndpointId>(&source_id, "ep", &e["createdAt"]);
+    let id = local_id::<EndpointId>(&source_id, &e["createdAt"]);
     let url = text(&e["url"]);
     let seal = |field: &str, bytes: &[u8]| Sealed {
         sealed: STANDARD.encode(transit.seal(&purpose(SEALED_FOR, app_id, &id, &url, field), bytes)),
@@ -301,7 +300,7 @@ async fn endpoint(
 /// The source's id if it is one of Hookgate's shape; else one derived from it
 /// (the source object's creation time, and a hash of its id), the same on
 /// every run.
-fn local_id<T: ParseId>(source_id: &str, prefix: &str, created: &Value) -> String {
+fn local_id<T: LocalId>(source_id: &str, created: &Value) -> String {
     if T::valid(source_id) {
         return source_id.to_owned();
     }
@@ -310,25 +309,30 @@ fn local_id<T: ParseId>(source_id: &str, prefix: &str, created: &Value) -> Strin
         .and_then(|c| c.parse::<DateTime<Utc>>().ok())
         .and_then(|c| u64::try_from(c.timestamp_millis()).ok())
         .unwrap_or(0);
-    let hash = Sha256::digest(format!("svix:{source_id}").as_bytes());
-    let random = u128::from_be_bytes(hash[..16].try_into().expect("16 bytes")) >> 48;
-    format!("{prefix}_{}", ulid::Ulid::from_parts(ms, random))
+    T::derived_from(ms, &format!("svix:{source_id}"))
 }
 
-/// An id kind the import keeps when the source's is of its shape.
-trait ParseId {
+/// An id kind the import keeps when the source's is of its shape, and derives otherwise.
+trait LocalId {
     fn valid(s: &str) -> bool;
+    fn derived_from(ms: u64, seed: &str) -> String;
 }
 
-impl ParseId for AppId {
+impl LocalId for AppId {
     fn valid(s: &str) -> bool {
         AppId::parse(s).is_ok()
     }
+    fn derived_from(ms: u64, seed: &str) -> String {
+        AppId::derived(ms, seed).to_string()
+    }
 }
 
-impl ParseId for EndpointId {
+impl LocalId for EndpointId {
     fn valid(s: &str) -> bool {
         EndpointId::parse(s).is_ok()
+    }
+    fn derived_from(ms: u64, seed: &str) -> String {
+        EndpointId::derived(ms, seed).to_string()
     }
 }
 
@@ -347,11 +351,11 @@ mod tests {
     #[test]
     fn a_foreign_id_maps_to_the_same_local_id_every_time_and_a_local_one_is_kept() {
         let created = Value::String("2024-05-01T10:00:00Z".into());
-        let a = local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRs", "app", &created);
-        assert_eq!(a, local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRs", "app", &created));
+        let a = local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRs", &created);
+        assert_eq!(a, local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRs", &created));
         assert!(AppId::parse(&a).is_ok(), "{a}");
-        assert_ne!(a, local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRt", "app", &created));
+        assert_ne!(a, local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRt", &created));
         let mine = AppId::generate().to_string();
-        assert_eq!(local_id::<AppId>(&mine, "app", &created), mine);
+        assert_eq!(local_id::<AppId>(&mine, &created), mine);
     }
 }

@@ -30,6 +30,13 @@ macro_rules! prefixed_id {
                 Self(format!("{}_{}", $prefix, Ulid::from_parts(ms, rand::random())))
             }
 
+            /// The id `seed` maps to, the same on every call: `ms` its time part,
+            /// a hash of `seed` the rest (an import maps ids it cannot keep so,
+            /// and a second run finds what the first made).
+            pub fn derived(ms: u64, seed: &str) -> Self {
+                Self(format!("{}_{}", $prefix, derived_ulid(ms, seed)))
+            }
+
             /// When the id was made, in milliseconds since the epoch (the ULID's
             /// time part); `None` if it does not hold a ULID (never, once parsed).
             pub fn millis(&self) -> Option<u64> {
@@ -210,6 +217,14 @@ prefixed_id!(/// An application's integration: a named key for a customer's thir
     IntegrationId, "integ");
 prefixed_id!(/// A background task (an endpoint's replay), run by the workers in steps.
     TaskId, "qtask");
+
+/// A ULID made at `ms` from 80 bits of `seed`'s SHA-256: [`AppId::derived`] and its kin.
+fn derived_ulid(ms: u64, seed: &str) -> Ulid {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(seed.as_bytes());
+    let random = u128::from_be_bytes(hash[..16].try_into().expect("16 bytes")) >> 48;
+    Ulid::from_parts(ms, random)
+}
 
 /// Why a string is not an id of the expected kind.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -328,11 +328,7 @@ async fn upsert_endpoint(
 /// The id an endpoint of the document gets in `app` when its own is taken by
 /// another application's endpoint: its time, and a hash of it and the application.
 fn derived_id(id: &EndpointId, app: &AppId) -> EndpointId {
-    use sha2::{Digest, Sha256};
-    let ms = id.millis().unwrap_or(0);
-    let hash = Sha256::digest(format!("{app}:{id}").as_bytes());
-    let random = u128::from_be_bytes(hash[..16].try_into().expect("16 bytes")) >> 48;
-    EndpointId::from_db(format!("{}_{}", EndpointId::PREFIX, ulid::Ulid::from_parts(ms, random)))
+    EndpointId::derived(id.millis().unwrap_or(0), &format!("{app}:{id}"))
 }
 
 /// A sealed value of the document, opened with the transit key.

@@ -8,8 +8,7 @@ use tokio_postgres::GenericClient;
 
 use super::{
     sinks::{self, Logged, Position},
-    usage::{self, Counter},
-    StoreError,
+    usage, StoreError,
 };
 use crate::ids::{AppId, AttemptId, EndpointId, TenantId};
 
@@ -231,15 +230,7 @@ pub async fn end(
             SELECT tenant_id, status, CASE WHEN msg_id = $13 THEN $12::bigint ELSE 0 END AS bytes FROM ins
          ), {}
          SELECT 1",
-        usage::bump(
-            "usage",
-            "counted",
-            &[
-                (Counter::AttemptsSucceeded, "count(*) FILTER (WHERE status = 0)"),
-                (Counter::AttemptsFailed, "count(*) FILTER (WHERE status <> 0)"),
-                (Counter::BytesOut, "sum(bytes)"),
-            ],
-        )
+        usage::bump("usage", "counted", usage::ATTEMPTS)
     );
     db.execute(
         &sql,

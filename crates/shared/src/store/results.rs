@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::deliveries::{Outcome, Recorded};
 use super::operational::{self, AttemptNotice, Notice};
-use super::usage::{self, Counter};
+use super::usage;
 use super::{wakes, StoreError};
 use crate::{
     ids::{AppId, EndpointId, TenantId},
@@ -149,15 +149,7 @@ async fn attempts(
              -- loop over both lists: 110 ms for a batch of 1,000 against 15).
              counted AS (SELECT u.tenant_id, u.status, u.bytes FROM u WHERE (u.id IN (SELECT id FROM ins)) IS TRUE), {}
              SELECT 1",
-            usage::bump(
-                "usage",
-                "counted",
-                &[
-                    (Counter::AttemptsSucceeded, "count(*) FILTER (WHERE status = 0)"),
-                    (Counter::AttemptsFailed, "count(*) FILTER (WHERE status <> 0)"),
-                    (Counter::BytesOut, "sum(bytes)"),
-                ],
-            )
+            usage::bump("usage", "counted", usage::ATTEMPTS)
         ))
         .await?;
     tx.execute(

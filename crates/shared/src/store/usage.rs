@@ -50,6 +50,15 @@ impl Counter {
     }
 }
 
+/// What an attempt adds to usage, from rows of `(tenant_id, status, bytes)`: a
+/// success or a failure, and the bytes sent. Every writer of attempts (the
+/// delivery results, a FIFO batch) counts them so.
+pub(super) const ATTEMPTS: &[(Counter, &str)] = &[
+    (Counter::AttemptsSucceeded, "count(*) FILTER (WHERE status = 0)"),
+    (Counter::AttemptsFailed, "count(*) FILTER (WHERE status <> 0)"),
+    (Counter::BytesOut, "sum(bytes)"),
+];
+
 /// A CTE named `name` that adds, per tenant of the rows of `from` (a CTE or table
 /// with `tenant_id`), each `(counter, aggregate)` to today's usage. One row per
 /// tenant, in tenant order, so concurrent statements lock usage rows in one order.
