@@ -102,10 +102,7 @@ async fn list(
 
 /// The custom headers of a create, checked, as stored.
 fn headers_of(b: &IngestEndpointIn) -> Result<Option<serde_json::Value>, ApiError> {
-    let Some(headers) = &b.headers else { return Ok(None) };
-    let checked: HashMap<String, Option<String>> = headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
-    check_headers(&checked)?;
-    Ok(Some(json!(headers.iter().collect::<BTreeMap<_, _>>())))
+    b.headers.as_ref().map(crate::v1::validate::given_headers).transpose()
 }
 
 #[post("/source/{source_id}/endpoint")]

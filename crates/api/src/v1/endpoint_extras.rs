@@ -128,53 +128,9 @@ pub(crate) async fn rotate(
     Ok(res)
 }
 
-/// Header names Hookgate sets itself; an endpoint may not override them.
-const RESERVED: &[&str] = &[
-    "host",
-    "content-length",
-    "content-type",
-    "transfer-encoding",
-    "connection",
-    "user-agent",
-    "idempotency-key",
-    "webhook-id",
-    "webhook-timestamp",
-    "webhook-signature",
-    "svix-id",
-    "svix-timestamp",
-    "svix-signature",
-];
+pub(crate) use super::validate::headers as check_headers;
+use super::validate::MAX_HEADERS;
 use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
-
-/// Custom headers an endpoint may have, and the longest value one may hold.
-const MAX_HEADERS: usize = 50;
-const MAX_HEADER_VALUE: usize = 4096;
-
-pub(crate) fn check_headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError> {
-    if headers.len() > MAX_HEADERS {
-        return Err(ApiError::Validation(format!("at most {MAX_HEADERS} custom headers per endpoint")));
-    }
-    for (name, value) in headers {
-        if value.as_ref().is_some_and(|v| v.len() > MAX_HEADER_VALUE) {
-            return Err(ApiError::Validation(format!(
-                "the value of header `{name}` is longer than {MAX_HEADER_VALUE} bytes"
-            )));
-        }
-        let lower = name.to_ascii_lowercase();
-        if actix_web::http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            return Err(ApiError::Validation(format!("header name `{name}` is not valid")));
-        }
-        if RESERVED.contains(&lower.as_str()) {
-            return Err(ApiError::Validation(format!("header `{name}` is set by Hookgate and cannot be overridden")));
-        }
-        if let Some(v) = value {
-            if actix_web::http::header::HeaderValue::from_str(v).is_err() {
-                return Err(ApiError::Validation(format!("the value of header `{name}` is not valid")));
-            }
-        }
-    }
-    Ok(())
-}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -140,10 +140,7 @@ pub(crate) fn check_list(field: &str, items: &Option<Vec<String>>, max: usize) -
 impl EndpointIn {
     /// The custom headers of a create, checked as `…/headers` checks them.
     pub(crate) fn checked_headers(&self) -> Result<Option<serde_json::Value>, ApiError> {
-        let Some(headers) = &self.headers else { return Ok(None) };
-        let checked = headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
-        super::endpoint_extras::check_headers(&checked)?;
-        Ok(Some(serde_json::json!(headers.iter().collect::<std::collections::BTreeMap<_, _>>())))
+        self.headers.as_ref().map(validate::given_headers).transpose()
     }
 
     pub(crate) fn fields(&self, allow: &[ipnet::IpNet]) -> Result<EndpointFields, ApiError> {

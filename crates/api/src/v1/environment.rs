@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use crate::KeyAuth;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(export).service(super::environment_import::import);
+    cfg.service(export);
 }
 
 /// The setting that holds the transit key, as errors name it.

@@ -26,7 +26,7 @@ use tokio_postgres::GenericClient;
 use super::environment::{
     purpose, AppDoc, EndpointDoc, Environment, Sealed, MOST_APPS, MOST_ENDPOINTS, MOST_EVENT_TYPES, TRANSIT_SETTING,
 };
-use super::{applications::AppIn, endpoint_extras::check_headers, endpoints::EndpointIn, validate};
+use super::{applications::AppIn, endpoints::EndpointIn, validate};
 use crate::quota;
 use crate::KeyAuth;
 
@@ -39,8 +39,12 @@ struct Tally {
     not_carried: Vec<String>,
 }
 
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(import);
+}
+
 #[post("/environment/import")]
-pub(super) async fn import(
+async fn import(
     key: KeyAuth,
     state: web::Data<AppState>,
     body: web::Json<Environment>,
@@ -252,8 +256,7 @@ async fn upsert_endpoint(
             let value: HashMap<String, String> = serde_json::from_str(&text).map_err(|err| {
                 at(ApiError::Validation(format!("`headers`: not an object of names to values: {err}")))
             })?;
-            check_headers(&value.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect()).map_err(at)?;
-            Some(json!(value))
+            Some(validate::given_headers(&value).map_err(at)?)
         }
         None => None,
     };

@@ -61,6 +61,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     usage::configure(cfg);
     integrations::configure(cfg);
     environment::configure(cfg);
+    environment_import::configure(cfg);
     tasks::configure(cfg);
     transformations::configure(cfg);
     statistics::configure(cfg);

@@ -1,5 +1,7 @@
 //! Field checks shared by the API's resources, with messages naming the field.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Duration, Utc};
 use hookgate_shared::http::ApiError;
 use serde::Deserialize;
@@ -63,4 +65,60 @@ impl RotateIn {
         }
         Ok(Utc::now() + Duration::seconds(grace))
     }
+}
+
+/// Header names Hookgate sets itself; an endpoint may not override them.
+const RESERVED: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "user-agent",
+    "idempotency-key",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+    "svix-id",
+    "svix-timestamp",
+    "svix-signature",
+];
+
+/// Custom headers an endpoint may have, and the longest value one may hold.
+pub(crate) const MAX_HEADERS: usize = 50;
+const MAX_HEADER_VALUE: usize = 4096;
+
+/// Custom headers as a PATCH gives them (`None`: remove that one), checked:
+/// count, names, values, and none Hookgate sets itself.
+pub fn headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError> {
+    if headers.len() > MAX_HEADERS {
+        return Err(ApiError::Validation(format!("at most {MAX_HEADERS} custom headers per endpoint")));
+    }
+    for (name, value) in headers {
+        if value.as_ref().is_some_and(|v| v.len() > MAX_HEADER_VALUE) {
+            return Err(ApiError::Validation(format!(
+                "the value of header `{name}` is longer than {MAX_HEADER_VALUE} bytes"
+            )));
+        }
+        let lower = name.to_ascii_lowercase();
+        if actix_web::http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(ApiError::Validation(format!("header name `{name}` is not valid")));
+        }
+        if RESERVED.contains(&lower.as_str()) {
+            return Err(ApiError::Validation(format!("header `{name}` is set by Hookgate and cannot be overridden")));
+        }
+        if let Some(v) = value {
+            if actix_web::http::header::HeaderValue::from_str(v).is_err() {
+                return Err(ApiError::Validation(format!("the value of header `{name}` is not valid")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Custom headers given whole (an endpoint's create, an import), checked, in
+/// the form they are sealed and stored.
+pub fn given_headers(headers: &HashMap<String, String>) -> Result<serde_json::Value, ApiError> {
+    self::headers(&headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect())?;
+    Ok(serde_json::json!(headers.iter().collect::<std::collections::BTreeMap<_, _>>()))
 }
