@@ -15,6 +15,7 @@ mod auth;
 mod deadline;
 mod idempotency;
 mod ingest;
+pub mod openapi;
 mod patch;
 pub mod path;
 mod principal;
@@ -24,7 +25,8 @@ mod ui;
 pub mod v1;
 mod when;
 
-use actix_web::{middleware::from_fn, web};
+use actix_web::middleware::from_fn;
+use utoipa_actix_web::{scope, service_config::ServiceConfig};
 use hookgate_shared::{http::ApiError, store::page::PageRequest};
 use serde::Deserialize;
 
@@ -34,9 +36,9 @@ pub use principal::{portal_access, FeatureFlags, KeyAuth, KeyHolder, Operator, P
 /// Registers `/admin/v1` (the operator's token), `/api/v1` (a tenant's key or an
 /// app-portal token) and `/ingest/api/v1` (a tenant's key), each behind its
 /// authentication and `Idempotency-Key`.
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(
-        web::scope("/admin/v1")
+        scope("/admin/v1")
             // Innermost first: the deadline bounds the handler, so the Idempotency-Key
             // middleware sees its 503 and releases the key; the middleware's and the
             // authentication's own queries are bounded where they run.
@@ -44,10 +46,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_operator))
-            .configure(admin::configure),
+            .map(|s| s.configure(admin::configure)),
     );
     cfg.service(
-        web::scope("/api/v1")
+        scope("/api/v1")
             .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
@@ -56,7 +58,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(v1::configure),
     );
     cfg.service(
-        web::scope("/ingest/api/v1")
+        scope("/ingest/api/v1")
             .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
@@ -66,11 +68,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
     // The pages last: their routes are patterns, tried on every request before
     // the ones that follow them (the scopes above are plain prefixes).
-    ui::configure(cfg);
+    cfg.map(|c| {
+        ui::configure(c);
+        c
+    });
 }
 
 /// `?limit=&iterator=` as Svix takes them.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 pub struct PageQuery {
     pub limit: Option<i64>,
     pub iterator: Option<String>,

@@ -37,3 +37,20 @@ impl<T> Maybe<T> {
         }
     }
 }
+
+/// In the OpenAPI document a `Maybe<T>` is a nullable `T` (absent: not required).
+/// (`ComposeSchema` is how utoipa describes a generic type it is given the
+/// arguments of.)
+impl<T: utoipa::PartialSchema> utoipa::__dev::ComposeSchema for Maybe<T> {
+    fn compose(
+        generics: Vec<utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>,
+    ) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let inner = generics.into_iter().next().unwrap_or_else(T::schema);
+        utoipa::openapi::schema::OneOfBuilder::new()
+            .item(utoipa::openapi::schema::ObjectBuilder::new().schema_type(utoipa::openapi::schema::Type::Null))
+            .item(inner)
+            .into()
+    }
+}
+
+impl<T: utoipa::ToSchema> utoipa::ToSchema for Maybe<T> {}

@@ -25,6 +25,7 @@ pub mod limits;
 pub mod metrics;
 pub mod migrate;
 pub mod networks;
+pub mod openapi;
 pub mod partitions;
 pub mod prune;
 pub mod quota;

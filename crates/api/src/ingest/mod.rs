@@ -2,14 +2,16 @@
 //! the same store as `/api/v1/source` (an ingest source is a source with a type,
 //! a token and an application of its own; see docs/ingest.md).
 
-use actix_web::web;
 
 mod endpoints;
 mod extras;
 mod sources;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    sources::configure(cfg);
-    endpoints::configure(cfg);
-    extras::configure(cfg);
+pub fn configure(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.map(|c| {
+        sources::configure(c);
+        endpoints::configure(c);
+        extras::configure(c);
+        c
+    });
 }

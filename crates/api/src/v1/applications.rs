@@ -22,12 +22,15 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 
 use super::validate;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
+use hookgate_shared::store::page::Page;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_app).service(update).service(patch_app).service(delete_app);
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct AppIn {
     name: String,
@@ -38,7 +41,7 @@ pub(crate) struct AppIn {
     metadata: HashMap<String, String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct AppPatch {
     name: Option<String>,
@@ -49,8 +52,9 @@ struct AppPatch {
     metadata: Option<HashMap<String, String>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = ApplicationOut)]
 pub(crate) struct AppOut {
     id: String,
     uid: Option<String>,
@@ -75,7 +79,14 @@ impl From<Application> for AppOut {
     }
 }
 
-#[derive(Deserialize)]
+/// A large erasure the request's time did not cover: the pruners finish it.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Erasing {
+    /// Always `erasing`.
+    status: &'static str,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
 struct CreateQuery {
     #[serde(default)]
     get_if_exists: bool,
@@ -111,6 +122,7 @@ pub(crate) async fn find(state: &AppState, tenant: &TenantAuth, app: &Ref<AppId>
     applications::get(&**conn, &tenant.0, app).await?.ok_or(ApiError::NotFound("application"))
 }
 
+#[utoipa::path(tag = "Application", operation_id = "v1.application.list", responses((status = 200, body = Page<AppOut>)))]
 #[get("/app")]
 async fn list(
     tenant: TenantAuth,
@@ -122,6 +134,7 @@ async fn list(
     Ok(HttpResponse::Ok().json(page.map(AppOut::from)))
 }
 
+#[utoipa::path(tag = "Application", operation_id = "v1.application.create", responses((status = 201, body = AppOut), (status = 200, description = "`get_if_exists` found it", body = AppOut)))]
 #[post("/app")]
 async fn create(
     tenant: TenantAuth,
@@ -149,6 +162,7 @@ async fn create(
     Ok(res)
 }
 
+#[utoipa::path(tag = "Application", operation_id = "v1.application.get", responses((status = 200, body = AppOut)))]
 #[get("/app/{app_id}")]
 async fn get_app(
     tenant: TenantAuth,
@@ -160,6 +174,7 @@ async fn get_app(
 
 /// PUT: replaces every writable field; an application that does not exist is
 /// created with the path as its `uid` (201), as Svix does.
+#[utoipa::path(tag = "Application", operation_id = "v1.application.update", responses((status = 200, body = AppOut), (status = 201, description = "created under the path as its uid", body = AppOut)))]
 #[put("/app/{app_id}")]
 async fn update(
     tenant: TenantAuth,
@@ -186,6 +201,7 @@ async fn update(
     }
 }
 
+#[utoipa::path(tag = "Application", operation_id = "v1.application.patch", responses((status = 200, body = AppOut)))]
 #[patch("/app/{app_id}")]
 async fn patch_app(
     tenant: TenantAuth,
@@ -238,6 +254,7 @@ async fn replace(
     Ok(HttpResponse::Ok().json(AppOut::from(saved)))
 }
 
+#[utoipa::path(tag = "Application", operation_id = "v1.application.delete", responses((status = 204, description = "erased"), (status = 202, body = Erasing)))]
 #[delete("/app/{app_id}")]
 async fn delete_app(
     tenant: TenantAuth,
@@ -262,7 +279,7 @@ pub(crate) async fn erase(state: &AppState, tenant: &TenantId, app: &AppId) -> R
         match erasure::erase_step(&mut **conn, tenant, app, BATCH, &state.caches).await? {
             Erasure::Done => return Ok(HttpResponse::NoContent().finish()),
             Erasure::Progress(_) if started.elapsed() > state.db_budget() / 2 => {
-                return Ok(HttpResponse::Accepted().json(serde_json::json!({ "status": "erasing" })));
+                return Ok(HttpResponse::Accepted().json(Erasing { status: "erasing" }));
             }
             Erasure::Progress(_) => {}
         }

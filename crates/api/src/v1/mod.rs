@@ -31,7 +31,6 @@ pub(crate) mod transformations;
 pub(crate) mod usage;
 pub(crate) mod validate;
 
-use actix_web::web;
 
 /// Registers the routes; the caller wraps them in tenant authentication.
 ///
@@ -41,28 +40,96 @@ use actix_web::web;
 /// them (a tenth of the API process's CPU at 1,000 messages a second). No
 /// route of the others matches a message's path, so the order changes nothing
 /// else.
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    messages::configure(cfg);
-    message_extras::configure(cfg);
+use utoipa_actix_web::service_config::ServiceConfig;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.map(|c| {
+        messages::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        message_extras::configure(c);
+        c
+    });
     applications::configure(cfg);
-    endpoints::configure(cfg);
-    endpoint_extras::configure(cfg);
-    destinations::configure(cfg);
-    poller::configure(cfg);
-    endpoint_activity::configure(cfg);
-    event_types::configure(cfg);
-    event_type_import::configure(cfg);
-    attempts::configure(cfg);
-    portal::configure(cfg);
-    sources::configure(cfg);
-    inbound_events::configure(cfg);
-    console::configure(cfg);
-    operational::configure(cfg);
-    usage::configure(cfg);
-    integrations::configure(cfg);
-    environment::configure(cfg);
-    environment_import::configure(cfg);
-    tasks::configure(cfg);
-    transformations::configure(cfg);
-    statistics::configure(cfg);
+    cfg.map(|c| {
+        endpoints::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        endpoint_extras::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        destinations::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        poller::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        endpoint_activity::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        event_types::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        event_type_import::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        attempts::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        portal::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        sources::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        inbound_events::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        console::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        operational::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        usage::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        integrations::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        environment::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        environment_import::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        tasks::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        transformations::configure(c);
+        c
+    });
+    cfg.map(|c| {
+        statistics::configure(c);
+        c
+    });
 }

@@ -26,7 +26,7 @@ impl PageRequest {
 }
 
 /// A page of results in the wire shape of Svix's `ListResponse_*`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {
     pub data: Vec<T>,
