@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+import openapi_check
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "target" / "debug" / "hookgate"
 ADMIN_TOKEN = "py-admin-token-0123456789abcdef"
@@ -53,6 +55,7 @@ class Hookgate:
         self.env = env
         self.port = int(env["HOOKGATE_LISTEN"].rsplit(":", 1)[1])
         self.url = f"http://127.0.0.1:{self.port}"
+        openapi_check.BASES.add(self.url)
         # /metrics is served on a listener of its own, off the public port.
         self.metrics_port = int(env["HOOKGATE_METRICS_LISTEN"].rsplit(":", 1)[1])
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
@@ -185,9 +188,11 @@ def raw_call(hookgate, method, path, key=None, body=None, headers=None, raw=None
         req.add_header(k, v)
     try:
         with urllib.request.urlopen(req, timeout=15) as res:
-            return res.status, {k.lower(): v for k, v in res.headers.items()}, res.read()
+            answer = res.status, {k.lower(): v for k, v in res.headers.items()}, res.read()
     except urllib.error.HTTPError as e:
-        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+        answer = e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+    openapi_check.check(hookgate.url, method, path, *answer)
+    return answer
 
 
 def call(hookgate, method, path, key=None, body=None, headers=None, raw=None):

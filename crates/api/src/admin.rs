@@ -5,6 +5,7 @@ use crate::{Maybe, Operator, PageQuery};
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
+use hookgate_shared::store::page::Page;
 use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
@@ -14,10 +15,13 @@ use hookgate_shared::{
     store::{api_keys, applications, deliveries, tenants, tenants::QuotaPatch, tenants::Tenant, tenants::TenantPatch},
 };
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::{schema::Schema, RefOr};
+use utoipa::{PartialSchema, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use hookgate_shared::AppState;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(create_tenant)
         .service(list_tenants)
         .service(get_tenant)
@@ -27,11 +31,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(create_key)
         .service(revoke_key);
     crate::admin_views::configure(cfg);
-    crate::v1::operational::configure(cfg);
+    crate::v1::operational::configure_admin(cfg);
     cfg.service(crate::v1::usage::tenant_usage);
 }
 
-#[derive(Deserialize)]
+/// A tenant to create: a name, and a uid to find it by.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct TenantIn {
     name: String,
@@ -39,8 +44,9 @@ struct TenantIn {
 }
 
 /// A field that may be absent, `null`, or a value: PATCH tells the three apart.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = TenantPatch)]
 struct TenantPatchIn {
     name: Option<String>,
     #[serde(default)]
@@ -56,6 +62,7 @@ struct TenantPatchIn {
     /// `{"apiRequestsPerSecond", …}`: each a number (0: no limit), `null` for the
     /// default, or absent to leave it; `null` for all of them.
     #[serde(default)]
+    #[schema(value_type = Option<HashMap<String, Option<i64>>>)]
     quotas: Maybe<serde_json::Map<String, serde_json::Value>>,
     /// Whether the tenant's endpoint transformations run (off by default).
     transformations: Option<bool>,
@@ -64,7 +71,8 @@ struct TenantPatchIn {
     egress_allow_networks: Option<Vec<String>>,
 }
 
-#[derive(Deserialize)]
+/// A tenant's retention to set: days, each `null` for the operator's default.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RetentionIn {
     #[serde(default)]
@@ -74,7 +82,7 @@ struct RetentionIn {
 }
 
 /// A tenant's retention: as set (`null` follows the operator's default), and in effect.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct RetentionOut {
     inbound_days: Option<i32>,
@@ -82,14 +90,17 @@ struct RetentionOut {
     effective: Effective,
 }
 
-#[derive(Serialize)]
+/// The retention in effect, in days.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = RetentionEffective)]
 struct Effective {
     inbound_days: i32,
     message_days: i32,
 }
 
-#[derive(Serialize)]
+/// A tenant, with its settings as set and in effect.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct TenantOut {
     id: String,
@@ -132,11 +143,24 @@ impl TenantOut {
 
 /// A tenant's quotas: as set (`null` follows the operator's default; 0 is no
 /// limit), and in effect.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = TenantQuotasOut)]
 struct QuotasOut {
     #[serde(flatten)]
+    #[schema(schema_with = own_quotas)]
     own: Quotas,
     effective: Quotas,
+}
+
+/// `Quotas` as flattened beside `effective`: without its ban on other fields.
+fn own_quotas() -> RefOr<Schema> {
+    match Quotas::schema() {
+        RefOr::T(Schema::Object(mut o)) => {
+            o.additional_properties = None;
+            RefOr::T(Schema::Object(o))
+        }
+        other => other,
+    }
 }
 
 /// A `quotas` PATCH: every name known, every value a whole number from 0 or `null`.
@@ -168,8 +192,10 @@ fn quota_patch(body: Maybe<serde_json::Map<String, serde_json::Value>>) -> Resul
     Ok(Some(patch))
 }
 
-#[derive(Serialize)]
+/// A new tenant, with its first API key (shown this once).
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = TenantCreatedOut)]
 struct CreatedTenant {
     #[serde(flatten)]
     tenant: TenantOut,
@@ -177,8 +203,10 @@ struct CreatedTenant {
     api_key_id: String,
 }
 
-#[derive(Serialize)]
+/// A new API key (shown this once).
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = ApiKeyCreatedOut)]
 struct CreatedKey {
     id: String,
     api_key: String,
@@ -200,6 +228,8 @@ fn uid_conflict(e: ApiError) -> ApiError {
     }
 }
 
+/// Creates a tenant and its first API key.
+#[utoipa::path(tag = "Admin", operation_id = "admin.tenant.create", responses((status = 201, body = CreatedTenant)))]
 #[post("/tenant")]
 async fn create_tenant(
     _: Operator,
@@ -229,6 +259,8 @@ async fn create_tenant(
     Ok(res)
 }
 
+/// Lists the tenants.
+#[utoipa::path(tag = "Admin", operation_id = "admin.tenant.list", responses((status = 200, body = Page<TenantOut>)))]
 #[get("/tenant")]
 async fn list_tenants(
     _: Operator,
@@ -248,7 +280,8 @@ pub(crate) async fn find(state: &AppState, tenant: &Ref<TenantId>) -> Result<Ten
 /// The operator's erasure of one of a tenant's customers (an application and
 /// everything under it), for a GDPR request made to the agency; as the tenant's
 /// own `DELETE /api/v1/app/{app_id}`.
-#[delete("/tenant/{id}/app/{app_id}")]
+#[utoipa::path(tag = "Admin", operation_id = "admin.application.erase", responses((status = 204, description = "erased"), (status = 202, body = crate::v1::applications::Erasing)))]
+#[delete("/tenant/{tenant_id}/app/{app_id}")]
 async fn erase_app(
     _: Operator,
     state: web::Data<AppState>,
@@ -262,7 +295,9 @@ async fn erase_app(
     crate::v1::applications::erase(&state, &tenant.id, &app.id).await
 }
 
-#[get("/tenant/{id}")]
+/// Gets a tenant by id or uid.
+#[utoipa::path(tag = "Admin", operation_id = "admin.tenant.get", responses((status = 200, body = TenantOut)))]
+#[get("/tenant/{tenant_id}")]
 async fn get_tenant(
     _: Operator,
     state: web::Data<AppState>,
@@ -271,7 +306,9 @@ async fn get_tenant(
     Ok(HttpResponse::Ok().json(TenantOut::new(find(&state, &id).await?, &state.config)))
 }
 
-#[patch("/tenant/{id}")]
+/// Changes the tenant's fields the body gives.
+#[utoipa::path(tag = "Admin", operation_id = "admin.tenant.patch", responses((status = 200, body = TenantOut)))]
+#[patch("/tenant/{tenant_id}")]
 async fn patch_tenant(
     _: Operator,
     state: web::Data<AppState>,
@@ -348,7 +385,9 @@ fn networks(given: &[String]) -> Result<Vec<String>, ApiError> {
     Ok(out)
 }
 
-#[delete("/tenant/{id}")]
+/// Deletes a tenant: its API keys stop working at once.
+#[utoipa::path(tag = "Admin", operation_id = "admin.tenant.delete", responses((status = 204, description = "deleted")))]
+#[delete("/tenant/{tenant_id}")]
 async fn delete_tenant(
     _: Operator,
     state: web::Data<AppState>,
@@ -363,7 +402,9 @@ async fn delete_tenant(
     Ok(HttpResponse::NoContent().finish())
 }
 
-#[post("/tenant/{id}/api-key")]
+/// Issues the tenant another API key.
+#[utoipa::path(tag = "Admin", operation_id = "admin.api-key.create", responses((status = 201, body = CreatedKey)))]
+#[post("/tenant/{tenant_id}/api-key")]
 async fn create_key(
     _: Operator,
     state: web::Data<AppState>,
@@ -380,7 +421,9 @@ async fn create_key(
     Ok(res)
 }
 
-#[delete("/tenant/{id}/api-key/{key_id}")]
+/// Revokes one of the tenant's API keys.
+#[utoipa::path(tag = "Admin", operation_id = "admin.api-key.revoke", responses((status = 204, description = "revoked")))]
+#[delete("/tenant/{tenant_id}/api-key/{key_id}")]
 async fn revoke_key(
     _: Operator,
     state: web::Data<AppState>,

@@ -26,9 +26,9 @@ pub mod v1;
 mod when;
 
 use actix_web::middleware::from_fn;
-use utoipa_actix_web::{scope, service_config::ServiceConfig};
 use hookgate_shared::{http::ApiError, store::page::PageRequest};
 use serde::Deserialize;
+use utoipa_actix_web::{scope, service_config::ServiceConfig};
 
 pub use patch::Maybe;
 pub use principal::{portal_access, FeatureFlags, KeyAuth, KeyHolder, Operator, PortalAccess, Principal, TenantAuth};
@@ -46,7 +46,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_operator))
-            .map(|s| s.configure(admin::configure)),
+            .configure(admin::configure),
     );
     cfg.service(
         scope("/api/v1")
@@ -68,10 +68,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     );
     // The pages last: their routes are patterns, tried on every request before
     // the ones that follow them (the scopes above are plain prefixes).
-    cfg.map(|c| {
-        ui::configure(c);
-        c
-    });
+    ui::configure(cfg);
 }
 
 /// `?limit=&iterator=` as Svix takes them.

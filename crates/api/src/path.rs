@@ -6,6 +6,10 @@ use std::ops::Deref;
 
 use hookgate_shared::ids::is_uid;
 use serde::Deserialize;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{RefOr, Required};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 /// An event type's name in a path: Svix's uid charset, 1 to 256 characters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,5 +30,32 @@ impl<'de> Deserialize<'de> for EventTypeName {
             return Err(serde::de::Error::custom("an event type name is 1 to 256 of a-z A-Z 0-9 - _ ."));
         }
         Ok(EventTypeName(s))
+    }
+}
+
+/// In the OpenAPI document: a string of Svix's uid charset.
+impl PartialSchema for EventTypeName {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(256))
+            .pattern(Some(r"^[a-zA-Z0-9\-_.]+$"))
+            .description(Some("An event type's name: 1 to 256 of a-z A-Z 0-9 - _ ."))
+            .into()
+    }
+}
+
+impl ToSchema for EventTypeName {}
+
+/// `web::Path<EventTypeName>` reads as one parameter, `{event_type_name}` as the routes name it.
+impl IntoParams for EventTypeName {
+    fn into_params(provider: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![ParameterBuilder::new()
+            .name("event_type_name")
+            .required(Required::True)
+            .parameter_in(provider().unwrap_or(ParameterIn::Path))
+            .schema(Some(Self::schema()))
+            .build()]
     }
 }

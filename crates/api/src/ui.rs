@@ -12,8 +12,9 @@ use hookgate_shared::{
     store::{portals, portals::PortalSettings},
     AppState,
 };
+use utoipa_actix_web::service_config::ServiceConfig;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(portal).service(console).service(asset);
 }
 
@@ -54,6 +55,7 @@ fn attr(s: &str) -> String {
 /// fragment, which the browser never sends: this page knows the tenant (for its
 /// branding and framing origins) and nothing else, and answers the same page for
 /// a tenant that does not exist.
+#[utoipa::path(tag = "UI", operation_id = "hookgate.ui.portal", security(()), responses((status = 200, content_type = "text/html", body = String, description = "the portal's page")))]
 #[get("/portal/{tenant}/{app}")]
 async fn portal(state: web::Data<AppState>, path: web::Path<(String, String)>) -> HttpResponse {
     let settings = match TenantId::parse(&path.0) {
@@ -81,6 +83,7 @@ async fn portal(state: web::Data<AppState>, path: web::Path<(String, String)>) -
 }
 
 /// `GET /console`: the operator's and the tenants' console; never framed.
+#[utoipa::path(tag = "UI", operation_id = "hookgate.ui.console", security(()), responses((status = 200, content_type = "text/html", body = String, description = "the console's page")))]
 #[get("/console")]
 async fn console() -> HttpResponse {
     page(CONSOLE_HTML.to_owned(), csp(&[], None), false)
@@ -99,6 +102,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("console.js", "text/javascript; charset=utf-8", include_str!("../ui/console.js")),
 ];
 
+/// `GET /ui/{name}`: a stylesheet or script of the pages, embedded in the binary.
+#[utoipa::path(tag = "UI", operation_id = "hookgate.ui.asset", security(()), responses((status = 200, description = "the asset", content((String = "text/css"), (String = "text/javascript")))))]
 #[get("/ui/{name}")]
 async fn asset(name: web::Path<String>) -> HttpResponse {
     match ASSETS.iter().find(|(n, _, _)| *n == name.as_str()) {

@@ -13,7 +13,8 @@ fn in_range<E: serde::de::Error>(t: DateTime<Utc>) -> Result<DateTime<Utc>, E> {
 }
 
 /// `?since=&until=`: a window of time a query asks about, either end open.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Window {
     #[serde(default, deserialize_with = "opt")]
     pub since: Option<DateTime<Utc>>,

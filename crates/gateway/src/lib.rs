@@ -8,6 +8,7 @@
 //! start the same server in-process on port 0.
 
 pub mod health;
+pub mod openapi;
 pub mod paths;
 pub mod startup;
 pub mod telemetry;

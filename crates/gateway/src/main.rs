@@ -52,6 +52,9 @@ enum Command {
     /// Read the cold archive of dropped partitions (needs no database).
     #[command(subcommand)]
     Archive(archive_cli::ArchiveCommand),
+    /// Print the OpenAPI document of every route (what `/openapi.json` serves;
+    /// needs no database), e.g. to generate a client from.
+    Openapi,
     /// Runs endpoint transformations for a Hookgate process, one job per line on
     /// stdin: started by Hookgate itself, with no environment.
     #[command(name = "transform-sandbox", hide = true)]
@@ -89,6 +92,10 @@ fn main() -> std::process::ExitCode {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(_) => std::process::ExitCode::FAILURE,
         };
+    }
+    if let Command::Openapi = cli.command {
+        println!("{}", hookgate_gateway::openapi::document());
+        return std::process::ExitCode::SUCCESS;
     }
     if let Command::Archive(cmd) = cli.command {
         return match actix_web::rt::System::new().block_on(archive_cli::run(cmd)) {
@@ -163,7 +170,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Import(ImportCommand::Environment(args)) => {
             import_cli::run_environment(args, AppState::new(config)?).await?
         }
-        Command::Archive(_) => unreachable!("runs without the configuration, in main"),
+        Command::Archive(_) | Command::Openapi => unreachable!("runs without the configuration, in main"),
         Command::TransformSandbox => unreachable!("runs without the configuration, in main"),
     }
     Ok(())

@@ -17,6 +17,11 @@ use actix_web::{
 /// The path with runs of `/` made one and a trailing `/` dropped (but for `/`
 /// itself), or `None` when it is already so.
 pub fn normalized(path: &str) -> Option<String> {
+    // The API document's page (`/docs/`) is static files under a directory, whose
+    // relative links need the slash.
+    if path.starts_with(crate::openapi::PAGE) {
+        return None;
+    }
     let doubled = path.as_bytes().windows(2).any(|w| w == b"//");
     let trailing = path.len() > 1 && path.ends_with('/');
     if !doubled && !trailing {
@@ -68,6 +73,7 @@ mod tests {
         assert_eq!(normalized("/api/v1/app/a/msg/").as_deref(), Some("/api/v1/app/a/msg"));
         assert_eq!(normalized("/api//v1///app/a/msg").as_deref(), Some("/api/v1/app/a/msg"));
         assert_eq!(normalized("//").as_deref(), Some("/"));
+        assert_eq!(normalized("/docs/"), None, "the document's page keeps its directory's slash");
         assert_eq!(normalized("/"), None);
         assert_eq!(normalized("/api/v1/app/a/msg"), None);
         assert_eq!(normalized(""), None);

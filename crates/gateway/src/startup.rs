@@ -24,7 +24,9 @@ use hookgate_egress::{
 };
 use hookgate_ingress::{commit::GroupCommit, metrics::IngressMetrics};
 
-use crate::{health, paths, telemetry, AppState};
+use utoipa_actix_web::AppExt;
+
+use crate::{health, openapi, paths, telemetry, AppState};
 
 /// What a process serves. Every role serves health and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,11 +42,11 @@ pub enum Role {
 }
 
 impl Role {
-    fn serves_api(self) -> bool {
+    pub fn serves_api(self) -> bool {
         matches!(self, Role::All | Role::Api)
     }
 
-    fn serves_ingress(self) -> bool {
+    pub fn serves_ingress(self) -> bool {
         matches!(self, Role::All | Role::Ingress)
     }
 
@@ -105,33 +107,33 @@ impl Application {
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
             App::new()
-                .app_data(data.clone())
-                .app_data(egress_data.clone())
-                .app_data(ingress_data.clone())
-                .app_data(forwarder.clone())
-                .app_data(group_commit.clone())
-                .app_data(alerts.clone())
-                .app_data(certificates.clone())
-                .app_data(publisher.clone())
-                .app_data(json_config(max_body))
-                .app_data(web::PayloadConfig::new(max_body))
-                .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
-                .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()))
-                // Paths as Svix serves them: `/api/v1/app/{app}/msg/` is `/api/v1/app/{app}/msg`.
-                .wrap(from_fn(paths::normalize))
-                .wrap(from_fn(telemetry::observe))
-                .service(health::healthz)
-                .service(health::readyz)
-                .service(health::api_health)
-                .service(health::openapi)
-                .configure(|cfg| {
-                    if role.serves_api() {
-                        hookgate_api::configure(cfg);
-                    }
-                    if role.serves_ingress() {
-                        cfg.configure(hookgate_ingress::configure_receive);
-                    }
+                .into_utoipa_app()
+                .map(|app| {
+                    app.app_data(data.clone())
+                        .app_data(egress_data.clone())
+                        .app_data(ingress_data.clone())
+                        .app_data(forwarder.clone())
+                        .app_data(group_commit.clone())
+                        .app_data(alerts.clone())
+                        .app_data(certificates.clone())
+                        .app_data(publisher.clone())
+                        .app_data(json_config(max_body))
+                        .app_data(web::PayloadConfig::new(max_body))
+                        .app_data(
+                            web::QueryConfig::default()
+                                .error_handler(|e, _| ApiError::Validation(e.to_string()).into()),
+                        )
+                        .app_data(
+                            web::PathConfig::default().error_handler(|e, _| ApiError::Validation(e.to_string()).into()),
+                        )
+                        // Paths as Svix serves them: `/api/v1/app/{app}/msg/` is `/api/v1/app/{app}/msg`.
+                        .wrap(from_fn(paths::normalize))
+                        .wrap(from_fn(telemetry::observe))
                 })
+                .configure(|cfg| openapi::routes(cfg, role))
+                .into_app()
+                // Last, as a pattern (`/docs/{_:.*}`) is tried on every request that reaches it.
+                .service(openapi::page())
                 .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(ApiError::NotFound("route")) }))
         })
         .listen(listener)?

@@ -114,9 +114,25 @@ struct Subscribe {
     challenge: Option<String>,
 }
 
+/// Adobe Sign's check, answered: its client id, echoed.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct AdobeSignEcho {
+    #[serde(rename = "xAdobeSignClientId")]
+    x_adobe_sign_client_id: String,
+}
+
 /// A sender's check of an ingest source's URL before it sends: Meta's
 /// `hub.mode=subscribe` with the verify token (answered with `hub.challenge`),
 /// Adobe Sign's client id (echoed). Anything else: 404.
+#[utoipa::path(
+    tag = "Receiving",
+    operation_id = "hookgate.in.subscribe",
+    security(()),
+    responses(
+        (status = 200, content_type = "text/plain", body = String, description = "Meta: `hub.challenge`, echoed"),
+        (status = 200, content_type = "application/json", body = AdobeSignEcho, description = "Adobe Sign: the client id, echoed"),
+    )
+)]
 #[get("/in/{source_id}/{token}")]
 pub async fn subscribe(
     req: HttpRequest,
@@ -160,7 +176,7 @@ pub async fn subscribe(
             }
             Ok(HttpResponse::Ok()
                 .insert_header(("X-AdobeSign-ClientId", presented.to_owned()))
-                .json(serde_json::json!({ "xAdobeSignClientId": presented })))
+                .json(AdobeSignEcho { x_adobe_sign_client_id: presented.to_owned() }))
         }
         _ => Err(ApiError::NotFound("route")),
     }

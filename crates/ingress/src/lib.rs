@@ -25,10 +25,8 @@ pub mod verify;
 #[cfg(test)]
 mod props;
 
-use actix_web::web;
-
 /// Registers `POST /in/{source_id}` (no credential but the signature) and an
 /// ingest source's `POST /in/{source_id}/{token}`.
-pub fn configure_receive(cfg: &mut web::ServiceConfig) {
+pub fn configure_receive(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
     cfg.service(receive::receive).service(receive::receive_ingest).service(door::subscribe);
 }

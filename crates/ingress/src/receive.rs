@@ -14,7 +14,6 @@ use hookgate_shared::{
     store::{sources, StoreError},
     AppState,
 };
-use serde_json::json;
 use tracing::Instrument;
 
 use hookgate_shared::{limits, quota::Limit, store::usage::Counter};
@@ -105,8 +104,44 @@ async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, R
     Ok(body)
 }
 
+/// What a sender is told of an admitted request (a provider's handshake is
+/// answered in the provider's own shape instead).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Received {
+    /// `accepted` the first time, `duplicate` for a copy of an admitted event.
+    status: &'static str,
+    /// The inbound event's id (`null` for a duplicate whose original is gone).
+    event_id: Option<hookgate_shared::ids::InboundEventId>,
+    /// The deduplication key the event was admitted under.
+    key: String,
+}
+
+/// What `/in/…` answers with 200 (for the document only: the two are written
+/// where they are made).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum Answer {
+    /// An admission.
+    Admitted(Received),
+    /// A provider's set-up request (Slack's `url_verification`, Zoom's
+    /// `endpoint.url_validation`, Discord's ping, …), answered in the provider's shape.
+    Handshake(serde_json::Map<String, serde_json::Value>),
+}
+
 /// A source's door: `/in/{source_id}`. An ingest source has no such door (its
 /// URL carries a token): 404, as for a source that does not exist.
+#[utoipa::path(
+    tag = "Receiving",
+    operation_id = "hookgate.in.receive",
+    security(()),
+    request_body(content = String, description = "The provider's request, exactly as it signed it.", content_type = "application/octet-stream"),
+    responses(
+        (status = 200, body = Answer, description = "Admitted (see `Hookgate-Duplicate`), or a provider's handshake answered in its own shape"),
+        (status = 204, description = "A provider's handshake with no body"),
+    )
+)]
 #[post("/in/{source_id}")]
 pub async fn receive(
     req: HttpRequest,
@@ -119,6 +154,16 @@ pub async fn receive(
 
 /// An ingest source's door: `/in/{source_id}/{token}` (its `ingestUrl`). A wrong
 /// token, or a token on a source that is not an ingest source, answers 404.
+#[utoipa::path(
+    tag = "Receiving",
+    operation_id = "hookgate.in.receive-ingest",
+    security(()),
+    request_body(content = String, description = "The provider's request, exactly as it signed it.", content_type = "application/octet-stream"),
+    responses(
+        (status = 200, body = Answer, description = "Admitted (see `Hookgate-Duplicate`), or a provider's handshake answered in its own shape"),
+        (status = 204, description = "A provider's handshake with no body"),
+    )
+)]
 #[post("/in/{source_id}/{token}")]
 pub async fn receive_ingest(
     req: HttpRequest,
@@ -210,7 +255,7 @@ async fn receive_at(
             if let Some(id) = crate::door::adobe_sign_echo(&req, &source) {
                 res.insert_header(("X-AdobeSign-ClientId", id));
             }
-            Ok(res.json(json!({ "status": body_status, "eventId": id, "key": key })))
+            Ok(res.json(Received { status: body_status, event_id: id, key }))
         }
         Err(refusal) => {
             metrics.request(tenant, refusal.outcome());
@@ -273,7 +318,10 @@ async fn handle(
     };
     let preset = verify::preset(&source.provider);
     if preset.unsigned_ping.is_some_and(|ping| ping(&request)) {
-        return Ok(Outcome::Handshake(verify::Handshake { status: 200, body: Some(json!({ "status": "ping" })) }));
+        return Ok(Outcome::Handshake(verify::Handshake {
+            status: 200,
+            body: Some(serde_json::json!({ "status": "ping" })),
+        }));
     }
     verify::verify(&request, &secrets, certs)
         .instrument(hookgate_shared::otel_span!("ingress.verify", provider = %source.provider.name()))

@@ -10,8 +10,8 @@ use utoipa::openapi::{RefOr, Required};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use crate::ids::{
-    ApiKeyId, AppId, AttemptId, EndpointId, InboundEventId, IntegrationId, MessageId, Prefixed, Ref, SourceId,
-    TaskId, TenantId,
+    ApiKeyId, AppId, AttemptId, EndpointId, InboundEventId, IntegrationId, MessageId, Prefixed, Ref, SourceId, TaskId,
+    TenantId,
 };
 
 /// A string schema with a description.
@@ -30,7 +30,18 @@ macro_rules! id_schema {
     )*};
 }
 
-id_schema!(TenantId, ApiKeyId, AppId, EndpointId, MessageId, AttemptId, SourceId, InboundEventId, IntegrationId, TaskId);
+id_schema!(
+    TenantId,
+    ApiKeyId,
+    AppId,
+    EndpointId,
+    MessageId,
+    AttemptId,
+    SourceId,
+    InboundEventId,
+    IntegrationId,
+    TaskId
+);
 
 impl<T: Prefixed> utoipa::__dev::ComposeSchema for Ref<T> {
     fn compose(_: Vec<RefOr<Schema>>) -> RefOr<Schema> {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// One value per limit; `None` follows the operator's default, `Some(0)` is no
 /// limit. The operator's defaults (`Config::quotas`) have every value set.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Quotas {
     pub api_requests_per_second: Option<i64>,

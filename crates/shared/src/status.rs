@@ -3,7 +3,11 @@
 //! what kind of destination an endpoint row is.
 //! Stored as numbers or words, checked by the database, parsed where a row is read.
 
+use std::borrow::Cow;
+
 use serde::{Serialize, Serializer};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::RefOr;
 
 /// A delivery's (and an attempt's) status, as Svix numbers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,6 +69,19 @@ impl Serialize for DeliveryStatus {
     }
 }
 
+/// In the OpenAPI document: Svix's `MessageStatus`, the number it is written as.
+impl utoipa::PartialSchema for DeliveryStatus {
+    fn schema() -> RefOr<Schema> {
+        number_enum("The status: 0 success, 1 pending, 2 fail, 3 sending, 4 canceled.", &[0, 1, 2, 3, 4])
+    }
+}
+
+impl utoipa::ToSchema for DeliveryStatus {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("MessageStatus")
+    }
+}
+
 /// What made an attempt: the retry schedule, or a resend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Trigger {
@@ -97,8 +114,31 @@ impl Serialize for Trigger {
     }
 }
 
+/// In the OpenAPI document: Svix's `MessageAttemptTriggerType`, the number it is written as.
+impl utoipa::PartialSchema for Trigger {
+    fn schema() -> RefOr<Schema> {
+        number_enum("What made the attempt: 0 the schedule, 1 a manual resend.", &[0, 1])
+    }
+}
+
+impl utoipa::ToSchema for Trigger {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("MessageAttemptTriggerType")
+    }
+}
+
+/// An integer schema that takes only `values`.
+fn number_enum(description: &str, values: &[i16]) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .description(Some(description))
+        .enum_values(Some(values.iter().copied()))
+        .into()
+}
+
 /// An inbound event's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
 pub enum InboundStatus {
     /// Async mode: committed with its message.
     Accepted,

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use actix_web::{delete, get, post, put, web, HttpResponse};
+use hookgate_shared::store::page::Page;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -14,24 +15,25 @@ use hookgate_shared::{
 };
 use serde::Deserialize;
 use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::idempotency::RequestKey;
 use crate::v1::endpoint_extras::{
-    check_headers, headers_answer, rotate, secret_answer, store_headers, Rotated, Rotation,
+    check_headers, headers_answer, rotate, secret_answer, store_headers, EndpointHeadersOut, EndpointSecretOut,
+    Rotated, Rotation,
 };
 use crate::v1::endpoints::{allowed, insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
 use crate::v1::validate::RotateIn;
 use crate::{optional_json, KeyAuth, PageQuery};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(upsert).service(delete_one);
     cfg.service(get_secret).service(rotate_secret).service(get_headers).service(set_headers);
 }
 
-type SourcePath = web::Path<Ref<SourceId>>;
-pub(super) type EpPath = web::Path<(Ref<SourceId>, Ref<EndpointId>)>;
-
-#[derive(Deserialize)]
+/// An ingest source's endpoint to create or replace.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct IngestEndpointIn {
     url: String,
@@ -87,11 +89,13 @@ pub(super) async fn find(
     Ok((app, found))
 }
 
+/// Lists the source's endpoints.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
 #[get("/source/{source_id}/endpoint")]
 async fn list(
     key: KeyAuth,
     state: web::Data<AppState>,
-    path: SourcePath,
+    path: web::Path<Ref<SourceId>>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = source_app(&state, &key.0, &path).await?;
@@ -105,11 +109,13 @@ fn headers_of(b: &IngestEndpointIn) -> Result<Option<serde_json::Value>, ApiErro
     b.headers.as_ref().map(crate::v1::validate::given_headers).transpose()
 }
 
+/// Creates an endpoint that receives everything the source admits.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.create", responses((status = 201, body = EndpointOut)))]
 #[post("/source/{source_id}/endpoint")]
 async fn create(
     key: KeyAuth,
     state: web::Data<AppState>,
-    path: SourcePath,
+    path: web::Path<Ref<SourceId>>,
     body: web::Json<IngestEndpointIn>,
     request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
@@ -120,18 +126,25 @@ async fn create(
     insert(&state, &key.0, &app, made, request.as_deref(), Notify::Yes).await
 }
 
+/// Gets one of the source's endpoints.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.get", responses((status = 200, body = EndpointOut)))]
 #[get("/source/{source_id}/endpoint/{endpoint_id}")]
-async fn get_one(key: KeyAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn get_one(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
+) -> Result<HttpResponse, ApiError> {
     let (_, ep) = find(&state, &key.0, &path.0, &path.1).await?;
     Ok(HttpResponse::Ok().json(EndpointOut::from(ep)))
 }
 
 /// PUT: replaces the endpoint, or creates it with the path as its `uid` (201).
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.update", responses((status = 200, body = EndpointOut), (status = 201, description = "created under the path as its uid", body = EndpointOut)))]
 #[put("/source/{source_id}/endpoint/{endpoint_id}")]
 async fn upsert(
     key: KeyAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
     body: web::Json<IngestEndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let mut fields = body.endpoint_in().fields(&allowed(&state, &key.0).await?)?;
@@ -147,24 +160,38 @@ async fn upsert(
     }
 }
 
+/// Deletes one of the source's endpoints.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.delete", responses((status = 204, description = "deleted")))]
 #[delete("/source/{source_id}/endpoint/{endpoint_id}")]
-async fn delete_one(key: KeyAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn delete_one(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
+) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
     remove(&state, &key.0, &app, &ep, Notify::Yes).await
 }
 
+/// Gets the endpoint's signing secret.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.get-secret", responses((status = 200, body = EndpointSecretOut)))]
 #[get("/source/{source_id}/endpoint/{endpoint_id}/secret")]
-async fn get_secret(key: KeyAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn get_secret(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
+) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
     secret_answer(&state, &key.0, &app, &ep)
 }
 
-/// The old secret keeps signing beside the new one for the grace period (24 h by default).
+/// Rotates the endpoint's signing secret: the old one keeps signing beside the
+/// new one for the grace period (24 h by default).
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.rotate-secret", request_body = Option<RotateIn>, responses((status = 204, description = "rotated; the new key is read with `get-secret`")))]
 #[post("/source/{source_id}/endpoint/{endpoint_id}/secret/rotate")]
 async fn rotate_secret(
     key: KeyAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
     body: web::Bytes,
     request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
@@ -174,23 +201,33 @@ async fn rotate_secret(
     rotate(&state, &key.0, &app, &ep.id, rotation, request.as_deref(), Rotated::NoContent).await
 }
 
+/// Gets the endpoint's custom headers; sensitive ones by name only.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.get-headers", responses((status = 200, body = EndpointHeadersOut)))]
 #[get("/source/{source_id}/endpoint/{endpoint_id}/headers")]
-async fn get_headers(key: KeyAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn get_headers(
+    key: KeyAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
+) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
     headers_answer(&state, &key.0, &app, &ep, false)
 }
 
-#[derive(Deserialize)]
+/// The custom headers to send with every request, replacing the previous ones.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = IngestEndpointHeadersIn)]
 struct HeadersIn {
     headers: HashMap<String, String>,
 }
 
+/// Replaces the endpoint's custom headers.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.update-headers", responses((status = 204, description = "saved")))]
 #[put("/source/{source_id}/endpoint/{endpoint_id}/headers")]
 async fn set_headers(
     key: KeyAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
     body: web::Json<HeadersIn>,
 ) -> Result<HttpResponse, ApiError> {
     let checked: HashMap<String, Option<String>> =

@@ -2,45 +2,57 @@
 //! transformation, and the source's consumer portal (`dashboard`).
 
 use actix_web::{get, patch, post, web, HttpMessage, HttpRequest, HttpResponse};
-use hookgate_shared::{db, http::ApiError, ids::Ref, ids::SourceId, store::applications, AppState};
+use hookgate_shared::{
+    db,
+    http::ApiError,
+    ids::{EndpointId, Ref, SourceId},
+    store::applications,
+    AppState,
+};
 use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::endpoints::{find, source_app, EpPath};
-use crate::v1::portal::{mint, Minted};
-use crate::v1::transformations::{get_of, patch_of, TransformationPatch};
+use super::endpoints::{find, source_app};
+use crate::v1::portal::{mint, Minted, PortalAccessOut};
+use crate::v1::transformations::{get_of, patch_of, EndpointTransformationOut, TransformationPatch};
 use crate::{optional_json, KeyAuth, Principal, TenantAuth};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_transformation).service(patch_transformation).service(dashboard);
 }
 
 /// The transformation run on each event the source admits before it is sent to
 /// this endpoint: the endpoint's own, as `…/app/{app}/endpoint/{id}/transformation`.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.get-transformation", responses((status = 200, body = EndpointTransformationOut)))]
 #[get("/source/{source_id}/endpoint/{endpoint_id}/transformation")]
 async fn get_transformation(
     key: KeyAuth,
     req: HttpRequest,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
     get_of(&TenantAuth(key.0), &req, &state, app, ep).await
 }
 
-/// Sets what the body gives and keeps the rest; 204.
+/// Sets what the body gives of the endpoint's transformation and keeps the rest.
+#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.set-transformation", responses((status = 204, description = "saved")))]
 #[patch("/source/{source_id}/endpoint/{endpoint_id}/transformation")]
 async fn patch_transformation(
     key: KeyAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<SourceId>, Ref<EndpointId>)>,
     body: web::Json<TransformationPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
     patch_of(&TenantAuth(key.0), &state, body.into_inner(), app, ep).await
 }
 
-#[derive(Deserialize, Default)]
+/// What the source's portal token may do, and for how long.
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = IngestSourceConsumerPortalAccessIn)]
 struct DashboardIn {
     /// Seconds, 1 hour to 7 days; 7 days when absent.
     expiry: Option<i64>,
@@ -50,6 +62,7 @@ struct DashboardIn {
 /// The source's consumer portal: an app-portal token (and the portal's URL) for
 /// the application that holds the source's endpoints, where its customer sees
 /// what arrived and where it went.
+#[utoipa::path(tag = "Ingest", operation_id = "v1.ingest.dashboard", request_body = Option<DashboardIn>, responses((status = 200, body = PortalAccessOut)))]
 #[post("/source/{source_id}/dashboard")]
 async fn dashboard(
     key: KeyAuth,

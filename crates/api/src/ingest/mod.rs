@@ -2,16 +2,12 @@
 //! the same store as `/api/v1/source` (an ingest source is a source with a type,
 //! a token and an application of its own; see docs/ingest.md).
 
-
 mod endpoints;
 mod extras;
 mod sources;
 
 pub fn configure(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
-    cfg.map(|c| {
-        sources::configure(c);
-        endpoints::configure(c);
-        extras::configure(c);
-        c
-    });
+    sources::configure(cfg);
+    endpoints::configure(cfg);
+    extras::configure(cfg);
 }

@@ -23,12 +23,14 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::idempotency::{answer, RequestKey};
 use crate::v1::validate;
 use crate::{KeyAuth, PageQuery};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(upsert).service(delete_one).service(rotate_token);
 }
 
@@ -49,7 +51,8 @@ async fn cron_room(db: &impl tokio_postgres::GenericClient, tenant: &TenantId, c
 const TOKEN_GRACE_HOURS: i64 = 48;
 const MOST_OLD_TOKENS: usize = 3;
 
-#[derive(Deserialize)]
+/// An ingest source to create or replace: its type and the type's settings.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct IngestSourceIn {
     name: String,
@@ -57,11 +60,13 @@ struct IngestSourceIn {
     metadata: Option<HashMap<String, String>>,
     #[serde(rename = "type")]
     kind: String,
+    /// The type's settings (its secret among them), as Svix names them.
     #[serde(default)]
     config: Option<Value>,
 }
 
-#[derive(Serialize)]
+/// An ingest source: its `ingestUrl`, type and settings that are no secret.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct IngestSourceOut {
     id: String,
@@ -71,12 +76,20 @@ struct IngestSourceOut {
     ingest_url: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    #[schema(value_type = HashMap<String, String>)]
     metadata: Value,
     #[serde(rename = "type")]
     kind: String,
     /// Secrets are never shown back: what is shown is the settings that are no
     /// secret (a cron source's), `{}` for the others.
     config: Value,
+}
+
+/// A rotated token's `ingestUrl`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct RotateTokenOut {
+    ingest_url: String,
 }
 
 /// The `ingestUrl` of a source whose token is `token`.
@@ -196,6 +209,8 @@ async fn find(state: &AppState, tenant: &TenantId, id: &Ref<SourceId>) -> Result
     ingest_sources::get(&**conn, tenant, id, false).await?.ok_or(ApiError::NotFound("ingest source"))
 }
 
+/// Lists the tenant's ingest sources.
+#[utoipa::path(tag = "Ingest Source", operation_id = "v1.ingest.source.list", responses((status = 200, body = Page<IngestSourceOut>)))]
 #[get("/source")]
 async fn list(
     key: KeyAuth,
@@ -257,6 +272,8 @@ async fn insert(
     Ok(res)
 }
 
+/// Creates an ingest source and the application that holds its endpoints.
+#[utoipa::path(tag = "Ingest Source", operation_id = "v1.ingest.source.create", responses((status = 201, body = IngestSourceOut)))]
 #[post("/source")]
 async fn create(
     key: KeyAuth,
@@ -269,6 +286,8 @@ async fn create(
     insert(&state, &req, &key.0, &c, request.as_deref()).await
 }
 
+/// Gets an ingest source by id or uid.
+#[utoipa::path(tag = "Ingest Source", operation_id = "v1.ingest.source.get", responses((status = 200, body = IngestSourceOut)))]
 #[get("/source/{source_id}")]
 async fn get_one(
     key: KeyAuth,
@@ -281,6 +300,7 @@ async fn get_one(
 
 /// PUT: replaces the source's name, uid, metadata, type and config (its token
 /// and endpoints stay), or creates it with the path as its `uid` (201).
+#[utoipa::path(tag = "Ingest Source", operation_id = "v1.ingest.source.update", responses((status = 200, body = IngestSourceOut), (status = 201, description = "created under the path as its uid", body = IngestSourceOut)))]
 #[put("/source/{source_id}")]
 async fn upsert(
     key: KeyAuth,
@@ -347,6 +367,7 @@ async fn upsert(
 /// disabled at once (its URL answers 404), then its events, messages, endpoints
 /// and itself go, in bounded steps the pruners finish if this request cannot
 /// (204, or 202 while a large one is erased; a retry carries on).
+#[utoipa::path(tag = "Ingest Source", operation_id = "v1.ingest.source.delete", responses((status = 204, description = "erased"), (status = 202, body = crate::v1::applications::Erasing)))]
 #[delete("/source/{source_id}")]
 async fn delete_one(
     key: KeyAuth,
@@ -359,6 +380,7 @@ async fn delete_one(
 
 /// A new token for the `ingestUrl`; the previous one still opens the source for
 /// 48 hours, and at most three rotated-out tokens are open at once (409 beyond).
+#[utoipa::path(tag = "Ingest Source", operation_id = "v1.ingest.source.rotate-token", responses((status = 200, body = RotateTokenOut)))]
 #[post("/source/{source_id}/token/rotate")]
 async fn rotate_token(
     key: KeyAuth,
@@ -389,7 +411,7 @@ async fn rotate_token(
     let hash = state.api_keys.hash(&token);
     ingest_sources::rotate_token(&*tx, &key.0, &s.id, &NewToken { sealed: &sealed, hash: &hash }, &old, &state.caches)
         .await?;
-    let body = json!({ "ingestUrl": ingest_url(&req, &state, &s.id, &token) });
+    let body = RotateTokenOut { ingest_url: ingest_url(&req, &state, &s.id, &token) };
     let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &body).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(res)

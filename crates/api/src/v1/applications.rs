@@ -22,9 +22,9 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 
 use super::validate;
+use hookgate_shared::store::page::Page;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
-use hookgate_shared::store::page::Page;
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_app).service(update).service(patch_app).service(delete_app);
@@ -32,6 +32,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = ApplicationIn)]
 pub(crate) struct AppIn {
     name: String,
     uid: Option<String>,
@@ -43,6 +44,7 @@ pub(crate) struct AppIn {
 
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = ApplicationPatch)]
 struct AppPatch {
     name: Option<String>,
     #[serde(default)]

@@ -8,6 +8,7 @@ use actix_web::{delete, get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, AttemptId, EndpointId, MessageId, Ref};
 use hookgate_shared::status::{DeliveryStatus, Trigger};
+use hookgate_shared::store::page::Page;
 use hookgate_shared::store::{erasure, StoreError};
 use hookgate_shared::{
     db,
@@ -19,6 +20,8 @@ use hookgate_shared::{
     AppState,
 };
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{
     applications::find as find_app,
@@ -26,7 +29,7 @@ use super::{
     messages::{ContentQuery, MessageListQuery, MessageOut},
 };
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(by_endpoint)
         .service(by_msg)
         .service(get_one)
@@ -36,8 +39,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(expunge_content);
 }
 
-#[derive(Serialize)]
+/// One attempt to deliver a message to an endpoint.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = MessageAttemptOut)]
 pub(super) struct AttemptOut {
     id: String,
     msg_id: String,
@@ -47,12 +52,15 @@ pub(super) struct AttemptOut {
     response_status_code: i16,
     response_duration_ms: i64,
     status: DeliveryStatus,
+    /// The status in words: `success`, `pending`, `fail`, `sending` or `canceled`.
+    #[schema(example = "success")]
     status_text: &'static str,
     trigger_type: Trigger,
     timestamp: DateTime<Utc>,
     /// Hookgate's own: the headers the request went with (sensitive custom
     /// header values redacted); absent for attempts made before they were kept.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<HashMap<String, String>>)]
     request_headers: Option<serde_json::Value>,
 }
 
@@ -75,7 +83,9 @@ impl From<Attempt> for AttemptOut {
     }
 }
 
-#[derive(Deserialize)]
+/// `?status=&status_code_class=&endpoint_id=&before=&after=`: which attempts to list.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct AttemptQuery {
     status: Option<i16>,
     status_code_class: Option<i16>,
@@ -98,6 +108,8 @@ impl AttemptQuery {
     }
 }
 
+/// The endpoint's attempts, newest first.
+#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.list-by-endpoint", responses((status = 200, body = Page<AttemptOut>)))]
 #[get("/app/{app_id}/attempt/endpoint/{endpoint_id}")]
 async fn by_endpoint(
     tenant: TenantAuth,
@@ -112,6 +124,8 @@ async fn by_endpoint(
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
 }
 
+/// The message's attempts, newest first.
+#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.list-by-msg", responses((status = 200, body = Page<AttemptOut>)))]
 #[get("/app/{app_id}/attempt/msg/{msg_id}")]
 async fn by_msg(
     tenant: TenantAuth,
@@ -128,6 +142,8 @@ async fn by_msg(
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
 }
 
+/// One attempt of the message.
+#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.get", responses((status = 200, body = AttemptOut)))]
 #[get("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}")]
 async fn get_one(
     tenant: TenantAuth,
@@ -141,16 +157,23 @@ async fn get_one(
     Ok(HttpResponse::Ok().json(AttemptOut::from(a)))
 }
 
-#[derive(Serialize)]
+/// An endpoint the message was sent to, and how its delivery stands.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = MessageEndpointOut)]
 struct DestinationOut {
     #[serde(flatten)]
     endpoint: EndpointOut,
     status: DeliveryStatus,
+    /// The status in words, as in `MessageAttemptOut`.
+    #[schema(example = "pending")]
     status_text: &'static str,
+    /// When the next try is due, while the delivery is pending.
     next_attempt: Option<DateTime<Utc>>,
 }
 
+/// The endpoints the message was sent to, with each delivery's status.
+#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.list-attempted-destinations", responses((status = 200, body = Page<DestinationOut>)))]
 #[get("/app/{app_id}/msg/{msg_id}/endpoint")]
 async fn destinations(
     tenant: TenantAuth,
@@ -170,17 +193,23 @@ async fn destinations(
     })))
 }
 
-#[derive(Serialize)]
+/// A message sent to the endpoint, and how its delivery stands.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct EndpointMessageOut {
     #[serde(flatten)]
     message: MessageOut,
     status: DeliveryStatus,
+    /// The status in words, as in `MessageAttemptOut`.
+    #[schema(example = "pending")]
     status_text: &'static str,
+    /// When the next try is due, while the delivery is pending.
     next_attempt: Option<DateTime<Utc>>,
 }
 
-#[derive(Deserialize)]
+/// `?status=`: only deliveries of this status.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StatusQuery {
     status: Option<i16>,
 }
@@ -204,6 +233,8 @@ impl StatusQuery {
     }
 }
 
+/// The messages sent to the endpoint, with each delivery's status.
+#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.list-attempted-messages", responses((status = 200, body = Page<EndpointMessageOut>)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/msg")]
 async fn attempted_messages(
     tenant: TenantAuth,
@@ -228,6 +259,7 @@ async fn attempted_messages(
 }
 
 /// Schedules one manual attempt; its `webhook-id` is the message id, as on every try.
+#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.resend", responses((status = 202, body = EmptyResponse)))]
 #[post("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend")]
 async fn resend(
     tenant: TenantAuth,
@@ -248,14 +280,19 @@ async fn resend(
         return Err(ApiError::NotFound("message"));
     }
     // `{}`: current Svix SDKs parse the body of this 202.
-    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &serde_json::json!({})).await?;
+    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &EmptyResponse {}).await?;
     tx.commit().await.map_err(StoreError::from)?;
     state.wake.poke();
     Ok(res)
 }
 
+/// An empty object, `{}`.
+#[derive(Serialize, ToSchema)]
+struct EmptyResponse {}
+
 /// Svix's `v1.message-attempt.expunge-content`: the response body the endpoint
 /// returned is erased; the attempt reads `EXPUNGED`.
+#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.expunge-content", responses((status = 204, description = "the response body was erased")))]
 #[delete("/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content")]
 async fn expunge_content(
     key: KeyAuth,

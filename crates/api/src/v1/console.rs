@@ -3,30 +3,76 @@
 
 use crate::KeyAuth;
 use actix_web::{get, put, web, HttpResponse};
+use chrono::{DateTime, Utc};
 use hookgate_ingress::key::{self, KeyKind};
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{SourceId, TenantId},
     inbound_keys::{self, DedupeKey},
-    store::{attempts, delivery_views, page::PageRequest, portals, search, sources},
+    status::DeliveryStatus,
+    store::{attempts, delivery_views, page::PageRequest, portals, portals::PortalSettings, search, sources},
     AppState,
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{
-    attempts::AttemptOut, endpoints::EndpointOut, inbound_events::out as inbound_out, messages::MessageOut,
+    attempts::AttemptOut,
+    endpoints::EndpointOut,
+    inbound_events::{out as inbound_out, EventOut},
+    messages::MessageOut,
     portal_settings,
 };
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(find).service(get_portal).service(put_portal);
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct SearchQuery {
+    /// What to look for (at most 256 characters).
     q: String,
+}
+
+/// What a search found, both ways.
+#[derive(Serialize, ToSchema)]
+struct SearchOut {
+    /// The query, trimmed.
+    query: String,
+    inbound: Vec<SearchInbound>,
+    messages: Vec<SearchMessage>,
+}
+
+/// An inbound event found, with its source.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct SearchInbound {
+    source_id: String,
+    event: EventOut,
+}
+
+/// A message found, with its deliveries and their attempts.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct SearchMessage {
+    app_id: String,
+    message: MessageOut,
+    deliveries: Vec<SearchDelivery>,
+    attempts: Vec<AttemptOut>,
+}
+
+/// A message's delivery to one endpoint.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct SearchDelivery {
+    endpoint: EndpointOut,
+    status: DeliveryStatus,
+    /// The status in words: `success`, `pending`, `fail`, `sending` or `canceled`.
+    status_text: &'static str,
+    next_attempt: Option<DateTime<Utc>>,
 }
 
 /// Most deliveries and attempts shown per message found.
@@ -35,6 +81,7 @@ const PER_MESSAGE: i64 = 50;
 /// `GET /api/v1/search?q=`: a message id, an inbound event id, an eventId, an
 /// `Idempotency-Key` or a provider's event id, followed both ways: inbound event
 /// → message → its deliveries → their attempts.
+#[utoipa::path(tag = "Search", operation_id = "hookgate.search.find", responses((status = 200, body = SearchOut)))]
 #[get("/search")]
 async fn find(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SearchQuery>) -> Result<HttpResponse, ApiError> {
     if q.q.len() > 256 {
@@ -56,38 +103,36 @@ async fn find(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SearchQuer
             &Default::default(),
         )
         .await?;
-        let deliveries: Vec<_> = dests
+        let deliveries = dests
             .data
             .into_iter()
-            .map(|(ep, d)| {
-                json!({
-                    "endpoint": EndpointOut::from(ep),
-                    "status": d.status,
-                    "statusText": d.status.text(),
-                    "nextAttempt": d.next_attempt_at,
-                })
+            .map(|(ep, d)| SearchDelivery {
+                endpoint: EndpointOut::from(ep),
+                status: d.status,
+                status_text: d.status.text(),
+                next_attempt: d.next_attempt_at,
             })
             .collect();
         let attempts: Vec<AttemptOut> = tried.data.into_iter().map(AttemptOut::from).collect();
-        messages.push(json!({
-            "appId": m.app_id.to_string(),
-            "message": MessageOut::new(m.message, true),
-            "deliveries": deliveries,
-            "attempts": attempts,
-        }));
+        messages.push(SearchMessage {
+            app_id: m.app_id.to_string(),
+            message: MessageOut::new(m.message, true),
+            deliveries,
+            attempts,
+        });
     }
     // Copies caught by Redis are counted there, as in the source's event list.
     let inbound_keys: Vec<String> = found.inbound.iter().map(|f| f.event.key.clone()).collect();
     let mut extra = hookgate_ingress::admit::stored_duplicates(&state, &key.0, &inbound_keys).await.into_iter();
-    let inbound: Vec<_> = found
+    let inbound = found
         .inbound
         .into_iter()
         .map(|mut f| {
             f.event.duplicates += extra.next().unwrap_or(0) as i32;
-            json!({ "sourceId": f.source_id.to_string(), "event": inbound_out(f.event, true) })
+            SearchInbound { source_id: f.source_id.to_string(), event: inbound_out(f.event, true) }
         })
         .collect();
-    Ok(HttpResponse::Ok().json(json!({ "query": q.q.trim(), "inbound": inbound, "messages": messages })))
+    Ok(HttpResponse::Ok().json(SearchOut { query: q.q.trim().to_owned(), inbound, messages }))
 }
 
 /// Most sources whose keys a search derives.
@@ -126,6 +171,8 @@ async fn inbound_keys(
     }
 }
 
+/// The portal's branding and framing origins (Hookgate's defaults if never set).
+#[utoipa::path(tag = "Portal Settings", operation_id = "hookgate.portal-settings.get", responses((status = 200, body = PortalSettings)))]
 #[get("/settings/portal")]
 async fn get_portal(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
@@ -135,6 +182,7 @@ async fn get_portal(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResp
 /// Replaces the portal's branding and framing origins; every field is checked
 /// here (a colour, an image URL, origins), since each ends up in a page or a
 /// `Content-Security-Policy` header.
+#[utoipa::path(tag = "Portal Settings", operation_id = "hookgate.portal-settings.update", request_body = PortalSettings, responses((status = 200, body = PortalSettings)))]
 #[put("/settings/portal")]
 async fn put_portal(
     key: KeyAuth,

@@ -26,6 +26,8 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::endpoint_extras::EndpointSecretOut;
+use super::validate::RotateIn;
 use super::{
     applications,
     endpoint_extras::{rotate, Rotated, Rotation},
@@ -36,8 +38,11 @@ use crate::{
     idempotency::{answer, RequestKey},
     optional_json, Maybe, PageQuery, TenantAuth,
 };
+use hookgate_shared::store::page::Page;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list)
         .service(create)
         .service(get_one)
@@ -47,14 +52,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(rotate_secret);
 }
 
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+/// Whether a destination is handed messages.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = DestinationStatusIn)]
 enum StatusIn {
     Enabled,
     Disabled,
 }
 
-#[derive(Deserialize)]
+/// A destination to create, or to replace with (PUT): its `type` and that type's `config`.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DestinationIn {
     #[serde(rename = "type")]
@@ -70,7 +78,9 @@ struct DestinationIn {
     metadata: HashMap<String, String>,
 }
 
-#[derive(Deserialize)]
+/// A destination's changes: the same `type`'s `config` fields replace the stored
+/// ones; another `type`'s `config` is the whole new one.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DestinationPatch {
     #[serde(rename = "type")]
@@ -89,7 +99,7 @@ struct DestinationPatch {
 }
 
 /// Svix's `DestinationOut`.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct DestinationOut {
     id: String,
@@ -254,6 +264,8 @@ async fn failure_reason(
     Ok(page.data.into_iter().next().map(|a| a.response))
 }
 
+/// The application's destinations (RabbitMQ, Postgres, FIFO and polling endpoints, …).
+#[utoipa::path(tag = "Destination", operation_id = "hookgate.destination.list", responses((status = 200, body = Page<DestinationOut>)))]
 #[get("/app/{app_id}/destination")]
 async fn list(
     tenant: TenantAuth,
@@ -270,11 +282,16 @@ async fn list(
         let reason = failure_reason(&state, &tenant.0, &app.id, &ep).await?;
         data.push(shown(&state, &tenant.0, &app.id, ep, reason)?);
     }
-    Ok(HttpResponse::Ok().json(serde_json::json!({
-        "data": data, "iterator": page.iterator, "prevIterator": page.prev_iterator, "done": page.done,
-    })))
+    Ok(HttpResponse::Ok().json(Page {
+        data,
+        iterator: page.iterator,
+        prev_iterator: page.prev_iterator,
+        done: page.done,
+    }))
 }
 
+/// Creates a destination; it counts as an endpoint towards the `endpointsPerApp` quota.
+#[utoipa::path(tag = "Destination", operation_id = "hookgate.destination.create", responses((status = 201, body = DestinationOut)))]
 #[post("/app/{app_id}/destination")]
 async fn create(
     tenant: TenantAuth,
@@ -323,6 +340,8 @@ async fn insert(
     Ok(res)
 }
 
+/// The destination, by id or uid, with why it fails if it does.
+#[utoipa::path(tag = "Destination", operation_id = "hookgate.destination.get", responses((status = 200, body = DestinationOut)))]
 #[get("/app/{app_id}/destination/{destination_id}")]
 async fn get_one(
     tenant: TenantAuth,
@@ -335,6 +354,7 @@ async fn get_one(
 }
 
 /// PUT: replaces the destination, or creates it with the path as its `uid` (201).
+#[utoipa::path(tag = "Destination", operation_id = "hookgate.destination.update", responses((status = 200, body = DestinationOut), (status = 201, description = "created under the path as its uid", body = DestinationOut)))]
 #[put("/app/{app_id}/destination/{destination_id}")]
 async fn upsert(
     tenant: TenantAuth,
@@ -359,6 +379,8 @@ async fn upsert(
     }
 }
 
+/// Changes the fields the body names and keeps the others.
+#[utoipa::path(tag = "Destination", operation_id = "hookgate.destination.patch", responses((status = 200, body = DestinationOut)))]
 #[patch("/app/{app_id}/destination/{destination_id}")]
 async fn patch_one(
     tenant: TenantAuth,
@@ -463,6 +485,8 @@ async fn write_destination(
     Ok(ep)
 }
 
+/// Deletes the destination.
+#[utoipa::path(tag = "Destination", operation_id = "hookgate.destination.delete", responses((status = 204, description = "deleted")))]
 #[delete("/app/{app_id}/destination/{destination_id}")]
 async fn delete_one(
     tenant: TenantAuth,
@@ -479,6 +503,12 @@ async fn delete_one(
 
 /// Rotates the secret that signs what the destination receives (the
 /// `webhook-signature` header of a RabbitMQ message); 200 with the new key.
+#[utoipa::path(
+    tag = "Destination",
+    operation_id = "hookgate.destination.rotate-secret",
+    request_body(content = Option<RotateIn>, description = "optional: an empty body rotates to a new key"),
+    responses((status = 200, body = EndpointSecretOut))
+)]
 #[post("/app/{app_id}/destination/{destination_id}/secret/rotate")]
 async fn rotate_secret(
     tenant: TenantAuth,

@@ -1,7 +1,7 @@
 //! An endpoint's activity for the portal: attempts per hour (the delivery chart),
 //! Svix's `attempt-stats`, and `v1.endpoint.send-example` (a test event to this endpoint only).
 
-use chrono::{Duration, DurationRound, Utc};
+use chrono::{DateTime, Duration, DurationRound, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -9,8 +9,10 @@ use hookgate_shared::{
     store::{attempts, event_types, messages, messages::NewMessage, StoreError},
     AppState,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::idempotency::{answer, RequestKey};
 use crate::{optional_json, when::Window, FeatureFlags, TenantAuth};
@@ -18,15 +20,13 @@ use actix_web::{get, http::StatusCode, post, web, HttpResponse};
 
 use super::{endpoints::find_any as find, messages::MessageOut, validate};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(hourly).service(attempt_stats).service(send_example);
 }
 
-type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
-
 /// The window a query asks for: the last 24 hours unless `since`/`until` say
 /// otherwise, at most 31 days.
-fn window(q: &Window) -> Result<(chrono::DateTime<Utc>, chrono::DateTime<Utc>), ApiError> {
+fn window(q: &Window) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
     let until = q.until.unwrap_or_else(Utc::now);
     let since = q.since.unwrap_or_else(|| until - Duration::hours(24));
     if since >= until || until - since > Duration::days(31) {
@@ -35,22 +35,47 @@ fn window(q: &Window) -> Result<(chrono::DateTime<Utc>, chrono::DateTime<Utc>), 
     Ok((since, until))
 }
 
+/// The endpoint's attempts per hour in a window.
+#[derive(Serialize, ToSchema)]
+struct EndpointHourlyStatsOut {
+    /// Hours without attempts are left out; oldest first.
+    data: Vec<EndpointHourOut>,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+}
+
+/// One hour's attempts: those that succeeded and those that failed.
+#[derive(Serialize, ToSchema)]
+struct EndpointHourOut {
+    fail: i64,
+    hour: DateTime<Utc>,
+    success: i64,
+}
+
+/// The endpoint's attempts in a window, and its deliveries a transformation canceled.
+#[derive(Serialize, ToSchema)]
+struct EndpointAttemptStatsOut {
+    canceled: i64,
+    fail: i64,
+    success: i64,
+}
+
 /// `GET …/endpoint/{id}/stats/hourly`: successes and failures per hour, the last
 /// 24 hours unless `since`/`until` say otherwise (at most 31 days).
+#[utoipa::path(tag = "Endpoint", operation_id = "hookgate.endpoint.hourly-stats", responses((status = 200, body = EndpointHourlyStatsOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/stats/hourly")]
 async fn hourly(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     q: web::Query<Window>,
 ) -> Result<HttpResponse, ApiError> {
     let (since, until) = window(&q)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let hours = attempts::hourly(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
-    let data: Vec<_> =
-        hours.into_iter().map(|h| json!({ "hour": h.hour, "success": h.success, "fail": h.fail })).collect();
-    Ok(HttpResponse::Ok().json(json!({ "since": since, "until": until, "data": data })))
+    let data = hours.into_iter().map(|h| EndpointHourOut { fail: h.fail, hour: h.hour, success: h.success }).collect();
+    Ok(HttpResponse::Ok().json(EndpointHourlyStatsOut { data, since, until }))
 }
 
 /// `GET …/endpoint/{id}/attempt-stats` (Svix's `get_attempt_stats`): the
@@ -58,26 +83,29 @@ async fn hourly(
 /// whole hours (the last 24 unless `since`/`until` say otherwise, at most 31
 /// days); `canceled`, its deliveries of messages of the window that a
 /// transformation canceled (they make no attempt).
+#[utoipa::path(tag = "Endpoint", operation_id = "hookgate.endpoint.attempt-stats", responses((status = 200, body = EndpointAttemptStatsOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/attempt-stats")]
 async fn attempt_stats(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     q: web::Query<Window>,
 ) -> Result<HttpResponse, ApiError> {
     let (since, until) = window(&q)?;
-    let hour = |t: chrono::DateTime<Utc>| t.duration_trunc(Duration::hours(1)).unwrap_or(t);
+    let hour = |t: DateTime<Utc>| t.duration_trunc(Duration::hours(1)).unwrap_or(t);
     let (since, until) = (hour(since), hour(until - Duration::nanoseconds(1)) + Duration::hours(1));
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let hours = attempts::hourly(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
     let (success, fail) = hours.iter().fold((0, 0), |(s, f), h| (s + h.success, f + h.fail));
     let canceled = attempts::canceled(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
-    Ok(HttpResponse::Ok().json(json!({ "success": success, "fail": fail, "canceled": canceled })))
+    Ok(HttpResponse::Ok().json(EndpointAttemptStatsOut { canceled, fail, success }))
 }
 
-#[derive(Deserialize, Default)]
+/// Which event type's example to send (absent: `svix.ping`), and which of its examples.
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = EventExampleIn)]
 struct ExampleIn {
     event_type: Option<String>,
     /// Which of the schema's examples (Svix's `exampleIndex`).
@@ -91,12 +119,18 @@ const PING: &str = "svix.ping";
 /// Sends one message to this endpoint only, past its filters: the event type's
 /// example from its schema (`schemas.<version>.examples[i]`, or `example`), or
 /// `{"success": true}` for `svix.ping` and a type without an example.
+#[utoipa::path(
+    tag = "Endpoint",
+    operation_id = "v1.endpoint.send-example",
+    request_body = Option<ExampleIn>,
+    responses((status = 202, body = MessageOut))
+)]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/send-example")]
 async fn send_example(
     tenant: TenantAuth,
     flags: FeatureFlags,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Bytes,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {

@@ -17,15 +17,17 @@ use hookgate_shared::{
     store::{attempts, deliveries, endpoints, portals},
     AppState,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::endpoints::{find, Notify};
 use super::validate::RotateIn;
 use hookgate_egress::{secrets, signing};
 use hookgate_shared::store::operational::Notice;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_secret)
         .service(rotate_secret)
         .service(get_headers)
@@ -36,6 +38,32 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
+/// An endpoint's signing secret.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct EndpointSecretOut {
+    /// `whsec_` and the secret, base64.
+    key: String,
+}
+
+/// An endpoint's custom headers: `headers` with their values, `sensitive` by name only.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct EndpointHeadersOut {
+    headers: BTreeMap<String, String>,
+    sensitive: Vec<String>,
+}
+
+/// An endpoint's deliveries (a FIFO endpoint's messages) by status.
+#[derive(Serialize, ToSchema)]
+struct EndpointStats {
+    canceled: i64,
+    fail: i64,
+    pending: i64,
+    sending: i64,
+    success: i64,
+}
+
+/// The endpoint's signing secret.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.get-secret", responses((status = 200, body = EndpointSecretOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/secret")]
 async fn get_secret(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
@@ -51,7 +79,7 @@ pub(crate) fn secret_answer(
 ) -> Result<HttpResponse, ApiError> {
     let key = secrets::open(state, tenant, app, &ep.id, &ep.secret)
         .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
-    Ok(HttpResponse::Ok().json(json!({ "key": key })))
+    Ok(HttpResponse::Ok().json(EndpointSecretOut { key }))
 }
 
 /// The secret a rotation sets: the body's key, normalised, or a new one.
@@ -64,6 +92,12 @@ pub(crate) fn rotated_secret(body: &RotateIn) -> Result<String, ApiError> {
 
 /// The old secret keeps signing, beside the new one, for the grace period (24 h by default).
 /// Answers 200 with the new key: current Svix SDKs parse a body here.
+#[utoipa::path(
+    tag = "Endpoint",
+    operation_id = "v1.endpoint.rotate-secret",
+    request_body(content = Option<RotateIn>, description = "optional: an empty body rotates to a new key"),
+    responses((status = 200, body = EndpointSecretOut))
+)]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/secret/rotate")]
 async fn rotate_secret(
     tenant: TenantAuth,
@@ -118,7 +152,7 @@ pub(crate) async fn rotate(
     let notice = Notice::endpoint(tenant, "endpoint.updated", app, ep);
     let woke = super::endpoints::notice(&*tx, Notify::Yes, notice).await?;
     let res = match answered {
-        Rotated::ShowKey => answer(&*tx, state, key, StatusCode::OK, &json!({ "key": secret })).await?,
+        Rotated::ShowKey => answer(&*tx, state, key, StatusCode::OK, &EndpointSecretOut { key: secret }).await?,
         Rotated::NoContent => answer_empty(&*tx, state, key, StatusCode::NO_CONTENT).await?,
     };
     tx.commit().await.map_err(StoreError::from)?;
@@ -132,8 +166,10 @@ pub(crate) use super::validate::headers as check_headers;
 use super::validate::MAX_HEADERS;
 use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
 
-#[derive(Deserialize)]
+/// Custom headers to set; a `null` value removes one (PATCH), or is left out (PUT).
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = EndpointHeadersPatchIn)]
 struct HeadersIn {
     headers: HashMap<String, Option<String>>,
     /// PATCH only: names to remove (a `null` value removes too).
@@ -141,6 +177,8 @@ struct HeadersIn {
     delete_headers: Vec<String>,
 }
 
+/// The endpoint's custom headers; sensitive ones (and, for some portal links, all) by name only.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.get-headers", responses((status = 200, body = EndpointHeadersOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/headers")]
 async fn get_headers(
     tenant: TenantAuth,
@@ -185,7 +223,7 @@ pub(crate) fn headers_answer(
     let all: BTreeMap<String, String> = serde_json::from_value(opened).unwrap_or_default();
     let (sensitive, shown): (BTreeMap<_, _>, BTreeMap<_, _>) =
         all.into_iter().partition(|(k, _)| names_only || SENSITIVE.contains(&k.to_ascii_lowercase().as_str()));
-    Ok(HttpResponse::Ok().json(json!({ "headers": shown, "sensitive": sensitive.keys().collect::<Vec<_>>() })))
+    Ok(HttpResponse::Ok().json(EndpointHeadersOut { headers: shown, sensitive: sensitive.into_keys().collect() }))
 }
 
 /// Replaces the endpoint's custom headers (checked by the caller), sealed; 204.
@@ -202,6 +240,8 @@ pub(crate) async fn store_headers(
     Ok(HttpResponse::NoContent().finish())
 }
 
+/// Replaces the endpoint's custom headers.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.update-headers", responses((status = 204, description = "saved")))]
 #[put("/app/{app_id}/endpoint/{endpoint_id}/headers")]
 async fn update_headers(
     tenant: TenantAuth,
@@ -216,6 +256,7 @@ async fn update_headers(
 }
 
 /// PATCH merges: a `null` value, or a name in `deleteHeaders`, removes that header.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.patch-headers", responses((status = 204, description = "saved")))]
 #[patch("/app/{app_id}/endpoint/{endpoint_id}/headers")]
 async fn patch_headers(
     tenant: TenantAuth,
@@ -252,6 +293,8 @@ async fn patch_headers(
     Ok(HttpResponse::NoContent().finish())
 }
 
+/// The endpoint's (or a destination's) deliveries by status, within `since` and `until`.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.get-stats", responses((status = 200, body = EndpointStats)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/stats")]
 async fn stats(
     tenant: TenantAuth,
@@ -275,16 +318,15 @@ async fn stats(
             ));
         }
         let (success, fail) = attempts::per_message(&**conn, &tenant.0, &app, &ep.id, Some(since), Some(until)).await?;
-        return Ok(HttpResponse::Ok()
-            .json(json!({ "success": success, "pending": 0, "sending": 0, "canceled": 0, "fail": fail })));
+        return Ok(HttpResponse::Ok().json(EndpointStats { canceled: 0, fail, pending: 0, sending: 0, success }));
     }
     let counts = deliveries::stats(&**conn, &tenant.0, &app, &ep.id, q.since, q.until).await?;
     let n = |s| counts.get(&s).copied().unwrap_or(0);
-    Ok(HttpResponse::Ok().json(json!({
-        "success": n(DeliveryStatus::Success),
-        "pending": n(DeliveryStatus::Pending),
-        "sending": n(DeliveryStatus::Sending),
-        "canceled": n(DeliveryStatus::Canceled),
-        "fail": n(DeliveryStatus::Failed),
-    })))
+    Ok(HttpResponse::Ok().json(EndpointStats {
+        canceled: n(DeliveryStatus::Canceled),
+        fail: n(DeliveryStatus::Failed),
+        pending: n(DeliveryStatus::Pending),
+        sending: n(DeliveryStatus::Sending),
+        success: n(DeliveryStatus::Success),
+    }))
 }

@@ -24,12 +24,16 @@ use serde::{Deserialize, Serialize};
 
 use super::{applications, validate};
 use hookgate_egress::{secrets, signing, ssrf::Guard};
+use hookgate_shared::store::page::Page;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(update).service(patch_one).service(delete_one);
 }
 
-#[derive(Deserialize)]
+/// An endpoint to create, or to replace with (PUT).
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct EndpointIn {
     pub(crate) url: String,
@@ -54,7 +58,8 @@ pub(crate) struct EndpointIn {
     pub(crate) version: Option<i64>,
 }
 
-#[derive(Deserialize)]
+/// The fields a PATCH changes: absent ones are kept, `null` clears a nullable one.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct EndpointPatch {
     url: Option<String>,
@@ -71,7 +76,8 @@ struct EndpointPatch {
     metadata: Option<HashMap<String, String>>,
 }
 
-#[derive(Serialize)]
+/// An HTTP endpoint, as Svix's `EndpointOut`.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct EndpointOut {
     pub id: String,
@@ -204,6 +210,8 @@ pub(crate) async fn find_any(
     Ok((app.id, ep))
 }
 
+/// The application's HTTP endpoints (destinations are listed apart).
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
 #[get("/app/{app_id}/endpoint")]
 async fn list(
     tenant: TenantAuth,
@@ -217,6 +225,8 @@ async fn list(
     Ok(HttpResponse::Ok().json(page.map(EndpointOut::from)))
 }
 
+/// Creates an endpoint, with the secret given or a new one.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.create", responses((status = 201, body = EndpointOut)))]
 #[post("/app/{app_id}/endpoint")]
 async fn create(
     tenant: TenantAuth,
@@ -307,6 +317,8 @@ pub(crate) async fn notice(
     Ok(operational::emit(tx, std::slice::from_ref(&n)).await? > 0)
 }
 
+/// The endpoint, by id or uid.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.get", responses((status = 200, body = EndpointOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}")]
 async fn get_one(
     tenant: TenantAuth,
@@ -318,6 +330,7 @@ async fn get_one(
 }
 
 /// PUT: replaces the endpoint, or creates it with the path as its `uid` (201).
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.update", responses((status = 200, body = EndpointOut), (status = 201, description = "created under the path as its uid", body = EndpointOut)))]
 #[put("/app/{app_id}/endpoint/{endpoint_id}")]
 async fn update(
     tenant: TenantAuth,
@@ -339,6 +352,8 @@ async fn update(
     }
 }
 
+/// Changes the fields the body names and keeps the others.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.patch", responses((status = 200, body = EndpointOut)))]
 #[patch("/app/{app_id}/endpoint/{endpoint_id}")]
 async fn patch_one(
     tenant: TenantAuth,
@@ -407,6 +422,8 @@ async fn save_in(
     Ok(HttpResponse::Ok().json(EndpointOut::from(saved)))
 }
 
+/// Deletes the endpoint.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.delete", responses((status = 204, description = "deleted")))]
 #[delete("/app/{app_id}/endpoint/{endpoint_id}")]
 async fn delete_one(
     tenant: TenantAuth,

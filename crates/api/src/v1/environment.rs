@@ -23,12 +23,14 @@ use hookgate_shared::{
     store::{applications, endpoints, event_types, portals},
     AppState,
 };
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::KeyAuth;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(export);
 }
 
@@ -41,7 +43,7 @@ pub(super) const MOST_ENDPOINTS: usize = 20_000;
 pub(super) const MOST_EVENT_TYPES: usize = 10_000;
 
 /// The document. Every list may be absent on import (nothing of that kind is touched).
-#[derive(Serialize, Deserialize, Default)]
+#[derive(Serialize, Deserialize, Default, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Environment {
     #[serde(default)]
@@ -70,8 +72,10 @@ pub struct Environment {
     pub not_carried: Vec<String>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// An event type of the document.
+#[derive(Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = EnvironmentEventType)]
 pub struct EventTypeDoc {
     pub name: String,
     #[serde(default)]
@@ -85,16 +89,29 @@ pub struct EventTypeDoc {
     /// Hookgate's event types carry one flag; Svix's `featureFlags` of one is taken too.
     #[serde(default)]
     pub feature_flag: Option<String>,
-    #[serde(default, skip_serializing)]
+    /// Svix's, read on import; never written (the export writes `featureFlag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(write_only)]
     pub feature_flags: Option<Vec<String>>,
-    #[serde(default, skip_deserializing)]
+    /// Written by the export; ignored on import.
+    #[serde(default, deserialize_with = "ignored")]
+    #[schema(read_only)]
     pub created_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_deserializing)]
+    /// Written by the export; ignored on import.
+    #[serde(default, deserialize_with = "ignored")]
+    #[schema(read_only)]
     pub updated_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// Reads any value as `None`: a field the export writes and the import ignores.
+fn ignored<'de, D: Deserializer<'de>, T>(d: D) -> Result<Option<T>, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| None)
+}
+
+/// An application of the document, with its HTTP endpoints.
+#[derive(Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = EnvironmentApplication)]
 pub struct AppDoc {
     /// Kept across the move: a second import of the same document updates.
     #[serde(default)]
@@ -110,8 +127,10 @@ pub struct AppDoc {
     pub endpoints: Vec<EndpointDoc>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// An HTTP endpoint of the document.
+#[derive(Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = EnvironmentEndpoint)]
 pub struct EndpointDoc {
     #[serde(default)]
     pub id: Option<String>,
@@ -139,8 +158,10 @@ pub struct EndpointDoc {
 }
 
 /// A value sealed with the transit key, bound to its endpoint's place.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = EnvironmentSealed)]
 pub struct Sealed {
+    /// Base64.
     pub sealed: String,
 }
 
@@ -154,6 +175,7 @@ pub fn purpose(tenant: &str, app: &str, ep: &str, url: &str, field: &str) -> Str
 }
 
 /// The tenant's configuration as one document (`EnvironmentOut`, extended).
+#[utoipa::path(tag = "Environment", operation_id = "v1.environment.export", responses((status = 200, body = Environment)))]
 #[post("/environment/export")]
 async fn export(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let transit = state.config.transit_key.clone();

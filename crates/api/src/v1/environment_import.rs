@@ -20,8 +20,10 @@ use hookgate_shared::{
     store::{applications, endpoints, environment_imports, event_types, portals, StoreError},
     whsec, AppState,
 };
-use serde_json::json;
+use serde::Serialize;
 use tokio_postgres::GenericClient;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::environment::{
     purpose, AppDoc, EndpointDoc, Environment, Sealed, MOST_APPS, MOST_ENDPOINTS, MOST_EVENT_TYPES, TRANSIT_SETTING,
@@ -39,10 +41,32 @@ struct Tally {
     not_carried: Vec<String>,
 }
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(import);
 }
 
+/// What an import did: event types written, applications and endpoints created
+/// and updated, and what the document had that was not taken.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = EnvironmentImportOut)]
+pub struct ImportReport {
+    event_types: usize,
+    applications: Counted,
+    endpoints: Counted,
+    not_carried: Vec<String>,
+}
+
+/// How many of one kind an import created and updated.
+#[derive(Serialize, ToSchema)]
+#[schema(as = EnvironmentImportCount)]
+struct Counted {
+    created: usize,
+    updated: usize,
+}
+
+/// Adds and updates what the document names, never deletes; all of it or none.
+#[utoipa::path(tag = "Environment", operation_id = "v1.environment.import", responses((status = 200, body = ImportReport)))]
 #[post("/environment/import")]
 async fn import(
     key: KeyAuth,
@@ -52,14 +76,12 @@ async fn import(
     // Through the API a tenant opens only what it exported itself.
     let sealed_for = key.0.to_string();
     let report =
-        import_document(&state, &key.0, body.into_inner(), state.config.transit_key.as_ref(), &sealed_for).await?;
+        import_report(&state, &key.0, body.into_inner(), state.config.transit_key.as_ref(), &sealed_for).await?;
     Ok(HttpResponse::Ok().json(report))
 }
 
-/// Imports `doc` into the tenant, its sealed values opened with `transit` as
-/// sealed for `sealed_for` (the tenant that exported them); the report the
-/// route answers. Also what `hookgate import svix` and `hookgate import
-/// environment` run.
+/// [`import_report`] as JSON: what `hookgate import svix` and `hookgate import
+/// environment` run, print and add to.
 pub async fn import_document(
     state: &AppState,
     tenant: &TenantId,
@@ -67,6 +89,20 @@ pub async fn import_document(
     transit: Option<&TransitKey>,
     sealed_for: &str,
 ) -> Result<serde_json::Value, ApiError> {
+    let report = import_report(state, tenant, doc, transit, sealed_for).await?;
+    Ok(serde_json::to_value(report).expect("a report serialises"))
+}
+
+/// Imports `doc` into the tenant, its sealed values opened with `transit` as
+/// sealed for `sealed_for` (the tenant that exported them); the report the
+/// route answers.
+pub async fn import_report(
+    state: &AppState,
+    tenant: &TenantId,
+    doc: Environment,
+    transit: Option<&TransitKey>,
+    sealed_for: &str,
+) -> Result<ImportReport, ApiError> {
     let key = KeyAuth(tenant.clone());
     let apps = doc.applications.as_deref().unwrap_or_default();
     let n_endpoints: usize = apps.iter().map(|a| a.endpoints.len()).sum();
@@ -135,12 +171,12 @@ pub async fn import_document(
         tenant = %key.0, event_types = tally.event_types, apps = ?tally.apps, endpoints = ?tally.endpoints,
         "environment imported"
     );
-    Ok(json!({
-        "eventTypes": tally.event_types,
-        "applications": { "created": tally.apps[0], "updated": tally.apps[1] },
-        "endpoints": { "created": tally.endpoints[0], "updated": tally.endpoints[1] },
-        "notCarried": tally.not_carried,
-    }))
+    Ok(ImportReport {
+        event_types: tally.event_types,
+        applications: Counted { created: tally.apps[0], updated: tally.apps[1] },
+        endpoints: Counted { created: tally.endpoints[0], updated: tally.endpoints[1] },
+        not_carried: tally.not_carried,
+    })
 }
 
 /// The portal settings to set, if the document has them; other settings and

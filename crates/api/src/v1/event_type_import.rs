@@ -9,12 +9,14 @@ use hookgate_shared::{
     store::{event_types, StoreError},
     AppState,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::KeyAuth;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(import);
 }
 
@@ -35,19 +37,40 @@ const MOST_YAML_VALUES: usize = 1_000_000;
 /// long string repeats the whole string.
 const MOST_YAML_BYTES: usize = 16 << 20;
 
-#[derive(Deserialize)]
+/// The document to import: exactly one of `spec` (a JSON object) and `specRaw` (JSON or YAML text).
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = EventTypeImportOpenApiIn)]
 struct ImportIn {
     spec: Option<Value>,
     spec_raw: Option<String>,
+    /// Archives the event types the document does not name.
     #[serde(default)]
     replace_all: bool,
+    /// Changes nothing: `to_modify` lists what would be written.
     #[serde(default)]
     dry_run: bool,
 }
 
+/// What the import wrote (or, with `dryRun`, would write).
+#[derive(Serialize, ToSchema)]
+#[schema(as = EventTypeImportOpenApiOut)]
+struct ImportOut {
+    data: Imported,
+}
+
+/// The event types written, to be written (`dryRun` only, else `null`) and archived.
+#[derive(Serialize, ToSchema)]
+#[schema(as = EventTypeImportOpenApiOutData)]
+struct Imported {
+    modified: Vec<String>,
+    to_modify: Option<Vec<FromSpec>>,
+    archived: Vec<String>,
+}
+
 /// One event type read from a webhook (`EventTypeFromOpenApi`).
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = EventTypeFromOpenApi)]
 struct FromSpec {
     name: String,
     description: String,
@@ -56,16 +79,11 @@ struct FromSpec {
     schemas: Option<Value>,
 }
 
-impl FromSpec {
-    fn out(&self) -> Value {
-        json!({ "name": self.name, "description": self.description, "deprecated": self.deprecated, "schemas": self.schemas })
-    }
-}
-
 /// Creates or updates an event type per webhook (an archived one is brought
 /// back; its feature flag is kept); with `replaceAll`, archives those the
 /// document does not name; with `dryRun`, changes nothing and lists in
 /// `to_modify` what it would write. All in one transaction.
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.import-openapi", responses((status = 200, body = ImportOut)))]
 #[post("/event-type/import/openapi")]
 async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<ImportIn>) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
@@ -85,9 +103,8 @@ async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<Import
             true => event_types::live_except(&**conn, &key.0, &names).await?,
             false => Vec::new(),
         };
-        let to_modify: Vec<Value> = found.iter().map(FromSpec::out).collect();
-        return Ok(HttpResponse::Ok()
-            .json(json!({ "data": { "modified": [], "to_modify": to_modify, "archived": archived } })));
+        let data = Imported { modified: Vec::new(), to_modify: Some(found), archived };
+        return Ok(HttpResponse::Ok().json(ImportOut { data }));
     }
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     for f in &found {
@@ -111,7 +128,7 @@ async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<Import
     };
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(imported = names.len(), archived = archived.len(), "event types imported from OpenAPI");
-    Ok(HttpResponse::Ok().json(json!({ "data": { "modified": names, "to_modify": null, "archived": archived } })))
+    Ok(HttpResponse::Ok().json(ImportOut { data: Imported { modified: names, to_modify: None, archived } }))
 }
 
 /// The event types a document's webhooks describe, in the document's order.

@@ -16,12 +16,16 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 
 use super::validate;
+use hookgate_shared::store::page::Page;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(update).service(patch_one).service(delete_one);
 }
 
-#[derive(Deserialize)]
+/// An event type as created (`name` required) or replaced by PUT (`name` from the path).
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct EventTypeIn {
     name: Option<String>,
@@ -30,11 +34,13 @@ struct EventTypeIn {
     archived: bool,
     #[serde(default)]
     deprecated: bool,
+    /// The payload's JSON schema per version, e.g. `{"1": {…}}`.
     schemas: Option<serde_json::Value>,
     feature_flag: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// The fields a PATCH changes; absent ones are kept, `null` clears.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct EventTypePatch {
     description: Option<String>,
@@ -46,7 +52,8 @@ struct EventTypePatch {
     feature_flag: Maybe<String>,
 }
 
-#[derive(Serialize)]
+/// An event type as every route answers it.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct EventTypeOut {
     name: String,
@@ -92,12 +99,16 @@ fn to_row(name: String, b: EventTypeIn) -> Result<EventType, ApiError> {
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Archived event types are listed too.
     #[serde(default)]
     include_archived: bool,
 }
 
+/// The tenant's event types (those behind a feature flag only for a token that has it).
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.list", responses((status = 200, body = Page<EventTypeOut>)))]
 #[get("/event-type")]
 async fn list(
     tenant: TenantAuth,
@@ -111,6 +122,8 @@ async fn list(
     Ok(HttpResponse::Ok().json(page.map(EventTypeOut::from)))
 }
 
+/// Creates an event type; 409 if the name is taken.
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.create", responses((status = 201, body = EventTypeOut)))]
 #[post("/event-type")]
 async fn create(
     tenant: TenantAuth,
@@ -131,7 +144,9 @@ async fn create(
     Ok(res)
 }
 
-#[get("/event-type/{name}")]
+/// One event type, by name.
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.get", responses((status = 200, body = EventTypeOut)))]
+#[get("/event-type/{event_type_name}")]
 async fn get_one(
     tenant: TenantAuth,
     flags: FeatureFlags,
@@ -146,7 +161,8 @@ async fn get_one(
 }
 
 /// PUT creates the event type if it does not exist (201), as Svix does.
-#[put("/event-type/{name}")]
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.update", responses((status = 200, body = EventTypeOut), (status = 201, description = "created", body = EventTypeOut)))]
+#[put("/event-type/{event_type_name}")]
 async fn update(
     tenant: TenantAuth,
     state: web::Data<AppState>,
@@ -160,7 +176,9 @@ async fn update(
     Ok(res.json(EventTypeOut::from(e)))
 }
 
-#[patch("/event-type/{name}")]
+/// Changes the fields given, keeps the others.
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.patch", responses((status = 200, body = EventTypeOut)))]
+#[patch("/event-type/{event_type_name}")]
 async fn patch_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,
@@ -186,13 +204,17 @@ async fn patch_one(
     Ok(HttpResponse::Ok().json(EventTypeOut::from(saved)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct DeleteQuery {
+    /// Deleted for good instead of archived.
     #[serde(default)]
     expunge: bool,
 }
 
-#[delete("/event-type/{name}")]
+/// Archives the event type, or with `expunge` deletes it.
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.delete", responses((status = 204, description = "archived or deleted")))]
+#[delete("/event-type/{event_type_name}")]
 async fn delete_one(
     tenant: TenantAuth,
     state: web::Data<AppState>,

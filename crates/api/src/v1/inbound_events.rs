@@ -1,5 +1,5 @@
-//! `/api/v1/source/{id}/event`: what a source admitted, with status and duplicate
-//! count, and replay.
+//! `/api/v1/source/{source_id}/event`: what a source admitted, with status and
+//! duplicate count, and replay.
 
 use crate::idempotency::{answer, RequestKey};
 use crate::{KeyAuth, PageQuery};
@@ -7,7 +7,7 @@ use actix_web::http::StatusCode;
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_egress::deliver::forward::{Event, Forwarder};
-use hookgate_shared::store::StoreError;
+use hookgate_shared::store::{page::Page, StoreError};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -19,14 +19,18 @@ use hookgate_shared::{
     status::InboundStatus,
 };
 use serde::Serialize;
-use serde_json::{json, value::RawValue};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(get_one).service(replay);
 }
 
-#[derive(Serialize)]
+/// An event a source admitted: its key, status, type, message and duplicates.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = InboundEventOut)]
 pub(super) struct EventOut {
     id: String,
     key: String,
@@ -36,11 +40,30 @@ pub(super) struct EventOut {
     msg_id: Option<String>,
     duplicates: i32,
     received_at: DateTime<Utc>,
+    /// Shown when one event is read.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     content_type: Option<String>,
-    /// The body: itself when it is JSON, else its text as a JSON string.
+    /// The body: itself when it is JSON, else its text as a JSON string
+    /// (`{"expired": true}` once expunged). Shown when one event is read.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = serde_json::Value)]
     payload: Option<Box<RawValue>>,
+}
+
+/// An async event's replay: its message goes again to every endpoint it went to.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ReplayedOut {
+    /// How many deliveries were queued again.
+    deliveries: u64,
+    msg_id: String,
+}
+
+/// A sync event's replay: whether the forward succeeded.
+#[derive(Serialize, ToSchema)]
+struct ForwardedOut {
+    forwarded: bool,
 }
 
 pub(super) fn out(e: InboundEvent, with_content: bool) -> EventOut {
@@ -73,7 +96,9 @@ async fn source(state: &AppState, key: &KeyAuth, id: &SourceId) -> Result<source
     sources::get(&**conn, &key.0, id).await?.ok_or(ApiError::NotFound("source"))
 }
 
-#[get("/source/{id}/event")]
+/// Lists what the source admitted, newest first.
+#[utoipa::path(tag = "Source", operation_id = "hookgate.inbound-event.list", responses((status = 200, body = Page<EventOut>)))]
+#[get("/source/{source_id}/event")]
 async fn list(
     key: KeyAuth,
     state: web::Data<AppState>,
@@ -91,7 +116,9 @@ async fn list(
     })))
 }
 
-#[get("/source/{id}/event/{event_id}")]
+/// Gets one inbound event, with its content.
+#[utoipa::path(tag = "Source", operation_id = "hookgate.inbound-event.get", responses((status = 200, body = EventOut)))]
+#[get("/source/{source_id}/event/{event_id}")]
 async fn get_one(
     key: KeyAuth,
     state: web::Data<AppState>,
@@ -108,7 +135,8 @@ async fn get_one(
 
 /// Async events: their message goes again to every endpoint it went to, with the
 /// same `webhook-id`. Sync events: forwarded again now.
-#[post("/source/{id}/event/{event_id}/replay")]
+#[utoipa::path(tag = "Source", operation_id = "hookgate.inbound-event.replay", responses((status = 202, description = "async: its message goes out again", body = ReplayedOut), (status = 200, description = "sync: forwarded again", body = ForwardedOut)))]
+#[post("/source/{source_id}/event/{event_id}/replay")]
 async fn replay(
     key: KeyAuth,
     state: web::Data<AppState>,
@@ -125,7 +153,7 @@ async fn replay(
     if let Some(msg) = &e.msg_id {
         let tx = conn.transaction().await.map_err(StoreError::from)?;
         let n = deliveries::replay_message(&*tx, &key.0, &e.app_id, msg).await?;
-        let body = json!({ "msgId": msg, "deliveries": n });
+        let body = ReplayedOut { msg_id: msg.to_string(), deliveries: n };
         let res = answer(&*tx, &state, request.as_deref(), StatusCode::ACCEPTED, &body).await?;
         tx.commit().await.map_err(StoreError::from)?;
         state.wake.poke();
@@ -147,5 +175,5 @@ async fn replay(
             payload,
         })
         .await?;
-    Ok(HttpResponse::Ok().json(json!({ "forwarded": ok })))
+    Ok(HttpResponse::Ok().json(ForwardedOut { forwarded: ok }))
 }

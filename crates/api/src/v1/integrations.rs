@@ -6,6 +6,8 @@
 //! manage them.
 
 use actix_web::{delete, get, http::StatusCode, post, put, web, HttpResponse};
+use chrono::{DateTime, Utc};
+use hookgate_shared::store::page::Page;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -17,14 +19,15 @@ use hookgate_shared::{
     },
     AppState,
 };
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{applications::find as find_app, validate};
 use crate::idempotency::{answer, RequestKey};
 use crate::{KeyAuth, KeyHolder, PageQuery, TenantAuth};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(update).service(delete_one);
     cfg.service(get_key).service(rotate_key);
 }
@@ -36,7 +39,8 @@ const MOST_FLAGS: usize = 25;
 
 type IntegPath = web::Path<(Ref<AppId>, String)>;
 
-#[derive(Deserialize)]
+/// An integration to create, or its new name and flags (PUT).
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct IntegrationIn {
     name: String,
@@ -61,11 +65,31 @@ impl IntegrationIn {
     }
 }
 
-fn out(i: &Integration) -> Value {
-    json!({
-        "id": i.id, "name": i.name, "featureFlags": i.feature_flags,
-        "createdAt": i.created_at, "updatedAt": i.updated_at,
-    })
+/// An integration (Svix's `IntegrationOut`); its key is read apart.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct IntegrationOut {
+    created_at: DateTime<Utc>,
+    feature_flags: Vec<String>,
+    id: IntegrationId,
+    name: String,
+    updated_at: DateTime<Utc>,
+}
+
+/// An integration's key, in clear (Svix's `IntegrationKeyOut`).
+#[derive(Serialize, ToSchema)]
+struct IntegrationKeyOut {
+    key: String,
+}
+
+fn out(i: &Integration) -> IntegrationOut {
+    IntegrationOut {
+        created_at: i.created_at,
+        feature_flags: i.feature_flags.clone(),
+        id: i.id.clone(),
+        name: i.name.clone(),
+        updated_at: i.updated_at,
+    }
 }
 
 /// What binds a sealed key to its integration.
@@ -93,11 +117,15 @@ fn integ_id(s: &str) -> Result<IntegrationId, ApiError> {
     IntegrationId::parse(s).map_err(|_| ApiError::NotFound("integration"))
 }
 
-#[derive(Deserialize)]
+/// The order of a list: `ascending` (the default) or `descending`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
     order: Option<String>,
 }
 
+/// The application's integrations.
+#[utoipa::path(tag = "Integration", operation_id = "hookgate.integration.list", responses((status = 200, body = Page<IntegrationOut>)))]
 #[get("/app/{app_id}/integration")]
 async fn list(
     key: KeyAuth,
@@ -119,6 +147,7 @@ async fn list(
 
 /// 201 with the integration; its key is read with `…/key`. The key lives while
 /// the API key that made it does.
+#[utoipa::path(tag = "Integration", operation_id = "hookgate.integration.create", responses((status = 201, body = IntegrationOut)))]
 #[post("/app/{app_id}/integration")]
 async fn create(
     key: KeyHolder,
@@ -146,12 +175,16 @@ async fn create(
     Ok(res)
 }
 
+/// The integration.
+#[utoipa::path(tag = "Integration", operation_id = "hookgate.integration.get", responses((status = 200, body = IntegrationOut)))]
 #[get("/app/{app_id}/integration/{integ_id}")]
 async fn get_one(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -> Result<HttpResponse, ApiError> {
     let (_, found) = find(&state, &TenantAuth(key.0), &path).await?;
     Ok(HttpResponse::Ok().json(out(&found)))
 }
 
+/// Replaces the integration's name and feature flags; its key is kept.
+#[utoipa::path(tag = "Integration", operation_id = "hookgate.integration.update", responses((status = 200, body = IntegrationOut)))]
 #[put("/app/{app_id}/integration/{integ_id}")]
 async fn update(
     key: KeyAuth,
@@ -170,6 +203,7 @@ async fn update(
 }
 
 /// 204; its key stops opening anything at once.
+#[utoipa::path(tag = "Integration", operation_id = "hookgate.integration.delete", responses((status = 204, description = "deleted")))]
 #[delete("/app/{app_id}/integration/{integ_id}")]
 async fn delete_one(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -> Result<HttpResponse, ApiError> {
     let tenant = TenantAuth(key.0);
@@ -183,6 +217,7 @@ async fn delete_one(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -
 }
 
 /// The key in clear (`IntegrationKeyOut`).
+#[utoipa::path(tag = "Integration", operation_id = "hookgate.integration.get-key", responses((status = 200, body = IntegrationKeyOut)))]
 #[get("/app/{app_id}/integration/{integ_id}/key")]
 async fn get_key(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -> Result<HttpResponse, ApiError> {
     let (app, found) = find(&state, &TenantAuth(key.0.clone()), &path).await?;
@@ -193,11 +228,12 @@ async fn get_key(key: KeyAuth, state: web::Data<AppState>, path: IntegPath) -> R
         .open(&purpose(&app, &found.id), &found.key_sealed)
         .map_err(|e| ApiError::Internal(format!("integration {}: {e}", found.id)))?;
     let clear = String::from_utf8(clear).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(HttpResponse::Ok().json(json!({ "key": clear })))
+    Ok(HttpResponse::Ok().json(IntegrationKeyOut { key: clear }))
 }
 
 /// A new key, answered; the former one is refused at once (in this process;
 /// others within a second, as their caches expire).
+#[utoipa::path(tag = "Integration", operation_id = "hookgate.integration.rotate-key", responses((status = 200, body = IntegrationKeyOut)))]
 #[post("/app/{app_id}/integration/{integ_id}/key/rotate")]
 async fn rotate_key(
     key: KeyHolder,
@@ -213,7 +249,7 @@ async fn rotate_key(
     if !integrations::set_key(&*tx, &tenant.0, &app, &found.id, &sealed, &hash, &key.1, &state.caches).await? {
         return Err(ApiError::NotFound("integration"));
     }
-    let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &json!({ "key": clear })).await?;
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &IntegrationKeyOut { key: clear }).await?;
     tx.commit().await.map_err(StoreError::from)?;
     // Forgotten again once committed: a lookup between the two would have cached the old key.
     state.caches.integration_keys.clear();

@@ -11,30 +11,42 @@ use hookgate_shared::{
     store::{endpoints, erasure, messages, tasks, StoreError},
     AppState,
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
+use super::tasks::ReplayOut;
 use super::{applications::find as find_app, validate};
 use crate::idempotency::RequestKey;
 use crate::{KeyAuth, TenantAuth};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(precheck).service(bulk_expunge).service(expunge_all);
 }
 
 /// Ids one bulk expunge may name: each is a lookup and an update in one transaction.
 const MOST_IDS: usize = 500;
 
-#[derive(Deserialize)]
+/// The message that would be sent: its event type and channels.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = MessagePrecheckIn)]
 struct PrecheckIn {
     event_type: String,
     channels: Option<Vec<String>>,
 }
 
+/// Whether such a message would reach any endpoint or destination now.
+#[derive(Serialize, ToSchema)]
+#[schema(as = MessagePrecheckOut)]
+struct PrecheckOut {
+    active: bool,
+}
+
 /// Whether a message of this event type (and channels) would reach any enabled
 /// endpoint or destination of the application now, by the fan-out's own rule.
 /// Nothing is made; a message created a moment later may find it otherwise.
+#[utoipa::path(tag = "Message", operation_id = "v1.message.precheck", responses((status = 200, body = PrecheckOut)))]
 #[post("/app/{app_id}/msg/precheck/active")]
 async fn precheck(
     tenant: TenantAuth,
@@ -50,19 +62,37 @@ async fn precheck(
     let conn = db::conn(&state.db).await?;
     let active =
         endpoints::any_matching(&**conn, &tenant.0, &app.id, &body.event_type, body.channels.as_deref()).await?;
-    Ok(HttpResponse::Ok().json(json!({ "active": active })))
+    Ok(HttpResponse::Ok().json(PrecheckOut { active }))
 }
 
-#[derive(Deserialize)]
+/// The messages whose payloads to erase, by id or `eventId`.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = BulkExpungeContentsIn)]
 struct BulkExpungeIn {
     #[serde(default)]
     ids: Vec<String>,
 }
 
+/// Per name given, what became of its message's payload.
+#[derive(Serialize, ToSchema)]
+#[schema(as = BulkExpungeContentsOut)]
+struct BulkExpungeOut {
+    results: BTreeMap<String, BulkExpungeStatus>,
+}
+
+/// What became of one message's payload.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+enum BulkExpungeStatus {
+    Expunged,
+    NotFound,
+}
+
 /// Erases the payloads of the messages named (by id or `eventId`), as
 /// `DELETE …/msg/{id}/content` does one; answers per name `expunged` or
 /// `not-found`. All or none: the erasures commit together.
+#[utoipa::path(tag = "Message", operation_id = "v1.message.bulk-expunge-content", responses((status = 200, body = BulkExpungeOut)))]
 #[post("/app/{app_id}/msg/bulk-expunge")]
 async fn bulk_expunge(
     key: KeyAuth,
@@ -90,16 +120,17 @@ async fn bulk_expunge(
             Some(m) => erasure::expunge_message(&*tx, &tenant.0, &app.id, &m.id).await?,
             None => false,
         };
-        results.insert(name.clone(), if found { "expunged" } else { "not-found" });
+        results.insert(name.clone(), if found { BulkExpungeStatus::Expunged } else { BulkExpungeStatus::NotFound });
     }
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(HttpResponse::Ok().json(json!({ "results": results })))
+    Ok(HttpResponse::Ok().json(BulkExpungeOut { results }))
 }
 
 /// Erases the payload of every message the application has now, as a
 /// background task (`application.purge_content`) the workers run in bounded
 /// steps; its `data.messagesPurged` counts them. Messages made after the
 /// request keep theirs.
+#[utoipa::path(tag = "Message", operation_id = "v1.message.expunge-all-contents", responses((status = 202, body = ReplayOut)))]
 #[post("/app/{app_id}/msg/expunge-all-contents")]
 async fn expunge_all(
     key: KeyAuth,

@@ -4,6 +4,7 @@ use crate::{idempotency::RequestKey, KeyAuth, PageQuery, TenantAuth};
 use actix_web::{delete, get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_egress::publish::{InlineApp, PublishError, Publisher};
+use hookgate_shared::store::page::Page;
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -17,18 +18,22 @@ use hookgate_shared::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{applications::find as find_app, validate};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(create).service(list).service(get_one).service(expunge_content);
 }
 
-#[derive(Deserialize)]
+/// A message to send: its event type, its payload, and how it is filed.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct MessageIn {
     event_type: String,
     /// Kept as the exact bytes sent: the body delivered is this, byte for byte.
+    #[schema(value_type = Object)]
     payload: Box<RawValue>,
     event_id: Option<String>,
     channels: Option<Vec<String>>,
@@ -62,8 +67,10 @@ fn payload_expiry(days: Option<i64>, hours: Option<i64>) -> Result<Option<DateTi
     Ok(Some(Utc::now() + chrono::Duration::hours(hours)))
 }
 
-#[derive(Deserialize)]
+/// The application to create with the message when its path names none.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = MessageApplicationIn)]
 struct AppInline {
     name: String,
     uid: Option<String>,
@@ -71,7 +78,8 @@ struct AppInline {
     throttle_rate: Option<i64>,
 }
 
-#[derive(Serialize)]
+/// A message as the API shows it.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct MessageOut {
     pub id: String,
@@ -79,6 +87,8 @@ pub(crate) struct MessageOut {
     pub event_id: Option<String>,
     pub channels: Option<Vec<String>>,
     pub tags: Option<Vec<String>>,
+    /// The payload; `{}` without content, `{"expired": true}` once erased.
+    #[schema(value_type = Object)]
     pub payload: Box<RawValue>,
     pub timestamp: DateTime<Utc>,
 }
@@ -117,7 +127,9 @@ impl MessageOut {
     }
 }
 
-#[derive(Deserialize)]
+/// `?with_content=`: whether to show payloads (default true).
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ContentQuery {
     with_content: Option<bool>,
 }
@@ -128,7 +140,9 @@ impl ContentQuery {
     }
 }
 
-#[derive(Deserialize)]
+/// `?channel=&before=&after=&event_types=`: which messages to list.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct MessageListQuery {
     channel: Option<String>,
     #[serde(default, deserialize_with = "crate::when::opt")]
@@ -164,6 +178,8 @@ fn check(body: &MessageIn) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Creates a message and its deliveries to every endpoint it matches.
+#[utoipa::path(tag = "Message", operation_id = "v1.message.create", responses((status = 202, body = MessageOut)))]
 #[post("/app/{app_id}/msg")]
 async fn create(
     tenant: TenantAuth,
@@ -235,6 +251,8 @@ async fn create(
     Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())))
 }
 
+/// The application's messages, newest first.
+#[utoipa::path(tag = "Message", operation_id = "v1.message.list", responses((status = 200, body = Page<MessageOut>)))]
 #[get("/app/{app_id}/msg")]
 async fn list(
     tenant: TenantAuth,
@@ -250,6 +268,8 @@ async fn list(
     Ok(HttpResponse::Ok().json(found.map(|m| MessageOut::new(m, c.with_content()))))
 }
 
+/// One message, by id or `eventId`.
+#[utoipa::path(tag = "Message", operation_id = "v1.message.get", responses((status = 200, body = MessageOut)))]
 #[get("/app/{app_id}/msg/{msg_id}")]
 async fn get_one(
     tenant: TenantAuth,
@@ -266,6 +286,7 @@ async fn get_one(
 /// Svix's `v1.message.expunge-content`: the payload is erased from the database
 /// (and the inbound event's copy, when ingress created the message); the message
 /// reads `{"expired": true}` and can no longer be resent or replayed.
+#[utoipa::path(tag = "Message", operation_id = "v1.message.expunge-content", responses((status = 204, description = "the payload was erased")))]
 #[delete("/app/{app_id}/msg/{msg_id}/content")]
 async fn expunge_content(
     key: KeyAuth,

@@ -31,7 +31,6 @@ pub(crate) mod transformations;
 pub(crate) mod usage;
 pub(crate) mod validate;
 
-
 /// Registers the routes; the caller wraps them in tenant authentication.
 ///
 /// Messages first: actix tries routes in the order they are registered, each
@@ -43,93 +42,27 @@ pub(crate) mod validate;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.map(|c| {
-        messages::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        message_extras::configure(c);
-        c
-    });
+    messages::configure(cfg);
+    message_extras::configure(cfg);
     applications::configure(cfg);
-    cfg.map(|c| {
-        endpoints::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        endpoint_extras::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        destinations::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        poller::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        endpoint_activity::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        event_types::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        event_type_import::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        attempts::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        portal::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        sources::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        inbound_events::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        console::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        operational::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        usage::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        integrations::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        environment::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        environment_import::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        tasks::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        transformations::configure(c);
-        c
-    });
-    cfg.map(|c| {
-        statistics::configure(c);
-        c
-    });
+    endpoints::configure(cfg);
+    endpoint_extras::configure(cfg);
+    destinations::configure(cfg);
+    poller::configure(cfg);
+    endpoint_activity::configure(cfg);
+    event_types::configure(cfg);
+    event_type_import::configure(cfg);
+    attempts::configure(cfg);
+    portal::configure(cfg);
+    sources::configure(cfg);
+    inbound_events::configure(cfg);
+    console::configure(cfg);
+    operational::configure(cfg);
+    usage::configure(cfg);
+    integrations::configure(cfg);
+    environment::configure(cfg);
+    environment_import::configure(cfg);
+    tasks::configure(cfg);
+    transformations::configure(cfg);
+    statistics::configure(cfg);
 }

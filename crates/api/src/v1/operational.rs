@@ -7,27 +7,32 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::{ready, Ready};
 
-use actix_web::{
-    delete, dev::Payload, get, http::StatusCode, post, put, web, FromRequest, HttpMessage, HttpRequest, HttpResponse,
-};
+use actix_web::dev::{AppService, HttpServiceFactory, Payload};
+use actix_web::{delete, get, http::StatusCode, post, put, web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use hookgate_egress::secrets;
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
-    store::{endpoints, endpoints::Endpoint, operational, tenants::OPERATOR, StoreError},
+    store::{endpoints, endpoints::Endpoint, operational, page::Page, tenants::OPERATOR, StoreError},
     AppState,
 };
 use serde::Deserialize;
 use serde_json::json;
+use utoipa::openapi::path::Paths;
+use utoipa::ToSchema;
+use utoipa_actix_web::{service_config::ServiceConfig, OpenApiFactory};
 
-use super::endpoint_extras::{check_headers, headers_answer, rotated_secret, secret_answer, store_headers};
+use super::endpoint_extras::{
+    check_headers, headers_answer, rotated_secret, secret_answer, store_headers, EndpointHeadersOut, EndpointSecretOut,
+};
 use super::endpoints::{allowed, insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
 use super::validate::RotateIn;
 use crate::idempotency::{answer_empty, RequestKey};
 use crate::{optional_json, PageQuery, Principal};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+/// Registers the routes for `/api/v1`: a tenant's operational endpoints.
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list)
         .service(create)
         .service(get_one)
@@ -37,6 +42,50 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(rotate_secret)
         .service(get_headers)
         .service(set_headers);
+}
+
+/// Registers the same routes for `/admin/v1` (the operator's operational
+/// endpoints), their operations named `admin.…` and tagged `Admin`, so that
+/// every operation id stays unique.
+pub fn configure_admin(cfg: &mut ServiceConfig) {
+    cfg.service(Admin(list))
+        .service(Admin(create))
+        .service(Admin(get_one))
+        .service(Admin(upsert))
+        .service(Admin(delete_one))
+        .service(Admin(get_secret))
+        .service(Admin(rotate_secret))
+        .service(Admin(get_headers))
+        .service(Admin(set_headers));
+}
+
+/// A route registered a second time, for `/admin/v1`: served as is, described
+/// with its operation id's `v1.` made `admin.` and the tag `Admin`.
+struct Admin<S>(S);
+
+impl<S: HttpServiceFactory> HttpServiceFactory for Admin<S> {
+    fn register(self, config: &mut AppService) {
+        self.0.register(config)
+    }
+}
+
+impl<S: OpenApiFactory> OpenApiFactory for Admin<S> {
+    fn paths(&self) -> Paths {
+        let mut paths = self.0.paths();
+        for item in paths.paths.values_mut() {
+            for op in
+                [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch].into_iter().flatten()
+            {
+                op.operation_id = op.operation_id.as_deref().map(|id| id.replacen("v1.", "admin.", 1));
+                op.tags = Some(vec!["Admin".to_owned()]);
+            }
+        }
+        paths
+    }
+
+    fn schemas(&self, schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+        self.0.schemas(schemas)
+    }
 }
 
 /// Whose operational endpoints a request manages: a tenant's (with its API key;
@@ -56,8 +105,6 @@ impl FromRequest for OpTenant {
         })
     }
 }
-
-type EpPath = web::Path<Ref<EndpointId>>;
 
 async fn op_app(state: &AppState, tenant: &TenantId) -> Result<Option<AppId>, ApiError> {
     let conn = db::conn(&state.db).await?;
@@ -81,24 +128,31 @@ async fn find(state: &AppState, tenant: &TenantId, ep: &Ref<EndpointId>) -> Resu
     Ok((app, found))
 }
 
-#[derive(Deserialize)]
+/// An operational endpoint to create: an endpoint's fields, and its custom headers.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = OperationalWebhookEndpointIn)]
 struct OpEndpointIn {
     #[serde(flatten)]
     endpoint: EndpointIn,
     headers: Option<HashMap<String, String>>,
 }
 
+/// The operational endpoints (none until the first is created).
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
 #[get("/operational-webhook/endpoint")]
 async fn list(who: OpTenant, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
     let Some(app) = op_app(&state, &who.0).await? else {
-        return Ok(HttpResponse::Ok().json(json!({ "data": [], "iterator": null, "prevIterator": null, "done": true })));
+        let none: Page<EndpointOut> = Page { data: Vec::new(), iterator: None, prev_iterator: None, done: true };
+        return Ok(HttpResponse::Ok().json(none));
     };
     let conn = db::conn(&state.db).await?;
     let page = endpoints::list(&**conn, &who.0, &app, false, &q.page()).await?;
     Ok(HttpResponse::Ok().json(page.map(EndpointOut::from)))
 }
 
+/// Creates an operational endpoint.
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.create", responses((status = 201, body = EndpointOut)))]
 #[post("/operational-webhook/endpoint")]
 async fn create(
     who: OpTenant,
@@ -120,18 +174,25 @@ async fn create(
     insert(&state, &who.0, &app, made, key.as_deref(), Notify::No).await
 }
 
+/// One operational endpoint.
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.get", responses((status = 200, body = EndpointOut)))]
 #[get("/operational-webhook/endpoint/{endpoint_id}")]
-async fn get_one(who: OpTenant, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn get_one(
+    who: OpTenant,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<EndpointId>>,
+) -> Result<HttpResponse, ApiError> {
     let (_, ep) = find(&state, &who.0, &path).await?;
     Ok(HttpResponse::Ok().json(EndpointOut::from(ep)))
 }
 
 /// PUT: replaces the endpoint, or creates it with the path as its `uid`.
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.update", responses((status = 200, body = EndpointOut), (status = 201, description = "created under the path as its uid", body = EndpointOut)))]
 #[put("/operational-webhook/endpoint/{endpoint_id}")]
 async fn upsert(
     who: OpTenant,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<Ref<EndpointId>>,
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let mut fields = body.fields(&allowed(&state, &who.0).await?)?;
@@ -147,24 +208,37 @@ async fn upsert(
     }
 }
 
+/// Deletes an operational endpoint.
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.delete", responses((status = 204, description = "deleted")))]
 #[delete("/operational-webhook/endpoint/{endpoint_id}")]
-async fn delete_one(who: OpTenant, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn delete_one(
+    who: OpTenant,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<EndpointId>>,
+) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &who.0, &path).await?;
     remove(&state, &who.0, &app, &ep, Notify::No).await
 }
 
+/// The operational endpoint's signing secret.
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.get-secret", responses((status = 200, body = EndpointSecretOut)))]
 #[get("/operational-webhook/endpoint/{endpoint_id}/secret")]
-async fn get_secret(who: OpTenant, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn get_secret(
+    who: OpTenant,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<EndpointId>>,
+) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &who.0, &path).await?;
     secret_answer(&state, &who.0, &app, &ep)
 }
 
 /// The old secret keeps signing beside the new one for the grace period; 204 as Svix answers.
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.rotate-secret", request_body = Option<RotateIn>, responses((status = 204, description = "rotated")))]
 #[post("/operational-webhook/endpoint/{endpoint_id}/secret/rotate")]
 async fn rotate_secret(
     who: OpTenant,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<Ref<EndpointId>>,
     body: web::Bytes,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
@@ -185,22 +259,32 @@ async fn rotate_secret(
     Ok(res)
 }
 
+/// The operational endpoint's custom headers, sensitive ones by name only.
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.get-headers", responses((status = 200, body = EndpointHeadersOut)))]
 #[get("/operational-webhook/endpoint/{endpoint_id}/headers")]
-async fn get_headers(who: OpTenant, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+async fn get_headers(
+    who: OpTenant,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<EndpointId>>,
+) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &who.0, &path).await?;
     headers_answer(&state, &who.0, &app, &ep, false)
 }
 
-#[derive(Deserialize)]
+/// The custom headers, replacing all the endpoint had.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = OperationalWebhookEndpointHeadersIn)]
 struct HeadersIn {
     headers: HashMap<String, String>,
 }
 
+/// Replaces the operational endpoint's custom headers.
+#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.update-headers", responses((status = 204, description = "saved")))]
 #[put("/operational-webhook/endpoint/{endpoint_id}/headers")]
 async fn set_headers(
     who: OpTenant,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<Ref<EndpointId>>,
     body: web::Json<HeadersIn>,
 ) -> Result<HttpResponse, ApiError> {
     check_headers(&body.headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect())?;

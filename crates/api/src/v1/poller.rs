@@ -20,8 +20,10 @@ use serde_json::Value;
 
 use super::{endpoints::find_any, validate};
 use crate::TenantAuth;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(poll).service(consumer_poll).service(consumer_seek);
 }
 
@@ -31,7 +33,10 @@ const MOST: i64 = 250;
 /// and an iterator to go on from.
 const MOST_SCANNED: i64 = 1000;
 
-#[derive(Deserialize)]
+/// Where a poll starts (`iterator`, else the first message after `after`, else
+/// the start) and which messages it answers.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct PollQuery {
     limit: Option<i64>,
@@ -43,23 +48,28 @@ struct PollQuery {
     after: Option<DateTime<Utc>>,
 }
 
-#[derive(Deserialize)]
+/// How many messages a consumer's poll reads, and from where if not its position.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ConsumerQuery {
     limit: Option<i64>,
     iterator: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// Where a consumer goes: just after the last message logged at or before `after`.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = PollingEndpointConsumerSeekIn)]
 struct SeekIn {
     #[serde(deserialize_with = "crate::when::at")]
     after: DateTime<Utc>,
 }
 
 /// Svix's `PollingEndpointMessageOut`.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = PollingEndpointMessageOut)]
 struct PolledOut {
     id: String,
     event_type: String,
@@ -70,6 +80,22 @@ struct PolledOut {
     timestamp: DateTime<Utc>,
     headers: Option<Value>,
     deliver_at: Option<DateTime<Utc>>,
+}
+
+/// A page of a polling endpoint's messages (Svix's `PollingEndpointOut`).
+#[derive(Serialize, ToSchema)]
+struct PollingEndpointOut {
+    data: Vec<PolledOut>,
+    /// Whether the page came to the end of what there is now.
+    done: bool,
+    /// Where the next poll goes on from.
+    iterator: String,
+}
+
+/// Where a consumer was moved to (Svix's `PollingEndpointConsumerSeekOut`).
+#[derive(Serialize, ToSchema)]
+struct PollingEndpointConsumerSeekOut {
+    iterator: String,
 }
 
 fn polled(l: Logged) -> PolledOut {
@@ -118,13 +144,15 @@ fn iterator(raw: &str) -> Result<Position, ApiError> {
 
 /// The page's answer: its messages, the iterator to go on from, and whether it
 /// came to the end of what there is now.
-fn page(rows: Vec<Logged>, from: Position, limit: i64) -> (serde_json::Value, Position) {
+fn page(rows: Vec<Logged>, from: Position, limit: i64) -> (PollingEndpointOut, Position) {
     let done = (rows.len() as i64) < limit;
     let next = rows.last().map_or(from, |l| l.at);
     let data: Vec<PolledOut> = rows.into_iter().map(polled).collect();
-    (serde_json::json!({ "data": data, "iterator": next.iterator(), "done": done }), next)
+    (PollingEndpointOut { data, done, iterator: next.iterator() }, next)
 }
 
+/// Reads a polling endpoint's messages in order, from `iterator` (or `after`, or the start).
+#[utoipa::path(tag = "Poller", operation_id = "hookgate.poller.poll", responses((status = 200, body = PollingEndpointOut)))]
 #[get("/app/{app_id}/poller/{sink_id}")]
 async fn poll(
     tenant: TenantAuth,
@@ -154,12 +182,12 @@ async fn poll(
     )
     .await?;
     let data: Vec<PolledOut> = read.found.into_iter().map(polled).collect();
-    Ok(HttpResponse::Ok()
-        .json(serde_json::json!({ "data": data, "iterator": read.next.iterator(), "done": read.done })))
+    Ok(HttpResponse::Ok().json(PollingEndpointOut { data, done: read.done, iterator: read.next.iterator() }))
 }
 
 /// Reads on from the consumer's position (or from `iterator` when given), and
 /// keeps where this read ended as its position.
+#[utoipa::path(tag = "Poller", operation_id = "hookgate.poller.consumer-poll", responses((status = 200, body = PollingEndpointOut)))]
 #[get("/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}")]
 async fn consumer_poll(
     tenant: TenantAuth,
@@ -185,6 +213,7 @@ async fn consumer_poll(
 }
 
 /// Moves the consumer to just after the last message logged at or before `after`.
+#[utoipa::path(tag = "Poller", operation_id = "hookgate.poller.consumer-seek", responses((status = 200, body = PollingEndpointConsumerSeekOut)))]
 #[post("/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek")]
 async fn consumer_seek(
     tenant: TenantAuth,
@@ -197,5 +226,5 @@ async fn consumer_seek(
     let conn = db::conn(&state.db).await?;
     let at = sinks::position_at(&**conn, &tenant.0, &app, &sink, body.after).await?;
     sinks::set_consumer(&**conn, &tenant.0, &app, &sink, &path.2, at).await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "iterator": at.iterator() })))
+    Ok(HttpResponse::Ok().json(PollingEndpointConsumerSeekOut { iterator: at.iterator() }))
 }

@@ -13,15 +13,16 @@ use hookgate_shared::{
     store::{applications::Application, portal_tokens},
     AppState,
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{
     applications::{find as find_app, AppIn},
     validate,
 };
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(access).service(expire_all).service(logout);
 }
 
@@ -32,8 +33,10 @@ const DEFAULT_EXPIRY_SECS: i64 = 7 * 86_400;
 /// proxies refuse headers of more than about 8 KiB.
 const MAX_FLAGS_LEN: usize = 1024;
 
-#[derive(Deserialize, Default)]
+/// What the token may do, and for how long (the body may be empty).
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = AppPortalAccessIn)]
 struct AccessIn {
     /// Lifetime in seconds.
     expiry: Option<i64>,
@@ -53,6 +56,7 @@ struct AccessIn {
 /// The token reaches that application's endpoints, messages and attempts only.
 /// `url` opens Hookgate's own portal page for the application, with the token in
 /// the fragment (never sent to a server, so never in a log).
+#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.app-portal-access", request_body = Option<AccessIn>, responses((status = 200, body = PortalAccessOut)))]
 #[post("/auth/app-portal-access/{app_id}")]
 async fn access(
     key: KeyAuth,
@@ -102,8 +106,17 @@ pub(crate) struct Minted {
     pub session: String,
 }
 
+/// An app-portal token and the portal URL that opens with it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AppPortalAccessOut)]
+pub(crate) struct PortalAccessOut {
+    token: String,
+    /// Hookgate's portal page for the application, the token in its fragment.
+    url: String,
+}
+
 /// A token for the application's customer, minted by `key`, and the portal URL
-/// that opens with it: `AppPortalAccessOut`.
+/// that opens with it.
 pub(crate) fn mint(
     req: &HttpRequest,
     state: &AppState,
@@ -111,7 +124,7 @@ pub(crate) fn mint(
     app: &Application,
     key: hookgate_shared::ids::ApiKeyId,
     m: Minted,
-) -> serde_json::Value {
+) -> PortalAccessOut {
     let now = Utc::now();
     let claims = PortalClaims {
         tenant: tenant.0.clone(),
@@ -131,7 +144,7 @@ pub(crate) fn mint(
         tenant.0,
         app.id
     );
-    json!({ "token": token, "url": url })
+    PortalAccessOut { token, url }
 }
 
 /// Svix's `sessionId`: 1 to 64 of `a-zA-Z0-9@_-`.
@@ -171,8 +184,10 @@ async fn create_alongside(
     }
 }
 
-#[derive(Deserialize, Default)]
+/// Which tokens to expire, and when (the body may be empty).
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = ApplicationTokenExpireIn)]
 struct ExpireIn {
     /// Seconds until the tokens are refused (0 to 72 hours; none: now).
     expiry: Option<i64>,
@@ -186,6 +201,7 @@ const MOST_SESSIONS: usize = 1000;
 /// Every app-portal token of the application made until now (or, with
 /// `sessionIds`, those of the sessions named) is refused from `expiry` seconds
 /// on. Tokens made after the request live their time.
+#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.expire-all", request_body = Option<ExpireIn>, responses((status = 204, description = "expired")))]
 #[post("/auth/app/{app_id}/expire-all")]
 async fn expire_all(
     key: KeyAuth,
@@ -222,6 +238,7 @@ async fn expire_all(
 /// The calling app-portal token is refused from now on; any other credential
 /// gets 403 (an API key is revoked through the admin API, an integration's key
 /// rotated).
+#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.logout", responses((status = 204, description = "logged out")))]
 #[post("/auth/logout")]
 async fn logout(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let principal = req.extensions().get::<Principal>().cloned();

@@ -5,7 +5,7 @@ use crate::{optional_json, KeyAuth, Maybe, PageQuery};
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
-use hookgate_shared::store::StoreError;
+use hookgate_shared::store::{page::Page, StoreError};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -18,24 +18,28 @@ use hookgate_shared::{
     AppState,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio_postgres::GenericClient;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use hookgate_ingress::secrets;
 
 use super::validate::RotateIn;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(patch_one).service(delete_one);
     cfg.service(get_secret).service(rotate_secret);
 }
 
-#[derive(Deserialize)]
+/// A source to create: where it receives, how it verifies, and where its events go.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SourceIn {
     name: String,
     provider: String,
     secret: Option<String>,
+    /// How events are keyed for dedupe; absent or `null`: the provider's own key.
     idempotency: Option<Value>,
     mode: Option<String>,
     app_id: String,
@@ -54,7 +58,8 @@ struct SourceIn {
     disabled: bool,
 }
 
-#[derive(Deserialize)]
+/// The fields of a source to change: absent leaves one alone, `null` clears it.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SourcePatch {
     name: Option<String>,
@@ -74,7 +79,8 @@ struct SourcePatch {
     disabled: Option<bool>,
 }
 
-#[derive(Serialize)]
+/// A source: its URL, provider and settings.
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct SourceOut {
     id: String,
@@ -89,18 +95,28 @@ struct SourceOut {
     retention: i32,
     /// Whether `retention` is the tenant's (or the operator's default), not the source's own.
     retention_inherited: bool,
+    /// The generic `hmac` provider's options.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = HmacSpec)]
     hmac: Option<Value>,
     /// Set only for providers that sign the URL; `null` there means `url`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     public_url: Option<Option<String>>,
     allow_unverified: bool,
     disabled: bool,
     /// An ingest source's type, as the Svix SDK names it (docs/ingest.md).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     ingest_type: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+}
+
+/// A source's signing secret (`null` when it has none).
+#[derive(Serialize, ToSchema)]
+struct SourceSecretOut {
+    key: Option<String>,
 }
 
 fn out(req: &HttpRequest, state: &AppState, s: Source) -> SourceOut {
@@ -195,6 +211,8 @@ async fn find(state: &AppState, tenant: &TenantId, id: &SourceId) -> Result<Sour
     sources::get(&**conn, tenant, id).await?.ok_or(ApiError::NotFound("source"))
 }
 
+/// Creates a source; its secret is generated unless given.
+#[utoipa::path(tag = "Source", operation_id = "hookgate.source.create", responses((status = 201, body = SourceOut)))]
 #[post("/source")]
 async fn create(
     key: KeyAuth,
@@ -235,6 +253,8 @@ async fn create(
     Ok(res)
 }
 
+/// Lists the tenant's sources.
+#[utoipa::path(tag = "Source", operation_id = "hookgate.source.list", responses((status = 200, body = Page<SourceOut>)))]
 #[get("/source")]
 async fn list(
     key: KeyAuth,
@@ -247,7 +267,9 @@ async fn list(
     Ok(HttpResponse::Ok().json(page.map(|s| out(&req, &state, s))))
 }
 
-#[get("/source/{id}")]
+/// Gets a source.
+#[utoipa::path(tag = "Source", operation_id = "hookgate.source.get", responses((status = 200, body = SourceOut)))]
+#[get("/source/{source_id}")]
 async fn get_one(
     key: KeyAuth,
     req: HttpRequest,
@@ -257,7 +279,9 @@ async fn get_one(
     Ok(HttpResponse::Ok().json(out(&req, &state, find(&state, &key.0, &id).await?)))
 }
 
-#[patch("/source/{id}")]
+/// Changes the fields the body gives; the provider and secret stay.
+#[utoipa::path(tag = "Source", operation_id = "hookgate.source.patch", responses((status = 200, body = SourceOut)))]
+#[patch("/source/{source_id}")]
 async fn patch_one(
     key: KeyAuth,
     req: HttpRequest,
@@ -306,7 +330,10 @@ async fn patch_one(
     Ok(HttpResponse::Ok().json(out(&req, &state, saved)))
 }
 
-#[delete("/source/{id}")]
+/// Deletes a source; an ingest source goes with its application (202 while a
+/// large one is erased).
+#[utoipa::path(tag = "Source", operation_id = "hookgate.source.delete", responses((status = 204, description = "deleted"), (status = 202, description = "an ingest source's application is being erased", body = crate::v1::applications::Erasing)))]
+#[delete("/source/{source_id}")]
 async fn delete_one(
     key: KeyAuth,
     state: web::Data<AppState>,
@@ -324,7 +351,9 @@ async fn delete_one(
     Ok(HttpResponse::NoContent().finish())
 }
 
-#[get("/source/{id}/secret")]
+/// Gets the source's current signing secret.
+#[utoipa::path(tag = "Source", operation_id = "hookgate.source.get-secret", responses((status = 200, body = SourceSecretOut)))]
+#[get("/source/{source_id}/secret")]
 async fn get_secret(
     key: KeyAuth,
     state: web::Data<AppState>,
@@ -332,11 +361,13 @@ async fn get_secret(
 ) -> Result<HttpResponse, ApiError> {
     let s = find(&state, &key.0, &id).await?;
     let valid = secrets::valid_secrets(&state, &s).map_err(ApiError::Internal)?;
-    Ok(HttpResponse::Ok().json(json!({ "key": valid.first() })))
+    Ok(HttpResponse::Ok().json(SourceSecretOut { key: valid.into_iter().next() }))
 }
 
-/// The previous secret is still accepted for the grace period (24 h by default).
-#[post("/source/{id}/secret/rotate")]
+/// Rotates the source's secret: the previous one is still accepted for the grace
+/// period (24 h by default).
+#[utoipa::path(tag = "Source", operation_id = "hookgate.source.rotate-secret", request_body = Option<RotateIn>, responses((status = 200, body = SourceSecretOut)))]
+#[post("/source/{source_id}/secret/rotate")]
 async fn rotate_secret(
     key: KeyAuth,
     state: web::Data<AppState>,
@@ -361,7 +392,7 @@ async fn rotate_secret(
         // Deleted meanwhile: no key was stored, so none is answered (or kept for replay).
         return Err(ApiError::NotFound("source"));
     }
-    let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &json!({ "key": secret })).await?;
+    let res = answer(&*tx, &state, request.as_deref(), StatusCode::OK, &SourceSecretOut { key: Some(secret) }).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(res)
 }

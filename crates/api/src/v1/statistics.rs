@@ -9,17 +9,20 @@ use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
-    ids::{AppId, Ref},
+    ids::{AppId, Ref, TaskId},
     store::{applications, statistics, tasks},
     AppState,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
+use super::tasks::ReplayOut;
 use crate::idempotency::{answer, RequestKey};
 use crate::KeyAuth;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(app_stats).service(event_types);
 }
 
@@ -50,7 +53,8 @@ async fn within_rate(
     Ok(())
 }
 
-#[derive(Deserialize)]
+/// The window to count, and the applications (ids or uids; absent: all).
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct AppUsageStatsIn {
     #[serde(deserialize_with = "crate::when::at")]
@@ -60,10 +64,25 @@ struct AppUsageStatsIn {
     app_ids: Option<Vec<String>>,
 }
 
+/// The finished task (Svix's `AppUsageStatsOut`), and the names that matched no application.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct AppUsageStatsOut {
+    id: TaskId,
+    /// Always `finished`.
+    status: &'static str,
+    /// Always `application.stats`.
+    task: &'static str,
+    /// The `appIds` that name no application of the tenant.
+    unresolved_app_ids: Vec<String>,
+    updated_at: DateTime<Utc>,
+}
+
 /// `POST /stats/usage/app`: 202 with the task, finished; its `data.appStats`
 /// counts per application the deliveries its messages of the window made.
 /// Names that match no application are listed in `unresolvedAppIds`; when none
 /// match, 422.
+#[utoipa::path(tag = "Statistics", operation_id = "v1.statistics.aggregate-app-stats", responses((status = 202, body = AppUsageStatsOut)))]
 #[post("/stats/usage/app")]
 async fn app_stats(
     key: KeyAuth,
@@ -108,14 +127,15 @@ async fn app_stats(
     let data = json!({ "appStats": stats });
     let task =
         tasks::create_finished(&**conn, &key.0, tasks::TaskKind::AppStats, (body.since, body.until), &data).await?;
-    let mut out = super::tasks::replay_out(&task);
-    out["unresolvedAppIds"] = json!(unresolved);
+    let ReplayOut { id, status, task, updated_at } = super::tasks::replay_out(&task);
+    let out = AppUsageStatsOut { id, status, task, unresolved_app_ids: unresolved, updated_at };
     answer(&**conn, &state, request.as_deref(), StatusCode::ACCEPTED, &out).await
 }
 
 /// `PUT /stats/usage/event-types`: 202 with the task, finished; its
 /// `data.event_types` lists per application the event types its endpoints name
 /// and whether one takes every type.
+#[utoipa::path(tag = "Statistics", operation_id = "v1.statistics.aggregate-event-types", responses((status = 202, body = ReplayOut)))]
 #[put("/stats/usage/event-types")]
 async fn event_types(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;

@@ -4,20 +4,25 @@
 use actix_web::http::StatusCode;
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use hookgate_shared::ids::{AppId, EndpointId, Ref, TaskId};
 use hookgate_shared::status::DeliveryStatus;
 use hookgate_shared::store::tasks::{self, NewTask, ReplayFilter, Task, TaskKind, TaskStatus};
-use hookgate_shared::store::{page::PageRequest, StoreError};
+use hookgate_shared::store::{
+    page::{Page, PageRequest},
+    StoreError,
+};
 use hookgate_shared::{db, http::ApiError, AppState};
 
 use super::endpoints::find_any as find;
 use crate::idempotency::{answer, RequestKey};
 use crate::TenantAuth;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(replay_missing).service(bulk_replay).service(recover).service(list).service(get_one);
 }
 
@@ -33,9 +38,12 @@ const MOST_EVENT_TYPES: usize = 250;
 /// Longest channel or tag a filter may name, as for a message's own.
 const MOST_FILTER_LEN: usize = 128;
 
+/// The handlers spell it out: the OpenAPI macro finds path parameters in a
+/// `web::Path<..>` argument only, not through an alias.
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
-#[derive(Deserialize)]
+/// A replay's or a recovery's window.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ReplayIn {
     #[serde(deserialize_with = "crate::when::at")]
@@ -46,7 +54,7 @@ struct ReplayIn {
 
 /// Bulk replay's body. Unknown fields are refused: a misspelt filter would
 /// otherwise be dropped, and the replay send everything.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct BulkReplayIn {
     #[serde(deserialize_with = "crate::when::at")]
@@ -98,11 +106,12 @@ impl BulkReplayIn {
 
 /// Sends the endpoint every message of the window that its filters take and it
 /// never got, each with its own id; run twice, the second sends nothing again.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.replay-missing", responses((status = 202, body = ReplayOut)))]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/replay-missing")]
 async fn replay_missing(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<ReplayIn>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
@@ -112,11 +121,12 @@ async fn replay_missing(
 
 /// Starts the retry schedule again for every failed delivery to the endpoint of a
 /// message in the window.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.recover", responses((status = 202, body = ReplayOut)))]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/recover")]
 async fn recover(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<ReplayIn>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
@@ -126,11 +136,12 @@ async fn recover(
 
 /// Sends the endpoint again every message of the window it was sent that the
 /// filters match, delivered or not, each with its own id.
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.bulk-replay", responses((status = 202, body = ReplayOut)))]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/bulk-replay")]
 async fn bulk_replay(
     tenant: TenantAuth,
     state: web::Data<AppState>,
-    path: EpPath,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<BulkReplayIn>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
@@ -206,27 +217,99 @@ pub(super) async fn start_app_task(
     Ok(res)
 }
 
-/// `ReplayOut`: the task without its data.
-pub(super) fn replay_out(t: &Task) -> Value {
-    json!({ "id": t.id, "status": t.status.name(), "task": t.kind.name(), "updatedAt": t.updated_at })
+/// A background task without its data (Svix's `ReplayOut`, `RecoverOut`,
+/// `ExpungeAllContentsOut`, `AggregateEventTypesOut`: one shape).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ReplayOut {
+    pub(super) id: TaskId,
+    /// `running`, `finished` or `failed`.
+    #[schema(example = "running")]
+    pub(super) status: &'static str,
+    /// What the task does: `endpoint.replay`, `endpoint.bulk-replay`, `endpoint.recover`,
+    /// `application.purge_content`, `application.stats` or `event-type.aggregate`.
+    #[schema(example = "endpoint.replay")]
+    pub(super) task: &'static str,
+    pub(super) updated_at: DateTime<Utc>,
 }
 
-/// `BackgroundTaskOut`.
-fn task_out(t: &Task) -> Value {
-    let mut data = match t.kind {
-        TaskKind::Replay | TaskKind::BulkReplay | TaskKind::Recover => {
-            json!({ "messagesSent": t.sent, "appId": t.app_id, "endpointId": t.endpoint_id })
+/// The task without its data.
+pub(super) fn replay_out(t: &Task) -> ReplayOut {
+    ReplayOut { id: t.id.clone(), status: t.status.name(), task: t.kind.name(), updated_at: t.updated_at }
+}
+
+/// A background task with what it did (Svix's `BackgroundTaskOut`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct BackgroundTaskOut {
+    data: TaskData,
+    id: TaskId,
+    /// `running`, `finished` or `failed`.
+    #[schema(example = "finished")]
+    status: &'static str,
+    /// What the task does, as in `ReplayOut`.
+    #[schema(example = "endpoint.replay")]
+    task: &'static str,
+    updated_at: DateTime<Utc>,
+}
+
+/// A background task's `data`, by its kind.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = BackgroundTaskData)]
+enum TaskData {
+    /// A replay's or a recovery's.
+    #[serde(rename_all = "camelCase")]
+    Replay {
+        app_id: Option<AppId>,
+        endpoint_id: Option<EndpointId>,
+        /// Why the task failed, when it did.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        error: Option<String>,
+        /// Deliveries the task made due.
+        messages_sent: i64,
+    },
+    /// A content purge's.
+    #[serde(rename_all = "camelCase")]
+    Purge {
+        app_id: Option<AppId>,
+        /// Why the task failed, when it did.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        error: Option<String>,
+        /// Payloads the task erased.
+        messages_purged: i64,
+    },
+    /// A statistics task's result (`appStats` or `event_types`), and `error` when it failed.
+    Result(Value),
+}
+
+/// The task with what it did.
+fn task_out(t: &Task) -> BackgroundTaskOut {
+    let error = t.failure.clone();
+    let data = match t.kind {
+        TaskKind::Replay | TaskKind::BulkReplay | TaskKind::Recover => TaskData::Replay {
+            app_id: t.app_id.clone(),
+            endpoint_id: t.endpoint_id.clone(),
+            error,
+            messages_sent: t.sent,
+        },
+        TaskKind::PurgeContent => TaskData::Purge { app_id: t.app_id.clone(), error, messages_purged: t.sent },
+        TaskKind::AppStats | TaskKind::EventTypeAggregate => {
+            let mut data = t.data.clone().unwrap_or_else(|| json!({}));
+            if let Some(f) = error {
+                data["error"] = json!(f);
+            }
+            TaskData::Result(data)
         }
-        TaskKind::PurgeContent => json!({ "messagesPurged": t.sent, "appId": t.app_id }),
-        TaskKind::AppStats | TaskKind::EventTypeAggregate => t.data.clone().unwrap_or_else(|| json!({})),
     };
-    if let Some(f) = &t.failure {
-        data["error"] = json!(f);
-    }
-    json!({ "id": t.id, "status": t.status.name(), "task": t.kind.name(), "updatedAt": t.updated_at, "data": data })
+    BackgroundTaskOut { data, id: t.id.clone(), status: t.status.name(), task: t.kind.name(), updated_at: t.updated_at }
 }
 
-#[derive(Deserialize)]
+/// `?status=&task=&order=&limit=&iterator=`
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
     status: Option<String>,
     task: Option<String>,
@@ -235,6 +318,8 @@ struct ListQuery {
     iterator: Option<String>,
 }
 
+/// The tenant's background tasks, newest first unless `order=ascending`.
+#[utoipa::path(tag = "Background Task", operation_id = "v1.background-task.list", responses((status = 200, body = Page<BackgroundTaskOut>)))]
 #[get("/background-task")]
 async fn list(
     tenant: TenantAuth,
@@ -268,6 +353,8 @@ async fn list(
     Ok(HttpResponse::Ok().json(page.map(|t| task_out(&t))))
 }
 
+/// One background task, with what it did.
+#[utoipa::path(tag = "Background Task", operation_id = "v1.background-task.get", responses((status = 200, body = BackgroundTaskOut)))]
 #[get("/background-task/{task_id}")]
 async fn get_one(
     tenant: TenantAuth,

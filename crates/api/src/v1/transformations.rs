@@ -5,8 +5,11 @@
 use std::collections::BTreeMap;
 
 use actix_web::{get, patch, post, put, web, HttpRequest, HttpResponse};
-use serde::Deserialize;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use hookgate_egress::{sandbox::Sandbox, secrets, transform};
 use hookgate_shared::ids::{AppId, EndpointId, Ref};
@@ -16,7 +19,7 @@ use hookgate_shared::{db, http::ApiError, AppState};
 use super::endpoints::find;
 use crate::{KeyAuth, TenantAuth};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_one)
         .service(patch_one)
         .service(try_one)
@@ -35,12 +38,63 @@ const MOST_VALUE: usize = 4096;
 
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
-#[derive(Deserialize)]
+/// What a transformation's PATCH sets; what it leaves out is kept.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = EndpointTransformationPatch)]
 pub(crate) struct TransformationPatch {
     code: Option<String>,
     enabled: Option<bool>,
     variables: Option<BTreeMap<String, String>>,
+}
+
+/// An endpoint's transformation (Svix's `EndpointTransformationOut`), and
+/// `available`: whether the tenant's transformations are switched on.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EndpointTransformationOut {
+    available: bool,
+    /// `null` while the endpoint has none.
+    code: Option<String>,
+    enabled: bool,
+    updated_at: Option<DateTime<Utc>>,
+    /// Names and values; a value hidden from the caller reads `[redacted]`.
+    #[schema(value_type = BTreeMap<String, String>)]
+    variables: Value,
+}
+
+/// What `…/transformation/try` says a delivery would do.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = TransformationTryOut)]
+enum TryOut {
+    /// The request that would be sent (`cancel` is false).
+    Send {
+        cancel: bool,
+        method: &'static str,
+        /// JSON, or the text the code made when it is not JSON.
+        payload: Value,
+        url: String,
+    },
+    /// The code cancelled the delivery (`cancel` is true).
+    Cancel { cancel: bool },
+    /// The code failed.
+    Error { error: String },
+}
+
+/// Svix's `EmptyResponse`: `{}`.
+#[derive(Serialize, ToSchema)]
+struct EmptyResponse {}
+
+/// The tenant's transformation switches.
+#[derive(Serialize, ToSchema)]
+struct TransformationSwitchOut {
+    /// Both switches are on: transformations run.
+    active: bool,
+    /// The operator's switch.
+    allowed: bool,
+    /// The tenant's own switch.
+    enabled: bool,
 }
 
 /// Besides Svix's fields, `available` (Hookgate's own): whether the tenant's
@@ -48,6 +102,7 @@ pub(crate) struct TransformationPatch {
 /// Variables may hold credentials: a portal link sees their values by the rule
 /// for custom headers (a managing link, when the tenant shows header values),
 /// and `[redacted]` otherwise.
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.transformation.get", responses((status = 200, body = EndpointTransformationOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/transformation")]
 async fn get_one(
     tenant: TenantAuth,
@@ -62,6 +117,7 @@ async fn get_one(
 /// A destination's transformation (Svix's `destination.transformation`): run on
 /// each message before it is handed over, as an endpoint's before it is sent.
 /// The handler's `url` and `method` do not apply to a destination.
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.destination-transformation.get", responses((status = 200, body = EndpointTransformationOut)))]
 #[get("/app/{app_id}/destination/{destination_id}/transformation")]
 async fn get_destination(
     tenant: TenantAuth,
@@ -104,7 +160,7 @@ pub(crate) async fn get_of(
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
     let Some(t) = stored else {
         let none =
-            json!({ "code": null, "enabled": false, "variables": {}, "updatedAt": null, "available": available });
+            EndpointTransformationOut { available, code: None, enabled: false, updated_at: None, variables: json!({}) };
         return Ok(HttpResponse::Ok().json(none));
     };
     let mut variables = secrets::open_variables(state, &tenant.0, &app, &ep.id, t.variables.as_deref())
@@ -112,17 +168,19 @@ pub(crate) async fn get_of(
     if let (true, Some(vars)) = (hidden, variables.as_object_mut()) {
         vars.values_mut().for_each(|v| *v = json!("[redacted]"));
     }
-    let mut body = out(&t, variables);
-    body["available"] = json!(available);
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().json(EndpointTransformationOut {
+        available,
+        code: Some(t.code),
+        enabled: t.enabled,
+        updated_at: Some(t.updated_at),
+        variables,
+    }))
 }
 
-fn out(t: &transformations::Transformation, variables: Value) -> Value {
-    json!({ "code": t.code, "enabled": t.enabled, "variables": variables, "updatedAt": t.updated_at })
-}
-
-#[derive(Deserialize)]
+/// Code to try on a payload, as a delivery of `eventType` would run it.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = TransformationTryIn)]
 struct TryIn {
     code: String,
     event_type: String,
@@ -133,6 +191,7 @@ struct TryIn {
 /// delivery to this endpoint would, with its URL and variables, and says what
 /// would be sent: `{cancel, method, url, payload}`, or `{error}` when the code
 /// fails. Nothing is saved or sent.
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.transformation.try", responses((status = 200, body = TryOut)))]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/transformation/try")]
 async fn try_one(
     tenant: TenantAuth,
@@ -164,13 +223,13 @@ async fn try_one(
     };
     let ran = Sandbox::for_api().run(body.code.into(), variables.into(), hook, state.config.max_body).await;
     Ok(HttpResponse::Ok().json(match ran {
-        Ok(transform::Outcome::Cancel) => json!({ "cancel": true }),
+        Ok(transform::Outcome::Cancel) => TryOut::Cancel { cancel: true },
         Ok(transform::Outcome::Send(h)) => {
             let payload = serde_json::from_slice::<Value>(&h.payload)
                 .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&h.payload).into_owned()));
-            json!({ "cancel": false, "method": h.method.as_str(), "url": h.url, "payload": payload })
+            TryOut::Send { cancel: false, method: h.method.as_str(), payload, url: h.url }
         }
-        Err(e) => json!({ "error": e.to_string() }),
+        Err(e) => TryOut::Error { error: e.to_string() },
     }))
 }
 
@@ -180,6 +239,7 @@ const OFF: &str = "transformations are off for this tenant: the operator allows 
 /// Sets what the body gives and keeps the rest. Enabling needs the tenant's
 /// transformations switched on (by the operator), and code that runs and
 /// defines `handler`: both are checked here, not at the first delivery.
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.transformation.patch", responses((status = 204, description = "saved")))]
 #[patch("/app/{app_id}/endpoint/{endpoint_id}/transformation")]
 async fn patch_one(
     tenant: TenantAuth,
@@ -192,6 +252,8 @@ async fn patch_one(
     patch_of(&tenant, &state, body, app, ep).await
 }
 
+/// Sets a destination's transformation; `code` alone enables it (or, empty, turns it off).
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.destination-transformation.patch", responses((status = 200, body = EmptyResponse)))]
 #[patch("/app/{app_id}/destination/{destination_id}/transformation")]
 async fn patch_destination(
     tenant: TenantAuth,
@@ -208,7 +270,7 @@ async fn patch_destination(
     }
     patch_of(&tenant, &state, body, app, ep).await?;
     // The SDK reads a body here (`EmptyResponse`), where the endpoint's answers 204.
-    Ok(HttpResponse::Ok().json(json!({})))
+    Ok(HttpResponse::Ok().json(EmptyResponse {}))
 }
 
 pub(crate) async fn patch_of(
@@ -276,10 +338,12 @@ pub(crate) async fn patch_of(
 
 /// The tenant's switches: `allowed` (the operator's), `enabled` (its own), and
 /// `active` (both: transformations run).
-fn switch_out(t: &tenants::Tenant) -> Value {
-    json!({ "allowed": t.transformations, "enabled": !t.transformations_off, "active": t.transforms() })
+fn switch_out(t: &tenants::Tenant) -> TransformationSwitchOut {
+    TransformationSwitchOut { active: t.transforms(), allowed: t.transformations, enabled: !t.transformations_off }
 }
 
+/// The tenant's transformation switches: the operator's, its own, and whether they run.
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.transformation-settings.get", responses((status = 200, body = TransformationSwitchOut)))]
 #[get("/settings/transformations")]
 async fn get_switch(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
@@ -287,8 +351,10 @@ async fn get_switch(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResp
     Ok(HttpResponse::Ok().json(switch_out(&t)))
 }
 
-#[derive(Deserialize)]
+/// The tenant's own transformation switch.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = TransformationSwitchIn)]
 struct SwitchIn {
     enabled: bool,
 }
@@ -296,6 +362,7 @@ struct SwitchIn {
 /// The tenant turns its transformations off (every enabled one stops before the
 /// next delivery, the code kept) or on again; they run only while the operator
 /// allows them too.
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.transformation-settings.update", responses((status = 200, body = TransformationSwitchOut)))]
 #[put("/settings/transformations")]
 async fn put_switch(
     key: KeyAuth,

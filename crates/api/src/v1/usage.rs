@@ -11,22 +11,35 @@ use hookgate_shared::{
     store::usage::{self, UsageDay},
     AppState,
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::{KeyAuth, Operator};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(own_usage);
 }
 
 /// The longest range one request may ask for.
 const MAX_DAYS: u64 = 366;
 
-#[derive(Deserialize)]
+/// `?from=&to=`: the days asked for, both included; the last 30 by default.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Range {
+    /// The first day, `YYYY-MM-DD` (default: 29 days before `to`).
+    #[param(format = Date)]
     from: Option<String>,
+    /// The last day, `YYYY-MM-DD` (default: today, UTC).
+    #[param(format = Date)]
     to: Option<String>,
+}
+
+/// The usage, one entry per UTC day that has any, oldest first.
+#[derive(Serialize, ToSchema)]
+struct UsageOut {
+    data: Vec<UsageDay>,
 }
 
 impl Range {
@@ -83,7 +96,7 @@ async fn answer(
     if wants_csv {
         return Ok(HttpResponse::Ok().content_type("text/csv; charset=utf-8").body(csv(&days)));
     }
-    Ok(HttpResponse::Ok().json(json!({ "data": days })))
+    Ok(HttpResponse::Ok().json(UsageOut { data: days }))
 }
 
 fn csv(days: &[UsageDay]) -> String {
@@ -112,6 +125,8 @@ fn csv(days: &[UsageDay]) -> String {
     out
 }
 
+/// The tenant's usage per UTC day; CSV with `Accept: text/csv`.
+#[utoipa::path(tag = "Usage", operation_id = "hookgate.usage.get", responses((status = 200, content((UsageOut = "application/json"), (String = "text/csv")))))]
 #[get("/usage")]
 async fn own_usage(
     tenant: KeyAuth,
@@ -122,7 +137,9 @@ async fn own_usage(
     answer(&state, &req, &tenant.0, &q).await
 }
 
-#[get("/tenant/{id}/usage")]
+/// A tenant's usage per UTC day; CSV with `Accept: text/csv`.
+#[utoipa::path(tag = "Admin", operation_id = "admin.tenant.usage", responses((status = 200, content((UsageOut = "application/json"), (String = "text/csv")))))]
+#[get("/tenant/{tenant_id}/usage")]
 pub async fn tenant_usage(
     _: Operator,
     state: web::Data<AppState>,

@@ -49,8 +49,9 @@ pub fn conflict(what: &'static str) -> impl Fn(ApiError) -> ApiError {
 
 /// The body of a secret rotation (an endpoint's or a source's): the new key, or
 /// one generated, and how long the old one stays valid.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = EndpointSecretRotateIn)]
 pub struct RotateIn {
     pub key: Option<String>,
     grace_period_seconds: Option<i64>,

@@ -33,7 +33,7 @@ const SENTINEL_CHECK_EVERY: Duration = Duration::from_secs(5);
 const TIMEOUTS_TO_RECONNECT: u32 = 3;
 
 /// The state reported by `/readyz`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RedisState {
     Disabled,

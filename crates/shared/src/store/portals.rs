@@ -8,8 +8,9 @@ use super::StoreError;
 use crate::ids::TenantId;
 
 /// The portal's colour scheme; `auto` follows the viewer's system setting.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[schema(as = PortalTheme)]
 pub enum Theme {
     #[default]
     Auto,
@@ -18,7 +19,7 @@ pub enum Theme {
 }
 
 /// A tenant's portal branding; every field optional, defaults are Hookgate's.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PortalSettings {
     pub display_name: Option<String>,

@@ -189,7 +189,7 @@ pub async fn compact(db: &impl GenericClient, batch: i64) -> Result<u64, StoreEr
 }
 
 /// One day of a tenant's usage, as the API answers it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageDay {
     pub date: NaiveDate,
@@ -204,8 +204,9 @@ pub struct UsageDay {
     pub bytes_out: i64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = UsageRejectedByCause)]
 pub struct RejectedByCause {
     pub signature: i64,
     pub invalid: i64,

@@ -1,0 +1,167 @@
+"""Every response the Python suite receives from Hookgate is checked against the OpenAPI
+document the binary serves (`/openapi.json`): its status must be documented for the
+operation (a `4XX`/`5XX` range counts), its content type listed, and a JSON body must
+match the schema strictly (no undocumented fields). `raw_call` and every httpx client
+(the official Svix SDK's) report here; a mismatch fails the test that received it.
+
+Responses to paths the document does not describe (the fallback 404) are checked as
+errors."""
+import copy
+import json
+import re
+import threading
+import urllib.parse
+import urllib.request
+
+import httpx
+
+from jsonschema import Draft202012Validator
+
+_lock = threading.Lock()
+# The running instances' base URLs: only their answers are checked (not the sinks').
+BASES = set()
+_doc = None
+_routes = None
+_validators = {}
+METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+
+def document(base_url):
+    """The served document, fetched once (every instance runs the same binary)."""
+    global _doc, _routes
+    with _lock:
+        if _doc is None:
+            with urllib.request.urlopen(base_url + "/openapi.json", timeout=10) as res:
+                _doc = json.loads(res.read())
+            _routes = []
+            for template in _doc["paths"]:
+                parts = template.strip("/").split("/")
+                pattern = "^/" + "/".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts) + "$"
+                literal = sum(1 for p in parts if not p.startswith("{"))
+                _routes.append((re.compile(pattern), literal, template))
+            # The most literal template wins (`/msg/precheck` before `/msg/{msg_id}`).
+            _routes.sort(key=lambda r: -r[1])
+        return _doc
+
+
+def template_of(doc, path, method):
+    """The documented template `path` falls under for `method`, or None."""
+    path = re.sub(r"/+", "/", urllib.parse.unquote(path.split("?", 1)[0]))
+    if len(path) > 1 and not path.startswith("/docs/"):
+        path = path.rstrip("/")
+    if path == "/docs/":
+        return "/docs/" if method in doc["paths"].get("/docs/", {}) else None
+    for pattern, _, template in _routes:
+        if pattern.match(path) and method in doc["paths"][template]:
+            return template
+    return None
+
+
+def resolve(doc, node):
+    """`node` with every local `$ref` replaced by what it points at."""
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target = doc
+            for part in node["$ref"].removeprefix("#/").split("/"):
+                target = target[part.replace("~1", "/").replace("~0", "~")]
+            return resolve(doc, target)
+        return {k: resolve(doc, v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [resolve(doc, v) for v in node]
+    return node
+
+
+def strict(schema):
+    """A copy of `schema` in which an object with `properties` and no
+    `additionalProperties` allows nothing else."""
+    schema = copy.deepcopy(schema)
+
+    def walk(s):
+        if isinstance(s, list):
+            return [walk(x) for x in s]
+        if not isinstance(s, dict):
+            return s
+        s = {k: walk(v) for k, v in s.items()}
+        parts = s.get("allOf")
+        if parts and all(isinstance(p, dict) and ("properties" in p or p.get("type") == "object") for p in parts):
+            # `#[serde(flatten)]`: one object of every part's properties.
+            merged = {"type": "object", "properties": {}, "required": []}
+            for part in parts:
+                merged["properties"].update(part.get("properties", {}))
+                merged["required"] += [r for r in part.get("required", []) if r not in merged["required"]]
+            s = {**{k: v for k, v in s.items() if k != "allOf"}, **merged}
+        if "properties" in s and "additionalProperties" not in s and "allOf" not in s:
+            s["additionalProperties"] = False
+        return s
+
+    return walk(schema)
+
+
+def _response(doc, op, status):
+    responses = op["responses"]
+    for key in (str(status), f"{str(status)[0]}XX", "default"):
+        if key in responses:
+            return resolve(doc, responses[key])
+    return None
+
+
+def check(base_url, method, path, status, headers, raw):
+    """Raises AssertionError if the response is not one the document describes."""
+    method = method.lower()
+    if path.startswith("/docs/") and path.split("?", 1)[0] != "/docs/":
+        return  # the page's own files (Swagger UI), not operations
+    doc = document(base_url)
+    template = template_of(doc, path, method)
+    where = f"{method.upper()} {path.split('?', 1)[0]}"
+    if template is None:
+        # Not a documented route: only the fallback's error may come back.
+        op = {"responses": {"4XX": {"$ref": "#/components/responses/__failure"}}}
+        if status < 400:
+            raise AssertionError(f"{where} answered {status} but no documented route matches it")
+        template, res = "(fallback)", {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Failure"}}}}
+    else:
+        where += f" ({template})"
+        op = doc["paths"][template][method]
+        res = _response(doc, op, status)
+        if res is None:
+            raise AssertionError(f"{where} answered {status}, which is not documented: {raw[:300]!r}")
+    content = res.get("content")
+    if not content:
+        if raw not in (b"", None):
+            raise AssertionError(f"{where} {status} documents no body but sent {raw[:200]!r}")
+        return
+    ctype = (headers.get("content-type") or "").split(";")[0].strip()
+    media = next((m for t, m in content.items() if t in (ctype, "*/*")), None)
+    if media is None:
+        raise AssertionError(f"{where} {status}: content type {ctype!r} is not one of {list(content)}")
+    if ctype != "application/json" or "schema" not in media:
+        return
+    body = json.loads(raw)
+    key = (template, method, status, ctype)
+    with _lock:
+        validator = _validators.get(key)
+        if validator is None:
+            validator = Draft202012Validator(strict(resolve(doc, media["schema"])),
+                                             format_checker=Draft202012Validator.FORMAT_CHECKER)
+            _validators[key] = validator
+    errors = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in validator.iter_errors(body)]
+    if errors:
+        raise AssertionError(f"{where} {status} does not match its documented schema:\n" + "\n".join(errors[:10])
+                             + f"\nbody: {json.dumps(body)[:800]}")
+
+
+def _checked_send(send):
+    def checked(self, request, *args, **kwargs):
+        response = send(self, request, *args, **kwargs)
+        base = f"{request.url.scheme}://{request.url.host}:{request.url.port}"
+        if base in BASES:
+            response.read()
+            headers = {k.lower(): v for k, v in response.headers.items()}
+            check(base, request.method, request.url.raw_path.decode(), response.status_code, headers, response.content)
+        return response
+
+    return checked
+
+
+# The official SDK (and any test's own httpx client) goes through here.
+httpx.Client.send = _checked_send(httpx.Client.send)
