@@ -583,3 +583,15 @@ def test_the_console_and_the_portal_show_an_applications_destinations_and_why_on
     assert page.get_by_role("button", name="Add destination").count() == 0
     w.axe("the portal's destinations")
     w.clean()
+
+
+def test_the_api_document_is_readable_in_the_browser_and_nothing_is_fetched_from_elsewhere(hookgate, watch):
+    w = watch()
+    w.page.goto(hookgate.url + "/docs/")
+    # Swagger UI, from the binary, renders the served document: its tags and paths.
+    w.page.wait_for_selector("text=/api/v1/app/{app_id}/msg", timeout=20000)
+    for tag in ("Application", "Endpoint", "Message", "Ingest Source", "Admin"):
+        assert w.page.locator(".opblock-tag", has_text=tag).count() >= 1, f"the tag {tag} is not shown"
+    w.page.locator(".opblock-tag", has_text="Application").first.scroll_into_view_if_needed()
+    w.shot("api-document")
+    w.clean()

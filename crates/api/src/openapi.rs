@@ -24,6 +24,10 @@ pub struct Failure {
     value: Option<i64>,
 }
 
+/// Svix's `EmptyResponse`: `{}`, where the SDK reads a body.
+#[derive(serde::Serialize, ToSchema)]
+pub(crate) struct EmptyResponse {}
+
 /// A failure's `detail`.
 #[derive(serde::Serialize, ToSchema)]
 #[serde(untagged)]

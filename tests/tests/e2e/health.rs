@@ -114,7 +114,10 @@ async fn metrics_count_requests_by_route_pattern_and_status() {
     let res = app.http.get(app.metrics_url()).send().await.unwrap();
     assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
     let text = res.text().await.unwrap();
-    assert!(text.contains(r#"hookgate_http_requests_total{route="/admin/v1/tenant/{id}",status="200"} 1"#), "{text}");
+    assert!(
+        text.contains(r#"hookgate_http_requests_total{route="/admin/v1/tenant/{tenant_id}",status="200"} 1"#),
+        "{text}"
+    );
     assert!(text.contains(r#"hookgate_http_requests_total{route="/admin/v1/tenant",status="201"} 1"#), "{text}");
     assert!(text.contains("hookgate_db_pool_connections{pool=\"main\",state=\"max\"}"), "{text}");
     // Not on the public port: its labels name tenants and sources.

@@ -259,7 +259,7 @@ async fn attempted_messages(
 }
 
 /// Schedules one manual attempt; its `webhook-id` is the message id, as on every try.
-#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.resend", responses((status = 202, body = EmptyResponse)))]
+#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.resend", responses((status = 202, body = crate::openapi::EmptyResponse)))]
 #[post("/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend")]
 async fn resend(
     tenant: TenantAuth,
@@ -280,15 +280,11 @@ async fn resend(
         return Err(ApiError::NotFound("message"));
     }
     // `{}`: current Svix SDKs parse the body of this 202.
-    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &EmptyResponse {}).await?;
+    let res = answer(&*tx, &state, key.as_deref(), StatusCode::ACCEPTED, &crate::openapi::EmptyResponse {}).await?;
     tx.commit().await.map_err(StoreError::from)?;
     state.wake.poke();
     Ok(res)
 }
-
-/// An empty object, `{}`.
-#[derive(Serialize, ToSchema)]
-struct EmptyResponse {}
 
 /// Svix's `v1.message-attempt.expunge-content`: the response body the endpoint
 /// returned is erased; the attempt reads `EXPUNGED`.

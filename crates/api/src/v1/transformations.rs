@@ -82,10 +82,6 @@ enum TryOut {
     Error { error: String },
 }
 
-/// Svix's `EmptyResponse`: `{}`.
-#[derive(Serialize, ToSchema)]
-struct EmptyResponse {}
-
 /// The tenant's transformation switches.
 #[derive(Serialize, ToSchema)]
 struct TransformationSwitchOut {
@@ -253,7 +249,7 @@ async fn patch_one(
 }
 
 /// Sets a destination's transformation; `code` alone enables it (or, empty, turns it off).
-#[utoipa::path(tag = "Transformation", operation_id = "hookgate.destination-transformation.patch", responses((status = 200, body = EmptyResponse)))]
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.destination-transformation.patch", responses((status = 200, body = crate::openapi::EmptyResponse)))]
 #[patch("/app/{app_id}/destination/{destination_id}/transformation")]
 async fn patch_destination(
     tenant: TenantAuth,
@@ -270,7 +266,7 @@ async fn patch_destination(
     }
     patch_of(&tenant, &state, body, app, ep).await?;
     // The SDK reads a body here (`EmptyResponse`), where the endpoint's answers 204.
-    Ok(HttpResponse::Ok().json(EmptyResponse {}))
+    Ok(HttpResponse::Ok().json(crate::openapi::EmptyResponse {}))
 }
 
 pub(crate) async fn patch_of(
