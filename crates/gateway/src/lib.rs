@@ -10,6 +10,7 @@
 pub mod health;
 pub mod openapi;
 pub mod paths;
+mod role;
 pub mod startup;
 pub mod telemetry;
 

@@ -15,7 +15,7 @@ use utoipa::Modify;
 use utoipa_actix_web::{service_config::ServiceConfig, AppExt};
 use utoipa_swagger_ui::{Config, SwaggerUi};
 
-use crate::{health, startup::Role};
+use crate::{health, paths::PAGE, role::Role};
 
 /// Every route of `role`, registered and described at once.
 pub fn routes(cfg: &mut ServiceConfig, role: Role) {
@@ -27,9 +27,6 @@ pub fn routes(cfg: &mut ServiceConfig, role: Role) {
         hookgate_ingress::configure_receive(cfg);
     }
 }
-
-/// Where the page lives.
-pub const PAGE: &str = "/docs/";
 
 /// The page: Swagger UI reading `/openapi.json`.
 pub fn page() -> SwaggerUi {

@@ -14,12 +14,14 @@ use actix_web::{
     Error,
 };
 
+/// Where the API document's page lives (crates/gateway/src/openapi.rs): static
+/// files under a directory, whose relative links need the slash, so left as sent.
+pub const PAGE: &str = "/docs/";
+
 /// The path with runs of `/` made one and a trailing `/` dropped (but for `/`
 /// itself), or `None` when it is already so.
 pub fn normalized(path: &str) -> Option<String> {
-    // The API document's page (`/docs/`) is static files under a directory, whose
-    // relative links need the slash.
-    if path.starts_with(crate::openapi::PAGE) {
+    if path.starts_with(PAGE) {
         return None;
     }
     let doubled = path.as_bytes().windows(2).any(|w| w == b"//");
