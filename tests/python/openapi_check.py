@@ -1,15 +1,21 @@
 """Every response the Python suite receives from Hookgate is checked against the OpenAPI
 document the binary serves (`/openapi.json`): its status must be documented for the
-operation (a `4XX`/`5XX` range counts), its content type listed, and a JSON body must
-match the schema strictly (no undocumented fields). `raw_call` and every httpx client
-(the official Svix SDK's) report here; a mismatch fails the test that received it.
+operation (every operation lists `4XX` and `5XX` with the `Failure` body), its content
+type listed, and a JSON body must match the schema strictly (no undocumented fields).
+Both ways a test talks to Hookgate are watched: `urllib.request.urlopen` (`raw_call`,
+and the tests' own requests) and httpx's `Client` (the official Svix SDK).
 
-Responses to paths the document does not describe (the fallback 404) are checked as
-errors."""
+A mismatch raises in the test that received it, and is also recorded: a test that
+catches assertion errors and retries (`eventually`) cannot swallow it, as the autouse
+fixture in conftest.py fails the test at its end. Responses to paths the document does
+not describe (the fallback 404) are checked as errors; the page's own files (Swagger
+UI under `/docs/`) are not operations."""
 import copy
+import io
 import json
 import re
 import threading
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -18,11 +24,15 @@ import httpx
 from jsonschema import Draft202012Validator
 
 _lock = threading.Lock()
+# Every mismatch seen, in order: conftest's autouse fixture fails the test that saw one.
+MISMATCHES = []
 # The running instances' base URLs: only their answers are checked (not the sinks').
 BASES = set()
 _doc = None
 _routes = None
 _validators = {}
+# The unwatched urlopen: fetching the document itself is not checked against it.
+_urlopen = urllib.request.urlopen
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
@@ -31,7 +41,7 @@ def document(base_url):
     global _doc, _routes
     with _lock:
         if _doc is None:
-            with urllib.request.urlopen(base_url + "/openapi.json", timeout=10) as res:
+            with _urlopen(base_url + "/openapi.json", timeout=10) as res:
                 _doc = json.loads(res.read())
             _routes = []
             for template in _doc["paths"]:
@@ -89,6 +99,8 @@ def strict(schema):
             for part in parts:
                 merged["properties"].update(part.get("properties", {}))
                 merged["required"] += [r for r in part.get("required", []) if r not in merged["required"]]
+            merged["properties"].update(s.get("properties", {}))
+            merged["required"] += [r for r in s.get("required", []) if r not in merged["required"]]
             s = {**{k: v for k, v in s.items() if k != "allOf"}, **merged}
         if "properties" in s and "additionalProperties" not in s and "allOf" not in s:
             s["additionalProperties"] = False
@@ -115,25 +127,24 @@ def check(base_url, method, path, status, headers, raw):
     where = f"{method.upper()} {path.split('?', 1)[0]}"
     if template is None:
         # Not a documented route: only the fallback's error may come back.
-        op = {"responses": {"4XX": {"$ref": "#/components/responses/__failure"}}}
         if status < 400:
-            raise AssertionError(f"{where} answered {status} but no documented route matches it")
+            _fail(f"{where} answered {status} but no documented route matches it")
         template, res = "(fallback)", {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Failure"}}}}
     else:
         where += f" ({template})"
         op = doc["paths"][template][method]
         res = _response(doc, op, status)
         if res is None:
-            raise AssertionError(f"{where} answered {status}, which is not documented: {raw[:300]!r}")
+            _fail(f"{where} answered {status}, which is not documented: {raw[:300]!r}")
     content = res.get("content")
     if not content:
         if raw not in (b"", None):
-            raise AssertionError(f"{where} {status} documents no body but sent {raw[:200]!r}")
+            _fail(f"{where} {status} documents no body but sent {raw[:200]!r}")
         return
     ctype = (headers.get("content-type") or "").split(";")[0].strip()
     media = next((m for t, m in content.items() if t in (ctype, "*/*")), None)
     if media is None:
-        raise AssertionError(f"{where} {status}: content type {ctype!r} is not one of {list(content)}")
+        _fail(f"{where} {status}: content type {ctype!r} is not one of {list(content)}")
     if ctype != "application/json" or "schema" not in media:
         return
     body = json.loads(raw)
@@ -146,8 +157,14 @@ def check(base_url, method, path, status, headers, raw):
             _validators[key] = validator
     errors = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in validator.iter_errors(body)]
     if errors:
-        raise AssertionError(f"{where} {status} does not match its documented schema:\n" + "\n".join(errors[:10])
-                             + f"\nbody: {json.dumps(body)[:800]}")
+        _fail(f"{where} {status} does not match its documented schema:\n" + "\n".join(errors[:10])
+              + f"\nbody: {json.dumps(body)[:800]}")
+
+
+def _fail(message):
+    with _lock:
+        MISMATCHES.append(message)
+    raise AssertionError(message)
 
 
 def _checked_send(send):
@@ -163,5 +180,53 @@ def _checked_send(send):
     return checked
 
 
-# The official SDK (and any test's own httpx client) goes through here.
+class _Answer(io.BytesIO):
+    """A response already read (to be checked), read again by its caller."""
+
+    def __init__(self, res, body):
+        super().__init__(body)
+        self.status, self.code, self.reason, self.headers, self.url = (
+            res.status, res.status, res.reason, res.headers, res.url)
+
+    def getcode(self):
+        return self.status
+
+    def getheader(self, name, default=None):
+        return self.headers.get(name, default)
+
+    def getheaders(self):
+        return list(self.headers.items())
+
+
+def _checked_urlopen(urlopen):
+    def checked(url, *args, **kwargs):
+        full = url.full_url if isinstance(url, urllib.request.Request) else url
+        method = url.get_method() if isinstance(url, urllib.request.Request) else (
+            "POST" if (args and args[0] is not None) or kwargs.get("data") is not None else "GET")
+        parts = urllib.parse.urlsplit(full)
+        base = f"{parts.scheme}://{parts.netloc}"
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        try:
+            res = urlopen(url, *args, **kwargs)
+        except urllib.error.HTTPError as e:
+            if base not in BASES:
+                raise
+            body = e.read()
+            headers = {k.lower(): v for k, v in e.headers.items()}
+            check(base, method, path, e.code, headers, body)
+            raise urllib.error.HTTPError(e.url, e.code, e.msg, e.headers, io.BytesIO(body)) from None
+        if base not in BASES:
+            return res
+        with res:
+            body = res.read()
+            answer = _Answer(res, body)
+        check(base, method, path, answer.status, {k.lower(): v for k, v in res.headers.items()}, body)
+        return answer
+
+    return checked
+
+
+# The official SDK (and any test's own httpx client) goes through here, and every
+# urllib request (raw_call's and the tests' own).
 httpx.Client.send = _checked_send(httpx.Client.send)
+urllib.request.urlopen = _checked_urlopen(urllib.request.urlopen)

@@ -91,7 +91,16 @@ def test_every_operation_has_a_unique_id_a_tag_its_path_parameters_and_its_authe
         else:
             assert "security" not in op, f"{method.upper()} {path} takes the bearer key"
         assert {"4XX", "5XX"} <= set(op["responses"]), f"{method.upper()} {path} lacks the error answers"
+        headers = [resolve(doc, p)["name"] for p in op.get("parameters", []) if resolve(doc, p)["in"] == "header"]
+        if method == "post" and path.startswith(("/api/", "/admin/", "/ingest/")):
+            assert "Idempotency-Key" in headers, f"POST {path} does not describe Idempotency-Key"
+        ok = op["responses"].get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
+        if method == "get" and ok.get("$ref", "").startswith("#/components/schemas/Page_"):
+            query = {resolve(doc, p)["name"] for p in op.get("parameters", []) if resolve(doc, p)["in"] == "query"}
+            assert {"limit", "iterator"} <= query, f"GET {path} lists but does not describe its paging"
         assert any(c.startswith("2") for c in op["responses"]), f"{method.upper()} {path} has no success answer"
+    search = {p["name"]: p for p in doc["paths"]["/api/v1/search"]["get"]["parameters"]}
+    assert search["q"]["in"] == "query" and search["q"]["required"] is True
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     assert not dupes, f"operationIds used twice: {dupes}"
 
@@ -143,8 +152,10 @@ def test_admin_tenant_responses_match_the_document(hookgate, doc):
     status, headers, created = call(hookgate, doc, "post", "/admin/v1/tenant", token=admin,
                                     body={"name": "Doc Co", "uid": uid}, headers={"Idempotency-Key": key})
     assert status == 201
-    schema = next(iter(doc["paths"]["/admin/v1/tenant"]["post"]["responses"]["201"]["content"].values()))["schema"]
-    required = set(resolve(doc, schema).get("required", [])) | {"apiKey", "apiKeyId"}
+    schema = resolve(doc, doc["paths"]["/admin/v1/tenant"]["post"]["responses"]["201"]["content"]["application/json"])
+    parts = schema["schema"].get("allOf", [schema["schema"]])
+    required = {r for part in parts for r in part.get("required", [])}
+    assert {"id", "name", "apiKey", "apiKeyId"} <= required, required
     assert required <= set(created), "the documented required fields are all there"
     assert created["id"].startswith("tnt_") and created["apiKey"].startswith("hgk_" + created["id"] + "_")
     assert created["uid"] == uid and created["disabled"] is False

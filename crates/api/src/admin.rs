@@ -43,7 +43,7 @@ struct TenantIn {
     uid: Option<String>,
 }
 
-/// A field that may be absent, `null`, or a value: PATCH tells the three apart.
+/// The tenant fields a PATCH changes: absent leaves one alone, `null` sets it back to the default.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = TenantPatch)]
@@ -260,7 +260,7 @@ async fn create_tenant(
 }
 
 /// Lists the tenants.
-#[utoipa::path(tag = "Admin", operation_id = "admin.tenant.list", responses((status = 200, body = Page<TenantOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Admin", operation_id = "admin.tenant.list", responses((status = 200, body = Page<TenantOut>)))]
 #[get("/tenant")]
 async fn list_tenants(
     _: Operator,

@@ -1,54 +1,17 @@
-//! What every operation of the generated OpenAPI document shares: the error body,
+//! What every operation of the generated OpenAPI document shares: the error body
+//! (`Failure`, written by `ApiError`),
 //! the authentication schemes, and the error answers each operation may give.
 //! The gateway merges the routes' own descriptions and applies [`Shared`].
 
+use hookgate_shared::http::Failure;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, RefOr, Required, ResponseBuilder};
 use utoipa::{Modify, PartialSchema, ToSchema};
 
-/// Every error answer: `code` names the failure, `detail` says what was wrong.
-#[derive(serde::Serialize, ToSchema)]
-#[allow(dead_code)] // the schema of `ApiError`'s body, written there by `json!`
-pub struct Failure {
-    /// A stable, machine-readable name of the failure (`validation`, `not_found`, …).
-    code: String,
-    /// What was wrong: words, or for a body that does not parse, Svix's list of
-    /// `{loc, msg, type}`.
-    detail: Detail,
-    /// A quota's name, when a quota refused.
-    #[schema(nullable = false)]
-    limit: Option<String>,
-    /// The quota's value, when a quota refused.
-    #[schema(nullable = false)]
-    value: Option<i64>,
-}
-
 /// Svix's `EmptyResponse`: `{}`, where the SDK reads a body.
 #[derive(serde::Serialize, ToSchema)]
 pub(crate) struct EmptyResponse {}
-
-/// A failure's `detail`.
-#[derive(serde::Serialize, ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-enum Detail {
-    Text(String),
-    Items(Vec<ValidationItem>),
-}
-
-/// One thing wrong with a request's body, as Svix's `ValidationError`.
-#[derive(serde::Serialize, ToSchema)]
-#[allow(dead_code)]
-struct ValidationItem {
-    /// Where: `["body", …]`.
-    loc: Vec<String>,
-    /// What, in words.
-    msg: String,
-    /// The kind of error (`value_error`).
-    #[serde(rename = "type")]
-    kind: String,
-}
 
 /// Applied once to the merged document: the bearer scheme every `/api` and
 /// `/admin` route takes, and the error answers (4XX, 5XX: [`Failure`]) every
@@ -75,11 +38,12 @@ impl Modify for Shared {
                     .build(),
             )
             .build();
-        let known: std::collections::HashSet<String> =
-            components.schemas.keys().map(|k| format!("#/components/schemas/{k}")).collect();
         for (template, item) in doc.paths.paths.iter_mut() {
-            let named: Vec<&str> =
-                template.split('/').filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}')).collect();
+            let idempotent =
+                template.starts_with("/api/") || template.starts_with("/admin/") || template.starts_with("/ingest/");
+            if let Some(op) = item.post.as_mut().filter(|_| idempotent) {
+                op.parameters.get_or_insert_with(Vec::new).push(RefOr::T(idempotency_key()));
+            }
             for op in [
                 &mut item.get,
                 &mut item.put,
@@ -92,27 +56,7 @@ impl Modify for Shared {
             .into_iter()
             .flatten()
             {
-                // A path parameter the extractor did not describe (a single typed id, or
-                // a tuple behind an alias) is described from the template.
-                let params = op.parameters.get_or_insert_with(Vec::new);
-                for name in &named {
-                    // A generic id reference (`Ref<AppId>` in a tuple) is named but not
-                    // collected as a component: it is a string.
-                    for p in params.iter_mut() {
-                        if let RefOr::T(p) = p {
-                            if matches!(&p.schema, Some(RefOr::Ref(r)) if !known.contains(&r.ref_location)) {
-                                p.schema = Some(String::schema());
-                            }
-                        }
-                    }
-                    let described = params.iter().any(|p| match p {
-                        RefOr::T(p) => p.name == *name && p.parameter_in == ParameterIn::Path,
-                        RefOr::Ref(_) => false,
-                    });
-                    if !described {
-                        params.push(RefOr::T(path_parameter(name)));
-                    }
-                }
+                describe_path(template, op.parameters.get_or_insert_with(Vec::new));
                 for status in ["4XX", "5XX"] {
                     op.responses.responses.entry(status.into()).or_insert_with(|| failure.clone().into());
                 }
@@ -128,6 +72,32 @@ impl Modify for Shared {
             }
         }
     }
+}
+
+/// Path parameters, described from the template alone and in its order: every
+/// one is a string (an id, a uid or a name), whatever the extractor parses it
+/// into, so the extractor's own description (absent behind a type alias or for a
+/// single typed id, a generic reference for a tuple) is replaced.
+fn describe_path(template: &str, params: &mut Vec<RefOr<Parameter>>) {
+    params.retain(|p| !matches!(p, RefOr::T(p) if p.parameter_in == ParameterIn::Path));
+    let named = template.split('/').filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'));
+    let described: Vec<_> = named.map(|name| RefOr::T(path_parameter(name))).collect();
+    params.splice(0..0, described);
+}
+
+/// `Idempotency-Key`, which every `POST` of the API takes (docs/guarantees.md).
+fn idempotency_key() -> Parameter {
+    ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Makes a retried POST safe: the first answer is kept (24 hours by default) and given again, \
+             with `Idempotent-Replayed: true`, to a retry with the same key and body; the same key with \
+             another body answers 422, and while the first still runs, 409.",
+        ))
+        .schema(Some(String::schema()))
+        .build()
 }
 
 /// A path parameter described by its name alone: what kind of id it takes.

@@ -6,10 +6,9 @@ use std::ops::Deref;
 
 use hookgate_shared::ids::is_uid;
 use serde::Deserialize;
-use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
-use utoipa::openapi::{RefOr, Required};
-use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa::openapi::RefOr;
+use utoipa::{PartialSchema, ToSchema};
 
 /// An event type's name in a path: Svix's uid charset, 1 to 256 characters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,15 +46,3 @@ impl PartialSchema for EventTypeName {
 }
 
 impl ToSchema for EventTypeName {}
-
-/// `web::Path<EventTypeName>` reads as one parameter, `{event_type_name}` as the routes name it.
-impl IntoParams for EventTypeName {
-    fn into_params(provider: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-        vec![ParameterBuilder::new()
-            .name("event_type_name")
-            .required(Required::True)
-            .parameter_in(provider().unwrap_or(ParameterIn::Path))
-            .schema(Some(Self::schema()))
-            .build()]
-    }
-}

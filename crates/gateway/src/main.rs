@@ -94,7 +94,7 @@ fn main() -> std::process::ExitCode {
         };
     }
     if let Command::Openapi = cli.command {
-        println!("{}", hookgate_gateway::openapi::document());
+        println!("{}", hookgate_gateway::openapi::document(Role::All));
         return std::process::ExitCode::SUCCESS;
     }
     if let Command::Archive(cmd) = cli.command {

@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use actix_web::{get, HttpResponse};
+use actix_web::{dev::HttpServiceFactory, get, http::header, middleware::DefaultHeaders, web, HttpResponse};
 use utoipa::openapi::{
     path::{HttpMethod, OperationBuilder, PathItem},
     ContentBuilder, InfoBuilder, ResponseBuilder,
@@ -28,18 +28,32 @@ pub fn routes(cfg: &mut ServiceConfig, role: Role) {
     }
 }
 
-/// The page: Swagger UI reading `/openapi.json`.
-pub fn page() -> SwaggerUi {
-    // No validator badge: it would send the document to validator.swagger.io.
-    SwaggerUi::new(format!("{PAGE}{{_:.*}}")).config(Config::from("/openapi.json").validator_url("none"))
+/// What the page may load: its own files and `/openapi.json`, nothing else
+/// (Swagger UI sets styles inline, hence `'unsafe-inline'` for styles only).
+const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+     img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
+
+/// The page: Swagger UI reading `/openapi.json`, under the same kind of headers
+/// as the portal and the console (it shares their origin), and cached, as its
+/// files change only with the binary.
+pub fn page() -> impl HttpServiceFactory {
+    let headers = DefaultHeaders::new()
+        .add((header::CONTENT_SECURITY_POLICY, PAGE_POLICY))
+        .add((header::X_FRAME_OPTIONS, "DENY"))
+        .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .add((header::REFERRER_POLICY, "no-referrer"))
+        .add((header::CACHE_CONTROL, "public, max-age=3600"));
+    // No validator badge: it would send the document's address to validator.swagger.io.
+    let ui = SwaggerUi::new("/{_:.*}").config(Config::from("/openapi.json").validator_url("none"));
+    web::scope(PAGE.trim_end_matches('/')).wrap(headers).service(ui)
 }
 
-/// The document of every role's routes, built once.
-pub fn document() -> &'static str {
-    static DOC: OnceLock<String> = OnceLock::new();
-    DOC.get_or_init(|| {
-        let (_, mut doc) =
-            actix_web::App::new().into_utoipa_app().configure(|cfg| routes(cfg, Role::All)).split_for_parts();
+/// The document of `role`'s routes (what its `/openapi.json` serves), built once.
+pub fn document(role: Role) -> &'static str {
+    static DOCS: [OnceLock<String>; 4] = [const { OnceLock::new() }; 4];
+    DOCS[role as usize].get_or_init(|| {
+        let (_, mut doc) = actix_web::App::new().into_utoipa_app().configure(|cfg| routes(cfg, role)).split_for_parts();
         doc.info = InfoBuilder::new()
             .title("Hookgate")
             .version(env!("CARGO_PKG_VERSION"))
@@ -62,7 +76,9 @@ pub fn document() -> &'static str {
             .security(utoipa::openapi::security::SecurityRequirement::default())
             .response("200", html)
             .build();
-        doc.paths.paths.insert(PAGE.into(), PathItem::new(HttpMethod::Get, op));
+        if role.serves_api() {
+            doc.paths.paths.insert(PAGE.into(), PathItem::new(HttpMethod::Get, op));
+        }
         hookgate_api::openapi::Shared.modify(&mut doc);
         let mut json = serde_json::to_value(&doc).expect("the OpenAPI document serialises");
         any_of(&mut json);
@@ -70,7 +86,7 @@ pub fn document() -> &'static str {
     })
 }
 
-/// This document.
+/// This document: the routes this process's role serves.
 #[utoipa::path(
     tag = "Health",
     operation_id = "hookgate.openapi",
@@ -78,8 +94,8 @@ pub fn document() -> &'static str {
     responses((status = 200, content_type = "application/json", body = Object, description = "The OpenAPI 3.1 document"))
 )]
 #[get("/openapi.json")]
-pub async fn openapi() -> HttpResponse {
-    HttpResponse::Ok().content_type("application/json").body(document())
+pub async fn openapi(role: web::Data<Role>) -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(document(**role))
 }
 
 /// `oneOf` made `anyOf` (but where a discriminator picks one): serde reads an
@@ -97,5 +113,32 @@ fn any_of(node: &mut serde_json::Value) {
         }
         serde_json::Value::Array(items) => items.iter_mut().for_each(any_of),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(role: Role) -> Vec<String> {
+        let doc: serde_json::Value = serde_json::from_str(document(role)).expect("JSON");
+        doc["paths"].as_object().expect("paths").keys().cloned().collect()
+    }
+
+    #[test]
+    fn each_role_describes_the_routes_it_serves_and_no_others() {
+        let all = paths(Role::All);
+        let api = paths(Role::Api);
+        let ingress = paths(Role::Ingress);
+        let worker = paths(Role::Worker);
+        for p in ["/api/v1/app", "/admin/v1/tenant", "/in/{source_id}", "/docs/", "/healthz"] {
+            assert!(all.iter().any(|x| x == p), "all: {p}");
+        }
+        assert!(api.iter().any(|p| p == "/api/v1/app") && !api.iter().any(|p| p.starts_with("/in/")));
+        assert!(
+            ingress.iter().any(|p| p == "/in/{source_id}") && !ingress.iter().any(|p| p.starts_with("/api/v1/app"))
+        );
+        assert!(!ingress.iter().any(|p| p == "/docs/"), "the page is served where the API is");
+        assert_eq!(worker, vec!["/api/v1/health", "/healthz", "/openapi.json", "/readyz"]);
     }
 }

@@ -106,8 +106,14 @@ impl Application {
                 })
                 .configure(|cfg| openapi::routes(cfg, role))
                 .into_app()
-                // Last, as a pattern (`/docs/{_:.*}`) is tried on every request that reaches it.
-                .service(openapi::page())
+                .app_data(Data::new(role))
+                // Last, as a pattern (`/docs/{_:.*}`) is tried on every request that reaches it;
+                // where the API is served (the page is for the API's users).
+                .configure(|cfg| {
+                    if role.serves_api() {
+                        cfg.service(openapi::page());
+                    }
+                })
                 .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(ApiError::NotFound("route")) }))
         })
         .listen(listener)?

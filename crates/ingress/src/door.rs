@@ -104,7 +104,9 @@ pub(crate) fn adobe_sign_echo(req: &HttpRequest, source: &Source) -> Option<Stri
     req.headers().get("x-adobesign-clientid").and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
-#[derive(Deserialize)]
+/// Meta's check of a URL (`hub.mode=subscribe`, its verify token, a challenge to echo).
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Subscribe {
     #[serde(rename = "hub.mode")]
     mode: Option<String>,
@@ -128,10 +130,12 @@ pub struct AdobeSignEcho {
     tag = "Receiving",
     operation_id = "hookgate.in.subscribe",
     security(()),
-    responses(
-        (status = 200, content_type = "text/plain", body = String, description = "Meta: `hub.challenge`, echoed"),
-        (status = 200, content_type = "application/json", body = AdobeSignEcho, description = "Adobe Sign: the client id, echoed"),
-    )
+    params(Subscribe),
+    responses((
+        status = 200,
+        description = "Meta: `hub.challenge`, echoed as text; Adobe Sign: the client id, echoed as JSON",
+        content((String = "text/plain"), (AdobeSignEcho = "application/json"))
+    ))
 )]
 #[get("/in/{source_id}/{token}")]
 pub async fn subscribe(

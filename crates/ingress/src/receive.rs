@@ -117,17 +117,15 @@ pub struct Received {
     key: String,
 }
 
-/// What `/in/…` answers with 200 (for the document only: the two are written
-/// where they are made).
+/// What `/in/…` answers with a body.
 #[derive(serde::Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
-#[allow(dead_code)]
 enum Answer {
     /// An admission.
     Admitted(Received),
     /// A provider's set-up request (Slack's `url_verification`, Zoom's
     /// `endpoint.url_validation`, Discord's ping, …), answered in the provider's shape.
-    Handshake(serde_json::Map<String, serde_json::Value>),
+    Handshake(serde_json::Value),
 }
 
 /// A source's door: `/in/{source_id}`. An ingest source has no such door (its
@@ -220,7 +218,7 @@ async fn receive_at(
             metrics.request(tenant, "handshake");
             let mut res = HttpResponse::build(StatusCode::from_u16(h.status).unwrap_or(StatusCode::OK));
             Ok(match h.body {
-                Some(body) => res.json(body),
+                Some(body) => res.json(Answer::Handshake(body)),
                 None => res.finish(),
             })
         }
@@ -255,7 +253,7 @@ async fn receive_at(
             if let Some(id) = crate::door::adobe_sign_echo(&req, &source) {
                 res.insert_header(("X-AdobeSign-ClientId", id));
             }
-            Ok(res.json(Received { status: body_status, event_id: id, key }))
+            Ok(res.json(Answer::Admitted(Received { status: body_status, event_id: id, key })))
         }
         Err(refusal) => {
             metrics.request(tenant, refusal.outcome());

@@ -1,13 +1,13 @@
 //! How the shared wire types read in the generated OpenAPI document: ids and
-//! id-or-uid references are strings, a [`Page`] is Svix's `ListResponse_*`, and a
-//! path naming one row is one parameter named as the routes name it.
+//! id-or-uid references are strings (a [`Page`](crate::store::page::Page), Svix's
+//! `ListResponse_*`, derives its own). Path parameters are described from the
+//! route templates, in the API crate.
 
 use std::borrow::Cow;
 
-use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
-use utoipa::openapi::{RefOr, Required};
-use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa::openapi::RefOr;
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::ids::{
     ApiKeyId, AppId, AttemptId, EndpointId, InboundEventId, IntegrationId, MessageId, Prefixed, Ref, SourceId, TaskId,
@@ -19,6 +19,7 @@ fn string(description: String) -> RefOr<Schema> {
     RefOr::T(Schema::Object(ObjectBuilder::new().schema_type(Type::String).description(Some(description)).build()))
 }
 
+/// Each id type reads as a string naming its prefix.
 macro_rules! id_schema {
     ($($name:ident),*) => {$(
         impl PartialSchema for $name {
@@ -54,34 +55,3 @@ impl<T: Prefixed> ToSchema for Ref<T> {
         Cow::Owned(format!("{}Ref", T::NOUN))
     }
 }
-
-/// One required path parameter.
-fn path_param(name: &str, schema: RefOr<Schema>, provider: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-    vec![ParameterBuilder::new()
-        .name(name)
-        .required(Required::True)
-        .parameter_in(provider().unwrap_or(ParameterIn::Path))
-        .schema(Some(schema))
-        .build()]
-}
-
-/// `web::Path<X>` of one value reads as one parameter; its name is the one every
-/// route gives it (`{app_id}`, `{source_id}`, …).
-macro_rules! path_of_one {
-    ($($ty:ty => $name:literal),*) => {$(
-        impl IntoParams for $ty {
-            fn into_params(provider: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-                path_param($name, <$ty as PartialSchema>::schema(), provider)
-            }
-        }
-    )*};
-}
-
-path_of_one!(
-    Ref<AppId> => "app_id",
-    Ref<TenantId> => "tenant_id",
-    Ref<SourceId> => "source_id",
-    Ref<EndpointId> => "endpoint_id",
-    SourceId => "source_id",
-    TaskId => "task_id"
-);

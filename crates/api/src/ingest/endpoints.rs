@@ -90,7 +90,7 @@ pub(super) async fn find(
 }
 
 /// Lists the source's endpoints.
-#[utoipa::path(tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Ingest Endpoint", operation_id = "v1.ingest.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
 #[get("/source/{source_id}/endpoint")]
 async fn list(
     key: KeyAuth,

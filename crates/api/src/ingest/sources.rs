@@ -210,7 +210,7 @@ async fn find(state: &AppState, tenant: &TenantId, id: &Ref<SourceId>) -> Result
 }
 
 /// Lists the tenant's ingest sources.
-#[utoipa::path(tag = "Ingest Source", operation_id = "v1.ingest.source.list", responses((status = 200, body = Page<IngestSourceOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Ingest Source", operation_id = "v1.ingest.source.list", responses((status = 200, body = Page<IngestSourceOut>)))]
 #[get("/source")]
 async fn list(
     key: KeyAuth,

@@ -124,7 +124,7 @@ pub(crate) async fn find(state: &AppState, tenant: &TenantAuth, app: &Ref<AppId>
     applications::get(&**conn, &tenant.0, app).await?.ok_or(ApiError::NotFound("application"))
 }
 
-#[utoipa::path(tag = "Application", operation_id = "v1.application.list", responses((status = 200, body = Page<AppOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Application", operation_id = "v1.application.list", responses((status = 200, body = Page<AppOut>)))]
 #[get("/app")]
 async fn list(
     tenant: TenantAuth,
@@ -136,7 +136,7 @@ async fn list(
     Ok(HttpResponse::Ok().json(page.map(AppOut::from)))
 }
 
-#[utoipa::path(tag = "Application", operation_id = "v1.application.create", responses((status = 201, body = AppOut), (status = 200, description = "`get_if_exists` found it", body = AppOut)))]
+#[utoipa::path(params(CreateQuery), tag = "Application", operation_id = "v1.application.create", responses((status = 201, body = AppOut), (status = 200, description = "`get_if_exists` found it", body = AppOut)))]
 #[post("/app")]
 async fn create(
     tenant: TenantAuth,

@@ -109,7 +109,7 @@ impl AttemptQuery {
 }
 
 /// The endpoint's attempts, newest first.
-#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.list-by-endpoint", responses((status = 200, body = Page<AttemptOut>)))]
+#[utoipa::path(params(PageQuery, AttemptQuery), tag = "Message Attempt", operation_id = "v1.message-attempt.list-by-endpoint", responses((status = 200, body = Page<AttemptOut>)))]
 #[get("/app/{app_id}/attempt/endpoint/{endpoint_id}")]
 async fn by_endpoint(
     tenant: TenantAuth,
@@ -125,7 +125,7 @@ async fn by_endpoint(
 }
 
 /// The message's attempts, newest first.
-#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.list-by-msg", responses((status = 200, body = Page<AttemptOut>)))]
+#[utoipa::path(params(PageQuery, AttemptQuery), tag = "Message Attempt", operation_id = "v1.message-attempt.list-by-msg", responses((status = 200, body = Page<AttemptOut>)))]
 #[get("/app/{app_id}/attempt/msg/{msg_id}")]
 async fn by_msg(
     tenant: TenantAuth,
@@ -173,7 +173,7 @@ struct DestinationOut {
 }
 
 /// The endpoints the message was sent to, with each delivery's status.
-#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.list-attempted-destinations", responses((status = 200, body = Page<DestinationOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Message Attempt", operation_id = "v1.message-attempt.list-attempted-destinations", responses((status = 200, body = Page<DestinationOut>)))]
 #[get("/app/{app_id}/msg/{msg_id}/endpoint")]
 async fn destinations(
     tenant: TenantAuth,
@@ -234,7 +234,7 @@ impl StatusQuery {
 }
 
 /// The messages sent to the endpoint, with each delivery's status.
-#[utoipa::path(tag = "Message Attempt", operation_id = "v1.message-attempt.list-attempted-messages", responses((status = 200, body = Page<EndpointMessageOut>)))]
+#[utoipa::path(params(PageQuery, MessageListQuery, StatusQuery, ContentQuery), tag = "Message Attempt", operation_id = "v1.message-attempt.list-attempted-messages", responses((status = 200, body = Page<EndpointMessageOut>)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/msg")]
 async fn attempted_messages(
     tenant: TenantAuth,

@@ -81,7 +81,7 @@ const PER_MESSAGE: i64 = 50;
 /// `GET /api/v1/search?q=`: a message id, an inbound event id, an eventId, an
 /// `Idempotency-Key` or a provider's event id, followed both ways: inbound event
 /// → message → its deliveries → their attempts.
-#[utoipa::path(tag = "Search", operation_id = "hookgate.search.find", responses((status = 200, body = SearchOut)))]
+#[utoipa::path(params(SearchQuery), tag = "Search", operation_id = "hookgate.search.find", responses((status = 200, body = SearchOut)))]
 #[get("/search")]
 async fn find(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SearchQuery>) -> Result<HttpResponse, ApiError> {
     if q.q.len() > 256 {
@@ -182,7 +182,7 @@ async fn get_portal(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResp
 /// Replaces the portal's branding and framing origins; every field is checked
 /// here (a colour, an image URL, origins), since each ends up in a page or a
 /// `Content-Security-Policy` header.
-#[utoipa::path(tag = "Portal Settings", operation_id = "hookgate.portal-settings.update", request_body = PortalSettings, responses((status = 200, body = PortalSettings)))]
+#[utoipa::path(tag = "Portal Settings", operation_id = "hookgate.portal-settings.update", responses((status = 200, body = PortalSettings)))]
 #[put("/settings/portal")]
 async fn put_portal(
     key: KeyAuth,

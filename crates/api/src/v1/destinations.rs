@@ -265,7 +265,7 @@ async fn failure_reason(
 }
 
 /// The application's destinations (RabbitMQ, Postgres, FIFO and polling endpoints, …).
-#[utoipa::path(tag = "Destination", operation_id = "hookgate.destination.list", responses((status = 200, body = Page<DestinationOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Destination", operation_id = "hookgate.destination.list", responses((status = 200, body = Page<DestinationOut>)))]
 #[get("/app/{app_id}/destination")]
 async fn list(
     tenant: TenantAuth,

@@ -62,7 +62,7 @@ struct EndpointAttemptStatsOut {
 
 /// `GET …/endpoint/{id}/stats/hourly`: successes and failures per hour, the last
 /// 24 hours unless `since`/`until` say otherwise (at most 31 days).
-#[utoipa::path(tag = "Endpoint", operation_id = "hookgate.endpoint.hourly-stats", responses((status = 200, body = EndpointHourlyStatsOut)))]
+#[utoipa::path(params(Window), tag = "Endpoint", operation_id = "hookgate.endpoint.hourly-stats", responses((status = 200, body = EndpointHourlyStatsOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/stats/hourly")]
 async fn hourly(
     tenant: TenantAuth,
@@ -83,7 +83,7 @@ async fn hourly(
 /// whole hours (the last 24 unless `since`/`until` say otherwise, at most 31
 /// days); `canceled`, its deliveries of messages of the window that a
 /// transformation canceled (they make no attempt).
-#[utoipa::path(tag = "Endpoint", operation_id = "hookgate.endpoint.attempt-stats", responses((status = 200, body = EndpointAttemptStatsOut)))]
+#[utoipa::path(params(Window), tag = "Endpoint", operation_id = "hookgate.endpoint.attempt-stats", responses((status = 200, body = EndpointAttemptStatsOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/attempt-stats")]
 async fn attempt_stats(
     tenant: TenantAuth,

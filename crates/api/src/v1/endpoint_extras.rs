@@ -294,7 +294,7 @@ async fn patch_headers(
 }
 
 /// The endpoint's (or a destination's) deliveries by status, within `since` and `until`.
-#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.get-stats", responses((status = 200, body = EndpointStats)))]
+#[utoipa::path(params(Window), tag = "Endpoint", operation_id = "v1.endpoint.get-stats", responses((status = 200, body = EndpointStats)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/stats")]
 async fn stats(
     tenant: TenantAuth,

@@ -211,7 +211,7 @@ pub(crate) async fn find_any(
 }
 
 /// The application's HTTP endpoints (destinations are listed apart).
-#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Endpoint", operation_id = "v1.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
 #[get("/app/{app_id}/endpoint")]
 async fn list(
     tenant: TenantAuth,

@@ -108,7 +108,7 @@ struct ListQuery {
 }
 
 /// The tenant's event types (those behind a feature flag only for a token that has it).
-#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.list", responses((status = 200, body = Page<EventTypeOut>)))]
+#[utoipa::path(params(PageQuery, ListQuery), tag = "Event Type", operation_id = "v1.event-type.list", responses((status = 200, body = Page<EventTypeOut>)))]
 #[get("/event-type")]
 async fn list(
     tenant: TenantAuth,
@@ -213,7 +213,7 @@ struct DeleteQuery {
 }
 
 /// Archives the event type, or with `expunge` deletes it.
-#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.delete", responses((status = 204, description = "archived or deleted")))]
+#[utoipa::path(params(DeleteQuery), tag = "Event Type", operation_id = "v1.event-type.delete", responses((status = 204, description = "archived or deleted")))]
 #[delete("/event-type/{event_type_name}")]
 async fn delete_one(
     tenant: TenantAuth,

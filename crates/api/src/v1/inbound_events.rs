@@ -97,7 +97,7 @@ async fn source(state: &AppState, key: &KeyAuth, id: &SourceId) -> Result<source
 }
 
 /// Lists what the source admitted, newest first.
-#[utoipa::path(tag = "Source", operation_id = "hookgate.inbound-event.list", responses((status = 200, body = Page<EventOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Source", operation_id = "hookgate.inbound-event.list", responses((status = 200, body = Page<EventOut>)))]
 #[get("/source/{source_id}/event")]
 async fn list(
     key: KeyAuth,

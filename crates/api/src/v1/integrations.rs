@@ -125,7 +125,7 @@ struct ListQuery {
 }
 
 /// The application's integrations.
-#[utoipa::path(tag = "Integration", operation_id = "hookgate.integration.list", responses((status = 200, body = Page<IntegrationOut>)))]
+#[utoipa::path(params(PageQuery, ListQuery), tag = "Integration", operation_id = "hookgate.integration.list", responses((status = 200, body = Page<IntegrationOut>)))]
 #[get("/app/{app_id}/integration")]
 async fn list(
     key: KeyAuth,

@@ -179,7 +179,7 @@ fn check(body: &MessageIn) -> Result<(), ApiError> {
 }
 
 /// Creates a message and its deliveries to every endpoint it matches.
-#[utoipa::path(tag = "Message", operation_id = "v1.message.create", responses((status = 202, body = MessageOut)))]
+#[utoipa::path(params(ContentQuery), tag = "Message", operation_id = "v1.message.create", responses((status = 202, body = MessageOut)))]
 #[post("/app/{app_id}/msg")]
 async fn create(
     tenant: TenantAuth,
@@ -252,7 +252,7 @@ async fn create(
 }
 
 /// The application's messages, newest first.
-#[utoipa::path(tag = "Message", operation_id = "v1.message.list", responses((status = 200, body = Page<MessageOut>)))]
+#[utoipa::path(params(PageQuery, MessageListQuery, ContentQuery), tag = "Message", operation_id = "v1.message.list", responses((status = 200, body = Page<MessageOut>)))]
 #[get("/app/{app_id}/msg")]
 async fn list(
     tenant: TenantAuth,
@@ -269,7 +269,7 @@ async fn list(
 }
 
 /// One message, by id or `eventId`.
-#[utoipa::path(tag = "Message", operation_id = "v1.message.get", responses((status = 200, body = MessageOut)))]
+#[utoipa::path(params(ContentQuery), tag = "Message", operation_id = "v1.message.get", responses((status = 200, body = MessageOut)))]
 #[get("/app/{app_id}/msg/{msg_id}")]
 async fn get_one(
     tenant: TenantAuth,

@@ -31,6 +31,8 @@ pub(crate) mod transformations;
 pub(crate) mod usage;
 pub(crate) mod validate;
 
+use utoipa_actix_web::service_config::ServiceConfig;
+
 /// Registers the routes; the caller wraps them in tenant authentication.
 ///
 /// Messages first: actix tries routes in the order they are registered, each
@@ -39,8 +41,6 @@ pub(crate) mod validate;
 /// them (a tenth of the API process's CPU at 1,000 messages a second). No
 /// route of the others matches a message's path, so the order changes nothing
 /// else.
-use utoipa_actix_web::service_config::ServiceConfig;
-
 pub fn configure(cfg: &mut ServiceConfig) {
     messages::configure(cfg);
     message_extras::configure(cfg);

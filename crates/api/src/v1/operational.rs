@@ -139,7 +139,7 @@ struct OpEndpointIn {
 }
 
 /// The operational endpoints (none until the first is created).
-#[utoipa::path(tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Webhook Endpoint", operation_id = "v1.operational-webhook.endpoint.list", responses((status = 200, body = Page<EndpointOut>)))]
 #[get("/operational-webhook/endpoint")]
 async fn list(who: OpTenant, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
     let Some(app) = op_app(&state, &who.0).await? else {

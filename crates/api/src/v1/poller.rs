@@ -152,7 +152,7 @@ fn page(rows: Vec<Logged>, from: Position, limit: i64) -> (PollingEndpointOut, P
 }
 
 /// Reads a polling endpoint's messages in order, from `iterator` (or `after`, or the start).
-#[utoipa::path(tag = "Poller", operation_id = "hookgate.poller.poll", responses((status = 200, body = PollingEndpointOut)))]
+#[utoipa::path(params(PollQuery), tag = "Poller", operation_id = "hookgate.poller.poll", responses((status = 200, body = PollingEndpointOut)))]
 #[get("/app/{app_id}/poller/{sink_id}")]
 async fn poll(
     tenant: TenantAuth,
@@ -187,7 +187,7 @@ async fn poll(
 
 /// Reads on from the consumer's position (or from `iterator` when given), and
 /// keeps where this read ended as its position.
-#[utoipa::path(tag = "Poller", operation_id = "hookgate.poller.consumer-poll", responses((status = 200, body = PollingEndpointOut)))]
+#[utoipa::path(params(ConsumerQuery), tag = "Poller", operation_id = "hookgate.poller.consumer-poll", responses((status = 200, body = PollingEndpointOut)))]
 #[get("/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}")]
 async fn consumer_poll(
     tenant: TenantAuth,

@@ -9,8 +9,10 @@ use hookgate_shared::{
 use serde::Deserialize;
 use url::{Host, Url};
 
-#[derive(Deserialize)]
+/// A tenant's portal settings, as a PUT gives them (each checked before it is kept).
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = PortalSettingsIn)]
 pub(crate) struct SettingsIn {
     display_name: Option<String>,
     logo_url: Option<String>,

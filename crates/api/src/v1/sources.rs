@@ -254,7 +254,7 @@ async fn create(
 }
 
 /// Lists the tenant's sources.
-#[utoipa::path(tag = "Source", operation_id = "hookgate.source.list", responses((status = 200, body = Page<SourceOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Source", operation_id = "hookgate.source.list", responses((status = 200, body = Page<SourceOut>)))]
 #[get("/source")]
 async fn list(
     key: KeyAuth,

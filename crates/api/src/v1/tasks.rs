@@ -5,12 +5,13 @@ use actix_web::http::StatusCode;
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use hookgate_shared::ids::{AppId, EndpointId, Ref, TaskId};
 use hookgate_shared::status::DeliveryStatus;
+use hookgate_shared::store::statistics::{AppEventTypes, AppUsage};
 use hookgate_shared::store::tasks::{self, NewTask, ReplayFilter, Task, TaskKind, TaskStatus};
 use hookgate_shared::store::{
     page::{Page, PageRequest},
@@ -38,8 +39,7 @@ const MOST_EVENT_TYPES: usize = 250;
 /// Longest channel or tag a filter may name, as for a message's own.
 const MOST_FILTER_LEN: usize = 128;
 
-/// The handlers spell it out: the OpenAPI macro finds path parameters in a
-/// `web::Path<..>` argument only, not through an alias.
+/// An endpoint's path (its parameters are described from the route's template).
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
 /// A replay's or a recovery's window.
@@ -281,8 +281,29 @@ enum TaskData {
         /// Payloads the task erased.
         messages_purged: i64,
     },
-    /// A statistics task's result (`appStats` or `event_types`), and `error` when it failed.
-    Result(Value),
+    /// Applications' deliveries in a window (`application.stats`).
+    #[serde(rename_all = "camelCase")]
+    AppStats {
+        app_stats: Vec<AppUsage>,
+        /// Why the task failed, when it did.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        error: Option<String>,
+    },
+    /// The event types applications subscribe to (`event-type.aggregate`; the key
+    /// is snake_case, as Svix's).
+    EventTypes {
+        event_types: Vec<AppEventTypes>,
+        /// Why the task failed, when it did.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        error: Option<String>,
+    },
+}
+
+/// A list a statistics task stored under `key` (empty if it stored none).
+fn stored<T: serde::de::DeserializeOwned>(data: &Option<Value>, key: &str) -> Vec<T> {
+    data.as_ref().and_then(|d| d.get(key)).and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default()
 }
 
 /// The task with what it did.
@@ -296,13 +317,8 @@ fn task_out(t: &Task) -> BackgroundTaskOut {
             messages_sent: t.sent,
         },
         TaskKind::PurgeContent => TaskData::Purge { app_id: t.app_id.clone(), error, messages_purged: t.sent },
-        TaskKind::AppStats | TaskKind::EventTypeAggregate => {
-            let mut data = t.data.clone().unwrap_or_else(|| json!({}));
-            if let Some(f) = error {
-                data["error"] = json!(f);
-            }
-            TaskData::Result(data)
-        }
+        TaskKind::AppStats => TaskData::AppStats { app_stats: stored(&t.data, "appStats"), error },
+        TaskKind::EventTypeAggregate => TaskData::EventTypes { event_types: stored(&t.data, "event_types"), error },
     };
     BackgroundTaskOut { data, id: t.id.clone(), status: t.status.name(), task: t.kind.name(), updated_at: t.updated_at }
 }
@@ -319,7 +335,7 @@ struct ListQuery {
 }
 
 /// The tenant's background tasks, newest first unless `order=ascending`.
-#[utoipa::path(tag = "Background Task", operation_id = "v1.background-task.list", responses((status = 200, body = Page<BackgroundTaskOut>)))]
+#[utoipa::path(params(ListQuery), tag = "Background Task", operation_id = "v1.background-task.list", responses((status = 200, body = Page<BackgroundTaskOut>)))]
 #[get("/background-task")]
 async fn list(
     tenant: TenantAuth,

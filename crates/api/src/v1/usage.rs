@@ -126,7 +126,7 @@ fn csv(days: &[UsageDay]) -> String {
 }
 
 /// The tenant's usage per UTC day; CSV with `Accept: text/csv`.
-#[utoipa::path(tag = "Usage", operation_id = "hookgate.usage.get", responses((status = 200, content((UsageOut = "application/json"), (String = "text/csv")))))]
+#[utoipa::path(params(Range), tag = "Usage", operation_id = "hookgate.usage.get", responses((status = 200, content((UsageOut = "application/json"), (String = "text/csv")))))]
 #[get("/usage")]
 async fn own_usage(
     tenant: KeyAuth,
@@ -138,7 +138,7 @@ async fn own_usage(
 }
 
 /// A tenant's usage per UTC day; CSV with `Accept: text/csv`.
-#[utoipa::path(tag = "Admin", operation_id = "admin.tenant.usage", responses((status = 200, content((UsageOut = "application/json"), (String = "text/csv")))))]
+#[utoipa::path(params(Range), tag = "Admin", operation_id = "admin.tenant.usage", responses((status = 200, content((UsageOut = "application/json"), (String = "text/csv")))))]
 #[get("/tenant/{tenant_id}/usage")]
 pub async fn tenant_usage(
     _: Operator,

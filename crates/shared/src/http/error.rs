@@ -1,7 +1,8 @@
 //! The one mapping of errors to HTTP: status code plus `{code, detail}` body.
 
 use actix_web::{http::StatusCode, HttpResponse, ResponseError};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::store::StoreError;
 
@@ -87,18 +88,56 @@ impl ResponseError for ApiError {
         // HTTPValidationError); the message names the field in words too.
         let detail = match self {
             ApiError::Validation(msg) => {
-                json!([{ "loc": ["body"], "msg": msg, "type": "value_error" }])
+                Detail::Items(vec![ValidationItem { loc: vec!["body"], msg: msg.clone(), kind: "value_error" }])
             }
-            other => json!(other.to_string()),
+            other => Detail::Text(other.to_string()),
         };
         let mut res = HttpResponse::build(self.status_code());
+        let mut body = Failure { code: self.code(), detail, limit: None, value: None };
         if let ApiError::Quota(e) = self {
             res.insert_header(("Retry-After", e.retry_after_secs().to_string()));
-            return res
-                .json(json!({ "code": self.code(), "detail": detail, "limit": e.limit.name(), "value": e.value }));
+            body.limit = Some(e.limit.name());
+            body.value = Some(e.value);
         }
-        res.json(json!({ "code": self.code(), "detail": detail }))
+        res.json(body)
     }
+}
+
+/// Every error's body: `code` names the failure, `detail` says what was wrong.
+#[derive(Serialize, ToSchema)]
+pub struct Failure {
+    /// A stable, machine-readable name of the failure (`validation`, `not_found`, …).
+    code: &'static str,
+    /// What was wrong.
+    detail: Detail,
+    /// A quota's name, when a quota refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    limit: Option<&'static str>,
+    /// The quota's value, when a quota refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    value: Option<u64>,
+}
+
+/// A failure's `detail`: words, or for a body that does not parse, Svix's list.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Detail {
+    Text(String),
+    Items(Vec<ValidationItem>),
+}
+
+/// One thing wrong with a request's body, as Svix's `ValidationError`.
+#[derive(Serialize, ToSchema)]
+pub struct ValidationItem {
+    /// Where: `["body"]`.
+    loc: Vec<&'static str>,
+    /// What, in words.
+    msg: String,
+    /// The kind of error (`value_error`).
+    #[serde(rename = "type")]
+    kind: &'static str,
 }
 
 impl From<StoreError> for ApiError {

@@ -7,7 +7,7 @@
 
 mod error;
 
-pub use error::ApiError;
+pub use error::{ApiError, Failure};
 
 /// The base of the URLs Hookgate shows (a source's address, a portal link):
 /// `HOOKGATE_PUBLIC_URL` when the operator set it, else the request's own scheme

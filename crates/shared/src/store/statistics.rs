@@ -3,7 +3,7 @@
 //! endpoints subscribe to.
 
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use tokio_postgres::GenericClient;
 
 use super::StoreError;
@@ -11,6 +11,28 @@ use crate::ids::{self, AppId, MessageId, TenantId};
 
 /// Applications one statistics request covers at most: one statement counts them all.
 pub const MOST_APPS: i64 = 10_000;
+
+/// One application's deliveries in a window (a statistics task's `appStats`).
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppUsage {
+    pub app_id: String,
+    pub app_uid: Option<String>,
+    /// One per message and endpoint or destination it went to.
+    pub message_destinations: i64,
+}
+
+/// The event types one application's endpoints and destinations name (a
+/// statistics task's `event_types`).
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppEventTypes {
+    pub app_id: String,
+    /// Sorted.
+    pub explicitly_subscribed_event_types: Vec<String>,
+    /// Whether one of them takes every type.
+    pub has_catch_all_endpoint: bool,
+}
 
 /// Per application (all, or those of `apps`), how many deliveries its messages
 /// of `[since, until)` made (`messageDestinations`: one per message and endpoint
@@ -22,7 +44,7 @@ pub async fn app_usage(
     apps: Option<&[AppId]>,
     since: DateTime<Utc>,
     until: DateTime<Utc>,
-) -> Result<Vec<Value>, StoreError> {
+) -> Result<Vec<AppUsage>, StoreError> {
     let lo = ids::floor(MessageId::PREFIX, since);
     let hi = ids::floor(MessageId::PREFIX, until);
     let apps: Option<Vec<&str>> = apps.map(|a| a.iter().map(AppId::as_str).collect());
@@ -37,22 +59,16 @@ pub async fn app_usage(
             &[&tenant.as_str(), &apps, &lo, &hi, &MOST_APPS],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            json!({
-                "appId": r.get::<_, String>(0),
-                "appUid": r.get::<_, Option<String>>(1),
-                "messageDestinations": r.get::<_, i64>(2),
-            })
-        })
-        .collect())
+    Ok(rows.iter().map(|r| AppUsage { app_id: r.get(0), app_uid: r.get(1), message_destinations: r.get(2) }).collect())
 }
 
 /// Per application, the event types its endpoints and destinations name
 /// (`explicitlySubscribedEventTypes`, sorted) and whether one of them takes
 /// every type (`hasCatchAllEndpoint`).
-pub async fn subscribed_event_types(db: &impl GenericClient, tenant: &TenantId) -> Result<Vec<Value>, StoreError> {
+pub async fn subscribed_event_types(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+) -> Result<Vec<AppEventTypes>, StoreError> {
     let rows = db
         .query(
             "SELECT a.id,
@@ -68,12 +84,10 @@ pub async fn subscribed_event_types(db: &impl GenericClient, tenant: &TenantId) 
         .await?;
     Ok(rows
         .iter()
-        .map(|r| {
-            json!({
-                "appId": r.get::<_, String>(0),
-                "explicitlySubscribedEventTypes": r.get::<_, Vec<String>>(1),
-                "hasCatchAllEndpoint": r.get::<_, bool>(2),
-            })
+        .map(|r| AppEventTypes {
+            app_id: r.get(0),
+            explicitly_subscribed_event_types: r.get(1),
+            has_catch_all_endpoint: r.get(2),
         })
         .collect())
 }
