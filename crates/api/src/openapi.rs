@@ -5,13 +5,26 @@
 
 use hookgate_shared::http::Failure;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, RefOr, Required, ResponseBuilder};
 use utoipa::{Modify, PartialSchema, ToSchema};
 
 /// Svix's `EmptyResponse`: `{}`, where the SDK reads a body.
-#[derive(serde::Serialize, ToSchema)]
+#[derive(serde::Serialize)]
 pub(crate) struct EmptyResponse {}
+
+/// `{}` and nothing else (a struct without fields would read as any object).
+impl PartialSchema for EmptyResponse {
+    fn schema() -> RefOr<Schema> {
+        let none = AdditionalProperties::FreeForm(false);
+        RefOr::T(Schema::Object(
+            ObjectBuilder::new().schema_type(Type::Object).additional_properties(Some(none)).build(),
+        ))
+    }
+}
+
+impl ToSchema for EmptyResponse {}
 
 /// Applied once to the merged document: the bearer scheme every `/api` and
 /// `/admin` route takes, and the error answers (4XX, 5XX: [`Failure`]) every
