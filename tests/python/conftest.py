@@ -80,6 +80,7 @@ class Hookgate:
             return json.loads(res.read() or b"null")
 
     def stop(self):
+        openapi_check.BASES.discard(self.url)
         self.proc.terminate()
         self.proc.wait(timeout=30)
 
@@ -183,7 +184,16 @@ def answers_match_the_api_document():
     seen = len(openapi_check.MISMATCHES)
     yield
     new = openapi_check.MISMATCHES[seen:]
+    openapi_check.REPORTED.update(range(seen, seen + len(new)))
     assert not new, "answers the API document does not describe:\n" + "\n\n".join(new)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A mismatch seen outside any test (a shared fixture's set-up or teardown) fails the run."""
+    unreported = [m for i, m in enumerate(openapi_check.MISMATCHES) if i not in openapi_check.REPORTED]
+    if unreported:
+        print("\nanswers the API document does not describe, outside any test:\n" + "\n\n".join(unreported))
+        session.exitstatus = 1
 
 
 def raw_call(hookgate, method, path, key=None, body=None, headers=None, raw=None):

@@ -26,6 +26,8 @@ from jsonschema import Draft202012Validator
 _lock = threading.Lock()
 # Every mismatch seen, in order: conftest's autouse fixture fails the test that saw one.
 MISMATCHES = []
+# Which of them a test has reported (the rest, seen outside any test, fail the session).
+REPORTED = set()
 # The running instances' base URLs: only their answers are checked (not the sinks').
 BASES = set()
 _doc = None

@@ -94,7 +94,7 @@ impl Modify for Shared {
 fn describe_path(template: &str, params: &mut Vec<RefOr<Parameter>>) {
     params.retain(|p| !matches!(p, RefOr::T(p) if p.parameter_in == ParameterIn::Path));
     let named = template.split('/').filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'));
-    let described: Vec<_> = named.map(|name| RefOr::T(path_parameter(name))).collect();
+    let described: Vec<_> = named.map(|name| RefOr::T(path_parameter(template, name))).collect();
     params.splice(0..0, described);
 }
 
@@ -114,14 +114,18 @@ fn idempotency_key() -> Parameter {
 }
 
 /// A path parameter described by its name alone: what kind of id it takes.
-fn path_parameter(name: &str) -> Parameter {
+fn path_parameter(template: &str, name: &str) -> Parameter {
+    // A source is named by its uid on the Ingest API only; Hookgate's own source
+    // routes and its door take the id.
+    let source_by_uid = template.starts_with("/ingest/");
     let what = match name {
         "app_id" => "The application's id (`app_…`) or uid.",
         "endpoint_id" => "The endpoint's id (`ep_…`) or uid.",
         "destination_id" | "sink_id" => "The destination's id (`ep_…`) or uid.",
         "msg_id" => "The message's id (`msg_…`) or its `eventId`.",
         "attempt_id" => "The attempt's id (`atmpt_…`).",
-        "source_id" => "The source's id (`src_…`) or uid.",
+        "source_id" if source_by_uid => "The source's id (`src_…`) or uid.",
+        "source_id" => "The source's id (`src_…`).",
         "tenant_id" => "The tenant's id (`tnt_…`) or uid.",
         "integ_id" => "The integration's id (`integ_…`).",
         "task_id" => "The background task's id (`qtask_…`).",
@@ -130,12 +134,16 @@ fn path_parameter(name: &str) -> Parameter {
         "key_id" => "The API key's id (`key_…`).",
         _ => "A path segment.",
     };
+    let schema = match name {
+        "event_type_name" => crate::path::EventTypeName::schema(),
+        _ => String::schema(),
+    };
     ParameterBuilder::new()
         .name(name)
         .parameter_in(ParameterIn::Path)
         .required(Required::True)
         .description(Some(what))
-        .schema(Some(String::schema()))
+        .schema(Some(schema))
         .build()
 }
 

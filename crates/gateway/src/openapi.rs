@@ -35,15 +35,13 @@ const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'sel
      frame-ancestors 'none'";
 
 /// The page: Swagger UI reading `/openapi.json`, under the same kind of headers
-/// as the portal and the console (it shares their origin), and cached, as its
-/// files change only with the binary.
+/// as the portal and the console (it shares their origin).
 pub fn page() -> impl HttpServiceFactory {
     let headers = DefaultHeaders::new()
         .add((header::CONTENT_SECURITY_POLICY, PAGE_POLICY))
         .add((header::X_FRAME_OPTIONS, "DENY"))
         .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .add((header::REFERRER_POLICY, "no-referrer"))
-        .add((header::CACHE_CONTROL, "public, max-age=3600"));
+        .add((header::REFERRER_POLICY, "no-referrer"));
     // No validator badge: it would send the document's address to validator.swagger.io.
     let ui = SwaggerUi::new("/{_:.*}").config(Config::from("/openapi.json").validator_url("none"));
     web::scope(PAGE.trim_end_matches('/')).wrap(headers).service(ui)
@@ -51,8 +49,17 @@ pub fn page() -> impl HttpServiceFactory {
 
 /// The document of `role`'s routes (what its `/openapi.json` serves), built once.
 pub fn document(role: Role) -> &'static str {
-    static DOCS: [OnceLock<String>; 4] = [const { OnceLock::new() }; 4];
-    DOCS[role as usize].get_or_init(|| {
+    static ALL: OnceLock<String> = OnceLock::new();
+    static API: OnceLock<String> = OnceLock::new();
+    static INGRESS: OnceLock<String> = OnceLock::new();
+    static WORKER: OnceLock<String> = OnceLock::new();
+    let once = match role {
+        Role::All => &ALL,
+        Role::Api => &API,
+        Role::Ingress => &INGRESS,
+        Role::Worker => &WORKER,
+    };
+    once.get_or_init(|| {
         let (_, mut doc) = actix_web::App::new().into_utoipa_app().configure(|cfg| routes(cfg, role)).split_for_parts();
         doc.info = InfoBuilder::new()
             .title("Hookgate")

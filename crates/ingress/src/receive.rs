@@ -125,7 +125,7 @@ enum Answer {
     Admitted(Received),
     /// A provider's set-up request (Slack's `url_verification`, Zoom's
     /// `endpoint.url_validation`, Discord's ping, …), answered in the provider's shape.
-    Handshake(serde_json::Value),
+    Handshake(verify::HandshakeBody),
 }
 
 /// A source's door: `/in/{source_id}`. An ingest source has no such door (its
@@ -318,7 +318,7 @@ async fn handle(
     if preset.unsigned_ping.is_some_and(|ping| ping(&request)) {
         return Ok(Outcome::Handshake(verify::Handshake {
             status: 200,
-            body: Some(serde_json::json!({ "status": "ping" })),
+            body: Some(verify::HandshakeBody::Ping { status: "ping" }),
         }));
     }
     verify::verify(&request, &secrets, certs)

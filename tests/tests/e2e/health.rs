@@ -160,3 +160,26 @@ async fn an_open_transaction_shows_as_the_sink_horizons_age_until_it_ends() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// The API document follows the role: an ingress process describes its door and
+/// serves no page; where the API is served, the page comes with a strict policy and
+/// sends nothing to a validator.
+#[tokio::test]
+async fn the_api_document_and_its_page_follow_the_role_and_the_page_is_locked_down() {
+    let app = TestApp::spawn().await;
+    let page = app.http.get(app.url("/docs/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self';"), "{csp}");
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+    let init = app.http.get(app.url("/docs/swagger-initializer.js")).send().await.unwrap().text().await.unwrap();
+    assert!(init.contains("/openapi.json") && init.contains("\"none\""), "no validator badge: {init}");
+
+    let ingress = app.spawn_sibling(hookgate_gateway::Role::Ingress).await;
+    assert_eq!(ingress.http.get(ingress.url("/docs/")).send().await.unwrap().status(), 404);
+    let doc: Value = ingress.http.get(ingress.url("/openapi.json")).send().await.unwrap().json().await.unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.contains_key("/in/{source_id}"));
+    assert!(!paths.keys().any(|p| p.starts_with("/api/v1/app") || p.starts_with("/admin/")), "{:?}", paths.keys());
+}

@@ -303,7 +303,13 @@ enum TaskData {
 
 /// A list a statistics task stored under `key` (empty if it stored none).
 fn stored<T: serde::de::DeserializeOwned>(data: &Option<Value>, key: &str) -> Vec<T> {
-    data.as_ref().and_then(|d| d.get(key)).and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default()
+    let Some(found) = data.as_ref().and_then(|d| d.get(key)) else { return Vec::new() };
+    serde_json::from_value(found.clone()).unwrap_or_else(|e| {
+        // Written by this code, so never; should a later release store another shape,
+        // the task still lists, with its data empty.
+        tracing::warn!(error = %e, key, "a statistics task's stored data does not read back");
+        Vec::new()
+    })
 }
 
 /// The task with what it did.

@@ -4,10 +4,10 @@
 //! after its signature is checked, admitting nothing: Discord sends them to
 //! confirm the URL, and bad signatures to confirm it refuses them.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::scheme::header;
-use super::{Check, Handshake, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
 use crate::{extract::KeyMissing, key::KeyKind};
 
 pub const PRESET: Preset = Preset {
@@ -66,7 +66,7 @@ fn handshake(req: &Request, _: &[String]) -> Option<Handshake> {
         // Webhook events: type 0 is PING, answered 204.
         (0, _) => Some(Handshake { status: 204, body: None }),
         // Interactions: type 1 is PING, answered with a PONG.
-        (1, false) => Some(Handshake { status: 200, body: Some(json!({ "type": 1 })) }),
+        (1, false) => Some(Handshake { status: 200, body: Some(HandshakeBody::Pong { kind: 1 }) }),
         _ => None,
     }
 }
@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(check(&req(&p, &headers, body, 0), &s(&pk)), Ok(()));
         assert!(check(&req(&p, &headers, b"{}", 0), &s(&pk)).is_err());
         let pong = handshake(&req(&p, &headers, body, 0), &[]).unwrap();
-        assert_eq!(pong.body, Some(json!({"type": 1})));
+        assert_eq!(pong.body, Some(HandshakeBody::Pong { kind: 1 }));
         let event = br#"{"version":1,"application_id":"2","type":1,"event":{"type":"APPLICATION_AUTHORIZED"}}"#;
         assert_eq!(handshake(&req(&p, &headers, event, 0), &[]), None);
         assert_eq!(event_type(&req(&p, &headers, event, 0)).as_deref(), Some("APPLICATION_AUTHORIZED"));

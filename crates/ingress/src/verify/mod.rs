@@ -113,7 +113,27 @@ impl VerifyError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handshake {
     pub status: u16,
-    pub body: Option<serde_json::Value>,
+    pub body: Option<HandshakeBody>,
+}
+
+/// What a handshake answers, in the provider's own shape.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum HandshakeBody {
+    /// Slack's `url_verification`: the challenge, echoed.
+    Challenge { challenge: String },
+    /// Zoom's `endpoint.url_validation`: the token, and its HMAC with the secret.
+    #[serde(rename_all = "camelCase")]
+    Token { encrypted_token: String, plain_token: String },
+    /// Discord's interaction PING, answered with a PONG (`{"type": 1}`).
+    Pong {
+        #[serde(rename = "type")]
+        kind: u8,
+    },
+    /// An unsigned ping a provider sends before it signs (`{"status": "ping"}`).
+    Ping { status: &'static str },
+    /// A malformed handshake, refused as any request is (`{code, detail}`).
+    Refused { code: &'static str, detail: &'static str },
 }
 
 /// How a provider's requests are checked.

@@ -2,10 +2,10 @@
 //! `X-Slack-Request-Timestamp`; the Events API's `url_verification` challenge is
 //! answered, after its signature is checked, without admitting anything.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::scheme::v0_signed;
-use super::{Check, Handshake, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -31,7 +31,7 @@ fn handshake(req: &Request, _: &[String]) -> Option<Handshake> {
         return None;
     }
     let challenge = doc.get("challenge")?.as_str()?;
-    Some(Handshake { status: 200, body: Some(json!({ "challenge": challenge })) })
+    Some(Handshake { status: 200, body: Some(HandshakeBody::Challenge { challenge: challenge.to_owned() }) })
 }
 
 #[cfg(test)]
@@ -56,7 +56,10 @@ mod tests {
         let body = br#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
         let p = Provider::Slack;
         let got = handshake(&req(&p, &h(&[]), body, 0), &[]).unwrap();
-        assert_eq!(got.body.unwrap()["challenge"], "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P");
+        assert_eq!(
+            got.body,
+            Some(HandshakeBody::Challenge { challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P".into() })
+        );
         assert_eq!(handshake(&req(&p, &h(&[]), br#"{"type":"event_callback"}"#, 0), &[]), None);
     }
 }

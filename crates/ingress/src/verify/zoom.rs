@@ -5,10 +5,10 @@
 //! anyone have Hookgate sign what they chose. Zoom's events carry no id of their
 //! own; the body (with its `event_ts`) is the key, `event` the type.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::scheme::{mac, v0_signed, Hash};
-use super::{Check, Handshake, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -37,12 +37,13 @@ fn handshake(req: &Request, secrets: &[String]) -> Option<Handshake> {
     let secret = secrets.first()?;
     let answer = match shaped {
         true => {
-            json!({ "plainToken": plain, "encryptedToken": hex::encode(mac(Hash::Sha256, secret.as_bytes(), &[plain.as_bytes()])) })
+            let encrypted_token = hex::encode(mac(Hash::Sha256, secret.as_bytes(), &[plain.as_bytes()]));
+            HandshakeBody::Token { encrypted_token, plain_token: plain.to_owned() }
         }
         false => {
             return Some(Handshake {
                 status: 400,
-                body: Some(json!({ "code": "bad_request", "detail": "`plainToken` is not a Zoom token" })),
+                body: Some(HandshakeBody::Refused { code: "bad_request", detail: "`plainToken` is not a Zoom token" }),
             })
         }
     };
@@ -65,7 +66,7 @@ mod tests {
         assert_eq!(check(&r, &s("zs")), Ok(()));
         let answer = handshake(&r, &s("zs")).unwrap();
         let want = hex::encode(mac(Hash::Sha256, b"zs", &[b"qgg8vlvZRS6UYooatFL8Aw"]));
-        assert_eq!(answer.body.unwrap()["encryptedToken"], want);
+        assert!(matches!(answer.body, Some(HandshakeBody::Token { encrypted_token, .. }) if encrypted_token == want));
         let forged =
             br#"{"payload":{"plainToken":"v0:1654503849:{\"event\":\"x\"}"},"event":"endpoint.url_validation"}"#;
         assert_eq!(handshake(&req(&p, &hs, forged, 0), &s("zs")).unwrap().status, 400);
