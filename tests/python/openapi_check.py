@@ -138,6 +138,10 @@ def check(base_url, method, path, status, headers, raw):
         res = _response(doc, op, status)
         if res is None:
             _fail(f"{where} answered {status}, which is not documented: {raw[:300]!r}")
+    for name in res.get("headers", {}):
+        # A replay marker is sent on replays only; every other header it names, always.
+        if name.lower() != "idempotent-replayed" and name.lower() not in headers:
+            _fail(f"{where} {status}: the document names the header {name}, which was not sent")
     content = res.get("content")
     if not content:
         if raw not in (b"", None):

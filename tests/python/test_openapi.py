@@ -91,9 +91,13 @@ def test_every_operation_has_a_unique_id_a_tag_its_path_parameters_and_its_authe
         else:
             assert "security" not in op, f"{method.upper()} {path} takes the bearer key"
         assert {"4XX", "5XX"} <= set(op["responses"]), f"{method.upper()} {path} lacks the error answers"
+        for status, res in op["responses"].items():
+            assert "X-Request-Id" in res.get("headers", {}), f"{method.upper()} {path} {status}: no X-Request-Id"
         headers = [resolve(doc, p)["name"] for p in op.get("parameters", []) if resolve(doc, p)["in"] == "header"]
         if method == "post" and path.startswith(("/api/", "/admin/", "/ingest/")):
             assert "Idempotency-Key" in headers, f"POST {path} does not describe Idempotency-Key"
+            for status in [s for s in op["responses"] if s.startswith("2")]:
+                assert "Idempotent-Replayed" in op["responses"][status]["headers"], f"POST {path} {status}"
         ok = op["responses"].get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
         if method == "get" and ok.get("$ref", "").startswith("#/components/schemas/Page_"):
             query = {resolve(doc, p)["name"] for p in op.get("parameters", []) if resolve(doc, p)["in"] == "query"}

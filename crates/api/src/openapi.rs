@@ -4,6 +4,7 @@
 //! The gateway merges the routes' own descriptions and applies [`Shared`].
 
 use hookgate_shared::http::Failure;
+use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -74,11 +75,20 @@ impl Modify for Shared {
                     op.responses.responses.entry(status.into()).or_insert_with(|| failure.clone().into());
                 }
                 // OpenAPI requires a description on every answer: the status's own words
-                // where the handler gave none.
+                // where the handler gave none. Every answer carries its request's id, and
+                // a success of a POST the Idempotency-Key middleware keeps may be a replay.
+                let replayable = idempotent && op.parameters.iter().flatten().any(is_idempotency_key);
                 for (status, res) in op.responses.responses.iter_mut() {
                     if let RefOr::T(res) = res {
                         if res.description.is_empty() {
                             res.description = reason(status).into();
+                        }
+                        res.headers.insert("X-Request-Id".into(), header("The request's id, as the logs name it."));
+                        if replayable && status.starts_with('2') {
+                            res.headers.insert(
+                                "Idempotent-Replayed".into(),
+                                header("`true` when this is the kept answer to an earlier request with the same key."),
+                            );
                         }
                     }
                 }
@@ -96,6 +106,16 @@ fn describe_path(template: &str, params: &mut Vec<RefOr<Parameter>>) {
     let named = template.split('/').filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'));
     let described: Vec<_> = named.map(|name| RefOr::T(path_parameter(template, name))).collect();
     params.splice(0..0, described);
+}
+
+/// A response header of a string value.
+fn header(what: &str) -> RefOr<Header> {
+    RefOr::T(HeaderBuilder::new().schema(Some(String::schema())).description(Some(what)).build())
+}
+
+/// Whether a parameter is the `Idempotency-Key` header.
+fn is_idempotency_key(p: &RefOr<Parameter>) -> bool {
+    matches!(p, RefOr::T(p) if p.name == "Idempotency-Key" && p.parameter_in == ParameterIn::Header)
 }
 
 /// `Idempotency-Key`, which every `POST` of the API takes (docs/guarantees.md).
