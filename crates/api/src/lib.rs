@@ -33,12 +33,19 @@ use utoipa_actix_web::{scope, service_config::ServiceConfig};
 pub use patch::Maybe;
 pub use principal::{portal_access, FeatureFlags, KeyAuth, KeyHolder, Operator, PortalAccess, Principal, TenantAuth};
 
+/// The operator's API, the tenant's API and the Ingest API: each scope keeps its
+/// `POST`s under `Idempotency-Key`, which the API document says ([`openapi`]).
+const ADMIN: &str = "/admin/v1";
+const API: &str = "/api/v1";
+const INGEST: &str = "/ingest/api/v1";
+pub(crate) const KEYED_SCOPES: [&str; 3] = [ADMIN, API, INGEST];
+
 /// Registers `/admin/v1` (the operator's token), `/api/v1` (a tenant's key or an
 /// app-portal token) and `/ingest/api/v1` (a tenant's key), each behind its
 /// authentication and `Idempotency-Key`.
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(
-        scope("/admin/v1")
+        scope(ADMIN)
             // Innermost first: the deadline bounds the handler, so the Idempotency-Key
             // middleware sees its 503 and releases the key; the middleware's and the
             // authentication's own queries are bounded where they run.
@@ -49,7 +56,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .configure(admin::configure),
     );
     cfg.service(
-        scope("/api/v1")
+        scope(API)
             .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))
@@ -58,7 +65,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .configure(v1::configure),
     );
     cfg.service(
-        scope("/ingest/api/v1")
+        scope(INGEST)
             .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
             .wrap(from_fn(idempotency::idempotency))

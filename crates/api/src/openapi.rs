@@ -53,31 +53,31 @@ impl Modify for Shared {
             )
             .build();
         for (template, item) in doc.paths.paths.iter_mut() {
-            let idempotent =
-                template.starts_with("/api/") || template.starts_with("/admin/") || template.starts_with("/ingest/");
-            if let Some(op) = item.post.as_mut().filter(|_| idempotent) {
-                op.parameters.get_or_insert_with(Vec::new).push(RefOr::T(idempotency_key()));
-            }
-            for op in [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-                &mut item.head,
-                &mut item.options,
-            ]
-            .into_iter()
-            .flatten()
-            {
-                describe_path(template, op.parameters.get_or_insert_with(Vec::new));
+            let keyed =
+                crate::KEYED_SCOPES.iter().any(|s| template.strip_prefix(s).is_some_and(|r| r.starts_with('/')));
+            for (op, post) in [
+                (&mut item.get, false),
+                (&mut item.put, false),
+                (&mut item.post, true),
+                (&mut item.delete, false),
+                (&mut item.patch, false),
+                (&mut item.head, false),
+                (&mut item.options, false),
+            ] {
+                let Some(op) = op else { continue };
+                // A POST the Idempotency-Key middleware keeps takes the key, and each of
+                // its successes may be a replay.
+                let replayable = post && keyed;
+                let params = op.parameters.get_or_insert_with(Vec::new);
+                describe_path(template, params);
+                if replayable {
+                    params.push(RefOr::T(idempotency_key()));
+                }
                 for status in ["4XX", "5XX"] {
                     op.responses.responses.entry(status.into()).or_insert_with(|| failure.clone().into());
                 }
                 // OpenAPI requires a description on every answer: the status's own words
-                // where the handler gave none. Every answer carries its request's id, and
-                // a success of a POST the Idempotency-Key middleware keeps may be a replay.
-                let replayable = idempotent && op.parameters.iter().flatten().any(is_idempotency_key);
+                // where the handler gave none. Every answer carries its request's id.
                 for (status, res) in op.responses.responses.iter_mut() {
                     if let RefOr::T(res) = res {
                         if res.description.is_empty() {
@@ -111,11 +111,6 @@ fn describe_path(template: &str, params: &mut Vec<RefOr<Parameter>>) {
 /// A response header of a string value.
 fn header(what: &str) -> RefOr<Header> {
     RefOr::T(HeaderBuilder::new().schema(Some(String::schema())).description(Some(what)).build())
-}
-
-/// Whether a parameter is the `Idempotency-Key` header.
-fn is_idempotency_key(p: &RefOr<Parameter>) -> bool {
-    matches!(p, RefOr::T(p) if p.name == "Idempotency-Key" && p.parameter_in == ParameterIn::Header)
 }
 
 /// `Idempotency-Key`, which every `POST` of the API takes (docs/guarantees.md).
