@@ -47,9 +47,10 @@ def document(base_url):
                 _doc = json.loads(res.read())
             _routes = []
             for template in _doc["paths"]:
-                parts = template.strip("/").split("/")
-                pattern = "^/" + "/".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts) + "$"
-                literal = sum(1 for p in parts if not p.startswith("{"))
+                # Matched as written, a trailing slash included (the page is `/docs/`).
+                parts = template.split("/")
+                pattern = "^" + "/".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts) + "$"
+                literal = sum(1 for p in parts if p and not p.startswith("{"))
                 _routes.append((re.compile(pattern), literal, template))
             # The most literal template wins (`/msg/precheck` before `/msg/{msg_id}`).
             _routes.sort(key=lambda r: -r[1])
@@ -58,11 +59,11 @@ def document(base_url):
 
 def template_of(doc, path, method):
     """The documented template `path` falls under for `method`, or None."""
+    # As the server reads it (crates/gateway/src/paths.rs): slashes made one and a
+    # trailing one dropped, but under the page's directory.
     path = re.sub(r"/+", "/", urllib.parse.unquote(path.split("?", 1)[0]))
     if len(path) > 1 and not path.startswith("/docs/"):
         path = path.rstrip("/")
-    if path == "/docs/":
-        return "/docs/" if method in doc["paths"].get("/docs/", {}) else None
     for pattern, _, template in _routes:
         if pattern.match(path) and method in doc["paths"][template]:
             return template
