@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use actix_web::{dev::HttpServiceFactory, get, http::header, middleware::DefaultHeaders, web, HttpResponse};
 use utoipa::openapi::{
-    path::{HttpMethod, OperationBuilder, PathItem},
+    path::{HttpMethod, Operation, OperationBuilder, PathItem},
     ContentBuilder, InfoBuilder, ResponseBuilder,
 };
 use utoipa::Modify;
@@ -72,25 +72,29 @@ pub fn document(role: Role) -> &'static str {
             ))
             .build();
         doc.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new("bearer", Vec::<String>::new())]);
-        let html = ResponseBuilder::new()
-            .description("Swagger UI for this document")
-            .content("text/html", ContentBuilder::new().build())
-            .build();
-        let op = OperationBuilder::new()
-            .tag("Health")
-            .operation_id(Some("hookgate.docs"))
-            .summary(Some("This document, readable (Swagger UI, served by the binary)."))
-            .security(utoipa::openapi::security::SecurityRequirement::default())
-            .response("200", html)
-            .build();
         if role.serves_api() {
-            doc.paths.paths.insert(PAGE.into(), PathItem::new(HttpMethod::Get, op));
+            doc.paths.paths.insert(PAGE.into(), PathItem::new(HttpMethod::Get, page_operation()));
         }
         hookgate_api::openapi::Shared.modify(&mut doc);
         let mut json = serde_json::to_value(&doc).expect("the OpenAPI document serialises");
         any_of(&mut json);
         json.to_string()
     })
+}
+
+/// The page, described by hand: its files are Swagger UI's, not handlers.
+fn page_operation() -> Operation {
+    let html = ResponseBuilder::new()
+        .description("Swagger UI for this document")
+        .content("text/html", ContentBuilder::new().build())
+        .build();
+    OperationBuilder::new()
+        .tag("Health")
+        .operation_id(Some("hookgate.docs"))
+        .summary(Some("This document, readable (Swagger UI, served by the binary)."))
+        .security(utoipa::openapi::security::SecurityRequirement::default())
+        .response("200", html)
+        .build()
 }
 
 /// This document: the routes this process's role serves.
@@ -106,8 +110,8 @@ pub async fn openapi(role: web::Data<Role>) -> HttpResponse {
 }
 
 /// `oneOf` made `anyOf` (but where a discriminator picks one): serde reads an
-/// untagged enum as the first variant that fits, so a body may fit more than one
-/// (a replay's `data` is also valid "any" statistics), which `oneOf` forbids.
+/// untagged enum as the first variant that fits, so a body may fit more than one,
+/// which `oneOf` forbids.
 fn any_of(node: &mut serde_json::Value) {
     match node {
         serde_json::Value::Object(map) => {
