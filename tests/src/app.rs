@@ -63,7 +63,7 @@ impl TestApp {
         name: &str,
         edit: impl FnOnce(&mut HashMap<String, String>),
     ) -> Self {
-        let db = TestDb { name: name.into(), url: pg.url() };
+        let db = TestDb::on(name, &pg.url());
         let mut env = default_env(&db);
         edit(&mut env);
         let migrate = [("DATABASE_URL", pg.url()), ("HOOKGATE_MASTER_KEY", env["HOOKGATE_MASTER_KEY"].clone())];
@@ -97,7 +97,7 @@ impl TestApp {
     /// Another process-like instance (in this process) of a role on the same
     /// database and environment, e.g. a worker beside an API.
     pub async fn spawn_sibling(&self, role: Role) -> TestApp {
-        let db = TestDb { name: self.db.name.clone(), url: self.db.url.clone() };
+        let db = self.db.clone();
         Self::spawn_role(db, self.env.clone(), role).await
     }
 

@@ -1,5 +1,8 @@
 //! A fresh database per test, cloned from a template migrated once per suite run.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use tokio_postgres::{Client, NoTls};
 
 const TEMPLATE: &str = "hookgate_template";
@@ -24,11 +27,14 @@ pub async fn connect(url: &str) -> Client {
     client
 }
 
-/// One test's own database.
+/// One test's own database. One made by [`TestDb::new`] or [`TestDb::empty`] is
+/// dropped when its last clone goes: a suite run makes some two hundred, about
+/// 12 MB each, and a CI machine's disk may be small.
 #[derive(Clone)]
 pub struct TestDb {
     pub name: String,
     pub url: String,
+    _dropper: Option<Arc<Dropper>>,
 }
 
 impl TestDb {
@@ -54,7 +60,14 @@ impl TestDb {
             admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
         }
         admin.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await.unwrap();
-        TestDb { url: with_database(&base, &name), name }
+        let dropper = Arc::new(Dropper { admin_url: with_database(&base, "postgres"), name: name.clone() });
+        TestDb { url: with_database(&base, &name), name, _dropper: Some(dropper) }
+    }
+
+    /// A database the test made itself, on a server of its own: never dropped here
+    /// (the server's directory goes with it).
+    pub fn on(name: &str, url: &str) -> Self {
+        TestDb { name: name.into(), url: url.into(), _dropper: None }
     }
 
     pub async fn client(&self) -> Client {
@@ -88,5 +101,34 @@ async fn clone_template(admin: &Client, name: &str) {
             }
             Err(e) => panic!("cannot clone the template database: {e}"),
         }
+    }
+}
+
+/// Drops a test's database when the last handle on it goes, whether the test passed
+/// or panicked. The test's own connections (an in-process gateway's pool, a child
+/// process) may still be open, so `WITH (FORCE)` ends them. Bounded: a database that
+/// cannot be dropped in time is left for the stack's next reset.
+struct Dropper {
+    admin_url: String,
+    name: String,
+}
+
+impl Drop for Dropper {
+    fn drop(&mut self) {
+        let (url, name) = (self.admin_url.clone(), self.name.clone());
+        // A runtime of its own on a thread of its own: `drop` may run inside the
+        // test's runtime, which must not be blocked on from within.
+        let dropping = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            rt.block_on(async {
+                let work = async {
+                    let (client, conn) = tokio_postgres::connect(&url, NoTls).await.ok()?;
+                    tokio::spawn(conn);
+                    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok()
+                };
+                tokio::time::timeout(Duration::from_secs(10), work).await.ok().flatten()
+            })
+        });
+        let _ = dropping.join();
     }
 }

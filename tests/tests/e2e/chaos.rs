@@ -53,7 +53,7 @@ async fn until_2xx(
 async fn under_kills_stalls_and_a_lost_redis_nothing_is_lost_or_doubled() {
     let pg = PgServer::start();
     let mut redis = RedisServer::start();
-    let db = TestDb { name: "chaos".into(), url: pg.url() };
+    let db = TestDb::on("chaos", &pg.url());
     let mut env = default_env(&db);
     env.insert("REDIS_URL".into(), redis.url());
     for (k, v) in [

@@ -25,7 +25,7 @@ async fn verify_full_against_the_test_ca_connects_and_every_connection_is_encryp
     let url = format!("{}?sslmode=verify-full&sslrootcert={}", pg.url(), certs.path("ca.crt"));
     let out = migrate(&url).await;
     assert!(out.status.success(), "migrate over TLS: {}", String::from_utf8_lossy(&out.stderr));
-    let db = TestDb { name: "pgtls".into(), url: url.clone() };
+    let db = TestDb::on("pgtls", &url);
     let env = default_env(&db);
     let app = TestApp::spawn_on(db, env).await;
     let t = app.tenant().await;
