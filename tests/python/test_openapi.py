@@ -84,7 +84,7 @@ def test_every_operation_has_a_unique_id_a_tag_its_path_parameters_and_its_authe
         params = [resolve(doc, p)["name"] for p in op.get("parameters", [])]
         for name in re.findall(r"\{([^}]+)\}", path):
             assert name in params, f"{method.upper()} {path} does not describe its path parameter {name}"
-        public = path.startswith(("/in/", "/healthz", "/readyz", "/openapi.json", "/docs/", "/api/v1/health",
+        public = path.startswith(("/in/", "/healthz", "/readyz", "/openapi.json", "/docs", "/api/v1/health",
                                   "/portal", "/console", "/ui/"))
         if public:
             assert op.get("security") == [{}], f"{method.upper()} {path} is public and should say so"
@@ -92,7 +92,18 @@ def test_every_operation_has_a_unique_id_a_tag_its_path_parameters_and_its_authe
             assert "security" not in op, f"{method.upper()} {path} takes the bearer key"
         assert {"4XX", "5XX"} <= set(op["responses"]), f"{method.upper()} {path} lacks the error answers"
         for status, res in op["responses"].items():
-            assert "X-Request-Id" in res.get("headers", {}), f"{method.upper()} {path} {status}: no X-Request-Id"
+            request_id = res.get("headers", {}).get("X-Request-Id", {})
+            assert request_id.get("required") is True, f"{method.upper()} {path} {status}: no X-Request-Id"
+        # Where a quota or rate can refuse, the 429 is described with its Retry-After.
+        if path.startswith(("/api/", "/ingest/")) or (method == "post" and path.startswith("/in/")):
+            later = op["responses"].get("429", {})
+            assert later.get("headers", {}).get("Retry-After", {}).get("required") is True, f"{method.upper()} {path}"
+            assert later["headers"]["Retry-After"]["schema"]["type"] == "integer"
+        elif path.startswith("/admin/"):
+            assert "429" not in op["responses"], f"{method.upper()} {path}: the operator has no quota"
+        if path.startswith("/in/") and method == "post":
+            duplicate = op["responses"]["200"]["headers"]["Hookgate-Duplicate"]
+            assert duplicate["schema"]["type"] == "boolean" and not duplicate.get("required")
         headers = [resolve(doc, p)["name"] for p in op.get("parameters", []) if resolve(doc, p)["in"] == "header"]
         if method == "post" and path.startswith(("/api/", "/admin/", "/ingest/")):
             assert "Idempotency-Key" in headers, f"POST {path} does not describe Idempotency-Key"
@@ -102,7 +113,7 @@ def test_every_operation_has_a_unique_id_a_tag_its_path_parameters_and_its_authe
         if method == "get" and ok.get("$ref", "").startswith("#/components/schemas/Page_"):
             query = {resolve(doc, p)["name"] for p in op.get("parameters", []) if resolve(doc, p)["in"] == "query"}
             assert {"limit", "iterator"} <= query, f"GET {path} lists but does not describe its paging"
-        assert any(c.startswith("2") for c in op["responses"]), f"{method.upper()} {path} has no success answer"
+        assert any(c[0] in "23" for c in op["responses"]), f"{method.upper()} {path} has no success answer"
     search = {p["name"]: p for p in doc["paths"]["/api/v1/search"]["get"]["parameters"]}
     assert search["q"]["in"] == "query" and search["q"]["required"] is True
     dupes = sorted({i for i in ids if ids.count(i) > 1})

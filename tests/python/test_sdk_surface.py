@@ -136,6 +136,19 @@ def test_usage_statistics_are_tasks_whose_data_counts_deliveries_and_subscriptio
     assert rows[b.id] == {"appId": b.id, "explicitlySubscribedEventTypes": ["user.signup"], "hasCatchAllEndpoint": False}
 
 
+def test_a_tenant_past_its_hourly_statistics_tasks_is_told_when_to_come_back(hookgate, tenant):
+    path = "/api/v1/stats/usage/event-types"
+    for _ in range(30):
+        status, _, body = raw_call(hookgate, "PUT", path, tenant["apiKey"])
+        assert status == 202, body
+    before = time.time()
+    status, headers, body = raw_call(hookgate, "PUT", path, tenant["apiKey"])
+    assert status == 429 and json.loads(body)["code"] == "rate_limited", body
+    # The oldest of the hour's tasks leaves it in about an hour: that is when to retry.
+    wait = int(headers["retry-after"])
+    assert 3600 - (time.time() - before) - 60 <= wait <= 3600, wait
+
+
 def test_expire_all_and_logout_refuse_portal_tokens_before_they_expire(svix, hookgate, tenant):
     app = svix.application.create(ApplicationIn(name="portal"))
     other = svix.application.create(ApplicationIn(name="other"))

@@ -52,9 +52,25 @@ impl Modify for Shared {
                     .build(),
             )
             .build();
+        let too_many = ResponseBuilder::new()
+            .description(
+                "Over a quota of the tenant's (the body names it in `limit`) or a rate of Hookgate's own: \
+                 retry after `Retry-After` seconds.",
+            )
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name("Failure"))))
+                    .build(),
+            )
+            .header("Retry-After", always(integer_header("Whole seconds to wait before trying again, at least 1.")))
+            .build();
         for (template, item) in doc.paths.paths.iter_mut() {
-            let keyed =
-                crate::KEYED_SCOPES.iter().any(|s| template.strip_prefix(s).is_some_and(|r| r.starts_with('/')));
+            let under = |scope: &str| template.strip_prefix(scope).is_some_and(|r| r.starts_with('/'));
+            let keyed = crate::KEYED_SCOPES.iter().any(|s| under(s));
+            // The tenant's API rate and message quota hold under `/api` and `/ingest`,
+            // its inbound rate at the providers' door.
+            let limited = under(crate::API) || under(crate::INGEST);
             for (op, post) in [
                 (&mut item.get, false),
                 (&mut item.put, false),
@@ -73,6 +89,9 @@ impl Modify for Shared {
                 if replayable {
                     params.push(RefOr::T(idempotency_key()));
                 }
+                if limited || (post && template.starts_with("/in/")) {
+                    op.responses.responses.insert("429".into(), too_many.clone().into());
+                }
                 for status in ["4XX", "5XX"] {
                     op.responses.responses.entry(status.into()).or_insert_with(|| failure.clone().into());
                 }
@@ -83,11 +102,16 @@ impl Modify for Shared {
                         if res.description.is_empty() {
                             res.description = reason(status).into();
                         }
-                        res.headers.insert("X-Request-Id".into(), header("The request's id, as the logs name it."));
+                        res.headers.insert(
+                            "X-Request-Id".into(),
+                            RefOr::T(always(header("The request's id, as the logs name it."))),
+                        );
                         if replayable && status.starts_with('2') {
                             res.headers.insert(
                                 "Idempotent-Replayed".into(),
-                                header("`true` when this is the kept answer to an earlier request with the same key."),
+                                RefOr::T(header(
+                                    "`true` when this is the kept answer to an earlier request with the same key.",
+                                )),
                             );
                         }
                     }
@@ -108,9 +132,25 @@ fn describe_path(template: &str, params: &mut Vec<RefOr<Parameter>>) {
     params.splice(0..0, described);
 }
 
-/// A response header of a string value.
-fn header(what: &str) -> RefOr<Header> {
-    RefOr::T(HeaderBuilder::new().schema(Some(String::schema())).description(Some(what)).build())
+/// A response header of a string value, sent when its description says.
+fn header(what: &str) -> Header {
+    HeaderBuilder::new().schema(Some(String::schema())).description(Some(what)).build()
+}
+
+/// A response header of an integer value.
+fn integer_header(what: &str) -> Header {
+    HeaderBuilder::new().schema(Some(u64::schema())).description(Some(what)).build()
+}
+
+/// The extension that marks a header as sent with every answer it is listed on.
+/// utoipa's `Header` has no `required`; the gateway turns this mark into
+/// `"required": true` as it serialises the document.
+pub const ALWAYS_SENT: &str = "x-hookgate-always-sent";
+
+/// `header`, marked as always sent.
+fn always(mut header: Header) -> Header {
+    header.extensions = Some(utoipa::openapi::extensions::ExtensionsBuilder::new().add(ALWAYS_SENT, true).build());
+    header
 }
 
 /// `Idempotency-Key`, which every `POST` of the API takes (docs/guarantees.md).

@@ -22,6 +22,7 @@ pub fn routes(cfg: &mut ServiceConfig, role: Role) {
     cfg.service(health::healthz).service(health::readyz).service(health::api_health).service(openapi);
     if role.serves_api() {
         hookgate_api::configure(cfg);
+        cfg.service(page_without_slash);
     }
     if role.serves_ingress() {
         hookgate_ingress::configure_receive(cfg);
@@ -78,6 +79,7 @@ pub fn document(role: Role) -> &'static str {
         hookgate_api::openapi::Shared.modify(&mut doc);
         let mut json = serde_json::to_value(&doc).expect("the OpenAPI document serialises");
         any_of(&mut json);
+        required_headers(&mut json);
         json.to_string()
     })
 }
@@ -95,6 +97,19 @@ fn page_operation() -> Operation {
         .security(utoipa::openapi::security::SecurityRequirement::default())
         .response("200", html)
         .build()
+}
+
+/// The page's address as people type it: sent on to `/docs/` (the page's own files
+/// are addressed relative to it, so it must end in a slash).
+#[utoipa::path(
+    tag = "Health",
+    operation_id = "hookgate.docs.redirect",
+    security(()),
+    responses((status = 308, description = "The page is at `/docs/`", headers(("Location" = String, description = "`/docs/`"))))
+)]
+#[get("/docs")]
+pub async fn page_without_slash() -> HttpResponse {
+    HttpResponse::PermanentRedirect().insert_header((header::LOCATION, PAGE)).finish()
 }
 
 /// This document: the routes this process's role serves.
@@ -123,6 +138,21 @@ fn any_of(node: &mut serde_json::Value) {
             map.values_mut().for_each(any_of);
         }
         serde_json::Value::Array(items) => items.iter_mut().for_each(any_of),
+        _ => {}
+    }
+}
+
+/// A header marked as always sent (`hookgate_api::openapi::ALWAYS_SENT`) becomes
+/// `"required": true`: a response header is optional unless it says so.
+fn required_headers(node: &mut serde_json::Value) {
+    match node {
+        serde_json::Value::Object(map) => {
+            if map.remove(hookgate_api::openapi::ALWAYS_SENT).is_some() {
+                map.insert("required".into(), true.into());
+            }
+            map.values_mut().for_each(required_headers);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(required_headers),
         _ => {}
     }
 }

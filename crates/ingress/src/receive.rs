@@ -136,7 +136,8 @@ enum Answer {
     security(()),
     request_body(content = String, description = "The provider's request, exactly as it signed it.", content_type = "application/octet-stream"),
     responses(
-        (status = 200, body = Answer, description = "Admitted (see `Hookgate-Duplicate`), or a provider's handshake answered in its own shape"),
+        (status = 200, body = Answer, description = "Admitted, or a provider's handshake answered in its own shape",
+            headers(("Hookgate-Duplicate" = bool, description = "On an admission: `true` when the event was admitted before and this copy was dropped."))),
         (status = 204, description = "A provider's handshake with no body"),
     )
 )]
@@ -158,7 +159,8 @@ pub async fn receive(
     security(()),
     request_body(content = String, description = "The provider's request, exactly as it signed it.", content_type = "application/octet-stream"),
     responses(
-        (status = 200, body = Answer, description = "Admitted (see `Hookgate-Duplicate`), or a provider's handshake answered in its own shape"),
+        (status = 200, body = Answer, description = "Admitted, or a provider's handshake answered in its own shape",
+            headers(("Hookgate-Duplicate" = bool, description = "On an admission: `true` when the event was admitted before and this copy was dropped."))),
         (status = 204, description = "A provider's handshake with no body"),
     )
 )]

@@ -175,9 +175,13 @@ async fn the_api_document_and_its_page_follow_the_role_and_the_page_is_locked_do
     assert_eq!(page.headers()["x-content-type-options"], "nosniff");
     let init = app.http.get(app.url("/docs/swagger-initializer.js")).send().await.unwrap().text().await.unwrap();
     assert!(init.contains("/openapi.json") && init.contains("\"none\""), "no validator badge: {init}");
+    // Typed without its slash, the address leads to the page.
+    let typed = app.http.get(app.url("/docs")).send().await.unwrap();
+    assert_eq!((typed.status().as_u16(), typed.url().path()), (200, "/docs/"));
 
     let ingress = app.spawn_sibling(hookgate_gateway::Role::Ingress).await;
     assert_eq!(ingress.http.get(ingress.url("/docs/")).send().await.unwrap().status(), 404);
+    assert_eq!(ingress.http.get(ingress.url("/docs")).send().await.unwrap().status(), 404);
     let doc: Value = ingress.http.get(ingress.url("/openapi.json")).send().await.unwrap().json().await.unwrap();
     let paths = doc["paths"].as_object().unwrap();
     assert!(paths.contains_key("/in/{source_id}"));

@@ -43,11 +43,11 @@ async fn within_rate(
     tenant: &hookgate_shared::ids::TenantId,
     kind: tasks::TaskKind,
 ) -> Result<(), ApiError> {
-    if tasks::started_lately(db, tenant, kind).await? >= MOST_AN_HOUR {
-        return Err(ApiError::Coded {
-            status: StatusCode::TOO_MANY_REQUESTS,
-            code: "rate_limited",
+    let (started, room_in_secs) = tasks::started_lately(db, tenant, kind).await?;
+    if started >= MOST_AN_HOUR {
+        return Err(ApiError::RateLimited {
             detail: format!("at most {MOST_AN_HOUR} `{}` tasks an hour; read the last one's result", kind.name()),
+            retry_after_secs: room_in_secs.max(1) as u64,
         });
     }
     Ok(())

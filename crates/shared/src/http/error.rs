@@ -34,6 +34,9 @@ pub enum ApiError {
     /// Over a tenant's quota: 429 with `Retry-After`, the body naming the limit.
     #[error("{0}")]
     Quota(crate::quota::Exceeded),
+    /// Over a rate of Hookgate's own (not a tenant's quota): 429 with `Retry-After`.
+    #[error("{detail}")]
+    RateLimited { detail: String, retry_after_secs: u64 },
     /// A status and code of a side's own (ingress's `invalid_signature`, say).
     #[error("{detail}")]
     Coded { status: StatusCode, code: &'static str, detail: String },
@@ -54,6 +57,7 @@ impl ApiError {
             ApiError::Unavailable => "unavailable",
             ApiError::Internal(_) => "internal",
             ApiError::Quota(_) => "quota_exceeded",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Coded { code, .. } => code,
         }
     }
@@ -71,7 +75,7 @@ impl ResponseError for ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Quota(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Quota(_) | ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Coded { status, .. } => *status,
         }
     }
@@ -98,6 +102,9 @@ impl ResponseError for ApiError {
             res.insert_header(("Retry-After", e.retry_after_secs().to_string()));
             body.limit = Some(e.limit.name());
             body.value = Some(e.value);
+        }
+        if let ApiError::RateLimited { retry_after_secs, .. } = self {
+            res.insert_header(("Retry-After", (*retry_after_secs).max(1).to_string()));
         }
         res.json(body)
     }

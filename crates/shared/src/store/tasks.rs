@@ -252,16 +252,23 @@ pub async fn create_finished(
     Ok(from_row(&row))
 }
 
-/// How many tasks of `kind` the tenant started in the last hour.
-pub async fn started_lately(db: &impl GenericClient, tenant: &TenantId, kind: TaskKind) -> Result<i64, StoreError> {
+/// How many tasks of `kind` the tenant started in the last hour, and in how many
+/// whole seconds the oldest of them leaves that hour (0 when there is none).
+pub async fn started_lately(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    kind: TaskKind,
+) -> Result<(i64, i64), StoreError> {
     let row = db
         .query_one(
-            "SELECT count(*) FROM background_tasks
+            "SELECT count(*),
+                    coalesce(ceil(extract(epoch FROM min(created_at) + interval '1 hour' - now())), 0)::int8
+             FROM background_tasks
              WHERE tenant_id = $1 AND kind = $2 AND created_at > now() - interval '1 hour'",
             &[&tenant.as_str(), &kind.code()],
         )
         .await?;
-    Ok(row.get(0))
+    Ok((row.get(0), row.get(1)))
 }
 
 /// How many of the tenant's tasks are running, counted under a lock of the
