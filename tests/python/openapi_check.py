@@ -3,7 +3,8 @@ document the binary serves (`/openapi.json`): its status must be documented for 
 operation (every operation lists `4XX` and `5XX` with the `Failure` body), its content
 type listed, and a JSON body must match the schema strictly (no undocumented fields).
 Both ways a test talks to Hookgate are watched: `urllib.request.urlopen` (`raw_call`,
-and the tests' own requests) and httpx's `Client` (the official Svix SDK).
+and the tests' own requests) and httpx's `Client` (the official Svix SDK); a client in
+another process (the JavaScript SDK) talks through a `CheckingProxy`.
 
 A mismatch raises in the test that received it, and is also recorded: a test that
 catches assertion errors and retries (`eventually`) cannot swallow it, as the autouse
@@ -244,6 +245,62 @@ def _checked_urlopen(urlopen):
         return answer
 
     return checked
+
+
+class CheckingProxy:
+    """A loopback proxy in front of an instance, for clients this process cannot watch
+    (the JavaScript SDK, run by node): every request is passed on through the watched
+    `urlopen`, so its answer is checked like any other, and given back as it came.
+    An answer that does not match is recorded (the test fails at its end) and given
+    back as 502 naming the mismatch."""
+
+    # Hop-by-hop headers, and compression (the check reads the body as sent).
+    SKIP = {"host", "connection", "content-length", "transfer-encoding", "accept-encoding", "keep-alive"}
+
+    def __init__(self, target):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        proxy = self
+        self.forwarded = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def forward(self):
+                with _lock:
+                    proxy.forwarded += 1
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                req = urllib.request.Request(target + self.path, data=body, method=self.command)
+                for k, v in self.headers.items():
+                    if k.lower() not in proxy.SKIP:
+                        req.add_header(k, v)
+                try:
+                    try:
+                        with urllib.request.urlopen(req, timeout=30) as res:
+                            status, headers, raw = res.status, res.headers.items(), res.read()
+                    except urllib.error.HTTPError as e:
+                        status, headers, raw = e.code, e.headers.items(), e.read()
+                except AssertionError as mismatch:
+                    status, headers, raw = 502, [("Content-Type", "text/plain")], str(mismatch).encode()
+                self.send_response(status)
+                for k, v in headers:
+                    if k.lower() not in proxy.SKIP:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = forward
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 # The official SDK (and any test's own httpx client) goes through here, and every

@@ -25,6 +25,7 @@ import typing
 from svix.exceptions import HttpError, HTTPValidationError
 from svix.webhooks import Webhook
 
+import openapi_check
 from conftest import raw_call
 
 SENDER_SECRET = "whsec_" + "c2VuZGVyLXNlY3JldC1mb3ItaW5nZXN0LXRlc3Rz"
@@ -495,10 +496,16 @@ def test_the_javascript_sdk_creates_an_ingest_source_whose_url_admits_a_signed_e
     import subprocess
 
     node_dir = os.path.join(os.path.dirname(__file__), "..", "node")
-    out = subprocess.run(
-        ["node", "ingest.mjs", hookgate.url, tenant["apiKey"], sink.url, SENDER_SECRET],
-        cwd=node_dir, capture_output=True, text=True, timeout=60,
-    )
+    # Through a proxy that checks each answer the SDK reads against the API document.
+    proxy = openapi_check.CheckingProxy(hookgate.url)
+    try:
+        out = subprocess.run(
+            ["node", "ingest.mjs", proxy.url, tenant["apiKey"], sink.url, SENDER_SECRET],
+            cwd=node_dir, capture_output=True, text=True, timeout=60,
+        )
+    finally:
+        proxy.close()
+    assert proxy.forwarded >= 6, proxy.forwarded  # create, get, rotate, endpoint create, list, secret
     assert out.returncode == 0, out.stderr
     made = json.loads(out.stdout.strip().splitlines()[-1])
     assert made["listed"] == [made["endpointId"]] and made["firstUrl"] != made["ingestUrl"]

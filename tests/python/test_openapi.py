@@ -13,6 +13,7 @@ import hashlib
 import hmac as hmac_lib
 import json
 import re
+import urllib.error
 import urllib.request
 import uuid
 
@@ -394,3 +395,53 @@ def test_the_web_uis_own_routes_answer_as_documented(hookgate, doc, tenant):
     assert status == 200 and switch == {"allowed": False, "enabled": False, "active": False}
     status, _, bad = call(hookgate, doc, "put", "/api/v1/settings/transformations", token=key, body={"enable": True})
     assert status == 422
+
+
+def test_the_checking_proxy_passes_described_answers_and_refuses_others(hookgate, doc, tenant):
+    """The JavaScript SDK's answers are checked through `CheckingProxy`: shown here
+    with a described answer from Hookgate, and an undescribed one from an impostor
+    that answers on Hookgate's routes with a field the document does not have."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import openapi_check
+
+    proxy = openapi_check.CheckingProxy(hookgate.url)
+    try:
+        req = urllib.request.Request(proxy.url + "/api/v1/app", headers={"Authorization": f"Bearer {tenant['apiKey']}"})
+        with urllib.request.urlopen(req, timeout=10) as res:
+            assert res.status == 200 and json.loads(res.read())["data"] == []
+    finally:
+        proxy.close()
+
+    class Impostor(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"data": [], "done": True, "iterator": None, "prevIterator": None, "extra": 1}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Request-Id", "r1")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    impostor = ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    impostor_url = f"http://127.0.0.1:{impostor.server_address[1]}"
+    openapi_check.BASES.add(impostor_url)
+    proxy = openapi_check.CheckingProxy(impostor_url)
+    seen = len(openapi_check.MISMATCHES)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(proxy.url + "/api/v1/app", timeout=10)
+        assert refused.value.code == 502 and b"extra" in refused.value.read()
+        assert len(openapi_check.MISMATCHES) == seen + 1 and "extra" in openapi_check.MISMATCHES[-1]
+    finally:
+        # The impostor's mismatch is this test's point, not a failure of it.
+        del openapi_check.MISMATCHES[seen:]
+        openapi_check.BASES.discard(impostor_url)
+        proxy.close()
+        impostor.shutdown()
+        impostor.server_close()

@@ -631,6 +631,10 @@ const BYPASSES: [&str; 15] = [
     "actix_files",
 ];
 
+/// Words an import from actix may not hold: a rename (`get as fetch`), or an item
+/// that registers routes, imported to be called bare (`scope(`, `resource(`).
+const ACTIX_HIDING: [&str; 8] = ["as", "scope", "resource", "route", "to", "redirect", "Scope", "Resource"];
+
 /// Where a bypass is deliberate, and how many times: the server's app (its
 /// registrations go through utoipa until `.into_app()`, then the fallback answer
 /// and the document's page), `/metrics` on its own listener, the app the document
@@ -656,8 +660,23 @@ fn every_route_is_described_in_the_openapi_document() {
             continue;
         }
         let lines: Vec<&str> = src.lines().collect();
+        // An import from actix under another name, or of a registering item by
+        // itself, would hide a route attribute or a bypass from the spellings below.
+        let mut import: Option<(usize, String)> = None;
         for (i, line) in lines.iter().enumerate() {
             let code = rust_code(line).trim_start();
+            if code.starts_with("use actix_web") || import.is_some() {
+                let (at, text) = import.get_or_insert_with(|| (i, String::new()));
+                text.push_str(code);
+                text.push(' ');
+                if code.contains(';') {
+                    let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric() && c != '_').collect();
+                    if words.iter().any(|w| ACTIX_HIDING.contains(w)) {
+                        problems.push(format!("{rel}:{}: {}", *at + 1, text.trim()));
+                    }
+                    import = None;
+                }
+            }
             let attribute = code
                 .strip_prefix("#[")
                 .map(|a| a.strip_prefix("actix_web::").unwrap_or(a))
