@@ -42,12 +42,24 @@ def database_url() -> str:
     return url
 
 
+# The databases this run made, dropped when it ends (a CI machine's disk may be small).
+MADE_DATABASES = []
+
+
 def fresh_database() -> str:
     base = database_url()
     name = "py_" + uuid.uuid4().hex[:16]
     server = base.rsplit("/", 1)[0]
     subprocess.run(["psql", f"{server}/postgres", "-qc", f"CREATE DATABASE {name}"], check=True)
+    MADE_DATABASES.append(name)
     return f"{server}/{name}"
+
+
+def drop_made_databases():
+    server = database_url().rsplit("/", 1)[0]
+    for name in MADE_DATABASES:
+        subprocess.run(["psql", f"{server}/postgres", "-qc", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"],
+                       capture_output=True, timeout=30)
 
 
 class Hookgate:
@@ -189,7 +201,9 @@ def answers_match_the_api_document():
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A mismatch seen outside any test (a shared fixture's set-up or teardown) fails the run."""
+    """A mismatch seen outside any test (a shared fixture's set-up or teardown) fails the run.
+    The run's databases go (its instances have stopped: session fixtures end first)."""
+    drop_made_databases()
     unreported = [m for i, m in enumerate(openapi_check.MISMATCHES) if i not in openapi_check.REPORTED]
     if unreported:
         print("\nanswers the API document does not describe, outside any test:\n" + "\n\n".join(unreported))

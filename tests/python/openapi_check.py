@@ -149,10 +149,11 @@ def check(base_url, method, path, status, headers, raw):
             if described.get("required"):
                 _fail(f"{where} {status}: the document says the header {name} is always sent, and it was not")
             continue
-        kind = described.get("schema", {}).get("type")
-        if (kind == "integer" and not re.fullmatch(r"-?[0-9]+", value)) or (
+        schema = described.get("schema", {})
+        kind = schema.get("type")
+        if (kind == "integer" and not (re.fullmatch(r"-?[0-9]+", value) and int(value) >= schema.get("minimum", int(value)))) or (
                 kind == "boolean" and value not in ("true", "false")):
-            _fail(f"{where} {status}: the header {name} is documented as {kind} and was sent as {value!r}")
+            _fail(f"{where} {status}: the header {name} is documented as {schema} and was sent as {value!r}")
     content = res.get("content")
     if not content:
         if raw not in (b"", None):
@@ -215,6 +216,14 @@ class _Answer(io.BytesIO):
         return list(self.headers.items())
 
 
+def final_path(url, asked, path):
+    """The path an answer came from: after a followed redirect, the last address's."""
+    final = urllib.parse.urlsplit(url or "")
+    if final.path and final.path != asked.path:
+        return final.path + (f"?{final.query}" if final.query else "")
+    return path
+
+
 def _checked_urlopen(urlopen):
     def checked(url, *args, **kwargs):
         full = url.full_url if isinstance(url, urllib.request.Request) else url
@@ -230,14 +239,11 @@ def _checked_urlopen(urlopen):
                 raise
             body = e.read()
             headers = {k.lower(): v for k, v in e.headers.items()}
-            check(base, method, path, e.code, headers, body)
+            check(base, method, final_path(e.url, parts, path), e.code, headers, body)
             raise urllib.error.HTTPError(e.url, e.code, e.msg, e.headers, io.BytesIO(body)) from None
         if base not in BASES:
             return res
-        # A redirect followed: the answer is the last address's.
-        final = urllib.parse.urlsplit(res.url)
-        if final.path != parts.path:
-            path = final.path + (f"?{final.query}" if final.query else "")
+        path = final_path(res.url, parts, path)
         with res:
             body = res.read()
             answer = _Answer(res, body)
@@ -247,49 +253,77 @@ def _checked_urlopen(urlopen):
     return checked
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # a 3xx comes back as it is (an HTTPError), for the client to follow
+
+
 class CheckingProxy:
     """A loopback proxy in front of an instance, for clients this process cannot watch
-    (the JavaScript SDK, run by node): every request is passed on through the watched
-    `urlopen`, so its answer is checked like any other, and given back as it came.
-    An answer that does not match is recorded (the test fails at its end) and given
-    back as 502 naming the mismatch."""
+    (the JavaScript SDK, run by node): each answer is checked like any other and given
+    back as it came (a redirect too, for the client to follow). An answer that does
+    not match, or a request the proxy could not pass on, is recorded (the test fails
+    at its end) and given back as 502 naming why."""
 
-    # Hop-by-hop headers, and compression (the check reads the body as sent).
-    SKIP = {"host", "connection", "content-length", "transfer-encoding", "accept-encoding", "keep-alive"}
+    # Hop-by-hop headers, compression (the check reads the body as sent), and the
+    # headers the proxy's own server writes.
+    SKIP = {"host", "connection", "content-length", "transfer-encoding", "accept-encoding", "keep-alive",
+            "date", "server"}
 
     def __init__(self, target):
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+        assert target in BASES, f"{target} is not a running instance: nothing would be checked"
         proxy = self
         self.forwarded = 0
+        opener = urllib.request.build_opener(_NoRedirect)
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def request_body(self):
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    body = b""
+                    while (size := int(self.rfile.readline().split(b";")[0], 16)) > 0:
+                        body += self.rfile.read(size)
+                        self.rfile.readline()
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return body
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else None
+
             def forward(self):
                 with _lock:
                     proxy.forwarded += 1
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                req = urllib.request.Request(target + self.path, data=body, method=self.command)
+                req = urllib.request.Request(target + self.path, data=self.request_body(), method=self.command)
                 for k, v in self.headers.items():
                     if k.lower() not in proxy.SKIP:
                         req.add_header(k, v)
                 try:
                     try:
-                        with urllib.request.urlopen(req, timeout=30) as res:
-                            status, headers, raw = res.status, res.headers.items(), res.read()
+                        with opener.open(req, timeout=30) as res:
+                            status, headers, raw = res.status, list(res.headers.items()), res.read()
                     except urllib.error.HTTPError as e:
-                        status, headers, raw = e.code, e.headers.items(), e.read()
+                        status, headers, raw = e.code, list(e.headers.items()), e.read()
+                    check(target, self.command, self.path, status, {k.lower(): v for k, v in headers}, raw)
                 except AssertionError as mismatch:
                     status, headers, raw = 502, [("Content-Type", "text/plain")], str(mismatch).encode()
+                except Exception as e:  # the proxy failed, not the answer: still the test's failure
+                    with _lock:
+                        MISMATCHES.append(f"{self.command} {self.path} through the checking proxy: {e!r}")
+                    status, headers, raw = 502, [("Content-Type", "text/plain")], repr(e).encode()
                 self.send_response(status)
                 for k, v in headers:
                     if k.lower() not in proxy.SKIP:
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(raw)))
+                if status not in (204, 304) and not 100 <= status < 200:
+                    self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
-                self.wfile.write(raw)
+                if self.command != "HEAD" and raw:
+                    self.wfile.write(raw)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = forward
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = forward
 
             def log_message(self, *args):
                 pass

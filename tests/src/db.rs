@@ -118,7 +118,9 @@ impl Drop for Dropper {
         let (url, name) = (self.admin_url.clone(), self.name.clone());
         // A runtime of its own on a thread of its own: `drop` may run inside the
         // test's runtime, which must not be blocked on from within.
-        let dropping = std::thread::spawn(move || {
+        // `Builder`: a thread the system refuses is an error here, not a panic (which,
+        // during a failing test's unwinding, would abort the whole run).
+        let dropping = std::thread::Builder::new().name("drop-test-db".into()).spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             rt.block_on(async {
                 let work = async {
@@ -129,6 +131,8 @@ impl Drop for Dropper {
                 tokio::time::timeout(Duration::from_secs(10), work).await.ok().flatten()
             })
         });
-        let _ = dropping.join();
+        if let Ok(dropping) = dropping {
+            let _ = dropping.join();
+        }
     }
 }

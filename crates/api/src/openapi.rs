@@ -63,14 +63,15 @@ impl Modify for Shared {
                     .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name("Failure"))))
                     .build(),
             )
-            .header("Retry-After", always(integer_header("Whole seconds to wait before trying again, at least 1.")))
+            .header("Retry-After", always(seconds_header("Whole seconds to wait before trying again, at least 1.")))
             .build();
         for (template, item) in doc.paths.paths.iter_mut() {
             let under = |scope: &str| template.strip_prefix(scope).is_some_and(|r| r.starts_with('/'));
             let keyed = crate::KEYED_SCOPES.iter().any(|s| under(s));
-            // The tenant's API rate and message quota hold under `/api` and `/ingest`,
-            // its inbound rate at the providers' door.
-            let limited = under(crate::API) || under(crate::INGEST);
+            // The tenant's API rate and message quota hold for a caller with a key under
+            // `/api` and `/ingest` (not `/api/v1/health`, which is public and outside the
+            // scope), its inbound rate at the providers' door.
+            let scoped = under(crate::API) || under(crate::INGEST);
             for (op, post) in [
                 (&mut item.get, false),
                 (&mut item.put, false),
@@ -89,7 +90,8 @@ impl Modify for Shared {
                 if replayable {
                     params.push(RefOr::T(idempotency_key()));
                 }
-                if limited || (post && template.starts_with("/in/")) {
+                let keyed_caller = scoped && op.security.is_none();
+                if keyed_caller || (post && template.starts_with("/in/")) {
                     op.responses.responses.insert("429".into(), too_many.clone().into());
                 }
                 for status in ["4XX", "5XX"] {
@@ -137,9 +139,10 @@ fn header(what: &str) -> Header {
     HeaderBuilder::new().schema(Some(String::schema())).description(Some(what)).build()
 }
 
-/// A response header of an integer value.
-fn integer_header(what: &str) -> Header {
-    HeaderBuilder::new().schema(Some(u64::schema())).description(Some(what)).build()
+/// A response header of a whole number of seconds, at least 1.
+fn seconds_header(what: &str) -> Header {
+    let seconds = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).build();
+    HeaderBuilder::new().schema(Some(Schema::Object(seconds))).description(Some(what)).build()
 }
 
 /// The extension that marks a header as sent with every answer it is listed on.

@@ -32,7 +32,7 @@ const MOST_NAMED: usize = 1000;
 const LONGEST_WINDOW_DAYS: i64 = 31;
 /// Statistics tasks of each kind a tenant may start an hour: each is a heavy
 /// statement, and its result is kept as long as tasks are.
-const MOST_AN_HOUR: i64 = 30;
+const MOST_AN_HOUR: usize = 30;
 
 /// 429 once the tenant started [`MOST_AN_HOUR`] tasks of `kind` in the last hour.
 /// The count is not locked: a burst of requests at once may pass it by a few,
@@ -43,11 +43,14 @@ async fn within_rate(
     tenant: &hookgate_shared::ids::TenantId,
     kind: tasks::TaskKind,
 ) -> Result<(), ApiError> {
-    let (started, room_in_secs) = tasks::started_lately(db, tenant, kind).await?;
-    if started >= MOST_AN_HOUR {
+    let leaving = tasks::leaving_the_hour(db, tenant, kind).await?;
+    // Room for one more once only `MOST_AN_HOUR - 1` are left in the hour: when the
+    // task at `len - MOST_AN_HOUR`, oldest first, leaves it (a burst may have slipped
+    // a few past the count, so not always the oldest).
+    if leaving.len() >= MOST_AN_HOUR {
         return Err(ApiError::RateLimited {
             detail: format!("at most {MOST_AN_HOUR} `{}` tasks an hour; read the last one's result", kind.name()),
-            retry_after_secs: room_in_secs.max(1) as u64,
+            retry_after_secs: leaving[leaving.len() - MOST_AN_HOUR].max(1) as u64,
         });
     }
     Ok(())

@@ -252,23 +252,24 @@ pub async fn create_finished(
     Ok(from_row(&row))
 }
 
-/// How many tasks of `kind` the tenant started in the last hour, and in how many
-/// whole seconds the oldest of them leaves that hour (0 when there is none).
-pub async fn started_lately(
+/// For each task of `kind` the tenant started in the last hour, oldest first, the
+/// whole seconds until it leaves that hour (at least 1). Bounded by the hourly
+/// limit itself (and the few a burst may slip past it).
+pub async fn leaving_the_hour(
     db: &impl GenericClient,
     tenant: &TenantId,
     kind: TaskKind,
-) -> Result<(i64, i64), StoreError> {
-    let row = db
-        .query_one(
-            "SELECT count(*),
-                    coalesce(ceil(extract(epoch FROM min(created_at) + interval '1 hour' - now())), 0)::int8
+) -> Result<Vec<i64>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT greatest(ceil(extract(epoch FROM created_at + interval '1 hour' - now())), 1)::int8
              FROM background_tasks
-             WHERE tenant_id = $1 AND kind = $2 AND created_at > now() - interval '1 hour'",
+             WHERE tenant_id = $1 AND kind = $2 AND created_at > now() - interval '1 hour'
+             ORDER BY created_at",
             &[&tenant.as_str(), &kind.code()],
         )
         .await?;
-    Ok((row.get(0), row.get(1)))
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// How many of the tenant's tasks are running, counted under a lock of the
