@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 import pytest
 from svix.api import AppPortalAccessIn, ApplicationIn, EndpointIn, EventTypeIn, MessageIn
 
+import openapi_check
 from conftest import ADMIN_TOKEN, ROOT, call, eventually, raw_call
 from test_ingress_providers import node_sign
 
@@ -50,6 +51,7 @@ class Watch:
     def __init__(self, browser, hookgate, **options):
         self.hookgate = hookgate
         self.dialogs, self.foreign, self.errors = [], [], []
+        self.checked = 0  # answers the browser was given, each checked against the API document
         self.context = browser.new_context(**options)
         # axe-core goes in by the DevTools protocol: page CSP does not apply to it.
         self.context.add_init_script(path=str(AXE))
@@ -63,7 +65,18 @@ class Watch:
         url = route.request.url
         # `<img src=x>`, were it ever markup, would ask for …/x of this page.
         if url.startswith(self.hookgate.url + "/") and not urlparse(url).path.endswith("/x"):
-            route.continue_()
+            # Fetched here, not let through, so that what the browser is given is checked
+            # against the API document like any answer the suite receives.
+            res = route.fetch(max_redirects=0)
+            parts = urlparse(url)
+            try:
+                openapi_check.check(self.hookgate.url, route.request.method,
+                                    parts.path + (f"?{parts.query}" if parts.query else ""),
+                                    res.status, {k.lower(): v for k, v in res.headers.items()}, res.body())
+            except AssertionError:
+                pass  # recorded: the test fails at its end (conftest's autouse fixture)
+            self.checked += 1
+            route.fulfill(response=res)
         else:
             self.foreign.append(url)
             route.abort()
@@ -89,6 +102,7 @@ class Watch:
         assert not self.dialogs, f"a dialog opened: {self.dialogs}"
         assert not self.foreign, f"requests left Hookgate: {self.foreign}"
         assert not self.errors, f"script errors or CSP violations: {self.errors}"
+        assert self.checked, "no answer the browser was given went through the API document's check"
 
     def shot(self, name):
         SHOTS.mkdir(parents=True, exist_ok=True)
