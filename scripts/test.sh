@@ -5,6 +5,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# A full run from a fresh clone takes about 4 GB of disk (the build and its crates, the Python
+# clients, the test databases, each dropped when its test ends). Said up front, as
+# a disk that fills mid-run fails whichever test is writing at the time.
+free_mb=$(df -Pm . | awk 'NR == 2 { print $4 }')
+if [ "${free_mb:-0}" -lt 4096 ]; then
+  echo "warning: ${free_mb} MB free here; a full run needs about 4 GB" >&2
+fi
 trap 'scripts/stack.sh down test' EXIT
 scripts/stack.sh up test
 # Tests start Postgres clusters of their own: the server binaries go on PATH.
