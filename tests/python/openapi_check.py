@@ -62,7 +62,8 @@ def template_of(doc, path, method):
     """The documented template `path` falls under for `method`, or None."""
     # As the server reads it (crates/gateway/src/paths.rs): slashes made one and a
     # trailing one dropped, but under the page's directory.
-    path = re.sub(r"/+", "/", urllib.parse.unquote(path.split("?", 1)[0]))
+    # An encoded slash stays inside its segment, as actix reads it.
+    path = re.sub(r"/+", "/", urllib.parse.unquote(re.sub("%2[fF]", "%252F", path.split("?", 1)[0])))
     if len(path) > 1 and not path.startswith("/docs/"):
         path = path.rstrip("/")
     for pattern, _, template in _routes:
@@ -122,10 +123,12 @@ def _response(doc, op, status):
 
 
 def check(base_url, method, path, status, headers, raw):
-    """Raises AssertionError if the response is not one the document describes."""
+    """Raises AssertionError if the response is not one the document describes; else
+    says whether a JSON body was held to its schema (not a page's file, a HEAD, an
+    answer of another content type)."""
     method = method.lower()
     if path.startswith("/docs/") and path.split("?", 1)[0] != "/docs/":
-        return  # the page's own files (Swagger UI), not operations
+        return False  # the page's own files (Swagger UI), not operations
     doc = document(base_url)
     template = template_of(doc, path, method)
     where = f"{method.upper()} {path.split('?', 1)[0]}"
@@ -154,18 +157,23 @@ def check(base_url, method, path, status, headers, raw):
         if (kind == "integer" and not (re.fullmatch(r"-?[0-9]+", value) and int(value) >= schema.get("minimum", int(value)))) or (
                 kind == "boolean" and value not in ("true", "false")):
             _fail(f"{where} {status}: the header {name} is documented as {schema} and was sent as {value!r}")
+    if method == "head":
+        return False  # no body comes with it
     content = res.get("content")
     if not content:
         if raw not in (b"", None):
             _fail(f"{where} {status} documents no body but sent {raw[:200]!r}")
-        return
+        return False
     ctype = (headers.get("content-type") or "").split(";")[0].strip()
     media = next((m for t, m in content.items() if t in (ctype, "*/*")), None)
     if media is None:
         _fail(f"{where} {status}: content type {ctype!r} is not one of {list(content)}")
     if ctype != "application/json" or "schema" not in media:
-        return
-    body = json.loads(raw)
+        return False
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        _fail(f"{where} {status} says JSON but sent {raw[:200]!r}")
     key = (template, method, status, ctype)
     with _lock:
         validator = _validators.get(key)
@@ -177,6 +185,7 @@ def check(base_url, method, path, status, headers, raw):
     if errors:
         _fail(f"{where} {status} does not match its documented schema:\n" + "\n".join(errors[:10])
               + f"\nbody: {json.dumps(body)[:800]}")
+    return True
 
 
 def _fail(message):

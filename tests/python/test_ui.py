@@ -51,7 +51,9 @@ class Watch:
     def __init__(self, browser, hookgate, **options):
         self.hookgate = hookgate
         self.dialogs, self.foreign, self.errors = [], [], []
-        self.checked = 0  # answers the browser was given, each checked against the API document
+        # JSON answers the browser was given, each held to its schema in the API document.
+        self.checked = 0
+        self.closing = False
         self.context = browser.new_context(**options)
         # axe-core goes in by the DevTools protocol: page CSP does not apply to it.
         self.context.add_init_script(path=str(AXE))
@@ -72,22 +74,26 @@ class Watch:
             try:
                 res = route.fetch(max_redirects=0)
                 body = res.body()
-            except PlaywrightError:
-                # The page or its context went while the request was out (a test that
-                # ended mid-request): nothing is waiting for the answer.
+            except PlaywrightError as e:
+                if self.closing or self.page.is_closed():
+                    return  # the test is over: nothing waits for this answer
+                # As a request let through would have failed: the page sees a network
+                # error, and the test learns why.
+                self.errors.append(f"{route.request.method} {url}: {e}")
+                route.abort("failed")
                 return
             parts = urlparse(url)
             try:
-                openapi_check.check(self.hookgate.url, route.request.method,
-                                    parts.path + (f"?{parts.query}" if parts.query else ""),
-                                    res.status, {k.lower(): v for k, v in res.headers.items()}, body)
+                if openapi_check.check(self.hookgate.url, route.request.method,
+                                       parts.path + (f"?{parts.query}" if parts.query else ""),
+                                       res.status, {k.lower(): v for k, v in res.headers.items()}, body):
+                    self.checked += 1
             except AssertionError:
                 pass  # recorded: the test fails at its end (conftest's autouse fixture)
-            self.checked += 1
-            try:
-                route.fulfill(response=res)
-            except PlaywrightError:
-                pass  # the same: its context closed, and the response with it
+            except Exception as e:  # the check itself broke: still this test's failure
+                with openapi_check._lock:
+                    openapi_check.MISMATCHES.append(f"{route.request.method} {url}: the check failed: {e!r}")
+            route.fulfill(response=res)
         else:
             self.foreign.append(url)
             route.abort()
@@ -113,7 +119,7 @@ class Watch:
         assert not self.dialogs, f"a dialog opened: {self.dialogs}"
         assert not self.foreign, f"requests left Hookgate: {self.foreign}"
         assert not self.errors, f"script errors or CSP violations: {self.errors}"
-        assert self.checked, "no answer the browser was given went through the API document's check"
+        assert self.checked, "no JSON answer the browser was given was held to the API document"
 
     def shot(self, name):
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -123,6 +129,7 @@ class Watch:
         # Requests still out go unanswered, and their handlers' errors are dropped, so
         # that a later test's Playwright call does not raise them (seen once in CI:
         # "Fetch response has been disposed" while the next test opened its context).
+        self.closing = True
         self.context.unroute_all(behavior="ignoreErrors")
         self.context.close()
 
