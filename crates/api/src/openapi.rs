@@ -43,26 +43,19 @@ impl Modify for Shared {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+        // Every error answer carries a `Failure`.
+        let failure_body =
+            ContentBuilder::new().schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name("Failure")))).build();
         let failure = ResponseBuilder::new()
             .description("The request failed: `{code, detail}` says why.")
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name("Failure"))))
-                    .build(),
-            )
+            .content("application/json", failure_body.clone())
             .build();
         let too_many = ResponseBuilder::new()
             .description(
                 "Over a quota of the tenant's (the body names it in `limit`) or a rate of Hookgate's own: \
                  retry after `Retry-After` seconds.",
             )
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name("Failure"))))
-                    .build(),
-            )
+            .content("application/json", failure_body)
             .header("Retry-After", always(seconds_header("Whole seconds to wait before trying again, at least 1.")))
             .build();
         for (template, item) in doc.paths.paths.iter_mut() {

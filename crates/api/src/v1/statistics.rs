@@ -50,7 +50,7 @@ async fn within_rate(
     if leaving.len() >= MOST_AN_HOUR {
         return Err(ApiError::RateLimited {
             detail: format!("at most {MOST_AN_HOUR} `{}` tasks an hour; read the last one's result", kind.name()),
-            retry_after_secs: leaving[leaving.len() - MOST_AN_HOUR].max(1) as u64,
+            retry_after_secs: leaving[leaving.len() - MOST_AN_HOUR] as u64,
         });
     }
     Ok(())
