@@ -188,10 +188,27 @@ def check(base_url, method, path, status, headers, raw):
     return True
 
 
-def _fail(message):
+def record(message):
+    """Records a mismatch (conftest fails the test that saw it) and returns it."""
     with _lock:
         MISMATCHES.append(message)
-    raise AssertionError(message)
+    return message
+
+
+def _fail(message):
+    raise AssertionError(record(message))
+
+
+def check_kept(base_url, method, path, status, headers, raw):
+    """`check`, for a caller that hands the answer on whatever it finds (a proxy, a
+    browser's route): (whether a body was held to a schema, why the answer did not
+    match or None). Every failure is recorded, a check that broke included."""
+    try:
+        return check(base_url, method, path, status, headers, raw), None
+    except AssertionError as mismatch:
+        return False, str(mismatch)
+    except Exception as e:
+        return False, record(f"{method} {path}: the check failed: {e!r}")
 
 
 def _checked_send(send):
@@ -315,13 +332,13 @@ class CheckingProxy:
                             status, headers, raw = res.status, list(res.headers.items()), res.read()
                     except urllib.error.HTTPError as e:
                         status, headers, raw = e.code, list(e.headers.items()), e.read()
-                    check(target, self.command, self.path, status, {k.lower(): v for k, v in headers}, raw)
-                except AssertionError as mismatch:
-                    status, headers, raw = 502, [("Content-Type", "text/plain")], str(mismatch).encode()
                 except Exception as e:  # the proxy failed, not the answer: still the test's failure
-                    with _lock:
-                        MISMATCHES.append(f"{self.command} {self.path} through the checking proxy: {e!r}")
-                    status, headers, raw = 502, [("Content-Type", "text/plain")], repr(e).encode()
+                    why = record(f"{self.command} {self.path} through the checking proxy: {e!r}")
+                else:
+                    _, why = check_kept(target, self.command, self.path, status,
+                                        {k.lower(): v for k, v in headers}, raw)
+                if why:
+                    status, headers, raw = 502, [("Content-Type", "text/plain")], why.encode()
                 self.send_response(status)
                 for k, v in headers:
                     if k.lower() not in proxy.SKIP:
