@@ -12,6 +12,7 @@
 //! the source's, always the same way, so running it again updates what the last
 //! run made instead of duplicating it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -39,7 +40,15 @@ pub struct SvixImport {
     /// The Hookgate tenant to import into (`tnt_…`).
     #[arg(long)]
     tenant: String,
+    /// The most the source's answers may come to, in MiB, all pages together:
+    /// what the import holds in memory is a small multiple of it.
+    #[arg(long, default_value_t = DEFAULT_MOST_MIB, value_parser = clap::value_parser!(u64).range(1..=16384))]
+    most_mib: u64,
 }
+
+/// What an import reads at most unless told otherwise: a Svix environment at
+/// the import's caps (10,000 event types, 20,000 endpoints) is well under it.
+const DEFAULT_MOST_MIB: u64 = 256;
 
 #[derive(Args)]
 pub struct EnvironmentImport {
@@ -49,12 +58,20 @@ pub struct EnvironmentImport {
     /// The Hookgate tenant to import into (`tnt_…`).
     #[arg(long)]
     tenant: String,
+    /// The largest document read, in MiB.
+    #[arg(long, default_value_t = DEFAULT_MOST_MIB, value_parser = clap::value_parser!(u64).range(1..=16384))]
+    most_mib: u64,
 }
 
 /// Imports the document, its sealed values opened as the exporting tenant's
 /// with this installation's `HOOKGATE_TRANSIT_KEY`; prints the report.
 pub async fn run_environment(args: EnvironmentImport, state: AppState) -> anyhow::Result<()> {
     let tenant = live_tenant(&state, &args.tenant).await?;
+    let most = args.most_mib << 20;
+    let size = std::fs::metadata(&args.file).with_context(|| format!("--file {}", args.file.display()))?.len();
+    if size > most {
+        bail!("--file {}: {size} bytes, more than --most-mib {} allows", args.file.display(), args.most_mib);
+    }
     let text = std::fs::read(&args.file).with_context(|| format!("--file {}", args.file.display()))?;
     let doc: Environment = serde_json::from_slice(&text).with_context(|| format!("--file {}", args.file.display()))?;
     let sealed_for = doc.tenant.clone().unwrap_or_else(|| tenant.to_string());
@@ -91,7 +108,7 @@ const MOST_ENDPOINTS: usize = 20_000;
 /// Reads the source, imports it, prints the report (JSON) with what was not carried.
 pub async fn run(args: SvixImport, state: AppState) -> anyhow::Result<()> {
     let tenant = live_tenant(&state, &args.tenant).await?;
-    let source = Source::new(&args.url, &args.token)?;
+    let source = Source::new(&args.url, &args.token, (args.most_mib << 20) as usize)?;
     // Secrets travel from the source to the import sealed with a key of this run only.
     let transit = TransitKey::from_base64(&MasterKey::generate_base64()).expect("a generated key is valid");
     let mut not_carried = Vec::new();
@@ -113,28 +130,52 @@ struct Source {
     base: url::Url,
     token: String,
     http: Fetcher,
+    /// Bytes of answers still to be read: every page is held until the import.
+    left: AtomicUsize,
+    most: usize,
 }
 
 /// The largest page the import reads from the source.
 const MOST_PAGE_BYTES: usize = 16 << 20;
 
 impl Source {
-    fn new(url: &str, token: &str) -> anyhow::Result<Self> {
+    fn new(url: &str, token: &str, most: usize) -> anyhow::Result<Self> {
         let base = url::Url::parse(url.trim_end_matches('/')).with_context(|| format!("--url `{url}`"))?;
         if !matches!(base.scheme(), "http" | "https") {
             bail!("--url must be an http(s) URL");
         }
-        Ok(Source { base, token: token.to_owned(), http: Fetcher::new(Duration::from_secs(30)) })
+        let http = Fetcher::new(Duration::from_secs(30));
+        Ok(Source { base, token: token.to_owned(), http, left: AtomicUsize::new(most), most })
+    }
+
+    /// Charges an answer of `len` bytes to what is left to read.
+    fn charge(&self, path: &str, len: usize) -> anyhow::Result<()> {
+        let charged = self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(len));
+        match charged {
+            Ok(_) => Ok(()),
+            Err(_) => Err(self.over(path)),
+        }
+    }
+
+    fn over(&self, path: &str) -> anyhow::Error {
+        anyhow::anyhow!(
+            "GET {path}: the source's answers come to more than {} MiB, more than --most-mib allows",
+            self.most >> 20
+        )
     }
 
     /// One GET, retried a few times on 429 and 5xx; `None` for 404.
     async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
         let url = url::Url::parse(&format!("{}{path}", self.base.as_str().trim_end_matches('/')))?;
         for attempt in 1..=TRIES {
-            let wait = match self.http.get_authorized(&url, &self.token, MOST_PAGE_BYTES).await {
+            // No page is read past what is left of the budget.
+            let cap = MOST_PAGE_BYTES.min(self.left.load(Ordering::Relaxed));
+            let wait = match self.http.get_authorized(&url, &self.token, cap).await {
+                Err(FetchError::TooLarge(_)) if cap < MOST_PAGE_BYTES => return Err(self.over(path)),
                 Ok(a) if a.status == 404 => return Ok(None),
                 Ok(a) if (200..300).contains(&a.status) => {
-                    return Ok(Some(serde_json::from_slice(&a.body).with_context(|| format!("GET {path}: not JSON"))?))
+                    self.charge(path, a.body.len())?;
+                    return Ok(Some(serde_json::from_slice(&a.body).with_context(|| format!("GET {path}: not JSON"))?));
                 }
                 Ok(a) if (a.status == 429 || a.status >= 500) && attempt < TRIES => {
                     a.retry_after.unwrap_or(attempt.into()).min(30)
@@ -357,5 +398,62 @@ mod tests {
         assert_ne!(a, local_id::<AppId>("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRt", &created));
         let mine = AppId::generate().to_string();
         assert_eq!(local_id::<AppId>(&mine, &created), mine);
+    }
+}
+
+#[cfg(test)]
+mod hostile_source {
+    use std::sync::atomic::AtomicU32;
+    use std::sync::Arc;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A "Svix" on 127.0.0.1 whose every page is `page_kb` of data and never the
+    /// last; counts the requests it answered.
+    async fn endless_source(page_kb: usize) -> (String, Arc<AtomicU32>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let served = Arc::new(AtomicU32::new(0));
+        let count = served.clone();
+        let item = serde_json::json!({ "id": "x", "description": "y".repeat(1024) });
+        let page = serde_json::json!({ "data": vec![item; page_kb], "iterator": "next", "done": false }).to_string();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (page, count) = (page.clone(), count.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    while let Ok(n) = conn.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        count.fetch_add(1, Ordering::SeqCst);
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            page.len()
+                        );
+                        if conn.write_all(head.as_bytes()).await.is_err()
+                            || conn.write_all(page.as_bytes()).await.is_err()
+                        {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (url, served)
+    }
+
+    #[tokio::test]
+    async fn a_source_whose_pages_never_end_is_read_only_to_the_byte_budget() {
+        // 300 KB pages: without a budget of bytes the import read 400 of them
+        // (120 MB) before it stopped at its page count.
+        let (url, served) = endless_source(300).await;
+        let source = Source::new(&url, "token", 1 << 20).unwrap();
+        let err = source.all("/api/v1/app", 1_000_000).await.unwrap_err().to_string();
+        assert!(err.contains("more than 1 MiB"), "{err}");
+        let n = served.load(Ordering::SeqCst);
+        assert!(n <= 4, "it read {n} pages of 300 KB under a budget of 1 MiB");
     }
 }

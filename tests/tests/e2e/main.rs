@@ -5,6 +5,7 @@
 mod admin;
 mod archive;
 mod at_rest;
+mod bounds;
 mod chaos;
 mod delivery;
 mod delivery_faults;

@@ -10,10 +10,11 @@ use hookgate_shared::{
     AppState,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
+use super::expand;
 use crate::KeyAuth;
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -22,20 +23,17 @@ pub fn configure(cfg: &mut ServiceConfig) {
 
 /// Webhooks one document may hold.
 const MOST_WEBHOOKS: usize = 1000;
-/// How deep `$ref`s are followed when inlined; deeper (or circular) ones stay references.
-const MOST_REF_DEPTH: usize = 16;
-/// Values one document's schemas may expand to once inlined: references that
-/// branch can grow exponentially with depth.
-const MOST_INLINED: usize = 200_000;
-/// How deeply an inlined schema may nest: stored as `jsonb`, it is read back by
-/// a JSON parser that stops at 128 levels.
-const MOST_NESTING: usize = 100;
-/// Values a YAML `specRaw` may expand to: YAML aliases repeat what they name,
-/// so a small text can stand for billions of values.
-const MOST_YAML_VALUES: usize = 1_000_000;
-/// Bytes of text (strings and keys) a YAML `specRaw` may expand to: an alias of a
-/// long string repeats the whole string.
+/// Memory one document's schemas may expand to once their `$ref`s are inlined
+/// (charged as [`expand::Budget`] counts it): references that branch grow
+/// exponentially with depth, and each copies what it names, long strings and all.
+const MOST_INLINED_BYTES: usize = 16 << 20;
+/// Memory a YAML `specRaw` may expand to: an alias repeats what it names, so a
+/// small text can stand for billions of values, or gigabytes of one string.
 const MOST_YAML_BYTES: usize = 16 << 20;
+/// Imports expanding at once, across tenants: each may hold its two budgets.
+const MOST_EXPANDING: usize = 2;
+/// Longest an import waits for its turn to expand before it is answered 429.
+const MOST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The document to import: exactly one of `spec` (a JSON object) and `specRaw` (JSON or YAML text).
 #[derive(Deserialize, ToSchema)]
@@ -87,15 +85,32 @@ struct FromSpec {
 #[post("/event-type/import/openapi")]
 async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<ImportIn>) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
-    let spec = match (body.spec, body.spec_raw) {
-        (Some(spec), None) => spec,
-        (None, Some(raw)) => web::block(move || yaml::read(&raw))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-            .map_err(|e| ApiError::BadRequest(format!("`specRaw` is neither JSON nor YAML: {e}")))?,
+    let (spec, raw) = match (body.spec, body.spec_raw) {
+        (Some(spec), None) => (Some(spec), None),
+        (None, Some(raw)) => (None, Some(raw)),
         _ => return Err(ApiError::BadRequest("give exactly one of `spec` and `specRaw`".into())),
     };
-    let found = read_webhooks(&spec)?;
+    // Expanding takes CPU and up to its budgets of memory: off the async
+    // runtime, and a few at a time across tenants.
+    let turn = tokio::time::timeout(MOST_WAIT, expanding().acquire()).await;
+    let Ok(Ok(_turn)) = turn else {
+        return Err(ApiError::RateLimited {
+            detail: "other OpenAPI imports are expanding their documents; try again shortly".into(),
+            retry_after_secs: MOST_WAIT.as_secs(),
+        });
+    };
+    let found = web::block(move || -> Result<Vec<FromSpec>, ApiError> {
+        let spec = match (spec, raw) {
+            (Some(spec), _) => spec,
+            (None, raw) => {
+                expand::yaml::read(raw.as_deref().unwrap_or_default(), &expand::Budget::new(MOST_YAML_BYTES))
+                    .map_err(|e| ApiError::BadRequest(format!("`specRaw` is neither JSON nor YAML: {e}")))?
+            }
+        };
+        read_webhooks(&spec)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
     let names: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
     let mut conn = db::conn(&state.db).await?;
     if body.dry_run {
@@ -131,6 +146,12 @@ async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<Import
     Ok(HttpResponse::Ok().json(ImportOut { data: Imported { modified: names, to_modify: None, archived } }))
 }
 
+/// The turns to expand a document, across tenants.
+fn expanding() -> &'static tokio::sync::Semaphore {
+    static TURNS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    TURNS.get_or_init(|| tokio::sync::Semaphore::new(MOST_EXPANDING))
+}
+
 /// The event types a document's webhooks describe, in the document's order.
 fn read_webhooks(spec: &Value) -> Result<Vec<FromSpec>, ApiError> {
     let bad = |m: String| ApiError::Validation(m);
@@ -145,7 +166,7 @@ fn read_webhooks(spec: &Value) -> Result<Vec<FromSpec>, ApiError> {
     }
     let components = spec.get("components").and_then(|c| c.get("schemas")).and_then(Value::as_object);
     let mut out = Vec::with_capacity(hooks.len());
-    let mut budget = MOST_INLINED;
+    let budget = expand::Budget::new(MOST_INLINED_BYTES);
     for (name, item) in hooks {
         if !hookgate_shared::ids::is_uid(name) {
             return Err(bad(format!("webhook `{name}`: an event type name is 1 to 256 of a-z A-Z 0-9 - _ .")));
@@ -167,12 +188,8 @@ fn read_webhooks(spec: &Value) -> Result<Vec<FromSpec>, ApiError> {
         let schemas = match media.and_then(|m| m.get("schema")) {
             None => None,
             Some(schema) => {
-                let mut schema = inline(schema, components, (0, 0), &mut budget).ok_or_else(|| {
-                    bad(format!(
-                        "webhook `{name}`: its schema's `$ref`s expand to more than {MOST_INLINED} values, \
-                         or nest deeper than {MOST_NESTING} levels, once inlined"
-                    ))
-                })?;
+                let mut schema = expand::inline(schema, components, (0, 0), &budget)
+                    .map_err(|e| bad(format!("webhook `{name}`: its schema, its `$ref`s inlined, {e}")))?;
                 if let (Some(example), Some(obj)) = (media.and_then(|m| m.get("example")), schema.as_object_mut()) {
                     obj.entry("examples").or_insert_with(|| json!([example]));
                 }
@@ -183,153 +200,6 @@ fn read_webhooks(spec: &Value) -> Result<Vec<FromSpec>, ApiError> {
         out.push(FromSpec { name: name.clone(), description, deprecated, schemas });
     }
     Ok(out)
-}
-
-/// `schema` with its `#/components/schemas/…` references replaced by what they
-/// name, to `MOST_REF_DEPTH` references deep (an event type's schema stands
-/// alone); `None` once `budget` values have been made or the result would nest
-/// deeper than `MOST_NESTING`. `(refs, nesting)`: how deep in each it is.
-fn inline(
-    schema: &Value,
-    components: Option<&Map<String, Value>>,
-    (refs, nesting): (usize, usize),
-    budget: &mut usize,
-) -> Option<Value> {
-    *budget = budget.checked_sub(1)?;
-    if nesting > MOST_NESTING {
-        return None;
-    }
-    Some(match schema {
-        Value::Object(o) => {
-            let target = o.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/"));
-            if let (Some(name), Some(components)) = (target, components) {
-                if let Some(found) = components.get(name).filter(|_| refs < MOST_REF_DEPTH) {
-                    return inline(found, Some(components), (refs + 1, nesting), budget);
-                }
-            }
-            let mut out = Map::with_capacity(o.len());
-            for (k, v) in o {
-                out.insert(k.clone(), inline(v, components, (refs, nesting + 1), budget)?);
-            }
-            Value::Object(out)
-        }
-        Value::Array(a) => {
-            Value::Array(a.iter().map(|v| inline(v, components, (refs, nesting + 1), budget)).collect::<Option<_>>()?)
-        }
-        other => other.clone(),
-    })
-}
-
-/// YAML (or JSON, which is YAML) read into a JSON value within a budget of
-/// values: aliases are expanded as they are read, so a bomb stops at the budget
-/// instead of filling memory.
-mod yaml {
-    use std::cell::Cell;
-    use std::fmt;
-
-    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-    use serde_json::{Map, Number, Value};
-
-    use super::{MOST_NESTING, MOST_YAML_BYTES, MOST_YAML_VALUES};
-
-    pub(super) fn read(text: &str) -> Result<Value, serde_yaml_ng::Error> {
-        let budget = Cell::new(MOST_YAML_VALUES);
-        let bytes = Cell::new(MOST_YAML_BYTES);
-        Bounded { budget: &budget, bytes: &bytes, depth: 0 }.deserialize(serde_yaml_ng::Deserializer::from_str(text))
-    }
-
-    #[derive(Clone, Copy)]
-    struct Bounded<'a> {
-        budget: &'a Cell<usize>,
-        bytes: &'a Cell<usize>,
-        depth: usize,
-    }
-
-    impl Bounded<'_> {
-        fn take_text<E: de::Error>(&self, len: usize) -> Result<(), E> {
-            match self.bytes.get().checked_sub(len) {
-                Some(left) => {
-                    self.bytes.set(left);
-                    self.take()
-                }
-                None => Err(E::custom(format!("expands to more than {MOST_YAML_BYTES} bytes of text"))),
-            }
-        }
-
-        fn take<E: de::Error>(&self) -> Result<(), E> {
-            match self.budget.get().checked_sub(1) {
-                Some(left) if self.depth <= MOST_NESTING => {
-                    self.budget.set(left);
-                    Ok(())
-                }
-                Some(_) => Err(E::custom(format!("nests deeper than {MOST_NESTING} levels"))),
-                None => Err(E::custom(format!("expands to more than {MOST_YAML_VALUES} values"))),
-            }
-        }
-
-        fn inner(&self) -> Self {
-            Bounded { budget: self.budget, bytes: self.bytes, depth: self.depth + 1 }
-        }
-    }
-
-    impl<'de> DeserializeSeed<'de> for Bounded<'_> {
-        type Value = Value;
-        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Bounded<'_> {
-        type Value = Value;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a YAML or JSON document")
-        }
-        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-            self.take().map(|_| Value::Bool(v))
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-            self.take().map(|_| Value::from(v))
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-            self.take().map(|_| Value::from(v))
-        }
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-            self.take().map(|_| Number::from_f64(v).map_or(Value::Null, Value::Number))
-        }
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-            self.take_text(v.len()).map(|_| Value::String(v.to_owned()))
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-            self.take().map(|_| Value::Null)
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Value, E> {
-            self.visit_unit()
-        }
-        fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-            self.deserialize(d)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-            self.take()?;
-            let mut out = Vec::new();
-            while let Some(v) = seq.next_element_seed(self.inner())? {
-                out.push(v);
-            }
-            Ok(Value::Array(out))
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-            self.take()?;
-            let mut out = Map::new();
-            while let Some(k) = map.next_key_seed(self.inner())? {
-                let key = match k {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                out.insert(key, map.next_value_seed(self.inner())?);
-            }
-            Ok(Value::Object(out))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -365,24 +235,6 @@ mod tests {
         assert_eq!(schema["examples"], json!([{ "id": "u1" }]));
         assert!(found[1].deprecated);
         assert_eq!(found[1].description, "Gone");
-    }
-
-    #[test]
-    fn a_yaml_alias_bomb_stops_at_the_budget_and_plain_yaml_reads() {
-        let plain = yaml::read("webhooks:\n  a.b:\n    post: {summary: x}\n").unwrap();
-        assert_eq!(plain["webhooks"]["a.b"]["post"]["summary"], "x");
-        // Few aliases, each of a long list: under the parser's own repetition
-        // limit, over the budget (1,500 x 1,000 values).
-        let zeros = vec!["0"; 1000].join(", ");
-        let aliases = vec!["*a"; 1500].join(", ");
-        let bomb = format!("a: &a [{zeros}]\nb: [{aliases}]\n");
-        let err = yaml::read(&bomb).unwrap_err().to_string();
-        assert!(err.contains("expands to more than"), "{err}");
-        // Few aliases of one long string: few values, but gigabytes of text.
-        let long = "x".repeat(100_000);
-        let aliases = vec!["*s"; 500].join(", ");
-        let err = yaml::read(&format!("s: &s {long}\nb: [{aliases}]\n")).unwrap_err().to_string();
-        assert!(err.contains("bytes of text"), "{err}");
     }
 
     #[test]
