@@ -58,7 +58,12 @@ enum Command {
     /// Runs endpoint transformations for a Hookgate process, one job per line on
     /// stdin: started by Hookgate itself, with no environment.
     #[command(name = "transform-sandbox", hide = true)]
-    TransformSandbox,
+    TransformSandbox {
+        /// Confines itself as a child does, and prints what it could do before
+        /// and after (one line of JSON): what the tests hold the sandbox to.
+        #[arg(long)]
+        probe: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -87,12 +92,16 @@ enum TenantCommand {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if let Command::TransformSandbox = cli.command {
-        return match hookgate_egress::sandbox::serve() {
+    if let Command::TransformSandbox { probe } = cli.command {
+        let done = if probe { hookgate_egress::sandbox::probe() } else { hookgate_egress::sandbox::serve() };
+        return match done {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(_) => std::process::ExitCode::FAILURE,
         };
     }
+    // Holding the master key: no core file, and no process of the same user
+    // (a sandbox child that got out) reads its memory or environment.
+    hookgate_egress::sandbox::protect_parent();
     if let Command::Openapi = cli.command {
         println!("{}", hookgate_gateway::openapi::document(Role::All));
         return std::process::ExitCode::SUCCESS;
@@ -171,7 +180,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             import_cli::run_environment(args, AppState::new(config)?).await?
         }
         Command::Archive(_) | Command::Openapi => unreachable!("runs without the configuration, in main"),
-        Command::TransformSandbox => unreachable!("runs without the configuration, in main"),
+        Command::TransformSandbox { .. } => unreachable!("runs without the configuration, in main"),
     }
     Ok(())
 }

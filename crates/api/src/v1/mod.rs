@@ -28,6 +28,7 @@ pub(crate) mod portal_settings;
 mod sources;
 mod statistics;
 mod tasks;
+mod transformation_try;
 pub(crate) mod transformations;
 pub(crate) mod usage;
 pub(crate) mod validate;

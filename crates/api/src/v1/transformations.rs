@@ -4,14 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{get, patch, post, put, web, HttpRequest, HttpResponse};
+use actix_web::{get, patch, put, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use hookgate_egress::{sandbox::Sandbox, secrets, transform};
+use hookgate_egress::{sandbox::Sandbox, secrets};
 use hookgate_shared::ids::{AppId, EndpointId, Ref};
 use hookgate_shared::store::{tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
@@ -22,7 +22,7 @@ use crate::{KeyAuth, TenantAuth};
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_one)
         .service(patch_one)
-        .service(try_one)
+        .service(super::transformation_try::try_one)
         .service(get_switch)
         .service(put_switch)
         .service(get_destination)
@@ -30,13 +30,13 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Longest code a transformation may have.
-const MOST_CODE: usize = 64 * 1024;
+pub(crate) const MOST_CODE: usize = 64 * 1024;
 /// Variables a transformation may have, and the longest name and value.
 const MOST_VARIABLES: usize = 32;
 const MOST_NAME: usize = 128;
 const MOST_VALUE: usize = 4096;
 
-type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
+pub(crate) type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
 /// What a transformation's PATCH sets; what it leaves out is kept.
 #[derive(Deserialize, ToSchema)]
@@ -61,25 +61,6 @@ pub(crate) struct EndpointTransformationOut {
     /// Names and values; a value hidden from the caller reads `[redacted]`.
     #[schema(value_type = BTreeMap<String, String>)]
     variables: Value,
-}
-
-/// What `…/transformation/try` says a delivery would do.
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-#[schema(as = TransformationTryOut)]
-enum TryOut {
-    /// The request that would be sent (`cancel` is false).
-    Send {
-        cancel: bool,
-        method: &'static str,
-        /// JSON, or the text the code made when it is not JSON.
-        payload: Value,
-        url: String,
-    },
-    /// The code cancelled the delivery (`cancel` is true).
-    Cancel { cancel: bool },
-    /// The code failed.
-    Error { error: String },
 }
 
 /// The tenant's transformation switches.
@@ -173,63 +154,7 @@ pub(crate) async fn get_of(
     }))
 }
 
-/// Code to try on a payload, as a delivery of `eventType` would run it.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schema(as = TransformationTryIn)]
-struct TryIn {
-    code: String,
-    event_type: String,
-    payload: Value,
-}
-
-/// Runs `code` on a payload (an event type's example, a past message's) as a
-/// delivery to this endpoint would, with its URL and variables, and says what
-/// would be sent: `{cancel, method, url, payload}`, or `{error}` when the code
-/// fails. Nothing is saved or sent.
-#[utoipa::path(tag = "Transformation", operation_id = "hookgate.transformation.try", responses((status = 200, body = TryOut)))]
-#[post("/app/{app_id}/endpoint/{endpoint_id}/transformation/try")]
-async fn try_one(
-    tenant: TenantAuth,
-    state: web::Data<AppState>,
-    path: EpPath,
-    body: web::Json<TryIn>,
-) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner();
-    if body.code.len() > MOST_CODE {
-        return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
-    }
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let conn = db::conn(&state.db).await?;
-    if !tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms()) {
-        return Err(ApiError::Forbidden(OFF.into()));
-    }
-    let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
-    drop(conn);
-    let variables =
-        secrets::open_variables(&state, &tenant.0, &app, &ep.id, stored.and_then(|t| t.variables).as_deref())
-            .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
-    let payload = serde_json::to_vec(&body.payload).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let hook = transform::Webhook {
-        event_type: body.event_type,
-        method: transform::Method::Post,
-        url: ep.url.clone(),
-        payload,
-        json: true,
-    };
-    let ran = Sandbox::for_api().run(body.code.into(), variables.into(), hook, state.config.max_body).await;
-    Ok(HttpResponse::Ok().json(match ran {
-        Ok(transform::Outcome::Cancel) => TryOut::Cancel { cancel: true },
-        Ok(transform::Outcome::Send(h)) => {
-            let payload = serde_json::from_slice::<Value>(&h.payload)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&h.payload).into_owned()));
-            TryOut::Send { cancel: false, method: h.method.as_str(), payload, url: h.url }
-        }
-        Err(e) => TryOut::Error { error: e.to_string() },
-    }))
-}
-
-const OFF: &str = "transformations are off for this tenant: the operator allows them (`transformations` on the \
+pub(crate) const OFF: &str = "transformations are off for this tenant: the operator allows them (`transformations` on the \
                    tenant), and the tenant's own switch (`PUT /api/v1/settings/transformations`) is on unless turned off";
 
 /// Sets what the body gives and keeps the rest. Enabling needs the tenant's
@@ -309,7 +234,7 @@ pub(crate) async fn patch_of(
     let changed = body.code.as_ref().is_some_and(|c| before.as_ref().is_none_or(|b| &b.code != c));
     let enabling = enabled && !before.as_ref().is_some_and(|b| b.enabled);
     if allowed && !code.trim().is_empty() && (changed || enabling) {
-        match Sandbox::for_api().check(&code).await {
+        match Sandbox::for_api().check(&tenant.0, &code).await {
             Ok(()) => {}
             Err(e) if !e.is_the_codes() => return Err(ApiError::Conflict(format!("not checked: {e}"))),
             Err(e) => return Err(ApiError::Validation(format!("`code`: {e}"))),

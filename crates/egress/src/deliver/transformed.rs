@@ -72,7 +72,10 @@ impl Transforms {
                 Err(e) => return Applied::Unreadable(e),
             },
         };
-        match Sandbox::for_worker().run(loaded.code.clone(), loaded.variables.clone(), hook, self.max_body).await {
+        match Sandbox::for_worker()
+            .run(&c.tenant_id, loaded.code.clone(), loaded.variables.clone(), hook, self.max_body)
+            .await
+        {
             Ok(Outcome::Send(h)) => Applied::Send(h),
             Ok(Outcome::Cancel) => Applied::Cancel,
             // Not the code's doing: no attempt, the delivery waits a moment.

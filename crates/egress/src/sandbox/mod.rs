@@ -5,16 +5,24 @@
 //! call: `Array.prototype.join` on an object claiming a length of 2^53 loops in C
 //! and never looks. A thread cannot be stopped from outside, a process can: a run
 //! past [`WALL_LIMIT`] is answered as too long and its child killed (a fresh one
-//! is started for the next). Each child has no environment (no master key, no
-//! database URL), a capped address space, an alarm per job, and reads one
-//! job per line on stdin, answering one line on stdout. The parent reads at most
-//! a body's worth of answer, so a handler's output cannot take its memory either.
+//! is started for the next). Each child confines itself before its first job
+//! ([`child`]: no descriptors but its pipes, no environment, no network, no
+//! system calls but a run's), has an alarm per job, and reads one job per line
+//! on stdin, answering one line on stdout. The parent reads at most a body's
+//! worth of answer, so a handler's output cannot take its memory either.
 //!
 //! The worker and the API have pools of their own, so a tenant trying code in
-//! the portal cannot hold up deliveries; a run waits for a slot at most
-//! [`MOST_WAIT`], then is answered busy (a delivery is then due again, not failed).
+//! the portal cannot hold up deliveries. Within a pool each tenant has a share
+//! ([`shares`]): its runs wait behind its own, and code killed at the wall
+//! limit again and again rests. A run waits for a place at most [`MOST_WAIT`],
+//! then is answered busy (a delivery is then due again, not failed).
 
-use std::io::{BufRead, Read, Write};
+mod child;
+mod shares;
+
+pub use child::{confine, probe, protect_parent, serve, Namespaces};
+
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -25,7 +33,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::transform::{self, Outcome, TransformError, Webhook};
+use hookgate_shared::ids::TenantId;
+
+use crate::transform::{Outcome, TransformError, Webhook};
+use shares::{Shares, Strikes};
 
 /// The hidden subcommand a child runs.
 pub const SUBCOMMAND: &str = "transform-sandbox";
@@ -41,7 +52,7 @@ const ADDRESS_SPACE: u64 = 512 << 20;
 const ALARM_SECS: u32 = 3;
 
 #[derive(Serialize, Deserialize)]
-struct Job {
+pub(crate) struct Job {
     code: String,
     variables: Value,
     /// `None`: only check that the code runs and defines `handler`.
@@ -49,7 +60,7 @@ struct Job {
     max_body: usize,
 }
 
-type Answer = Result<Option<Outcome>, TransformError>;
+pub(crate) type Answer = Result<Option<Outcome>, TransformError>;
 
 /// A child waiting for its next job; killed and reaped when dropped.
 struct Sandboxed {
@@ -71,113 +82,149 @@ pub struct Sandbox {
     slots: Arc<Semaphore>,
     most: usize,
     idle: Arc<Mutex<Vec<Sandboxed>>>,
+    shares: Arc<Shares>,
+    strikes: Arc<Strikes>,
 }
 
 impl Sandbox {
-    fn new(slots: usize) -> Self {
+    /// A pool of `slots` runs at once, at most `each` of them one tenant's.
+    fn new(slots: usize, each: usize) -> Self {
         Sandbox {
             exe: std::env::current_exe().ok(),
             slots: Arc::new(Semaphore::new(slots)),
             most: slots,
             idle: Default::default(),
+            shares: Shares::new(each),
+            strikes: Default::default(),
         }
     }
 
-    /// The delivery worker's pool: two runs at once.
+    /// The delivery worker's pool: three runs at once, two of them one tenant's
+    /// at most, so another tenant always finds a sandbox.
     pub fn for_worker() -> &'static Sandbox {
         static POOL: OnceLock<Sandbox> = OnceLock::new();
-        POOL.get_or_init(|| Sandbox::new(2))
+        POOL.get_or_init(|| Sandbox::new(3, 2))
     }
 
-    /// The API's pool (saving checks, the portal's tries): one run at once.
+    /// The API's pool (saving checks, the portal's tries): two runs at once, one
+    /// a tenant.
     pub fn for_api() -> &'static Sandbox {
         static POOL: OnceLock<Sandbox> = OnceLock::new();
-        POOL.get_or_init(|| Sandbox::new(1))
+        POOL.get_or_init(|| Sandbox::new(2, 1))
     }
 
-    /// Runs `code`'s handler on `webhook`.
+    /// Runs `tenant`'s `code`'s handler on `webhook`.
     pub async fn run(
         &self,
+        tenant: &TenantId,
         code: Arc<str>,
         variables: Arc<Value>,
         webhook: Webhook,
         max_body: usize,
     ) -> Result<Outcome, TransformError> {
         let job = Job { code: code.to_string(), variables: (*variables).clone(), webhook: Some(webhook), max_body };
-        match self.ask(job).await? {
+        match self.ask(tenant, job).await? {
             Some(outcome) => Ok(outcome),
             None => Err(TransformError::Engine("the sandbox answered a run as a check".into())),
         }
     }
 
-    /// Whether `code` runs and defines `handler` (what saving checks).
-    pub async fn check(&self, code: &str) -> Result<(), TransformError> {
+    /// Whether `tenant`'s `code` runs and defines `handler` (what saving checks).
+    pub async fn check(&self, tenant: &TenantId, code: &str) -> Result<(), TransformError> {
         let job = Job { code: code.to_owned(), variables: Value::Null, webhook: None, max_body: 0 };
-        self.ask(job).await.map(|_| ())
+        self.ask(tenant, job).await.map(|_| ())
     }
 
-    async fn ask(&self, job: Job) -> Answer {
-        let slot = tokio::time::timeout(MOST_WAIT, self.slots.clone().acquire_owned()).await;
+    async fn ask(&self, tenant: &TenantId, job: Job) -> Answer {
+        let tenant = tenant.as_str();
+        if let Some(rest) = self.strikes.resting(tenant, &job.code) {
+            return Err(TransformError::Resting(rest.as_secs().max(1)));
+        }
+        let waited = std::time::Instant::now();
+        let Some(place) = self.shares.enter(tenant, MOST_WAIT).await else { return Err(TransformError::Busy) };
+        let left = MOST_WAIT.saturating_sub(waited.elapsed());
+        let slot = tokio::time::timeout(left, self.slots.clone().acquire_owned()).await;
         let Ok(Ok(slot)) = slot else { return Err(TransformError::Busy) };
         let mut line = serde_json::to_vec(&job).map_err(|e| TransformError::Engine(e.to_string()))?;
         line.push(b'\n');
         // A body in base64 inside JSON, and room for the rest of the answer.
         let cap = job.max_body * 2 + 64 * 1024;
         let (exe, idle, most) = (self.exe.clone(), self.idle.clone(), self.most);
+        let (strikes, tenant, code) = (self.strikes.clone(), tenant.to_owned(), job.code);
         // Blocking I/O on a thread of the blocking pool: no runtime's reactor owns
         // the pipes, so any runtime of the process may use the pool. Dropped
         // before it ends, the exchange still ends within the wall limit, and
-        // holds its slot until then.
+        // holds its slot and its tenant's place until then.
         tokio::task::spawn_blocking(move || {
             let answer = exchange(exe, &idle, most, &line, cap);
-            drop(slot);
-            answer
+            if let Err(Killed) = answer {
+                strikes.killed(&tenant, &code);
+            }
+            drop((slot, place));
+            answer.unwrap_or(Err(TransformError::TooLong))
         })
         .await
         .map_err(|e| TransformError::Engine(e.to_string()))?
     }
 }
 
+/// A run its child was killed for, at the wall limit.
+struct Killed;
+
 /// One job with a pooled child or a fresh one; the child goes back to the pool
 /// only after a whole answer.
-fn exchange(exe: Option<PathBuf>, idle: &Mutex<Vec<Sandboxed>>, most: usize, line: &[u8], cap: usize) -> Answer {
+fn exchange(
+    exe: Option<PathBuf>,
+    idle: &Mutex<Vec<Sandboxed>>,
+    most: usize,
+    line: &[u8],
+    cap: usize,
+) -> Result<Answer, Killed> {
     let pooled = idle.lock().expect("sandbox pool").pop();
-    let mut sb = match pooled {
+    let started = match pooled {
         Some(mut sb) => match sb.stdin.write_all(line).and_then(|()| sb.stdin.flush()) {
-            Ok(()) => sb,
+            Ok(()) => Ok(sb),
             // It died while idle: a fresh one takes the job.
-            Err(_) => start(exe.as_ref(), line)?,
+            Err(_) => start(exe.as_ref(), line),
         },
-        None => start(exe.as_ref(), line)?,
+        None => start(exe.as_ref(), line),
+    };
+    let mut sb = match started {
+        Ok(sb) => sb,
+        Err(e) => return Ok(Err(e)),
     };
     let started = Instant::now();
     let mut buf = Vec::new();
     loop {
-        let Some(left) = WALL_LIMIT.checked_sub(started.elapsed()) else { return Err(TransformError::TooLong) };
+        let Some(left) = WALL_LIMIT.checked_sub(started.elapsed()) else { return Err(Killed) };
         if !readable(&sb.stdout, left) {
             // Past the limit: `sb` is dropped, so killed and reaped.
-            return Err(TransformError::TooLong);
+            return Err(Killed);
         }
         let mut chunk = [0u8; 64 * 1024];
-        let n = sb.stdout.read(&mut chunk).map_err(|e| TransformError::Engine(format!("the sandbox: {e}")))?;
+        let n = match sb.stdout.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) => return Ok(Err(TransformError::Engine(format!("the sandbox: {e}")))),
+        };
         if n == 0 {
-            return Err(TransformError::Died);
+            return Ok(Err(TransformError::Died));
         }
         buf.extend_from_slice(&chunk[..n]);
         if buf.last() == Some(&b'\n') {
             break;
         }
         if buf.len() > cap {
-            return Err(TransformError::Result("the output is larger than a body may be".into()));
+            return Ok(Err(TransformError::Result("the output is larger than a body may be".into())));
         }
     }
     let answer = serde_json::from_slice::<Answer>(&buf)
-        .map_err(|e| TransformError::Engine(format!("the sandbox's answer: {e}")))?;
+        .map_err(|e| TransformError::Engine(format!("the sandbox's answer: {e}")))
+        .and_then(|a| a);
     let mut idle = idle.lock().expect("sandbox pool");
     if idle.len() < most {
         idle.push(sb);
     }
-    answer
+    Ok(answer)
 }
 
 /// Starts a child and gives it `line`.
@@ -216,42 +263,4 @@ fn readable(out: &ChildStdout, wait: Duration) -> bool {
             return ready > 0;
         }
     }
-}
-
-/// The child's side: caps its address space, then answers jobs until stdin ends
-/// (its parent gone, the pipe closes), each under an alarm that ends a run the
-/// parent has given up on or can no longer stop. (Not `PR_SET_PDEATHSIG`: it
-/// follows the thread that started the child, and the blocking pool's threads
-/// come and go while their children are pooled.)
-pub fn serve() -> std::io::Result<()> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit read or write the struct they are given.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_AS, &mut limit) == 0 {
-            let cap = ADDRESS_SPACE.min(limit.rlim_max);
-            let limit = libc::rlimit { rlim_cur: cap, rlim_max: limit.rlim_max };
-            libc::setrlimit(libc::RLIMIT_AS, &limit);
-        }
-    }
-    let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
-        let line = line?;
-        // SAFETY: alarm takes a number of seconds; SIGALRM's default ends the process.
-        unsafe { libc::alarm(ALARM_SECS) };
-        let answer: Answer = match serde_json::from_str::<Job>(&line) {
-            Err(e) => Err(TransformError::Engine(format!("a job the sandbox cannot read: {e}"))),
-            Ok(Job { code, webhook: None, .. }) => transform::check(&code).map(|()| None),
-            Ok(Job { code, variables, webhook: Some(w), max_body }) => {
-                transform::run_now(&code, &variables, w, max_body).map(Some)
-            }
-        };
-        // SAFETY: as above; 0 cancels the alarm.
-        unsafe { libc::alarm(0) };
-        let mut out = serde_json::to_vec(&answer).unwrap_or_else(|_| b"{\"Err\":{\"Engine\":\"unwritable\"}}".to_vec());
-        out.push(b'\n');
-        stdout.write_all(&out)?;
-        stdout.flush()?;
-    }
-    Ok(())
 }

@@ -1,0 +1,139 @@
+//! `…/transformation/try`: the portal editor's run of code on a payload, as a
+//! delivery to the endpoint would run it, with nothing saved or sent.
+//!
+//! It runs tenant code on demand, so it is held in three ways: each tenant has
+//! a share of the API's sandboxes (its tries wait behind its own), a rate
+//! ([`TRIES_PER_MINUTE`] a tenant, in each process), and code killed at the
+//! wall-clock limit again and again rests. A caller that sees the endpoint's
+//! variables as `[redacted]` runs the code with them so: a try cannot read
+//! what a GET hides.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use actix_web::{post, web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use hookgate_egress::{sandbox::Sandbox, secrets, transform};
+use hookgate_shared::ids::TenantId;
+use hookgate_shared::store::{tenants, transformations};
+use hookgate_shared::{db, http::ApiError, AppState};
+
+use super::endpoints::find;
+use super::transformations::{EpPath, MOST_CODE, OFF};
+use crate::TenantAuth;
+
+/// Tries a tenant may run in a minute, in one process.
+const TRIES_PER_MINUTE: u32 = 60;
+/// Tenants whose tries are counted; past it the oldest minutes are dropped.
+const MOST_COUNTED: usize = 10_000;
+
+/// Code to try on a payload, as a delivery of `eventType` would run it.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = TransformationTryIn)]
+struct TryIn {
+    code: String,
+    event_type: String,
+    payload: Value,
+}
+
+/// What `…/transformation/try` says a delivery would do.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = TransformationTryOut)]
+enum TryOut {
+    /// The request that would be sent (`cancel` is false).
+    Send {
+        cancel: bool,
+        method: &'static str,
+        /// JSON, or the text the code made when it is not JSON.
+        payload: Value,
+        url: String,
+    },
+    /// The code cancelled the delivery (`cancel` is true).
+    Cancel { cancel: bool },
+    /// The code failed.
+    Error { error: String },
+}
+
+/// Runs `code` on a payload (an event type's example, a past message's) as a
+/// delivery to this endpoint would, with its URL and variables, and says what
+/// would be sent: `{cancel, method, url, payload}`, or `{error}` when the code
+/// fails. Nothing is saved or sent. Variables the caller may not read are run
+/// as `[redacted]`; 429 past the tenant's rate of tries.
+#[utoipa::path(tag = "Transformation", operation_id = "hookgate.transformation.try", responses((status = 200, body = TryOut)))]
+#[post("/app/{app_id}/endpoint/{endpoint_id}/transformation/try")]
+pub(crate) async fn try_one(
+    tenant: TenantAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<TryIn>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    if body.code.len() > MOST_CODE {
+        return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
+    }
+    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let hidden = super::endpoint_extras::values_hidden(&req, &state, &tenant.0).await?;
+    let conn = db::conn(&state.db).await?;
+    if !tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms()) {
+        return Err(ApiError::Forbidden(OFF.into()));
+    }
+    let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
+    drop(conn);
+    counted(&tenant.0)?;
+    let mut variables =
+        secrets::open_variables(&state, &tenant.0, &app, &ep.id, stored.and_then(|t| t.variables).as_deref())
+            .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
+    if let (true, Some(vars)) = (hidden, variables.as_object_mut()) {
+        vars.values_mut().for_each(|v| *v = json!("[redacted]"));
+    }
+    let payload = serde_json::to_vec(&body.payload).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let hook = transform::Webhook {
+        event_type: body.event_type,
+        method: transform::Method::Post,
+        url: ep.url.clone(),
+        payload,
+        json: true,
+    };
+    let ran = Sandbox::for_api().run(&tenant.0, body.code.into(), variables.into(), hook, state.config.max_body).await;
+    Ok(HttpResponse::Ok().json(match ran {
+        Ok(transform::Outcome::Cancel) => TryOut::Cancel { cancel: true },
+        Ok(transform::Outcome::Send(h)) => {
+            let payload = serde_json::from_slice::<Value>(&h.payload)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&h.payload).into_owned()));
+            TryOut::Send { cancel: false, method: h.method.as_str(), payload, url: h.url }
+        }
+        Err(e) => TryOut::Error { error: e.to_string() },
+    }))
+}
+
+/// Counts a try against the tenant's minute; 429 once the minute is full.
+fn counted(tenant: &TenantId) -> Result<(), ApiError> {
+    static TRIES: Mutex<Option<HashMap<TenantId, (Instant, u32)>>> = Mutex::new(None);
+    let now = Instant::now();
+    let minute = Duration::from_secs(60);
+    let mut tries = TRIES.lock().expect("tries");
+    let tries = tries.get_or_insert_with(HashMap::new);
+    if tries.len() >= MOST_COUNTED {
+        tries.retain(|_, (since, _)| now.duration_since(*since) < minute);
+    }
+    let (since, n) = tries.entry(tenant.clone()).or_insert((now, 0));
+    if now.duration_since(*since) >= minute {
+        (*since, *n) = (now, 0);
+    }
+    if *n >= TRIES_PER_MINUTE {
+        let left = minute.saturating_sub(now.duration_since(*since));
+        return Err(ApiError::RateLimited {
+            detail: format!("at most {TRIES_PER_MINUTE} transformation tries a minute; try again shortly"),
+            retry_after_secs: left.as_secs().max(1),
+        });
+    }
+    *n += 1;
+    Ok(())
+}
