@@ -34,6 +34,7 @@ mod quotas;
 mod redis_sentinel;
 mod redis_tls;
 mod retention;
+mod sandbox;
 mod schema;
 mod sources;
 mod stall;
