@@ -34,6 +34,7 @@ mod redis_sentinel;
 mod redis_tls;
 mod retention;
 mod schema;
+mod sinks;
 mod sources;
 mod stall;
 mod svix_sdk;
