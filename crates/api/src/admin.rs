@@ -355,8 +355,7 @@ async fn patch_tenant(
     };
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let updated =
-        tenants::update(&*tx, &tenant.id, &patch, &state.caches).await.map_err(|e| uid_conflict(e.into()))?;
+    let updated = tenants::update(&*tx, &tenant.id, &patch, &state.caches).await.map_err(|e| uid_conflict(e.into()))?;
     let updated = updated.ok_or(ApiError::NotFound("tenant"))?;
     // Enabled: its FIFO endpoints parked while it was disabled catch up. In the
     // same transaction, after the change (see `fifo::end`).

@@ -14,6 +14,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use hookgate_shared::config::LEASE_MARGIN;
 use hookgate_shared::{
     db,
     store::{
@@ -24,7 +25,6 @@ use hookgate_shared::{
     },
     AppState,
 };
-use hookgate_shared::config::LEASE_MARGIN;
 use rand::Rng;
 use serde_json::{json, Value};
 

@@ -530,7 +530,9 @@ mod tests {
                 Err(e) => {
                     let text = e.to_string();
                     assert!(!ok, "lease {lease} refused: {text}");
-                    assert!(text.contains("HOOKGATE_DELIVERY_LEASE_SECS") && text.contains("HOOKGATE_EGRESS_TIMEOUT_SECS"));
+                    assert!(
+                        text.contains("HOOKGATE_DELIVERY_LEASE_SECS") && text.contains("HOOKGATE_EGRESS_TIMEOUT_SECS")
+                    );
                 }
             }
         }

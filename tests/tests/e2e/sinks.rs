@@ -5,12 +5,12 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
 use hookgate_tests::{
     app::Tenant,
     sink::{Behaviour, Received, Sink},
     TestApp,
 };
-use futures_util::StreamExt as _;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -214,7 +214,8 @@ async fn a_seek_never_passes_a_message_logged_after_its_time_though_an_earlier_t
     let app = TestApp::spawn().await;
     let t = app.tenant().await;
     let a = t.application().await;
-    let sink = t.post(&format!("/api/v1/app/{a}/destination"), json!({"type": "pollingEndpoint", "config": {}}), 201).await;
+    let sink =
+        t.post(&format!("/api/v1/app/{a}/destination"), json!({"type": "pollingEndpoint", "config": {}}), 201).await;
     let sink = sink["id"].as_str().unwrap().to_owned();
     let first = t.message(&a, "x", json!({"n": 0})).await["id"].as_str().unwrap().to_owned();
     let mut early = app.db.client().await;
@@ -248,4 +249,42 @@ async fn a_seek_never_passes_a_message_logged_after_its_time_though_an_earlier_t
         .unwrap();
     let polled: Vec<&str> = polled["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert!(polled.contains(&later.as_str()), "a poll after that time passed it: read {polled:?}");
+}
+
+/// The upgrade lays to rest the FIFO rows the release before left drained and
+/// due (so they do not each take a turn ahead of real work), and leaves alone a
+/// row with messages waiting, one with a batch held, and one a runner holds.
+#[tokio::test]
+async fn the_upgrade_lays_drained_fifo_rows_to_rest_and_leaves_rows_with_work_alone() {
+    use hookgate_shared::migrate::{self, Switch};
+    let db = hookgate_tests::TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run_until(&mut client, Some("0035"), Switch::Apply).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO tenants (id, name) VALUES ('tnt_a', 'a');
+             INSERT INTO applications (tenant_id, id, name) VALUES ('tnt_a', 'app_a', 'a');
+             INSERT INTO endpoints (tenant_id, app_id, id, url, secret, kind, fifo_key, destination)
+                 VALUES ('tnt_a', 'app_a', 'ep_a', 'http://127.0.0.1:9/', '\\x00', 7, '{k}', '\\x00');
+             -- As the release before leaves them: drained a while ago (due), one
+             -- with a message past its position, one with a batch held, one held.
+             INSERT INTO sink_log (tenant_id, app_id, endpoint_id, key, msg_id)
+                 SELECT 'tnt_a', 'app_a', 'ep_a', k, 'msg_' || k FROM unnest(ARRAY['drained', 'waiting', 'held']) k;
+             INSERT INTO fifo_state (tenant_id, app_id, endpoint_id, key, next_at)
+                 VALUES ('tnt_a', 'app_a', 'ep_a', 'waiting', now() - interval '1 minute');
+             INSERT INTO fifo_state (tenant_id, app_id, endpoint_id, key, pos_xid, pos_seq, next_at)
+                 SELECT tenant_id, app_id, endpoint_id, key, xid, seq, now() - interval '1 minute' FROM sink_log
+                 WHERE key IN ('drained', 'held');
+             INSERT INTO fifo_state (tenant_id, app_id, endpoint_id, key, batch_xid, batch_seq, next_at)
+                 SELECT tenant_id, app_id, endpoint_id, 'retrying', xid, seq, now() + interval '5 minutes'
+                 FROM sink_log WHERE key = 'waiting';
+             UPDATE fifo_state SET lease_until = now() + interval '1 minute', lease_token = 7 WHERE key = 'held';",
+        )
+        .await
+        .unwrap();
+    migrate::run(&mut client, Switch::Apply).await.unwrap();
+    let rows = client.query("SELECT key, next_at = 'infinity' FROM fifo_state ORDER BY key", &[]).await.unwrap();
+    let rows: Vec<(String, bool)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let expected = [("drained", true), ("held", false), ("retrying", false), ("waiting", false)];
+    assert_eq!(rows, expected.map(|(k, b)| (k.to_owned(), b)).to_vec());
 }

@@ -3,6 +3,7 @@
 //! (`consumer_poll`, moved back or forth by `consumer_seek`).
 
 use actix_web::{get, post, web, HttpResponse};
+use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
@@ -16,7 +17,6 @@ use hookgate_shared::{
     AppState,
 };
 use serde::{Deserialize, Serialize};
-use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::{endpoints::find_any, validate};

@@ -43,14 +43,20 @@ pub async fn init(db: &impl GenericClient, tenant: &TenantId, app: &AppId, ep: &
 /// The pick ([`pick`]): the due row whose turn came longest ago, of any tenant,
 /// that no runner holds. Only due rows are walked (an index range on `next_at`):
 /// a resting row's `next_at` is `infinity` and a held one's is its lease's end,
-/// so neither costs a pick anything, however many there are. Whether the row has
-/// anything to send, and whether its endpoint and tenant take it, is the turn's
-/// to find out: a row that has nothing rests, one that is shut is parked, each
-/// at one turn's cost. `$1` the token, `$2` the lease in seconds. Public for the
+/// so neither costs a pick anything, however many there are. A due row whose
+/// next log row is above the horizon (a transaction older than it still runs) is
+/// passed over until it is not, as it cannot be read yet; a due row with nothing
+/// past its position is taken, and its turn lays it to rest. Whether its
+/// endpoint and tenant take what it has is the turn's to find out (one that is
+/// shut is parked). `$1` the token, `$2` the lease in seconds. Public for the
 /// test that reads its plan.
 pub const PICK: &str = "WITH c AS (
         SELECT s.tenant_id, s.app_id, s.endpoint_id, s.key FROM fifo_state s
         WHERE s.next_at <= now() AND (s.lease_until IS NULL OR s.lease_until < now())
+          AND COALESCE((SELECT l.xid < pg_snapshot_xmin(pg_current_snapshot()) FROM sink_log l
+                WHERE l.tenant_id = s.tenant_id AND l.app_id = s.app_id AND l.endpoint_id = s.endpoint_id
+                  AND l.key = s.key AND (l.xid, l.seq) > (s.pos_xid, s.pos_seq)
+                ORDER BY l.xid, l.seq LIMIT 1), true)
         ORDER BY s.next_at LIMIT 1
         FOR UPDATE OF s SKIP LOCKED
      )
@@ -237,16 +243,11 @@ pub async fn end(
                           AND NOT e.disabled AND NOT t.disabled AND t.deleted_at IS NULL)
                     THEN now() ELSE 'infinity' END
                 WHEN NOT $13 THEN $10
-                -- Resting, unless more was logged: due now below the horizon; above
-                -- it (a transaction older than the row's still runs), looked at
-                -- again in a second rather than walked by every pick.
+                -- Resting, unless more was logged by now (above the horizon too:
+                -- the pick takes the row once it can be read).
                 WHEN EXISTS (SELECT 1 FROM sink_log l
                     WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = $11
-                      AND (l.xid, l.seq) > ($5::text::xid8, $6::bigint)
-                      AND l.xid < pg_snapshot_xmin(pg_current_snapshot())) THEN now()
-                WHEN EXISTS (SELECT 1 FROM sink_log l
-                    WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = $11
-                      AND (l.xid, l.seq) > ($5::text::xid8, $6::bigint)) THEN now() + interval '1 second'
+                      AND (l.xid, l.seq) > ($5::text::xid8, $6::bigint)) THEN now()
                 ELSE 'infinity' END
          WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $11 AND lease_token = $4",
         &[
@@ -338,6 +339,9 @@ pub async fn wake_endpoint(
 /// transaction that enabled it, after the change).
 pub async fn wake_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result<u64, StoreError> {
     Ok(db
-        .execute("UPDATE fifo_state SET next_at = now() WHERE tenant_id = $1 AND next_at = 'infinity'", &[&tenant.as_str()])
+        .execute(
+            "UPDATE fifo_state SET next_at = now() WHERE tenant_id = $1 AND next_at = 'infinity'",
+            &[&tenant.as_str()],
+        )
         .await?)
 }
