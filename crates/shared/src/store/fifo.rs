@@ -203,11 +203,13 @@ pub struct BatchAttempt {
 /// A row that rests or is parked is not looked at again until something wakes
 /// it, so the decision to rest must not race with what wakes it. Every waker
 /// writes or locks the row: the fan-out's upsert (which locks it even when it
-/// writes nothing) and [`wake_endpoint`] and [`wake_tenant`] (which follow the
-/// change they wake for). So the row is locked first, waiting out any waker
+/// writes nothing, and judges the row as last committed) and [`wake_endpoint`]
+/// and [`wake_tenant`] (which follow the change they wake for, and take held
+/// rows too: [`WAKEABLE`]). So the row is locked first, waiting out any waker
 /// holding it, and the decision is taken by a later statement, whose snapshot
-/// sees what that waker committed; a waker that comes later finds the row at
-/// rest and wakes it. (`tx` must be a transaction.)
+/// sees what that waker committed; a waker that comes later waits for this
+/// transaction, then finds the row at rest and wakes it. (`tx` must be a
+/// transaction.)
 pub async fn end(
     tx: &impl GenericClient,
     tenant: &TenantId,
@@ -215,6 +217,17 @@ pub async fn end(
     ended: &Ended,
     attempt: Option<&BatchAttempt>,
 ) -> Result<bool, StoreError> {
+    if attempt.is_some() {
+        // The endpoint's row is written below (its failing state): locked
+        // first, in the order a destination's save takes its locks (the
+        // endpoint, then its progress rows: `wake_endpoint`), so the two never
+        // wait for each other.
+        tx.execute(
+            "SELECT 1 FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR NO KEY UPDATE",
+            &[&tenant.as_str(), &h.app_id.as_str(), &h.endpoint_id.as_str()],
+        )
+        .await?;
+    }
     let held = tx
         .query_opt(
             "SELECT 1 FROM fifo_state
@@ -317,6 +330,16 @@ pub async fn end(
     Ok(true)
 }
 
+/// Which rows a wake takes: those at rest or parked, and those a runner holds.
+/// A held row is taken too because its runner may be about to park it: the
+/// wake then waits for the runner's lock (`end` locks the row before it
+/// decides) and, once the runner committed, finds the row parked and wakes it.
+/// Matching only `infinity` would read the held row as it was before the runner
+/// wrote (its lease's end), pass it over without waiting, and leave it parked.
+/// Waking a held row changes nothing its runner needs: the lease stays, and
+/// the runner's end sets `next_at` again.
+const WAKEABLE: &str = "(next_at = 'infinity' OR lease_token IS NOT NULL)";
+
 /// Wakes a FIFO endpoint's parked or resting rows (in the transaction that
 /// enabled it, after the change): it catches up on what was logged meanwhile. A
 /// row with nothing to send rests again after one turn.
@@ -326,22 +349,16 @@ pub async fn wake_endpoint(
     app: &AppId,
     ep: &EndpointId,
 ) -> Result<u64, StoreError> {
-    Ok(db
-        .execute(
-            "UPDATE fifo_state SET next_at = now()
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND next_at = 'infinity'",
-            &[&tenant.as_str(), &app.as_str(), &ep.as_str()],
-        )
-        .await?)
+    let sql = format!(
+        "UPDATE fifo_state SET next_at = now()
+         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND {WAKEABLE}"
+    );
+    Ok(db.execute(&sql, &[&tenant.as_str(), &app.as_str(), &ep.as_str()]).await?)
 }
 
 /// Wakes every parked or resting FIFO row of a tenant enabled again (in the
 /// transaction that enabled it, after the change).
 pub async fn wake_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result<u64, StoreError> {
-    Ok(db
-        .execute(
-            "UPDATE fifo_state SET next_at = now() WHERE tenant_id = $1 AND next_at = 'infinity'",
-            &[&tenant.as_str()],
-        )
-        .await?)
+    let sql = format!("UPDATE fifo_state SET next_at = now() WHERE tenant_id = $1 AND {WAKEABLE}");
+    Ok(db.execute(&sql, &[&tenant.as_str()]).await?)
 }
