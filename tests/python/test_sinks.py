@@ -208,3 +208,93 @@ def test_a_keyed_fifo_endpoint_keeps_order_per_key_while_keys_proceed_side_by_si
         assert b_first[0] < a_first[-1], "key b did not wait for key a"
     finally:
         sink.server.shutdown()
+
+
+def delivered_ids(sink):
+    """The message ids a FIFO sink received, batch by batch, in order."""
+    with sink._lock:
+        return [m["id"] for r in sink.received for m in json.loads(r["body"])["data"]]
+
+
+def test_messages_sent_while_a_fifo_or_polling_endpoint_is_disabled_arrive_once_it_is_enabled_again(hookgate, svix):
+    """Svix's DestinationIn: a disabled destination gets nothing "until it is reenabled"; it then
+    catches up. Before, the fan-out left disabled sinks out of the log, so what was sent meanwhile
+    was lost (and replay-missing answers 409 for these types)."""
+    from svix.api import DestinationPatch
+
+    sink = Sink()
+    try:
+        app = svix.application.create(ApplicationIn(name="paused"))
+        fifo = svix.destination.create(app.id, DestinationIn(
+            type="fifoEndpoint", config={"url": sink.url}, batch_size=10))
+        poller = svix.destination.create(app.id, DestinationIn(type="pollingEndpoint", config={}))
+
+        def consumer():
+            return [m.id for m in svix.message.poller.consumer_poll(
+                app.id, poller.id, "c", MessagePollerConsumerPollOptions(limit=50)).data]
+        before = publish(svix, app.id, 2)
+        eventually(lambda: delivered_ids(sink) == before)
+        assert consumer() == before
+
+        def status(s):
+            for d, config in ((fifo, {"url": sink.url}), (poller, {})):
+                out = svix.destination.patch(app.id, d.id, DestinationPatch(type=d.type, config=config, status=s))
+                assert out.status == s
+        status("disabled")
+        during = publish(svix, app.id, 3)
+        time.sleep(2)
+        assert delivered_ids(sink) == before, "a disabled FIFO endpoint is sent nothing"
+        assert consumer() == [], "a disabled polling endpoint reads nothing"
+        assert svix.message.poller.poll(app.id, poller.id).data == []
+
+        status("enabled")
+        assert eventually(lambda: delivered_ids(sink) == before + during, timeout=20)
+        assert consumer() == during, "the consumer reads on from where it was, what came meanwhile included"
+    finally:
+        sink.server.shutdown()
+
+
+def test_a_polled_payload_that_is_not_a_json_object_reads_as_an_object_and_no_consumer_loses_a_page(
+        hookgate, tenant, svix):
+    """A form or array body a provider sent through ingress is polled as {"rawPayload": its text}, its
+    content type in `headers`: the SDK's PollingEndpointMessageOut.payload is an object. Before, it was
+    answered as a string or a list, poll and consumer_poll raised in the SDK, and consumer_poll had
+    already kept the new position: the consumer skipped that page without knowing."""
+    from slack_sdk.signature import SignatureVerifier
+
+    app = svix.application.create(ApplicationIn(name="raw"))
+    poller = svix.destination.create(app.id, DestinationIn(type="pollingEndpoint", config={}))
+    secret = "8f742231b10e8888abcd99yyyzzz85a5"
+    status, _, src = call(hookgate, "POST", "/api/v1/source", tenant["apiKey"], {
+        "name": "slack", "provider": "slack", "appId": app.id, "secret": secret, "idempotency": {"body": True}})
+    assert status == 201, src
+    form = "token=x&command=%2Fdeploy&text=now&trigger_id=1.2.3"
+    array = '[{"id": 1}, {"id": 2}]'
+    for body, kind in ((form, "application/x-www-form-urlencoded"), (array, "application/json")):
+        ts = str(int(time.time()))
+        headers = {"X-Slack-Request-Timestamp": ts, "Content-Type": kind,
+                   "X-Slack-Signature": SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)}
+        status, _, res = call(hookgate, "POST", f"/in/{src['id']}", raw=body.encode(), headers=headers)
+        assert (status, res["status"]) == (200, "accepted"), res
+    page = eventually(lambda: (p := svix.message.poller.poll(app.id, poller.id)) and len(p.data) == 2 and p)
+    assert [m.payload for m in page.data] == [{"rawPayload": form}, {"rawPayload": array}]
+    assert [m.headers for m in page.data] == [{"content-type": "application/x-www-form-urlencoded"},
+                                              {"content-type": "application/json"}]
+    read = svix.message.poller.consumer_poll(app.id, poller.id, "c")
+    assert [m.id for m in read.data] == [m.id for m in page.data], "the consumer reads the page it is given"
+    assert svix.message.poller.consumer_poll(app.id, poller.id, "c").data == []
+
+
+def test_empty_event_type_and_channel_lists_on_a_destination_filter_nothing(hookgate, svix):
+    """DestinationIn: "An empty list (or null) will not filter out any events." Before, `[]` answered 422."""
+    from svix.api import DestinationPatch
+
+    app = svix.application.create(ApplicationIn(name="unfiltered"))
+    poller = svix.destination.create(app.id, DestinationIn(
+        type="pollingEndpoint", config={}, event_types=[], channels=[]))
+    assert (poller.event_types, poller.channels) == (None, None)
+    patched = svix.destination.patch(app.id, poller.id, DestinationPatch(
+        type="pollingEndpoint", config={}, event_types=[], channels=[]))
+    assert (patched.event_types, patched.channels) == (None, None)
+    sent = publish(svix, app.id, 1, "a.b") + publish(svix, app.id, 1, "c.d", channels=["eu"])
+    assert [m.id for m in svix.message.poller.poll(app.id, poller.id).data] == sent

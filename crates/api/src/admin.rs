@@ -12,7 +12,9 @@ use hookgate_shared::{
     http::ApiError,
     ids::{ApiKeyId, AppId, Ref, TenantId},
     quota::{self, Limit, Quotas},
-    store::{api_keys, applications, deliveries, tenants, tenants::QuotaPatch, tenants::Tenant, tenants::TenantPatch},
+    store::{
+        api_keys, applications, deliveries, fifo, tenants, tenants::QuotaPatch, tenants::Tenant, tenants::TenantPatch,
+    },
 };
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::{schema::Schema, RefOr};
@@ -351,10 +353,16 @@ async fn patch_tenant(
         egress_allow_networks,
         transformations: body.transformations,
     };
-    let conn = db::conn(&state.db).await?;
-    let updated =
-        tenants::update(&**conn, &tenant.id, &patch, &state.caches).await.map_err(|e| uid_conflict(e.into()))?;
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let updated = tenants::update(&*tx, &tenant.id, &patch, &state.caches).await.map_err(|e| uid_conflict(e.into()))?;
     let updated = updated.ok_or(ApiError::NotFound("tenant"))?;
+    // Enabled: its FIFO endpoints parked while it was disabled catch up. In the
+    // same transaction, after the change (see `fifo::end`).
+    if patch.disabled == Some(false) {
+        fifo::wake_tenant(&*tx, &tenant.id).await?;
+    }
+    tx.commit().await.map_err(StoreError::from)?;
     // Enabled again: the deliveries paused while it was disabled go out now.
     if patch.disabled == Some(false) && tenant.disabled && deliveries::resume_tenant(&**conn, &tenant.id).await? > 0 {
         state.wake.poke();

@@ -5,18 +5,22 @@
 //!
 //! A turn holds the endpoint's progress row under a lease (`store::fifo::pick`);
 //! every write after it is fenced by the lease's token, so a runner that stalled
-//! past its lease writes nothing. The batch's end is kept before it is sent:
-//! a retry resends exactly the same messages under the same `webhook-id`.
+//! past its lease writes nothing. The batch's end is kept, and the lease
+//! renewed, right before it is sent: a retry resends exactly the same messages
+//! under the same `webhook-id`, and the request ends within the lease, so its
+//! answer (or its timing out) is always recorded. An endpoint that is disabled,
+//! or whose tenant is disabled or deleted, sends nothing: its turn parks it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use hookgate_shared::config::LEASE_MARGIN;
 use hookgate_shared::{
     db,
     store::{
         deliveries::ClaimedEndpoint,
         endpoints,
-        fifo::{self, BatchAttempt, Ended, Held},
+        fifo::{self, BatchAttempt, Ended, Held, Renewed},
         sinks::Logged,
     },
     AppState,
@@ -74,21 +78,16 @@ async fn run_one(state: AppState, metrics: EgressMetrics, senders: std::sync::Ar
 }
 
 /// One turn of a held FIFO endpoint: wait for its batch to fill, or send it and
-/// say what became of it.
+/// say what became of it. Every step is bounded (each database step by the
+/// database's budget, the request within the lease renewed just before it), so
+/// the turn ends, and writes its result, within its lease.
 async fn turn(state: &AppState, metrics: &EgressMetrics, senders: &Senders, h: Held) {
     let tenant = h.tenant_id.clone();
-    // The turn ends well inside its lease, or is dropped (its request with it)
-    // and writes nothing: no other runner sends this endpoint's batch meanwhile.
-    let within = state.config.delivery_lease.saturating_sub(Duration::from_secs(5));
-    let ended = match tokio::time::timeout(within, attempt(state, metrics, senders, &h)).await {
-        Ok(Ok(e)) => e,
-        Ok(Err(e)) => {
+    let ended = match attempt(state, metrics, senders, &h).await {
+        Ok(e) => e,
+        Err(e) => {
             tracing::warn!(tenant = %tenant, endpoint = %h.endpoint_id, error = %e, "a FIFO turn failed; tried again");
             (Ended::Wait(Utc::now() + Duration::from_secs(30)), None)
-        }
-        Err(_) => {
-            tracing::warn!(endpoint = %h.endpoint_id, "a FIFO turn ran out of its lease; its batch goes again");
-            return;
         }
     };
     let written = db::bounded(state.db_budget(), async {
@@ -115,49 +114,44 @@ async fn attempt(
     h: &Held,
 ) -> Result<(Ended, Option<BatchAttempt>), String> {
     let tenant = &h.tenant_id;
-    let (ep, rows) = db::bounded(state.db_budget(), async {
+    let (ep, scanned) = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         let ep = endpoints::get_for_update(&**conn, tenant, &h.app_id, &h.endpoint_id).await?;
         let size = ep.as_ref().and_then(|e| e.batch_size).map_or(1, i64::from).clamp(1, fifo::MOST_BATCH);
-        let rows = fifo::batch(&**conn, tenant, h, size).await?;
-        Ok::<_, hookgate_shared::store::StoreError>((ep, rows))
+        let scanned = fifo::batch(&**conn, tenant, h, size).await?;
+        Ok::<_, hookgate_shared::store::StoreError>((ep, scanned))
     })
     .await
     .map_err(|e| e.to_string())?;
+    // Deleted: its progress rows went with it.
     let Some(ep) = ep else { return Ok((Ended::Wait(Utc::now() + Duration::from_secs(60)), None)) };
     let sealed = ep.destination.as_deref().ok_or("a FIFO endpoint without its configuration")?;
     let Config::FifoEndpoint(cfg) = Config::open(state, tenant, &h.app_id, &h.endpoint_id, sealed)? else {
         return Err("not a FIFO endpoint's configuration".into());
     };
-    let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
-        // Every message past the position is gone (a tenant's retention shorter
-        // than the log's): move past them, or past the batch that held them.
-        let end = match h.batch_end {
-            Some(end) => Some(end),
-            None => db::bounded(state.db_budget(), async {
-                let conn = db::conn(&state.db).await?;
-                fifo::log_end(&**conn, tenant, h).await
-            })
-            .await
-            .map_err(|e| e.to_string())?,
-        };
-        return Ok((Ended::Past { end: end.unwrap_or(h.pos), drained: end.is_none() }, None));
+    let size = ep.batch_size.map_or(1, i64::from).clamp(1, fifo::MOST_BATCH);
+    // Fewer rows than a batch: the log was drained (as far as this turn could see,
+    // below the horizon). Not known after a held batch (it was read only to its
+    // end): the next turn looks.
+    let drained = h.batch_end.is_none() && scanned.looked_at < size;
+    let Some(looked_to) = scanned.looked_to else {
+        // Nothing past the position below the horizon (or a held batch whose log
+        // rows were pruned): rest, unless more was logged by the time the turn ends.
+        return Ok((Ended::Past { end: h.batch_end.unwrap_or(h.pos), drained: h.batch_end.is_none() }, None));
+    };
+    // A held batch ends where it was cut; a new one at the last row looked at.
+    let end = h.batch_end.unwrap_or(looked_to);
+    let rows = &scanned.found;
+    let Some(first) = rows.first() else {
+        // Every message looked at is gone (a tenant's retention shorter than the
+        // log's): past them, read in the same snapshot as the batch.
+        return Ok((Ended::Past { end, drained }, None));
     };
     if h.batch_end.is_none() {
         // A batch still filling waits, up to maxWaitSecs from its oldest message.
-        let size = ep.batch_size.map_or(1, i64::from).clamp(1, fifo::MOST_BATCH) as usize;
         let ripe = first.logged_at + chrono::Duration::seconds(i64::from(ep.max_wait_secs.unwrap_or(0)));
-        if rows.len() < size && ripe > Utc::now() {
+        if scanned.looked_at < size && ripe > Utc::now() {
             return Ok((Ended::Wait(ripe), None));
-        }
-        let kept = db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            fifo::hold_batch(&**conn, tenant, h, last.at).await
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-        if !kept {
-            return Err("the lease passed on".into());
         }
     }
     let claimed = ClaimedEndpoint {
@@ -173,11 +167,37 @@ async fn attempt(
         destination: None,
     };
     let keys = secrets::signing_keys(state, tenant, &h.app_id, &h.endpoint_id, &claimed)?;
-    let request = batch_request(&cfg, &keys, &rows, &h.key);
+    let request = batch_request(&cfg, &keys, rows, &h.key);
     let recorded = secrets::recorded_headers(&request.headers);
     let bytes = request.body.len() as i64;
     let allow = hookgate_shared::networks::allowed(state, tenant).await.map_err(|e| e.to_string())?;
-    let sent = senders.for_networks(&allow).send(request).await;
+    // The batch's end is kept and the lease renewed right before the request,
+    // which then has the lease less its margin, and at most the timeout: it ends,
+    // and the turn writes what it answered, before any other runner may take
+    // the endpoint. Nothing goes for an endpoint or tenant shut meanwhile.
+    let lease = state.config.delivery_lease;
+    let renewing = Instant::now();
+    let renewed = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        fifo::renew(&**conn, tenant, h, end, lease.as_secs_f64()).await
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    match renewed {
+        Renewed::Held => {}
+        Renewed::Lost => return Err("the lease passed on".into()),
+        Renewed::Shut => return Ok((Ended::Parked, None)),
+    }
+    let left = (renewing + lease).saturating_duration_since(Instant::now()).saturating_sub(LEASE_MARGIN);
+    let sender = senders.for_networks(&allow);
+    if left < sender.timeout() / 2 {
+        // The renewal itself took most of the lease: send nothing now, rather
+        // than a request cut short for Hookgate's delay. Soon again.
+        return Ok((Ended::Wait(Utc::now() + Duration::from_secs(1)), None));
+    }
+    // Cut at `left` (a stall before the request), it is a timed-out attempt,
+    // recorded and retried on the schedule like any other.
+    let sent = sender.send_within(request, left).await;
     metrics.attempt(tenant.as_str(), sent.outcome.label());
     metrics.destination("fifoEndpoint", sent.outcome.label());
     let success = sent.outcome == Outcome::Success;
@@ -191,17 +211,12 @@ async fn attempt(
         request_headers: recorded,
         bytes,
     };
-    // Fewer than a batch: the log was drained (as far as this turn could see).
-    // Not known after a held batch (it was read only to its end): the next
-    // turn looks.
-    let drained =
-        h.batch_end.is_none() && (rows.len() as i64) < ep.batch_size.map_or(1, i64::from).clamp(1, fifo::MOST_BATCH);
     let ended = match success {
-        true => Ended::Past { end: last.at, drained },
+        true => Ended::Past { end, drained },
         false => match schedule::next_delay(&state.config.retry_schedule, h.tries as usize + 1, sent.retry_after) {
-            Some(delay) => Ended::Retry { at: Utc::now() + delay, end: last.at },
+            Some(delay) => Ended::Retry { at: Utc::now() + delay, end },
             // Given up: the next batch goes.
-            None => Ended::Past { end: last.at, drained },
+            None => Ended::Past { end, drained },
         },
     };
     Ok((ended, Some(record)))

@@ -65,7 +65,7 @@ settings! {
     "egress_connect_timeout_secs", "HOOKGATE_EGRESS_CONNECT_TIMEOUT_SECS", Some("5"), "Connect timeout of one delivery.";
     "egress_timeout_secs", "HOOKGATE_EGRESS_TIMEOUT_SECS", Some("15"), "Total timeout of one delivery.";
     "egress_proxy", "HOOKGATE_EGRESS_PROXY", None, "An http:// or https:// proxy that every delivery goes through; unset, deliveries go direct and HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are ignored. The SSRF guard still checks every target.";
-    "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it. Must exceed the egress timeout.";
+    "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it (a FIFO endpoint too). Must exceed the egress timeout by at least 1 s.";
     "max_endpoints_per_app", "HOOKGATE_MAX_ENDPOINTS_PER_APP", Some("100"), "Most endpoints one application may have (fan-out per message is bounded by it): the default of the `endpointsPerApp` quota (0: no limit).";
     "quota_api_requests_per_second", "HOOKGATE_QUOTA_API_REQUESTS_PER_SECOND", Some("0"), "Default quota: `/api/v1` requests per second per tenant (0: no limit). Each tenant may override every quota (`PATCH /admin/v1/tenant/{id}`, `quotas`).";
     "quota_messages_per_second", "HOOKGATE_QUOTA_MESSAGES_PER_SECOND", Some("0"), "Default quota: messages created per second per tenant through the API (0: no limit).";
@@ -205,6 +205,11 @@ impl Raw {
     }
 }
 
+/// How much longer than `egress_timeout_secs` a lease must be: what a FIFO
+/// endpoint's turn keeps past its request to write the result
+/// (crates/egress/src/fifo.rs), and more than a delivery keeps.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(1);
+
 impl Config {
     /// Loads from an optional TOML file and the process environment.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
@@ -317,10 +322,18 @@ impl Config {
         }
         let egress_timeout = raw.secs("egress_timeout_secs")?;
         let delivery_lease = raw.secs("delivery_lease_secs")?;
-        if delivery_lease <= egress_timeout {
+        // Checked together: a request must end, and a FIFO endpoint's turn must
+        // write its result, before the lease lets another worker take over.
+        if delivery_lease < egress_timeout + LEASE_MARGIN {
             return Err(Raw::invalid(
                 "delivery_lease_secs",
-                "must be longer than HOOKGATE_EGRESS_TIMEOUT_SECS, or a slow delivery would be sent twice",
+                format!(
+                    "{}s must exceed HOOKGATE_EGRESS_TIMEOUT_SECS ({}s) by at least {}s, or a slow delivery or FIFO \
+                     batch would be sent twice",
+                    delivery_lease.as_secs(),
+                    egress_timeout.as_secs(),
+                    LEASE_MARGIN.as_secs()
+                ),
             ));
         }
         let public_url = match raw.get("public_url").filter(|p| !p.is_empty()) {
@@ -504,6 +517,25 @@ mod tests {
         assert_eq!(c.sync_lease, Duration::from_secs(60));
         assert!(c.redis_url.is_none());
         assert_eq!(c.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn a_lease_that_does_not_outlast_the_egress_timeout_by_its_margin_is_refused_naming_both() {
+        for (lease, ok) in [("15", false), ("14", false), ("16", true)] {
+            let mut pairs = minimal();
+            pairs.push(("HOOKGATE_EGRESS_TIMEOUT_SECS", "15"));
+            pairs.push(("HOOKGATE_DELIVERY_LEASE_SECS", lease));
+            match Config::from_sources(None, &env(&pairs)) {
+                Ok(c) => assert!(ok && c.delivery_lease >= c.egress_timeout + LEASE_MARGIN, "lease {lease} taken"),
+                Err(e) => {
+                    let text = e.to_string();
+                    assert!(!ok, "lease {lease} refused: {text}");
+                    assert!(
+                        text.contains("HOOKGATE_DELIVERY_LEASE_SECS") && text.contains("HOOKGATE_EGRESS_TIMEOUT_SECS")
+                    );
+                }
+            }
+        }
     }
 
     #[test]

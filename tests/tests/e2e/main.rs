@@ -36,6 +36,7 @@ mod redis_tls;
 mod retention;
 mod sandbox;
 mod schema;
+mod sinks;
 mod sources;
 mod stall;
 mod svix_sdk;

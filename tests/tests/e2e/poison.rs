@@ -185,3 +185,50 @@ async fn a_locked_row_splits_its_batch_and_stalls_no_other_tenant() {
         "tenant b's delivery was not recorded within 10 s ({recorded} attempts) and was sent {sent_y} times"
     );
 }
+
+/// A delivery quarantined after its attempt was made (the request went out, its
+/// record was refused) is not "missing": replay-missing, which sends what ended
+/// unsent, leaves it alone. Before, quarantine left its attempt count at 0 and
+/// the replay sent it a second time.
+#[tokio::test]
+async fn replay_missing_does_not_send_again_a_delivery_quarantined_after_its_attempt_was_made() {
+    let app = short_leases().await;
+    let t = app.tenant().await;
+    let (a, sink) = endpoint_answering(&t, b"ok").await;
+    let db = app.db.client().await;
+    db.batch_execute(&format!(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON attempts FOR EACH ROW
+           WHEN (NEW.app_id = '{a}') EXECUTE FUNCTION refuse();"
+    ))
+    .await
+    .unwrap();
+    let msg = t.message(&a, "x", json!({})).await["id"].as_str().unwrap().to_owned();
+    sink.wait_for(1, Duration::from_secs(10)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ep = loop {
+        let d = t.get(&format!("/api/v1/app/{a}/msg/{msg}/endpoint")).await;
+        if d["data"][0]["status"] == 2 {
+            break d["data"][0]["id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "not quarantined: {d}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    db.batch_execute("DROP TRIGGER refuse ON attempts").await.unwrap();
+    let since = chrono::Utc::now() - chrono::Duration::minutes(5);
+    let task = t.post(&format!("/api/v1/app/{a}/endpoint/{ep}/replay-missing"), json!({ "since": since }), 202).await;
+    let task = task["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = t.get(&format!("/api/v1/background-task/{task}")).await;
+        if got["status"] == "finished" {
+            assert_eq!(got["data"]["messagesSent"], 0, "{got}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replay never finished: {got}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(sink.received().len(), 1, "the quarantined delivery was sent again by the replay");
+}

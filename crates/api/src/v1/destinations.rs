@@ -141,6 +141,8 @@ fn check(
     if let Some(uid) = &uid {
         validate::uid("uid", uid)?;
     }
+    // An empty list filters nothing, as Svix's `DestinationIn` says: kept as none.
+    let filters = (filters.0.filter(|l| !l.is_empty()), filters.1.filter(|l| !l.is_empty()));
     check_list("eventTypes", &filters.0, 1000)?;
     check_list("channels", &filters.1, 10)?;
     let batch_size = batch.0.unwrap_or(1);
@@ -462,7 +464,7 @@ async fn save_in(
 
 /// Makes the endpoint row `id` (just inserted or replaced, in `tx`) the checked
 /// destination: its kind, sealed configuration and batching, and a FIFO
-/// endpoint's progress row.
+/// endpoint's progress row (woken while enabled).
 async fn write_destination(
     tx: &impl tokio_postgres::GenericClient,
     state: &AppState,
@@ -481,6 +483,11 @@ async fn write_destination(
     let ep = endpoints::set_destination(tx, tenant, app, id, &dest).await?.ok_or(ApiError::NotFound("destination"))?;
     if ep.kind == EndpointKind::FifoEndpoint {
         fifo::init(tx, tenant, app, id).await?;
+        // Enabled (again): its parked rows catch up on what was logged meanwhile.
+        // After the change, in its transaction: see `fifo::end`.
+        if !ep.disabled {
+            fifo::wake_endpoint(tx, tenant, app, id).await?;
+        }
     }
     Ok(ep)
 }

@@ -189,7 +189,8 @@ pub(crate) async fn find(
 pub(crate) fn has_deliveries(ep: &Endpoint) -> Result<(), ApiError> {
     match ep.kind.is_sink() {
         true => Err(ApiError::Conflict(format!(
-            "a {} reads its messages in order from its log: it has no deliveries to resend or replay",
+            "a {} reads its messages in order from its log, which takes every message it subscribes to, \
+             even while it is disabled: it has no deliveries to resend or replay",
             ep.kind.type_name().unwrap_or_default()
         ))),
         false => Ok(()),

@@ -3,6 +3,7 @@
 //! (`consumer_poll`, moved back or forth by `consumer_seek`).
 
 use actix_web::{get, post, web, HttpResponse};
+use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
@@ -16,7 +17,7 @@ use hookgate_shared::{
     AppState,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::{endpoints::find_any, validate};
 use crate::TenantAuth;
@@ -57,7 +58,7 @@ struct ConsumerQuery {
     iterator: Option<String>,
 }
 
-/// Where a consumer goes: just after the last message logged at or before `after`.
+/// Where a consumer goes: just before the first message logged after `after`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = PollingEndpointConsumerSeekIn)]
@@ -76,8 +77,12 @@ struct PolledOut {
     event_id: Option<String>,
     channels: Option<Vec<String>>,
     tags: Option<Vec<String>>,
+    /// Always an object: see `polled`.
+    #[schema(value_type = Object)]
     payload: Value,
     timestamp: DateTime<Utc>,
+    /// `content-type` of a payload read as `rawPayload`.
+    #[schema(value_type = Option<HashMap<String, String>>)]
     headers: Option<Value>,
     deliver_at: Option<DateTime<Utc>>,
 }
@@ -98,11 +103,26 @@ struct PollingEndpointConsumerSeekOut {
     iterator: String,
 }
 
+/// A message as polled. `payload` is always a JSON object, as Svix's
+/// `PollingEndpointMessageOut` says (the SDKs refuse anything else): a payload
+/// that is not one (a form, text, a JSON array or string, as providers send
+/// through ingress) reads as `{"rawPayload": "<the body as text>"}`, Svix's own
+/// name for a payload sent as is, with its `content-type` in `headers`; a body
+/// that is not UTF-8 as `{"rawPayloadBase64": "…"}`. One expired or expunged
+/// reads as `{}`. Documented in docs/destinations.md.
 fn polled(l: Logged) -> PolledOut {
-    // A payload expired or expunged reads as `{}`; a body that is not JSON as text.
-    let payload = match &l.payload {
-        None => Value::Object(Default::default()),
-        Some(p) => serde_json::from_slice(p).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(p).into_owned())),
+    let (payload, headers) = match &l.payload {
+        None => (Value::Object(Default::default()), None),
+        Some(p) => match serde_json::from_slice::<Value>(p) {
+            Ok(object @ Value::Object(_)) => (object, None),
+            _ => {
+                let raw = match std::str::from_utf8(p) {
+                    Ok(text) => json!({ "rawPayload": text }),
+                    Err(_) => json!({ "rawPayloadBase64": base64::engine::general_purpose::STANDARD.encode(p) }),
+                };
+                (raw, Some(json!({ "content-type": l.content_type })))
+            }
+        },
     };
     PolledOut {
         id: l.msg_id.to_string(),
@@ -112,20 +132,22 @@ fn polled(l: Logged) -> PolledOut {
         tags: l.tags,
         payload,
         timestamp: l.created_at,
-        headers: None,
+        headers,
         deliver_at: None,
     }
 }
 
 /// The application and the polling endpoint the path names; 404 for anything else.
+/// With whether it is enabled: a disabled one reads nothing until it is enabled
+/// again, then reads on from where it was (what was logged meanwhile included).
 async fn sink(
     state: &AppState,
     tenant: &TenantAuth,
     app: &Ref<AppId>,
     sink: &Ref<EndpointId>,
-) -> Result<(AppId, EndpointId), ApiError> {
+) -> Result<(AppId, EndpointId, bool), ApiError> {
     match find_any(state, tenant, app, sink).await {
-        Ok((app, ep)) if ep.kind == EndpointKind::PollingEndpoint => Ok((app, ep.id)),
+        Ok((app, ep)) if ep.kind == EndpointKind::PollingEndpoint => Ok((app, ep.id, !ep.disabled)),
         Ok(_) | Err(ApiError::NotFound("endpoint")) => Err(ApiError::NotFound("polling endpoint")),
         Err(e) => Err(e),
     }
@@ -161,13 +183,16 @@ async fn poll(
     q: web::Query<PollQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let limit = limit(q.limit)?;
-    let (app, sink) = sink(&state, &tenant, &path.0, &path.1).await?;
+    let (app, sink, enabled) = sink(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let from = match (&q.iterator, q.after) {
         (Some(it), _) => iterator(it)?,
         (None, Some(after)) => sinks::position_at(&**conn, &tenant.0, &app, &sink, after).await?,
         (None, None) => Position::ZERO,
     };
+    if !enabled {
+        return Ok(HttpResponse::Ok().json(nothing(from)));
+    }
     let read = sinks::read_filtered(
         &**conn,
         &tenant.0,
@@ -197,7 +222,7 @@ async fn consumer_poll(
 ) -> Result<HttpResponse, ApiError> {
     let limit = limit(q.limit)?;
     validate::uid("consumer", &path.2)?;
-    let (app, sink) = sink(&state, &tenant, &path.0, &path.1).await?;
+    let (app, sink, enabled) = sink(&state, &tenant, &path.0, &path.1).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let kept = sinks::consumer(&*tx, &tenant.0, &app, &sink, &path.2).await?;
@@ -205,14 +230,26 @@ async fn consumer_poll(
         Some(it) => iterator(it)?,
         None => kept.unwrap_or(Position::ZERO),
     };
+    if !enabled {
+        // Reads nothing, and the consumer stays where it was.
+        return Ok(HttpResponse::Ok().json(nothing(from)));
+    }
     let rows = sinks::read(&*tx, &tenant.0, &app, &sink, "", from, limit, None, None).await?;
     let (body, next) = page(rows, from, limit);
+    // The answer is made before the new position is kept: a position is saved
+    // only with an answer the client can read (each payload an object, `polled`).
+    let body = serde_json::to_vec(&body).map_err(|e| ApiError::Internal(format!("a page did not serialise: {e}")))?;
     sinks::set_consumer(&*tx, &tenant.0, &app, &sink, &path.2, next).await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().content_type("application/json").body(body))
 }
 
-/// Moves the consumer to just after the last message logged at or before `after`.
+/// The page of a disabled polling endpoint: nothing, and the same iterator.
+fn nothing(from: Position) -> PollingEndpointOut {
+    PollingEndpointOut { data: Vec::new(), done: true, iterator: from.iterator() }
+}
+
+/// Moves the consumer to just before the first message logged after `after`.
 #[utoipa::path(tag = "Poller", operation_id = "hookgate.poller.consumer-seek", responses((status = 200, body = PollingEndpointConsumerSeekOut)))]
 #[post("/app/{app_id}/poller/{sink_id}/consumer/{consumer_id}/seek")]
 async fn consumer_seek(
@@ -222,7 +259,7 @@ async fn consumer_seek(
     body: web::Json<SeekIn>,
 ) -> Result<HttpResponse, ApiError> {
     validate::uid("consumer", &path.2)?;
-    let (app, sink) = sink(&state, &tenant, &path.0, &path.1).await?;
+    let (app, sink, _) = sink(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
     let at = sinks::position_at(&**conn, &tenant.0, &app, &sink, body.after).await?;
     sinks::set_consumer(&**conn, &tenant.0, &app, &sink, &path.2, at).await?;

@@ -256,10 +256,20 @@ pub async fn resume_enabled(db: &impl GenericClient, limit: i64) -> Result<u64, 
 pub async fn quarantine(db: &impl GenericClient, o: &Outcome) -> Result<bool, StoreError> {
     let n = db
         .execute(
+            // An attempt that was made counts though its row could not be
+            // written: replay-missing takes only deliveries that ended unsent
+            // (`attempts = 0`) and must not send this one again.
             "UPDATE deliveries SET status = 2, next_attempt_at = NULL, last_attempt_at = now(), trigger = 0,
-                lease_token = NULL, leased_until = NULL
+                lease_token = NULL, leased_until = NULL, attempts = attempts + $6
              WHERE tenant_id = $1 AND app_id = $2 AND msg_id = $3 AND endpoint_id = $4 AND lease_token = $5",
-            &[&o.tenant_id.as_str(), &o.app_id.as_str(), &o.msg_id.as_str(), &o.endpoint_id.as_str(), &o.lease],
+            &[
+                &o.tenant_id.as_str(),
+                &o.app_id.as_str(),
+                &o.msg_id.as_str(),
+                &o.endpoint_id.as_str(),
+                &o.lease,
+                &(o.attempt.is_some() as i32),
+            ],
         )
         .await?;
     Ok(n == 1)

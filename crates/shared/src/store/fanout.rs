@@ -3,12 +3,26 @@
 //! ingress admission) inserts its deliveries with [`insert_deliveries`], and sync
 //! forwarding selects its targets with [`MATCHES`], so the rule is written once.
 
-/// An endpoint `e` takes a message `m` (a row with `tenant_id`, `app_id`,
-/// `event_type` and `channels`): enabled, subscribed to the event type (or to
-/// all), and sharing a channel with the message (or taking every channel).
-pub(super) const MATCHES: &str = "e.tenant_id = m.tenant_id AND e.app_id = m.app_id AND NOT e.disabled
+/// An endpoint `e` is subscribed to a message `m` (a row with `tenant_id`,
+/// `app_id`, `event_type` and `channels`): of its application, subscribed to the
+/// event type (or to all), and sharing a channel with the message (or taking
+/// every channel). Enabled or not.
+macro_rules! subscribed {
+    () => {
+        "e.tenant_id = m.tenant_id AND e.app_id = m.app_id
     AND (e.event_types IS NULL OR m.event_type = ANY (e.event_types))
-    AND (e.channels IS NULL OR e.channels && m.channels)";
+    AND (e.channels IS NULL OR e.channels && m.channels)"
+    };
+}
+
+/// An endpoint `e` takes a message `m`: subscribed to it, and enabled.
+pub(super) const MATCHES: &str = concat!(subscribed!(), " AND NOT e.disabled");
+
+/// A sink `e` logs a message `m` it is subscribed to even while disabled: a
+/// disabled destination "receives nothing until it is re-enabled" (Svix's
+/// `DestinationIn`), and then catches up from its log. Its runner parks it
+/// meanwhile, and a poll of it reads nothing.
+const LOGS: &str = subscribed!();
 
 /// CTEs that insert one due delivery per matching endpoint for each row of
 /// `messages` (a CTE returning `tenant_id, app_id, id, event_type, channels, payload`),
@@ -17,7 +31,8 @@ pub(super) const MATCHES: &str = "e.tenant_id = m.tenant_id AND e.app_id = m.app
 /// statement (`wakes::lower`).
 ///
 /// Sinks (FIFO and polling endpoints, `kind` 7 and 8) take the message in their
-/// log (`sink_log`, in message-id order within the statement) instead.
+/// log (`sink_log`, in message-id order within the statement) instead, enabled
+/// or not ([`LOGS`]).
 pub(super) fn insert_deliveries(messages: &str) -> String {
     format!(
         "dels AS (
@@ -28,19 +43,22 @@ pub(super) fn insert_deliveries(messages: &str) -> String {
          ), sunk AS (
             SELECT e.tenant_id, e.app_id, e.id AS endpoint_id, m.id AS msg_id, e.kind,
                 CASE WHEN e.fifo_key IS NULL THEN '' ELSE hookgate_fifo_key(m.payload, e.fifo_key) END AS key
-            FROM {messages} m JOIN endpoints e ON {MATCHES} AND e.kind >= 7
+            FROM {messages} m JOIN endpoints e ON {LOGS} AND e.kind >= 7
          ), logged AS (
             INSERT INTO sink_log (tenant_id, app_id, endpoint_id, key, msg_id)
             SELECT tenant_id, app_id, endpoint_id, key, msg_id FROM sunk ORDER BY msg_id
          ), keyed AS (
             -- A FIFO endpoint's progress row for the key (made by a keyed endpoint's
-            -- first message of it), made due now if it was idle (drained, no batch
-            -- held); in key order, so concurrent statements lock rows alike.
+            -- first message of it), made due now if it was idle (resting, no batch
+            -- held) and no runner holds it; in key order, so concurrent statements
+            -- lock rows alike. The row is locked even where nothing is written:
+            -- a runner ending its turn waits for this statement before it decides
+            -- whether the row may rest (`fifo::end`), so no wake is lost.
             INSERT INTO fifo_state AS f (tenant_id, app_id, endpoint_id, key)
             SELECT DISTINCT tenant_id, app_id, endpoint_id, key FROM sunk WHERE kind = 7
             ORDER BY tenant_id, app_id, endpoint_id, key
             ON CONFLICT (tenant_id, app_id, endpoint_id, key) DO UPDATE SET next_at = now()
-            WHERE f.batch_xid IS NULL AND f.next_at > now()
+            WHERE f.batch_xid IS NULL AND f.next_at > now() AND (f.lease_until IS NULL OR f.lease_until < now())
          ), {}",
         super::wakes::lower("dels")
     )

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::GenericClient;
 
 use super::{
-    sinks::{self, Logged, Position},
+    sinks::{self, Position, Scanned},
     usage, StoreError,
 };
 use crate::ids::{AppId, AttemptId, EndpointId, TenantId};
@@ -40,31 +40,38 @@ pub async fn init(db: &impl GenericClient, tenant: &TenantId, app: &AppId, ep: &
     Ok(())
 }
 
-/// Holds the FIFO endpoint of any tenant whose turn came longest ago and that has
-/// messages past its position (below the horizon), for `lease_secs`; `None` if none waits.
+/// The pick ([`pick`]): the due row whose turn came longest ago, of any tenant,
+/// that no runner holds. Only due rows are walked (an index range on `next_at`):
+/// a resting row's `next_at` is `infinity` and a held one's is its lease's end,
+/// so neither costs a pick anything, however many there are. A due row whose
+/// next log row is above the horizon (a transaction older than it still runs) is
+/// passed over until it is not, as it cannot be read yet; a due row with nothing
+/// past its position is taken, and its turn lays it to rest. Whether its
+/// endpoint and tenant take what it has is the turn's to find out (one that is
+/// shut is parked). `$1` the token, `$2` the lease in seconds. Public for the
+/// test that reads its plan.
+pub const PICK: &str = "WITH c AS (
+        SELECT s.tenant_id, s.app_id, s.endpoint_id, s.key FROM fifo_state s
+        WHERE s.next_at <= now() AND (s.lease_until IS NULL OR s.lease_until < now())
+          AND COALESCE((SELECT l.xid < pg_snapshot_xmin(pg_current_snapshot()) FROM sink_log l
+                WHERE l.tenant_id = s.tenant_id AND l.app_id = s.app_id AND l.endpoint_id = s.endpoint_id
+                  AND l.key = s.key AND (l.xid, l.seq) > (s.pos_xid, s.pos_seq)
+                ORDER BY l.xid, l.seq LIMIT 1), true)
+        ORDER BY s.next_at LIMIT 1
+        FOR UPDATE OF s SKIP LOCKED
+     )
+     UPDATE fifo_state s SET lease_until = now() + $2 * interval '1 second', lease_token = $1,
+         -- Out of the due range while held; due again when the lease ends (its runner died).
+         next_at = now() + $2 * interval '1 second'
+     FROM c WHERE s.tenant_id = c.tenant_id AND s.app_id = c.app_id AND s.endpoint_id = c.endpoint_id
+         AND s.key = c.key
+     RETURNING s.tenant_id, s.app_id, s.endpoint_id, s.pos_xid::text, s.pos_seq,
+         s.batch_xid::text, s.batch_seq, s.tries, s.key";
+
+/// Holds the due FIFO row (an endpoint, or one key of it) of any tenant whose
+/// turn came longest ago, for `lease_secs`; `None` if none is due.
 pub async fn pick(db: &impl GenericClient, token: i64, lease_secs: f64) -> Result<Option<Held>, StoreError> {
-    let row = db
-        .query_opt(
-            "WITH c AS (
-                SELECT s.tenant_id, s.app_id, s.endpoint_id, s.key FROM fifo_state s
-                JOIN endpoints e ON e.tenant_id = s.tenant_id AND e.app_id = s.app_id AND e.id = s.endpoint_id
-                WHERE s.next_at <= now() AND (s.lease_until IS NULL OR s.lease_until < now())
-                  AND NOT e.disabled AND e.kind = 7
-                  AND EXISTS (SELECT 1 FROM sink_log l
-                      WHERE l.tenant_id = s.tenant_id AND l.app_id = s.app_id AND l.endpoint_id = s.endpoint_id
-                        AND l.key = s.key AND (l.xid, l.seq) > (s.pos_xid, s.pos_seq)
-                        AND l.xid < pg_snapshot_xmin(pg_current_snapshot()))
-                ORDER BY s.next_at LIMIT 1
-                FOR UPDATE OF s SKIP LOCKED
-             )
-             UPDATE fifo_state s SET lease_until = now() + $2 * interval '1 second', lease_token = $1
-             FROM c WHERE s.tenant_id = c.tenant_id AND s.app_id = c.app_id AND s.endpoint_id = c.endpoint_id
-                 AND s.key = c.key
-             RETURNING s.tenant_id, s.app_id, s.endpoint_id, s.pos_xid::text, s.pos_seq,
-                 s.batch_xid::text, s.batch_seq, s.tries, s.key",
-            &[&token, &lease_secs],
-        )
-        .await?;
+    let row = db.query_opt(PICK, &[&token, &lease_secs]).await?;
     Ok(row.map(|r| {
         let batch_xid: Option<String> = r.get(5);
         let batch_seq: Option<i64> = r.get(6);
@@ -81,56 +88,62 @@ pub async fn pick(db: &impl GenericClient, token: i64, lease_secs: f64) -> Resul
     }))
 }
 
-/// Where the log of the held endpoint (and key) ends below the horizon, past its
-/// position: where to move when every message after the position is gone
-/// (pruned by a tenant's shorter retention).
-pub async fn log_end(db: &impl GenericClient, tenant: &TenantId, h: &Held) -> Result<Option<Position>, StoreError> {
-    let row = db
-        .query_opt(
-            "SELECT xid::text, seq FROM sink_log
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $4
-               AND (xid, seq) > ($5::text::xid8, $6::bigint) AND xid < pg_snapshot_xmin(pg_current_snapshot())
-             ORDER BY xid DESC, seq DESC LIMIT 1",
-            &[
-                &tenant.as_str(),
-                &h.app_id.as_str(),
-                &h.endpoint_id.as_str(),
-                &h.key,
-                &h.pos.xid.to_string(),
-                &h.pos.seq,
-            ],
-        )
-        .await?;
-    Ok(row.map(|r| Position { xid: r.get::<_, String>(0).parse().unwrap_or(0), seq: r.get(1) }))
-}
-
-/// The held endpoint's batch: the one in flight, or up to `size` messages past its position.
-pub async fn batch(db: &impl GenericClient, tenant: &TenantId, h: &Held, size: i64) -> Result<Vec<Logged>, StoreError> {
+/// The held endpoint's batch: the one in flight, read to its kept end, or up to
+/// `size` log rows past its position; with the last row looked at (rows whose
+/// messages are gone are passed over with it). One snapshot: see [`sinks::scan`].
+pub async fn batch(db: &impl GenericClient, tenant: &TenantId, h: &Held, size: i64) -> Result<Scanned, StoreError> {
     // A held batch is resent whole, up to its kept end, whatever `batchSize`
     // says now: lowered since it was cut, it would otherwise go shorter under the
     // same `webhook-id`.
-    match h.batch_end {
-        Some(end) => sinks::read_upto(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, end, MOST_BATCH).await,
-        None => sinks::read(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, size, None, None).await,
-    }
+    let (upto, limit) = match h.batch_end {
+        Some(end) => (end, MOST_BATCH),
+        None => (Position::LAST, size),
+    };
+    sinks::scan(db, tenant, &h.app_id, &h.endpoint_id, &h.key, h.pos, upto, limit).await
 }
 
 /// The largest `batchSize` a FIFO endpoint may have (the API's bound): no held
 /// batch holds more.
 pub const MOST_BATCH: i64 = 1000;
 
-/// Keeps the batch's end, so that its retries send the same messages. False if
-/// the lease passed on.
-pub async fn hold_batch(
+/// What [`renew`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewed {
+    /// The batch's end is kept and the lease runs `lease_secs` from now: send.
+    Held,
+    /// Another runner holds the row now: send nothing.
+    Lost,
+    /// The endpoint is disabled, or its tenant disabled or deleted: send nothing
+    /// (the turn parks the row).
+    Shut,
+}
+
+/// Right before the batch is sent: keeps its end (so that its retries send the
+/// same messages) and renews the lease for `lease_secs` from now, so the request
+/// gets its whole time whatever the turn spent before it; only while the
+/// endpoint is enabled and its tenant live and enabled, checked in the same
+/// statement, so nothing goes out for a tenant deleted or disabled before it.
+pub async fn renew(
     db: &impl GenericClient,
     tenant: &TenantId,
     h: &Held,
     end: Position,
-) -> Result<bool, StoreError> {
-    let n = db
-        .execute(
-            "UPDATE fifo_state SET batch_xid = $5::text::xid8, batch_seq = $6
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $7 AND lease_token = $4",
+    lease_secs: f64,
+) -> Result<Renewed, StoreError> {
+    let row = db
+        .query_one(
+            "WITH taking AS (
+                SELECT 1 FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+                WHERE e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3
+                  AND NOT e.disabled AND NOT t.disabled AND t.deleted_at IS NULL
+             ), renewed AS (
+                UPDATE fifo_state SET batch_xid = $5::text::xid8, batch_seq = $6,
+                    lease_until = now() + $8 * interval '1 second', next_at = now() + $8 * interval '1 second'
+                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $7 AND lease_token = $4
+                  AND EXISTS (SELECT 1 FROM taking)
+                RETURNING 1
+             )
+             SELECT EXISTS (SELECT 1 FROM renewed), EXISTS (SELECT 1 FROM taking)",
             &[
                 &tenant.as_str(),
                 &h.app_id.as_str(),
@@ -139,10 +152,15 @@ pub async fn hold_batch(
                 &end.xid.to_string(),
                 &end.seq,
                 &h.key,
+                &lease_secs,
             ],
         )
         .await?;
-    Ok(n == 1)
+    Ok(match (row.get::<_, bool>(0), row.get::<_, bool>(1)) {
+        (true, _) => Renewed::Held,
+        (false, true) => Renewed::Lost,
+        (false, false) => Renewed::Shut,
+    })
 }
 
 /// What became of a batch.
@@ -150,14 +168,18 @@ pub async fn hold_batch(
 pub enum Ended {
     /// Not sent yet (a batch still filling): due again at this time.
     Wait(DateTime<Utc>),
-    /// Delivered, or given up: the position moves past it. `drained`: nothing
-    /// more waited, so the row rests until the fan-out makes it due again (or a
-    /// minute passes, for a message that raced with this end).
+    /// Delivered, or given up: the position moves past it. `drained`: the turn
+    /// saw nothing more, so the row rests (`next_at` infinity) unless the log
+    /// holds more past it by the time the turn ends ([`end`] looks again).
     Past { end: Position, drained: bool },
     /// Failed, to be retried at `at`: the same batch, up to `end` (the last
-    /// message sent, kept for the retries whatever the turn's `Held` said: on a
-    /// first try it was cut in this very turn).
+    /// row of the batch, kept for the retries whatever the turn's `Held` said: on
+    /// a first try it was cut in this very turn).
     Retry { at: DateTime<Utc>, end: Position },
+    /// The endpoint is disabled or its tenant disabled or deleted: the row is
+    /// parked as it is (position and any held batch kept) until the endpoint or
+    /// tenant is enabled again ([`wake_endpoint`], [`wake_tenant`]).
+    Parked,
 }
 
 /// One attempt's record, written for each message of the batch.
@@ -177,42 +199,87 @@ pub struct BatchAttempt {
 /// Ends the held turn, fenced by its token: moves the position or schedules the
 /// retry, records the attempt for each message, and marks the endpoint failing or
 /// not. False if the lease had passed on (nothing written).
+///
+/// A row that rests or is parked is not looked at again until something wakes
+/// it, so the decision to rest must not race with what wakes it. Every waker
+/// writes or locks the row: the fan-out's upsert (which locks it even when it
+/// writes nothing, and judges the row as last committed) and [`wake_endpoint`]
+/// and [`wake_tenant`] (which follow the change they wake for, and take held
+/// rows too: [`WAKEABLE`]). So the row is locked first, waiting out any waker
+/// holding it, and the decision is taken by a later statement, whose snapshot
+/// sees what that waker committed; a waker that comes later waits for this
+/// transaction, then finds the row at rest and wakes it. (`tx` must be a
+/// transaction.)
 pub async fn end(
-    db: &impl GenericClient,
+    tx: &impl GenericClient,
     tenant: &TenantId,
     h: &Held,
     ended: &Ended,
     attempt: Option<&BatchAttempt>,
 ) -> Result<bool, StoreError> {
-    let (pos, batch, tries, next_at) = match ended {
-        Ended::Wait(at) => (h.pos, h.batch_end, h.tries, *at),
-        Ended::Past { end, drained: false } => (*end, None, 0, Utc::now()),
-        Ended::Past { end, drained: true } => (*end, None, 0, Utc::now() + chrono::Duration::seconds(60)),
-        Ended::Retry { at, end } => (h.pos, Some(*end), h.tries + 1, *at),
-    };
-    let n = db
-        .execute(
-            "UPDATE fifo_state SET pos_xid = $5::text::xid8, pos_seq = $6, batch_xid = $7::text::xid8, batch_seq = $8,
-                tries = $9, next_at = $10, lease_until = NULL, lease_token = NULL
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $11 AND lease_token = $4",
-            &[
-                &tenant.as_str(),
-                &h.app_id.as_str(),
-                &h.endpoint_id.as_str(),
-                &h.token,
-                &pos.xid.to_string(),
-                &pos.seq,
-                &batch.map(|b| b.xid.to_string()),
-                &batch.map(|b| b.seq),
-                &tries,
-                &next_at,
-                &h.key,
-            ],
+    if attempt.is_some() {
+        // The endpoint's row is written below (its failing state): locked
+        // first, in the order a destination's save takes its locks (the
+        // endpoint, then its progress rows: `wake_endpoint`), so the two never
+        // wait for each other.
+        tx.execute(
+            "SELECT 1 FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR NO KEY UPDATE",
+            &[&tenant.as_str(), &h.app_id.as_str(), &h.endpoint_id.as_str()],
         )
         .await?;
-    if n != 1 {
+    }
+    let held = tx
+        .query_opt(
+            "SELECT 1 FROM fifo_state
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $4 AND lease_token = $5 FOR UPDATE",
+            &[&tenant.as_str(), &h.app_id.as_str(), &h.endpoint_id.as_str(), &h.key, &h.token],
+        )
+        .await?;
+    if held.is_none() {
         return Ok(false);
     }
+    // (position, held batch, tries, next time when it neither rests nor parks, rests, parks)
+    let (pos, batch, tries, at, rest, park) = match ended {
+        Ended::Wait(at) => (h.pos, h.batch_end, h.tries, *at, false, false),
+        Ended::Past { end, drained } => (*end, None, 0, Utc::now(), *drained, false),
+        Ended::Retry { at, end } => (h.pos, Some(*end), h.tries + 1, *at, false, false),
+        Ended::Parked => (h.pos, h.batch_end, h.tries, Utc::now(), false, true),
+    };
+    tx.execute(
+        "UPDATE fifo_state SET pos_xid = $5::text::xid8, pos_seq = $6, batch_xid = $7::text::xid8, batch_seq = $8,
+            tries = $9, lease_until = NULL, lease_token = NULL,
+            next_at = CASE
+                -- Parked while still shut; enabled meanwhile, due now.
+                WHEN $12 THEN CASE WHEN EXISTS (
+                        SELECT 1 FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+                        WHERE e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3
+                          AND NOT e.disabled AND NOT t.disabled AND t.deleted_at IS NULL)
+                    THEN now() ELSE 'infinity' END
+                WHEN NOT $13 THEN $10
+                -- Resting, unless more was logged by now (above the horizon too:
+                -- the pick takes the row once it can be read).
+                WHEN EXISTS (SELECT 1 FROM sink_log l
+                    WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = $11
+                      AND (l.xid, l.seq) > ($5::text::xid8, $6::bigint)) THEN now()
+                ELSE 'infinity' END
+         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $11 AND lease_token = $4",
+        &[
+            &tenant.as_str(),
+            &h.app_id.as_str(),
+            &h.endpoint_id.as_str(),
+            &h.token,
+            &pos.xid.to_string(),
+            &pos.seq,
+            &batch.map(|b| b.xid.to_string()),
+            &batch.map(|b| b.seq),
+            &tries,
+            &at,
+            &h.key,
+            &park,
+            &rest,
+        ],
+    )
+    .await?;
     let Some(a) = attempt else { return Ok(true) };
     let ids: Vec<String> = a.msg_ids.iter().map(|_| AttemptId::generate().to_string()).collect();
     // One attempt per message of the batch, counted in the tenant's usage as any
@@ -232,7 +299,7 @@ pub async fn end(
          SELECT 1",
         usage::bump("usage", "counted", usage::ATTEMPTS)
     );
-    db.execute(
+    tx.execute(
         &sql,
         &[
             &tenant.as_str(),
@@ -252,7 +319,7 @@ pub async fn end(
     )
     .await?;
     // Failing since its first failure after a success; a success ends it.
-    db.execute(
+    tx.execute(
         "UPDATE endpoints SET
             failing_since = CASE WHEN $4 THEN NULL ELSE COALESCE(failing_since, now()) END,
             last_success_at = CASE WHEN $4 THEN now() ELSE last_success_at END
@@ -261,4 +328,37 @@ pub async fn end(
     )
     .await?;
     Ok(true)
+}
+
+/// Which rows a wake takes: those at rest or parked, and those a runner holds.
+/// A held row is taken too because its runner may be about to park it: the
+/// wake then waits for the runner's lock (`end` locks the row before it
+/// decides) and, once the runner committed, finds the row parked and wakes it.
+/// Matching only `infinity` would read the held row as it was before the runner
+/// wrote (its lease's end), pass it over without waiting, and leave it parked.
+/// Waking a held row changes nothing its runner needs: the lease stays, and
+/// the runner's end sets `next_at` again.
+const WAKEABLE: &str = "(next_at = 'infinity' OR lease_token IS NOT NULL)";
+
+/// Wakes a FIFO endpoint's parked or resting rows (in the transaction that
+/// enabled it, after the change): it catches up on what was logged meanwhile. A
+/// row with nothing to send rests again after one turn.
+pub async fn wake_endpoint(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+) -> Result<u64, StoreError> {
+    let sql = format!(
+        "UPDATE fifo_state SET next_at = now()
+         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND {WAKEABLE}"
+    );
+    Ok(db.execute(&sql, &[&tenant.as_str(), &app.as_str(), &ep.as_str()]).await?)
+}
+
+/// Wakes every parked or resting FIFO row of a tenant enabled again (in the
+/// transaction that enabled it, after the change).
+pub async fn wake_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result<u64, StoreError> {
+    let sql = format!("UPDATE fifo_state SET next_at = now() WHERE tenant_id = $1 AND {WAKEABLE}");
+    Ok(db.execute(&sql, &[&tenant.as_str()]).await?)
 }

@@ -18,6 +18,8 @@ pub struct Position {
 
 impl Position {
     pub const ZERO: Position = Position { xid: 0, seq: 0 };
+    /// After every row there can be (an upper bound that bounds nothing).
+    pub const LAST: Position = Position { xid: u64::MAX, seq: i64::MAX };
 
     /// The iterator the API gives out: `{xid}.{seq}`.
     pub fn iterator(self) -> String {
@@ -52,42 +54,67 @@ pub struct Logged {
     pub logged_at: DateTime<Utc>,
 }
 
-/// A held FIFO batch: the rows of one sink (and key) after `after` up to and
-/// including `end`, in order, at most `limit`. The bound is the query's, so a
-/// retry reads what it resends and no more.
+/// What a FIFO turn read ([`scan`]): the messages still kept among the log rows
+/// looked at, in order, and the last row looked at.
+#[derive(Debug)]
+pub struct Scanned {
+    pub found: Vec<Logged>,
+    /// The last log row looked at (`None`: none, the log is drained below the horizon).
+    pub looked_to: Option<Position>,
+    /// How many log rows were looked at, kept messages or not.
+    pub looked_at: i64,
+}
+
+/// Up to `limit` log rows of one sink (and key) after `after`, up to and
+/// including `upto` (a held batch's end; [`Position::LAST`] for none), below the
+/// horizon, with their messages where still kept. One statement, one snapshot:
+/// rows whose messages are gone (a tenant's retention shorter than the log's) are
+/// passed over with the batch they fell in, never by a second read that could
+/// see, and pass, a row committed since the first.
 #[allow(clippy::too_many_arguments)]
-pub async fn read_upto(
+pub async fn scan(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
     sink: &EndpointId,
     key: &str,
     after: Position,
-    end: Position,
+    upto: Position,
     limit: i64,
-) -> Result<Vec<Logged>, StoreError> {
-    let sql = format!(
-        "{READ}
-           AND (l.xid, l.seq) <= ($6::text::xid8, $7::bigint)
-         ORDER BY l.xid, l.seq LIMIT $8"
-    );
+) -> Result<Scanned, StoreError> {
+    // No `$n IS NULL OR` in the conditions: this runs on the workers' pool of
+    // generic plans (an upper bound is always given).
     let rows = db
         .query(
-            &sql,
+            "WITH scanned AS (
+                SELECT l.tenant_id, l.app_id, l.xid, l.seq, l.msg_id, l.created_at FROM sink_log l
+                WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = $4
+                  AND (l.xid, l.seq) > ($5::text::xid8, $6::bigint)
+                  AND (l.xid, l.seq) <= ($7::text::xid8, $8::bigint)
+                  AND l.xid < pg_snapshot_xmin(pg_current_snapshot())
+                ORDER BY l.xid, l.seq LIMIT $9
+             )
+             SELECT s.xid::text, s.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
+                 COALESCE(m.content_type, 'application/json'), m.created_at, s.created_at
+             FROM scanned s
+             LEFT JOIN messages m ON m.tenant_id = s.tenant_id AND m.app_id = s.app_id AND m.id = s.msg_id
+             ORDER BY s.xid, s.seq",
             &[
                 &tenant.as_str(),
                 &app.as_str(),
                 &sink.as_str(),
+                &key,
                 &after.xid.to_string(),
                 &after.seq,
-                &end.xid.to_string(),
-                &end.seq,
+                &upto.xid.to_string(),
+                &upto.seq,
                 &limit,
-                &key,
             ],
         )
         .await?;
-    Ok(rows.iter().map(logged).collect())
+    let looked_to = rows.last().map(|r| Position::from_row(r, 0));
+    let found = rows.iter().filter(|r| r.get::<_, Option<String>>(2).is_some()).map(logged).collect();
+    Ok(Scanned { found, looked_to, looked_at: rows.len() as i64 })
 }
 
 /// The rows of one sink after `after`, below the horizon, joined with their
@@ -226,8 +253,14 @@ pub struct Filtered {
     pub done: bool,
 }
 
-/// The position just after the last message logged at or before `at` (the
-/// start of a read "after" that time).
+/// Where a read "after" `at` starts: before the first row (in log order) logged
+/// after `at`, and no later than the horizon. Log order is the order in which
+/// transactions took their ids (at their first write), `created_at` their start:
+/// a transaction that began before `at` and wrote later sits after rows logged
+/// after `at`, so the last row logged at or before `at` is not a safe start (it
+/// would pass those). Rows of transactions still running, whenever they began,
+/// come after the horizon. So nothing logged after `at` is passed; a row logged a
+/// little before it may come after the start.
 pub async fn position_at(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -236,17 +269,24 @@ pub async fn position_at(
     at: DateTime<Utc>,
 ) -> Result<Position, StoreError> {
     let row = db
-        .query_opt(
-            "SELECT xid::text, seq FROM sink_log
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = '' AND created_at <= $4
-               -- Below the horizon, as every read: a later position would pass rows
-               -- of transactions still running, which then land behind it.
-               AND xid < pg_snapshot_xmin(pg_current_snapshot())
-             ORDER BY xid DESC, seq DESC LIMIT 1",
+        .query_one(
+            "SELECT f.xid::text, f.seq, pg_snapshot_xmin(pg_current_snapshot())::text
+             FROM (SELECT 1) one
+             LEFT JOIN LATERAL (
+                SELECT l.xid, l.seq FROM sink_log l
+                WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = '' AND l.created_at > $4
+                  AND l.xid < pg_snapshot_xmin(pg_current_snapshot())
+                ORDER BY l.xid, l.seq LIMIT 1) f ON true",
             &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &at],
         )
         .await?;
-    Ok(row.map_or(Position::ZERO, |r| Position::from_row(&r, 0)))
+    let horizon = Position { xid: row.get::<_, String>(2).parse().unwrap_or(0), seq: 0 };
+    // Just before the first later row: (xid, seq - 1) holds no row of this sink
+    // (a row of the same transaction has the same `created_at`, so it would be first).
+    let first_later = row
+        .get::<_, Option<String>>(0)
+        .map(|xid| Position { xid: xid.parse().unwrap_or(0), seq: row.get::<_, i64>(1) - 1 });
+    Ok(first_later.map_or(horizon, |p| p.min(horizon)))
 }
 
 /// A named consumer's position, if it has read, its row locked until the
