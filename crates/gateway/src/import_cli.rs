@@ -12,7 +12,7 @@
 //! the source's, always the same way, so running it again updates what the last
 //! run made instead of duplicating it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::Read;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use hookgate_api::v1::environment::{purpose, AppDoc, EndpointDoc, Environment, EventTypeDoc, Sealed};
 use hookgate_api::v1::environment_import::import_document;
+use hookgate_api::v1::expand;
 use hookgate_egress::fetch::{FetchError, Fetcher};
 use hookgate_shared::{
     crypto::{MasterKey, TransitKey},
@@ -40,8 +41,8 @@ pub struct SvixImport {
     /// The Hookgate tenant to import into (`tnt_…`).
     #[arg(long)]
     tenant: String,
-    /// The most the source's answers may come to, in MiB, all pages together:
-    /// what the import holds in memory is a small multiple of it.
+    /// The most memory the source's answers may take once read, in MiB, all
+    /// pages together (each value charged what it holds, not its text).
     #[arg(long, default_value_t = DEFAULT_MOST_MIB, value_parser = clap::value_parser!(u64).range(1..=16384))]
     most_mib: u64,
 }
@@ -67,12 +68,8 @@ pub struct EnvironmentImport {
 /// with this installation's `HOOKGATE_TRANSIT_KEY`; prints the report.
 pub async fn run_environment(args: EnvironmentImport, state: AppState) -> anyhow::Result<()> {
     let tenant = live_tenant(&state, &args.tenant).await?;
-    let most = args.most_mib << 20;
-    let size = std::fs::metadata(&args.file).with_context(|| format!("--file {}", args.file.display()))?.len();
-    if size > most {
-        bail!("--file {}: {size} bytes, more than --most-mib {} allows", args.file.display(), args.most_mib);
-    }
-    let text = std::fs::read(&args.file).with_context(|| format!("--file {}", args.file.display()))?;
+    let text = read_at_most(&args.file, args.most_mib << 20)
+        .with_context(|| format!("--file {} (--most-mib {})", args.file.display(), args.most_mib))?;
     let doc: Environment = serde_json::from_slice(&text).with_context(|| format!("--file {}", args.file.display()))?;
     let sealed_for = doc.tenant.clone().unwrap_or_else(|| tenant.to_string());
     let transit = state.config.transit_key.clone();
@@ -81,6 +78,17 @@ pub async fn run_environment(args: EnvironmentImport, state: AppState) -> anyhow
         .map_err(|e| anyhow::anyhow!("the import was refused, and nothing was written: {e}"))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
+}
+
+/// The file's bytes, up to `most`, whatever the file says its size is (a pipe,
+/// or a file under `/proc`, says 0).
+fn read_at_most(path: &std::path::Path, most: u64) -> anyhow::Result<Vec<u8>> {
+    let mut text = Vec::new();
+    std::fs::File::open(path)?.take(most + 1).read_to_end(&mut text)?;
+    if text.len() as u64 > most {
+        bail!("more than {most} bytes");
+    }
+    Ok(text)
 }
 
 /// The tenant `--tenant` names, if it is live and enabled.
@@ -130,8 +138,8 @@ struct Source {
     base: url::Url,
     token: String,
     http: Fetcher,
-    /// Bytes of answers still to be read: every page is held until the import.
-    left: AtomicUsize,
+    /// Memory the answers may still take once parsed: every page is held until the import.
+    budget: expand::Budget,
     most: usize,
 }
 
@@ -145,21 +153,12 @@ impl Source {
             bail!("--url must be an http(s) URL");
         }
         let http = Fetcher::new(Duration::from_secs(30));
-        Ok(Source { base, token: token.to_owned(), http, left: AtomicUsize::new(most), most })
-    }
-
-    /// Charges an answer of `len` bytes to what is left to read.
-    fn charge(&self, path: &str, len: usize) -> anyhow::Result<()> {
-        let charged = self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(len));
-        match charged {
-            Ok(_) => Ok(()),
-            Err(_) => Err(self.over(path)),
-        }
+        Ok(Source { base, token: token.to_owned(), http, budget: expand::Budget::new(most), most })
     }
 
     fn over(&self, path: &str) -> anyhow::Error {
         anyhow::anyhow!(
-            "GET {path}: the source's answers come to more than {} MiB, more than --most-mib allows",
+            "GET {path}: the source's answers take more than {} MiB once read, more than --most-mib allows",
             self.most >> 20
         )
     }
@@ -168,14 +167,16 @@ impl Source {
     async fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
         let url = url::Url::parse(&format!("{}{path}", self.base.as_str().trim_end_matches('/')))?;
         for attempt in 1..=TRIES {
-            // No page is read past what is left of the budget.
-            let cap = MOST_PAGE_BYTES.min(self.left.load(Ordering::Relaxed));
-            let wait = match self.http.get_authorized(&url, &self.token, cap).await {
-                Err(FetchError::TooLarge(_)) if cap < MOST_PAGE_BYTES => return Err(self.over(path)),
+            let wait = match self.http.get_authorized(&url, &self.token, MOST_PAGE_BYTES).await {
                 Ok(a) if a.status == 404 => return Ok(None),
                 Ok(a) if (200..300).contains(&a.status) => {
-                    self.charge(path, a.body.len())?;
-                    return Ok(Some(serde_json::from_slice(&a.body).with_context(|| format!("GET {path}: not JSON"))?));
+                    // Parsed within what is left of the budget: a page's text
+                    // can grow a hundredfold in memory.
+                    return match expand::json(&a.body, &self.budget) {
+                        Ok(page) => Ok(Some(page)),
+                        Err(e) if e.to_string().contains("expands to more than") => Err(self.over(path)),
+                        Err(e) => Err(e).with_context(|| format!("GET {path}: not JSON")),
+                    };
                 }
                 Ok(a) if (a.status == 429 || a.status >= 500) && attempt < TRIES => {
                     a.retry_after.unwrap_or(attempt.into()).min(30)
@@ -206,7 +207,10 @@ impl Source {
                 None => format!("{path}{sep}limit=250"),
             };
             let Some(page) = self.get(&page_path).await? else { bail!("GET {path}: 404") };
-            items.extend(page["data"].as_array().cloned().unwrap_or_default());
+            let mut page = page;
+            if let Some(Value::Array(data)) = page.get_mut("data").map(Value::take) {
+                items.extend(data);
+            }
             if items.len() > most {
                 bail!("GET {path}: more than {most} items, more than one import carries");
             }
@@ -402,8 +406,25 @@ mod tests {
 }
 
 #[cfg(test)]
+mod hostile_file {
+    use super::*;
+
+    #[test]
+    fn a_file_that_says_it_is_empty_is_still_read_only_to_the_limit() {
+        // `/proc/self/status` says 0 bytes and holds over a kilobyte, as a pipe
+        // (`--file /dev/stdin`) says 0 and holds anything: a check of the
+        // file's size let both through.
+        let path = std::path::Path::new("/proc/self/status");
+        assert_eq!(std::fs::metadata(path).unwrap().len(), 0);
+        let err = read_at_most(path, 100).unwrap_err().to_string();
+        assert!(err.contains("more than 100 bytes"), "{err}");
+        assert!(read_at_most(path, 1 << 20).unwrap().len() > 100);
+    }
+}
+
+#[cfg(test)]
 mod hostile_source {
-    use std::sync::atomic::AtomicU32;
+    use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -447,13 +468,13 @@ mod hostile_source {
 
     #[tokio::test]
     async fn a_source_whose_pages_never_end_is_read_only_to_the_byte_budget() {
-        // 300 KB pages: without a budget of bytes the import read 400 of them
-        // (120 MB) before it stopped at its page count.
+        // 300 KB pages (some 900 KB once parsed): without a budget the import
+        // read 400 of them before it stopped at its page count.
         let (url, served) = endless_source(300).await;
         let source = Source::new(&url, "token", 1 << 20).unwrap();
         let err = source.all("/api/v1/app", 1_000_000).await.unwrap_err().to_string();
-        assert!(err.contains("more than 1 MiB"), "{err}");
+        assert!(err.contains("more than 1 MiB once read"), "{err}");
         let n = served.load(Ordering::SeqCst);
-        assert!(n <= 4, "it read {n} pages of 300 KB under a budget of 1 MiB");
+        assert!(n <= 2, "it read {n} pages of 300 KB under a budget of 1 MiB");
     }
 }

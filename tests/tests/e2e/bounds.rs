@@ -65,3 +65,43 @@ async fn a_100_kb_openapi_document_whose_references_expand_to_gigabytes_is_refus
     let apps = t.req(Method::GET, "/api/v1/app").send().await.unwrap();
     assert_eq!(apps.status(), 200);
 }
+
+#[tokio::test]
+async fn many_bodies_that_grow_a_hundredfold_when_parsed_are_read_two_at_a_time_within_their_budget() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let served = Served::start(&app.env, "api").await;
+    // 1 MiB of `{"k":0}`: 7 bytes of text an object, about 850 bytes once parsed
+    // (some 110 MiB). Parsed as a `web::Json` before the import's turn, eight
+    // at once held about 8 x 84 MiB.
+    let objects = vec![r#"{"k":0}"#; 130_000].join(",");
+    let body = format!(r#"{{"spec": {{"webhooks": {{}}, "x": [{objects}]}}, "dryRun": true}}"#);
+    assert!(body.len() < 1 << 20, "under the body limit: {}", body.len());
+    let warm = app.http.post(served.url("/api/v1/event-type/import/openapi")).bearer_auth(&t.key);
+    let warm = warm.json(&json!({"spec": {"openapi": "3.1.0", "webhooks": {}}, "dryRun": true})).send().await.unwrap();
+    assert_eq!(warm.status(), 200);
+    let before = served.peak_rss_mb();
+    let sent: Vec<_> = (0..8)
+        .map(|_| {
+            let req = app.http.post(served.url("/api/v1/event-type/import/openapi")).bearer_auth(&t.key);
+            tokio::spawn(req.header("content-type", "application/json").body(body.clone()).send())
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for s in sent {
+        let answer = s.await.unwrap().unwrap();
+        answers.push((answer.status().as_u16(), answer.text().await.unwrap()));
+    }
+    let grown = served.peak_rss_mb() - before;
+    eprintln!("eight 1 MiB bodies at once grew the server's peak by {grown:.0} MB");
+    for (status, text) in answers {
+        // Refused when its budget runs out, or asked to come back when others hold the turns.
+        assert!(
+            (status == 422 && text.contains("expands to more than 32 MiB")) || status == 429,
+            "{status}: {}",
+            &text[..text.len().min(300)]
+        );
+    }
+    // Before, each was parsed whole before the handler ran, eight at once, and accepted.
+    assert!(grown < 150.0, "the server's peak memory grew by {grown:.0} MB");
+}

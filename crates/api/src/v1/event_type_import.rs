@@ -9,7 +9,7 @@ use hookgate_shared::{
     store::{event_types, StoreError},
     AppState,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -23,22 +23,28 @@ pub fn configure(cfg: &mut ServiceConfig) {
 
 /// Webhooks one document may hold.
 const MOST_WEBHOOKS: usize = 1000;
-/// Memory one document's schemas may expand to once their `$ref`s are inlined
-/// (charged as [`expand::Budget`] counts it): references that branch grow
-/// exponentially with depth, and each copies what it names, long strings and all.
-const MOST_INLINED_BYTES: usize = 16 << 20;
+/// Memory the request's JSON may take once parsed (charged as
+/// [`expand::Budget`] counts it): small objects grow a hundredfold in memory.
+const MOST_BODY_BYTES: usize = 32 << 20;
 /// Memory a YAML `specRaw` may expand to: an alias repeats what it names, so a
 /// small text can stand for billions of values, or gigabytes of one string.
-const MOST_YAML_BYTES: usize = 16 << 20;
-/// Imports expanding at once, across tenants: each may hold its two budgets.
+const MOST_YAML_BYTES: usize = 64 << 20;
+/// Memory one document's schemas may expand to once their `$ref`s are inlined:
+/// references that branch grow exponentially with depth, and each copies what
+/// it names, long strings and all.
+const MOST_INLINED_BYTES: usize = 32 << 20;
+/// Imports reading and expanding at once, across tenants: each may hold its budgets.
 const MOST_EXPANDING: usize = 2;
 /// Longest an import waits for its turn to expand before it is answered 429.
 const MOST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+// The shape the API document gives; the handler reads the body itself, within
+// its budget, as `fields` does.
 /// The document to import: exactly one of `spec` (a JSON object) and `specRaw` (JSON or YAML text).
-#[derive(Deserialize, ToSchema)]
+#[derive(ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(as = EventTypeImportOpenApiIn)]
+#[allow(dead_code)]
 struct ImportIn {
     spec: Option<Value>,
     spec_raw: Option<String>,
@@ -81,40 +87,40 @@ struct FromSpec {
 /// back; its feature flag is kept); with `replaceAll`, archives those the
 /// document does not name; with `dryRun`, changes nothing and lists in
 /// `to_modify` what it would write. All in one transaction.
-#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.import-openapi", responses((status = 200, body = ImportOut)))]
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.import-openapi", request_body = ImportIn, responses((status = 200, body = ImportOut)))]
 #[post("/event-type/import/openapi")]
-async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<ImportIn>) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner();
-    let (spec, raw) = match (body.spec, body.spec_raw) {
-        (Some(spec), None) => (Some(spec), None),
-        (None, Some(raw)) => (None, Some(raw)),
-        _ => return Err(ApiError::BadRequest("give exactly one of `spec` and `specRaw`".into())),
-    };
-    // Expanding takes CPU and up to its budgets of memory: off the async
-    // runtime, and a few at a time across tenants.
-    let turn = tokio::time::timeout(MOST_WAIT, expanding().acquire()).await;
-    let Ok(Ok(_turn)) = turn else {
+async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Bytes) -> Result<HttpResponse, ApiError> {
+    // Reading the body and expanding the document take CPU and up to their
+    // budgets of memory: off the async runtime, and a few at a time across
+    // tenants. The turn goes with the work, so a request that goes away does
+    // not free it while the work still runs.
+    let turn = tokio::time::timeout(MOST_WAIT, expanding().clone().acquire_owned()).await;
+    let Ok(Ok(turn)) = turn else {
         return Err(ApiError::RateLimited {
             detail: "other OpenAPI imports are expanding their documents; try again shortly".into(),
             retry_after_secs: MOST_WAIT.as_secs(),
         });
     };
-    let found = web::block(move || -> Result<Vec<FromSpec>, ApiError> {
-        let spec = match (spec, raw) {
-            (Some(spec), _) => spec,
-            (None, raw) => {
-                expand::yaml::read(raw.as_deref().unwrap_or_default(), &expand::Budget::new(MOST_YAML_BYTES))
-                    .map_err(|e| ApiError::BadRequest(format!("`specRaw` is neither JSON nor YAML: {e}")))?
-            }
+    let (found, replace_all, dry_run) = web::block(move || {
+        let _turn = turn;
+        let body = expand::json(&body, &expand::Budget::new(MOST_BODY_BYTES)).map_err(|e| match e.is_data() {
+            true => ApiError::Validation(e.to_string()),
+            false => ApiError::BadRequest(format!("invalid JSON body: {e}")),
+        })?;
+        let (spec, replace_all, dry_run) = fields(body)?;
+        let spec = match spec {
+            Spec::Parsed(spec) => spec,
+            Spec::Raw(raw) => expand::yaml::read(&raw, &expand::Budget::new(MOST_YAML_BYTES))
+                .map_err(|e| ApiError::BadRequest(format!("`specRaw` is neither JSON nor YAML: {e}")))?,
         };
-        read_webhooks(&spec)
+        Ok::<_, ApiError>((read_webhooks(&spec)?, replace_all, dry_run))
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
     let names: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
     let mut conn = db::conn(&state.db).await?;
-    if body.dry_run {
-        let archived = match body.replace_all {
+    if dry_run {
+        let archived = match replace_all {
             true => event_types::live_except(&**conn, &key.0, &names).await?,
             false => Vec::new(),
         };
@@ -137,7 +143,7 @@ async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<Import
         };
         event_types::upsert(&*tx, &key.0, &row).await?;
     }
-    let archived = match body.replace_all {
+    let archived = match replace_all {
         true => event_types::archive_except(&*tx, &key.0, &names).await?,
         false => Vec::new(),
     };
@@ -146,10 +152,45 @@ async fn import(key: KeyAuth, state: web::Data<AppState>, body: web::Json<Import
     Ok(HttpResponse::Ok().json(ImportOut { data: Imported { modified: names, to_modify: None, archived } }))
 }
 
-/// The turns to expand a document, across tenants.
-fn expanding() -> &'static tokio::sync::Semaphore {
-    static TURNS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    TURNS.get_or_init(|| tokio::sync::Semaphore::new(MOST_EXPANDING))
+/// The turns to read and expand a document, across tenants.
+fn expanding() -> &'static std::sync::Arc<tokio::sync::Semaphore> {
+    static TURNS: std::sync::OnceLock<std::sync::Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    TURNS.get_or_init(|| std::sync::Arc::new(tokio::sync::Semaphore::new(MOST_EXPANDING)))
+}
+
+/// The document as given.
+enum Spec {
+    Parsed(Value),
+    Raw(String),
+}
+
+/// The body's fields, as [`ImportIn`] describes them: the document, `replaceAll`, `dryRun`.
+fn fields(body: Value) -> Result<(Spec, bool, bool), ApiError> {
+    let bad = |m: String| ApiError::Validation(m);
+    let Value::Object(mut fields) = body else { return Err(bad("the body is not a JSON object".into())) };
+    let spec = fields.remove("spec").filter(|v| !v.is_null());
+    let raw = match fields.remove("specRaw") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => return Err(bad("`specRaw` is not a string".into())),
+    };
+    let mut flag = |name: &str| match fields.remove(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(b),
+        Some(_) => Err(bad(format!("`{name}` is not a boolean"))),
+    };
+    let (replace_all, dry_run) = (flag("replaceAll")?, flag("dryRun")?);
+    if let Some(unknown) = fields.keys().next() {
+        return Err(bad(format!(
+            "unknown field `{unknown}`, expected one of `spec`, `specRaw`, `replaceAll`, `dryRun`"
+        )));
+    }
+    let spec = match (spec, raw) {
+        (Some(spec), None) => Spec::Parsed(spec),
+        (None, Some(raw)) => Spec::Raw(raw),
+        _ => return Err(ApiError::BadRequest("give exactly one of `spec` and `specRaw`".into())),
+    };
+    Ok((spec, replace_all, dry_run))
 }
 
 /// The event types a document's webhooks describe, in the document's order.

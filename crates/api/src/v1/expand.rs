@@ -1,38 +1,51 @@
 //! Expanding what a tenant sends (a YAML text's aliases, an OpenAPI document's
-//! `$ref`s) within a budget of bytes, so that no request can make the server
-//! hold much more than it sent.
+//! `$ref`s, a JSON body's values) within a budget of bytes, so that no request
+//! can make the server hold much more than the budget.
 //!
 //! Both expansions repeat what they name: an alias or a reference costs a few
-//! bytes of the request and clones a whole subtree. A budget of values alone
-//! is not enough (one value can be a string of 1 MB), so each value is charged
-//! what it costs in memory: [`VALUE_BYTES`] for the value, plus the bytes of its
-//! text (a string, or a key of an object).
+//! bytes of the request and clones a whole subtree; and even plain JSON grows
+//! when parsed (`{"k":0}`, 7 bytes of text, is about 850 bytes of
+//! `serde_json::Value`). A budget of values alone is not enough (one value can
+//! be a string of 1 MB), so each value is charged what it holds in memory, as
+//! `serde_json` lays it out (a `BTreeMap` per object), rounded up: the charge
+//! bounds the memory from above (`the_charge_bounds_the_memory_of_what_is_made_from_above`
+//! holds it against a counting allocator).
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value};
 
-/// What one `serde_json::Value` costs besides its text: the value itself, and
-/// its slot in an array or a map. A little above the real figure (32 bytes a
-/// value, ~16 a map entry), so the charge bounds the memory from above.
-pub const VALUE_BYTES: usize = 48;
+/// One `serde_json::Value` (32 bytes), wherever it is held.
+const VALUE: usize = 32;
+/// What an allocation costs besides what it holds: the allocator's header and
+/// rounding.
+const HEAP: usize = 16;
+/// An object's first `BTreeMap` node (632 bytes: eleven keys, eleven values).
+const FIRST_NODE: usize = 640;
+/// Each entry of an object, besides its key's text and its value: a share of a
+/// node (at worst five entries a 632-byte leaf, and the inner nodes above).
+const ENTRY: usize = 150;
+/// Each element of an array, besides the value itself: the spare capacity a
+/// vector that grew by doubling may hold.
+const ELEMENT: usize = VALUE;
 /// How deeply an expanded value may nest: stored as `jsonb`, it is read back by
 /// a JSON parser that stops at 128 levels.
 pub const MOST_NESTING: usize = 100;
 /// How deep `$ref`s are followed when inlined; deeper (or circular) ones stay references.
 pub const MOST_REF_DEPTH: usize = 16;
 
-/// Bytes of memory an expansion may still make.
+/// Bytes of memory an expansion may still make; shared by the threads of one
+/// import (`hookgate import svix` charges every page it reads to one).
 #[derive(Debug)]
 pub struct Budget {
-    left: Cell<usize>,
+    left: AtomicUsize,
     most: usize,
 }
 
 /// An expansion that went past its budget or its nesting.
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum Overrun {
-    #[error("expands to more than {0} bytes")]
+    #[error("expands to more than {} MiB in memory", .0 >> 20)]
     Bytes(usize),
     #[error("nests deeper than {MOST_NESTING} levels")]
     Nesting,
@@ -40,26 +53,60 @@ pub enum Overrun {
 
 impl Budget {
     pub fn new(most: usize) -> Self {
-        Budget { left: Cell::new(most), most }
+        Budget { left: AtomicUsize::new(most), most }
     }
 
-    /// Charges one value and `text` bytes of its text.
-    pub fn charge(&self, text: usize) -> Result<(), Overrun> {
-        let cost = VALUE_BYTES.saturating_add(text);
-        match self.left.get().checked_sub(cost) {
-            Some(left) => {
-                self.left.set(left);
-                Ok(())
-            }
-            None => Err(Overrun::Bytes(self.most)),
+    fn take(&self, cost: usize) -> Result<(), Overrun> {
+        match self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(cost)) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Overrun::Bytes(self.most)),
         }
+    }
+
+    /// A number, a boolean or null.
+    pub fn scalar(&self) -> Result<(), Overrun> {
+        self.take(VALUE)
+    }
+
+    /// A string of `len` bytes.
+    pub fn string(&self, len: usize) -> Result<(), Overrun> {
+        self.take(VALUE.saturating_add(HEAP).saturating_add(len))
+    }
+
+    /// An array, before its elements.
+    pub fn array(&self) -> Result<(), Overrun> {
+        self.take(VALUE + HEAP)
+    }
+
+    /// One element of an array, besides the element itself.
+    pub fn element(&self) -> Result<(), Overrun> {
+        self.take(ELEMENT)
+    }
+
+    /// An object, before its entries.
+    pub fn object(&self) -> Result<(), Overrun> {
+        self.take(VALUE + FIRST_NODE)
+    }
+
+    /// One entry of an object with a key of `len` bytes, besides its value.
+    pub fn entry(&self, len: usize) -> Result<(), Overrun> {
+        self.take(ENTRY.saturating_add(HEAP).saturating_add(len))
     }
 
     /// What has been charged so far.
     #[cfg(test)]
     pub fn spent(&self) -> usize {
-        self.most - self.left.get()
+        self.most - self.left.load(Ordering::Relaxed)
     }
+}
+
+/// A JSON text as a value, every value it makes charged to `budget`.
+pub fn json(text: &[u8], budget: &Budget) -> Result<Value, serde_json::Error> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let value = yaml::Bounded::new(budget).deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
 }
 
 /// `schema` with its `#/components/schemas/…` references replaced by what they
@@ -83,28 +130,29 @@ pub fn inline(
                     return inline(found, Some(components), (refs + 1, nesting), budget);
                 }
             }
-            budget.charge(0)?;
-            let mut out = Map::with_capacity(o.len());
+            budget.object()?;
+            let mut out = Map::new();
             for (k, v) in o {
-                // The key's text is charged with the value it names.
-                let v = inline(v, components, (refs, nesting + 1), budget)?;
-                budget.charge(k.len())?;
-                out.insert(k.clone(), v);
+                budget.entry(k.len())?;
+                out.insert(k.clone(), inline(v, components, (refs, nesting + 1), budget)?);
             }
             Value::Object(out)
         }
         Value::Array(a) => {
-            budget.charge(0)?;
-            Value::Array(
-                a.iter().map(|v| inline(v, components, (refs, nesting + 1), budget)).collect::<Result<_, _>>()?,
-            )
+            budget.array()?;
+            let mut out = Vec::with_capacity(a.len());
+            for v in a {
+                budget.element()?;
+                out.push(inline(v, components, (refs, nesting + 1), budget)?);
+            }
+            Value::Array(out)
         }
         Value::String(s) => {
-            budget.charge(s.len())?;
+            budget.string(s.len())?;
             Value::String(s.clone())
         }
         other => {
-            budget.charge(0)?;
+            budget.scalar()?;
             other.clone()
         }
     })
@@ -123,21 +171,26 @@ pub mod yaml {
 
     /// `text` as a JSON value, every value it expands to charged to `budget`.
     pub fn read(text: &str, budget: &Budget) -> Result<Value, serde_yaml_ng::Error> {
-        Bounded { budget, depth: 0 }.deserialize(serde_yaml_ng::Deserializer::from_str(text))
+        Bounded::new(budget).deserialize(serde_yaml_ng::Deserializer::from_str(text))
     }
 
+    /// A value read from any serde format, charged as it is made.
     #[derive(Clone, Copy)]
-    struct Bounded<'a> {
+    pub(super) struct Bounded<'a> {
         budget: &'a Budget,
         depth: usize,
     }
 
-    impl Bounded<'_> {
-        fn take<E: de::Error>(&self, text: usize) -> Result<(), E> {
+    impl<'a> Bounded<'a> {
+        pub(super) fn new(budget: &'a Budget) -> Self {
+            Bounded { budget, depth: 0 }
+        }
+
+        fn take<E: de::Error>(&self, charged: Result<(), super::Overrun>) -> Result<(), E> {
             if self.depth > MOST_NESTING {
                 return Err(E::custom(super::Overrun::Nesting));
             }
-            self.budget.charge(text).map_err(E::custom)
+            charged.map_err(E::custom)
         }
 
         fn inner(&self) -> Self {
@@ -159,22 +212,25 @@ pub mod yaml {
             f.write_str("a YAML or JSON document")
         }
         fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-            self.take(0).map(|_| Value::Bool(v))
+            self.take(self.budget.scalar()).map(|_| Value::Bool(v))
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-            self.take(0).map(|_| Value::from(v))
+            self.take(self.budget.scalar()).map(|_| Value::from(v))
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-            self.take(0).map(|_| Value::from(v))
+            self.take(self.budget.scalar()).map(|_| Value::from(v))
         }
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-            self.take(0).map(|_| Number::from_f64(v).map_or(Value::Null, Value::Number))
+            self.take(self.budget.scalar()).map(|_| Number::from_f64(v).map_or(Value::Null, Value::Number))
         }
         fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-            self.take(v.len()).map(|_| Value::String(v.to_owned()))
+            self.take(self.budget.string(v.len())).map(|_| Value::String(v.to_owned()))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+            self.take(self.budget.string(v.len())).map(|_| Value::String(v))
         }
         fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-            self.take(0).map(|_| Value::Null)
+            self.take(self.budget.scalar()).map(|_| Value::Null)
         }
         fn visit_none<E: de::Error>(self) -> Result<Value, E> {
             self.visit_unit()
@@ -183,21 +239,25 @@ pub mod yaml {
             self.deserialize(d)
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-            self.take(0)?;
+            self.take(self.budget.array())?;
             let mut out = Vec::new();
             while let Some(v) = seq.next_element_seed(self.inner())? {
+                self.take(self.budget.element())?;
                 out.push(v);
             }
             Ok(Value::Array(out))
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-            self.take(0)?;
+            self.take(self.budget.object())?;
             let mut out = Map::new();
+            // A key is read as a value (YAML keys can be anything) and kept as
+            // text: charged as a value while read, and as an entry once kept.
             while let Some(k) = map.next_key_seed(self.inner())? {
                 let key = match k {
                     Value::String(s) => s,
                     other => other.to_string(),
                 };
+                self.take(self.budget.entry(key.len()))?;
                 out.insert(key, map.next_value_seed(self.inner())?);
             }
             Ok(Value::Object(out))
@@ -207,9 +267,88 @@ pub mod yaml {
 
 #[cfg(test)]
 mod tests {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
     use serde_json::json;
 
     use super::*;
+
+    /// Counts this thread's live bytes and their peak, so the bound is checked
+    /// against what the allocator was really asked for.
+    struct Counting;
+
+    thread_local! {
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+        static PEAK: Cell<isize> = const { Cell::new(0) };
+    }
+
+    // SAFETY: every call goes to the system allocator unchanged; the counters
+    // are thread-local cells, which allocate nothing.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count(layout.size() as isize);
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            count(-(layout.size() as isize));
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
+            count(new as isize - layout.size() as isize);
+            unsafe { System.realloc(ptr, layout, new) }
+        }
+    }
+
+    fn count(delta: isize) {
+        let _ = LIVE.try_with(|live| {
+            live.set(live.get() + delta);
+            let _ = PEAK.try_with(|peak| peak.set(peak.get().max(live.get())));
+        });
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// The peak of live bytes `make` reached above where it started, and what it made.
+    fn peak_of<T>(make: impl FnOnce() -> T) -> (usize, T) {
+        let start = LIVE.with(Cell::get);
+        PEAK.with(|p| p.set(start));
+        let made = make();
+        (PEAK.with(Cell::get).saturating_sub(start) as usize, made)
+    }
+
+    #[test]
+    fn the_charge_bounds_the_memory_of_what_is_made_from_above() {
+        // Shapes that cost much more in memory than in text: many small
+        // objects, wide objects, long and short strings, arrays that grow by
+        // pushing (YAML, JSON) and by copying (references).
+        let small = json!({ "list": (0..5_000).map(|i| json!({ "k": i })).collect::<Vec<_>>() });
+        let wide = json!({ "props": (0..3_000).map(|i| (format!("p{i}"), json!(i))).collect::<Map<_, _>>() });
+        let strings = json!((0..2_000).map(|i| "s".repeat(i % 300)).collect::<Vec<_>>());
+        let components = json!({ "S": { "allOf": [{ "type": "object" }, { "enum": [1, 2, 3] }] } });
+        let refs = json!({ "anyOf": vec![json!({ "$ref": "#/components/schemas/S" }); 3_000] });
+        for shape in [&small, &wide, &strings, &refs] {
+            let budget = Budget::new(usize::MAX);
+            let (peak, made) = peak_of(|| inline(shape, components.as_object(), (0, 0), &budget).unwrap());
+            assert!(peak <= budget.spent(), "inlining held {peak} bytes, charged {}", budget.spent());
+            drop(made);
+            let text = shape.to_string();
+            let budget = Budget::new(usize::MAX);
+            let (peak, made) = peak_of(|| json(text.as_bytes(), &budget).unwrap());
+            assert!(peak <= budget.spent(), "JSON held {peak} bytes, charged {}", budget.spent());
+            drop(made);
+            let budget = Budget::new(usize::MAX);
+            let (peak, made) = peak_of(|| yaml::read(&text, &budget).unwrap());
+            // What is kept is charged; the YAML parser's own events, read
+            // before the value is made, are bounded by the text (itself
+            // bounded by the request body limit).
+            let kept = peak_of(|| made.clone()).0;
+            assert!(kept <= budget.spent(), "YAML kept {kept} bytes, charged {}", budget.spent());
+            let events = 64 * text.len();
+            assert!(peak <= budget.spent() + events, "YAML held {peak} bytes at its peak, charged {}", budget.spent());
+        }
+    }
 
     #[test]
     fn a_yaml_alias_bomb_stops_at_the_budget_and_plain_yaml_reads() {
@@ -248,12 +387,11 @@ mod tests {
     }
 
     #[test]
-    fn the_charge_bounds_the_memory_of_what_is_made_from_above() {
-        // Many small values: the charge is at least what serde_json holds them in.
-        let schema = json!({ "enum": (0..10_000).map(|i| json!({ format!("k{i}"): i })).collect::<Vec<_>>() });
-        let budget = Budget::new(usize::MAX);
-        inline(&schema, None, (0, 0), &budget).unwrap();
-        let held = 10_000 * (std::mem::size_of::<Value>() * 2 + 6);
-        assert!(budget.spent() >= held, "charged {} for at least {held}", budget.spent());
+    fn a_json_body_of_small_objects_is_charged_what_it_becomes_not_its_length() {
+        // 7 bytes of text an object, about 850 in memory.
+        let text = format!("[{}]", vec![r#"{"k":0}"#; 20_000].join(","));
+        let err = json(text.as_bytes(), &Budget::new(4 << 20)).unwrap_err();
+        assert!(err.to_string().contains("expands to more than 4 MiB"), "{err}");
+        assert!(json(br#"{"a": [1, "two", null]}"#, &Budget::new(4 << 20)).is_ok());
     }
 }

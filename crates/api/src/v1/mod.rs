@@ -16,7 +16,7 @@ pub mod environment;
 pub mod environment_import;
 mod event_type_import;
 mod event_types;
-mod expand;
+pub mod expand;
 mod inbound_events;
 mod integrations;
 mod message_extras;
