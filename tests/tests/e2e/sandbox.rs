@@ -63,7 +63,7 @@ async fn once_confined_a_sandbox_child_can_open_no_file_no_socket_and_start_noth
         assert_eq!(seen["before"][what], "ok", "before confinement, {what}: {seen}");
     }
     let after = seen["after"].as_object().unwrap();
-    assert_eq!(after.len(), 8, "{seen}");
+    assert_eq!(after.len(), 9, "{seen}");
     for (what, said) in after {
         assert!(said.as_str().is_some_and(|s| s.contains("not permitted")), "once confined, {what}: {said}");
     }
@@ -89,6 +89,9 @@ async fn a_pooled_sandbox_child_has_no_new_privileges_a_seccomp_filter_only_its_
     let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(str::to_owned);
     assert_eq!(field("NoNewPrivs:").as_deref(), Some("1"), "{status}");
     assert_eq!(field("Seccomp:").as_deref(), Some("2"), "filter mode: {status}");
+    // No capability, even in its own user namespace (where it starts with all).
+    assert_eq!(field("CapEff:").as_deref(), Some("0000000000000000"), "{status}");
+    assert_eq!(field("CapPrm:").as_deref(), Some("0000000000000000"), "{status}");
     let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{child}/fd"))
         .unwrap()
         .flatten()
@@ -159,9 +162,15 @@ async fn one_tenants_runaway_tries_neither_make_anothers_saves_fail_nor_run_fore
         kills += usize::from(error.contains("ran past"));
     }
     assert!(rested && kills == 3, "rested {rested} after {kills} kills");
-    // Other code of the same tenant still runs.
+    // Changing the code by a character does not get round it (it did when the
+    // rest was kept by code).
+    let changed = json!({"code": format!("{NATIVE_LOOP} // again"), "eventType": "a.b", "payload": {}});
+    let again = app.http.post(&try_url).bearer_auth(&noisy_key).json(&changed).send().await.unwrap();
+    assert!(again.json::<Value>().await.unwrap()["error"].as_str().unwrap().contains("again and again"));
+    // The other tenant's tries run.
+    let quiet_try = served.url(&format!("/api/v1/app/{quiet_app}/endpoint/{quiet_ep}/transformation/try"));
     let fine = json!({"code": "function handler(w) { return w }", "eventType": "a.b", "payload": {"x": 1}});
-    let ran = app.http.post(&try_url).bearer_auth(&noisy_key).json(&fine).send().await.unwrap();
+    let ran = app.http.post(&quiet_try).bearer_auth(&quiet_key).json(&fine).send().await.unwrap();
     assert_eq!(ran.json::<Value>().await.unwrap()["payload"], json!({"x": 1}));
 }
 
@@ -186,7 +195,7 @@ async fn tries_are_rate_limited_per_tenant() {
 }
 
 #[tokio::test]
-async fn a_try_by_a_caller_who_sees_variables_redacted_runs_with_them_redacted() {
+async fn a_caller_who_sees_variables_redacted_can_neither_try_nor_save_code_that_reads_them() {
     let app = TestApp::spawn().await;
     let served = Served::start(&app.env, "api").await;
     let (key, app_id, ep_id) = tenant_with_endpoint(&app).await;
@@ -216,6 +225,47 @@ async fn a_try_by_a_caller_who_sees_variables_redacted_runs_with_them_redacted()
         app.api(&key, Method::GET, &format!("/api/v1/app/{app_id}/integration/{}/key", made["id"].as_str().unwrap()));
     let integration: Value = key_of.send().await.unwrap().json().await.unwrap();
     assert_eq!(tried(integration["key"].as_str().unwrap().to_owned()).await["payload"], json!({"token": "[redacted]"}));
+    // Nor can it save code that reads them, to be run on the next delivery
+    // (before, this answered 204 and the next delivery carried the token)...
+    let portal = access["token"].as_str().unwrap().to_owned();
+    let save = |token: &str, body: Value| app.http.patch(served.url(&path)).bearer_auth(token).json(&body).send();
+    let leaky = json!({"code": "function handler(w) { w.payload = w.variables; return w }", "enabled": true});
+    let refused = save(&portal, leaky.clone()).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(refused.text().await.unwrap().contains("variables are hidden"));
+    let got = app.http.get(served.url(&path)).bearer_auth(&key).send().await.unwrap();
+    assert_eq!(got.json::<Value>().await.unwrap()["code"], "function handler(w) { return w }", "nothing saved");
+    // ...unless it gives the variables too: they replace the hidden ones.
+    let mut own = leaky;
+    own["variables"] = json!({"token": "mine"});
+    assert_eq!(save(&portal, own).await.unwrap().status(), 204);
+    let got = app.http.get(served.url(&path)).bearer_auth(&key).send().await.unwrap();
+    assert_eq!(got.json::<Value>().await.unwrap()["variables"], json!({"token": "mine"}));
+}
+
+#[tokio::test]
+async fn a_sandbox_child_serves_one_tenant_only() {
+    let app = TestApp::spawn().await;
+    let served = Served::start(&app.env, "api").await;
+    let parent = served.child.id().unwrap();
+    let (a_key, a_app, a_ep) = tenant_with_endpoint(&app).await;
+    let (b_key, b_app, b_ep) = tenant_with_endpoint(&app).await;
+    let try_as = |key: &str, a: &str, e: &str| {
+        let url = served.url(&format!("/api/v1/app/{a}/endpoint/{e}/transformation/try"));
+        let body = json!({"code": "function handler(w) { return w }", "eventType": "a.b", "payload": {}});
+        let req = app.http.post(url).bearer_auth(key).json(&body);
+        async move { assert_eq!(req.send().await.unwrap().status(), 200) }
+    };
+    try_as(&a_key, &a_app, &a_ep).await;
+    let after_a = sandboxes_of(parent);
+    assert_eq!(after_a.len(), 1);
+    // Before, the child that had run A's code (its variables still in its
+    // memory) took B's next.
+    try_as(&b_key, &b_app, &b_ep).await;
+    let after_b = sandboxes_of(parent);
+    assert_eq!(after_b.len(), 2, "B got a child of its own: {after_b:?}");
+    try_as(&a_key, &a_app, &a_ep).await;
+    assert_eq!(sandboxes_of(parent), after_b, "A's child is kept for A");
 }
 
 #[tokio::test]

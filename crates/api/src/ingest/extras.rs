@@ -46,7 +46,8 @@ async fn patch_transformation(
     body: web::Json<TransformationPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
-    patch_of(&TenantAuth(key.0), &state, body.into_inner(), app, ep).await
+    // A tenant's own key sees every variable.
+    patch_of(&TenantAuth(key.0), &state, body.into_inner(), app, ep, false).await
 }
 
 /// What the source's portal token may do, and for how long.

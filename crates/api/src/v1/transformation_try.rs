@@ -3,8 +3,9 @@
 //!
 //! It runs tenant code on demand, so it is held in three ways: each tenant has
 //! a share of the API's sandboxes (its tries wait behind its own), a rate
-//! ([`TRIES_PER_MINUTE`] a tenant, in each process), and code killed at the
-//! wall-clock limit again and again rests. A caller that sees the endpoint's
+//! ([`TRIES_PER_MINUTE`] a tenant, in each process, saves' checks counted too),
+//! and a tenant whose runs are killed at the wall-clock limit again and again
+//! rests, whatever code it tries next. A caller that sees the endpoint's
 //! variables as `[redacted]` runs the code with them so: a try cannot read
 //! what a GET hides.
 
@@ -101,7 +102,8 @@ pub(crate) async fn try_one(
         payload,
         json: true,
     };
-    let ran = Sandbox::for_api().run(&tenant.0, body.code.into(), variables.into(), hook, state.config.max_body).await;
+    let ran =
+        Sandbox::for_api().run(&tenant.0, None, body.code.into(), variables.into(), hook, state.config.max_body).await;
     Ok(HttpResponse::Ok().json(match ran {
         Ok(transform::Outcome::Cancel) => TryOut::Cancel { cancel: true },
         Ok(transform::Outcome::Send(h)) => {
@@ -113,8 +115,9 @@ pub(crate) async fn try_one(
     }))
 }
 
-/// Counts a try against the tenant's minute; 429 once the minute is full.
-fn counted(tenant: &TenantId) -> Result<(), ApiError> {
+/// Counts a try (or a save's check) against the tenant's minute; 429 once the
+/// minute is full.
+pub(crate) fn counted(tenant: &TenantId) -> Result<(), ApiError> {
     static TRIES: Mutex<Option<HashMap<TenantId, (Instant, u32)>>> = Mutex::new(None);
     let now = Instant::now();
     let minute = Duration::from_secs(60);

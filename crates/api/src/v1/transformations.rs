@@ -164,13 +164,15 @@ pub(crate) const OFF: &str = "transformations are off for this tenant: the opera
 #[patch("/app/{app_id}/endpoint/{endpoint_id}/transformation")]
 async fn patch_one(
     tenant: TenantAuth,
+    req: HttpRequest,
     state: web::Data<AppState>,
     path: EpPath,
     body: web::Json<TransformationPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    patch_of(&tenant, &state, body, app, ep).await
+    let hidden = super::endpoint_extras::values_hidden(&req, &state, &tenant.0).await?;
+    patch_of(&tenant, &state, body, app, ep, hidden).await
 }
 
 /// Sets a destination's transformation; `code` alone enables it (or, empty, turns it off).
@@ -178,6 +180,7 @@ async fn patch_one(
 #[patch("/app/{app_id}/destination/{destination_id}/transformation")]
 async fn patch_destination(
     tenant: TenantAuth,
+    req: HttpRequest,
     state: web::Data<AppState>,
     path: EpPath,
     body: web::Json<TransformationPatch>,
@@ -189,17 +192,23 @@ async fn patch_destination(
     if body.enabled.is_none() {
         body.enabled = body.code.as_ref().map(|c| !c.trim().is_empty());
     }
-    patch_of(&tenant, &state, body, app, ep).await?;
+    let hidden = super::endpoint_extras::values_hidden(&req, &state, &tenant.0).await?;
+    patch_of(&tenant, &state, body, app, ep, hidden).await?;
     // The SDK reads a body here (`EmptyResponse`), where the endpoint's answers 204.
     Ok(HttpResponse::Ok().json(crate::openapi::EmptyResponse {}))
 }
 
+/// Saves a transformation. `hidden`: the caller sees the variables as
+/// `[redacted]`, so it may change the code that reads them only if it gives the
+/// variables too (they replace the stored ones): else its code could send them
+/// wherever it liked.
 pub(crate) async fn patch_of(
     tenant: &TenantAuth,
     state: &AppState,
     body: TransformationPatch,
     app: AppId,
     ep: hookgate_shared::store::endpoints::Endpoint,
+    hidden: bool,
 ) -> Result<HttpResponse, ApiError> {
     if body.code.as_ref().is_some_and(|c| c.len() > MOST_CODE) {
         return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
@@ -233,7 +242,22 @@ pub(crate) async fn patch_of(
     // runs, so nothing is run to check it either; enabling it later checks it.)
     let changed = body.code.as_ref().is_some_and(|c| before.as_ref().is_none_or(|b| &b.code != c));
     let enabling = enabled && !before.as_ref().is_some_and(|b| b.enabled);
+    if hidden && changed && body.variables.is_none() {
+        let kept = match &before {
+            Some(t) => secrets::open_variables(state, &tenant.0, &app, &ep.id, t.variables.as_deref())
+                .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?,
+            None => json!({}),
+        };
+        if kept.as_object().is_some_and(|v| !v.is_empty()) {
+            return Err(ApiError::Forbidden(
+                "the endpoint's variables are hidden from this link: change the code together with `variables` \
+                 (which replace them), or ask the application's owner"
+                    .into(),
+            ));
+        }
+    }
     if allowed && !code.trim().is_empty() && (changed || enabling) {
+        super::transformation_try::counted(&tenant.0)?;
         match Sandbox::for_api().check(&tenant.0, &code).await {
             Ok(()) => {}
             Err(e) if !e.is_the_codes() => return Err(ApiError::Conflict(format!("not checked: {e}"))),

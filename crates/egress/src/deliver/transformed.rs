@@ -73,7 +73,7 @@ impl Transforms {
             },
         };
         match Sandbox::for_worker()
-            .run(&c.tenant_id, loaded.code.clone(), loaded.variables.clone(), hook, self.max_body)
+            .run(&c.tenant_id, Some(&c.endpoint_id), loaded.code.clone(), loaded.variables.clone(), hook, self.max_body)
             .await
         {
             Ok(Outcome::Send(h)) => Applied::Send(h),

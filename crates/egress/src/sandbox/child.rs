@@ -9,11 +9,14 @@
 //!   included, is closed;
 //! - new descriptors, files, processes, locked memory and core dumps, by
 //!   resource limits (`RLIMIT_NOFILE` 2, `RLIMIT_FSIZE`, `RLIMIT_NPROC`,
-//!   `RLIMIT_MEMLOCK`, `RLIMIT_CORE` all 0) and its address space (512 MiB);
+//!   `RLIMIT_MEMLOCK`, `RLIMIT_CORE` all 0), its address space (512 MiB) and
+//!   its CPU over its life ([`CPU_SECS`]; the parent retires a child after
+//!   [`super::MOST_JOBS`] jobs, well before it);
 //! - the network and the host's users, in a user and network namespace of its
 //!   own where the kernel allows one (else a network namespace alone, where it
 //!   is root; else none, and the filter below still holds);
-//! - privileges, for good (`no_new_privs`);
+//! - capabilities (all dropped, where it is root without a user namespace)
+//!   and privileges, for good (`no_new_privs`);
 //! - every system call but the few a run needs (read its stdin, write its
 //!   stdout, memory without `PROT_EXEC`, clocks, its alarm, randomness, exit),
 //!   by a seccomp filter: anything else, `open` and `socket` and `execve`
@@ -31,6 +34,10 @@ use serde_json::{json, Value};
 
 use super::{Answer, Job, ADDRESS_SPACE, ALARM_SECS};
 use crate::transform;
+
+/// CPU a child may use over its whole life: a child whose parent is gone, and
+/// that no longer reads its stdin, ends by this at the latest.
+pub const CPU_SECS: u64 = 600;
 
 /// What the child could give up: namespaces are where the kernel allows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,11 +72,13 @@ pub fn confine() -> std::io::Result<Namespaces> {
         (libc::RLIMIT_CORE, 0),
         (libc::RLIMIT_MSGQUEUE, 0),
         (libc::RLIMIT_AS, ADDRESS_SPACE),
+        (libc::RLIMIT_CPU, CPU_SECS),
     ];
     for (resource, most) in limits {
         lower(resource, most)?;
     }
     let namespaces = unshare();
+    drop_capabilities()?;
     // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes integers only.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -127,6 +136,31 @@ fn unshare() -> Namespaces {
     Namespaces::None
 }
 
+/// Drops every capability (effective, permitted, inheritable): a child of a
+/// Hookgate run as root, where no user namespace took them already.
+fn drop_capabilities() -> std::io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let header = Header { version: VERSION_3, pid: 0 };
+    let none = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: capset reads the header and the two data structs it is given.
+    if unsafe { libc::syscall(libc::SYS_capset, &header, none.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The system calls a run makes once the child is started (read off `strace`
 /// of runs that throw, overflow their stack, run out of memory and time):
 /// anything else fails with `EPERM`.
@@ -146,11 +180,21 @@ fn filter() -> Result<seccompiler::BpfProgram, seccompiler::BackendError> {
     rules.insert(libc::SYS_mprotect, vec![SeccompRule::new(vec![no_exec()?])?]);
     // An abort (QuickJS's assertions) signals this process only.
     rules.insert(libc::SYS_tgkill, vec![SeccompRule::new(vec![on(0, me)?])?]);
+    // Giving memory back, the ways glibc does; not `MADV_HWPOISON` and the like.
+    let advice = [
+        libc::MADV_NORMAL,
+        libc::MADV_RANDOM,
+        libc::MADV_SEQUENTIAL,
+        libc::MADV_WILLNEED,
+        libc::MADV_DONTNEED,
+        libc::MADV_FREE,
+    ];
+    let advice = advice.iter().map(|a| SeccompRule::new(vec![on(2, *a as u64)?])).collect::<Result<_, _>>()?;
+    rules.insert(libc::SYS_madvise, advice);
     let any = [
         libc::SYS_munmap,
         libc::SYS_mremap,
         libc::SYS_brk,
-        libc::SYS_madvise,
         libc::SYS_futex,
         libc::SYS_sched_yield,
         libc::SYS_clock_gettime,
@@ -159,7 +203,6 @@ fn filter() -> Result<seccompiler::BpfProgram, seccompiler::BackendError> {
         libc::SYS_getrandom,
         libc::SYS_rt_sigreturn,
         libc::SYS_rt_sigprocmask,
-        libc::SYS_rt_sigaction,
         libc::SYS_sigaltstack,
         libc::SYS_restart_syscall,
         libc::SYS_getpid,
@@ -167,7 +210,9 @@ fn filter() -> Result<seccompiler::BpfProgram, seccompiler::BackendError> {
         libc::SYS_close,
         libc::SYS_exit,
         libc::SYS_exit_group,
-        // The alarm that ends a run its parent gave up on.
+        // The alarm that ends a run its parent gave up on (glibc's `alarm` is
+        // `setitimer` where the kernel has no `alarm`).
+        #[cfg(not(target_arch = "x86_64"))]
         libc::SYS_setitimer,
         #[cfg(target_arch = "x86_64")]
         libc::SYS_alarm,
@@ -239,6 +284,7 @@ pub fn probe() -> std::io::Result<()> {
         "executableMemory": executable_memory(),
         "ptraceParent": ptrace_parent(),
         "raiseFileLimit": raise_file_limit(),
+        "ignoreAlarm": ignore_alarm(),
     });
     let line = json!({ "before": before, "after": after, "namespaces": namespaces.as_str() });
     let mut stdout = std::io::stdout().lock();
@@ -315,6 +361,14 @@ fn ptrace_parent() -> Value {
         unsafe { libc::ptrace(libc::PTRACE_DETACH, parent, 0, 0) };
     }
     said(r)
+}
+
+fn ignore_alarm() -> Value {
+    // SAFETY: sigaction with a zeroed struct asking to ignore SIGALRM; on
+    // success the probe only exits after.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = libc::SIG_IGN;
+    said(unsafe { libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut()) } as i64)
 }
 
 fn raise_file_limit() -> Value {

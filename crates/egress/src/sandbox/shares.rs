@@ -2,10 +2,12 @@
 //! running away: one tenant's transformations cannot take every sandbox.
 //!
 //! A tenant holds at most `each` of a pool's slots at once; its other runs wait
-//! behind its own, not in front of other tenants'. Code that the parent had to
-//! kill at the wall-clock limit [`STRIKES`] times in [`STRIKE_WINDOW`] is not
-//! run again for a while (doubling each time it is killed again, to
-//! [`MOST_REST`]): each such run costs a second of a slot and a new process.
+//! behind its own, not in front of other tenants'. Runs the parent had to kill
+//! at the wall-clock limit [`STRIKES`] times in [`STRIKE_WINDOW`] rest for a
+//! while (doubling each time one is killed again, to [`MOST_REST`]): each such
+//! run costs a second of a slot and a new process. They are counted by what
+//! ran them, not by their code (which a tenant can change by a character): an
+//! endpoint's deliveries, or a tenant's tries and checks in the API.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -75,10 +77,11 @@ impl Drop for Place {
     }
 }
 
-/// Kills at the wall-clock limit, by tenant and code.
+/// Kills at the wall-clock limit, by tenant and what ran the code (an endpoint,
+/// or `""` for the tenant's tries and checks).
 #[derive(Default)]
 pub struct Strikes {
-    kills: Mutex<HashMap<(String, u64), Record>>,
+    kills: Mutex<HashMap<(String, String), Record>>,
 }
 
 struct Record {
@@ -89,15 +92,15 @@ struct Record {
 }
 
 impl Strikes {
-    /// How long `tenant`'s `code` still rests, if it does.
-    pub fn resting(&self, tenant: &str, code: &str) -> Option<Duration> {
+    /// How long `tenant`'s runs for `what` still rest, if they do.
+    pub fn resting(&self, tenant: &str, what: &str) -> Option<Duration> {
         let kills = self.kills.lock().expect("sandbox strikes");
-        let until = kills.get(&(tenant.to_owned(), hash(code)))?.resting_until?;
+        let until = kills.get(&(tenant.to_owned(), what.to_owned()))?.resting_until?;
         until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
     }
 
-    /// Counts a kill of `tenant`'s `code`; past [`STRIKES`] in the window, it rests.
-    pub fn killed(&self, tenant: &str, code: &str) {
+    /// Counts a kill of a run of `tenant`'s for `what`; past [`STRIKES`] in the window, they rest.
+    pub fn killed(&self, tenant: &str, what: &str) {
         let now = Instant::now();
         let mut kills = self.kills.lock().expect("sandbox strikes");
         if kills.len() >= MOST_REMEMBERED {
@@ -106,8 +109,8 @@ impl Strikes {
                 kills.clear();
             }
         }
-        let record =
-            kills.entry((tenant.to_owned(), hash(code))).or_insert(Record { at: Vec::new(), resting_until: None });
+        let key = (tenant.to_owned(), what.to_owned());
+        let record = kills.entry(key).or_insert(Record { at: Vec::new(), resting_until: None });
         record.at.retain(|t| now.duration_since(*t) < STRIKE_WINDOW);
         record.at.push(now);
         let n = record.at.len() as u32;
@@ -116,13 +119,6 @@ impl Strikes {
             record.resting_until = Some(now + rest);
         }
     }
-}
-
-fn hash(code: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    code.hash(&mut h);
-    h.finish()
 }
 
 #[cfg(test)]
@@ -142,18 +138,18 @@ mod tests {
     }
 
     #[test]
-    fn code_killed_three_times_rests_and_each_tenants_code_is_its_own() {
+    fn an_endpoint_killed_three_times_rests_and_each_tenants_endpoints_are_their_own() {
         let strikes = Strikes::default();
         for _ in 0..STRIKES - 1 {
-            strikes.killed("a", "while(1);");
+            strikes.killed("a", "ep_1");
         }
-        assert_eq!(strikes.resting("a", "while(1);"), None, "two kills are not yet a pattern");
-        strikes.killed("a", "while(1);");
-        let rest = strikes.resting("a", "while(1);").expect("the third kill rests it");
+        assert_eq!(strikes.resting("a", "ep_1"), None, "two kills are not yet a pattern");
+        strikes.killed("a", "ep_1");
+        let rest = strikes.resting("a", "ep_1").expect("the third kill rests it");
         assert!(rest > Duration::from_secs(25) && rest <= FIRST_REST, "{rest:?}");
-        assert_eq!(strikes.resting("b", "while(1);"), None, "the same code of another tenant runs");
-        assert_eq!(strikes.resting("a", "while(2);"), None, "changed code runs");
-        strikes.killed("a", "while(1);");
-        assert!(strikes.resting("a", "while(1);").unwrap() > FIRST_REST, "a fourth kill rests it longer");
+        assert_eq!(strikes.resting("b", "ep_1"), None, "another tenant's runs go on");
+        assert_eq!(strikes.resting("a", "ep_2"), None, "the tenant's other endpoints go on");
+        strikes.killed("a", "ep_1");
+        assert!(strikes.resting("a", "ep_1").unwrap() > FIRST_REST, "a fourth kill rests it longer");
     }
 }

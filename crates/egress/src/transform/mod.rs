@@ -311,6 +311,27 @@ fn output(text: &str, before: Webhook, max_body: usize) -> Result<Outcome, Trans
     Ok(Outcome::Send(Webhook { event_type: before.event_type, method, url, payload, json }))
 }
 
+/// A sandbox child's answer checked again in the parent: the child runs the
+/// tenant's code and may be the tenant's (a QuickJS bug), so what it says a
+/// run made is held to what `output` lets a handler make.
+pub fn trusted(outcome: Outcome, event_type: &str, max_body: usize) -> Result<Outcome, TransformError> {
+    let Outcome::Send(w) = outcome else { return Ok(Outcome::Cancel) };
+    let bad = |m: &str| Err(TransformError::Result(format!("the sandbox answered {m}")));
+    let url_ok = w.url.len() <= MOST_URL
+        && url::Url::parse(&w.url).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    if w.event_type != event_type {
+        bad("another event type")
+    } else if w.payload.len() > max_body {
+        bad("a body larger than a body may be")
+    } else if !url_ok {
+        bad("a URL that is not absolute http(s)")
+    } else if w.json && serde_json::from_slice::<serde::de::IgnoredAny>(&w.payload).is_err() {
+        bad("a body marked as JSON that is not")
+    } else {
+        Ok(Outcome::Send(w))
+    }
+}
+
 /// Whether `f` was declared `async` (its constructor is `AsyncFunction` or
 /// `AsyncGeneratorFunction`): refused when saved, as its result is a Promise.
 fn is_async(f: &Function) -> bool {

@@ -134,3 +134,21 @@ fn async_code_and_import_are_refused_by_name_and_never_abort_the_process() {
     let Ok(Outcome::Send(w)) = run(absent) else { panic!("runs") };
     assert_eq!(w.payload, br#"["undefined","undefined","undefined","undefined"]"#);
 }
+
+#[test]
+fn what_a_sandbox_answers_is_held_again_to_what_a_handler_can_make() {
+    let ok = Outcome::Send(hook());
+    assert!(trusted(ok, "order.paid", 1 << 20).is_ok());
+    let cases = [
+        (Webhook { event_type: "other.type".into(), ..hook() }, "event type"),
+        (Webhook { url: "file:///etc/passwd".into(), ..hook() }, "URL"),
+        (Webhook { url: format!("https://a.test/{}", "x".repeat(3000)), ..hook() }, "URL"),
+        (Webhook { payload: vec![b'1'; 2048], ..hook() }, "larger"),
+        (Webhook { payload: b"{not json".to_vec(), ..hook() }, "JSON"),
+    ];
+    for (w, said) in cases {
+        let e = trusted(Outcome::Send(w), "order.paid", 1024).unwrap_err();
+        assert!(matches!(&e, TransformError::Result(m) if m.contains(said)), "{e:?}");
+    }
+    assert_eq!(trusted(Outcome::Cancel, "order.paid", 0), Ok(Outcome::Cancel));
+}
