@@ -89,35 +89,27 @@ impl Links {
 /// when a connect is abandoned (its handshake may never be answered) and when a
 /// link is dropped, so no thread outlives what it served.
 #[derive(Clone, Default)]
-struct Socket(Arc<std::sync::atomic::AtomicI32>);
+struct Socket(Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>);
 
 impl Socket {
     fn new() -> Self {
-        Socket(Arc::new(std::sync::atomic::AtomicI32::new(-1)))
+        Socket::default()
     }
 
-    fn keep(&self, fd: std::os::fd::RawFd) {
-        // A duplicate of lapin's descriptor: shutting it shuts the connection.
-        // SAFETY: `dup` on a descriptor that is open (the stream holding it is alive).
-        let dup = unsafe { libc::dup(fd) };
-        let old = self.0.swap(dup, std::sync::atomic::Ordering::SeqCst);
-        close(old);
+    /// Keeps a duplicate of lapin's descriptor: shutting it shuts the connection.
+    /// The duplicate is close-on-exec (`F_DUPFD_CLOEXEC`), so a child process
+    /// (the transformation sandbox) never inherits a tenant's broker connection.
+    fn keep(&self, fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+        let dup = fd.try_clone_to_owned()?;
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(dup);
+        Ok(())
     }
 
     fn shut(&self) {
-        let fd = self.0.swap(-1, std::sync::atomic::Ordering::SeqCst);
-        if fd >= 0 {
-            // SAFETY: our own duplicate, closed once (swapped out above).
-            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-            close(fd);
+        if let Some(fd) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // Shuts the connection for lapin's descriptor too; the duplicate is closed when dropped.
+            let _ = socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Both);
         }
-    }
-}
-
-fn close(fd: std::os::fd::RawFd) {
-    if fd >= 0 {
-        // SAFETY: a descriptor this module duplicated and no longer uses.
-        unsafe { libc::close(fd) };
     }
 }
 
@@ -153,7 +145,7 @@ async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
         let stream: AsyncTcpStream<async_compat::Compat<tokio::net::TcpStream>> =
             AsyncTcpStream::connect(&rt, addr).await?;
         if let AsyncTcpStream::Plain(c) = &stream {
-            keep.keep(std::os::fd::AsRawFd::as_raw_fd(c.get_ref()));
+            keep.keep(std::os::fd::AsFd::as_fd(c.get_ref()))?;
         }
         match tls {
             true => Ok(stream.into_tls(&host, TLSConfig::default()).await?),
@@ -227,5 +219,21 @@ mod tests {
         let s = short(&long);
         assert!(s.as_str().len() <= 255 && s.as_str().chars().all(|c| c == 'é'));
         assert_eq!(short("orders").as_str(), "orders");
+    }
+
+    #[test]
+    fn the_kept_duplicate_of_a_broker_socket_is_closed_on_exec() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let socket = Socket::new();
+        socket.keep(stream.as_fd()).unwrap();
+        let kept = socket.0.lock().unwrap().as_ref().map(AsRawFd::as_raw_fd).expect("kept");
+        assert_ne!(kept, stream.as_raw_fd(), "a duplicate, not the stream's own descriptor");
+        // SAFETY: F_GETFD only reads the flags of a descriptor that is open (kept above).
+        let flags = unsafe { libc::fcntl(kept, libc::F_GETFD) };
+        assert!(flags >= 0 && flags & libc::FD_CLOEXEC != 0, "flags {flags:#x}: a child process would inherit it");
+        socket.shut();
+        assert!(socket.0.lock().unwrap().is_none(), "closed once shut");
     }
 }
