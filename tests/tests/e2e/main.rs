@@ -8,6 +8,7 @@ mod at_rest;
 mod chaos;
 mod delivery;
 mod delivery_faults;
+mod destination_links;
 mod egress_proxy;
 mod engine;
 mod fairness;

@@ -35,14 +35,34 @@ pub(super) fn parse_uri(raw: &str) -> Result<AMQPUri, String> {
     Ok(uri)
 }
 
-/// One open connection and its confirming channel, for one destination as
+/// Confirming channels per connection, each with at most one publish awaiting
+/// its confirm: a destination's concurrent publishes go side by side up to this.
+const LANES: usize = 8;
+
+/// One open connection and its confirming channels, for one destination as
 /// configured when it opened (`fingerprint`).
 pub(super) struct Link {
     fingerprint: Vec<u8>,
-    // Kept open for the channel's sake.
-    _conn: Connection,
-    channel: Channel,
+    conn: Arc<Connection>,
+    lanes: Arc<[tokio::sync::Mutex<Lane>; LANES]>,
     socket: Socket,
+}
+
+/// A channel in confirm mode that has at most one publish in flight.
+///
+/// Why one: the broker answers an unroutable `mandatory` message with a
+/// `basic.return` and then an ack, and may ack several messages at once
+/// (`multiple`). lapin hands a return to whichever confirm completes next, not
+/// to the message it returns, so with several in flight a returned message
+/// could be recorded as confirmed (and a delivered one as returned). With one
+/// in flight, a return and an ack can only be that message's.
+#[derive(Default)]
+struct Lane {
+    channel: Option<Channel>,
+    /// A publish began and its confirm was never read (its attempt was
+    /// abandoned): the channel may still get that message's return, so it is
+    /// not used again.
+    dirty: bool,
 }
 
 /// Connections kept per destination: opened on first use, shared by its
@@ -60,28 +80,71 @@ impl Links {
         out: &Outbound<'_>,
     ) -> Result<String, Failure> {
         let slot = self.slot(key);
-        // Held only while connecting: publishes share the channel once it is open.
-        let channel = {
+        // Held only while connecting: publishes share the connection once it is open.
+        let (conn, lanes) = {
             let mut link = slot.lock().await;
-            match link.as_ref().filter(|l| l.fingerprint == fingerprint && l.channel.status().connected()) {
-                Some(l) => l.channel.clone(),
+            match link.as_ref().filter(|l| l.fingerprint == fingerprint && l.conn.status().connected()) {
+                Some(l) => (l.conn.clone(), l.lanes.clone()),
                 None => {
                     *link = None;
                     let mut made = connect(cfg, guard).await?;
                     made.fingerprint = fingerprint.to_vec();
-                    let channel = made.channel.clone();
+                    let taken = (made.conn.clone(), made.lanes.clone());
                     *link = Some(made);
-                    channel
+                    taken
                 }
             }
         };
-        let answer = send(&channel, cfg, out).await;
+        let answer = on_a_lane(&conn, &lanes, cfg, out).await;
         if answer.as_ref().is_err_and(|f| f.outcome != Outcome::Refused) {
             // A broken link is made again by the next attempt.
             *slot.lock().await = None;
         }
         answer
     }
+}
+
+/// Publishes on a free lane (or waits for one), opening its channel if it has none.
+async fn on_a_lane(
+    conn: &Connection,
+    lanes: &[tokio::sync::Mutex<Lane>; LANES],
+    cfg: &RabbitMq,
+    out: &Outbound<'_>,
+) -> Result<String, Failure> {
+    // A free lane if there is one; else wait for the one the message id picks,
+    // so that waiters spread over the lanes.
+    let mut lane = match lanes.iter().find_map(|l| l.try_lock().ok()) {
+        Some(free) => free,
+        None => lanes[out.msg_id.bytes().map(usize::from).sum::<usize>() % LANES].lock().await,
+    };
+    let usable = lane.channel.as_ref().is_some_and(|c| c.status().connected()) && !lane.dirty;
+    if !usable {
+        if let Some(old) = lane.channel.take() {
+            // Closed, not merely dropped: a channel left open counts against the broker's limit.
+            tokio::spawn(async move {
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), old.close(200, short("replaced"))).await;
+            });
+        }
+        lane.dirty = false;
+        lane.channel = Some(confirming_channel(conn).await?);
+    }
+    let channel = lane.channel.clone().expect("just made");
+    lane.dirty = true;
+    let answer = send(&channel, cfg, out).await;
+    // Read to the end (confirmed, returned, nacked or failed): nothing of it can reach another message.
+    lane.dirty = false;
+    answer
+}
+
+async fn confirming_channel(conn: &Connection) -> Result<Channel, Failure> {
+    let channel =
+        conn.create_channel().await.map_err(|e| Failure::connect(format!("opening a RabbitMQ channel failed: {e}")))?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(|e| Failure::connect(format!("RabbitMQ refused publisher confirms: {e}")))?;
+    Ok(channel)
 }
 
 /// The socket under a link, kept apart so it can be shut: lapin runs each
@@ -156,14 +219,11 @@ async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
     let conn = Connection::connector(uri, runtime, dial, ConnectionProperties::default())
         .await
         .map_err(|e| Failure::connect(format!("connecting to RabbitMQ failed: {e}")))?;
-    let channel =
-        conn.create_channel().await.map_err(|e| Failure::connect(format!("opening a RabbitMQ channel failed: {e}")))?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .map_err(|e| Failure::connect(format!("RabbitMQ refused publisher confirms: {e}")))?;
+    // The first lane's channel now, so a broker that refuses channels or confirms fails the connect.
+    let lanes: Arc<[tokio::sync::Mutex<Lane>; LANES]> = Arc::new(Default::default());
+    lanes[0].try_lock().expect("new").channel = Some(confirming_channel(&conn).await?);
     guard_socket.0 = None;
-    Ok(Link { fingerprint: Vec::new(), _conn: conn, channel, socket })
+    Ok(Link { fingerprint: Vec::new(), conn: Arc::new(conn), lanes, socket })
 }
 
 async fn send(channel: &Channel, cfg: &RabbitMq, out: &Outbound<'_>) -> Result<String, Failure> {
@@ -191,6 +251,16 @@ async fn send(channel: &Channel, cfg: &RabbitMq, out: &Outbound<'_>) -> Result<S
     })?;
     match confirmed {
         Confirmation::Ack(None) => Ok("confirmed by RabbitMQ".into()),
+        // With one publish in flight per channel a return is this message's; one
+        // that names another message means the channel cannot be trusted.
+        Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))
+            if r.delivery.properties.message_id().as_ref().is_some_and(|id| id.as_str() != out.msg_id) =>
+        {
+            Err(Failure {
+                outcome: Outcome::Unconfirmed,
+                text: "RabbitMQ's answer was for another message; this one's fate is unknown".into(),
+            })
+        }
         Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r)) => Err(Failure::refused(format!(
             "returned by RabbitMQ: {} {} (no queue takes routing key `{}`)",
             r.reply_code, r.reply_text, cfg.routing_key
