@@ -1,14 +1,33 @@
 //! The `postgres` destination: one row per message in a table of the tenant's
 //! database, made if missing. The message id is the table's key, so a message
 //! delivered twice (a lost answer, a replay) is one row.
+//!
+//! Hookgate dials the address the guard allowed itself and speaks through
+//! `pg_wire`, which holds each message the server sends to 64 KiB.
 
-use std::time::Duration;
+use std::{net::SocketAddr, time::Duration};
 
 use hookgate_shared::db::tls;
-use tokio_postgres::{config::Host, Client, Statement};
+use tokio_postgres::{
+    config::{Host, SslMode},
+    tls::MakeTlsConnect,
+    Client, Statement,
+};
 
-use super::{config::Postgres, Failure, Kept, Key, Outbound};
-use crate::ssrf::Guard;
+use super::{
+    config::Postgres,
+    pg_wire::{CapTls, Capped},
+    Dial, Failure, Kept, Key, Outbound,
+};
+
+/// What a destination's URL may set in its query, besides `sslmode`: where and
+/// how to connect. The rest of what libpq and tokio-postgres read is refused:
+/// `options` sets any server setting for the session (`-c …`), and
+/// `application_name`, `replication` and the like change what the server does
+/// or shows; the client's own settings (keepalives, `tcp_user_timeout`,
+/// `target_session_attrs`, `load_balance_hosts`, `sslnegotiation`) are
+/// Hookgate's to choose, since it dials the address itself.
+const URL_PARAMETERS: &[&str] = &["dbname", "host", "port", "connect_timeout", "channel_binding"];
 
 /// A tenant's database as its URL names it.
 pub(super) struct Target {
@@ -41,6 +60,12 @@ pub(super) fn parse_url(raw: &str) -> Result<Target, String> {
             if matches!(k.as_ref(), "password" | "user") {
                 return Err(format!(
                     "`url` may not set `{k}` in its query: give the user before `@`, the password in `password`"
+                ));
+            }
+            if !URL_PARAMETERS.contains(&k.as_ref()) {
+                return Err(format!(
+                    "`url` may not set `{k}`: a destination's URL sets only {} (and sslmode); server settings such as `options` are refused",
+                    URL_PARAMETERS.join(", ")
                 ));
             }
         }
@@ -95,6 +120,8 @@ fn insert_sql(table: &str) -> String {
 
 pub(super) struct Link {
     fingerprint: Vec<u8>,
+    /// The address dialled: whether the server's answers come from a private network.
+    addr: SocketAddr,
     client: Client,
     insert: Statement,
 }
@@ -109,7 +136,7 @@ impl Links {
         key: &Key,
         fingerprint: &[u8],
         cfg: &Postgres,
-        guard: &Guard,
+        dial: &Dial<'_>,
         out: &Outbound<'_>,
     ) -> Result<String, Failure> {
         let slot = self.slot(key);
@@ -117,9 +144,10 @@ impl Links {
         let mut link = slot.lock().await;
         if link.as_ref().is_none_or(|l| l.fingerprint != fingerprint || l.client.is_closed()) {
             *link = None;
-            *link = Some(connect(cfg, guard, fingerprint).await?);
+            *link = Some(connect(cfg, dial, fingerprint).await?);
         }
         let l = link.as_ref().expect("just made");
+        dial.reached.dialled(l.addr);
         // jsonb takes no NUL (`\u0000`): such a payload goes as bytes, like any non-JSON one.
         let has_nul = out.payload.windows(6).any(|w| w == b"\\u0000");
         let json: Option<serde_json::Value> = (out.content_type.starts_with("application/json") && !has_nul)
@@ -164,26 +192,35 @@ impl Links {
     }
 }
 
-async fn connect(cfg: &Postgres, guard: &Guard, fingerprint: &[u8]) -> Result<Link, Failure> {
+async fn connect(cfg: &Postgres, dial: &Dial<'_>, fingerprint: &[u8]) -> Result<Link, Failure> {
     let target = parse_url(&cfg.url).map_err(Failure::refused)?;
     let table = table_name(&cfg.table_name).map_err(Failure::refused)?;
-    let addrs = super::resolve(guard, &target.host, target.port).await?;
+    // The address just checked is the one dialled, and only it; the name stays for TLS.
+    let addr = dial.resolve(&target.host, target.port).await?[0];
+    dial.reached.dialled(addr);
     let mut pg = target.config;
-    // The address just checked is the one dialled; the name stays for TLS.
-    pg.hostaddr(addrs[0].ip());
     pg.ssl_mode(target.tls.mode);
     if let Some(p) = &cfg.password {
         pg.password(p.as_bytes());
     }
     pg.application_name("hookgate-destination");
+    let mut tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref())
+        .map_err(|e| Failure::refused(e.to_string()))?;
+    let tls = MakeTlsConnect::<Capped<tokio::net::TcpStream>>::make_tls_connect(&mut tls, &target.host)
+        .map_err(|e| Failure::refused(format!("`url`: {e}")))?;
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| Failure::connect(format!("connecting to Postgres failed: {e}")))?;
     // A connection that went half open (a failover, a dropped NAT entry) is
     // noticed in about a minute rather than the system's two hours.
-    pg.keepalives_idle(Duration::from_secs(30)).tcp_user_timeout(Duration::from_secs(60));
-    let tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref())
-        .map_err(|e| Failure::refused(e.to_string()))?;
+    let socket = socket2::SockRef::from(&stream);
+    let _ = socket.set_tcp_keepalive(&socket2::TcpKeepalive::new().with_time(Duration::from_secs(30)));
+    let _ = socket.set_tcp_user_timeout(Some(Duration::from_secs(60)));
+    let _ = stream.set_nodelay(true);
+    let stream = Capped::raw(stream, target.tls.mode != SslMode::Disable);
     // The server's own words when it answered (a missing database, a refused
     // password); tokio-postgres shows only "db error" for them.
-    let (client, connection) = pg.connect(tls).await.map_err(|e| match e.as_db_error() {
+    let (client, connection) = pg.connect_raw(stream, CapTls(tls)).await.map_err(|e| match e.as_db_error() {
         Some(db) => {
             Failure::refused(format!("Postgres refused the connection: {} ({})", db.message(), db.code().code()))
         }
@@ -204,7 +241,7 @@ async fn connect(cfg: &Postgres, guard: &Guard, fingerprint: &[u8]) -> Result<Li
         client.batch_execute(&create_sql(&table)).await.map_err(refused)?;
     }
     let insert = client.prepare(&insert_sql(&table)).await.map_err(refused)?;
-    Ok(Link { fingerprint: fingerprint.to_vec(), client, insert })
+    Ok(Link { fingerprint: fingerprint.to_vec(), addr, client, insert })
 }
 
 #[cfg(test)]
@@ -230,6 +267,11 @@ mod tests {
             "postgres://u@127.0.0.1/db?hostaddr=127.0.0.2",
             "postgres://u@a,b/db",
             "mysql://u@127.0.0.1/db",
+            "postgres://u@127.0.0.1/db?options=-c%20search_path%3Dpublic",
+            "postgres://u@127.0.0.1/db?%6Fptions=-c%20default_transaction_read_only%3Doff",
+            "postgres://u@127.0.0.1/db?application_name=x",
+            "postgres://u@127.0.0.1/db?sslnegotiation=direct&sslmode=require",
+            "postgres://u@127.0.0.1/db?keepalives=0",
         ] {
             assert!(parse_url(bad).is_err(), "{bad} was taken");
         }

@@ -12,8 +12,8 @@ use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties,
 };
 
-use super::{config::RabbitMq, Failure, Kept, Key, Outbound};
-use crate::{deliver::send::Outcome, ssrf::Guard};
+use super::{config::RabbitMq, Dial, Failure, Kept, Key, Outbound};
+use crate::deliver::send::Outcome;
 
 /// Parses an `amqp://` or `amqps://` URI.
 pub(super) fn parse_uri(raw: &str) -> Result<AMQPUri, String> {
@@ -43,6 +43,8 @@ const LANES: usize = 8;
 /// configured when it opened (`fingerprint`).
 pub(super) struct Link {
     fingerprint: Vec<u8>,
+    /// The address dialled: whether the broker's answers come from a private network.
+    addr: std::net::SocketAddr,
     conn: Arc<Connection>,
     lanes: Arc<[tokio::sync::Mutex<Lane>; LANES]>,
     socket: Socket,
@@ -76,7 +78,7 @@ impl Links {
         key: &Key,
         fingerprint: &[u8],
         cfg: &RabbitMq,
-        guard: &Guard,
+        dial: &Dial<'_>,
         out: &Outbound<'_>,
     ) -> Result<String, Failure> {
         let slot = self.slot(key);
@@ -84,10 +86,13 @@ impl Links {
         let (conn, lanes) = {
             let mut link = slot.lock().await;
             match link.as_ref().filter(|l| l.fingerprint == fingerprint && l.conn.status().connected()) {
-                Some(l) => (l.conn.clone(), l.lanes.clone()),
+                Some(l) => {
+                    dial.reached.dialled(l.addr);
+                    (l.conn.clone(), l.lanes.clone())
+                }
                 None => {
                     *link = None;
-                    let mut made = connect(cfg, guard).await?;
+                    let mut made = connect(cfg, dial).await?;
                     made.fingerprint = fingerprint.to_vec();
                     let taken = (made.conn.clone(), made.lanes.clone());
                     *link = Some(made);
@@ -193,12 +198,13 @@ impl Drop for Link {
     }
 }
 
-async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
+async fn connect(cfg: &RabbitMq, dial: &Dial<'_>) -> Result<Link, Failure> {
     let uri = parse_uri(&cfg.uri).map_err(Failure::refused)?;
-    let addrs = super::resolve(guard, &uri.authority.host, uri.authority.port).await?;
+    let addrs = dial.resolve(&uri.authority.host, uri.authority.port).await?;
     // The address just checked is the one dialled, and only it; the name stays
     // for TLS's certificate check.
     let addr = addrs[0];
+    dial.reached.dialled(addr);
     let host = uri.authority.host.clone();
     let tls = uri.scheme == AMQPScheme::AMQPS;
     let socket = Socket::new();
@@ -223,7 +229,7 @@ async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
     let lanes: Arc<[tokio::sync::Mutex<Lane>; LANES]> = Arc::new(Default::default());
     lanes[0].try_lock().expect("new").channel = Some(confirming_channel(&conn).await?);
     guard_socket.0 = None;
-    Ok(Link { fingerprint: Vec::new(), conn: Arc::new(conn), lanes, socket })
+    Ok(Link { fingerprint: Vec::new(), addr, conn: Arc::new(conn), lanes, socket })
 }
 
 async fn send(channel: &Channel, cfg: &RabbitMq, out: &Outbound<'_>) -> Result<String, Failure> {
