@@ -129,7 +129,11 @@ impl Guard {
             .filter(|a| match self.check_dial(*a) {
                 Ok(()) => true,
                 Err(b) => {
-                    first_block.get_or_insert(Blocked { literal: false, ..b });
+                    // Hookgate's own server is the reason said, if it is one.
+                    let b = Blocked { literal: false, ..b };
+                    if b.class == OWN_SERVICE || first_block.is_none() {
+                        first_block = Some(b);
+                    }
                     false
                 }
             })

@@ -71,7 +71,7 @@ async fn an_unroutable_message_is_never_recorded_as_confirmed_when_the_broker_ac
         let (publishers, key, guard, sender, headers) = (&publishers, &key, &guard, &sender, &headers);
         async move {
             let out = outbound(id, headers);
-            publishers.publish(key, b"one destination", cfg, guard, sender, &out, Duration::from_secs(20)).await
+            publishers.publish(key, b"one destination", cfg, guard, sender, &out, Duration::from_secs(20), false).await
         }
     }))
     .await;

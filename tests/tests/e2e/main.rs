@@ -24,6 +24,7 @@ mod keyed_keys;
 mod limits;
 mod modes;
 mod otel;
+mod own_servers;
 mod partitions;
 mod paths;
 mod pg_tls;

@@ -14,6 +14,8 @@ use tokio_postgres::{
     Client, Statement,
 };
 
+use tokio::sync::oneshot;
+
 use super::{
     config::Postgres,
     pg_wire::{CapTls, Capped},
@@ -122,8 +124,11 @@ pub(super) struct Link {
     fingerprint: Vec<u8>,
     /// The address dialled: whether the server's answers come from a private network.
     addr: SocketAddr,
+    /// Why the connection ended, once it has (the client itself only says "closed").
+    broke: Option<oneshot::Receiver<String>>,
     client: Client,
-    insert: Statement,
+    /// Set once the table is there; a link is kept only with it.
+    insert: Option<Statement>,
 }
 
 /// Connections kept per destination, as for RabbitMQ.
@@ -148,6 +153,7 @@ impl Links {
         }
         let l = link.as_ref().expect("just made");
         dial.reached.dialled(l.addr);
+        let insert = l.insert.clone().expect("a kept link has its statement");
         // jsonb takes no NUL (`\u0000`): such a payload goes as bytes, like any non-JSON one.
         let has_nul = out.payload.windows(6).any(|w| w == b"\\u0000");
         let json: Option<serde_json::Value> = (out.content_type.starts_with("application/json") && !has_nul)
@@ -157,7 +163,7 @@ impl Links {
         let inserted = l
             .client
             .execute(
-                &l.insert,
+                &insert,
                 &[
                     &out.msg_id,
                     &out.event_type,
@@ -178,15 +184,17 @@ impl Links {
                 // (08: connection, 25: read-only transaction after a failover,
                 // 57: shutting down): made again at the next attempt.
                 let class = e.code().map(|c| c.code().get(..2).unwrap_or_default().to_owned());
-                if l.client.is_closed() || matches!(class.as_deref(), Some("08" | "25" | "57")) {
-                    *link = None;
-                }
-                Err(match e.as_db_error() {
+                let closed = l.client.is_closed();
+                let failure = match e.as_db_error() {
                     Some(db) => {
                         Failure::refused(format!("Postgres refused the row: {} ({})", db.message(), db.code().code()))
                     }
-                    None => Failure::connect(format!("writing to Postgres failed: {e}")),
-                })
+                    None => Failure::connect(format!("writing to Postgres failed: {}", reason(&e, &mut link).await)),
+                };
+                if closed || matches!(class.as_deref(), Some("08" | "25" | "57")) {
+                    *link = None;
+                }
+                Err(failure)
             }
         }
     }
@@ -226,22 +234,56 @@ async fn connect(cfg: &Postgres, dial: &Dial<'_>, fingerprint: &[u8]) -> Result<
         }
         None => Failure::connect(format!("connecting to Postgres failed: {e}")),
     })?;
+    let (tell, broke) = oneshot::channel();
     tokio::spawn(async move {
-        // Ends when the client is dropped or the server goes away.
-        let _ = connection.await;
+        // Ends when the client is dropped or the server goes away (or sends too much).
+        if let Err(e) = connection.await {
+            let _ = tell.send(with_causes(&e));
+        }
     });
-    let refused = |e: tokio_postgres::Error| match e.as_db_error() {
-        Some(db) => Failure::refused(format!("Postgres refused the table `{}`: {}", cfg.table_name, db.message())),
-        None => Failure::connect(format!("Postgres went away: {e}")),
-    };
+    let mut link = Some(Link { fingerprint: fingerprint.to_vec(), addr, broke: Some(broke), client, insert: None });
+    let made = prepare(&mut link, &table).await;
+    match made {
+        Ok(insert) => {
+            let mut made = link.expect("kept");
+            made.insert = Some(insert);
+            Ok(made)
+        }
+        Err(e) => Err(match e.as_db_error() {
+            Some(db) => Failure::refused(format!("Postgres refused the table `{}`: {}", cfg.table_name, db.message())),
+            None => Failure::connect(format!("Postgres went away: {}", reason(&e, &mut link).await)),
+        }),
+    }
+}
+
+/// The table, made if missing, and the insert prepared.
+async fn prepare(link: &mut Option<Link>, table: &str) -> Result<Statement, tokio_postgres::Error> {
+    let client = &link.as_ref().expect("just made").client;
     // Made only when missing: a role that may only insert into an existing table
     // (no CREATE on its schema, the default since Postgres 15) still delivers.
-    let exists = client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await.map_err(refused)?;
+    let exists = client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await?;
     if !exists.get::<_, bool>(0) {
-        client.batch_execute(&create_sql(&table)).await.map_err(refused)?;
+        client.batch_execute(&create_sql(table)).await?;
     }
-    let insert = client.prepare(&insert_sql(&table)).await.map_err(refused)?;
-    Ok(Link { fingerprint: fingerprint.to_vec(), addr, client, insert })
+    client.prepare(&insert_sql(table)).await
+}
+
+/// An error and its causes in one line (tokio-postgres says only "error
+/// communicating with the server", the cause after it).
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::successors(e.source(), |c| c.source()).fold(e.to_string(), |text, c| format!("{text}: {c}"))
+}
+
+/// Why a statement failed: the connection's own error when it ended (a message
+/// over the cap, a reset), waited for a second at most; else the client's.
+async fn reason(e: &tokio_postgres::Error, link: &mut Option<Link>) -> String {
+    let Some(broke) = link.as_mut().filter(|l| l.client.is_closed()).and_then(|l| l.broke.take()) else {
+        return e.to_string();
+    };
+    match tokio::time::timeout(Duration::from_secs(1), broke).await {
+        Ok(Ok(why)) => why,
+        _ => e.to_string(),
+    }
 }
 
 #[cfg(test)]
