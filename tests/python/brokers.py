@@ -6,7 +6,7 @@ never meet each other, a system broker or a system epmd. `stop()` really stops i
 publishes then fail) and `start()` brings it back on the same port with the same data, so
 durable queues keep their persistent messages. `declare_queue` and `drain` read what Hookgate
 published, with the pika client. `second_database()` gives the destination tests a database
-of their own. The `rabbitmq` session fixture is meant for `pytest_plugins = ["brokers"]` in
+of their own, on a Postgres server of their own (Hookgate's own server is never a destination). The `rabbitmq` session fixture is meant for `pytest_plugins = ["brokers"]` in
 conftest.py: imported into test modules instead, it would start one node per module.
 """
 import atexit
@@ -45,11 +45,53 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def second_database() -> str:
-    """A fresh database on the test Postgres server, for a second Hookgate or a Postgres destination."""
-    from conftest import fresh_database  # at call time: conftest may register this module as a plugin
+class PostgresServer:
+    """A Postgres cluster of the destination tests' own, on loopback, apart from the test server
+    Hookgate itself runs on: Hookgate refuses its own database server as a destination."""
 
-    return fresh_database()
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="hookgate-destination-pg-"))
+        self.port = free_port()
+        bindir = subprocess.run([str(Path(__file__).resolve().parents[2] / "scripts" / "stack.sh"), "pgbin", "test"],
+                                capture_output=True, text=True, timeout=60).stdout.strip()
+        self.bin = (lambda name: f"{bindir}/{name}" if bindir else name)
+        root = os.geteuid() == 0
+        # Postgres refuses to run as root: as the `postgres` user then, in a directory it owns.
+        self.as_pg = ["runuser", "-u", "postgres", "--"] if root else []
+        if root:
+            shutil.chown(self.dir, "postgres")
+        data = self.dir / "data"
+        self._run([self.bin("initdb"), "-D", str(data), "-U", "hookgate", "--auth=trust", "--no-locale", "-E", "UTF8"])
+        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off -c max_connections=100"
+        self._run([self.bin("pg_ctl"), "-D", str(data), "-l", str(self.dir / "postgres.log"), "-o", opts, "-w", "start"])
+        atexit.register(self.close)
+
+    def _run(self, cmd):
+        subprocess.run(self.as_pg + cmd, check=True, capture_output=True, timeout=120)
+
+    def database(self) -> str:
+        name = "dest_" + secrets.token_hex(8)
+        subprocess.run(["psql", f"postgres://hookgate@127.0.0.1:{self.port}/postgres", "-qc", f"CREATE DATABASE {name}"],
+                       check=True, capture_output=True, timeout=30)
+        return f"postgres://hookgate@127.0.0.1:{self.port}/{name}"
+
+    def close(self):
+        data = self.dir / "data"
+        if data.exists():
+            subprocess.run(self.as_pg + [self.bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                           capture_output=True, timeout=60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_DESTINATION_PG: list[PostgresServer] = []
+
+
+def second_database() -> str:
+    """A fresh database for a Postgres destination, on a server of its own (started once per
+    session): Hookgate refuses its own Postgres server, host and port, as a destination."""
+    if not _DESTINATION_PG:
+        _DESTINATION_PG.append(PostgresServer())
+    return _DESTINATION_PG[0].database()
 
 
 @dataclass

@@ -321,6 +321,10 @@ def test_a_checkbook_source_accepts_checkbooks_documented_example_and_nothing_el
     sig = "nonce=1243549809,signature=4ee9758fc0bceb3ca1a2fe397fbd125364cfffdb04296fa118dab9778a4b3ce3"
     assert post_to(src.ingest_url, body, {"signature": sig}) == 200
     assert post_to(src.ingest_url, body.replace(b"PAID", b"VOID"), {"signature": sig}) == 401
+    # The same signed bytes split elsewhere (a digit of the nonce moved onto the body's end)
+    # would be a body never seen, a new event: refused, as the body is no longer one JSON object.
+    shifted = sig.replace("nonce=1243549809", "nonce=243549809")
+    assert post_to(src.ingest_url, body + b"1", {"signature": shifted}) == 401
     got = sink.wait_for(1)
     assert got[0]["body"] == body
 

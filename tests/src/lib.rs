@@ -10,6 +10,7 @@ pub mod app;
 pub mod certs;
 pub mod db;
 pub mod process;
+pub mod rabbitmq;
 pub mod redis_cluster;
 pub mod servers;
 pub mod sink;

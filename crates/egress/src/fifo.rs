@@ -45,7 +45,7 @@ const RUNNERS: usize = 4;
 /// Runs the FIFO endpoints until the task is dropped.
 pub async fn run(state: AppState, metrics: EgressMetrics) {
     let state = state.with_generic_plans();
-    let senders = std::sync::Arc::new(Senders::new(&state.config));
+    let senders = std::sync::Arc::new(Senders::new(&state.config, state.own_services.clone()));
     let mut loops = Vec::new();
     for _ in 0..RUNNERS {
         let (state, metrics, senders) = (state.clone(), metrics.clone(), senders.clone());

@@ -5,13 +5,20 @@
 //! It is applied twice: to IP-literal URLs before a request, and inside the HTTP
 //! client's DNS resolver, so a name is checked on the addresses actually dialled
 //! (no DNS rebinding between check and connect).
+//!
+//! Hookgate's own Postgres and Redis (`hookgate_shared::own_services`) are refused
+//! before any allow-list is read: no list opens them.
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::Arc,
 };
 
+use hookgate_shared::own_services::OwnServices;
 use ipnet::IpNet;
+
+/// The class of an address at a port that is one of Hookgate's own servers.
+pub const OWN_SERVICE: &str = "Hookgate's own database or Redis";
 
 /// Why an address may not be dialled.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -26,6 +33,15 @@ pub struct Blocked {
 
 impl Blocked {
     fn describe(&self) -> String {
+        if self.class == OWN_SERVICE {
+            let what = match self.literal {
+                true => format!("{} at this port is", self.addr),
+                false => "the host name resolves to".to_owned(),
+            };
+            return format!(
+                "{what} {OWN_SERVICE}, which no endpoint or destination may reach (no allow-list opens it)"
+            );
+        }
         let what = if self.literal {
             format!("{} is a {} address", self.addr, self.class)
         } else {
@@ -35,15 +51,42 @@ impl Blocked {
     }
 }
 
-/// The guard with the operator's allow-list.
+/// The guard with the operator's allow-list, and Hookgate's own servers.
 #[derive(Debug, Clone, Default)]
 pub struct Guard {
     allow: Arc<Vec<IpNet>>,
+    own: Arc<OwnServices>,
 }
 
 impl Guard {
     pub fn new(allow: Vec<IpNet>) -> Self {
-        Guard { allow: Arc::new(allow) }
+        Guard { allow: Arc::new(allow), own: Arc::default() }
+    }
+
+    /// The same guard, refusing Hookgate's own servers too (`AppState::own_services`).
+    pub fn protecting(self, own: Arc<OwnServices>) -> Self {
+        Guard { own, ..self }
+    }
+
+    /// Resolves the names of Hookgate's own servers again if that is due (at
+    /// most two seconds); call it before [`Guard::check_dial`] and the checks built on it.
+    pub async fn refresh_own(&self) {
+        self.own.refresh().await;
+    }
+
+    /// `Ok` if this address may be dialled at this port: not one of Hookgate's own
+    /// servers, whatever the allow-lists say, and allowed by [`Guard::check`].
+    pub fn check_dial(&self, addr: SocketAddr) -> Result<(), Blocked> {
+        self.check_own(addr)?;
+        self.check(addr.ip())
+    }
+
+    /// `Ok` unless this address at this port is one of Hookgate's own servers.
+    pub fn check_own(&self, addr: SocketAddr) -> Result<(), Blocked> {
+        match self.own.holds(addr) {
+            true => Err(Blocked { addr: canonical(addr.ip()), class: OWN_SERVICE, literal: true }),
+            false => Ok(()),
+        }
     }
 
     /// `Ok` if the address may be dialled.
@@ -58,13 +101,22 @@ impl Guard {
         }
     }
 
-    /// Checks a URL's host when it is an IP literal or `localhost`; names are
-    /// checked by the resolver at connect time.
+    /// Checks a URL's host when it is an IP literal or `localhost`, at the URL's
+    /// port; names are checked by the resolver at connect time.
     pub fn check_url(&self, url: &url::Url) -> Result<(), Blocked> {
+        let port = url.port_or_known_default().unwrap_or(0);
         match url.host() {
-            Some(url::Host::Ipv4(ip)) => self.check(IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => self.check(IpAddr::V6(ip)),
-            Some(url::Host::Domain(d)) if is_localhost(d) => self.check(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            Some(url::Host::Ipv4(ip)) => self.check_dial(SocketAddr::new(IpAddr::V4(ip), port)),
+            Some(url::Host::Ipv6(ip)) => self.check_dial(SocketAddr::new(IpAddr::V6(ip), port)),
+            // Judged as 127.0.0.1 (what an allow-list names), and refused if either
+            // loopback address at this port is one of Hookgate's own servers.
+            Some(url::Host::Domain(d)) if is_localhost(d) => {
+                let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port);
+                if self.own.holds(v6) {
+                    return Err(Blocked { addr: v6.ip(), class: OWN_SERVICE, literal: true });
+                }
+                self.check_dial(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+            }
             _ => Ok(()),
         }
     }
@@ -74,10 +126,14 @@ impl Guard {
         let mut first_block = None;
         let allowed: Vec<SocketAddr> = addrs
             .into_iter()
-            .filter(|a| match self.check(a.ip()) {
+            .filter(|a| match self.check_dial(*a) {
                 Ok(()) => true,
                 Err(b) => {
-                    first_block.get_or_insert(Blocked { literal: false, ..b });
+                    // Hookgate's own server is the reason said, if it is one.
+                    let b = Blocked { literal: false, ..b };
+                    if b.class == OWN_SERVICE || first_block.is_none() {
+                        first_block = Some(b);
+                    }
                     false
                 }
             })
@@ -247,6 +303,27 @@ mod tests {
             assert!(g.check_url(&u.parse().unwrap()).is_err(), "{u}");
         }
         assert!(g.check_url(&"https://example.com/hook".parse().unwrap()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn no_allow_list_opens_hookgates_own_database_or_redis_at_their_ports() {
+        let own = OwnServices::of(&["postgres://hookgate@127.0.0.1:15433/hookgate"], "redis://127.0.0.1:16380/");
+        let g = Guard::new(vec!["127.0.0.0/8".parse().unwrap()]).protecting(Arc::new(own));
+        g.refresh_own().await;
+        let at = |s: &str| -> SocketAddr { s.parse().unwrap() };
+        for held in ["127.0.0.1:15433", "127.0.0.9:16380"] {
+            let b = g.check_dial(at(held)).unwrap_err();
+            assert!(b.to_string().contains("Hookgate's own database or Redis"), "{held}: {b}");
+        }
+        assert!(g.check_dial(at("127.0.0.1:8080")).is_ok(), "another port of an allowed network");
+        for u in ["http://localhost:16380/", "http://127.0.0.1:15433/x", "https://[::1]:15433/"] {
+            assert!(g.check_url(&u.parse().unwrap()).is_err(), "{u}");
+        }
+        assert!(g.check_url(&"http://localhost:8080/".parse().unwrap()).is_ok());
+        let kept = g.filter(vec![at("127.0.0.1:15433"), at("127.0.0.1:9")]).unwrap();
+        assert_eq!(kept, vec![at("127.0.0.1:9")], "the own server's address is dropped from a resolution");
+        let only = g.filter(vec![at("127.0.0.1:15433")]).unwrap_err().to_string();
+        assert!(only.contains("resolves to Hookgate's own") && !only.contains("127.0.0.1"), "{only}");
     }
 
     #[test]

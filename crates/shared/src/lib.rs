@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod networks;
 pub mod openapi;
+pub mod own_services;
 pub mod partitions;
 pub mod prune;
 pub mod quota;

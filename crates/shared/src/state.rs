@@ -37,6 +37,8 @@ pub struct AppState {
     pub pre_auth: crate::gate::PreAuthGate,
     /// The form inbound dedupe keys are stored in.
     pub inbound_keys: crate::inbound_keys::InboundKeys,
+    /// Hookgate's own Postgres and Redis, which no endpoint or destination may reach.
+    pub own_services: Arc<crate::own_services::OwnServices>,
 }
 
 impl AppState {
@@ -94,6 +96,7 @@ impl AppState {
         let limits = Arc::new(crate::limits::Limits::new(redis.clone()));
         let admission = crate::admission::Admission::new(db.clone(), config.db_timeout + config.db_statement_timeout);
         let config_pool_size = config.db_pool_size;
+        let own_services = Arc::new(crate::own_services::OwnServices::from_config(&config));
         Ok(AppState {
             config: Arc::new(config),
             db,
@@ -107,6 +110,7 @@ impl AppState {
             admission,
             pre_auth: crate::gate::PreAuthGate::new(config_pool_size),
             inbound_keys,
+            own_services,
         })
     }
 }

@@ -170,6 +170,8 @@ async fn a_private_destinations_refusal_is_kept_only_where_the_operator_allows()
     use reqwest::Method;
     use serde_json::json;
 
+    // A server of its own: Hookgate's own Postgres is never a destination.
+    let other = PgServer::start();
     for keep in [false, true] {
         let app = TestApp::spawn_with(|env| {
             env.insert("HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES".into(), keep.to_string());
@@ -177,7 +179,7 @@ async fn a_private_destinations_refusal_is_kept_only_where_the_operator_allows()
         .await;
         let t = app.tenant().await;
         let a = t.application().await;
-        let url = hookgate_tests::db::with_database(&hookgate_tests::db::base_url(), "no_such_database");
+        let url = hookgate_tests::db::with_database(&other.url(), "no_such_database");
         let dest = t
             .post(
                 &format!("/api/v1/app/{a}/destination"),

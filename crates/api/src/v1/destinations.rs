@@ -170,15 +170,21 @@ fn check(
 }
 
 async fn guard(state: &AppState, tenant: &TenantId) -> Result<Guard, ApiError> {
-    Ok(Guard::new(allowed(state, tenant).await?.to_vec()))
+    allowed(state, tenant).await
+}
+
+/// Refuses a configuration that would reach Hookgate's own database or Redis (a 422 naming the field).
+async fn refuse_own(config: &Config, guard: &Guard) -> Result<(), ApiError> {
+    hookgate_egress::destinations::refuse_own(config, guard).await.map_err(|e| ApiError::Validation(e.0))
 }
 
 impl DestinationIn {
     /// Checked; `stored`: the configuration it replaces, whose secrets it keeps
     /// where it sends them back redacted or leaves them out.
-    fn checked(self, guard: &Guard, stored: Option<&Config>) -> Result<Checked, ApiError> {
+    async fn checked(self, guard: &Guard, stored: Option<&Config>) -> Result<Checked, ApiError> {
         let config =
             Config::parse_keeping(&self.kind, self.config, guard, stored).map_err(|e| ApiError::Validation(e.0))?;
+        refuse_own(&config, guard).await?;
         check(
             config,
             self.uid,
@@ -302,7 +308,7 @@ async fn create(
     body: web::Json<DestinationIn>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let checked = body.into_inner().checked(&guard(&state, &tenant.0).await?, None)?;
+    let checked = body.into_inner().checked(&guard(&state, &tenant.0).await?, None).await?;
     let app = applications::find(&state, &tenant, &path).await?;
     insert(&state, &tenant.0, &app.id, checked, key.as_deref()).await
 }
@@ -368,11 +374,11 @@ async fn upsert(
     match find(&state, &tenant, &path.0, &path.1).await {
         Ok((app, ep)) => {
             let stored = open(&state, &tenant.0, &app, &ep)?;
-            let checked = body.into_inner().checked(&guard, Some(&stored))?;
+            let checked = body.into_inner().checked(&guard, Some(&stored)).await?;
             save(&state, &tenant.0, &app, &ep.id, checked).await
         }
         Err(ApiError::NotFound("destination")) if path.1.creatable_uid().is_some() => {
-            let mut checked = body.into_inner().checked(&guard, None)?;
+            let mut checked = body.into_inner().checked(&guard, None).await?;
             checked.fields.uid = Some(checked.fields.uid.unwrap_or_else(|| path.1.to_string()));
             let app = applications::find(&state, &tenant, &path.0).await?;
             insert(&state, &tenant.0, &app.id, checked, None).await
@@ -407,6 +413,7 @@ async fn patch_one(
         false => Config::parse(&p.kind, p.config, &guard),
     }
     .map_err(|e| ApiError::Validation(e.0))?;
+    refuse_own(&config, &guard).await?;
     let status = p.status.or(Some(if ep.disabled { StatusIn::Disabled } else { StatusIn::Enabled }));
     let checked = check(
         config,

@@ -113,22 +113,23 @@ impl From<Endpoint> for EndpointOut {
     }
 }
 
-/// The networks the tenant's endpoints may reach (the operator's and its own).
-pub(crate) async fn allowed(
-    state: &AppState,
-    tenant: &TenantId,
-) -> Result<std::sync::Arc<Vec<ipnet::IpNet>>, ApiError> {
-    Ok(hookgate_shared::networks::allowed(state, tenant).await?)
+/// What the tenant's endpoints may reach: the networks the operator opened and
+/// its own, never Hookgate's own database or Redis (resolved afresh if due).
+pub(crate) async fn allowed(state: &AppState, tenant: &TenantId) -> Result<Guard, ApiError> {
+    let allow = hookgate_shared::networks::allowed(state, tenant).await?;
+    let guard = Guard::new(allow.to_vec()).protecting(state.own_services.clone());
+    guard.refresh_own().await;
+    Ok(guard)
 }
 
-/// An endpoint URL: absolute http(s), and not aimed at a blocked address (`allow`:
-/// the networks the tenant may reach, from [`allowed`]).
-pub(crate) fn check_url(allow: &[ipnet::IpNet], raw: &str) -> Result<(), ApiError> {
+/// An endpoint URL: absolute http(s), and not aimed at a blocked address (`guard`:
+/// what the tenant may reach, from [`allowed`]).
+pub(crate) fn check_url(guard: &Guard, raw: &str) -> Result<(), ApiError> {
     let url = url::Url::parse(raw).map_err(|e| ApiError::Validation(format!("`url` is not a valid URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(ApiError::Validation("`url` must be an absolute http or https URL".into()));
     }
-    Guard::new(allow.to_vec()).check_url(&url).map_err(|b| ApiError::Validation(format!("`url` is refused: {b}")))
+    guard.check_url(&url).map_err(|b| ApiError::Validation(format!("`url` is refused: {b}")))
 }
 
 pub(crate) fn check_list(field: &str, items: &Option<Vec<String>>, max: usize) -> Result<(), ApiError> {
@@ -149,8 +150,8 @@ impl EndpointIn {
         self.headers.as_ref().map(validate::given_headers).transpose()
     }
 
-    pub(crate) fn fields(&self, allow: &[ipnet::IpNet]) -> Result<EndpointFields, ApiError> {
-        check_url(allow, &self.url)?;
+    pub(crate) fn fields(&self, guard: &Guard) -> Result<EndpointFields, ApiError> {
+        check_url(guard, &self.url)?;
         if let Some(uid) = &self.uid {
             validate::uid("uid", uid)?;
         }

@@ -248,7 +248,7 @@ struct Ctx<'a> {
     tenant: &'a TenantId,
     transit: Option<&'a TransitKey>,
     sealed_for: &'a str,
-    allow: &'a [ipnet::IpNet],
+    allow: &'a hookgate_egress::ssrf::Guard,
     ep_cap: Option<u64>,
 }
 

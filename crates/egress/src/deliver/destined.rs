@@ -11,10 +11,9 @@ use super::{
     Worker,
 };
 use crate::{
-    deliver::send::{Outcome as SendOutcome, PRIVATE_NOT_KEPT},
     destinations::{config::Config, Outbound},
     signing,
-    ssrf::{classify, Guard},
+    ssrf::Guard,
 };
 
 /// Hands a claimed message to its destination and says what became of it.
@@ -37,7 +36,10 @@ pub(super) async fn deliver(
         }
     };
     let (guard, sender, opened) = match hookgate_shared::networks::allowed(w.state(), &c.tenant_id).await {
-        Ok(allow) => (Guard::new(allow.to_vec()), w.senders.for_networks(&allow), !allow.is_empty()),
+        Ok(allow) => {
+            let guard = Guard::new(allow.to_vec()).protecting(w.state().own_services.clone());
+            (guard, w.senders.for_networks(&allow), !allow.is_empty())
+        }
         Err(e) => {
             tracing::warn!(error = %e, tenant = %c.tenant_id, "the tenant's networks could not be read; delivery waits");
             return due_again(c, Duration::from_secs(1));
@@ -69,18 +71,11 @@ pub(super) async fn deliver(
         headers: &headers,
     };
     let key = (c.tenant_id.clone(), c.app_id.clone(), c.endpoint_id.clone());
-    let mut sent = w.destinations.publish(&key, sealed, &cfg, &guard, &sender, &out, bound).await;
     // As for an endpoint's response: the answer of a private network that an
-    // allow-list opened is not kept unless the operator says so (the tenant and
-    // its portal links read the attempt log). Only a refusal carries the other
-    // side's words; only an allow-list opens a private network.
-    if sent.outcome != SendOutcome::Success
-        && opened
-        && !w.state().config.egress_record_private_responses
-        && on_private_network(&cfg.hosts()).await
-    {
-        sent.body = PRIVATE_NOT_KEPT.to_owned();
-    }
+    // allow-list opened is not kept unless the operator says so, judged on the
+    // addresses the hand-over dialled. Only an allow-list opens a private network.
+    let hide_private = opened && !w.state().config.egress_record_private_responses;
+    let sent = w.destinations.publish(&key, sealed, &cfg, &guard, &sender, &out, bound, hide_private).await;
     let kind = ep.kind.type_name().unwrap_or("http");
     w.metrics.destination(kind, sent.outcome.label());
     let recorded = serde_json::json!({
@@ -90,29 +85,4 @@ pub(super) async fn deliver(
     })
     .to_string();
     finish(w, c, ep.url.clone(), sent, recorded, payload.len() as i64)
-}
-
-/// Whether one of these hosts is (or resolves to) an address of a private
-/// network. A name that does not resolve within a second counts as one: an
-/// answer is kept only when it is known to come from outside.
-async fn on_private_network(hosts: &[String]) -> bool {
-    for host in hosts {
-        if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-            if classify(ip).is_some() {
-                return true;
-            }
-            continue;
-        }
-        match tokio::time::timeout(Duration::from_secs(1), tokio::net::lookup_host((host.as_str(), 0))).await {
-            Ok(Ok(mut addrs)) => {
-                if addrs.any(|a| classify(a.ip()).is_some()) {
-                    return true;
-                }
-            }
-            // Unresolvable: nothing there answered.
-            Ok(Err(_)) => {}
-            Err(_) => return true,
-        }
-    }
-    false
 }

@@ -36,7 +36,7 @@ pub struct Forwarder {
 
 impl Forwarder {
     pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
-        let senders = std::sync::Arc::new(Senders::new(&state.config));
+        let senders = std::sync::Arc::new(Senders::new(&state.config, state.own_services.clone()));
         Forwarder { state, metrics, senders }
     }
 

@@ -17,6 +17,7 @@ mod plan;
 mod prepare;
 mod pressure;
 mod record;
+mod refuse_own;
 pub mod schedule;
 pub mod send;
 mod shares;
@@ -113,7 +114,7 @@ impl Worker {
         // planned once per connection (`db::Plans::Generic`).
         let state = state.with_generic_plans();
         let cfg = DeliveryConfig::from_config(&state.config);
-        let senders = Senders::new(&state.config);
+        let senders = Senders::new(&state.config, state.own_services.clone());
         let throttle = Arc::new(throttle::Throttle::new(state.redis.clone()));
         let shares = shares::Shares::new(cfg.concurrency);
         let transforms = transformed::Transforms::new(state.config.max_body);

@@ -149,6 +149,8 @@ impl Sender {
         };
         let client = builder
             .dns_resolver(Arc::new(GuardedResolver { guard: guard.clone(), proxy_host }))
+            // The resolver has no port: Hookgate's own servers are refused on the connection made.
+            .connector_layer(super::refuse_own::RefuseOwn(guard.clone()))
             .connect_timeout(connect_timeout)
             .timeout(timeout)
             // A redirect could lead anywhere; receivers must answer themselves.
@@ -170,6 +172,7 @@ impl Sender {
         let Some(url::Host::Domain(name)) = url.host() else { return Ok(literal_private(url)) };
         let started = Instant::now();
         let port = url.port_or_known_default().unwrap_or(80);
+        self.guard.refresh_own().await;
         match tokio::net::lookup_host((name, port)).await {
             // The proxy resolves the name again and may dial any of its addresses:
             // every one must pass, not just one.
@@ -189,7 +192,7 @@ impl Sender {
     /// The addresses, if the guard lets every one of them through.
     fn all_allowed(&self, addrs: impl IntoIterator<Item = SocketAddr>) -> Result<Vec<SocketAddr>, Blocked> {
         let addrs: Vec<SocketAddr> = addrs.into_iter().collect();
-        match addrs.iter().find_map(|a| self.guard.check(a.ip()).err()) {
+        match addrs.iter().find_map(|a| self.guard.check_dial(*a).err()) {
             Some(b) => Err(Blocked { literal: false, ..b }),
             None => Ok(addrs),
         }
@@ -236,6 +239,7 @@ impl Sender {
             Ok(u) => u,
             Err(e) => return failed(Outcome::ConnectError, format!("invalid URL: {e}"), started),
         };
+        self.guard.refresh_own().await;
         if let Err(b) = self.guard.check_url(&url) {
             return blocked(b);
         }
@@ -322,6 +326,9 @@ pub struct Exchanged {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: bytes::Bytes,
+    /// The answer came from a private network: the address dialled, or through
+    /// the operator's proxy, what the target's name resolved to.
+    pub private: bool,
 }
 
 /// The most of a response [`Sender::exchange`] reads.
@@ -337,14 +344,21 @@ impl Sender {
 
     /// Whether a request to this URL may go, as an attempt checks it before
     /// sending: an address literal against the guard, and through the operator's
-    /// proxy (which resolves names itself) every address the name has.
-    pub async fn allows_target(&self, raw: &str) -> Result<(), String> {
+    /// proxy (which resolves names itself) every address the name has. `Ok(true)`
+    /// when, through the proxy, the target is on a private network.
+    pub async fn allows_target(&self, raw: &str) -> Result<bool, String> {
         let url = url::Url::parse(raw).map_err(|e| format!("invalid URL: {e}"))?;
+        self.guard.refresh_own().await;
         self.guard.check_url(&url).map_err(|b| b.to_string())?;
-        if self.proxied {
-            self.check_proxied_target(&url).await.map_err(|sent| sent.body)?;
+        match self.proxied {
+            true => self.check_proxied_target(&url).await.map_err(|sent| sent.body),
+            false => Ok(false),
         }
-        Ok(())
+    }
+
+    /// Whether requests go through the operator's proxy (the connection's address is then the proxy's).
+    pub fn proxied(&self) -> bool {
+        self.proxied
     }
 
     /// One request of any method through the guarded client, within `bound`: the
@@ -361,9 +375,11 @@ impl Sender {
         let started = Instant::now();
         let url =
             url::Url::parse(url).map_err(|e| failed(Outcome::ConnectError, format!("invalid URL: {e}"), started))?;
+        self.guard.refresh_own().await;
         self.guard.check_url(&url).map_err(|b| failed(Outcome::Blocked, b.to_string(), started))?;
+        let mut private = false;
         if self.proxied {
-            self.check_proxied_target(&url).await?;
+            private = self.check_proxied_target(&url).await?;
         }
         let sent = self.client.request(method, url).headers(headers).body(body).timeout(bound).send().await;
         let mut res = sent.map_err(|e| match find_blocked(&e) {
@@ -373,6 +389,7 @@ impl Sender {
         })?;
         let status = res.status().as_u16();
         let headers = res.headers().clone();
+        private = private || (!self.proxied && res.remote_addr().is_some_and(|a| classify(a.ip()).is_some()));
         let mut body = Vec::new();
         while let Some(chunk) = res.chunk().await.map_err(|e| failed(Outcome::ConnectError, describe(&e), started))? {
             if body.len() + chunk.len() > MOST_EXCHANGED {
@@ -380,7 +397,7 @@ impl Sender {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(Exchanged { status, headers, body: body.into() })
+        Ok(Exchanged { status, headers, body: body.into(), private })
     }
 }
 
@@ -404,13 +421,15 @@ pub struct Senders {
     base_allow: Vec<ipnet::IpNet>,
     made: std::sync::Mutex<std::collections::HashMap<Vec<ipnet::IpNet>, Sender>>,
     settings: (Duration, Duration, Option<String>, bool),
+    own: Arc<hookgate_shared::own_services::OwnServices>,
 }
 
 /// Clients kept for tenants' own lists; past it they are made again as needed.
 const MOST_CLIENTS: usize = 64;
 
 impl Senders {
-    pub fn new(config: &hookgate_shared::Config) -> Self {
+    /// `own`: Hookgate's own servers, refused by every client made here.
+    pub fn new(config: &hookgate_shared::Config, own: Arc<hookgate_shared::own_services::OwnServices>) -> Self {
         let settings = (
             config.egress_connect_timeout,
             config.egress_timeout,
@@ -419,9 +438,9 @@ impl Senders {
         );
         // Sorted and once each, as `networks::allowed` merges lists: equal lists compare equal.
         let base_allow = hookgate_shared::networks::merged(&config.egress_allow_networks, &[]);
-        let base =
-            Sender::new(Guard::new(base_allow.clone()), settings.0, settings.1, settings.2.as_deref(), settings.3);
-        Senders { base, base_allow, made: Default::default(), settings }
+        let guard = Guard::new(base_allow.clone()).protecting(own.clone());
+        let base = Sender::new(guard, settings.0, settings.1, settings.2.as_deref(), settings.3);
+        Senders { base, base_allow, made: Default::default(), settings, own }
     }
 
     /// The client for a tenant's networks (from `hookgate_shared::networks::allowed`).
@@ -437,7 +456,8 @@ impl Senders {
             made.clear();
         }
         let (connect, total, proxy, record) = &self.settings;
-        let s = Sender::new(Guard::new(allow.to_vec()), *connect, *total, proxy.as_deref(), *record);
+        let guard = Guard::new(allow.to_vec()).protecting(self.own.clone());
+        let s = Sender::new(guard, *connect, *total, proxy.as_deref(), *record);
         made.insert(allow.to_vec(), s.clone());
         s
     }

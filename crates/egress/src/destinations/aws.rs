@@ -21,7 +21,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::{
     config::{AwsAccess, EventBridge, Sns, Sqs},
-    Failure, Outbound,
+    Failure, Outbound, Reached,
 };
 use crate::deliver::send::{Outcome, Sender};
 
@@ -30,6 +30,8 @@ use crate::deliver::send::{Outcome, Sender};
 struct Bridge {
     sender: Sender,
     bound: Duration,
+    /// Where the answers came from: a private network's are kept only if the operator says.
+    reached: Reached,
 }
 
 impl fmt::Debug for Bridge {
@@ -72,6 +74,7 @@ impl HttpConnector for Bridge {
                     _ => ConnectorError::io(Box::new(Unanswered(failure))),
                 }
             })?;
+            this.reached.private_if(got.private);
             let status = StatusCode::try_from(got.status).map_err(|e| ConnectorError::other(e.into(), None))?;
             let mut res = HttpResponse::new(status, SdkBody::from(got.body));
             for (name, value) in got.headers.iter() {
@@ -133,12 +136,12 @@ struct Setup {
     bridge: Bridge,
 }
 
-fn setup(access: &AwsAccess, region: &str, sender: &Sender, bound: Duration) -> Setup {
+fn setup(access: &AwsAccess, region: &str, sender: &Sender, bound: Duration, reached: &Reached) -> Setup {
     Setup {
         credentials: Credentials::new(&access.access_key_id, &access.secret_access_key, None, None, "hookgate"),
         region: Region::new(region.to_owned()),
         endpoint_url: access.endpoint_url.clone(),
-        bridge: Bridge { sender: sender.clone(), bound },
+        bridge: Bridge { sender: sender.clone(), bound, reached: reached.clone() },
     }
 }
 
@@ -158,9 +161,15 @@ fn text_body(out: &Outbound<'_>) -> (String, bool) {
     }
 }
 
-pub(super) async fn sqs(cfg: &Sqs, sender: &Sender, out: &Outbound<'_>, bound: Duration) -> Result<String, Failure> {
+pub(super) async fn sqs(
+    cfg: &Sqs,
+    sender: &Sender,
+    out: &Outbound<'_>,
+    bound: Duration,
+    reached: &Reached,
+) -> Result<String, Failure> {
     use aws_sdk_sqs::types::MessageAttributeValue;
-    let s = setup(&cfg.access(), &cfg.region(), sender, bound);
+    let s = setup(&cfg.access(), &cfg.region(), sender, bound, reached);
     let mut conf = aws_sdk_sqs::Config::builder()
         .behavior_version_latest()
         .credentials_provider(s.credentials)
@@ -186,9 +195,15 @@ pub(super) async fn sqs(cfg: &Sqs, sender: &Sender, out: &Outbound<'_>, bound: D
     Ok(format!("accepted by SQS as {}", sent.message_id().unwrap_or("(no id)")))
 }
 
-pub(super) async fn sns(cfg: &Sns, sender: &Sender, out: &Outbound<'_>, bound: Duration) -> Result<String, Failure> {
+pub(super) async fn sns(
+    cfg: &Sns,
+    sender: &Sender,
+    out: &Outbound<'_>,
+    bound: Duration,
+    reached: &Reached,
+) -> Result<String, Failure> {
     use aws_sdk_sns::types::MessageAttributeValue;
-    let s = setup(&cfg.access(), &cfg.region(), sender, bound);
+    let s = setup(&cfg.access(), &cfg.region(), sender, bound, reached);
     let mut conf = aws_sdk_sns::Config::builder()
         .behavior_version_latest()
         .credentials_provider(s.credentials)
@@ -217,9 +232,10 @@ pub(super) async fn event_bridge(
     sender: &Sender,
     out: &Outbound<'_>,
     bound: Duration,
+    reached: &Reached,
 ) -> Result<String, Failure> {
     use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-    let s = setup(&cfg.access(), &cfg.region(), sender, bound);
+    let s = setup(&cfg.access(), &cfg.region(), sender, bound, reached);
     let mut conf = aws_sdk_eventbridge::Config::builder()
         .behavior_version_latest()
         .credentials_provider(s.credentials)

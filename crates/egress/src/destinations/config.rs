@@ -260,25 +260,6 @@ impl Config {
 
     /// Where it delivers, with no credential: what the attempt log and the console
     /// show in place of an endpoint's URL.
-    /// The hosts a hand-over reaches (names or address literals, from its
-    /// URLs; AWS's own hosts when it names none): whether one is on a private
-    /// network decides if its answers are kept.
-    pub fn hosts(&self) -> Vec<String> {
-        let host =
-            |u: &str| url::Url::parse(u).ok().and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_owned()));
-        let urls: Vec<&str> = match self {
-            Config::RabbitMq(r) => vec![r.uri.as_str()],
-            Config::Postgres(p) => vec![p.url.as_str()],
-            Config::Sqs(q) => [Some(q.queue_url.as_str()), q.endpoint_url.as_deref()].into_iter().flatten().collect(),
-            Config::Sns(t) => t.endpoint_url.as_deref().into_iter().collect(),
-            Config::EventBridge(b) => b.endpoint_url.as_deref().into_iter().collect(),
-            Config::AmazonS3(b) => b.endpoint_url.as_deref().into_iter().collect(),
-            Config::FifoEndpoint(f) => vec![f.url.as_str()],
-            Config::PollingEndpoint(_) => Vec::new(),
-        };
-        urls.into_iter().filter_map(host).collect()
-    }
-
     pub fn locator(&self) -> String {
         match self {
             Config::RabbitMq(r) => format!("{}#{}", without_password(&r.uri, false), r.routing_key),

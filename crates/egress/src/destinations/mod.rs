@@ -7,25 +7,39 @@
 //!
 //! Each kind keeps one connection per destination (`Links`), dialled only to
 //! addresses the SSRF guard allows, made again after any error.
+//!
+//! Whether an answer came from a private network (and so is kept only if the
+//! operator says) is told from the addresses actually dialled (`Reached`), never
+//! from a name resolved again afterwards, which could answer otherwise.
 
 mod aws;
 mod aws_config;
 pub mod config;
+mod pg_wire;
 mod postgres;
 mod rabbitmq;
+mod reach;
 mod s3;
+
+pub use reach::refuse_own;
 
 use std::{
     net::SocketAddr,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
     time::{Duration, Instant},
 };
+
+use futures_util::future::BoxFuture;
 
 use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, EndpointId, TenantId};
 
 use crate::{
-    deliver::send::{response_text, Outcome, Sender, Sent, KEEP_RESPONSE},
-    ssrf::Guard,
+    deliver::send::{response_text, Outcome, Sender, Sent, KEEP_RESPONSE, PRIVATE_NOT_KEPT},
+    ssrf::{classify, Guard},
 };
 use config::Config;
 
@@ -102,18 +116,60 @@ impl<L, const MOST: usize> Kept<L, MOST> {
     }
 }
 
+/// How a destination's host name becomes addresses: the system's resolver (a
+/// test gives its own, to make a name answer as it chooses).
+pub type Lookup = Arc<dyn Fn(String, u16) -> BoxFuture<'static, std::io::Result<Vec<SocketAddr>>> + Send + Sync>;
+
+fn system_lookup() -> Lookup {
+    Arc::new(|host, port| Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), port)).await?.collect()) }))
+}
+
+/// Whether one hand-over reached an address of a private network: noted where
+/// each kind dials (or its HTTP client's connection says where it went).
+#[derive(Clone, Default)]
+pub(crate) struct Reached(Arc<AtomicBool>);
+
+impl Reached {
+    pub(crate) fn dialled(&self, addr: SocketAddr) {
+        self.private_if(classify(addr.ip()).is_some());
+    }
+
+    pub(crate) fn private_if(&self, private: bool) {
+        if private {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn private(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// The process's kept connections, for every destination kind.
-#[derive(Default)]
 pub struct Publishers {
     rabbitmq: rabbitmq::Links,
     postgres: postgres::Links,
+    lookup: Lookup,
+}
+
+impl Default for Publishers {
+    fn default() -> Self {
+        Publishers::with_lookup(system_lookup())
+    }
 }
 
 impl Publishers {
+    /// Publishers whose RabbitMQ and Postgres hosts are resolved by `lookup`.
+    pub fn with_lookup(lookup: Lookup) -> Self {
+        Publishers { rabbitmq: Default::default(), postgres: Default::default(), lookup }
+    }
+
     /// Hands `out` to the destination, within `bound`: an attempt's result, with
     /// status 0 (no HTTP status) and the other side's answer as its response.
     /// `guard` and `sender` allow what the tenant may reach (the AWS SDK sends
     /// through `sender`; RabbitMQ and Postgres dial what `guard` allows).
+    /// `hide_private`: a failed hand-over's answer from an address of a private
+    /// network (one an allow-list opened) is replaced by [`PRIVATE_NOT_KEPT`].
     #[allow(clippy::too_many_arguments)]
     pub async fn publish(
         &self,
@@ -124,17 +180,20 @@ impl Publishers {
         sender: &Sender,
         out: &Outbound<'_>,
         bound: Duration,
+        hide_private: bool,
     ) -> Sent {
         let started = Instant::now();
         let fingerprint = sealed;
+        let reached = Reached::default();
+        let dial = Dial { guard, lookup: &self.lookup, reached: &reached };
         let work = async {
             match cfg {
-                Config::RabbitMq(r) => self.rabbitmq.publish(key, fingerprint, r, guard, out).await,
-                Config::Postgres(p) => self.postgres.publish(key, fingerprint, p, guard, out).await,
-                Config::Sqs(q) => aws::sqs(q, sender, out, bound).await,
-                Config::Sns(t) => aws::sns(t, sender, out, bound).await,
-                Config::EventBridge(b) => aws::event_bridge(b, sender, out, bound).await,
-                Config::AmazonS3(b) => s3::put(b, sender, out, bound).await,
+                Config::RabbitMq(r) => self.rabbitmq.publish(key, fingerprint, r, &dial, out).await,
+                Config::Postgres(p) => self.postgres.publish(key, fingerprint, p, &dial, out).await,
+                Config::Sqs(q) => aws::sqs(q, sender, out, bound, &reached).await,
+                Config::Sns(t) => aws::sns(t, sender, out, bound, &reached).await,
+                Config::EventBridge(b) => aws::event_bridge(b, sender, out, bound, &reached).await,
+                Config::AmazonS3(b) => s3::put(b, sender, out, bound, &reached).await,
                 // Read in order from their log, never handed over one delivery at a time.
                 Config::FifoEndpoint(_) | Config::PollingEndpoint(_) => {
                     Err(Failure::refused("this destination reads its log in order; it takes no single deliveries"))
@@ -151,22 +210,42 @@ impl Publishers {
                 (Outcome::Timeout, format!("no answer within {} ms", bound.as_millis()))
             }
         };
+        // As for an endpoint's response: the answer of a private network that an
+        // allow-list opened is not kept unless the operator says so (the tenant and
+        // its portal links read the attempt log). Only a failure carries the other
+        // side's words; "private" is where this hand-over's connection went.
+        let body = match outcome != Outcome::Success && hide_private && reached.private() {
+            true => PRIVATE_NOT_KEPT.to_owned(),
+            false => body,
+        };
         // As a response body is kept: text Postgres takes (no NUL), at most 4 KiB.
         let kept = &body.as_bytes()[..body.len().min(KEEP_RESPONSE)];
         Sent { outcome, status: 0, body: response_text(kept), duration: started.elapsed(), retry_after: None }
     }
 }
 
-/// Resolves a host a tenant named and keeps the addresses it may reach.
-async fn resolve(guard: &Guard, host: &str, port: u16) -> Result<Vec<SocketAddr>, Failure> {
-    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
-        .await
-        .map_err(|e| Failure::connect(format!("`{host}` could not be resolved: {e}")))?
-        .collect();
-    let allowed = guard.filter(found).map_err(|b| Failure { outcome: Outcome::Blocked, text: b.to_string() })?;
-    match allowed.is_empty() {
-        true => Err(Failure::connect(format!("`{host}` has no address"))),
-        false => Ok(allowed),
+/// What a RabbitMQ or Postgres connect needs to dial: the guard, the resolver,
+/// and where to note the address dialled.
+pub(crate) struct Dial<'a> {
+    guard: &'a Guard,
+    lookup: &'a Lookup,
+    reached: &'a Reached,
+}
+
+impl Dial<'_> {
+    /// Resolves a host a tenant named and keeps the addresses it may reach: the
+    /// SSRF guard's, and never Hookgate's own database or Redis at their ports.
+    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Failure> {
+        let found: Vec<SocketAddr> = (self.lookup)(host.to_owned(), port)
+            .await
+            .map_err(|e| Failure::connect(format!("`{host}` could not be resolved: {e}")))?;
+        self.guard.refresh_own().await;
+        let allowed =
+            self.guard.filter(found).map_err(|b| Failure { outcome: Outcome::Blocked, text: b.to_string() })?;
+        match allowed.is_empty() {
+            true => Err(Failure::connect(format!("`{host}` has no address"))),
+            false => Ok(allowed),
+        }
     }
 }
 

@@ -1,14 +1,35 @@
 //! The `postgres` destination: one row per message in a table of the tenant's
 //! database, made if missing. The message id is the table's key, so a message
 //! delivered twice (a lost answer, a replay) is one row.
+//!
+//! Hookgate dials the address the guard allowed itself and speaks through
+//! `pg_wire`, which holds each message the server sends to 64 KiB.
 
-use std::time::Duration;
+use std::{net::SocketAddr, time::Duration};
 
 use hookgate_shared::db::tls;
-use tokio_postgres::{config::Host, Client, Statement};
+use tokio_postgres::{
+    config::{Host, SslMode},
+    tls::MakeTlsConnect,
+    Client, Statement,
+};
 
-use super::{config::Postgres, Failure, Kept, Key, Outbound};
-use crate::ssrf::Guard;
+use tokio::sync::oneshot;
+
+use super::{
+    config::Postgres,
+    pg_wire::{CapTls, Capped},
+    Dial, Failure, Kept, Key, Outbound,
+};
+
+/// What a destination's URL may set in its query, besides `sslmode`: where and
+/// how to connect. The rest of what libpq and tokio-postgres read is refused:
+/// `options` sets any server setting for the session (`-c …`), and
+/// `application_name`, `replication` and the like change what the server does
+/// or shows; the client's own settings (keepalives, `tcp_user_timeout`,
+/// `target_session_attrs`, `load_balance_hosts`, `sslnegotiation`) are
+/// Hookgate's to choose, since it dials the address itself.
+const URL_PARAMETERS: &[&str] = &["dbname", "host", "port", "connect_timeout", "channel_binding"];
 
 /// A tenant's database as its URL names it.
 pub(super) struct Target {
@@ -41,6 +62,12 @@ pub(super) fn parse_url(raw: &str) -> Result<Target, String> {
             if matches!(k.as_ref(), "password" | "user") {
                 return Err(format!(
                     "`url` may not set `{k}` in its query: give the user before `@`, the password in `password`"
+                ));
+            }
+            if !URL_PARAMETERS.contains(&k.as_ref()) {
+                return Err(format!(
+                    "`url` may not set `{k}`: a destination's URL sets only {} (and sslmode); server settings such as `options` are refused",
+                    URL_PARAMETERS.join(", ")
                 ));
             }
         }
@@ -95,8 +122,13 @@ fn insert_sql(table: &str) -> String {
 
 pub(super) struct Link {
     fingerprint: Vec<u8>,
+    /// The address dialled: whether the server's answers come from a private network.
+    addr: SocketAddr,
+    /// Why the connection ended, once it has (the client itself only says "closed").
+    broke: Option<oneshot::Receiver<String>>,
     client: Client,
-    insert: Statement,
+    /// Set once the table is there; a link is kept only with it.
+    insert: Option<Statement>,
 }
 
 /// Connections kept per destination, as for RabbitMQ.
@@ -109,7 +141,7 @@ impl Links {
         key: &Key,
         fingerprint: &[u8],
         cfg: &Postgres,
-        guard: &Guard,
+        dial: &Dial<'_>,
         out: &Outbound<'_>,
     ) -> Result<String, Failure> {
         let slot = self.slot(key);
@@ -117,9 +149,11 @@ impl Links {
         let mut link = slot.lock().await;
         if link.as_ref().is_none_or(|l| l.fingerprint != fingerprint || l.client.is_closed()) {
             *link = None;
-            *link = Some(connect(cfg, guard, fingerprint).await?);
+            *link = Some(connect(cfg, dial, fingerprint).await?);
         }
         let l = link.as_ref().expect("just made");
+        dial.reached.dialled(l.addr);
+        let insert = l.insert.clone().expect("a kept link has its statement");
         // jsonb takes no NUL (`\u0000`): such a payload goes as bytes, like any non-JSON one.
         let has_nul = out.payload.windows(6).any(|w| w == b"\\u0000");
         let json: Option<serde_json::Value> = (out.content_type.starts_with("application/json") && !has_nul)
@@ -129,7 +163,7 @@ impl Links {
         let inserted = l
             .client
             .execute(
-                &l.insert,
+                &insert,
                 &[
                     &out.msg_id,
                     &out.event_type,
@@ -150,61 +184,106 @@ impl Links {
                 // (08: connection, 25: read-only transaction after a failover,
                 // 57: shutting down): made again at the next attempt.
                 let class = e.code().map(|c| c.code().get(..2).unwrap_or_default().to_owned());
-                if l.client.is_closed() || matches!(class.as_deref(), Some("08" | "25" | "57")) {
-                    *link = None;
-                }
-                Err(match e.as_db_error() {
+                let closed = l.client.is_closed();
+                let failure = match e.as_db_error() {
                     Some(db) => {
                         Failure::refused(format!("Postgres refused the row: {} ({})", db.message(), db.code().code()))
                     }
-                    None => Failure::connect(format!("writing to Postgres failed: {e}")),
-                })
+                    None => Failure::connect(format!("writing to Postgres failed: {}", reason(&e, &mut link).await)),
+                };
+                if closed || matches!(class.as_deref(), Some("08" | "25" | "57")) {
+                    *link = None;
+                }
+                Err(failure)
             }
         }
     }
 }
 
-async fn connect(cfg: &Postgres, guard: &Guard, fingerprint: &[u8]) -> Result<Link, Failure> {
+async fn connect(cfg: &Postgres, dial: &Dial<'_>, fingerprint: &[u8]) -> Result<Link, Failure> {
     let target = parse_url(&cfg.url).map_err(Failure::refused)?;
     let table = table_name(&cfg.table_name).map_err(Failure::refused)?;
-    let addrs = super::resolve(guard, &target.host, target.port).await?;
+    // The address just checked is the one dialled, and only it; the name stays for TLS.
+    let addr = dial.resolve(&target.host, target.port).await?[0];
+    dial.reached.dialled(addr);
     let mut pg = target.config;
-    // The address just checked is the one dialled; the name stays for TLS.
-    pg.hostaddr(addrs[0].ip());
     pg.ssl_mode(target.tls.mode);
     if let Some(p) = &cfg.password {
         pg.password(p.as_bytes());
     }
     pg.application_name("hookgate-destination");
+    let mut tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref())
+        .map_err(|e| Failure::refused(e.to_string()))?;
+    let tls = MakeTlsConnect::<Capped<tokio::net::TcpStream>>::make_tls_connect(&mut tls, &target.host)
+        .map_err(|e| Failure::refused(format!("`url`: {e}")))?;
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| Failure::connect(format!("connecting to Postgres failed: {e}")))?;
     // A connection that went half open (a failover, a dropped NAT entry) is
     // noticed in about a minute rather than the system's two hours.
-    pg.keepalives_idle(Duration::from_secs(30)).tcp_user_timeout(Duration::from_secs(60));
-    let tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref())
-        .map_err(|e| Failure::refused(e.to_string()))?;
+    let socket = socket2::SockRef::from(&stream);
+    let _ = socket.set_tcp_keepalive(&socket2::TcpKeepalive::new().with_time(Duration::from_secs(30)));
+    let _ = socket.set_tcp_user_timeout(Some(Duration::from_secs(60)));
+    let _ = stream.set_nodelay(true);
+    let stream = Capped::raw(stream, target.tls.mode != SslMode::Disable);
     // The server's own words when it answered (a missing database, a refused
     // password); tokio-postgres shows only "db error" for them.
-    let (client, connection) = pg.connect(tls).await.map_err(|e| match e.as_db_error() {
+    let (client, connection) = pg.connect_raw(stream, CapTls(tls)).await.map_err(|e| match e.as_db_error() {
         Some(db) => {
             Failure::refused(format!("Postgres refused the connection: {} ({})", db.message(), db.code().code()))
         }
         None => Failure::connect(format!("connecting to Postgres failed: {e}")),
     })?;
+    let (tell, broke) = oneshot::channel();
     tokio::spawn(async move {
-        // Ends when the client is dropped or the server goes away.
-        let _ = connection.await;
+        // Ends when the client is dropped or the server goes away (or sends too much).
+        if let Err(e) = connection.await {
+            let _ = tell.send(with_causes(&e));
+        }
     });
-    let refused = |e: tokio_postgres::Error| match e.as_db_error() {
-        Some(db) => Failure::refused(format!("Postgres refused the table `{}`: {}", cfg.table_name, db.message())),
-        None => Failure::connect(format!("Postgres went away: {e}")),
-    };
+    let mut link = Some(Link { fingerprint: fingerprint.to_vec(), addr, broke: Some(broke), client, insert: None });
+    let made = prepare(&mut link, &table).await;
+    match made {
+        Ok(insert) => {
+            let mut made = link.expect("kept");
+            made.insert = Some(insert);
+            Ok(made)
+        }
+        Err(e) => Err(match e.as_db_error() {
+            Some(db) => Failure::refused(format!("Postgres refused the table `{}`: {}", cfg.table_name, db.message())),
+            None => Failure::connect(format!("Postgres went away: {}", reason(&e, &mut link).await)),
+        }),
+    }
+}
+
+/// The table, made if missing, and the insert prepared.
+async fn prepare(link: &mut Option<Link>, table: &str) -> Result<Statement, tokio_postgres::Error> {
+    let client = &link.as_ref().expect("just made").client;
     // Made only when missing: a role that may only insert into an existing table
     // (no CREATE on its schema, the default since Postgres 15) still delivers.
-    let exists = client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await.map_err(refused)?;
+    let exists = client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await?;
     if !exists.get::<_, bool>(0) {
-        client.batch_execute(&create_sql(&table)).await.map_err(refused)?;
+        client.batch_execute(&create_sql(table)).await?;
     }
-    let insert = client.prepare(&insert_sql(&table)).await.map_err(refused)?;
-    Ok(Link { fingerprint: fingerprint.to_vec(), client, insert })
+    client.prepare(&insert_sql(table)).await
+}
+
+/// An error and its causes in one line (tokio-postgres says only "error
+/// communicating with the server", the cause after it).
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::successors(e.source(), |c| c.source()).fold(e.to_string(), |text, c| format!("{text}: {c}"))
+}
+
+/// Why a statement failed: the connection's own error when it ended (a message
+/// over the cap, a reset), waited for a second at most; else the client's.
+async fn reason(e: &tokio_postgres::Error, link: &mut Option<Link>) -> String {
+    let Some(broke) = link.as_mut().filter(|l| l.client.is_closed()).and_then(|l| l.broke.take()) else {
+        return e.to_string();
+    };
+    match tokio::time::timeout(Duration::from_secs(1), broke).await {
+        Ok(Ok(why)) => why,
+        _ => e.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -230,6 +309,11 @@ mod tests {
             "postgres://u@127.0.0.1/db?hostaddr=127.0.0.2",
             "postgres://u@a,b/db",
             "mysql://u@127.0.0.1/db",
+            "postgres://u@127.0.0.1/db?options=-c%20search_path%3Dpublic",
+            "postgres://u@127.0.0.1/db?%6Fptions=-c%20default_transaction_read_only%3Doff",
+            "postgres://u@127.0.0.1/db?application_name=x",
+            "postgres://u@127.0.0.1/db?sslnegotiation=direct&sslmode=require",
+            "postgres://u@127.0.0.1/db?keepalives=0",
         ] {
             assert!(parse_url(bad).is_err(), "{bad} was taken");
         }

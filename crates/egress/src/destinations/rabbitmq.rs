@@ -12,8 +12,8 @@ use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties,
 };
 
-use super::{config::RabbitMq, Failure, Kept, Key, Outbound};
-use crate::{deliver::send::Outcome, ssrf::Guard};
+use super::{config::RabbitMq, Dial, Failure, Kept, Key, Outbound};
+use crate::deliver::send::Outcome;
 
 /// Parses an `amqp://` or `amqps://` URI.
 pub(super) fn parse_uri(raw: &str) -> Result<AMQPUri, String> {
@@ -35,14 +35,36 @@ pub(super) fn parse_uri(raw: &str) -> Result<AMQPUri, String> {
     Ok(uri)
 }
 
-/// One open connection and its confirming channel, for one destination as
+/// Confirming channels per connection, each with at most one publish awaiting
+/// its confirm: a destination's concurrent publishes go side by side up to this.
+const LANES: usize = 8;
+
+/// One open connection and its confirming channels, for one destination as
 /// configured when it opened (`fingerprint`).
 pub(super) struct Link {
     fingerprint: Vec<u8>,
-    // Kept open for the channel's sake.
-    _conn: Connection,
-    channel: Channel,
+    /// The address dialled: whether the broker's answers come from a private network.
+    addr: std::net::SocketAddr,
+    conn: Arc<Connection>,
+    lanes: Arc<[tokio::sync::Mutex<Lane>; LANES]>,
     socket: Socket,
+}
+
+/// A channel in confirm mode that has at most one publish in flight.
+///
+/// Why one: the broker answers an unroutable `mandatory` message with a
+/// `basic.return` and then an ack, and may ack several messages at once
+/// (`multiple`). lapin hands a return to whichever confirm completes next, not
+/// to the message it returns, so with several in flight a returned message
+/// could be recorded as confirmed (and a delivered one as returned). With one
+/// in flight, a return and an ack can only be that message's.
+#[derive(Default)]
+struct Lane {
+    channel: Option<Channel>,
+    /// A publish began and its confirm was never read (its attempt was
+    /// abandoned): the channel may still get that message's return, so it is
+    /// not used again.
+    dirty: bool,
 }
 
 /// Connections kept per destination: opened on first use, shared by its
@@ -56,26 +78,29 @@ impl Links {
         key: &Key,
         fingerprint: &[u8],
         cfg: &RabbitMq,
-        guard: &Guard,
+        dial: &Dial<'_>,
         out: &Outbound<'_>,
     ) -> Result<String, Failure> {
         let slot = self.slot(key);
-        // Held only while connecting: publishes share the channel once it is open.
-        let channel = {
+        // Held only while connecting: publishes share the connection once it is open.
+        let (conn, lanes) = {
             let mut link = slot.lock().await;
-            match link.as_ref().filter(|l| l.fingerprint == fingerprint && l.channel.status().connected()) {
-                Some(l) => l.channel.clone(),
+            match link.as_ref().filter(|l| l.fingerprint == fingerprint && l.conn.status().connected()) {
+                Some(l) => {
+                    dial.reached.dialled(l.addr);
+                    (l.conn.clone(), l.lanes.clone())
+                }
                 None => {
                     *link = None;
-                    let mut made = connect(cfg, guard).await?;
+                    let mut made = connect(cfg, dial).await?;
                     made.fingerprint = fingerprint.to_vec();
-                    let channel = made.channel.clone();
+                    let taken = (made.conn.clone(), made.lanes.clone());
                     *link = Some(made);
-                    channel
+                    taken
                 }
             }
         };
-        let answer = send(&channel, cfg, out).await;
+        let answer = on_a_lane(&conn, &lanes, cfg, out).await;
         if answer.as_ref().is_err_and(|f| f.outcome != Outcome::Refused) {
             // A broken link is made again by the next attempt.
             *slot.lock().await = None;
@@ -84,40 +109,75 @@ impl Links {
     }
 }
 
+/// Publishes on a free lane (or waits for one), opening its channel if it has none.
+async fn on_a_lane(
+    conn: &Connection,
+    lanes: &[tokio::sync::Mutex<Lane>; LANES],
+    cfg: &RabbitMq,
+    out: &Outbound<'_>,
+) -> Result<String, Failure> {
+    // A free lane if there is one; else wait for the one the message id picks,
+    // so that waiters spread over the lanes.
+    let mut lane = match lanes.iter().find_map(|l| l.try_lock().ok()) {
+        Some(free) => free,
+        None => lanes[out.msg_id.bytes().map(usize::from).sum::<usize>() % LANES].lock().await,
+    };
+    let usable = lane.channel.as_ref().is_some_and(|c| c.status().connected()) && !lane.dirty;
+    if !usable {
+        if let Some(old) = lane.channel.take() {
+            // Closed, not merely dropped: a channel left open counts against the broker's limit.
+            tokio::spawn(async move {
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), old.close(200, short("replaced"))).await;
+            });
+        }
+        lane.dirty = false;
+        lane.channel = Some(confirming_channel(conn).await?);
+    }
+    let channel = lane.channel.clone().expect("just made");
+    lane.dirty = true;
+    let answer = send(&channel, cfg, out).await;
+    // Read to the end (confirmed, returned, nacked or failed): nothing of it can reach another message.
+    lane.dirty = false;
+    answer
+}
+
+async fn confirming_channel(conn: &Connection) -> Result<Channel, Failure> {
+    let channel =
+        conn.create_channel().await.map_err(|e| Failure::connect(format!("opening a RabbitMQ channel failed: {e}")))?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(|e| Failure::connect(format!("RabbitMQ refused publisher confirms: {e}")))?;
+    Ok(channel)
+}
+
 /// The socket under a link, kept apart so it can be shut: lapin runs each
 /// connection on a thread of its own that ends only when its socket does. Shut
 /// when a connect is abandoned (its handshake may never be answered) and when a
 /// link is dropped, so no thread outlives what it served.
 #[derive(Clone, Default)]
-struct Socket(Arc<std::sync::atomic::AtomicI32>);
+struct Socket(Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>);
 
 impl Socket {
     fn new() -> Self {
-        Socket(Arc::new(std::sync::atomic::AtomicI32::new(-1)))
+        Socket::default()
     }
 
-    fn keep(&self, fd: std::os::fd::RawFd) {
-        // A duplicate of lapin's descriptor: shutting it shuts the connection.
-        // SAFETY: `dup` on a descriptor that is open (the stream holding it is alive).
-        let dup = unsafe { libc::dup(fd) };
-        let old = self.0.swap(dup, std::sync::atomic::Ordering::SeqCst);
-        close(old);
+    /// Keeps a duplicate of lapin's descriptor: shutting it shuts the connection.
+    /// The duplicate is close-on-exec (`F_DUPFD_CLOEXEC`), so a child process
+    /// (the transformation sandbox) never inherits a tenant's broker connection.
+    fn keep(&self, fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+        let dup = fd.try_clone_to_owned()?;
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(dup);
+        Ok(())
     }
 
     fn shut(&self) {
-        let fd = self.0.swap(-1, std::sync::atomic::Ordering::SeqCst);
-        if fd >= 0 {
-            // SAFETY: our own duplicate, closed once (swapped out above).
-            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-            close(fd);
+        if let Some(fd) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // Shuts the connection for lapin's descriptor too; the duplicate is closed when dropped.
+            let _ = socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Both);
         }
-    }
-}
-
-fn close(fd: std::os::fd::RawFd) {
-    if fd >= 0 {
-        // SAFETY: a descriptor this module duplicated and no longer uses.
-        unsafe { libc::close(fd) };
     }
 }
 
@@ -138,12 +198,13 @@ impl Drop for Link {
     }
 }
 
-async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
+async fn connect(cfg: &RabbitMq, dial: &Dial<'_>) -> Result<Link, Failure> {
     let uri = parse_uri(&cfg.uri).map_err(Failure::refused)?;
-    let addrs = super::resolve(guard, &uri.authority.host, uri.authority.port).await?;
+    let addrs = dial.resolve(&uri.authority.host, uri.authority.port).await?;
     // The address just checked is the one dialled, and only it; the name stays
     // for TLS's certificate check.
     let addr = addrs[0];
+    dial.reached.dialled(addr);
     let host = uri.authority.host.clone();
     let tls = uri.scheme == AMQPScheme::AMQPS;
     let socket = Socket::new();
@@ -153,7 +214,7 @@ async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
         let stream: AsyncTcpStream<async_compat::Compat<tokio::net::TcpStream>> =
             AsyncTcpStream::connect(&rt, addr).await?;
         if let AsyncTcpStream::Plain(c) = &stream {
-            keep.keep(std::os::fd::AsRawFd::as_raw_fd(c.get_ref()));
+            keep.keep(std::os::fd::AsFd::as_fd(c.get_ref()))?;
         }
         match tls {
             true => Ok(stream.into_tls(&host, TLSConfig::default()).await?),
@@ -164,14 +225,11 @@ async fn connect(cfg: &RabbitMq, guard: &Guard) -> Result<Link, Failure> {
     let conn = Connection::connector(uri, runtime, dial, ConnectionProperties::default())
         .await
         .map_err(|e| Failure::connect(format!("connecting to RabbitMQ failed: {e}")))?;
-    let channel =
-        conn.create_channel().await.map_err(|e| Failure::connect(format!("opening a RabbitMQ channel failed: {e}")))?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .map_err(|e| Failure::connect(format!("RabbitMQ refused publisher confirms: {e}")))?;
+    // The first lane's channel now, so a broker that refuses channels or confirms fails the connect.
+    let lanes: Arc<[tokio::sync::Mutex<Lane>; LANES]> = Arc::new(Default::default());
+    lanes[0].try_lock().expect("new").channel = Some(confirming_channel(&conn).await?);
     guard_socket.0 = None;
-    Ok(Link { fingerprint: Vec::new(), _conn: conn, channel, socket })
+    Ok(Link { fingerprint: Vec::new(), addr, conn: Arc::new(conn), lanes, socket })
 }
 
 async fn send(channel: &Channel, cfg: &RabbitMq, out: &Outbound<'_>) -> Result<String, Failure> {
@@ -199,6 +257,16 @@ async fn send(channel: &Channel, cfg: &RabbitMq, out: &Outbound<'_>) -> Result<S
     })?;
     match confirmed {
         Confirmation::Ack(None) => Ok("confirmed by RabbitMQ".into()),
+        // With one publish in flight per channel a return is this message's; one
+        // that names another message means the channel cannot be trusted.
+        Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))
+            if r.delivery.properties.message_id().as_ref().is_some_and(|id| id.as_str() != out.msg_id) =>
+        {
+            Err(Failure {
+                outcome: Outcome::Unconfirmed,
+                text: "RabbitMQ's answer was for another message; this one's fate is unknown".into(),
+            })
+        }
         Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r)) => Err(Failure::refused(format!(
             "returned by RabbitMQ: {} {} (no queue takes routing key `{}`)",
             r.reply_code, r.reply_text, cfg.routing_key
@@ -227,5 +295,21 @@ mod tests {
         let s = short(&long);
         assert!(s.as_str().len() <= 255 && s.as_str().chars().all(|c| c == 'é'));
         assert_eq!(short("orders").as_str(), "orders");
+    }
+
+    #[test]
+    fn the_kept_duplicate_of_a_broker_socket_is_closed_on_exec() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let socket = Socket::new();
+        socket.keep(stream.as_fd()).unwrap();
+        let kept = socket.0.lock().unwrap().as_ref().map(AsRawFd::as_raw_fd).expect("kept");
+        assert_ne!(kept, stream.as_raw_fd(), "a duplicate, not the stream's own descriptor");
+        // SAFETY: F_GETFD only reads the flags of a descriptor that is open (kept above).
+        let flags = unsafe { libc::fcntl(kept, libc::F_GETFD) };
+        assert!(flags >= 0 && flags & libc::FD_CLOEXEC != 0, "flags {flags:#x}: a child process would inherit it");
+        socket.shut();
+        assert!(socket.0.lock().unwrap().is_none(), "closed once shut");
     }
 }

@@ -12,17 +12,31 @@ use object_store::{
     Attribute, Attributes, ClientOptions, ObjectStore, PutOptions, RetryConfig,
 };
 
-use super::{config::S3, Failure, Outbound};
+use super::{config::S3, Failure, Outbound, Reached};
 use crate::deliver::send::Sender;
 
 /// Gives `object_store` the guarded client: the SSRF guard's resolver and the
 /// proxy hold for its requests as for a webhook's.
 #[derive(Debug)]
-struct Guarded(reqwest::Client);
+struct Guarded(reqwest::Client, Noted);
 
 impl object_store::client::HttpConnector for Guarded {
     fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
-        Ok(HttpClient::new(Capped(self.0.clone())))
+        Ok(HttpClient::new(Capped(self.0.clone(), self.1.clone())))
+    }
+}
+
+/// Where an answer came from, noted from the connection it arrived on (not
+/// through the operator's proxy, whose address that would be).
+#[derive(Clone)]
+struct Noted {
+    reached: Reached,
+    direct: bool,
+}
+
+impl std::fmt::Debug for Noted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Noted")
     }
 }
 
@@ -33,12 +47,17 @@ const MOST_ERROR_BODY: usize = 64 * 1024;
 
 /// The guarded client, with an answer other than 2xx cut to [`MOST_ERROR_BODY`].
 #[derive(Debug)]
-struct Capped(reqwest::Client);
+struct Capped(reqwest::Client, Noted);
 
 #[async_trait::async_trait]
 impl HttpService for Capped {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         let res = HttpService::call(&self.0, req).await?;
+        if let Some(info) = res.extensions().get::<hyper_util::client::legacy::connect::HttpInfo>() {
+            if self.1.direct {
+                self.1.reached.dialled(info.remote_addr());
+            }
+        }
         if res.status().is_success() {
             return Ok(res);
         }
@@ -71,7 +90,13 @@ pub(super) fn object_key(out: &Outbound<'_>) -> String {
     format!("{}/{}/{}", out.app_id, out.created_at.format("%Y-%m-%d"), out.msg_id)
 }
 
-pub(super) async fn put(cfg: &S3, sender: &Sender, out: &Outbound<'_>, bound: Duration) -> Result<String, Failure> {
+pub(super) async fn put(
+    cfg: &S3,
+    sender: &Sender,
+    out: &Outbound<'_>,
+    bound: Duration,
+    reached: &Reached,
+) -> Result<String, Failure> {
     let access = cfg.access();
     // `object_store` sends through the guarded client, whose resolver checks the
     // names it dials; an address literal (not resolved) and a name the operator's
@@ -80,16 +105,18 @@ pub(super) async fn put(cfg: &S3, sender: &Sender, out: &Outbound<'_>, bound: Du
         Some(e) => e.clone(),
         None => format!("https://s3.{}.amazonaws.com/", cfg.region()),
     };
-    sender
+    let private = sender
         .allows_target(&target)
         .await
         .map_err(|b| Failure { outcome: crate::deliver::send::Outcome::Blocked, text: b })?;
+    reached.private_if(private);
+    let noted = Noted { reached: reached.clone(), direct: !sender.proxied() };
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(&cfg.bucket)
         .with_region(cfg.region())
         .with_access_key_id(&access.access_key_id)
         .with_secret_access_key(&access.secret_access_key)
-        .with_http_connector(Guarded(sender.client()))
+        .with_http_connector(Guarded(sender.client(), noted))
         // The retry schedule retries; one attempt is one request.
         .with_retry(RetryConfig { max_retries: 0, retry_timeout: bound, ..Default::default() })
         .with_client_options(ClientOptions::new().with_timeout(bound));
@@ -155,7 +182,9 @@ mod tests {
             .uri(format!("http://{addr}/bucket/key"))
             .body(object_store::client::HttpRequestBody::from(bytes::Bytes::from_static(b"{}")))
             .unwrap();
-        let res = Capped(reqwest::Client::new()).call(req).await.unwrap();
+        let noted = Noted { reached: Reached::default(), direct: true };
+        let res = Capped(reqwest::Client::new(), noted.clone()).call(req).await.unwrap();
+        assert!(noted.reached.private(), "the answer came from loopback, as dialled");
         assert_eq!(res.status().as_u16(), 500);
         let body = res.into_body().bytes().await.unwrap();
         assert_eq!(body.len(), MOST_ERROR_BODY - 1, "cut at the character before the cap");

@@ -90,6 +90,10 @@ pub enum VerifyError {
     Mismatch(String),
     #[error("the signed timestamp is more than {0} seconds away from now")]
     Timestamp(i64),
+    /// The signed bytes cannot be split into their parts one way only (Checkbook's
+    /// body and nonce, signed with nothing between them).
+    #[error("{0}")]
+    Ambiguous(&'static str),
     /// PayPal: the certificate URL is not on the allow-list, or is not a certificate.
     #[error("{0}")]
     Certificate(String),
