@@ -1,6 +1,7 @@
 //! What a destination beyond HTTP costs a delivery: the same drain as the plain
-//! one, into a Postgres destination (a table in a second database of the bench's
-//! server, whose CPU is counted with Postgres's), side by side.
+//! one, into a Postgres destination (a table on a second Postgres server of the
+//! bench's own: Hookgate refuses its own database as a destination; that
+//! server's CPU is not counted), side by side.
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,11 +22,9 @@ pub async fn run(
     h: f64,
     plain_us: f64,
 ) -> anyhow::Result<Vec<Row>> {
-    let server = bed.database_url.rsplit_once('/').map_or(bed.database_url.as_str(), |(s, _)| s).to_owned();
-    let admin = format!("{server}/postgres");
-    psql(&admin, "DROP DATABASE IF EXISTS bench_destination")?;
-    psql(&admin, "CREATE DATABASE bench_destination")?;
-    let target = format!("{server}/bench_destination");
+    // Stopped and removed when dropped, at the end of the scenario.
+    let server = hookgate_tests::servers::PgServer::start();
+    let target = server.url();
     let app =
         tenant.post("/api/v1/app", json!({"name": "destination"})).await?["id"].as_str().unwrap_or_default().to_owned();
     let made = tenant
@@ -61,7 +60,7 @@ pub async fn run(
         rate,
         ratio: Some((rate / h, "H".into())),
         cpu: Some(cpu),
-        note: "rows/s written to a table of a second database, worker concurrency 128".into(),
+        note: "rows/s written to a table on a second Postgres server, worker concurrency 128".into(),
         ..Row::default()
     }];
     rows.push(Row {
@@ -73,12 +72,6 @@ pub async fn run(
         ..Row::default()
     });
     Ok(rows)
-}
-
-fn psql(url: &str, sql: &str) -> anyhow::Result<()> {
-    let ok = std::process::Command::new("psql").args([url, "-qc", sql]).status()?;
-    anyhow::ensure!(ok.success(), "psql failed: {sql}");
-    Ok(())
 }
 
 fn count(url: &str) -> anyhow::Result<u64> {

@@ -52,7 +52,7 @@ pub async fn run(
         rows.push(Row {
             name: "transformation: CPU per delivery over the plain drain".into(),
             note: format!(
-                "{extra:.0} µs ({:.0} against {plain_us:.0}), the sandboxes' CPU counted; a runaway costs at most 1 s of one core an attempt (100 ms where QuickJS can interrupt it), two at once per process",
+                "{extra:.0} µs ({:.0} against {plain_us:.0}), the sandboxes' CPU counted; a runaway costs at most 1 s of one core an attempt (100 ms where QuickJS can interrupt it), three at once per process, two of them a tenant's",
                 cpu.total_us
             ),
             ..Row::default()
