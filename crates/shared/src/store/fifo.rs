@@ -444,14 +444,20 @@ pub async fn sweep(
                 SELECT tenant_id, app_id, endpoint_id, key, next_at, batch_xid, pos_xid, pos_seq FROM fifo_state
                 WHERE (tenant_id, app_id, endpoint_id, key) > ($1, $2, $3, $4)
                 ORDER BY tenant_id, app_id, endpoint_id, key LIMIT $5
-             ), stuck AS (
+             ), waiting AS MATERIALIZED (
+                -- At rest with work waiting: one probe of the log's primary key each.
                 SELECT w.tenant_id, w.app_id, w.endpoint_id, w.key FROM walked w
-                JOIN endpoints e ON e.tenant_id = w.tenant_id AND e.app_id = w.app_id AND e.id = w.endpoint_id
-                JOIN tenants t ON t.id = w.tenant_id
-                WHERE w.next_at = 'infinity' AND NOT e.disabled AND NOT t.disabled AND t.deleted_at IS NULL
+                WHERE w.next_at = 'infinity'
                   AND (w.batch_xid IS NOT NULL OR EXISTS (SELECT 1 FROM sink_log l
                       WHERE l.tenant_id = w.tenant_id AND l.app_id = w.app_id AND l.endpoint_id = w.endpoint_id
                         AND l.key = w.key AND (l.xid, l.seq) > (w.pos_xid, w.pos_seq)))
+             ), stuck AS (
+                -- Of an enabled endpoint of a live, enabled tenant (primary-key lookups).
+                SELECT c.tenant_id, c.app_id, c.endpoint_id, c.key FROM waiting c
+                WHERE EXISTS (SELECT 1 FROM endpoints e
+                        WHERE e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id
+                          AND NOT e.disabled)
+                  AND EXISTS (SELECT 1 FROM tenants t WHERE t.id = c.tenant_id AND NOT t.disabled AND t.deleted_at IS NULL)
              ), locked AS (
                 SELECT s.tenant_id, s.app_id, s.endpoint_id, s.key FROM fifo_state s
                 JOIN stuck c ON s.tenant_id = c.tenant_id AND s.app_id = c.app_id AND s.endpoint_id = c.endpoint_id
