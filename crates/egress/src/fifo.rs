@@ -21,7 +21,7 @@ use hookgate_shared::{
         deliveries::ClaimedEndpoint,
         endpoints,
         fifo::{self, BatchAttempt, Ended, Held, Renewed},
-        sinks::Logged,
+        sinks::{Logged, Scanned},
     },
     AppState,
 };
@@ -45,8 +45,15 @@ const RUNNERS: usize = 4;
 /// Runs the FIFO endpoints until the task is dropped.
 pub async fn run(state: AppState, metrics: EgressMetrics) {
     let state = state.with_generic_plans();
+    if let Some(why) = lease_too_short(&state.config) {
+        tracing::warn!("{why}");
+    }
     let senders = std::sync::Arc::new(Senders::new(&state.config, state.own_services.clone()));
     let mut loops = Vec::new();
+    if !state.config.fifo_sweep.is_zero() {
+        let state = state.clone();
+        loops.push(tokio::spawn(async move { sweep_loop(state).await }));
+    }
     for _ in 0..RUNNERS {
         let (state, metrics, senders) = (state.clone(), metrics.clone(), senders.clone());
         loops.push(tokio::spawn(async move { run_one(state, metrics, senders).await }));
@@ -114,17 +121,28 @@ async fn attempt(
     h: &Held,
 ) -> Result<(Ended, Option<BatchAttempt>), String> {
     let tenant = &h.tenant_id;
-    let (ep, scanned) = db::bounded(state.db_budget(), async {
+    let (ep, taking, scanned) = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
+        // Waits for a destination's save under way (its lock): an enable that
+        // came first is seen here.
         let ep = endpoints::get_for_update(&**conn, tenant, &h.app_id, &h.endpoint_id).await?;
+        let taking = ep.is_some() && fifo::taking(&**conn, tenant, h).await?;
+        if !taking {
+            return Ok((ep, false, Scanned::default()));
+        }
         let size = ep.as_ref().and_then(|e| e.batch_size).map_or(1, i64::from).clamp(1, fifo::MOST_BATCH);
         let scanned = fifo::batch(&**conn, tenant, h, size).await?;
-        Ok::<_, hookgate_shared::store::StoreError>((ep, scanned))
+        Ok::<_, hookgate_shared::store::StoreError>((ep, true, scanned))
     })
     .await
     .map_err(|e| e.to_string())?;
     // Deleted: its progress rows went with it.
     let Some(ep) = ep else { return Ok((Ended::Wait(Utc::now() + Duration::from_secs(60)), None)) };
+    // Shut (the endpoint disabled, its tenant disabled or deleted): parked, its
+    // log not read. `renew` looks again right before a send.
+    if !taking {
+        return Ok((Ended::Parked, None));
+    }
     let sealed = ep.destination.as_deref().ok_or("a FIFO endpoint without its configuration")?;
     let Config::FifoEndpoint(cfg) = Config::open(state, tenant, &h.app_id, &h.endpoint_id, sealed)? else {
         return Err("not a FIFO endpoint's configuration".into());
@@ -222,6 +240,86 @@ async fn attempt(
     Ok((ended, Some(record)))
 }
 
+/// The least a turn should have of its lease after its request to write the
+/// result ([`fifo::end`]: a pooled connection, waited for up to the database
+/// timeout, then a short transaction): max(2 s, `HOOKGATE_DB_TIMEOUT_MS`). The
+/// request is bounded by the egress timeout and by the lease less
+/// [`LEASE_MARGIN`] (1 s), so what the turn has after it is at least the lease
+/// less the egress timeout. A result written after the lease ended is written
+/// only if no other runner took the endpoint meanwhile (its write is fenced):
+/// else that runner sends the batch again (at least once; never two requests at
+/// once, as the first ended within the lease).
+pub fn write_margin(db_timeout: Duration) -> Duration {
+    db_timeout.max(Duration::from_secs(2))
+}
+
+/// Why a turn may be left too little of its lease to write its result
+/// ([`write_margin`]), naming the settings; `None` when the lease leaves enough
+/// past the egress timeout. Warned about at the start, not refused: such a
+/// lease was valid before (it suits pushed deliveries), and a result written
+/// late costs at worst a batch sent again.
+pub fn lease_too_short(config: &hookgate_shared::Config) -> Option<String> {
+    let margin = write_margin(config.db_timeout);
+    (config.delivery_lease < config.egress_timeout + margin).then(|| {
+        format!(
+            "HOOKGATE_DELIVERY_LEASE_SECS ({}s) leaves a FIFO turn less than {margin:?} after a request of \
+             HOOKGATE_EGRESS_TIMEOUT_SECS ({}s) to write its result (max(2 s, HOOKGATE_DB_TIMEOUT_MS)): a write that \
+             waits that long for a pooled connection ends after the lease, and another runner may send the batch again",
+            config.delivery_lease.as_secs(),
+            config.egress_timeout.as_secs()
+        )
+    })
+}
+
+/// Progress rows one step of the sweep looks at.
+const SWEEP_STEP: i64 = 1000;
+/// How often the sweep's first round (the whole table, at start) steps.
+const FIRST_ROUND: Duration = Duration::from_millis(200);
+
+/// The safety net (`fifo::sweep`): every `HOOKGATE_FIFO_SWEEP_SECS`, the next
+/// [`SWEEP_STEP`] progress rows in key order round the table, waking those left
+/// at rest with work waiting while their endpoint and tenant are enabled. A first
+/// round at start goes through the whole table a step every [`FIRST_ROUND`]
+/// (after a random pause, so that workers started together do not sweep
+/// together). Only a process of the previous release (which enables an endpoint
+/// or a tenant without waking its parked rows) leaves such a row; a wake the
+/// sweep makes is logged.
+async fn sweep_loop(state: AppState) {
+    let every = state.config.fifo_sweep;
+    tokio::time::sleep(Duration::from_millis(rand::random_range(0..2_000))).await;
+    let mut after: Option<fifo::RowKey> = None;
+    let mut fast = true;
+    // (Unread until the first round is over.)
+    let mut last_step = Instant::now();
+    let mut tick = tokio::time::interval(FIRST_ROUND.min(every));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !fast && last_step.elapsed() < every {
+            continue;
+        }
+        last_step = Instant::now();
+        let swept = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            fifo::sweep(&**conn, after.as_ref(), SWEEP_STEP).await
+        })
+        .await;
+        match swept {
+            Ok((woke, next)) => {
+                if woke > 0 {
+                    tracing::info!(woke, "the FIFO sweep woke rows left at rest with work waiting");
+                }
+                // The end of the table: a fast round is over; round again from the start.
+                if next.is_none() {
+                    fast = false;
+                }
+                after = next;
+            }
+            Err(e) => tracing::debug!(error = %e, "sweeping FIFO rows postponed"),
+        }
+    }
+}
+
 /// One batch as one signed request: `{"data": [message, …]}` in order, its
 /// `webhook-id` the first message's id (a retry sends the same batch under it).
 /// Documented in docs/destinations.md.
@@ -272,4 +370,54 @@ fn message(r: &Logged) -> Value {
 
 fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// The margin a turn should have after its request to write its result is
+    /// max(2 s, the database timeout): a lease shorter than the egress timeout and
+    /// that is warned about, naming the settings; one as long is not, nor are the
+    /// defaults.
+    #[test]
+    fn a_lease_that_leaves_a_fifo_turn_less_than_its_write_margin_is_warned_about_naming_the_settings() {
+        let key = hookgate_shared::crypto::MasterKey::generate_base64();
+        let config = |pairs: &[(&str, &str)]| {
+            let mut env: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            env.insert("DATABASE_URL".into(), "postgres://u@127.0.0.1/db".into());
+            env.insert("HOOKGATE_MASTER_KEY".into(), key.clone());
+            hookgate_shared::Config::from_sources(None, &env).expect("a lease longer than the timeout is valid")
+        };
+        // (database timeout in ms, lease, warned), the egress timeout 15 s
+        for (db_ms, lease, warned) in [
+            ("5000", "16", true),
+            ("5000", "19", true),
+            ("5000", "20", false),
+            ("500", "16", true),
+            ("500", "17", false),
+            ("2500", "17", true),
+            ("2500", "18", false),
+        ] {
+            let c = config(&[
+                ("HOOKGATE_EGRESS_TIMEOUT_SECS", "15"),
+                ("HOOKGATE_DB_TIMEOUT_MS", db_ms),
+                ("HOOKGATE_DELIVERY_LEASE_SECS", lease),
+            ]);
+            match lease_too_short(&c) {
+                Some(text) => {
+                    assert!(warned, "lease {lease}, db timeout {db_ms} ms warned about: {text}");
+                    for name in
+                        ["HOOKGATE_DELIVERY_LEASE_SECS", "HOOKGATE_EGRESS_TIMEOUT_SECS", "HOOKGATE_DB_TIMEOUT_MS"]
+                    {
+                        assert!(text.contains(name), "{text}");
+                    }
+                }
+                None => assert!(!warned, "lease {lease}, db timeout {db_ms} ms not warned about"),
+            }
+        }
+        assert_eq!(lease_too_short(&config(&[])), None, "the defaults leave a turn enough");
+    }
 }

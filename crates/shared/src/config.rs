@@ -65,7 +65,7 @@ settings! {
     "egress_connect_timeout_secs", "HOOKGATE_EGRESS_CONNECT_TIMEOUT_SECS", Some("5"), "Connect timeout of one delivery.";
     "egress_timeout_secs", "HOOKGATE_EGRESS_TIMEOUT_SECS", Some("15"), "Total timeout of one delivery.";
     "egress_proxy", "HOOKGATE_EGRESS_PROXY", None, "An http:// or https:// proxy that every delivery goes through; unset, deliveries go direct and HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are ignored. The SSRF guard still checks every target.";
-    "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it (a FIFO endpoint too). Must exceed the egress timeout by at least 1 s.";
+    "delivery_lease_secs", "HOOKGATE_DELIVERY_LEASE_SECS", Some("30"), "How long a claimed delivery is reserved for its worker; after it, another worker takes it (a FIFO endpoint too). Must be longer than the egress timeout; a FIFO endpoint's turn writes its result in what the lease leaves after the request, so leave it at least max(2 s, HOOKGATE_DB_TIMEOUT_MS) more (the start warns otherwise).";
     "max_endpoints_per_app", "HOOKGATE_MAX_ENDPOINTS_PER_APP", Some("100"), "Most endpoints one application may have (fan-out per message is bounded by it): the default of the `endpointsPerApp` quota (0: no limit).";
     "quota_api_requests_per_second", "HOOKGATE_QUOTA_API_REQUESTS_PER_SECOND", Some("0"), "Default quota: `/api/v1` requests per second per tenant (0: no limit). Each tenant may override every quota (`PATCH /admin/v1/tenant/{id}`, `quotas`).";
     "quota_messages_per_second", "HOOKGATE_QUOTA_MESSAGES_PER_SECOND", Some("0"), "Default quota: messages created per second per tenant through the API (0: no limit).";
@@ -74,6 +74,7 @@ settings! {
     "quota_apps_per_tenant", "HOOKGATE_QUOTA_APPS_PER_TENANT", Some("0"), "Default quota: applications per tenant (0: no limit).";
     "worker_concurrency", "HOOKGATE_WORKER_CONCURRENCY", Some("64"), "Deliveries in flight at once per worker process.";
     "worker_poll_ms", "HOOKGATE_WORKER_POLL_MS", Some("1000"), "How often a worker looks for due deliveries without a notification.";
+    "fifo_sweep_secs", "HOOKGATE_FIFO_SWEEP_SECS", Some("10"), "How often each worker looks through the next 1000 FIFO progress rows (in key order round the table; the whole table at start) for ones left at rest with work waiting while their endpoint and tenant are enabled, and wakes them: a safety net (a process of the previous release enables without waking them). 0 turns it off.";
     "replay_batch", "HOOKGATE_REPLAY_BATCH", Some("500"), "Messages one step of a replay (a background task) looks at, 1-10000: a step is one transaction, and tasks take turns at each step.";
     "disable_after_secs", "HOOKGATE_DISABLE_AFTER_SECS", Some("432000"), "An endpoint failing without a success for this long is disabled (5 days).";
     "metrics_tenant_label", "HOOKGATE_METRICS_TENANT_LABEL", Some("true"), "Label metrics by tenant; switch off for very many tenants.";
@@ -138,6 +139,8 @@ pub struct Config {
     pub quotas: crate::quota::Quotas,
     pub worker_concurrency: usize,
     pub worker_poll: Duration,
+    /// How often a worker's FIFO sweep steps; zero: never.
+    pub fifo_sweep: Duration,
     pub replay_batch: i64,
     pub disable_after: Duration,
     pub metrics_tenant_label: bool,
@@ -205,9 +208,11 @@ impl Raw {
     }
 }
 
-/// How much longer than `egress_timeout_secs` a lease must be: what a FIFO
-/// endpoint's turn keeps past its request to write the result
-/// (crates/egress/src/fifo.rs), and more than a delivery keeps.
+/// What a FIFO endpoint's request leaves of the lease renewed right before it
+/// at least (crates/egress/src/fifo.rs: the request is bounded by the egress
+/// timeout and by the lease less this). The start refuses a lease not longer
+/// than the egress timeout; in whole seconds, that is a lease at least this much
+/// longer, so the request always gets its whole timeout.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(1);
 
 impl Config {
@@ -322,17 +327,16 @@ impl Config {
         }
         let egress_timeout = raw.secs("egress_timeout_secs")?;
         let delivery_lease = raw.secs("delivery_lease_secs")?;
-        // Checked together: a request must end, and a FIFO endpoint's turn must
-        // write its result, before the lease lets another worker take over.
+        // Checked together: a request must end before the lease lets another
+        // worker take over. Whole seconds: longer is at least LEASE_MARGIN longer.
         if delivery_lease < egress_timeout + LEASE_MARGIN {
             return Err(Raw::invalid(
                 "delivery_lease_secs",
                 format!(
-                    "{}s must exceed HOOKGATE_EGRESS_TIMEOUT_SECS ({}s) by at least {}s, or a slow delivery or FIFO \
-                     batch would be sent twice",
+                    "{}s must be longer than HOOKGATE_EGRESS_TIMEOUT_SECS ({}s), or a slow delivery or FIFO batch \
+                     would be sent twice",
                     delivery_lease.as_secs(),
                     egress_timeout.as_secs(),
-                    LEASE_MARGIN.as_secs()
                 ),
             ));
         }
@@ -463,6 +467,7 @@ impl Config {
             },
             worker_concurrency,
             worker_poll: raw.millis("worker_poll_ms")?,
+            fifo_sweep: raw.secs("fifo_sweep_secs")?,
             replay_batch,
             disable_after: raw.secs("disable_after_secs")?,
             metrics_tenant_label: raw.parse("metrics_tenant_label")?,
@@ -519,8 +524,12 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Text);
     }
 
+    /// Whole seconds: a lease longer than the timeout is at least
+    /// `LEASE_MARGIN` longer, which is all the check holds (the margin a FIFO
+    /// turn should have to write its result is only warned about, by the
+    /// FIFO runner: its own tests).
     #[test]
-    fn a_lease_that_does_not_outlast_the_egress_timeout_by_its_margin_is_refused_naming_both() {
+    fn a_lease_not_longer_than_the_egress_timeout_is_refused_naming_both() {
         for (lease, ok) in [("15", false), ("14", false), ("16", true)] {
             let mut pairs = minimal();
             pairs.push(("HOOKGATE_EGRESS_TIMEOUT_SECS", "15"));

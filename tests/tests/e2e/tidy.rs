@@ -257,6 +257,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
         "fifo::pick",
         "a FIFO runner holds the endpoint of any tenant whose turn came longest ago; the turn is that tenant's",
     ),
+    ("fifo::sweep", "the workers' slow sweep of FIFO progress rows left at rest with work waiting, of every tenant"),
     ("retention::expire_payloads", "maintenance: payloads past their own expiry, whatever their tenant"),
     ("retention::prune_request_keys", "maintenance: request keys past the Idempotency-Key's life, of all tenants"),
     ("retention::prune_event_ids_below", "maintenance: the eventIds of a dropped partition, which holds all tenants"),

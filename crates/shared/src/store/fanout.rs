@@ -21,7 +21,8 @@ pub(super) const MATCHES: &str = concat!(subscribed!(), " AND NOT e.disabled");
 /// A sink `e` logs a message `m` it is subscribed to even while disabled: a
 /// disabled destination "receives nothing until it is re-enabled" (Svix's
 /// `DestinationIn`), and then catches up from its log. Its runner parks it
-/// meanwhile, and a poll of it reads nothing.
+/// meanwhile (a publish does not wake a parked row), and a poll of it reads
+/// nothing.
 const LOGS: &str = subscribed!();
 
 /// CTEs that insert one due delivery per matching endpoint for each row of
@@ -53,12 +54,16 @@ pub(super) fn insert_deliveries(messages: &str) -> String {
             -- held) and no runner holds it; in key order, so concurrent statements
             -- lock rows alike. The row is locked even where nothing is written:
             -- a runner ending its turn waits for this statement before it decides
-            -- whether the row may rest (`fifo::end`), so no wake is lost.
+            -- whether the row may rest (`fifo::end`), so no wake is lost. A parked
+            -- row (its endpoint or tenant shut) is not woken: enabling them does
+            -- that. Judged by the row, not by the endpoint as this statement's
+            -- snapshot reads it, which may predate an enable whose wake has passed.
             INSERT INTO fifo_state AS f (tenant_id, app_id, endpoint_id, key)
             SELECT DISTINCT tenant_id, app_id, endpoint_id, key FROM sunk WHERE kind = 7
             ORDER BY tenant_id, app_id, endpoint_id, key
             ON CONFLICT (tenant_id, app_id, endpoint_id, key) DO UPDATE SET next_at = now()
-            WHERE f.batch_xid IS NULL AND f.next_at > now() AND (f.lease_until IS NULL OR f.lease_until < now())
+            WHERE f.batch_xid IS NULL AND NOT f.parked AND f.next_at > now()
+              AND (f.lease_until IS NULL OR f.lease_until < now())
          ), {}",
         super::wakes::lower("dels")
     )

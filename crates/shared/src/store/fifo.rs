@@ -201,15 +201,24 @@ pub struct BatchAttempt {
 /// not. False if the lease had passed on (nothing written).
 ///
 /// A row that rests or is parked is not looked at again until something wakes
-/// it, so the decision to rest must not race with what wakes it. Every waker
-/// writes or locks the row: the fan-out's upsert (which locks it even when it
-/// writes nothing, and judges the row as last committed) and [`wake_endpoint`]
-/// and [`wake_tenant`] (which follow the change they wake for, and take held
-/// rows too: [`WAKEABLE`]). So the row is locked first, waiting out any waker
-/// holding it, and the decision is taken by a later statement, whose snapshot
-/// sees what that waker committed; a waker that comes later waits for this
-/// transaction, then finds the row at rest and wakes it. (`tx` must be a
+/// it, so neither decision may race with what would wake it. (`tx` must be a
 /// transaction.)
+/// - **Resting** (nothing more to send) races with a publish. The fan-out's
+///   upsert locks the row even when it writes nothing, and judges it as last
+///   committed. So the row is locked first, waiting out a publish holding it, and
+///   the decision is taken by a later statement, whose snapshot sees what that
+///   publish logged; a publish that comes later waits for this transaction, then
+///   finds the row at rest (not parked) and wakes it.
+/// - **Parking** (the endpoint or tenant shut) races with enabling them, which
+///   wakes parked rows ([`wake_endpoint`], [`wake_tenant`]) after updating the
+///   endpoint's or the tenant's row, in its transaction. So the tenant's row,
+///   then the endpoint's, are locked (`FOR SHARE`) before the progress row, and
+///   the decision is taken after: an enable that updated either first has
+///   committed by then, and is seen; one that comes later waits for this
+///   transaction, and its wake then finds the row parked. (Reading the tenant
+///   without its lock, a park could see it disabled while its enable, whose wake
+///   had passed over the row, not yet parked, was still to commit: the row stayed
+///   parked for good.) Parks are rare: a row parked stays so until an enable.
 pub async fn end(
     tx: &impl GenericClient,
     tenant: &TenantId,
@@ -217,6 +226,17 @@ pub async fn end(
     ended: &Ended,
     attempt: Option<&BatchAttempt>,
 ) -> Result<bool, StoreError> {
+    if matches!(ended, Ended::Parked) {
+        // In the order other transactions take them: the tenant's row (its
+        // enable; an application's creation locks it too), then the endpoint's
+        // (a destination's save), then progress rows (their wakes).
+        tx.execute("SELECT 1 FROM tenants WHERE id = $1 FOR SHARE", &[&tenant.as_str()]).await?;
+        tx.execute(
+            "SELECT 1 FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR SHARE",
+            &[&tenant.as_str(), &h.app_id.as_str(), &h.endpoint_id.as_str()],
+        )
+        .await?;
+    }
     if attempt.is_some() {
         // The endpoint's row is written below (its failing state): locked
         // first, in the order a destination's save takes its locks (the
@@ -246,15 +266,17 @@ pub async fn end(
         Ended::Parked => (h.pos, h.batch_end, h.tries, Utc::now(), false, true),
     };
     tx.execute(
-        "UPDATE fifo_state SET pos_xid = $5::text::xid8, pos_seq = $6, batch_xid = $7::text::xid8, batch_seq = $8,
-            tries = $9, lease_until = NULL, lease_token = NULL,
+        "WITH shut AS (
+            SELECT $12 AND NOT EXISTS (
+                SELECT 1 FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+                WHERE e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3
+                  AND NOT e.disabled AND NOT t.disabled AND t.deleted_at IS NULL) AS parks
+         )
+         UPDATE fifo_state SET pos_xid = $5::text::xid8, pos_seq = $6, batch_xid = $7::text::xid8, batch_seq = $8,
+            tries = $9, lease_until = NULL, lease_token = NULL, parked = shut.parks,
             next_at = CASE
                 -- Parked while still shut; enabled meanwhile, due now.
-                WHEN $12 THEN CASE WHEN EXISTS (
-                        SELECT 1 FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
-                        WHERE e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3
-                          AND NOT e.disabled AND NOT t.disabled AND t.deleted_at IS NULL)
-                    THEN now() ELSE 'infinity' END
+                WHEN $12 THEN CASE WHEN shut.parks THEN 'infinity' ELSE now() END
                 WHEN NOT $13 THEN $10
                 -- Resting, unless more was logged by now (above the horizon too:
                 -- the pick takes the row once it can be read).
@@ -262,6 +284,7 @@ pub async fn end(
                     WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = $11
                       AND (l.xid, l.seq) > ($5::text::xid8, $6::bigint)) THEN now()
                 ELSE 'infinity' END
+         FROM shut
          WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = $11 AND lease_token = $4",
         &[
             &tenant.as_str(),
@@ -330,35 +353,141 @@ pub async fn end(
     Ok(true)
 }
 
-/// Which rows a wake takes: those at rest or parked, and those a runner holds.
-/// A held row is taken too because its runner may be about to park it: the
-/// wake then waits for the runner's lock (`end` locks the row before it
-/// decides) and, once the runner committed, finds the row parked and wakes it.
-/// Matching only `infinity` would read the held row as it was before the runner
-/// wrote (its lease's end), pass it over without waiting, and leave it parked.
-/// Waking a held row changes nothing its runner needs: the lease stays, and
-/// the runner's end sets `next_at` again.
-const WAKEABLE: &str = "(next_at = 'infinity' OR lease_token IS NOT NULL)";
+/// Which rows a wake takes: the parked ones (`parked`: at rest because a runner
+/// found the endpoint or tenant shut). A row that rests because it had nothing
+/// more to send needs no wake: a publish wakes it. Whether a runner about to park
+/// a row misses the wake is the runner's concern: [`end`] takes the park decision
+/// under the tenant's and the endpoint's row locks, which the enabling
+/// transaction took before its wake.
+///
+/// The rows are locked in key order, the order in which a publish locks a keyed
+/// endpoint's rows (`fanout::insert_deliveries`), so that a wake and a publish
+/// cannot deadlock.
+fn wake(scope: &str) -> String {
+    format!(
+        "UPDATE fifo_state s SET next_at = now(), parked = false
+         FROM (SELECT tenant_id, app_id, endpoint_id, key FROM fifo_state
+               WHERE {scope} AND parked
+               ORDER BY tenant_id, app_id, endpoint_id, key
+               FOR UPDATE) w
+         WHERE s.tenant_id = w.tenant_id AND s.app_id = w.app_id AND s.endpoint_id = w.endpoint_id AND s.key = w.key"
+    )
+}
 
-/// Wakes a FIFO endpoint's parked or resting rows (in the transaction that
-/// enabled it, after the change): it catches up on what was logged meanwhile. A
-/// row with nothing to send rests again after one turn.
+/// Wakes a FIFO endpoint's parked rows (in the transaction that enabled it,
+/// after the change): it catches up on what was logged meanwhile. A row with
+/// nothing to send rests after one turn.
 pub async fn wake_endpoint(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
     ep: &EndpointId,
 ) -> Result<u64, StoreError> {
-    let sql = format!(
-        "UPDATE fifo_state SET next_at = now()
-         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND {WAKEABLE}"
-    );
+    let sql = wake("tenant_id = $1 AND app_id = $2 AND endpoint_id = $3");
     Ok(db.execute(&sql, &[&tenant.as_str(), &app.as_str(), &ep.as_str()]).await?)
 }
 
-/// Wakes every parked or resting FIFO row of a tenant enabled again (in the
-/// transaction that enabled it, after the change).
+/// Wakes every parked FIFO row of a tenant enabled again (in the transaction
+/// that enabled it, after the change).
 pub async fn wake_tenant(db: &impl GenericClient, tenant: &TenantId) -> Result<u64, StoreError> {
-    let sql = format!("UPDATE fifo_state SET next_at = now() WHERE tenant_id = $1 AND {WAKEABLE}");
-    Ok(db.execute(&sql, &[&tenant.as_str()]).await?)
+    Ok(db.execute(&wake("tenant_id = $1"), &[&tenant.as_str()]).await?)
+}
+
+/// Whether the held endpoint takes what it has: enabled, its tenant live and
+/// enabled. Read before a turn's batch, so that a shut endpoint's turn parks it
+/// without reading its log; [`renew`] checks again right before the send.
+pub async fn taking(db: &impl GenericClient, tenant: &TenantId, h: &Held) -> Result<bool, StoreError> {
+    let row = db
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM endpoints e JOIN tenants t ON t.id = e.tenant_id
+                WHERE e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3
+                  AND NOT e.disabled AND NOT t.disabled AND t.deleted_at IS NULL)",
+            &[&tenant.as_str(), &h.app_id.as_str(), &h.endpoint_id.as_str()],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Where a sweep ([`sweep`]) goes on from: a progress row's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowKey {
+    pub tenant_id: TenantId,
+    pub app_id: AppId,
+    pub endpoint_id: EndpointId,
+    pub key: String,
+}
+
+/// The workers' safety net: the next `limit` progress rows after `after` (from
+/// the first without it), in key order round the table (the primary key's
+/// range), of which those at rest with work waiting (a batch held, or log rows
+/// past their position) whose endpoint is enabled and whose tenant is live and
+/// enabled are woken. No path of this release leaves such a row: a process of
+/// the previous release does, enabling an endpoint or a tenant without a wake
+/// (a rolling upgrade), as might a fault not foreseen. Rows a runner or a publish
+/// holds are passed over (the next round looks again). Returns how many rows
+/// were woken, and where the next step goes on from (`None`: the walk reached
+/// the end of the table). Spans tenants.
+pub async fn sweep(
+    db: &impl GenericClient,
+    after: Option<&RowKey>,
+    limit: i64,
+) -> Result<(u64, Option<RowKey>), StoreError> {
+    // The empty string sorts first in every collation: "from the first".
+    let (t, a, e, k) = match after {
+        Some(r) => (r.tenant_id.as_str(), r.app_id.as_str(), r.endpoint_id.as_str(), r.key.as_str()),
+        None => ("", "", "", ""),
+    };
+    let row = db
+        .query_one(
+            // cross-tenant: the workers' slow sweep of FIFO rows left at rest with work waiting
+            "WITH walked AS MATERIALIZED (
+                SELECT tenant_id, app_id, endpoint_id, key, next_at, batch_xid, pos_xid, pos_seq FROM fifo_state
+                WHERE (tenant_id, app_id, endpoint_id, key) > ($1, $2, $3, $4)
+                ORDER BY tenant_id, app_id, endpoint_id, key LIMIT $5
+             ), waiting AS MATERIALIZED (
+                -- At rest with work waiting: one probe of the log's primary key each.
+                SELECT w.tenant_id, w.app_id, w.endpoint_id, w.key FROM walked w
+                WHERE w.next_at = 'infinity'
+                  AND (w.batch_xid IS NOT NULL OR EXISTS (SELECT 1 FROM sink_log l
+                      WHERE l.tenant_id = w.tenant_id AND l.app_id = w.app_id AND l.endpoint_id = w.endpoint_id
+                        AND l.key = w.key AND (l.xid, l.seq) > (w.pos_xid, w.pos_seq)))
+             ), stuck AS (
+                -- Of an enabled endpoint of a live, enabled tenant (primary-key lookups).
+                SELECT c.tenant_id, c.app_id, c.endpoint_id, c.key FROM waiting c
+                WHERE EXISTS (SELECT 1 FROM endpoints e
+                        WHERE e.tenant_id = c.tenant_id AND e.app_id = c.app_id AND e.id = c.endpoint_id
+                          AND NOT e.disabled)
+                  AND EXISTS (SELECT 1 FROM tenants t WHERE t.id = c.tenant_id AND NOT t.disabled AND t.deleted_at IS NULL)
+             ), locked AS (
+                SELECT s.tenant_id, s.app_id, s.endpoint_id, s.key FROM fifo_state s
+                JOIN stuck c ON s.tenant_id = c.tenant_id AND s.app_id = c.app_id AND s.endpoint_id = c.endpoint_id
+                    AND s.key = c.key
+                WHERE s.next_at = 'infinity'
+                ORDER BY s.tenant_id, s.app_id, s.endpoint_id, s.key
+                FOR UPDATE OF s SKIP LOCKED
+             ), woken AS (
+                UPDATE fifo_state s SET next_at = now(), parked = false FROM locked c
+                WHERE s.tenant_id = c.tenant_id AND s.app_id = c.app_id AND s.endpoint_id = c.endpoint_id
+                  AND s.key = c.key
+                RETURNING 1
+             )
+             SELECT (SELECT count(*) FROM woken), (SELECT count(*) FROM walked),
+                 l.tenant_id, l.app_id, l.endpoint_id, l.key
+             FROM (SELECT 1) one LEFT JOIN LATERAL (
+                SELECT tenant_id, app_id, endpoint_id, key FROM walked
+                ORDER BY tenant_id DESC, app_id DESC, endpoint_id DESC, key DESC LIMIT 1) l ON true",
+            &[&t, &a, &e, &k, &limit],
+        )
+        .await?;
+    let woken = row.get::<_, i64>(0) as u64;
+    let next = match row.get::<_, i64>(1) == limit {
+        true => row.get::<_, Option<String>>(2).map(|tenant| RowKey {
+            tenant_id: TenantId::from_db(tenant),
+            app_id: AppId::from_db(row.get(3)),
+            endpoint_id: EndpointId::from_db(row.get(4)),
+            key: row.get(5),
+        }),
+        false => None,
+    };
+    Ok((woken, next))
 }

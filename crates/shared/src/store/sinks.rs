@@ -56,7 +56,7 @@ pub struct Logged {
 
 /// What a FIFO turn read ([`scan`]): the messages still kept among the log rows
 /// looked at, in order, and the last row looked at.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Scanned {
     pub found: Vec<Logged>,
     /// The last log row looked at (`None`: none, the log is drained below the horizon).
