@@ -17,6 +17,10 @@ use std::{
     sync::Arc,
 };
 
+// IPv6 that carries an IPv4 address (mapped, compatible, translated) is judged as
+// that IPv4 address, as Hookgate's own servers are recognised. Other embeddings
+// (NAT64, 6to4, Teredo) are refused as whole ranges by `classify_v6`.
+use hookgate_shared::networks::canonical;
 use hookgate_shared::own_services::OwnServices;
 use ipnet::IpNet;
 
@@ -156,25 +160,6 @@ impl Guard {
 fn is_localhost(name: &str) -> bool {
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost" || name.ends_with(".localhost")
-}
-
-/// IPv6 that carries an IPv4 address is judged as that IPv4 address: mapped
-/// (`::ffff:a.b.c.d`), compatible (`::a.b.c.d`, deprecated) and translated
-/// (`::ffff:0:a.b.c.d`). Other embeddings (NAT64, 6to4, Teredo) are refused as
-/// whole ranges by `classify_v6`.
-fn canonical(addr: IpAddr) -> IpAddr {
-    let IpAddr::V6(v6) = addr else { return addr };
-    if let Some(v4) = v6.to_ipv4_mapped() {
-        return IpAddr::V4(v4);
-    }
-    let s = v6.segments();
-    let v4 = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-    match s {
-        // `::` and `::1` are themselves, not 0.0.0.0 and 0.0.0.1.
-        [0, 0, 0, 0, 0, 0, 0, 0] | [0, 0, 0, 0, 0, 0, 0, 1] => addr,
-        [0, 0, 0, 0, 0, 0, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => IpAddr::V4(v4()),
-        _ => addr,
-    }
 }
 
 /// The class of a non-global address, or `None` for a global one.
