@@ -77,12 +77,12 @@ pub struct Capped<S> {
     naming: Option<DefaultHasher>,
     /// The hash of the current `ParameterStatus`'s name, once read.
     named: Option<u64>,
-    kept: Kept,
+    kept: Held,
 }
 
 /// What the client keeps of the messages so far.
 #[derive(Default)]
-struct Kept {
+struct Held {
     /// Keys the hash of parameter names: a server cannot choose names that collide.
     keys: RandomState,
     /// Each distinct parameter name's hash, and the size of its latest message.
@@ -95,7 +95,7 @@ struct Kept {
     ready: bool,
 }
 
-impl Kept {
+impl Held {
     /// Notes one whole message; an error when the client would keep too much.
     fn note(&mut self, kind: u8, size: usize, name: Option<u64>) -> io::Result<()> {
         match (kind, name) {
@@ -148,7 +148,7 @@ impl<S> Capped<S> {
             size: 0,
             naming: None,
             named: None,
-            kept: Kept::default(),
+            kept: Held::default(),
         }
     }
 
@@ -299,6 +299,9 @@ mod tests {
         assert!(e.to_string().contains("at most 64 KiB"), "{e}");
         let mut c = Capped::framed(());
         assert!(c.feed(&header(b'E', 3)).is_err(), "a length below its own size");
+        let mut c = Capped::framed(());
+        let e = c.feed(&header(b'E', u32::MAX)).unwrap_err();
+        assert!(e.to_string().contains("of 4294967296 bytes"), "the largest length, counted without overflow: {e}");
         let mut tls = Capped::raw((), true);
         tls.feed(&[b'S', 0x16, 0xff, 0xff, 0xff, 0xff]).unwrap();
         assert_eq!(tls.stage, Stage::Pass, "TLS records are not messages");
