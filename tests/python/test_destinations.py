@@ -72,8 +72,10 @@ def test_a_rabbitmq_destination_gets_each_message_once_signed_with_its_id_and_ne
     paid = [svix.message.create(app.id, MessageIn(event_type="order.paid", payload={"n": i})).id for i in range(10)]
     svix.message.create(app.id, MessageIn(event_type="order.created", payload={"other": True}))
     got = rabbitmq.drain(queue, expect=10, timeout=20)
-    assert [m.message_id for m in got] == paid, "each message once, in the order they were sent"
-    assert [json.loads(m.body)["n"] for m in got] == list(range(10))
+    # Each once; not in order: a destination's messages go concurrently, side by side on
+    # the connection's eight channels (docs/destinations.md), and the queue takes them as they come.
+    assert sorted(m.message_id for m in got) == sorted(paid), "each message once"
+    assert sorted(json.loads(m.body)["n"] for m in got) == list(range(10))
     assert all(m.content_type == "application/json" and m.headers["event-type"] == "order.paid" for m in got)
     assert all(verify(m, secret) for m in got)
     time.sleep(0.5)

@@ -21,6 +21,8 @@ const START_WITHIN: Duration = Duration::from_secs(90);
 pub struct RabbitMq {
     pub port: u16,
     dir: PathBuf,
+    /// The node's environment, for `rabbitmqctl`.
+    env: Vec<(String, String)>,
     epmd: Option<Child>,
     node: Option<Child>,
 }
@@ -30,10 +32,11 @@ impl RabbitMq {
     pub async fn start() -> Self {
         let dir = std::env::temp_dir().join(format!("hookgate-rabbitmq-{}", ulid::Ulid::new()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut node = RabbitMq { port: free_port(), dir, epmd: None, node: None };
+        let mut node = RabbitMq { port: free_port(), dir, env: Vec::new(), epmd: None, node: None };
         let (dist, epmd_port) = (free_port(), free_port());
         node.write_config();
         let env = node.env(dist, epmd_port);
+        node.env = env.clone();
         // Our own epmd in the foreground: one the node started itself would outlive it.
         node.epmd = Some(
             Command::new("epmd")
@@ -81,6 +84,22 @@ impl RabbitMq {
     /// The guest user, who may log in from loopback only: all that is used.
     pub fn uri(&self) -> String {
         format!("amqp://guest:guest@127.0.0.1:{}/%2F", self.port)
+    }
+
+    /// Runs `rabbitmqctl` against this node (`set_vm_memory_high_watermark 0` holds
+    /// every publish, as a memory alarm does), and panics if it fails.
+    pub async fn ctl(&self, args: &[&str]) {
+        let script = "/usr/lib/rabbitmq/bin/rabbitmqctl";
+        let out = tokio::process::Command::new(if Path::new(script).exists() { script } else { "rabbitmqctl" })
+            .args(args)
+            .env_clear()
+            .envs(std::env::vars().filter(|(k, _)| !k.starts_with("RABBITMQ_") && !k.starts_with("ERL_")))
+            .envs(self.env.iter().cloned())
+            .current_dir(&self.dir)
+            .output()
+            .await
+            .expect("rabbitmqctl is installed beside rabbitmq-server");
+        assert!(out.status.success(), "rabbitmqctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     fn write_config(&self) {

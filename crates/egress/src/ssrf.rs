@@ -7,13 +7,20 @@
 //! (no DNS rebinding between check and connect).
 //!
 //! Hookgate's own Postgres and Redis (`hookgate_shared::own_services`) are refused
-//! before any allow-list is read: no list opens them.
+//! whatever the allow-lists say: no list opens them. They are checked after the
+//! lists, so an address a tenant may not reach anyway is refused with the
+//! ordinary reason, and a tenant learns where they are only at an address its
+//! lists open (where it could reach them but for this check).
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::Arc,
 };
 
+// IPv6 that carries an IPv4 address (mapped, compatible, translated) is judged as
+// that IPv4 address, as Hookgate's own servers are recognised. Other embeddings
+// (NAT64, 6to4, Teredo) are refused as whole ranges by `classify_v6`.
+use hookgate_shared::networks::canonical;
 use hookgate_shared::own_services::OwnServices;
 use ipnet::IpNet;
 
@@ -74,11 +81,16 @@ impl Guard {
         self.own.refresh().await;
     }
 
-    /// `Ok` if this address may be dialled at this port: not one of Hookgate's own
-    /// servers, whatever the allow-lists say, and allowed by [`Guard::check`].
+    /// `Ok` if this address may be dialled at this port: allowed by [`Guard::check`],
+    /// and not one of Hookgate's own servers, whatever the allow-lists say.
+    ///
+    /// The lists first: an address they refuse gets the ordinary reason even where
+    /// Hookgate's own server is, so a tenant cannot map the control plane by
+    /// probing private addresses and names; only at an address its lists open is
+    /// it told the address is Hookgate's own.
     pub fn check_dial(&self, addr: SocketAddr) -> Result<(), Blocked> {
-        self.check_own(addr)?;
-        self.check(addr.ip())
+        self.check(addr.ip())?;
+        self.check_own(addr)
     }
 
     /// `Ok` unless this address at this port is one of Hookgate's own servers.
@@ -108,14 +120,12 @@ impl Guard {
         match url.host() {
             Some(url::Host::Ipv4(ip)) => self.check_dial(SocketAddr::new(IpAddr::V4(ip), port)),
             Some(url::Host::Ipv6(ip)) => self.check_dial(SocketAddr::new(IpAddr::V6(ip), port)),
-            // Judged as 127.0.0.1 (what an allow-list names), and refused if either
+            // Judged as 127.0.0.1 (what an allow-list names); then refused if either
             // loopback address at this port is one of Hookgate's own servers.
             Some(url::Host::Domain(d)) if is_localhost(d) => {
-                let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port);
-                if self.own.holds(v6) {
-                    return Err(Blocked { addr: v6.ip(), class: OWN_SERVICE, literal: true });
-                }
-                self.check_dial(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+                let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+                self.check_dial(v4)?;
+                self.check_own(SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port))
             }
             _ => Ok(()),
         }
@@ -129,7 +139,8 @@ impl Guard {
             .filter(|a| match self.check_dial(*a) {
                 Ok(()) => true,
                 Err(b) => {
-                    // Hookgate's own server is the reason said, if it is one.
+                    // Hookgate's own server is the reason said, if it is one (only
+                    // an address the lists let through is ever called that).
                     let b = Blocked { literal: false, ..b };
                     if b.class == OWN_SERVICE || first_block.is_none() {
                         first_block = Some(b);
@@ -149,25 +160,6 @@ impl Guard {
 fn is_localhost(name: &str) -> bool {
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost" || name.ends_with(".localhost")
-}
-
-/// IPv6 that carries an IPv4 address is judged as that IPv4 address: mapped
-/// (`::ffff:a.b.c.d`), compatible (`::a.b.c.d`, deprecated) and translated
-/// (`::ffff:0:a.b.c.d`). Other embeddings (NAT64, 6to4, Teredo) are refused as
-/// whole ranges by `classify_v6`.
-fn canonical(addr: IpAddr) -> IpAddr {
-    let IpAddr::V6(v6) = addr else { return addr };
-    if let Some(v4) = v6.to_ipv4_mapped() {
-        return IpAddr::V4(v4);
-    }
-    let s = v6.segments();
-    let v4 = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-    match s {
-        // `::` and `::1` are themselves, not 0.0.0.0 and 0.0.0.1.
-        [0, 0, 0, 0, 0, 0, 0, 0] | [0, 0, 0, 0, 0, 0, 0, 1] => addr,
-        [0, 0, 0, 0, 0, 0, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => IpAddr::V4(v4()),
-        _ => addr,
-    }
 }
 
 /// The class of a non-global address, or `None` for a global one.
@@ -333,5 +325,31 @@ mod tests {
         assert_eq!(g.filter(both).unwrap(), vec!["127.0.0.1:80".parse().unwrap()]);
         let blocked = g.filter(vec!["10.1.2.3:80".parse().unwrap()]).unwrap_err();
         assert_eq!(blocked.addr, ip("10.1.2.3"));
+    }
+
+    #[tokio::test]
+    async fn an_address_the_allow_list_refuses_gets_the_ordinary_reason_even_where_hookgates_own_server_is() {
+        // Hookgate's servers on a private network and on loopback: values only, never dialled.
+        let own = Arc::new(OwnServices::of(&["postgres://h@10.20.30.40:5432/db"], "redis://127.0.0.1:16380/"));
+        let closed = Guard::default().protecting(own.clone());
+        closed.refresh_own().await;
+        let at = |s: &str| -> SocketAddr { s.parse().unwrap() };
+        for (own, other) in [("10.20.30.40:5432", "10.20.30.41:5432"), ("127.0.0.1:16380", "127.0.0.1:16381")] {
+            let (a, b) = (closed.check_dial(at(own)).unwrap_err(), closed.check_dial(at(other)).unwrap_err());
+            assert_eq!((a.class, a.literal), (b.class, b.literal), "{own} is told apart from {other}: {a}");
+            assert!(!a.to_string().contains(OWN_SERVICE), "{a}");
+            let resolved = closed.filter(vec![at(own)]).unwrap_err();
+            assert_eq!(resolved.to_string(), closed.filter(vec![at(other)]).unwrap_err().to_string());
+        }
+        for u in ["http://10.20.30.40:5432/", "http://localhost:16380/", "http://[::ffff:127.0.0.1]:16380/"] {
+            let b = closed.check_url(&u.parse().unwrap()).unwrap_err();
+            assert!(!b.to_string().contains(OWN_SERVICE), "{u}: {b}");
+        }
+        // Where the tenant's list would let it through, it is named for what it is.
+        let open = Guard::new(vec!["10.20.30.0/24".parse().unwrap(), "127.0.0.1/32".parse().unwrap()]).protecting(own);
+        for own in ["10.20.30.40:5432", "127.0.0.1:16380"] {
+            assert_eq!(open.check_dial(at(own)).unwrap_err().class, OWN_SERVICE, "{own}");
+        }
+        assert_eq!(open.check_url(&"http://localhost:16380/".parse().unwrap()).unwrap_err().class, OWN_SERVICE);
     }
 }

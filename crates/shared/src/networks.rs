@@ -9,6 +9,26 @@ use ipnet::IpNet;
 
 use crate::{db, ids::TenantId, store::tenants, store::StoreError, AppState};
 
+/// IPv6 that carries an IPv4 address is that IPv4 address: mapped
+/// (`::ffff:a.b.c.d`), compatible (`::a.b.c.d`, deprecated) and translated
+/// (`::ffff:0:a.b.c.d`). How the SSRF guard judges an address against the lists
+/// and how Hookgate's own servers are recognised, alike. `::` and `::1` are
+/// themselves, not 0.0.0.0 and 0.0.0.1.
+pub fn canonical(addr: std::net::IpAddr) -> std::net::IpAddr {
+    use std::net::{IpAddr, Ipv4Addr};
+    let IpAddr::V6(v6) = addr else { return addr };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
+    }
+    let s = v6.segments();
+    let v4 = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        [0, 0, 0, 0, 0, 0, 0, 0] | [0, 0, 0, 0, 0, 0, 0, 1] => addr,
+        [0, 0, 0, 0, 0, 0, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => IpAddr::V4(v4()),
+        _ => addr,
+    }
+}
+
 /// One refresh at a time per tenant (a tenant hashes to one of these): when its
 /// entry expires, the deliveries in flight for it (a worker's hundred and more)
 /// wait for one query rather than each taking a connection for the same answer,

@@ -10,21 +10,57 @@
 //! A server on this machine is reached at any of its local addresses (a loopback
 //! one, `0.0.0.0`, an interface's), whichever it was configured by: when one of
 //! Hookgate's servers is local, every local address at its port is refused.
+//!
+//! A name is resolved again a minute after it answered, and a second after it
+//! did not (then two, four, … up to a minute). One that stops answering keeps the
+//! addresses it had; one that has never answered (a DNS outage at start, a name
+//! that does not exist) keeps every address at its port refused until it does:
+//! where that server is is unknown, so the check fails closed. A configured name
+//! that can never resolve (a Sentinel taken away and left in `REDIS_URL`) thus
+//! closes its port to tenants until it is taken out of the configuration.
 
 use std::{
     collections::{BTreeSet, HashSet},
     net::{IpAddr, SocketAddr, UdpSocket},
-    sync::RwLock,
+    sync::{Arc, RwLock},
     time::{Duration, Instant},
 };
+
+use futures_util::future::BoxFuture;
+
+/// How the configured names become addresses: the system's resolver, or a test's.
+pub type Lookup = Arc<dyn Fn(String, u16) -> BoxFuture<'static, std::io::Result<Vec<SocketAddr>>> + Send + Sync>;
+
+/// A [`Lookup`] that may be absent (the system's resolver then), shown by name only.
+#[derive(Clone, Default)]
+struct Resolver(Option<Lookup>);
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Resolver(given)" } else { "Resolver(system)" })
+    }
+}
+
+impl Resolver {
+    async fn lookup(&self, name: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        match &self.0 {
+            Some(lookup) => lookup(name.to_owned(), port).await,
+            None => Ok(tokio::net::lookup_host((name, port)).await?.collect()),
+        }
+    }
+}
 
 /// How long a resolution of the configured names is trusted before it is made
 /// again (a server moved by DNS is refused at its new address within this).
 const FRESH_FOR: Duration = Duration::from_secs(60);
 
-/// How long one resolution of the configured names may take; past it, what was
-/// known stays.
+/// How long one resolution of the configured names may take; past it, that name
+/// has not answered.
 const RESOLVE_WITHIN: Duration = Duration::from_secs(2);
+
+/// When a name has not answered, it is asked again after this, then after twice
+/// as long each time it does not, up to [`FRESH_FOR`].
+const RETRY_FIRST: Duration = Duration::from_secs(1);
 
 /// Where a configured server is: a name, an address, or a Unix socket of this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,10 +73,18 @@ enum Host {
 
 #[derive(Debug, Default)]
 struct Known {
-    at: Option<Instant>,
+    /// When the names are to be resolved again; `None` before the first time.
+    due: Option<Instant>,
+    /// How long the last round that left a name unanswered waited (zero after a round that did not).
+    retry: Duration,
+    /// Each target's addresses as last answered; `None`, a name that never has.
+    answered: Vec<Option<Vec<SocketAddr>>>,
     addrs: HashSet<SocketAddr>,
     /// Ports of servers of this machine: any local address at them is one.
     local_ports: BTreeSet<u16>,
+    /// Ports of names that have never answered: every address at them is
+    /// refused until they do (fail closed: where such a server is, is unknown).
+    unanswered_ports: BTreeSet<u16>,
 }
 
 /// The addresses of Hookgate's own servers.
@@ -49,6 +93,7 @@ pub struct OwnServices {
     targets: Vec<(Host, u16)>,
     known: RwLock<Known>,
     resolving: tokio::sync::Mutex<()>,
+    resolver: Resolver,
 }
 
 impl OwnServices {
@@ -60,6 +105,12 @@ impl OwnServices {
 
     /// From Postgres connection strings and a comma-separated list of Redis URLs.
     pub fn of(database_urls: &[&str], redis_urls: &str) -> Self {
+        Self::resolving_with(database_urls, redis_urls, None)
+    }
+
+    /// [`OwnServices::of`], the names resolved by `lookup` (a test's) or, without
+    /// one, by the system.
+    pub fn resolving_with(database_urls: &[&str], redis_urls: &str, lookup: Option<Lookup>) -> Self {
         let mut targets = Vec::new();
         for url in database_urls {
             targets.extend(postgres_targets(url));
@@ -67,30 +118,44 @@ impl OwnServices {
         for url in redis_urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
             targets.extend(redis_target(url));
         }
-        OwnServices { targets, ..Default::default() }
+        OwnServices { targets, resolver: Resolver(lookup), ..Default::default() }
     }
 
-    /// Resolves the configured names again when the last resolution is older than
-    /// a minute, within two seconds; a name that does not answer keeps what it had.
+    /// Resolves the configured names again when due: a minute after a round in
+    /// which every name answered, a second after one in which a name did not (then
+    /// two, four, … up to a minute). Each name is given two seconds; one that does
+    /// not answer keeps the addresses it had, and one that never has keeps every
+    /// address at its port refused. Only the first call waits for a round under
+    /// way; later ones go on with what is known.
     pub async fn refresh(&self) {
-        if self.known.read().expect("never poisoned").at.is_some_and(|at| at.elapsed() < FRESH_FOR) {
-            return;
-        }
-        let _one = self.resolving.lock().await;
-        let old = {
+        let is_due = |k: &Known| k.due.is_none_or(|due| Instant::now() >= due);
+        let first = {
             let known = self.known.read().expect("never poisoned");
-            if known.at.is_some_and(|at| at.elapsed() < FRESH_FOR) {
+            if !is_due(&known) {
                 return;
             }
-            known.addrs.clone()
+            known.due.is_none()
         };
-        let mut fresh = Known { at: Some(Instant::now()), ..Default::default() };
+        let _one = match first {
+            true => self.resolving.lock().await,
+            false => match self.resolving.try_lock() {
+                Ok(one) => one,
+                Err(_) => return,
+            },
+        };
+        let (before, retry) = {
+            let known = self.known.read().expect("never poisoned");
+            if !is_due(&known) {
+                return;
+            }
+            (known.answered.clone(), known.retry)
+        };
         let lookups = self.targets.iter().map(|(host, port)| async move {
             match host {
                 Host::Name(name) => {
-                    let found = tokio::time::timeout(RESOLVE_WITHIN, tokio::net::lookup_host((name.as_str(), *port)));
+                    let found = tokio::time::timeout(RESOLVE_WITHIN, self.resolver.lookup(name, *port));
                     match found.await {
-                        Ok(Ok(addrs)) => Some(addrs.collect::<Vec<_>>()),
+                        Ok(Ok(addrs)) => Some(addrs),
                         _ => None,
                     }
                 }
@@ -99,29 +164,53 @@ impl OwnServices {
             }
         });
         let answers = futures_util::future::join_all(lookups).await;
-        for ((host, port), answer) in self.targets.iter().zip(answers) {
+        let mut fresh = Known::default();
+        let mut unanswered = false;
+        for (i, ((host, port), answer)) in self.targets.iter().zip(answers).enumerate() {
             if *host == Host::Local {
                 fresh.local_ports.insert(*port);
             }
-            // Not resolved now: the addresses it had before stay refused.
-            let addrs = answer.unwrap_or_else(|| old.iter().filter(|a| a.port() == *port).copied().collect());
-            for a in addrs {
-                let a = SocketAddr::new(a.ip().to_canonical(), a.port());
-                if is_local(a.ip()) {
-                    fresh.local_ports.insert(a.port());
+            unanswered |= answer.is_none();
+            // Not answered now: the addresses it had before stay refused.
+            let addrs = answer.or_else(|| before.get(i).cloned().flatten());
+            match &addrs {
+                Some(addrs) => {
+                    for a in addrs {
+                        let a = SocketAddr::new(crate::networks::canonical(a.ip()), a.port());
+                        if is_local(a.ip()) {
+                            fresh.local_ports.insert(a.port());
+                        }
+                        fresh.addrs.insert(a);
+                    }
                 }
-                fresh.addrs.insert(a);
+                None => {
+                    tracing::warn!(
+                        host = ?host,
+                        port,
+                        "a host of DATABASE_URL or REDIS_URL has not resolved: every address at its port is refused to \
+                         endpoints and destinations until it does"
+                    );
+                    fresh.unanswered_ports.insert(*port);
+                }
             }
+            fresh.answered.push(addrs);
         }
+        fresh.retry = match unanswered {
+            true => (retry * 2).clamp(RETRY_FIRST, FRESH_FOR),
+            false => Duration::ZERO,
+        };
+        fresh.due = Some(Instant::now() + if unanswered { fresh.retry } else { FRESH_FOR });
         *self.known.write().expect("never poisoned") = fresh;
     }
 
     /// Whether dialling `addr` would reach one of Hookgate's own servers, as last
-    /// resolved (call [`OwnServices::refresh`] first).
+    /// resolved (call [`OwnServices::refresh`] first). IPv4 carried in IPv6 is
+    /// judged as the IPv4 address, as the allow-lists judge it.
     pub fn holds(&self, addr: SocketAddr) -> bool {
-        let ip = addr.ip().to_canonical();
+        let ip = crate::networks::canonical(addr.ip());
         let known = self.known.read().expect("never poisoned");
         known.addrs.contains(&SocketAddr::new(ip, addr.port()))
+            || known.unanswered_ports.contains(&addr.port())
             || (known.local_ports.contains(&addr.port()) && is_local(ip))
     }
 }
@@ -157,9 +246,14 @@ fn postgres_targets(url: &str) -> Vec<(Host, u16)> {
     targets
 }
 
-/// A Redis URL's host and port (6379 unless given); a Unix socket has no port to refuse.
+/// A Redis URL's host and port (6379 unless given). A Unix socket's server is
+/// this machine's, counted at Redis's default port, 6379, as a Postgres socket
+/// directory's is at its port: it may listen on TCP too.
 fn redis_target(url: &str) -> Option<(Host, u16)> {
     let url = url::Url::parse(url).ok()?;
+    if matches!(url.scheme(), "unix" | "redis+unix" | "valkey+unix") {
+        return Some((Host::Local, 6379));
+    }
     let port = url.port().unwrap_or(6379);
     match url.host()? {
         url::Host::Domain(d) => Some((host(d), port)),
@@ -210,5 +304,75 @@ mod tests {
         assert!(own.holds(at("127.0.0.1:6000")), "a server on a local socket listens on its TCP port too");
         assert!(!own.holds(at("10.0.0.1:5433")));
         assert!(!OwnServices::default().holds(at("127.0.0.1:5432")), "nothing configured, nothing held");
+    }
+
+    /// A resolver whose names answer one at a time from `answers` (an error where
+    /// `None`), the first one after `slow_first` if given; then the last answer.
+    fn answering(answers: Vec<Option<&'static str>>, slow_first: Option<Duration>) -> Lookup {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        Arc::new(move |_name: String, port: u16| {
+            let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let answer = answers[n.min(answers.len() - 1)];
+            let wait = slow_first.filter(|_| n == 0);
+            Box::pin(async move {
+                if let Some(wait) = wait {
+                    tokio::time::sleep(wait).await;
+                }
+                match answer {
+                    Some(ip) => Ok(vec![SocketAddr::new(ip.parse().unwrap(), port)]),
+                    None => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no answer")),
+                }
+            })
+        })
+    }
+
+    #[tokio::test]
+    async fn a_name_that_has_not_resolved_keeps_its_port_closed_and_is_asked_again_within_seconds() {
+        // Values only: no address here is dialled.
+        for (first, slow) in [(None, None), (Some("10.9.8.6"), Some(RESOLVE_WITHIN + Duration::from_millis(300)))] {
+            let lookup = answering(vec![first, Some("10.9.8.7")], slow);
+            let own = OwnServices::resolving_with(&["postgres://u@db.internal:5433/db"], "", Some(lookup));
+            own.refresh().await;
+            assert!(own.holds(at("10.1.1.1:5433")), "not resolved yet: every address at its port is refused");
+            assert!(!own.holds(at("10.1.1.1:5434")), "another port");
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            own.refresh().await;
+            assert!(own.holds(at("10.9.8.7:5433")), "resolved at the next try, a second later");
+            assert!(!own.holds(at("10.1.1.1:5433")), "and only its address is refused now");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_that_stops_answering_keeps_its_addresses_and_is_asked_again_within_seconds() {
+        let lookup = answering(vec![Some("10.9.8.7"), None, Some("10.9.8.8")], None);
+        let own = OwnServices::resolving_with(&["postgres://u@db.internal:5433/db"], "", Some(lookup));
+        own.refresh().await;
+        assert!(own.holds(at("10.9.8.7:5433")));
+        // Not yet due: a minute of trust after an answer.
+        own.refresh().await;
+        own.known.write().unwrap().due = Some(Instant::now());
+        own.refresh().await;
+        assert!(own.holds(at("10.9.8.7:5433")), "no answer: what it had stays");
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        own.refresh().await;
+        assert!(own.holds(at("10.9.8.8:5433")), "asked again a second after it failed, not a minute");
+    }
+
+    #[tokio::test]
+    async fn ipv4_carried_in_ipv6_in_any_form_and_a_redis_socket_count_as_the_allow_list_judges_them() {
+        let own = OwnServices::of(&["postgres://u@127.0.0.1:15433/db", "postgres://u@10.9.8.7:6390/db"], "");
+        own.refresh().await;
+        for held in
+            ["[::127.0.0.1]:15433", "[::ffff:0:127.0.0.1]:15433", "[::10.9.8.7]:6390", "[::ffff:0:10.9.8.7]:6390"]
+        {
+            assert!(own.holds(at(held)), "{held}");
+        }
+        assert!(!own.holds(at("[::1:10.9.8.7]:6390")), "not an IPv4 address");
+        for socket in ["unix:///run/redis/redis.sock", "redis+unix:///run/redis.sock", "valkey+unix:///v.sock"] {
+            let own = OwnServices::of(&[], socket);
+            own.refresh().await;
+            assert!(own.holds(at("127.0.0.1:6379")) && own.holds(at("[::1]:6379")), "{socket}: at Redis's own port");
+            assert!(!own.holds(at("127.0.0.1:6380")), "{socket}");
+        }
     }
 }

@@ -97,3 +97,74 @@ async fn an_unroutable_message_is_never_recorded_as_confirmed_when_the_broker_ac
     let queue = admin.queue_declare(ShortString::from("routed"), passive, FieldTable::default()).await.unwrap();
     assert_eq!(queue.message_count(), 200, "every routed message is in the queue, once");
 }
+
+#[tokio::test]
+async fn a_publish_that_fails_on_a_replaced_link_leaves_the_newer_link_to_the_publishes_on_it() {
+    let broker = RabbitMq::start().await;
+    let conn = lapin::Connection::connect(&broker.uri(), lapin::ConnectionProperties::default()).await.unwrap();
+    let admin = conn.create_channel().await.unwrap();
+    admin
+        .queue_declare(ShortString::from("routed"), QueueDeclareOptions::default(), FieldTable::default())
+        .await
+        .unwrap();
+    let key = (TenantId::generate(), AppId::from_db("app_1".into()), EndpointId::from_db("ep_1".into()));
+    let c = serde_json::json!({"uri": broker.uri(), "routingKey": "routed"});
+    let cfg = Config::parse("rabbitMq", c, &loopback()).unwrap();
+    let (guard, sender, headers) = (loopback(), sender(loopback()), Vec::new());
+    let bound = Duration::from_secs(20);
+    let mut tried = 0;
+    loop {
+        tried += 1;
+        let publishers = Publishers::default();
+        let publish = |seal: &'static [u8], id: &'static str| {
+            let (publishers, key, cfg, guard, sender, headers) = (&publishers, &key, &cfg, &guard, &sender, &headers);
+            async move { publishers.publish(key, seal, cfg, guard, sender, &outbound(id, headers), bound, false).await }
+        };
+        let warm = publish(b"before", "msg_0").await;
+        assert_eq!(warm.outcome, Outcome::Success, "{}", warm.body);
+        // The first publish goes out on the link; the second, with the destination's
+        // configuration changed, replaces the link under it, so the first one fails.
+        let (old, new) = tokio::join!(publish(b"before", "msg_1"), publish(b"after", "msg_2"));
+        if old.outcome == Outcome::Success {
+            // Confirmed before its link went: try again.
+            assert!(tried < 20, "the first publish was confirmed before its link was replaced, every time");
+            continue;
+        }
+        assert_eq!(new.outcome, Outcome::Success, "the failure on the old link took the new one: {}", new.body);
+        let after = publish(b"after", "msg_3").await;
+        assert_eq!(after.outcome, Outcome::Success, "{}", after.body);
+        break;
+    }
+}
+
+#[tokio::test]
+async fn a_publish_that_times_out_leaves_the_other_publishes_on_its_connection_to_be_confirmed() {
+    let broker = RabbitMq::start().await;
+    let conn = lapin::Connection::connect(&broker.uri(), lapin::ConnectionProperties::default()).await.unwrap();
+    let admin = conn.create_channel().await.unwrap();
+    admin
+        .queue_declare(ShortString::from("routed"), QueueDeclareOptions::default(), FieldTable::default())
+        .await
+        .unwrap();
+    let key = (TenantId::generate(), AppId::from_db("app_1".into()), EndpointId::from_db("ep_1".into()));
+    let c = serde_json::json!({"uri": broker.uri(), "routingKey": "routed"});
+    let cfg = Config::parse("rabbitMq", c, &loopback()).unwrap();
+    let (guard, sender, headers) = (loopback(), sender(loopback()), Vec::new());
+    let publishers = Publishers::default();
+    let publish = |id: &'static str, bound: Duration| {
+        let (publishers, key, cfg, guard, sender, headers) = (&publishers, &key, &cfg, &guard, &sender, &headers);
+        async move { publishers.publish(key, b"one", cfg, guard, sender, &outbound(id, headers), bound, false).await }
+    };
+    assert_eq!(publish("msg_0", Duration::from_secs(20)).await.outcome, Outcome::Success, "the link is made");
+    // A memory alarm: the broker stops reading what publishers send, so both
+    // publishes below wait on the one link for their confirms.
+    broker.ctl(&["set_vm_memory_high_watermark", "0"]).await;
+    let (slow, fast) = tokio::join!(publish("msg_1", Duration::from_secs(60)), async {
+        let fast = publish("msg_2", Duration::from_secs(1)).await;
+        // Its connection is forgotten (a timeout's); the alarm ends after.
+        broker.ctl(&["set_vm_memory_high_watermark", "0.4"]).await;
+        fast
+    });
+    assert_eq!(fast.outcome, Outcome::Timeout, "{}", fast.body);
+    assert_eq!(slow.outcome, Outcome::Success, "the other publish on the link: {}", slow.body);
+}

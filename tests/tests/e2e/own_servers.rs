@@ -14,7 +14,7 @@ use std::{
 };
 
 use hookgate_egress::{
-    deliver::send::{Outcome, Sender, PRIVATE_NOT_KEPT},
+    deliver::send::{Outcome, Request, Sender, PRIVATE_NOT_KEPT},
     destinations::{config::Config, Lookup, Outbound, Publishers},
     ssrf::Guard,
 };
@@ -232,4 +232,71 @@ async fn a_private_answer_is_judged_by_the_address_dialled_not_by_resolving_the_
             false => assert!(sent.body.contains("no_such_database"), "{}", sent.body),
         }
     }
+}
+
+/// A listener on loopback that counts the connections it accepts and the bytes
+/// they carry, and answers each request it reads with `200 ok`.
+async fn counting_listener() -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (conns, bytes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (c, b) = (conns.clone(), bytes.clone());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            let b = b.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = s.read(&mut buf).await {
+                    b.fetch_add(n, Ordering::SeqCst);
+                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+                    }
+                }
+            });
+        }
+    });
+    (port, conns, bytes)
+}
+
+#[tokio::test]
+async fn an_endpoint_named_by_a_host_that_resolves_to_hookgates_own_server_is_refused_on_the_connection_and_sent_nothing(
+) {
+    // Hookgate's database is a listener that counts what reaches it; its Redis is the tests' own.
+    let (db_port, db_conns, db_bytes) = counting_listener().await;
+    let (other_port, _, other_bytes) = counting_listener().await;
+    let redis = std::env::var("HOOKGATE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:16580/".into());
+    let redis_port = reqwest::Url::parse(&redis).unwrap().port().unwrap_or(6379);
+    let own = OwnServices::of(&[format!("postgres://hookgate@127.0.0.1:{db_port}/hookgate").as_str()], &redis);
+    let guard = loopback().protecting(Arc::new(own));
+    // A made-up name that answers 127.0.0.1, as a tenant's DNS could.
+    let lookup: Lookup = Arc::new(|host: String, port: u16| {
+        Box::pin(async move {
+            match host.as_str() {
+                "control.test" => Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))]),
+                _ => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such name")),
+            }
+        })
+    });
+    let sender = Sender::resolving_with(guard, Duration::from_secs(2), Duration::from_secs(5), lookup);
+    let request = |port: u16| Request {
+        url: format!("http://control.test:{port}/hook"),
+        headers: Default::default(),
+        body: b"{}".to_vec(),
+        put: false,
+    };
+    for port in [db_port, redis_port] {
+        let sent = sender.send(request(port)).await;
+        assert_eq!(sent.outcome, Outcome::Blocked, "port {port}: {}", sent.body);
+        assert!(sent.body.contains(OWN), "port {port}: {}", sent.body);
+        assert!(!sent.body.contains("127.0.0.1"), "the address the tenant's name resolved to is shown: {}", sent.body);
+    }
+    // The same name at another port of loopback is any receiver.
+    let sent = sender.send(request(other_port)).await;
+    assert_eq!((sent.outcome, sent.body.as_str()), (Outcome::Success, "ok"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(other_bytes.load(Ordering::SeqCst) > 0);
+    assert!(db_conns.load(Ordering::SeqCst) <= 1, "connected once at most, and closed at once");
+    assert_eq!(db_bytes.load(Ordering::SeqCst), 0, "no byte of the request reached Hookgate's database");
 }

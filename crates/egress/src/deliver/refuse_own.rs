@@ -4,13 +4,14 @@
 //! Redis from a tenant's service on the same host; the connector can: the
 //! connection it made says where it went. Refused there, no byte of the request
 //! is written (over HTTPS the TLS handshake's first message has gone, which
-//! neither Postgres nor Redis takes as a command).
+//! neither Postgres nor Redis takes as a command). A connection that does not say
+//! where it went (no `HttpInfo`) is refused too: it could be anywhere.
 
 use std::{future::Future, pin::Pin, task::Poll};
 
 use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 
-use crate::ssrf::Guard;
+use crate::ssrf::{Blocked, Guard};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -59,11 +60,59 @@ where
             let conn = ready.call(req).await.map_err(Into::into)?;
             let mut extras = http::Extensions::new();
             conn.connected().get_extras(&mut extras);
-            if let Some(info) = extras.get::<HttpInfo>() {
-                // Dropped here: the connection closes before a request is written on it.
-                guard.check_own(info.remote_addr()).map_err(|b| Box::new(b) as BoxError)?;
-            }
+            // Dropped on any error here: the connection closes before a request is written on it.
+            let Some(info) = extras.get::<HttpInfo>() else {
+                // Where it went is unknown, so it could be anywhere: refused (fail closed).
+                return Err("the connection did not say which address it reached, so it is not used".into());
+            };
+            // An address literal of the tenant's was refused before any connection
+            // (`Guard::check_url`): here the address is one a name resolved to, which
+            // the refusal does not show.
+            guard.check_own(info.remote_addr()).map_err(|b| Box::new(Blocked { literal: false, ..b }) as BoxError)?;
             Ok(conn)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hyper_util::client::legacy::connect::Connected;
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    use super::*;
+
+    /// A connection that says nothing of where it went (no `HttpInfo`).
+    struct Unsaid;
+
+    impl Connection for Unsaid {
+        fn connected(&self) -> Connected {
+            Connected::new()
+        }
+    }
+
+    #[derive(Clone)]
+    struct Connects;
+
+    impl tower_service::Service<()> for Connects {
+        type Response = Unsaid;
+        type Error = BoxError;
+        type Future = std::future::Ready<Result<Unsaid, BoxError>>;
+
+        fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), BoxError>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: ()) -> Self::Future {
+            std::future::ready(Ok(Unsaid))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_does_not_say_where_it_went_is_refused() {
+        let mut service = RefuseOwn(Guard::default()).layer(Connects);
+        std::future::poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
+        let made = service.call(()).await;
+        assert!(made.is_err(), "a connection whose address is unknown was used");
     }
 }

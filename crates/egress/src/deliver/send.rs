@@ -116,14 +116,20 @@ pub struct Sender {
 struct GuardedResolver {
     guard: Guard,
     proxy_host: Option<String>,
+    /// The system's resolver unless a test gives its own ([`Sender::resolving_with`]).
+    lookup: Option<crate::destinations::Lookup>,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let guard = self.guard.clone();
         let exempt = self.proxy_host.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(name.as_str()));
+        let lookup = self.lookup.clone();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let addrs: Vec<SocketAddr> = match lookup {
+                Some(lookup) => lookup(name.as_str().to_owned(), 0).await?,
+                None => tokio::net::lookup_host((name.as_str(), 0)).await?.collect(),
+            };
             let allowed = if exempt { addrs } else { guard.filter(addrs)? };
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
@@ -141,6 +147,28 @@ impl Sender {
         proxy: Option<&str>,
         record_private: bool,
     ) -> Self {
+        Self::build(guard, connect_timeout, timeout, proxy, record_private, None)
+    }
+
+    /// A sender without a proxy whose names `lookup` resolves (a test's, to make a
+    /// name answer as it chooses); the guard holds as ever.
+    pub fn resolving_with(
+        guard: Guard,
+        connect_timeout: Duration,
+        timeout: Duration,
+        lookup: crate::destinations::Lookup,
+    ) -> Self {
+        Self::build(guard, connect_timeout, timeout, None, true, Some(lookup))
+    }
+
+    fn build(
+        guard: Guard,
+        connect_timeout: Duration,
+        timeout: Duration,
+        proxy: Option<&str>,
+        record_private: bool,
+        lookup: Option<crate::destinations::Lookup>,
+    ) -> Self {
         let proxy_host = proxy.and_then(|p| url::Url::parse(p).ok()?.host_str().map(str::to_owned));
         let builder = reqwest::Client::builder();
         let builder = match proxy {
@@ -148,7 +176,7 @@ impl Sender {
             None => builder.no_proxy(),
         };
         let client = builder
-            .dns_resolver(Arc::new(GuardedResolver { guard: guard.clone(), proxy_host }))
+            .dns_resolver(Arc::new(GuardedResolver { guard: guard.clone(), proxy_host, lookup }))
             // The resolver has no port: Hookgate's own servers are refused on the connection made.
             .connector_layer(super::refuse_own::RefuseOwn(guard.clone()))
             .connect_timeout(connect_timeout)

@@ -96,7 +96,9 @@ impl<L, const MOST: usize> Default for Kept<L, MOST> {
 }
 
 impl<L, const MOST: usize> Kept<L, MOST> {
-    /// Drops the destination's connection (after a timeout: it may be half open).
+    /// Unhooks the destination's slot (after a timeout: its connection may be half
+    /// open), so the next hand-over connects afresh. The connection itself goes
+    /// when the last hand-over in flight on it (each holds the slot) ends.
     pub(crate) fn forget(&self, key: &Key) {
         self.open.lock().expect("the links lock is never poisoned").remove(key);
     }
@@ -204,7 +206,10 @@ impl Publishers {
             Ok(Ok(answer)) => (Outcome::Success, answer),
             Ok(Err(f)) => (f.outcome, f.text),
             Err(_) => {
-                // A connection that gave no answer in time is not used again.
+                // A connection that gave no answer in time is not used again by
+                // later hand-overs. Those in flight on it hold its slot, and so the
+                // connection, until they end: this one's lane alone is given up
+                // (RabbitMQ's, left dirty, is not used again).
                 self.rabbitmq.forget(key);
                 self.postgres.forget(key);
                 (Outcome::Timeout, format!("no answer within {} ms", bound.as_millis()))

@@ -12,8 +12,22 @@
 //! speaks in the clear, and inside TLS once it is negotiated (the TCP stream then
 //! carries TLS records, passed through). Postgres answers the request for TLS with
 //! one byte, `S` or `N`, outside any message.
+//!
+//! The cap holds each message; what a connection keeps of many is held too.
+//! tokio-postgres keeps every `ParameterStatus` (`S`) under its name for the
+//! connection's life (a map it never trims, at startup and whenever the server
+//! sends one later, idle or not), and queues every `NoticeResponse` (`N`) that
+//! comes before the first `ReadyForQuery`. So the parser counts, per connection,
+//! the distinct parameter names (by a keyed hash of each) with the size of each
+//! one's latest message, and the notices before the connection is ready: past
+//! [`MOST_PARAMETERS`] names, [`MOST_STARTUP_NOTICES`] notices or [`MOST_KEPT`]
+//! bytes of both, the connection ends. A parameter reported again (a trigger's
+//! `SET`) replaces its value there and is counted once; a notice after startup is
+//! logged and dropped by tokio-postgres, and is not counted.
 
 use std::{
+    collections::{hash_map::RandomState, HashMap},
+    hash::{BuildHasher, DefaultHasher, Hasher},
     io,
     pin::Pin,
     task::{ready, Context, Poll},
@@ -25,6 +39,17 @@ use tokio_postgres::tls::{ChannelBinding, TlsConnect, TlsStream};
 
 /// The largest message a destination's server may send, body and header.
 pub const MOST_MESSAGE: usize = 64 * 1024;
+
+/// The most a connection keeps of its server's parameters (each distinct name's
+/// latest message) and of the notices before it is ready, together.
+pub const MOST_KEPT: usize = 1024 * 1024;
+
+/// The most distinct parameter names a server may report on one connection
+/// (Postgres itself reports about fifteen).
+pub const MOST_PARAMETERS: usize = 256;
+
+/// The most notices a server may send before the connection is ready.
+pub const MOST_STARTUP_NOTICES: usize = 256;
 
 /// Where a stream is in the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,13 +70,86 @@ pub struct Capped<S> {
     have: usize,
     /// Bytes of the current message's body still to come.
     left: usize,
+    /// The current message's type byte and whole size.
+    kind: u8,
+    size: usize,
+    /// A `ParameterStatus`'s name as it arrives, until its NUL.
+    naming: Option<DefaultHasher>,
+    /// The hash of the current `ParameterStatus`'s name, once read.
+    named: Option<u64>,
+    kept: Held,
+}
+
+/// What the client keeps of the messages so far.
+#[derive(Default)]
+struct Held {
+    /// Keys the hash of parameter names: a server cannot choose names that collide.
+    keys: RandomState,
+    /// Each distinct parameter name's hash, and the size of its latest message.
+    parameters: HashMap<u64, usize>,
+    parameter_bytes: usize,
+    /// Notices before the first `ReadyForQuery` (queued until then).
+    notices: usize,
+    notice_bytes: usize,
+    /// A `ReadyForQuery` came: the startup's notices have been handed on.
+    ready: bool,
+}
+
+impl Held {
+    /// Notes one whole message; an error when the client would keep too much.
+    fn note(&mut self, kind: u8, size: usize, name: Option<u64>) -> io::Result<()> {
+        match (kind, name) {
+            (b'S', Some(name)) => {
+                let before = self.parameters.insert(name, size).unwrap_or(0);
+                self.parameter_bytes = self.parameter_bytes.saturating_sub(before).saturating_add(size);
+            }
+            (b'N', _) if !self.ready => {
+                self.notices += 1;
+                self.notice_bytes = self.notice_bytes.saturating_add(size);
+            }
+            (b'Z', _) => {
+                self.ready = true;
+                self.notices = 0;
+                self.notice_bytes = 0;
+            }
+            _ => return Ok(()),
+        }
+        let too_much = if self.parameters.len() > MOST_PARAMETERS {
+            format!("the server reported more than {MOST_PARAMETERS} parameters")
+        } else if self.notices > MOST_STARTUP_NOTICES {
+            format!("the server sent more than {MOST_STARTUP_NOTICES} notices before the connection was ready")
+        } else if self.parameter_bytes.saturating_add(self.notice_bytes) > MOST_KEPT {
+            format!("the server's parameters and notices came to more than {} KiB", MOST_KEPT / 1024)
+        } else {
+            return Ok(());
+        };
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{too_much}; a destination's server may make a connection keep at most {MOST_PARAMETERS} parameters, \
+                 {MOST_STARTUP_NOTICES} notices before it is ready, and {} KiB of both",
+                MOST_KEPT / 1024
+            ),
+        ))
+    }
 }
 
 impl<S> Capped<S> {
     /// The TCP stream: its first byte answers the request for TLS when one is made.
     pub fn raw(inner: S, asks_for_tls: bool) -> Self {
         let stage = if asks_for_tls { Stage::SslAnswer } else { Stage::Framed };
-        Capped { inner, stage, header: [0; 5], have: 0, left: 0 }
+        Capped {
+            inner,
+            stage,
+            header: [0; 5],
+            have: 0,
+            left: 0,
+            kind: 0,
+            size: 0,
+            naming: None,
+            named: None,
+            kept: Held::default(),
+        }
     }
 
     /// The stream inside TLS: backend messages from its first byte.
@@ -72,8 +170,19 @@ impl<S> Capped<S> {
         while !bytes.is_empty() {
             if self.left > 0 {
                 let skip = self.left.min(bytes.len());
+                if let Some(name) = self.naming.as_mut() {
+                    let end = bytes[..skip].iter().position(|&b| b == 0);
+                    name.write(&bytes[..end.unwrap_or(skip)]);
+                    if end.is_some() {
+                        // The name's hash stands in for it from here.
+                        self.named = self.naming.take().map(|h| h.finish());
+                    }
+                }
                 self.left -= skip;
                 bytes = &bytes[skip..];
+                if self.left == 0 {
+                    self.end()?;
+                }
                 continue;
             }
             let take = (5 - self.have).min(bytes.len());
@@ -82,24 +191,39 @@ impl<S> Capped<S> {
             bytes = &bytes[take..];
             if self.have == 5 {
                 self.have = 0;
-                let len = u32::from_be_bytes([self.header[1], self.header[2], self.header[3], self.header[4]]) as usize;
+                let len = u32::from_be_bytes([self.header[1], self.header[2], self.header[3], self.header[4]]);
+                // In u64: the type byte added to any length cannot overflow, on any target.
+                let size = u64::from(len) + 1;
                 if len < 4 {
                     return Err(io::Error::new(io::ErrorKind::InvalidData, "the server sent a malformed message"));
                 }
-                if len + 1 > MOST_MESSAGE {
+                if size > MOST_MESSAGE as u64 {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!(
-                            "the server began a message of {} bytes; a destination's server may send at most {} KiB in one",
-                            len + 1,
+                            "the server began a message of {size} bytes; a destination's server may send at most {} KiB in one",
                             MOST_MESSAGE / 1024
                         ),
                     ));
                 }
-                self.left = len - 4;
+                // At most 64 KiB from here.
+                self.kind = self.header[0];
+                self.size = size as usize;
+                self.left = (len - 4) as usize;
+                self.named = None;
+                self.naming = (self.kind == b'S').then(|| self.kept.keys.build_hasher());
+                if self.left == 0 {
+                    self.end()?;
+                }
             }
         }
         Ok(())
+    }
+
+    /// The current message has been read whole.
+    fn end(&mut self) -> io::Result<()> {
+        self.naming = None;
+        self.kept.note(self.kind, self.size, self.named.take())
     }
 }
 
@@ -175,8 +299,42 @@ mod tests {
         assert!(e.to_string().contains("at most 64 KiB"), "{e}");
         let mut c = Capped::framed(());
         assert!(c.feed(&header(b'E', 3)).is_err(), "a length below its own size");
+        let mut c = Capped::framed(());
+        let e = c.feed(&header(b'E', u32::MAX)).unwrap_err();
+        assert!(e.to_string().contains("of 4294967296 bytes"), "the largest length, counted without overflow: {e}");
         let mut tls = Capped::raw((), true);
         tls.feed(&[b'S', 0x16, 0xff, 0xff, 0xff, 0xff]).unwrap();
         assert_eq!(tls.stage, Stage::Pass, "TLS records are not messages");
+    }
+
+    fn parameter(name: &str, value: &str) -> Vec<u8> {
+        let body = [name.as_bytes(), b"\0", value.as_bytes(), b"\0"].concat();
+        [header(b'S', 4 + body.len() as u32), body].concat()
+    }
+
+    #[test]
+    fn a_parameter_name_counts_once_however_its_messages_are_cut_and_past_256_names_the_connection_ends() {
+        for chunk in [1, 2, 3, 7, 4096] {
+            let mut c = Capped::framed(());
+            let again = [parameter("application_name", "a"), parameter("application_name", "bcd")].concat();
+            for part in again.chunks(chunk) {
+                c.feed(part).unwrap();
+            }
+            assert_eq!(c.kept.parameters.len(), 1, "chunks of {chunk}");
+            assert_eq!(c.kept.parameter_bytes, parameter("application_name", "bcd").len(), "the latest value's size");
+        }
+        let mut c = Capped::framed(());
+        for i in 0..MOST_PARAMETERS {
+            c.feed(&parameter(&format!("p{i}"), "v")).unwrap();
+        }
+        let e = c.feed(&parameter("one_more", "v")).unwrap_err();
+        assert!(e.to_string().contains("more than 256 parameters"), "{e}");
+        // Notices count only until the connection is ready.
+        let mut c = Capped::framed(());
+        let notice = [header(b'N', 4 + 1000), vec![b'x'; 1000]].concat();
+        c.feed(&[header(b'Z', 5), vec![b'I']].concat()).unwrap();
+        for _ in 0..2 * MOST_STARTUP_NOTICES {
+            c.feed(&notice).unwrap();
+        }
     }
 }

@@ -206,14 +206,37 @@ async fn connect(cfg: &Postgres, dial: &Dial<'_>, fingerprint: &[u8]) -> Result<
     // The address just checked is the one dialled, and only it; the name stays for TLS.
     let addr = dial.resolve(&target.host, target.port).await?[0];
     dial.reached.dialled(addr);
+    let (client, broke) = open(target, addr, cfg.password.as_deref(), cfg.ssl_root_cert.as_deref()).await?;
+    let mut link = Some(Link { fingerprint: fingerprint.to_vec(), addr, broke: Some(broke), client, insert: None });
+    let made = prepare(&mut link, &table).await;
+    match made {
+        Ok(insert) => {
+            let mut made = link.expect("kept");
+            made.insert = Some(insert);
+            Ok(made)
+        }
+        Err(e) => Err(match e.as_db_error() {
+            Some(db) => Failure::refused(format!("Postgres refused the table `{}`: {}", cfg.table_name, db.message())),
+            None => Failure::connect(format!("Postgres went away: {}", reason(&e, &mut link).await)),
+        }),
+    }
+}
+
+/// Dials `addr` and speaks through [`Capped`] up to the first `ReadyForQuery`; the
+/// connection then runs in a task of its own, and why it ended comes on the receiver.
+async fn open(
+    target: Target,
+    addr: SocketAddr,
+    password: Option<&str>,
+    root_cert: Option<&str>,
+) -> Result<(Client, oneshot::Receiver<String>), Failure> {
     let mut pg = target.config;
     pg.ssl_mode(target.tls.mode);
-    if let Some(p) = &cfg.password {
+    if let Some(p) = password {
         pg.password(p.as_bytes());
     }
     pg.application_name("hookgate-destination");
-    let mut tls = tls::tenant_connector(&target.tls, cfg.ssl_root_cert.as_deref())
-        .map_err(|e| Failure::refused(e.to_string()))?;
+    let mut tls = tls::tenant_connector(&target.tls, root_cert).map_err(|e| Failure::refused(e.to_string()))?;
     let tls = MakeTlsConnect::<Capped<tokio::net::TcpStream>>::make_tls_connect(&mut tls, &target.host)
         .map_err(|e| Failure::refused(format!("`url`: {e}")))?;
     let stream = tokio::net::TcpStream::connect(addr)
@@ -232,7 +255,7 @@ async fn connect(cfg: &Postgres, dial: &Dial<'_>, fingerprint: &[u8]) -> Result<
         Some(db) => {
             Failure::refused(format!("Postgres refused the connection: {} ({})", db.message(), db.code().code()))
         }
-        None => Failure::connect(format!("connecting to Postgres failed: {e}")),
+        None => Failure::connect(format!("connecting to Postgres failed: {}", with_causes(&e))),
     })?;
     let (tell, broke) = oneshot::channel();
     tokio::spawn(async move {
@@ -241,19 +264,7 @@ async fn connect(cfg: &Postgres, dial: &Dial<'_>, fingerprint: &[u8]) -> Result<
             let _ = tell.send(with_causes(&e));
         }
     });
-    let mut link = Some(Link { fingerprint: fingerprint.to_vec(), addr, broke: Some(broke), client, insert: None });
-    let made = prepare(&mut link, &table).await;
-    match made {
-        Ok(insert) => {
-            let mut made = link.expect("kept");
-            made.insert = Some(insert);
-            Ok(made)
-        }
-        Err(e) => Err(match e.as_db_error() {
-            Some(db) => Failure::refused(format!("Postgres refused the table `{}`: {}", cfg.table_name, db.message())),
-            None => Failure::connect(format!("Postgres went away: {}", reason(&e, &mut link).await)),
-        }),
-    }
+    Ok((client, broke))
 }
 
 /// The table, made if missing, and the insert prepared.
@@ -317,5 +328,107 @@ mod tests {
         ] {
             assert!(parse_url(bad).is_err(), "{bad} was taken");
         }
+    }
+
+    /// A Postgres backend on 127.0.0.1 that speaks just enough of the protocol: it
+    /// takes the startup message, says the password is fine, sends `startup` (its
+    /// messages before `ReadyForQuery`), then `idle` while the client waits, and
+    /// answers one simple query.
+    async fn backend(startup: Vec<Vec<u8>>, idle: Vec<Vec<u8>>) -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let len = s.read_u32().await.unwrap() as usize;
+            let mut startup_message = vec![0; len - 4];
+            s.read_exact(&mut startup_message).await.unwrap();
+            let ready = [message(b'K', &[0, 0, 0, 1, 0, 0, 0, 2]), message(b'Z', b"I")].concat();
+            let before = [vec![message(b'R', &[0, 0, 0, 0])], startup, vec![ready]].concat();
+            for (i, m) in before.iter().chain(&idle).enumerate() {
+                // The client stops reading once it has ended the connection.
+                if s.write_all(m).await.is_err() {
+                    return;
+                }
+                if i + 1 == before.len() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            // A simple query: its completion comes after everything sent above.
+            let mut kind = [0u8; 1];
+            if s.read_exact(&mut kind).await.is_err() {
+                return;
+            }
+            let len = s.read_u32().await.unwrap() as usize;
+            let mut query = vec![0; len - 4];
+            s.read_exact(&mut query).await.unwrap();
+            let done = [message(b'C', b"SELECT 1\0"), message(b'Z', b"I")].concat();
+            let _ = s.write_all(&done).await;
+            let _ = s.read(&mut kind).await;
+        });
+        addr
+    }
+
+    fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+        [vec![kind], (body.len() as u32 + 4).to_be_bytes().to_vec(), body.to_vec()].concat()
+    }
+
+    /// A ParameterStatus message: a name and its value.
+    fn parameter(name: &str, value_len: usize) -> Vec<u8> {
+        let body = [name.as_bytes(), b"\0", &vec![b'x'; value_len], b"\0"].concat();
+        message(b'S', &body)
+    }
+
+    fn notice(len: usize) -> Vec<u8> {
+        let body = [b"SNOTICE\0C00000\0M".as_slice(), &vec![b'x'; len], b"\0\0"].concat();
+        message(b'N', &body)
+    }
+
+    async fn open_at(addr: SocketAddr) -> Result<(Client, oneshot::Receiver<String>), Failure> {
+        let target = parse_url(&format!("postgres://u@127.0.0.1:{}/db?sslmode=disable", addr.port())).unwrap();
+        open(target, addr, None, None).await
+    }
+
+    /// Why the connection ended, or `None` if it is still open after `within`.
+    async fn ended(broke: oneshot::Receiver<String>, within: Duration) -> Option<String> {
+        tokio::time::timeout(within, broke).await.ok().map(|r| r.unwrap_or_else(|_| "closed".into()))
+    }
+
+    #[tokio::test]
+    async fn a_server_that_floods_parameters_or_notices_at_startup_fails_the_connect() {
+        let many_large = (0..1000).map(|i| parameter(&format!("p{i}"), 60 * 1024)).collect();
+        let many_small = (0..300).map(|i| parameter(&format!("p{i}"), 8)).collect();
+        let notices = (0..1000).map(|_| notice(60 * 1024)).collect();
+        for (what, startup) in [("large parameters", many_large), ("many parameters", many_small), ("notices", notices)]
+        {
+            let addr = backend(startup, Vec::new()).await;
+            match open_at(addr).await {
+                Ok(_) => panic!("{what}: the connection was made, holding all of it"),
+                Err(f) => assert!(f.text.contains("may make a connection keep"), "{what}: {}", f.text),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_that_sends_new_parameters_while_the_connection_idles_ends_it() {
+        let startup = vec![parameter("server_version", 4), parameter("client_encoding", 4)];
+        let many_large = (0..2000).map(|i| parameter(&format!("p{i}"), 60 * 1024)).collect();
+        let many_small = (0..300).map(|i| parameter(&format!("p{i}"), 8)).collect();
+        for (what, idle) in [("large", many_large), ("small", many_small)] {
+            let (_client, broke) = open_at(backend(startup.clone(), idle).await).await.expect("a plain startup");
+            let why = ended(broke, Duration::from_secs(10)).await;
+            let why = why.unwrap_or_else(|| panic!("{what}: the connection is still open, holding every parameter"));
+            assert!(why.contains("may make a connection keep"), "{what}: {why}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_parameter_the_server_reports_again_and_again_is_counted_once() {
+        // As a trigger's `SET application_name` would, at every insert.
+        let startup = vec![parameter("application_name", 16)];
+        let idle = (0..2000).map(|_| parameter("application_name", 1024)).collect();
+        let (client, broke) = open_at(backend(startup, idle).await).await.expect("a plain startup");
+        client.batch_execute("SELECT 1").await.expect("answered after every repeat was read");
+        assert!(ended(broke, Duration::from_millis(200)).await.is_none(), "still open");
     }
 }

@@ -102,8 +102,13 @@ impl Links {
         };
         let answer = on_a_lane(&conn, &lanes, cfg, out).await;
         if answer.as_ref().is_err_and(|f| f.outcome != Outcome::Refused) {
-            // A broken link is made again by the next attempt.
-            *slot.lock().await = None;
+            // A broken link is made again by the next attempt; only this one: the
+            // slot may hold a newer link by now (made after a change of
+            // configuration, or after another publish's failure), which others use.
+            let mut link = slot.lock().await;
+            if link.as_ref().is_some_and(|l| Arc::ptr_eq(&l.conn, &conn)) {
+                *link = None;
+            }
         }
         answer
     }
