@@ -39,6 +39,7 @@ mod retention;
 mod sandbox;
 mod schema;
 mod sinks;
+mod sinks_wakes;
 mod sources;
 mod stall;
 mod svix_sdk;
