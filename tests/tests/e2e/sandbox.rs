@@ -192,6 +192,13 @@ async fn tries_are_rate_limited_per_tenant() {
     assert!(last.headers()["retry-after"].to_str().unwrap().parse::<u64>().unwrap() >= 1);
     let theirs = app.http.post(url(&other_app, &other_ep)).bearer_auth(&other).json(&body).send().await.unwrap();
     assert_eq!(theirs.status(), 200, "another tenant's tries are its own");
+    // The tenant's portal links count apart: a customer cannot spend the
+    // tenant's tries, nor the tenant its customers'.
+    let access = app.api(&key, Method::POST, &format!("/api/v1/auth/app-portal-access/{app_id}"));
+    let access: Value = access.json(&json!({})).send().await.unwrap().json().await.unwrap();
+    let portal = access["token"].as_str().unwrap();
+    let theirs = app.http.post(url(&app_id, &ep_id)).bearer_auth(portal).json(&body).send().await.unwrap();
+    assert_eq!(theirs.status(), 200, "the portal's tries are its own");
 }
 
 #[tokio::test]
@@ -244,28 +251,38 @@ async fn a_caller_who_sees_variables_redacted_can_neither_try_nor_save_code_that
 }
 
 #[tokio::test]
-async fn a_sandbox_child_serves_one_tenant_only() {
+async fn a_sandbox_child_serves_one_scope_only() {
     let app = TestApp::spawn().await;
     let served = Served::start(&app.env, "api").await;
     let parent = served.child.id().unwrap();
     let (a_key, a_app, a_ep) = tenant_with_endpoint(&app).await;
     let (b_key, b_app, b_ep) = tenant_with_endpoint(&app).await;
-    let try_as = |key: &str, a: &str, e: &str| {
+    let try_as = |key: String, a: &str, e: &str| {
         let url = served.url(&format!("/api/v1/app/{a}/endpoint/{e}/transformation/try"));
         let body = json!({"code": "function handler(w) { return w }", "eventType": "a.b", "payload": {}});
         let req = app.http.post(url).bearer_auth(key).json(&body);
         async move { assert_eq!(req.send().await.unwrap().status(), 200) }
     };
-    try_as(&a_key, &a_app, &a_ep).await;
+    try_as(a_key.clone(), &a_app, &a_ep).await;
     let after_a = sandboxes_of(parent);
     assert_eq!(after_a.len(), 1);
     // Before, the child that had run A's code (its variables still in its
     // memory) took B's next.
-    try_as(&b_key, &b_app, &b_ep).await;
+    try_as(b_key.clone(), &b_app, &b_ep).await;
     let after_b = sandboxes_of(parent);
     assert_eq!(after_b.len(), 2, "B got a child of its own: {after_b:?}");
-    try_as(&a_key, &a_app, &a_ep).await;
+    try_as(a_key.clone(), &a_app, &a_ep).await;
     assert_eq!(sandboxes_of(parent), after_b, "A's child is kept for A");
+    // A customer of A's, with a portal link that sees A's variables redacted,
+    // gets a child apart from the one that ran A's own tries: the pool of two
+    // retires the oldest for it.
+    let access = app.api(&a_key, Method::POST, &format!("/api/v1/auth/app-portal-access/{a_app}"));
+    let access: Value = access.json(&json!({})).send().await.unwrap().json().await.unwrap();
+    try_as(access["token"].as_str().unwrap().to_owned(), &a_app, &a_ep).await;
+    let after_portal = sandboxes_of(parent);
+    let fresh: Vec<_> = after_portal.iter().filter(|pid| !after_b.contains(pid)).collect();
+    assert_eq!(fresh.len(), 1, "a child was started for the portal: {after_b:?} then {after_portal:?}");
+    assert!(after_portal.contains(&after_a[0]), "A's own child is kept, not handed to the portal: {after_portal:?}");
 }
 
 #[tokio::test]

@@ -47,7 +47,8 @@ async fn patch_transformation(
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
     // A tenant's own key sees every variable.
-    patch_of(&TenantAuth(key.0), &state, body.into_inner(), app, ep, false).await
+    let caller = crate::v1::transformation_try::Caller { hidden: false, portal: false };
+    patch_of(&TenantAuth(key.0), &state, body.into_inner(), app, ep, caller).await
 }
 
 /// What the source's portal token may do, and for how long.

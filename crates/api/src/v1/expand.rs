@@ -255,6 +255,12 @@ pub mod yaml {
             while let Some(k) = map.next_key_seed(self.inner())? {
                 let key = match k {
                     Value::String(s) => s,
+                    // A list or a map as a key (YAML allows it, built from
+                    // aliases as large as the budget) would be written out as
+                    // text, escapes and all, past what was charged.
+                    Value::Array(_) | Value::Object(_) => {
+                        return Err(de::Error::custom("a key is a list or a map; keys are text"))
+                    }
                     other => other.to_string(),
                 };
                 self.take(self.budget.entry(key.len()))?;
@@ -384,6 +390,15 @@ mod tests {
         let out = inline(&schema, components, (0, 0), &budget).unwrap();
         assert_eq!(out["allOf"][9]["description"].as_str().map(str::len), Some(100_000));
         assert!(budget.spent() >= 1_000_000, "{}", budget.spent());
+    }
+
+    #[test]
+    fn a_yaml_key_that_is_a_list_or_a_map_is_refused_and_a_number_key_reads_as_text() {
+        let budget = Budget::new(1 << 20);
+        let read = yaml::read("responses:\n  200: {description: ok}\n", &budget).unwrap();
+        assert_eq!(read["responses"]["200"]["description"], "ok");
+        let err = yaml::read("a: &a [\"\\u0001\\u0001\"]\n? *a\n: x\n", &budget).unwrap_err();
+        assert!(err.to_string().contains("keys are text"), "{err}");
     }
 
     #[test]

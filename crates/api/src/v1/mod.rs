@@ -28,7 +28,7 @@ pub(crate) mod portal_settings;
 mod sources;
 mod statistics;
 mod tasks;
-mod transformation_try;
+pub(crate) mod transformation_try;
 pub(crate) mod transformations;
 pub(crate) mod usage;
 pub(crate) mod validate;

@@ -3,9 +3,10 @@
 //!
 //! It runs tenant code on demand, so it is held in three ways: each tenant has
 //! a share of the API's sandboxes (its tries wait behind its own), a rate
-//! ([`TRIES_PER_MINUTE`] a tenant, in each process, saves' checks counted too),
-//! and a tenant whose runs are killed at the wall-clock limit again and again
-//! rests, whatever code it tries next. A caller that sees the endpoint's
+//! ([`TRIES_PER_MINUTE`] a tenant, in each process, saves' checks counted too,
+//! its portal links' apart from its own keys'), and an endpoint whose runs are
+//! killed at the wall-clock limit again and again rests, whatever code is
+//! tried on it next. A caller that sees the endpoint's
 //! variables as `[redacted]` runs the code with them so: a try cannot read
 //! what a GET hides.
 
@@ -13,19 +14,22 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use actix_web::{post, web, HttpRequest, HttpResponse};
+use actix_web::{post, web, HttpMessage, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use hookgate_egress::{sandbox::Sandbox, secrets, transform};
+use hookgate_egress::{
+    sandbox::{Sandbox, Scope},
+    secrets, transform,
+};
 use hookgate_shared::ids::TenantId;
 use hookgate_shared::store::{tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
 
 use super::endpoints::find;
 use super::transformations::{EpPath, MOST_CODE, OFF};
-use crate::TenantAuth;
+use crate::{Principal, TenantAuth};
 
 /// Tries a tenant may run in a minute, in one process.
 const TRIES_PER_MINUTE: u32 = 60;
@@ -80,18 +84,18 @@ pub(crate) async fn try_one(
         return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
     }
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let hidden = super::endpoint_extras::values_hidden(&req, &state, &tenant.0).await?;
+    let caller = Caller::of(&req, &state, &tenant.0).await?;
     let conn = db::conn(&state.db).await?;
     if !tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms()) {
         return Err(ApiError::Forbidden(OFF.into()));
     }
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
     drop(conn);
-    counted(&tenant.0)?;
+    counted(&tenant.0, &caller)?;
     let mut variables =
         secrets::open_variables(&state, &tenant.0, &app, &ep.id, stored.and_then(|t| t.variables).as_deref())
             .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
-    if let (true, Some(vars)) = (hidden, variables.as_object_mut()) {
+    if let (true, Some(vars)) = (caller.hidden, variables.as_object_mut()) {
         vars.values_mut().for_each(|v| *v = json!("[redacted]"));
     }
     let payload = serde_json::to_vec(&body.payload).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -102,8 +106,8 @@ pub(crate) async fn try_one(
         payload,
         json: true,
     };
-    let ran =
-        Sandbox::for_api().run(&tenant.0, None, body.code.into(), variables.into(), hook, state.config.max_body).await;
+    let scope = Scope { tenant: &tenant.0, app: &app, endpoint: &ep.id, redacted: caller.hidden };
+    let ran = Sandbox::for_api().run(&scope, body.code.into(), variables.into(), hook, state.config.max_body).await;
     Ok(HttpResponse::Ok().json(match ran {
         Ok(transform::Outcome::Cancel) => TryOut::Cancel { cancel: true },
         Ok(transform::Outcome::Send(h)) => {
@@ -115,10 +119,31 @@ pub(crate) async fn try_one(
     }))
 }
 
-/// Counts a try (or a save's check) against the tenant's minute; 429 once the
-/// minute is full.
-pub(crate) fn counted(tenant: &TenantId) -> Result<(), ApiError> {
-    static TRIES: Mutex<Option<HashMap<TenantId, (Instant, u32)>>> = Mutex::new(None);
+/// Who runs code through the API: what it may see, and whose tries it counts in.
+pub(crate) struct Caller {
+    /// It sees the endpoint's variables as `[redacted]`.
+    pub hidden: bool,
+    /// A portal link or an integration key: its tries count apart from the
+    /// tenant's own, so a customer cannot spend the tenant's.
+    pub portal: bool,
+}
+
+impl Caller {
+    pub(crate) async fn of(req: &HttpRequest, state: &AppState, tenant: &TenantId) -> Result<Caller, ApiError> {
+        let portal = matches!(req.extensions().get::<Principal>(), Some(Principal::Portal { .. }));
+        let hidden = super::endpoint_extras::values_hidden(req, state, tenant).await?;
+        Ok(Caller { hidden, portal })
+    }
+}
+
+/// Each (tenant, portal) bucket's minute: when it began, and the tries in it.
+type Minutes = HashMap<(TenantId, bool), (Instant, u32)>;
+
+/// Counts a try (or a save's check) against the minute of the tenant's callers
+/// of this kind (its own keys, or its portal links and integrations); 429 once
+/// the minute is full.
+pub(crate) fn counted(tenant: &TenantId, caller: &Caller) -> Result<(), ApiError> {
+    static TRIES: Mutex<Option<Minutes>> = Mutex::new(None);
     let now = Instant::now();
     let minute = Duration::from_secs(60);
     let mut tries = TRIES.lock().expect("tries");
@@ -126,7 +151,7 @@ pub(crate) fn counted(tenant: &TenantId) -> Result<(), ApiError> {
     if tries.len() >= MOST_COUNTED {
         tries.retain(|_, (since, _)| now.duration_since(*since) < minute);
     }
-    let (since, n) = tries.entry(tenant.clone()).or_insert((now, 0));
+    let (since, n) = tries.entry((tenant.clone(), caller.portal)).or_insert((now, 0));
     if now.duration_since(*since) >= minute {
         (*since, *n) = (now, 0);
     }

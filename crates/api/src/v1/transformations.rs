@@ -11,7 +11,10 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use hookgate_egress::{sandbox::Sandbox, secrets};
+use hookgate_egress::{
+    sandbox::{Sandbox, Scope},
+    secrets,
+};
 use hookgate_shared::ids::{AppId, EndpointId, Ref};
 use hookgate_shared::store::{tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
@@ -171,8 +174,8 @@ async fn patch_one(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let hidden = super::endpoint_extras::values_hidden(&req, &state, &tenant.0).await?;
-    patch_of(&tenant, &state, body, app, ep, hidden).await
+    let caller = super::transformation_try::Caller::of(&req, &state, &tenant.0).await?;
+    patch_of(&tenant, &state, body, app, ep, caller).await
 }
 
 /// Sets a destination's transformation; `code` alone enables it (or, empty, turns it off).
@@ -192,23 +195,23 @@ async fn patch_destination(
     if body.enabled.is_none() {
         body.enabled = body.code.as_ref().map(|c| !c.trim().is_empty());
     }
-    let hidden = super::endpoint_extras::values_hidden(&req, &state, &tenant.0).await?;
-    patch_of(&tenant, &state, body, app, ep, hidden).await?;
+    let caller = super::transformation_try::Caller::of(&req, &state, &tenant.0).await?;
+    patch_of(&tenant, &state, body, app, ep, caller).await?;
     // The SDK reads a body here (`EmptyResponse`), where the endpoint's answers 204.
     Ok(HttpResponse::Ok().json(crate::openapi::EmptyResponse {}))
 }
 
-/// Saves a transformation. `hidden`: the caller sees the variables as
-/// `[redacted]`, so it may change the code that reads them only if it gives the
-/// variables too (they replace the stored ones): else its code could send them
-/// wherever it liked.
+/// Saves a transformation. A caller that sees the variables as `[redacted]`
+/// may change the code that reads them only if it gives the variables too
+/// (they replace the stored ones): else its code could send them wherever it
+/// liked.
 pub(crate) async fn patch_of(
     tenant: &TenantAuth,
     state: &AppState,
     body: TransformationPatch,
     app: AppId,
     ep: hookgate_shared::store::endpoints::Endpoint,
-    hidden: bool,
+    caller: super::transformation_try::Caller,
 ) -> Result<HttpResponse, ApiError> {
     if body.code.as_ref().is_some_and(|c| c.len() > MOST_CODE) {
         return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
@@ -242,7 +245,7 @@ pub(crate) async fn patch_of(
     // runs, so nothing is run to check it either; enabling it later checks it.)
     let changed = body.code.as_ref().is_some_and(|c| before.as_ref().is_none_or(|b| &b.code != c));
     let enabling = enabled && !before.as_ref().is_some_and(|b| b.enabled);
-    if hidden && changed && body.variables.is_none() {
+    if caller.hidden && changed && body.variables.is_none() {
         let kept = match &before {
             Some(t) => secrets::open_variables(state, &tenant.0, &app, &ep.id, t.variables.as_deref())
                 .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?,
@@ -257,8 +260,9 @@ pub(crate) async fn patch_of(
         }
     }
     if allowed && !code.trim().is_empty() && (changed || enabling) {
-        super::transformation_try::counted(&tenant.0)?;
-        match Sandbox::for_api().check(&tenant.0, &code).await {
+        super::transformation_try::counted(&tenant.0, &caller)?;
+        let scope = Scope { tenant: &tenant.0, app: &app, endpoint: &ep.id, redacted: caller.hidden };
+        match Sandbox::for_api().check(&scope, &code).await {
             Ok(()) => {}
             Err(e) if !e.is_the_codes() => return Err(ApiError::Conflict(format!("not checked: {e}"))),
             Err(e) => return Err(ApiError::Validation(format!("`code`: {e}"))),

@@ -11,7 +11,7 @@ use hookgate_shared::ids::{AppId, EndpointId, TenantId};
 use hookgate_shared::store::{deliveries::Claimed, transformations};
 use hookgate_shared::{db, AppState};
 
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Sandbox, Scope};
 use crate::secrets;
 use crate::transform::{Outcome, TransformError, Webhook};
 
@@ -72,8 +72,9 @@ impl Transforms {
                 Err(e) => return Applied::Unreadable(e),
             },
         };
+        let scope = Scope { tenant: &c.tenant_id, app: &c.app_id, endpoint: &c.endpoint_id, redacted: false };
         match Sandbox::for_worker()
-            .run(&c.tenant_id, Some(&c.endpoint_id), loaded.code.clone(), loaded.variables.clone(), hook, self.max_body)
+            .run(&scope, loaded.code.clone(), loaded.variables.clone(), hook, self.max_body)
             .await
         {
             Ok(Outcome::Send(h)) => Applied::Send(h),

@@ -32,7 +32,7 @@ use std::io::{BufRead, Write};
 use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
 use serde_json::{json, Value};
 
-use super::{Answer, Job, ADDRESS_SPACE, ALARM_SECS};
+use super::{Answer, Job, ADDRESS_SPACE, ALARM_SECS, READY};
 use crate::transform;
 
 /// CPU a child may use over its whole life: a child whose parent is gone, and
@@ -244,6 +244,8 @@ pub fn serve() -> std::io::Result<()> {
     confine()?;
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
+    stdout.write_all(READY.as_bytes())?;
+    stdout.flush()?;
     for line in stdin.lock().lines() {
         let line = line?;
         // SAFETY: alarm takes a number of seconds; SIGALRM's default ends the process.

@@ -12,7 +12,10 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Answer, SUBCOMMAND, WALL_LIMIT};
+use super::{Answer, READY, SUBCOMMAND, WALL_LIMIT};
+
+/// Longest a child may take to start and confine itself.
+const START_LIMIT: Duration = Duration::from_secs(5);
 use crate::transform::TransformError;
 
 /// How an exchange ended without an answer.
@@ -40,7 +43,8 @@ impl Drop for Sandboxed {
 }
 
 impl Sandboxed {
-    /// Starts a child with no environment; it confines itself before reading.
+    /// Starts a child with no environment, and waits until it says it is
+    /// confined and ready (at most [`START_LIMIT`]).
     pub(super) fn start(exe: Option<&PathBuf>) -> Result<Sandboxed, TransformError> {
         let exe = exe.ok_or_else(|| TransformError::Engine("the executable cannot be found".into()))?;
         let mut child = Command::new(exe)
@@ -56,9 +60,17 @@ impl Sandboxed {
             let _ = child.wait();
             return Err(TransformError::Engine("the sandbox has no pipes".into()));
         };
-        let sb = Sandboxed { child, stdin, stdout, jobs: 0 };
+        let mut sb = Sandboxed { child, stdin, stdout, jobs: 0 };
         for fd in [sb.stdin.as_raw_fd(), sb.stdout.as_raw_fd()] {
             nonblocking(fd).map_err(|e| TransformError::Engine(format!("the sandbox's pipes: {e}")))?;
+        }
+        let not_ready = |why: &str| TransformError::Engine(format!("the sandbox did not start: {why}"));
+        let said = sb.line(READY.len() + 1, Instant::now(), START_LIMIT).map_err(|e| match e {
+            Ended::Killed => not_ready("it was not ready in time"),
+            Ended::Failed(_) => not_ready("it could not confine itself"),
+        })?;
+        if said != READY.as_bytes() {
+            return Err(not_ready("it said something else"));
         }
         Ok(sb)
     }
@@ -85,9 +97,17 @@ impl Sandboxed {
 
     /// Reads one answer line of at most `cap` bytes, by the wall limit.
     pub(super) fn answer(&mut self, cap: usize, started: Instant) -> Result<Answer, Ended> {
+        let buf = self.line(cap, started, WALL_LIMIT)?;
+        self.jobs += 1;
+        serde_json::from_slice::<Answer>(&buf)
+            .map_err(|e| Ended::Failed(TransformError::Result(format!("the sandbox's answer: {e}"))))
+    }
+
+    /// One line (its newline included) of at most `cap` bytes, by `limit` from `started`.
+    fn line(&mut self, cap: usize, started: Instant, limit: Duration) -> Result<Vec<u8>, Ended> {
         let mut buf = Vec::new();
         loop {
-            let left = WALL_LIMIT.checked_sub(started.elapsed()).ok_or(Ended::Killed)?;
+            let left = limit.checked_sub(started.elapsed()).ok_or(Ended::Killed)?;
             if !ready(self.stdout.as_raw_fd(), libc::POLLIN, left) {
                 return Err(Ended::Killed);
             }
@@ -106,9 +126,7 @@ impl Sandboxed {
                 return Err(Ended::Failed(TransformError::Result("the output is larger than a body may be".into())));
             }
         }
-        self.jobs += 1;
-        serde_json::from_slice::<Answer>(&buf)
-            .map_err(|e| Ended::Failed(TransformError::Result(format!("the sandbox's answer: {e}"))))
+        Ok(buf)
     }
 }
 

@@ -110,7 +110,7 @@ impl TransformError {
 
     /// The same, its words held to 500 bytes (a value a handler returned can be
     /// quoted in them).
-    fn cut(self) -> Self {
+    pub(crate) fn cut(self) -> Self {
         match self {
             TransformError::Result(m) => TransformError::Result(shown(&m)),
             TransformError::Threw(m) => TransformError::Threw(shown(&m)),
