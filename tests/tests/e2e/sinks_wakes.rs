@@ -207,7 +207,9 @@ async fn publishing_to_a_disabled_keyed_fifo_endpoint_logs_its_messages_and_wake
 /// in which a publish locks a keyed endpoint's rows, so the two cannot deadlock on
 /// a live database. A publish holding key `a` and about to lock `b` meets the
 /// migration: before, the migration locked in the table's order (`b`, then waited
-/// for `a`), and one of the two failed with a deadlock.
+/// for `a`), and one of the two failed with a deadlock. (Its column is now added
+/// under a lock that waits for the publish a second at a time, and its batches
+/// pass over rows another transaction holds: it waits for no row.)
 #[tokio::test]
 async fn the_upgrade_locks_fifo_rows_in_the_order_a_publish_does_so_the_two_cannot_deadlock() {
     use hookgate_shared::migrate::{self, Switch};
