@@ -32,7 +32,7 @@ pub fn canonical(addr: IpAddr) -> IpAddr {
 }
 
 /// The class of a non-global address, or `None` for a global one: what the SSRF
-/// guard refuses unless an allow-list opens it (`hookgate_egress::ssrf`).
+/// guard refuses unless an allow-list opens it (egress's `ssrf` module).
 pub fn classify(addr: IpAddr) -> Option<&'static str> {
     match canonical(addr) {
         IpAddr::V4(ip) => classify_v4(ip),
