@@ -12,6 +12,8 @@
 pub mod admin;
 mod admin_views;
 mod auth;
+#[cfg(test)]
+mod counting;
 mod deadline;
 mod idempotency;
 mod ingest;

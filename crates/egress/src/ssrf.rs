@@ -21,6 +21,9 @@ use std::{
 // that IPv4 address, as Hookgate's own servers are recognised. Other embeddings
 // (NAT64, 6to4, Teredo) are refused as whole ranges by `classify_v6`.
 use hookgate_shared::networks::canonical;
+/// The class of a non-global address (one shared with Hookgate's own-server
+/// check, which fails closed for a name never resolved only at such addresses).
+pub use hookgate_shared::networks::classify;
 use hookgate_shared::own_services::OwnServices;
 use ipnet::IpNet;
 
@@ -160,52 +163,6 @@ impl Guard {
 fn is_localhost(name: &str) -> bool {
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost" || name.ends_with(".localhost")
-}
-
-/// The class of a non-global address, or `None` for a global one.
-pub fn classify(addr: IpAddr) -> Option<&'static str> {
-    match canonical(addr) {
-        IpAddr::V4(ip) => classify_v4(ip),
-        IpAddr::V6(ip) => classify_v6(ip),
-    }
-}
-
-fn classify_v4(ip: Ipv4Addr) -> Option<&'static str> {
-    let o = ip.octets();
-    Some(match o {
-        _ if ip.is_unspecified() || o[0] == 0 => "unspecified",
-        _ if ip.is_loopback() => "loopback",
-        _ if ip.is_private() => "private",
-        _ if ip.is_link_local() => "link-local",
-        [100, b, ..] if (64..128).contains(&b) => "CGNAT",
-        _ if ip.is_multicast() => "multicast",
-        _ if ip.is_broadcast() => "broadcast",
-        [192, 0, 0, _] => "IETF protocol assignment",
-        [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "documentation",
-        [198, b, ..] if b == 18 || b == 19 => "benchmarking",
-        [192, 88, 99, _] => "6to4 relay anycast",
-        [a, ..] if a >= 240 => "reserved",
-        _ => return None,
-    })
-}
-
-fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    let s = ip.segments();
-    Some(match s {
-        _ if ip.is_unspecified() => "unspecified",
-        _ if ip.is_loopback() => "loopback",
-        _ if ip.is_multicast() => "multicast",
-        [a, ..] if a & 0xfe00 == 0xfc00 => "private (unique local)",
-        [a, ..] if a & 0xffc0 == 0xfe80 => "link-local",
-        [a, ..] if a & 0xffc0 == 0xfec0 => "site-local",
-        [0x2001, 0xdb8, ..] | [0x3fff, 0..=0x0fff, ..] => "documentation",
-        [0x64, 0xff9b, ..] => "NAT64",
-        [0x5f00, ..] => "SRv6 segment identifiers",
-        [0x2002, ..] => "6to4",
-        [0x2001, b, ..] if b < 0x200 => "IETF protocol assignment",
-        [0x100, 0, 0, 0, ..] => "discard-only",
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@ pub struct Metrics {
     pub partition_errors: IntCounter,
     /// Per family: how far ahead of now its partitions reach, in seconds.
     pub partitions_ahead: GaugeVec,
+    /// Hosts of `DATABASE_URL` and `REDIS_URL` that have never resolved: their
+    /// ports are refused to tenants at every address that is not public.
+    pub own_servers_unresolved: IntGauge,
     tenant_label: bool,
 }
 
@@ -117,6 +120,13 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(partition_errors.clone())).expect("registered once");
+        let own_servers_unresolved = IntGauge::new(
+            "hookgate_own_servers_unresolved",
+            "Hosts of DATABASE_URL and REDIS_URL that have never resolved: their ports are refused to endpoints and \
+             destinations at every address that is not public until they do.",
+        )
+        .expect("valid metric");
+        registry.register(Box::new(own_servers_unresolved.clone())).expect("registered once");
         registry.register(Box::new(http_requests.clone())).expect("registered once");
         registry.register(Box::new(db_pool_connections.clone())).expect("registered once");
         registry.register(Box::new(redis_errors.clone())).expect("registered once");
@@ -147,6 +157,7 @@ impl Metrics {
             partitions_dropped,
             partition_errors,
             partitions_ahead,
+            own_servers_unresolved,
             tenant_label,
         }
     }

@@ -3,7 +3,10 @@
 //! tenant's own `egressAllowNetworks`, which the operator assigns to it alone.
 //! Read through the one-second cache (a tenant's change forgets it).
 
-use std::sync::Arc;
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    sync::Arc,
+};
 
 use ipnet::IpNet;
 
@@ -14,8 +17,7 @@ use crate::{db, ids::TenantId, store::tenants, store::StoreError, AppState};
 /// (`::ffff:0:a.b.c.d`). How the SSRF guard judges an address against the lists
 /// and how Hookgate's own servers are recognised, alike. `::` and `::1` are
 /// themselves, not 0.0.0.0 and 0.0.0.1.
-pub fn canonical(addr: std::net::IpAddr) -> std::net::IpAddr {
-    use std::net::{IpAddr, Ipv4Addr};
+pub fn canonical(addr: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = addr else { return addr };
     if let Some(v4) = v6.to_ipv4_mapped() {
         return IpAddr::V4(v4);
@@ -27,6 +29,53 @@ pub fn canonical(addr: std::net::IpAddr) -> std::net::IpAddr {
         [0, 0, 0, 0, 0, 0, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => IpAddr::V4(v4()),
         _ => addr,
     }
+}
+
+/// The class of a non-global address, or `None` for a global one: what the SSRF
+/// guard refuses unless an allow-list opens it (egress's `ssrf` module).
+pub fn classify(addr: IpAddr) -> Option<&'static str> {
+    match canonical(addr) {
+        IpAddr::V4(ip) => classify_v4(ip),
+        IpAddr::V6(ip) => classify_v6(ip),
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let o = ip.octets();
+    Some(match o {
+        _ if ip.is_unspecified() || o[0] == 0 => "unspecified",
+        _ if ip.is_loopback() => "loopback",
+        _ if ip.is_private() => "private",
+        _ if ip.is_link_local() => "link-local",
+        [100, b, ..] if (64..128).contains(&b) => "CGNAT",
+        _ if ip.is_multicast() => "multicast",
+        _ if ip.is_broadcast() => "broadcast",
+        [192, 0, 0, _] => "IETF protocol assignment",
+        [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "documentation",
+        [198, b, ..] if b == 18 || b == 19 => "benchmarking",
+        [192, 88, 99, _] => "6to4 relay anycast",
+        [a, ..] if a >= 240 => "reserved",
+        _ => return None,
+    })
+}
+
+fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    let s = ip.segments();
+    Some(match s {
+        _ if ip.is_unspecified() => "unspecified",
+        _ if ip.is_loopback() => "loopback",
+        _ if ip.is_multicast() => "multicast",
+        [a, ..] if a & 0xfe00 == 0xfc00 => "private (unique local)",
+        [a, ..] if a & 0xffc0 == 0xfe80 => "link-local",
+        [a, ..] if a & 0xffc0 == 0xfec0 => "site-local",
+        [0x2001, 0xdb8, ..] | [0x3fff, 0..=0x0fff, ..] => "documentation",
+        [0x64, 0xff9b, ..] => "NAT64",
+        [0x5f00, ..] => "SRv6 segment identifiers",
+        [0x2002, ..] => "6to4",
+        [0x2001, b, ..] if b < 0x200 => "IETF protocol assignment",
+        [0x100, 0, 0, 0, ..] => "discard-only",
+        _ => return None,
+    })
 }
 
 /// One refresh at a time per tenant (a tenant hashes to one of these): when its

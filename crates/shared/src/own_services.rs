@@ -5,7 +5,8 @@
 //! destination aimed there could write into Hookgate's own tables. The hosts and
 //! ports of `DATABASE_URL` and of every Redis URL are resolved, and an address
 //! that is one of them, port included, is refused at creation and again at the
-//! very address dialled.
+//! very address dialled. A Postgres host given with its `hostaddr` is that
+//! address: libpq dials it and never resolves the name, so neither does this.
 //!
 //! A server on this machine is reached at any of its local addresses (a loopback
 //! one, `0.0.0.0`, an interface's), whichever it was configured by: when one of
@@ -13,11 +14,17 @@
 //!
 //! A name is resolved again a minute after it answered, and a second after it
 //! did not (then two, four, … up to a minute). One that stops answering keeps the
-//! addresses it had; one that has never answered (a DNS outage at start, a name
-//! that does not exist) keeps every address at its port refused until it does:
-//! where that server is is unknown, so the check fails closed. A configured name
-//! that can never resolve (a Sentinel taken away and left in `REDIS_URL`) thus
-//! closes its port to tenants until it is taken out of the configuration.
+//! addresses it had. One that has never answered (a DNS outage at start, a name
+//! that does not exist) keeps its port refused at every address that is not
+//! public (loopback, private, link-local, …: what a tenant reaches only through
+//! an allow-list) until it does: where that server is is unknown, so the check
+//! fails closed where Hookgate's servers are in practice. A public address at
+//! that port stays open to tenants, as it is to every tenant without the check.
+//! Such a name is logged as a warning at each try and counted in
+//! `hookgate_own_servers_unresolved`. A configured name that can never resolve
+//! (a Sentinel or a Cluster seed taken away and left in `REDIS_URL`) thus keeps
+//! its port closed on the networks the allow-lists open until it is taken out
+//! of the configuration.
 
 use std::{
     collections::{BTreeSet, HashSet},
@@ -82,8 +89,9 @@ struct Known {
     addrs: HashSet<SocketAddr>,
     /// Ports of servers of this machine: any local address at them is one.
     local_ports: BTreeSet<u16>,
-    /// Ports of names that have never answered: every address at them is
-    /// refused until they do (fail closed: where such a server is, is unknown).
+    /// Ports of names that have never answered: every address at them that is
+    /// not public is refused until they do (fail closed: where such a server
+    /// is, is unknown).
     unanswered_ports: BTreeSet<u16>,
 }
 
@@ -94,6 +102,8 @@ pub struct OwnServices {
     known: RwLock<Known>,
     resolving: tokio::sync::Mutex<()>,
     resolver: Resolver,
+    /// How many configured names have never answered, for the metrics.
+    unresolved: Option<prometheus::IntGauge>,
 }
 
 impl OwnServices {
@@ -121,11 +131,17 @@ impl OwnServices {
         OwnServices { targets, resolver: Resolver(lookup), ..Default::default() }
     }
 
+    /// The same, setting `gauge` after each round to how many configured names
+    /// have never answered (`hookgate_own_servers_unresolved`).
+    pub fn reporting(self, gauge: prometheus::IntGauge) -> Self {
+        OwnServices { unresolved: Some(gauge), ..self }
+    }
+
     /// Resolves the configured names again when due: a minute after a round in
     /// which every name answered, a second after one in which a name did not (then
     /// two, four, … up to a minute). Each name is given two seconds; one that does
     /// not answer keeps the addresses it had, and one that never has keeps every
-    /// address at its port refused. Only the first call waits for a round under
+    /// address at its port that is not public refused. Only the first call waits for a round under
     /// way; later ones go on with what is known.
     pub async fn refresh(&self) {
         let is_due = |k: &Known| k.due.is_none_or(|due| Instant::now() >= due);
@@ -166,6 +182,7 @@ impl OwnServices {
         let answers = futures_util::future::join_all(lookups).await;
         let mut fresh = Known::default();
         let mut unanswered = false;
+        let mut never = 0;
         for (i, ((host, port), answer)) in self.targets.iter().zip(answers).enumerate() {
             if *host == Host::Local {
                 fresh.local_ports.insert(*port);
@@ -187,10 +204,11 @@ impl OwnServices {
                     tracing::warn!(
                         host = ?host,
                         port,
-                        "a host of DATABASE_URL or REDIS_URL has not resolved: every address at its port is refused to \
-                         endpoints and destinations until it does"
+                        "a host of DATABASE_URL or REDIS_URL has never resolved: every address at its port that is not \
+                         public (loopback, private, …) is refused to endpoints and destinations until it does"
                     );
                     fresh.unanswered_ports.insert(*port);
+                    never += 1;
                 }
             }
             fresh.answered.push(addrs);
@@ -201,16 +219,20 @@ impl OwnServices {
         };
         fresh.due = Some(Instant::now() + if unanswered { fresh.retry } else { FRESH_FOR });
         *self.known.write().expect("never poisoned") = fresh;
+        if let Some(gauge) = &self.unresolved {
+            gauge.set(never);
+        }
     }
 
     /// Whether dialling `addr` would reach one of Hookgate's own servers, as last
     /// resolved (call [`OwnServices::refresh`] first). IPv4 carried in IPv6 is
-    /// judged as the IPv4 address, as the allow-lists judge it.
+    /// judged as the IPv4 address, as the allow-lists judge it. At the port of a
+    /// name never resolved, every address that is not public is held.
     pub fn holds(&self, addr: SocketAddr) -> bool {
         let ip = crate::networks::canonical(addr.ip());
         let known = self.known.read().expect("never poisoned");
         known.addrs.contains(&SocketAddr::new(ip, addr.port()))
-            || known.unanswered_ports.contains(&addr.port())
+            || (known.unanswered_ports.contains(&addr.port()) && crate::networks::classify(ip).is_some())
             || (known.local_ports.contains(&addr.port()) && is_local(ip))
     }
 }
@@ -222,16 +244,20 @@ fn is_local(ip: IpAddr) -> bool {
 }
 
 /// Every host and port a Postgres connection string names (libpq's lists: one
-/// port for all hosts, or one each; `hostaddr` as well as `host`).
+/// port for all hosts, or one each). A host with a `hostaddr` (the lists pair up
+/// by position) is dialled at that address, its name never resolved (it serves
+/// TLS and the password file): the address counts, the name does not.
 fn postgres_targets(url: &str) -> Vec<(Host, u16)> {
     let Ok((url, _)) = crate::db::tls::split(url) else { return Vec::new() };
     let Ok(config) = url.parse::<tokio_postgres::Config>() else { return Vec::new() };
     let ports = config.get_ports();
     let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let hostaddrs = config.get_hostaddrs();
     let mut targets: Vec<(Host, u16)> = config
         .get_hosts()
         .iter()
         .enumerate()
+        .filter(|(i, _)| hostaddrs.get(*i).is_none())
         .map(|(i, h)| match h {
             tokio_postgres::config::Host::Tcp(name) => (host(name), port(i)),
             #[cfg(unix)]
@@ -331,14 +357,79 @@ mod tests {
         // Values only: no address here is dialled.
         for (first, slow) in [(None, None), (Some("10.9.8.6"), Some(RESOLVE_WITHIN + Duration::from_millis(300)))] {
             let lookup = answering(vec![first, Some("10.9.8.7")], slow);
-            let own = OwnServices::resolving_with(&["postgres://u@db.internal:5433/db"], "", Some(lookup));
+            let gauge = prometheus::IntGauge::new("unresolved", "test").unwrap();
+            let own = OwnServices::resolving_with(&["postgres://u@db.internal:5433/db"], "", Some(lookup))
+                .reporting(gauge.clone());
             own.refresh().await;
-            assert!(own.holds(at("10.1.1.1:5433")), "not resolved yet: every address at its port is refused");
+            assert!(own.holds(at("10.1.1.1:5433")), "not resolved yet: every private address at its port is refused");
+            assert_eq!(gauge.get(), 1);
             assert!(!own.holds(at("10.1.1.1:5434")), "another port");
             tokio::time::sleep(Duration::from_millis(1100)).await;
             own.refresh().await;
             assert!(own.holds(at("10.9.8.7:5433")), "resolved at the next try, a second later");
             assert!(!own.holds(at("10.1.1.1:5433")), "and only its address is refused now");
+            assert_eq!(gauge.get(), 0, "no longer counted once it has answered");
+        }
+    }
+
+    /// A resolver that answers no name, counting the names it was asked.
+    fn never_answering() -> (Lookup, Arc<std::sync::Mutex<Vec<String>>>) {
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = asked.clone();
+        let lookup: Lookup = Arc::new(move |name: String, _port: u16| {
+            seen.lock().unwrap().push(name);
+            Box::pin(async { Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such name")) })
+        });
+        (lookup, asked)
+    }
+
+    /// libpq dials a host's `hostaddr` and never resolves its name (kept for TLS
+    /// and the password file; it may be in no DNS by design). Before, the name
+    /// was resolved, never answered, and closed its port at every address.
+    #[tokio::test]
+    async fn a_host_name_given_with_its_hostaddr_is_not_resolved_and_closes_no_port() {
+        // Values only: no address here is dialled.
+        for url in [
+            "postgres://u@db.internal:5432/db?hostaddr=10.0.0.5",
+            "host=db.internal,replica.internal hostaddr=10.0.0.5,10.0.0.6 port=5432,5433 user=u dbname=db",
+        ] {
+            let (lookup, asked) = never_answering();
+            let own = OwnServices::resolving_with(&[url], "", Some(lookup));
+            own.refresh().await;
+            assert!(asked.lock().unwrap().is_empty(), "{url}: resolved {:?}", asked.lock().unwrap());
+            assert!(own.holds(at("10.0.0.5:5432")), "{url}: the address dialled");
+            for free in ["10.1.1.1:5432", "127.0.0.1:5432", "10.0.0.5:5433"] {
+                assert!(!own.holds(at(free)), "{url}: {free} is not the server");
+            }
+        }
+        let own = OwnServices::of(&["host=db.internal,replica.internal hostaddr=10.0.0.5,10.0.0.6 port=5432,5433"], "");
+        own.refresh().await;
+        assert!(own.holds(at("10.0.0.6:5433")), "each hostaddr at its own port");
+    }
+
+    /// A name that has never resolved (a DNS blip at start, a Cluster seed
+    /// taken out of DNS but left in `REDIS_URL`) closes its port where one of
+    /// Hookgate's servers could be, at non-public addresses (loopback, private:
+    /// a tenant reaches those only through an allow-list), and not at public
+    /// ones, which stay open to every tenant. Before, every address at the port
+    /// was refused, public ones included.
+    #[tokio::test]
+    async fn a_name_never_resolved_closes_its_port_only_at_addresses_that_are_not_public() {
+        let (lookup, _) = never_answering();
+        let gauge = prometheus::IntGauge::new("unresolved", "test").unwrap();
+        let own = OwnServices::resolving_with(
+            &[],
+            "redis://seed-3.cache.internal:6379/, redis://10.9.8.7:6379/",
+            Some(lookup),
+        )
+        .reporting(gauge.clone());
+        own.refresh().await;
+        assert_eq!(gauge.get(), 1, "counted, besides the warning logged");
+        for closed in ["10.1.1.1:6379", "127.0.0.1:6379", "[fd00::1]:6379", "[::ffff:192.168.1.9]:6379"] {
+            assert!(own.holds(at(closed)), "{closed}: where the server could be, refused");
+        }
+        for open in ["8.8.8.8:6379", "[2606:4700::1111]:6379", "[::ffff:1.1.1.1]:6379", "10.1.1.1:6380"] {
+            assert!(!own.holds(at(open)), "{open}: a public address, or another port");
         }
     }
 

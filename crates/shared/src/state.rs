@@ -96,7 +96,9 @@ impl AppState {
         let limits = Arc::new(crate::limits::Limits::new(redis.clone()));
         let admission = crate::admission::Admission::new(db.clone(), config.db_timeout + config.db_statement_timeout);
         let config_pool_size = config.db_pool_size;
-        let own_services = Arc::new(crate::own_services::OwnServices::from_config(&config));
+        let own_services = Arc::new(
+            crate::own_services::OwnServices::from_config(&config).reporting(metrics.own_servers_unresolved.clone()),
+        );
         Ok(AppState {
             config: Arc::new(config),
             db,

@@ -288,3 +288,62 @@ async fn the_upgrade_lays_drained_fifo_rows_to_rest_and_leaves_rows_with_work_al
     let expected = [("drained", true), ("held", false), ("retrying", false), ("waiting", false)];
     assert_eq!(rows, expected.map(|(k, b)| (k.to_owned(), b)).to_vec());
 }
+
+/// A publish goes on while the upgrade lays many FIFO rows to rest: 0036 adds its
+/// column under a short lock, then lays rows to rest a batch at a time, each its
+/// own transaction, so a publish (the fan-out's upsert of a progress row, then
+/// its log row) waits at most for a batch. Before, the column's `ACCESS
+/// EXCLUSIVE` lock was held through the ordered lock and the update of the whole
+/// table, and every publish of every tenant waited for all of it.
+#[tokio::test]
+async fn a_publish_goes_on_while_the_upgrade_lays_many_fifo_rows_to_rest() {
+    use hookgate_shared::migrate::{self, Switch};
+    const ROWS: i64 = 150_000;
+    let db = hookgate_tests::TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run_until(&mut client, Some("0035"), Switch::Apply).await.unwrap();
+    client
+        .batch_execute(&format!(
+            "INSERT INTO tenants (id, name) VALUES ('tnt_a', 'a');
+             INSERT INTO applications (tenant_id, id, name) VALUES ('tnt_a', 'app_a', 'a');
+             INSERT INTO endpoints (tenant_id, app_id, id, url, secret, kind, fifo_key, destination)
+                 VALUES ('tnt_a', 'app_a', 'ep_a', 'http://127.0.0.1:9/', '\\x00', 7, '{{k}}', '\\x00');
+             -- Drained and due, as the release before leaves its keys.
+             INSERT INTO fifo_state (tenant_id, app_id, endpoint_id, key, next_at)
+                 SELECT 'tnt_a', 'app_a', 'ep_a', 'k' || lpad(i::text, 7, '0'), now() - interval '1 minute'
+                 FROM generate_series(1, {ROWS}) i;
+             ANALYZE fifo_state;"
+        ))
+        .await
+        .unwrap();
+    // As the previous release's fan-out publishes to a keyed FIFO endpoint.
+    let publish = "BEGIN;
+        INSERT INTO fifo_state AS f (tenant_id, app_id, endpoint_id, key) VALUES ('tnt_a', 'app_a', 'ep_a', 'live')
+        ON CONFLICT (tenant_id, app_id, endpoint_id, key) DO UPDATE SET next_at = now()
+        WHERE f.batch_xid IS NULL AND f.next_at > now() AND (f.lease_until IS NULL OR f.lease_until < now());
+        INSERT INTO sink_log (tenant_id, app_id, endpoint_id, key, msg_id) VALUES ('tnt_a', 'app_a', 'ep_a', 'live', 'msg_1');
+        COMMIT;";
+    let publisher = db.client().await;
+    let started = Instant::now();
+    let migrating = tokio::spawn(async move { migrate::run(&mut client, Switch::Apply).await.map(|_| Instant::now()) });
+    let (mut slowest, mut published) = (Duration::ZERO, 0);
+    while !migrating.is_finished() {
+        let one = Instant::now();
+        publisher.batch_execute(publish).await.unwrap();
+        slowest = slowest.max(one.elapsed());
+        published += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let took = migrating.await.unwrap().unwrap() - started;
+    let rested: i64 = publisher
+        .query_one("SELECT count(*) FROM fifo_state WHERE next_at = 'infinity' AND key <> 'live'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rested, ROWS, "every drained row laid to rest");
+    assert!(took > Duration::from_millis(400), "the upgrade took {took:?}: too few rows to measure anything");
+    assert!(
+        slowest < took / 4,
+        "a publish waited {slowest:?} of the upgrade's {took:?} ({published} publishes went meanwhile)"
+    );
+}

@@ -207,7 +207,9 @@ async fn publishing_to_a_disabled_keyed_fifo_endpoint_logs_its_messages_and_wake
 /// in which a publish locks a keyed endpoint's rows, so the two cannot deadlock on
 /// a live database. A publish holding key `a` and about to lock `b` meets the
 /// migration: before, the migration locked in the table's order (`b`, then waited
-/// for `a`), and one of the two failed with a deadlock.
+/// for `a`), and one of the two failed with a deadlock. (Its column is now added
+/// under a lock that waits for the publish a second at a time, and its batches
+/// pass over rows another transaction holds: it waits for no row.)
 #[tokio::test]
 async fn the_upgrade_locks_fifo_rows_in_the_order_a_publish_does_so_the_two_cannot_deadlock() {
     use hookgate_shared::migrate::{self, Switch};
@@ -307,4 +309,53 @@ async fn a_wake_locks_fifo_rows_in_the_order_a_publish_does_so_the_two_cannot_de
     };
     let woke = waking.await.unwrap();
     assert_eq!((committed, woke), (Ok(()), Ok(2)), "the publish and the wake both went through");
+}
+
+/// A long transaction on `fifo_state` (here one that locked a row and sits idle
+/// for 4 s) does not hold every publish up behind the upgrade: 0036 waits a
+/// second at most for its column's lock, lets the queue through, and tries again.
+/// Before, its lock waited with no bound, and every publish queued behind it
+/// until the long transaction and then the whole migration had ended.
+#[tokio::test]
+async fn a_long_transaction_on_fifo_rows_makes_the_upgrade_wait_not_every_publish() {
+    use hookgate_shared::migrate::{self, Switch};
+    let db = hookgate_tests::TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run_until(&mut client, Some("0035"), Switch::Apply).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO tenants (id, name) VALUES ('tnt_a', 'a');
+             INSERT INTO applications (tenant_id, id, name) VALUES ('tnt_a', 'app_a', 'a');
+             INSERT INTO endpoints (tenant_id, app_id, id, url, secret, kind, fifo_key, destination)
+                 VALUES ('tnt_a', 'app_a', 'ep_a', 'http://127.0.0.1:9/', '\\x00', 7, '{k}', '\\x00');
+             INSERT INTO fifo_state (tenant_id, app_id, endpoint_id, key) VALUES ('tnt_a', 'app_a', 'ep_a', 'old');",
+        )
+        .await
+        .unwrap();
+    let long = db.client().await;
+    long.batch_execute("BEGIN; SELECT 1 FROM fifo_state WHERE key = 'old' FOR UPDATE").await.unwrap();
+    let ending = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        long.batch_execute("COMMIT").await.unwrap();
+    });
+    let started = Instant::now();
+    let migrating = tokio::spawn(async move { migrate::run(&mut client, Switch::Apply).await.map(|_| Instant::now()) });
+    let publish =
+        "INSERT INTO fifo_state AS f (tenant_id, app_id, endpoint_id, key) VALUES ('tnt_a', 'app_a', 'ep_a', 'new')
+        ON CONFLICT (tenant_id, app_id, endpoint_id, key) DO UPDATE SET next_at = now() WHERE f.next_at > now()";
+    let publisher = db.client().await;
+    let mut slowest = Duration::ZERO;
+    while !migrating.is_finished() {
+        let one = Instant::now();
+        publisher.batch_execute(publish).await.unwrap();
+        slowest = slowest.max(one.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ending.await.unwrap();
+    let done = migrating.await.unwrap().expect("the upgrade went through once the long transaction ended");
+    assert!(done - started >= Duration::from_secs(4), "the upgrade waited for the long transaction");
+    let parked: bool =
+        publisher.query_one("SELECT parked FROM fifo_state WHERE key = 'old'", &[]).await.unwrap().get(0);
+    assert!(!parked);
+    assert!(slowest < Duration::from_millis(1800), "a publish waited {slowest:?} behind the upgrade's lock");
 }
