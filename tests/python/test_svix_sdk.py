@@ -36,6 +36,13 @@ def test_health_answers(svix):
     assert svix.health.get() is None
 
 
+def test_the_health_ping_svixs_server_answers_is_answered_204_without_a_key(hookgate):
+    from conftest import call
+
+    status, _, body = call(hookgate, "GET", "/api/v1/health/ping")
+    assert status == 204 and body is None, (status, body)
+
+
 def test_applications_list_create_get_update_patch_delete(svix):
     created = svix.application.create(ApplicationIn(name="Shop", uid="shop-1", metadata={"tier": "gold"}))
     assert created.id.startswith("app_")

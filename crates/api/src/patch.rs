@@ -54,3 +54,11 @@ impl<T: utoipa::PartialSchema> utoipa::__dev::ComposeSchema for Maybe<T> {
 }
 
 impl<T: utoipa::ToSchema> utoipa::ToSchema for Maybe<T> {}
+
+/// Use as `#[serde(default, deserialize_with = "crate::patch::null_as_default")]`
+/// on a field a body may leave out: `null` reads as left out, as Svix reads it
+/// (the official SDKs send `null` for every optional field a caller sets to
+/// `None`).
+pub fn null_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}

@@ -72,3 +72,11 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
 pub async fn api_health() -> HttpResponse {
     HttpResponse::NoContent().finish()
 }
+
+/// `GET /api/v1/health/ping`, which Svix's server answers and its own tests call
+/// (not in its OpenAPI document): 204, like the health check.
+#[utoipa::path(tag = "Health", operation_id = "hookgate.health.ping", security(()), responses((status = 204, description = "healthy")))]
+#[get("/api/v1/health/ping")]
+pub async fn api_ping() -> HttpResponse {
+    HttpResponse::NoContent().finish()
+}

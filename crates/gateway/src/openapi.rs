@@ -19,7 +19,11 @@ use crate::{health, paths::PAGE, role::Role};
 
 /// Every route of `role`, registered and described at once.
 pub fn routes(cfg: &mut ServiceConfig, role: Role) {
-    cfg.service(health::healthz).service(health::readyz).service(health::api_health).service(openapi);
+    cfg.service(health::healthz)
+        .service(health::readyz)
+        .service(health::api_health)
+        .service(health::api_ping)
+        .service(openapi);
     if role.serves_api() {
         hookgate_api::configure(cfg);
         cfg.service(page_without_slash);

@@ -38,7 +38,7 @@ pub(crate) struct AppIn {
     uid: Option<String>,
     #[serde(alias = "rateLimit")]
     throttle_rate: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     metadata: HashMap<String, String>,
 }
 

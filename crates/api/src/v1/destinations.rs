@@ -74,7 +74,7 @@ struct DestinationIn {
     max_wait_secs: Option<i64>,
     event_types: Option<Vec<String>>,
     channels: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     metadata: HashMap<String, String>,
 }
 

@@ -109,7 +109,7 @@ async fn attempt_stats(
 struct ExampleIn {
     event_type: Option<String>,
     /// Which of the schema's examples (Svix's `exampleIndex`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     example_index: usize,
 }
 

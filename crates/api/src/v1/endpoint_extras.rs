@@ -173,7 +173,7 @@ use hookgate_egress::secrets::SENSITIVE_HEADERS as SENSITIVE;
 struct HeadersIn {
     headers: HashMap<String, Option<String>>,
     /// PATCH only: names to remove (a `null` value removes too).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     delete_headers: Vec<String>,
 }
 

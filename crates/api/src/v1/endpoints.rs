@@ -38,16 +38,16 @@ pub fn configure(cfg: &mut ServiceConfig) {
 pub(crate) struct EndpointIn {
     pub(crate) url: String,
     pub(crate) uid: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub(crate) description: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub(crate) disabled: bool,
     #[serde(alias = "filterTypes")]
     pub(crate) event_types: Option<Vec<String>>,
     pub(crate) channels: Option<Vec<String>>,
     #[serde(alias = "rateLimit")]
     pub(crate) throttle_rate: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub(crate) metadata: HashMap<String, String>,
     pub(crate) secret: Option<String>,
     /// Create only (as Svix's `EndpointIn`): custom headers sent with every request.

@@ -68,7 +68,7 @@ pub struct Environment {
     #[serde(default)]
     pub applications: Option<Vec<AppDoc>>,
     /// What the export left out, or the import did not take, and why.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub not_carried: Vec<String>,
 }
 
@@ -78,11 +78,11 @@ pub struct Environment {
 #[schema(as = EnvironmentEventType)]
 pub struct EventTypeDoc {
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub description: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub archived: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub deprecated: bool,
     #[serde(default)]
     pub schemas: Option<Value>,
@@ -121,9 +121,9 @@ pub struct AppDoc {
     pub name: String,
     #[serde(default, alias = "rateLimit")]
     pub throttle_rate: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub metadata: HashMap<String, String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub endpoints: Vec<EndpointDoc>,
 }
 
@@ -137,9 +137,9 @@ pub struct EndpointDoc {
     #[serde(default)]
     pub uid: Option<String>,
     pub url: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub description: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub disabled: bool,
     #[serde(default, alias = "filterTypes")]
     pub event_types: Option<Vec<String>>,
@@ -147,7 +147,7 @@ pub struct EndpointDoc {
     pub channels: Option<Vec<String>>,
     #[serde(default, alias = "rateLimit")]
     pub throttle_rate: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub metadata: HashMap<String, String>,
     /// The signing secret (`whsec_…`), sealed with the transit key.
     #[serde(default)]

@@ -30,9 +30,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
 struct EventTypeIn {
     name: Option<String>,
     description: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     archived: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     deprecated: bool,
     /// The payload's JSON schema per version, e.g. `{"1": {…}}`.
     schemas: Option<serde_json::Value>,

@@ -70,7 +70,7 @@ async fn precheck(
 #[serde(deny_unknown_fields)]
 #[schema(as = BulkExpungeContentsIn)]
 struct BulkExpungeIn {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     ids: Vec<String>,
 }
 

@@ -17,11 +17,11 @@ pub(crate) struct SettingsIn {
     display_name: Option<String>,
     logo_url: Option<String>,
     primary_color: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     theme: Theme,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     frame_ancestors: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     show_header_values: bool,
 }
 

@@ -52,9 +52,9 @@ struct SourceIn {
     /// (a proxy or another hostname in front of Hookgate).
     public_url: Option<String>,
     /// Required with provider `none`: no verification, for trusted networks only.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     allow_unverified: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     disabled: bool,
 }
 
