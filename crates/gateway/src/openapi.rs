@@ -184,6 +184,6 @@ mod tests {
             ingress.iter().any(|p| p == "/in/{source_id}") && !ingress.iter().any(|p| p.starts_with("/api/v1/app"))
         );
         assert!(!ingress.iter().any(|p| p == "/docs/"), "the page is served where the API is");
-        assert_eq!(worker, vec!["/api/v1/health", "/healthz", "/openapi.json", "/readyz"]);
+        assert_eq!(worker, vec!["/api/v1/health", "/api/v1/health/ping", "/healthz", "/openapi.json", "/readyz"]);
     }
 }
