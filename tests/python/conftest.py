@@ -271,3 +271,11 @@ def wired(hookgate, tenant, svix, sink):
 def post(hookgate, src, body: bytes, headers, query: str = ""):
     """Posts a provider's request to a source."""
     return call(hookgate, "POST", f"/in/{src['id']}{query}", raw=body, headers=headers)
+
+
+def event_types(svix, *names):
+    """Creates the tenant's event types `names`: an endpoint may subscribe only to types
+    the tenant has, as in Svix."""
+    from svix.api import EventTypeIn
+    for name in names:
+        svix.event_type.create(EventTypeIn(name=name, description=name))

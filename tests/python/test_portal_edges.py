@@ -184,7 +184,7 @@ def test_portal_links_see_custom_header_names_and_values_only_where_the_tenant_a
 
 def test_app_portal_access_creates_the_application_alongside_as_svix_does(hookgate, tenant, svix):
     uid = "customer-" + uuid.uuid4().hex[:8]
-    access = svix.authentication.app_portal_access(uid, AppPortalAccessIn(application=ApplicationIn(name="Made here")))
+    access = svix.authentication.app_portal_access(uid, AppPortalAccessIn(application=ApplicationIn(name="Made here", uid=uid)))
     app = svix.application.get(uid)
     assert app.name == "Made here" and app.uid == uid
     assert f"/portal/{tenant['id']}/{app.id}#key=" in access.url

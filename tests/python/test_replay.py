@@ -22,7 +22,7 @@ from svix.api import (
 )
 from svix.exceptions import HttpError, HTTPValidationError
 
-from conftest import Hookgate, Sink, call, eventually, fresh_database, free_port
+from conftest import Hookgate, Sink, call, event_types, eventually, fresh_database, free_port
 
 
 def finished(svix, task_id, timeout=30.0):
@@ -60,6 +60,7 @@ def test_replay_missing_sends_a_later_endpoint_exactly_what_it_missed_once_with_
         paid = publish(svix, app.id, 3, "order.paid")
         first.wait_for(6)
         # Created after the messages, subscribed to one of the two types.
+        event_types(svix, "order.paid")
         ep = svix.endpoint.create(app.id, EndpointIn(url=later.url, event_types=["order.paid"]))
         secret = svix.endpoint.get_secret(app.id, ep.id).key
 

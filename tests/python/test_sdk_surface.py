@@ -33,7 +33,7 @@ from svix.api.endpoint import EndpointGetAttemptStatsOptions
 from svix.api.message import MessageGetOptions
 from svix.exceptions import HttpError, HTTPValidationError
 
-from conftest import call, eventually, raw_call
+from conftest import call, event_types, eventually, raw_call
 
 
 def as_client(hookgate, token):
@@ -51,6 +51,7 @@ def test_precheck_says_whether_a_message_would_reach_an_endpoint_by_the_fan_out_
     app = svix.application.create(ApplicationIn(name="pre"))
     check = lambda t, ch=None: svix.message.precheck(app.id, MessagePrecheckIn(event_type=t, channels=ch)).active
     assert not check("order.paid"), "no endpoint yet"
+    event_types(svix, "order.paid")
     ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url, event_types=["order.paid"], channels=["eu"]))
     assert check("order.paid", ["eu"])
     assert not check("order.paid"), "the endpoint takes channel eu only"
@@ -112,6 +113,7 @@ def test_usage_statistics_are_tasks_whose_data_counts_deliveries_and_subscriptio
     a = svix.application.create(ApplicationIn(name="one", uid="stats-one"))
     b = svix.application.create(ApplicationIn(name="two"))
     svix.endpoint.create(a.id, EndpointIn(url=sink.url))
+    event_types(svix, "user.signup", "user.deleted")
     svix.endpoint.create(a.id, EndpointIn(url=sink.url, event_types=["user.signup", "user.deleted"]))
     svix.endpoint.create(b.id, EndpointIn(url=sink.url, event_types=["user.signup"]))
     svix.message.create(a.id, MessageIn(event_type="user.signup", payload={}))
@@ -216,7 +218,7 @@ def test_an_integration_key_opens_its_application_only_until_rotated_or_deleted(
     tool = as_client(hookgate, key)
     ep = tool.endpoint.create(app.id, EndpointIn(url=sink.url))
     assert [e.id for e in svix.endpoint.list(app.id).data] == [ep.id]
-    assert raw_call(hookgate, "GET", f"/api/v1/app/{other.id}/endpoint", key)[0] == 403, "not another application"
+    assert raw_call(hookgate, "GET", f"/api/v1/app/{other.id}/endpoint", key)[0] == 404, "not another application"
     assert raw_call(hookgate, "GET", "/api/v1/app", key)[0] == 403, "nor the tenant's list"
     assert raw_call(hookgate, "GET", f"/api/v1/app/{app.id}/integration", key)[0] == 403, "nor its own integrations"
 

@@ -270,7 +270,7 @@ async fn list_tenants(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let page = tenants::list(&**conn, &q.page()).await?;
+    let page = tenants::list(&**conn, &q.page::<TenantId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(|t| TenantOut::new(t, &state.config))))
 }
 

@@ -73,20 +73,24 @@ pub async fn require_tenant(
             return reject(req, ApiError::Forbidden("this app-portal link is read-only".into()));
         }
         let allowed = match portal_access(app_id, req.method().as_str(), req.path()) {
-            PortalAccess::Allowed => Ok(true),
-            PortalAccess::Denied => Ok(false),
+            PortalAccess::Allowed => Ok(Some(true)),
+            PortalAccess::Denied => Ok(Some(false)),
             PortalAccess::IfAppIs(segment) => match names_app(&state, tenant, &segment, app_id).await {
                 // The handler then finds the application by the id checked here, not
                 // by a uid that another application may take in between.
-                Ok(true) => Ok(pin_app(&mut req, &segment, app_id)),
-                other => other,
+                Ok(true) => Ok(Some(pin_app(&mut req, &segment, app_id))),
+                // Another application: as Svix answers it, not found (it is not
+                // this token's to know whether it exists).
+                Ok(false) => Ok(None),
+                Err(e) => Err(e),
             },
         };
         match allowed {
-            Ok(true) => {}
-            Ok(false) => {
+            Ok(Some(true)) => {}
+            Ok(Some(false)) => {
                 return reject(req, ApiError::Forbidden("this app-portal token does not grant that request".into()))
             }
+            Ok(None) => return reject(req, ApiError::NotFound("application")),
             Err(e) => return reject(req, e),
         }
     }
@@ -229,7 +233,8 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
     if key.starts_with(integrations::KEY_PREFIX) {
         return authenticate_integration(state, key).await;
     }
-    let invalid = || ApiError::Unauthorized("invalid API key".into());
+    // Svix's words for a key it does not know.
+    let invalid = || ApiError::Unauthorized("Invalid token".into());
     let tenant = api_keys::tenant_of_key(key).ok_or_else(invalid)?;
     let hash = state.api_keys.hash(key);
     let found = match state.caches.keys.get(&hash) {

@@ -156,7 +156,7 @@ async fn claim(
     key: &str,
 ) -> Result<Result<(web::Bytes, i64), StoredResponse>, ApiError> {
     let body = read_body(req, state.config.max_body).await?;
-    let fingerprint = fingerprint(req.method(), req.uri().path_and_query().map_or("", |p| p.as_str()), &body);
+    let fingerprint = fingerprint(req.method(), req.uri().path_and_query().map_or("", |p| p.as_str()));
     // Bounded like every wait on Postgres; no connection is held while the handler runs.
     let claim = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
@@ -208,14 +208,14 @@ pub(crate) async fn read_body(req: &mut ServiceRequest, limit: usize) -> Result<
     Ok(buf.freeze())
 }
 
-/// Method, path and body: what makes two requests "the same" request.
-fn fingerprint(method: &Method, path: &str, body: &[u8]) -> Vec<u8> {
+/// Method and path (with its query): what a key is bound to. The body is not,
+/// as Svix's keys are not: a retry whose body changed (a new timestamp in it, say)
+/// gets the first answer again rather than a second effect.
+fn fingerprint(method: &Method, path: &str) -> Vec<u8> {
     let mut h = Sha256::new();
     h.update(method.as_str());
     h.update([0]);
     h.update(path);
-    h.update([0]);
-    h.update(body);
     h.finalize().to_vec()
 }
 

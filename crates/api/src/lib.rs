@@ -28,7 +28,11 @@ pub mod v1;
 mod when;
 
 use actix_web::middleware::from_fn;
-use hookgate_shared::{http::ApiError, store::page::PageRequest};
+use hookgate_shared::{
+    http::ApiError,
+    ids::{is_uid, Prefixed},
+    store::page::{Order, PageRequest},
+};
 use serde::Deserialize;
 use utoipa_actix_web::{scope, service_config::ServiceConfig};
 
@@ -80,16 +84,38 @@ pub fn configure(cfg: &mut ServiceConfig) {
     ui::configure(cfg);
 }
 
-/// `?limit=&iterator=` as Svix takes them.
+/// `?limit=&iterator=&order=` as Svix takes them.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 pub struct PageQuery {
     pub limit: Option<i64>,
+    /// The `iterator` or `prevIterator` of an earlier page.
     pub iterator: Option<String>,
+    /// `ascending` or `descending`; each list has its own default.
+    #[param(inline)]
+    pub order: Option<Order>,
 }
 
 impl PageQuery {
-    pub fn page(&self) -> PageRequest {
-        PageRequest::new(self.limit, self.iterator.clone())
+    /// The page asked for, its iterator parsed as an id of `T` (Svix answers 422
+    /// to an iterator that is no id of the kind listed).
+    pub fn page<T: Prefixed>(&self) -> Result<PageRequest, ApiError> {
+        self.checked(|id| T::parse(id).is_ok())
+    }
+
+    /// The page asked for where the iterator is a name (event types): a `uid`.
+    pub fn page_by_name(&self) -> Result<PageRequest, ApiError> {
+        self.checked(is_uid)
+    }
+
+    fn checked(&self, ok: impl Fn(&str) -> bool) -> Result<PageRequest, ApiError> {
+        let page = PageRequest::new(self.limit, self.iterator.clone()).ordered(self.order);
+        match &page.cursor {
+            Some(c) if !ok(c.id()) => Err(ApiError::Validation(format!(
+                "`iterator`: `{}` is not an iterator of this list",
+                c.id().chars().take(64).map(|c| if c.is_control() { '?' } else { c }).collect::<String>()
+            ))),
+            _ => Ok(page),
+        }
     }
 }
 

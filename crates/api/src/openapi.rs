@@ -157,8 +157,8 @@ fn idempotency_key() -> Parameter {
         .required(Required::False)
         .description(Some(
             "Makes a retried POST safe: the first answer is kept (24 hours by default) and given again, \
-             with `Idempotent-Replayed: true`, to a retry with the same key and body; the same key with \
-             another body answers 422, and while the first still runs, 409.",
+             with `Idempotent-Replayed: true`, to a retry with the same key on the same path, whatever its body (as Svix); the same key on \
+             another path answers 422, and while the first still runs, 409.",
         ))
         .schema(Some(String::schema()))
         .build()

@@ -67,6 +67,9 @@ type Outcome = Result<Published, PublishError>;
 pub struct InlineApp {
     pub fields: ApplicationFields,
     pub cap: Option<u64>,
+    /// Why it may not be created, found at the edge (its `uid` is not the
+    /// path's): answered only when the path names no application, as Svix does.
+    pub refusal: Option<String>,
 }
 
 #[derive(Clone)]
@@ -199,7 +202,8 @@ impl Publisher {
                 other => other,
             };
         }
-        if new.channels.is_none() && new.tags.is_none() {
+        // The group commit writes JSON messages without channels or tags; others go alone.
+        if new.channels.is_none() && new.tags.is_none() && new.content_type == "application/json" {
             match self.batched(tenant, app, &new).await? {
                 Some(created_at) => {
                     self.metrics.message_created(tenant.as_str());
@@ -246,6 +250,9 @@ impl Publisher {
             Some(done) => done,
             None => {
                 let inline = inline.ok_or(PublishError::NoApplication)?;
+                if let Some(why) = inline.refusal {
+                    return Err(PublishError::Invalid(why));
+                }
                 self.with_new_app(tenant, inline, &new).await?
             }
         };

@@ -182,6 +182,7 @@ async fn endpoints_receive_only_the_event_types_and_channels_they_subscribed() {
     let (all, paid, chan) = (Sink::start().await, Sink::start().await, Sink::start().await);
     let t = app.tenant().await;
     let a = t.application().await;
+    t.post("/api/v1/event-type", json!({"name": "invoice.paid", "description": "paid"}), 201).await;
     t.endpoint(&a, &all.url, json!({})).await;
     t.endpoint(&a, &paid.url, json!({"eventTypes": ["invoice.paid"]})).await;
     t.endpoint(&a, &chan.url, json!({"channels": ["eu"]})).await;
@@ -360,7 +361,8 @@ async fn a_tenant_can_turn_the_svix_header_aliases_off() {
 async fn a_message_with_an_inline_application_creates_it_under_the_path_uid() {
     let app = TestApp::spawn().await;
     let t = app.tenant().await;
-    let body = json!({"eventType": "x", "payload": {"a": 1}, "application": {"name": "Made inline"}});
+    let body =
+        json!({"eventType": "x", "payload": {"a": 1}, "application": {"name": "Made inline", "uid": "inline-uid"}});
     let msg = t.post("/api/v1/app/inline-uid/msg", body.clone(), 202).await;
     assert!(msg["id"].as_str().unwrap().starts_with("msg_"));
     let created = t.get("/api/v1/app/inline-uid").await;

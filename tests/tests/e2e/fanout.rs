@@ -16,6 +16,7 @@ async fn sync_and_async_forward_only_to_endpoints_subscribed_to_the_event_type()
     let t = app.tenant().await;
     let a = t.application().await;
     t.endpoint(&a, &all.url, json!({})).await;
+    t.post("/api/v1/event-type", json!({"name": "invoice.paid", "description": "paid"}), 201).await;
     t.endpoint(&a, &paid.url, json!({"eventTypes": ["invoice.paid"]})).await;
     // A message from a provider carries no channel: a channel-only endpoint takes none.
     t.endpoint(&a, &chan.url, json!({"channels": ["eu"]})).await;

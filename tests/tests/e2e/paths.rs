@@ -105,13 +105,17 @@ async fn a_put_to_a_uid_that_merely_starts_like_an_endpoint_id_creates_it() {
 }
 
 #[tokio::test]
-async fn an_inline_application_on_an_id_shaped_path_gets_no_made_up_uid() {
+async fn an_inline_application_on_an_id_shaped_path_is_refused_and_nothing_is_made() {
     let app = TestApp::spawn().await;
     let t = app.tenant().await;
-    let body = json!({"eventType": "a.b", "payload": {}, "application": {"name": "X"}});
-    t.post("/api/v1/app/app_x/msg", body, 202).await;
+    // An id is never chosen by a caller, and Svix makes an inline application only
+    // under the path's uid: 422, as Svix answers, and no application.
+    for application in [json!({"name": "X"}), json!({"name": "X", "uid": "app_x"})] {
+        let body = json!({"eventType": "a.b", "payload": {}, "application": application});
+        t.post("/api/v1/app/app_x/msg", body, 422).await;
+    }
     let listed = t.get("/api/v1/app").await;
-    assert_eq!(listed["data"][0]["uid"], Value::Null, "{listed}");
+    assert_eq!(listed["data"], json!([]), "{listed}");
 }
 
 #[tokio::test]

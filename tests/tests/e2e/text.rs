@@ -49,7 +49,8 @@ async fn a_nul_in_a_query_or_a_body_answers_422_and_spoils_no_neighbour() {
     for (method, path, body) in cases {
         let (status, words) = send(&t, method.clone(), &path, body.clone()).await;
         assert_eq!(status, 422, "{method} {path} {body:?}: {words}");
-        assert!(words.contains("NUL") || words.contains("a-z A-Z"), "{method} {path}: {words}");
+        let named = ["NUL", "a-z A-Z", "`iterator`"].iter().any(|w| words.contains(w));
+        assert!(named, "{method} {path}: {words}");
     }
     // A NUL inside a payload is just bytes: kept and delivered as sent.
     let msg = json!({"eventType": "a.b", "payload": {"k": "a\u{0}b"}});

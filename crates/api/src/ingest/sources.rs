@@ -219,7 +219,7 @@ async fn list(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let page = ingest_sources::list(&**conn, &key.0, &q.page()).await?;
+    let page = ingest_sources::list(&**conn, &key.0, &q.page::<SourceId>()?).await?;
     let mut data = Vec::with_capacity(page.data.len());
     for s in page.data {
         data.push(out(&req, &state, s)?);

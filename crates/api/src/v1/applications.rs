@@ -62,6 +62,9 @@ pub(crate) struct AppOut {
     uid: Option<String>,
     name: String,
     throttle_rate: Option<i32>,
+    /// `throttleRate` under its deprecated name, which Svix still answers.
+    #[schema(deprecated)]
+    rate_limit: Option<i32>,
     metadata: serde_json::Value,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -74,6 +77,7 @@ impl From<Application> for AppOut {
             uid: a.uid,
             name: a.name,
             throttle_rate: a.throttle_rate,
+            rate_limit: a.throttle_rate,
             metadata: a.metadata,
             created_at: a.created_at,
             updated_at: a.updated_at,
@@ -132,7 +136,7 @@ async fn list(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let page = applications::list(&**conn, &tenant.0, &q.page()).await?;
+    let page = applications::list(&**conn, &tenant.0, &q.page::<AppId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(AppOut::from)))
 }
 

@@ -83,13 +83,18 @@ impl From<Attempt> for AttemptOut {
     }
 }
 
-/// `?status=&status_code_class=&endpoint_id=&before=&after=`: which attempts to list.
+/// `?status=&status_code_class=&endpoint_id=&channel=&tag=&event_types=&before=&after=`:
+/// which attempts to list.
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct AttemptQuery {
     status: Option<i16>,
     status_code_class: Option<i16>,
     endpoint_id: Option<String>,
+    channel: Option<String>,
+    tag: Option<String>,
+    /// Comma-separated.
+    event_types: Option<String>,
     #[serde(default, deserialize_with = "crate::when::opt")]
     before: Option<DateTime<Utc>>,
     #[serde(default, deserialize_with = "crate::when::opt")]
@@ -104,6 +109,9 @@ impl AttemptQuery {
             endpoint_id: self.endpoint_id.clone(),
             before: self.before,
             after: self.after,
+            channel: self.channel.clone(),
+            tag: self.tag.clone(),
+            event_types: self.event_types.as_ref().map(|s| s.split(',').map(str::to_owned).collect()),
         })
     }
 }
@@ -120,7 +128,9 @@ async fn by_endpoint(
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
-    let found = attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page(), &q.filter()?).await?;
+    let found =
+        attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page::<AttemptId>()?, &q.filter()?)
+            .await?;
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
 }
 
@@ -138,7 +148,8 @@ async fn by_msg(
     let conn = db::conn(&state.db).await?;
     let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
     let found =
-        attempts::list(&**conn, &tenant.0, &app.id, Scope::Message(&msg.id), &page.page(), &q.filter()?).await?;
+        attempts::list(&**conn, &tenant.0, &app.id, Scope::Message(&msg.id), &page.page::<AttemptId>()?, &q.filter()?)
+            .await?;
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
 }
 
@@ -184,12 +195,13 @@ async fn destinations(
     let app = find_app(&state, &tenant, &path.0).await?;
     let conn = db::conn(&state.db).await?;
     let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    let found = delivery_views::destinations(&**conn, &tenant.0, &app.id, &msg.id, &page.page()).await?;
+    let found = delivery_views::destinations(&**conn, &tenant.0, &app.id, &msg.id, &page.page::<EndpointId>()?).await?;
     Ok(HttpResponse::Ok().json(found.map(|(e, d)| DestinationOut {
         endpoint: e.into(),
         status: d.status,
         status_text: d.status.text(),
-        next_attempt: d.next_attempt_at.filter(|_| d.status == DeliveryStatus::Pending),
+        next_attempt:
+            d.next_attempt_at.filter(|_| matches!(d.status, DeliveryStatus::Pending | DeliveryStatus::Sending)),
     })))
 }
 
@@ -247,14 +259,22 @@ async fn attempted_messages(
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
     let conn = db::conn(&state.db).await?;
-    let found =
-        delivery_views::attempted_messages(&**conn, &tenant.0, &app, &ep.id, &page.page(), s.status()?, &q.filter())
-            .await?;
+    let found = delivery_views::attempted_messages(
+        &**conn,
+        &tenant.0,
+        &app,
+        &ep.id,
+        &page.page::<MessageId>()?,
+        s.status()?,
+        &q.filter(),
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(found.map(|(m, d)| EndpointMessageOut {
         message: MessageOut::new(m, c.with_content()),
         status: d.status,
         status_text: d.status.text(),
-        next_attempt: d.next_attempt_at.filter(|_| d.status == DeliveryStatus::Pending),
+        next_attempt:
+            d.next_attempt_at.filter(|_| matches!(d.status, DeliveryStatus::Pending | DeliveryStatus::Sending)),
     })))
 }
 

@@ -260,13 +260,7 @@ async fn failure_reason(
         return Ok(None);
     }
     let conn = db::conn(&state.db).await?;
-    let filter = AttemptFilter {
-        status: Some(DeliveryStatus::Failed),
-        status_code_class: None,
-        endpoint_id: None,
-        before: None,
-        after: None,
-    };
+    let filter = AttemptFilter { status: Some(DeliveryStatus::Failed), ..AttemptFilter::default() };
     let page = attempts::list(&**conn, tenant, app, Scope::Endpoint(&ep.id), &PageRequest::new(Some(1), None), &filter)
         .await?;
     Ok(page.data.into_iter().next().map(|a| a.response))
@@ -283,7 +277,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let app = applications::find(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let page = endpoints::list(&**conn, &tenant.0, &app.id, true, &q.page()).await?;
+    let page = endpoints::list(&**conn, &tenant.0, &app.id, true, &q.page::<EndpointId>()?).await?;
     drop(conn);
     let mut data = Vec::with_capacity(page.data.len());
     for ep in page.data {

@@ -15,6 +15,7 @@ use hookgate_shared::{
     quota::{Exceeded, Limit},
     store::{
         endpoints::{self, Endpoint, EndpointFields},
+        event_types,
         operational::{self, Notice},
         StoreError,
     },
@@ -89,6 +90,9 @@ pub(crate) struct EndpointOut {
     pub event_types: Option<Vec<String>>,
     pub channels: Option<Vec<String>>,
     pub throttle_rate: Option<i32>,
+    /// `throttleRate` under its deprecated name, which Svix still answers.
+    #[schema(deprecated)]
+    pub rate_limit: Option<i32>,
     pub metadata: serde_json::Value,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -106,6 +110,7 @@ impl From<Endpoint> for EndpointOut {
             event_types: e.event_types,
             channels: e.channels,
             throttle_rate: e.throttle_rate,
+            rate_limit: e.throttle_rate,
             metadata: e.metadata,
             created_at: e.created_at,
             updated_at: e.updated_at,
@@ -170,6 +175,22 @@ impl EndpointIn {
     }
 }
 
+/// Refuses `filterTypes` naming an event type the tenant does not have (or has
+/// archived), as Svix does: a typo would otherwise subscribe to nothing, silently.
+pub(crate) async fn check_types_exist(
+    db: &impl tokio_postgres::GenericClient,
+    tenant: &TenantId,
+    types: Option<&[String]>,
+) -> Result<(), ApiError> {
+    let Some(types) = types.filter(|t| !t.is_empty()) else { return Ok(()) };
+    let unknown = event_types::unknown(db, tenant, types).await?;
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<_> = unknown.iter().take(10).map(|t| format!("`{t}`")).collect();
+    Err(ApiError::Validation(format!("`filterTypes`: these event types do not exist: {}", shown.join(", "))))
+}
+
 /// Finds the application, then the HTTP endpoint in it; 404 for either missing
 /// (and for a destination: its configuration has routes of its own).
 pub(crate) async fn find(
@@ -223,7 +244,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let app = applications::find(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let page = endpoints::list(&**conn, &tenant.0, &app.id, false, &q.page()).await?;
+    let page = endpoints::list(&**conn, &tenant.0, &app.id, false, &q.page::<EndpointId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(EndpointOut::from)))
 }
 
@@ -240,6 +261,7 @@ async fn create(
     let fields = body.fields(&allowed(&state, &tenant.0).await?)?;
     let headers = body.checked_headers()?;
     let app = applications::find(&state, &tenant, &path).await?;
+    check_types_exist(&**db::conn(&state.db).await?, &tenant.0, fields.event_types.as_deref()).await?;
     let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers };
     insert(&state, &tenant.0, &app.id, made, key.as_deref(), Notify::Yes).await
 }
@@ -341,6 +363,7 @@ async fn update(
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let mut fields = body.fields(&allowed(&state, &tenant.0).await?)?;
+    check_types_exist(&**db::conn(&state.db).await?, &tenant.0, fields.event_types.as_deref()).await?;
     match find(&state, &tenant, &path.0, &path.1).await {
         Ok((app, ep)) => save(&state, &tenant.0, &app, &ep.id, &fields, Notify::Yes).await,
         Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
@@ -366,6 +389,9 @@ async fn patch_one(
     let p = body.into_inner();
     let (app, found) = find(&state, &tenant, &path.0, &path.1).await?;
     let allow = allowed(&state, &tenant.0).await?;
+    if let Maybe::Value(types) = &p.event_types {
+        check_types_exist(&**db::conn(&state.db).await?, &tenant.0, Some(types)).await?;
+    }
     // Read, merged and written under the row's lock: fields the PATCH does not
     // name keep what they hold at its commit, not what they held when it started.
     let mut conn = db::conn(&state.db).await?;

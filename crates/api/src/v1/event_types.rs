@@ -118,7 +118,8 @@ async fn list(
     f: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let page = event_types::list(&**conn, &tenant.0, &q.page(), f.include_archived, flags.0.as_deref()).await?;
+    let page =
+        event_types::list(&**conn, &tenant.0, &q.page_by_name()?, f.include_archived, flags.0.as_deref()).await?;
     Ok(HttpResponse::Ok().json(page.map(EventTypeOut::from)))
 }
 
@@ -134,6 +135,9 @@ async fn create(
     let mut body = body.into_inner();
     let name = body.name.take().ok_or_else(|| ApiError::Validation("`name` is required".into()))?;
     let row = to_row(name, body)?;
+    if let Some(s) = &row.schemas {
+        super::json_schema::check(s)?;
+    }
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let e = event_types::insert(&*tx, &tenant.0, &row)
@@ -170,6 +174,9 @@ async fn update(
     body: web::Json<EventTypeIn>,
 ) -> Result<HttpResponse, ApiError> {
     let row = to_row(name.to_string(), body.into_inner())?;
+    if let Some(s) = &row.schemas {
+        super::json_schema::check(s)?;
+    }
     let conn = db::conn(&state.db).await?;
     let (e, created) = event_types::upsert(&**conn, &tenant.0, &row).await?;
     let mut res = if created { HttpResponse::Created() } else { HttpResponse::Ok() };
@@ -186,6 +193,11 @@ async fn patch_one(
     body: web::Json<EventTypePatch>,
 ) -> Result<HttpResponse, ApiError> {
     let p = body.into_inner();
+    // Only schemas the PATCH sets are checked: one stored before the check
+    // existed does not block a change of the description.
+    if let Maybe::Value(s) = &p.schemas {
+        super::json_schema::check(s)?;
+    }
     // Read, merged and written under the row's lock: a concurrent PATCH of
     // another field is kept.
     let mut conn = db::conn(&state.db).await?;

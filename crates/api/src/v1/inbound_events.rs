@@ -107,7 +107,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let s = source(&state, &key, &id).await?;
     let conn = db::conn(&state.db).await?;
-    let page = inbound_events::list(&**conn, &key.0, &s.id, &q.page()).await?;
+    let page = inbound_events::list(&**conn, &key.0, &s.id, &q.page::<InboundEventId>()?).await?;
     let keys: Vec<String> = page.data.iter().map(|e| e.key.clone()).collect();
     let mut extra = hookgate_ingress::admit::stored_duplicates(&state, &key.0, &keys).await.into_iter();
     Ok(HttpResponse::Ok().json(page.map(|mut e| {

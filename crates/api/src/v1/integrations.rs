@@ -20,7 +20,7 @@ use hookgate_shared::{
     AppState,
 };
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{applications::find as find_app, validate};
@@ -117,31 +117,18 @@ fn integ_id(s: &str) -> Result<IntegrationId, ApiError> {
     IntegrationId::parse(s).map_err(|_| ApiError::NotFound("integration"))
 }
 
-/// The order of a list: `ascending` (the default) or `descending`.
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct ListQuery {
-    order: Option<String>,
-}
-
 /// The application's integrations.
-#[utoipa::path(params(PageQuery, ListQuery), tag = "Integration", operation_id = "hookgate.integration.list", responses((status = 200, body = Page<IntegrationOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Integration", operation_id = "hookgate.integration.list", responses((status = 200, body = Page<IntegrationOut>)))]
 #[get("/app/{app_id}/integration")]
 async fn list(
     key: KeyAuth,
     state: web::Data<AppState>,
     path: web::Path<Ref<AppId>>,
     page: web::Query<PageQuery>,
-    q: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let descending = match q.order.as_deref() {
-        None | Some("ascending") => false,
-        Some("descending") => true,
-        Some(o) => return Err(ApiError::Validation(format!("`order`: `{o}` is neither ascending nor descending"))),
-    };
     let app = find_app(&state, &TenantAuth(key.0.clone()), &path).await?;
     let conn = db::conn(&state.db).await?;
-    let found = integrations::list(&**conn, &key.0, &app.id, descending, &page.page()).await?;
+    let found = integrations::list(&**conn, &key.0, &app.id, &page.page::<IntegrationId>()?).await?;
     Ok(HttpResponse::Ok().json(found.map(|i| out(&i))))
 }
 

@@ -1,5 +1,7 @@
 //! `v1.message.*`: create (the message and its deliveries in one transaction), list, get.
 
+use std::collections::HashMap;
+
 use crate::{idempotency::RequestKey, KeyAuth, PageQuery, TenantAuth};
 use actix_web::{delete, get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -44,6 +46,38 @@ struct MessageIn {
     payload_retention_period: Option<i64>,
     /// The same in hours (1 to 2160), for SDKs that send it; not with the above.
     payload_retention_hours: Option<i64>,
+    /// Svix's raw payload (the SDKs' `message_in_raw`): sent instead of `payload`.
+    transformations_params: Option<TransformationsParams>,
+}
+
+/// A payload sent as it is, not as JSON, and the `Content-Type` it goes with.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct TransformationsParams {
+    /// The body every endpoint receives, byte for byte (need not be JSON).
+    raw_payload: Option<String>,
+    /// Only `content-type` is read: the `Content-Type` the body is sent with.
+    #[serde(default)]
+    headers: HashMap<String, String>,
+}
+
+/// The bytes to store and send, and their content type: the raw payload if one
+/// was given (with its `content-type`), else the JSON payload.
+fn body_of(body: &MessageIn) -> Result<(Vec<u8>, String), ApiError> {
+    let json = || (body.payload.get().as_bytes().to_vec(), "application/json".to_owned());
+    let Some(params) = &body.transformations_params else { return Ok(json()) };
+    let Some(raw) = &params.raw_payload else { return Ok(json()) };
+    let content_type = params
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map_or("application/json", |(_, v)| v.as_str());
+    if content_type.is_empty() || content_type.len() > 256 || content_type.bytes().any(|b| b.is_ascii_control()) {
+        return Err(ApiError::Validation(
+            "`transformationsParams.headers.content-type` must be 1 to 256 printable characters".into(),
+        ));
+    }
+    Ok((raw.as_bytes().to_vec(), content_type.to_owned()))
 }
 
 /// When the payload is dropped, from `payloadRetentionPeriod` or `payloadRetentionHours`.
@@ -192,12 +226,17 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     check(&body)?;
+    let (payload, content_type) = body_of(&body)?;
     // Everything that can refuse the request is checked before the day's place is
     // taken: a refusal must not spend the daily cap.
     let inline = match body.application {
         Some(a) => Some(InlineApp {
+            refusal: match path.creatable_uid() {
+                None => Some("the path names no application, and an id cannot be created: name it by uid".into()),
+                Some(uid) => validate::inline_uid(uid, a.uid.as_deref()).err().map(|e| e.to_string()),
+            },
             fields: ApplicationFields {
-                uid: a.uid.or_else(|| path.creatable_uid().map(str::to_owned)),
+                uid: a.uid,
                 name: a.name,
                 throttle_rate: validate::throttle_rate(a.throttle_rate)?,
                 metadata: serde_json::json!({}),
@@ -214,8 +253,8 @@ async fn create(
         event_type: body.event_type,
         channels: body.channels,
         tags: body.tags,
-        payload: body.payload.get().as_bytes().to_vec(),
-        content_type: "application/json".into(),
+        payload,
+        content_type,
         idempotency_key: None,
         request_key: request_key.map(|k| k.into_inner().key),
         // Set by the publisher, inside its span.
@@ -264,7 +303,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let app = find_app(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let found = messages::list(&**conn, &tenant.0, &app.id, &page.page(), &q.filter()).await?;
+    let found = messages::list(&**conn, &tenant.0, &app.id, &page.page::<MessageId>()?, &q.filter()).await?;
     Ok(HttpResponse::Ok().json(found.map(|m| MessageOut::new(m, c.with_content()))))
 }
 

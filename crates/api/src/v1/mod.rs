@@ -19,6 +19,7 @@ mod event_types;
 pub mod expand;
 mod inbound_events;
 mod integrations;
+mod json_schema;
 mod message_extras;
 mod messages;
 pub(crate) mod operational;

@@ -23,7 +23,7 @@ use super::{
 };
 
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(access).service(expire_all).service(logout);
+    cfg.service(access).service(dashboard_access).service(expire_all).service(logout);
 }
 
 /// Default lifetime of a portal token: 7 days.
@@ -65,7 +65,29 @@ async fn access(
     path: web::Path<Ref<AppId>>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let body: AccessIn = optional_json(&body)?;
+    grant(key, &req, &state, &path, optional_json(&body)?).await
+}
+
+/// Svix's deprecated name for `app-portal-access` without a body, kept for the
+/// clients that still call it (Svix's own server serves it).
+#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.dashboard-access", responses((status = 200, body = PortalAccessOut)))]
+#[post("/auth/dashboard-access/{app_id}")]
+async fn dashboard_access(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<Ref<AppId>>,
+) -> Result<HttpResponse, ApiError> {
+    grant(key, &req, &state, &path, AccessIn::default()).await
+}
+
+async fn grant(
+    key: KeyAuth,
+    req: &HttpRequest,
+    state: &AppState,
+    path: &Ref<AppId>,
+    body: AccessIn,
+) -> Result<HttpResponse, ApiError> {
     let expiry = body.expiry.unwrap_or(DEFAULT_EXPIRY_SECS);
     if !(60..=30 * 86_400).contains(&expiry) {
         return Err(ApiError::Validation("`expiry` must be between 60 seconds and 30 days".into()));
@@ -86,14 +108,16 @@ async fn access(
         _ => return Err(ApiError::Unauthorized("a tenant API key is required".into())),
     };
     let tenant = TenantAuth(key.0);
-    let app = match (find_app(&state, &tenant, &path).await, body.application, &*path) {
-        (Err(ApiError::NotFound(_)), Some(new), Ref::Uid(uid)) => create_alongside(&state, &tenant, uid, new).await?,
+    let app = match (find_app(state, &tenant, path).await, body.application, path) {
+        (Err(ApiError::NotFound(_)), Some(new), path) if path.creatable_uid().is_some() => {
+            create_alongside(state, &tenant, path.as_str(), new).await?
+        }
         (found, _, _) => found?,
     };
     let read_only =
         body.read_only.unwrap_or(false) || body.capabilities.is_some_and(|c| !c.iter().any(|c| c == "ManageEndpoint"));
     let minted = Minted { expiry, feature_flags, read_only, session: body.session_id.unwrap_or_default() };
-    Ok(HttpResponse::Ok().json(mint(&req, &state, &tenant, &app, minted_by, minted)))
+    Ok(HttpResponse::Ok().json(mint(req, state, &tenant, &app, minted_by, minted)))
 }
 
 /// What a new portal token carries beside its application.
@@ -165,8 +189,8 @@ async fn create_alongside(
     uid: &str,
     new: AppIn,
 ) -> Result<Application, ApiError> {
-    let mut fields = new.into_fields()?;
-    fields.uid.get_or_insert_with(|| uid.to_owned());
+    let fields = new.into_fields()?;
+    validate::inline_uid(uid, fields.uid.as_deref())?;
     let cap = crate::quota::app_cap(state, &tenant.0).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(hookgate_shared::store::StoreError::from)?;

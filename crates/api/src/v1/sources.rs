@@ -263,7 +263,7 @@ async fn list(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let page = sources::list(&**conn, &key.0, &q.page()).await?;
+    let page = sources::list(&**conn, &key.0, &q.page::<SourceId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(|s| out(&req, &state, s))))
 }
 

@@ -13,15 +13,12 @@ use hookgate_shared::ids::{AppId, EndpointId, Ref, TaskId};
 use hookgate_shared::status::DeliveryStatus;
 use hookgate_shared::store::statistics::{AppEventTypes, AppUsage};
 use hookgate_shared::store::tasks::{self, NewTask, ReplayFilter, Task, TaskKind, TaskStatus};
-use hookgate_shared::store::{
-    page::{Page, PageRequest},
-    StoreError,
-};
+use hookgate_shared::store::{page::Page, StoreError};
 use hookgate_shared::{db, http::ApiError, AppState};
 
 use super::endpoints::find_any as find;
 use crate::idempotency::{answer, RequestKey};
-use crate::TenantAuth;
+use crate::{PageQuery, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(replay_missing).service(bulk_replay).service(recover).service(list).service(get_one);
@@ -38,6 +35,8 @@ const MOST_EVENT_TYPES: usize = 250;
 
 /// Longest channel or tag a filter may name, as for a message's own.
 const MOST_FILTER_LEN: usize = 128;
+/// How far back a recovery may reach, as in Svix.
+const MOST_RECOVER_DAYS: i64 = 14;
 
 /// An endpoint's path (its parameters are described from the route's template).
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
@@ -130,6 +129,10 @@ async fn recover(
     body: web::Json<ReplayIn>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
+    // As Svix: a recovery reaches back 14 days at most.
+    if body.since < chrono::Utc::now() - chrono::Duration::days(MOST_RECOVER_DAYS) {
+        return Err(ApiError::Validation(format!("`since`: a recovery reaches back at most {MOST_RECOVER_DAYS} days")));
+    }
     let filter = ReplayFilter::default();
     start(&tenant, &state, &path, TaskKind::Recover, (body.since, body.until), &filter, key).await
 }
@@ -329,24 +332,22 @@ fn task_out(t: &Task) -> BackgroundTaskOut {
     BackgroundTaskOut { data, id: t.id.clone(), status: t.status.name(), task: t.kind.name(), updated_at: t.updated_at }
 }
 
-/// `?status=&task=&order=&limit=&iterator=`
+/// `?status=&task=`, beside the page's `?limit=&iterator=&order=`.
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     status: Option<String>,
     task: Option<String>,
-    order: Option<String>,
-    limit: Option<i64>,
-    iterator: Option<String>,
 }
 
 /// The tenant's background tasks, newest first unless `order=ascending`.
-#[utoipa::path(params(ListQuery), tag = "Background Task", operation_id = "v1.background-task.list", responses((status = 200, body = Page<BackgroundTaskOut>)))]
+#[utoipa::path(params(ListQuery, PageQuery), tag = "Background Task", operation_id = "v1.background-task.list", responses((status = 200, body = Page<BackgroundTaskOut>)))]
 #[get("/background-task")]
 async fn list(
     tenant: TenantAuth,
     state: web::Data<AppState>,
     q: web::Query<ListQuery>,
+    page: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let status = match q.status.as_deref() {
         None => None,
@@ -364,14 +365,8 @@ async fn list(
             ))
         })?),
     };
-    let ascending = match q.order.as_deref() {
-        None | Some("descending") => false,
-        Some("ascending") => true,
-        Some(o) => return Err(ApiError::Validation(format!("`order`: `{o}` is neither ascending nor descending"))),
-    };
     let conn = db::conn(&state.db).await?;
-    let page = tasks::list(&**conn, &tenant.0, status, kind, ascending, &PageRequest::new(q.limit, q.iterator.clone()))
-        .await?;
+    let page = tasks::list(&**conn, &tenant.0, status, kind, &page.page::<TaskId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(|t| task_out(&t))))
 }
 

@@ -15,6 +15,20 @@ pub fn uid(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An application created alongside a request (`application` in a message's or
+/// a portal token's body) when its path names none: its `uid` must be given and
+/// be the path's, as Svix requires, so the request cannot make an application the
+/// next request with the same path would not find.
+pub fn inline_uid(path: &str, uid: Option<&str>) -> Result<(), ApiError> {
+    match uid {
+        None => Err(ApiError::Validation("`application.uid` must be set to create the application".into())),
+        Some(uid) if uid != path => {
+            Err(ApiError::Validation("`application.uid` must be the application uid in the path".into()))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 pub fn name(field: &str, value: &str) -> Result<(), ApiError> {
     if value.is_empty() || value.len() > 256 {
         return Err(ApiError::Validation(format!("`{field}` must be 1 to 256 characters")));
@@ -69,6 +83,10 @@ impl RotateIn {
 }
 
 /// Header names Hookgate sets itself; an endpoint may not override them.
+/// Prefixes no custom header may have, as Svix refuses them: its own headers,
+/// and those a load balancer in front of a receiver (AWS's) sets.
+const RESERVED_PREFIXES: &[&str] = &["svix-", "x-svix-", "x-amzn-"];
+
 const RESERVED: &[&str] = &[
     "host",
     "content-length",
@@ -107,6 +125,11 @@ pub fn headers(headers: &HashMap<String, Option<String>>) -> Result<(), ApiError
         }
         if RESERVED.contains(&lower.as_str()) {
             return Err(ApiError::Validation(format!("header `{name}` is set by Hookgate and cannot be overridden")));
+        }
+        if let Some(prefix) = RESERVED_PREFIXES.iter().find(|p| lower.starts_with(*p)) {
+            return Err(ApiError::Validation(format!(
+                "header `{name}`: names starting with `{prefix}` are reserved (as in Svix)"
+            )));
         }
         if let Some(v) = value {
             if actix_web::http::header::HeaderValue::from_str(v).is_err() {

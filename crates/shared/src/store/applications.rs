@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio_postgres::{GenericClient, Row};
 
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::ids::{AppId, Ref, TenantId};
@@ -90,11 +90,12 @@ pub async fn list(
     tenant: &TenantId,
     page: &PageRequest,
 ) -> Result<Page<Application>, StoreError> {
+    let Walk { key, cmp, dir } = page.walk(Order::Ascending);
     let sql = format!(
-        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND NOT operational AND ($2::text IS NULL OR id > $2)
-         ORDER BY id LIMIT $3"
+        "SELECT {COLUMNS} FROM applications WHERE tenant_id = $1 AND NOT operational AND ($2::text IS NULL OR id {cmp} $2)
+         ORDER BY id {dir} LIMIT $3"
     );
-    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
+    let rows = db.query(&sql, &[&tenant.as_str(), &key, &page.fetch_limit()]).await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |a| a.id.to_string()))
 }
 

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Row};
 
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::{
@@ -38,6 +38,10 @@ pub struct AttemptFilter {
     pub endpoint_id: Option<String>,
     pub before: Option<DateTime<Utc>>,
     pub after: Option<DateTime<Utc>>,
+    /// Only attempts of messages in this channel, with this tag, of these types.
+    pub channel: Option<String>,
+    pub tag: Option<String>,
+    pub event_types: Option<Vec<String>>,
 }
 
 const COLUMNS: &str = "id, msg_id, endpoint_id, url, status, trigger_type, response_status_code, response,
@@ -78,16 +82,22 @@ pub async fn list(
         Scope::Endpoint(e) => ("endpoint_id", e.as_str()),
     };
     let class_low = f.status_code_class;
+    let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let sql = format!(
         "SELECT {COLUMNS} FROM attempts WHERE tenant_id = $1 AND app_id = $2 AND {column} = $3
-           AND ($4::text IS NULL OR id < $4)
+           AND ($4::text IS NULL OR id {cmp} $4)
            AND ($5::smallint IS NULL OR status = $5)
            AND ($6::smallint IS NULL OR (response_status_code >= $6 AND response_status_code < $6 + 100
                 OR ($6 = 0 AND response_status_code = 0)))
            AND ($7::text IS NULL OR endpoint_id = $7)
            AND ($8::timestamptz IS NULL OR created_at < $8)
            AND ($9::timestamptz IS NULL OR created_at > $9)
-         ORDER BY id DESC LIMIT $10"
+           AND ($11::text IS NULL AND $12::text IS NULL AND $13::text[] IS NULL OR EXISTS (
+                SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = attempts.msg_id
+                   AND ($11::text IS NULL OR $11 = ANY (m.channels))
+                   AND ($12::text IS NULL OR $12 = ANY (m.tags))
+                   AND ($13::text[] IS NULL OR m.event_type = ANY ($13))))
+         ORDER BY id {dir} LIMIT $10"
     );
     let rows = db
         .query(
@@ -96,13 +106,16 @@ pub async fn list(
                 &tenant.as_str(),
                 &app.as_str(),
                 &value,
-                &page.after,
+                &key,
                 &f.status.map(DeliveryStatus::code),
                 &class_low,
                 &f.endpoint_id,
                 &f.before,
                 &f.after,
                 &page.fetch_limit(),
+                &f.channel,
+                &f.tag,
+                &f.event_types,
             ],
         )
         .await?;

@@ -21,11 +21,12 @@ use crate::{
 };
 
 /// A delivery's status as the API shows it, of `deliveries d`: a pending one
-/// claimed and not yet recorded (its fencing token set, whether or not its lease
-/// has run out) is being sent (Svix's `sending`, 3), which no status column says
-/// (a claim writes no indexed column).
+/// that was tried and waits for its next try, or is claimed and not yet recorded
+/// (its fencing token set, whether or not its lease has run out), is being sent
+/// (Svix's `sending`, 3, which Svix shows whenever a retry is scheduled); no
+/// status column says so (neither a claim nor a retry writes an indexed column).
 pub const SHOWN_STATUS: &str =
-    "CASE WHEN d.status = 1 AND d.lease_token IS NOT NULL THEN 3::smallint ELSE d.status END";
+    "CASE WHEN d.status = 1 AND (d.lease_token IS NOT NULL OR d.attempts > 0) THEN 3::smallint ELSE d.status END";
 
 /// When a delivery is next tried, as the API shows it: a sending one, when its
 /// lease ends.

@@ -7,7 +7,7 @@ use super::deliveries::{SHOWN_NEXT_ATTEMPT, SHOWN_STATUS};
 use super::{
     endpoints::{self, Endpoint},
     messages::{self, Message, MessageFilter},
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::{
@@ -26,7 +26,9 @@ fn prefixed(columns: &str, alias: &str) -> String {
     columns.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
 }
 
-/// The endpoints a message was (or is being) delivered to.
+/// The endpoints a message was (or is being) delivered to, deleted ones too
+/// (as Svix lists them): a deleted endpoint reads [`Endpoint::gone`], with the
+/// URL its last attempt went to.
 pub async fn destinations(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -36,21 +38,32 @@ pub async fn destinations(
 ) -> Result<Page<(Endpoint, DeliveryState)>, StoreError> {
     let cols = prefixed(endpoints::COLUMNS, "e");
     let n = endpoints::COLUMNS.split(',').count();
+    let Walk { key, cmp, dir } = page.walk(Order::Ascending);
+    // The last attempt's URL is read only for an endpoint that is gone.
     let sql = format!(
-        "SELECT {cols}, {SHOWN_STATUS}, {SHOWN_NEXT_ATTEMPT} FROM deliveries d
-         JOIN endpoints e ON e.tenant_id = d.tenant_id AND e.app_id = d.app_id AND e.id = d.endpoint_id
-         WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = $3 AND ($4::text IS NULL OR e.id > $4)
-         ORDER BY e.id LIMIT $5"
+        "SELECT {cols}, {SHOWN_STATUS}, {SHOWN_NEXT_ATTEMPT}, d.endpoint_id, d.created_at,
+                CASE WHEN e.id IS NULL THEN
+                    (SELECT a.url FROM attempts a WHERE a.tenant_id = d.tenant_id AND a.app_id = d.app_id
+                        AND a.msg_id = d.msg_id AND a.endpoint_id = d.endpoint_id ORDER BY a.id DESC LIMIT 1)
+                END
+         FROM deliveries d
+         LEFT JOIN endpoints e ON e.tenant_id = d.tenant_id AND e.app_id = d.app_id AND e.id = d.endpoint_id
+         WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = $3 AND ($4::text IS NULL OR d.endpoint_id {cmp} $4)
+         ORDER BY d.endpoint_id {dir} LIMIT $5"
     );
-    let rows =
-        db.query(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &page.after, &page.fetch_limit()]).await?;
+    let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &key, &page.fetch_limit()]).await?;
     let items = rows
         .iter()
         .map(|r| {
-            (
-                endpoints::from_row(r),
-                DeliveryState { status: DeliveryStatus::from_db(r.get(n)), next_attempt_at: r.get(n + 1) },
-            )
+            let endpoint = match r.get::<_, Option<String>>(0) {
+                Some(_) => endpoints::from_row(r),
+                None => Endpoint::gone(
+                    EndpointId::from_db(r.get(n + 2)),
+                    r.get::<_, Option<String>>(n + 4).unwrap_or_default(),
+                    r.get(n + 3),
+                ),
+            };
+            (endpoint, DeliveryState { status: DeliveryStatus::from_db(r.get(n)), next_attempt_at: r.get(n + 1) })
         })
         .collect();
     Ok(Page::from_rows(items, page, |(e, _)| e.id.to_string()))
@@ -68,17 +81,18 @@ pub async fn attempted_messages(
 ) -> Result<Page<(Message, DeliveryState)>, StoreError> {
     let cols = prefixed(messages::COLUMNS, "m");
     let n = messages::COLUMNS.split(',').count();
+    let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let sql = format!(
         "SELECT {cols}, {SHOWN_STATUS}, {SHOWN_NEXT_ATTEMPT} FROM deliveries d
          JOIN messages m ON m.tenant_id = d.tenant_id AND m.app_id = d.app_id AND m.id = d.msg_id
          WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
-           AND ($4::text IS NULL OR d.msg_id < $4)
+           AND ($4::text IS NULL OR d.msg_id {cmp} $4)
            AND ($5::smallint IS NULL OR {SHOWN_STATUS} = $5)
            AND ($6::text IS NULL OR $6 = ANY (m.channels))
            AND ($7::text[] IS NULL OR m.event_type = ANY ($7))
            AND ($8::timestamptz IS NULL OR m.created_at < $8)
            AND ($9::timestamptz IS NULL OR m.created_at > $9)
-         ORDER BY d.msg_id DESC LIMIT $10"
+         ORDER BY d.msg_id {dir} LIMIT $10"
     );
     let rows = db
         .query(
@@ -87,7 +101,7 @@ pub async fn attempted_messages(
                 &tenant.as_str(),
                 &app.as_str(),
                 &endpoint.as_str(),
-                &page.after,
+                &key,
                 &status.map(DeliveryStatus::code),
                 &f.channel,
                 &f.event_types,

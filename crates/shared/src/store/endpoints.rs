@@ -6,7 +6,7 @@ use tokio_postgres::{GenericClient, Row};
 
 use super::fanout;
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::ids::{AppId, EndpointId, Ref, TenantId};
@@ -40,6 +40,37 @@ pub struct Endpoint {
     pub failing_since: Option<DateTime<Utc>>,
     /// A keyed FIFO endpoint's key path.
     pub fifo_key: Option<Vec<String>>,
+}
+
+impl Endpoint {
+    /// What is left to show of a deleted endpoint: its id, the URL it was last
+    /// sent to, and (for want of its own dates) when the delivery was made.
+    pub fn gone(id: EndpointId, url: String, at: DateTime<Utc>) -> Self {
+        Endpoint {
+            id,
+            uid: None,
+            url,
+            description: String::new(),
+            version: 1,
+            disabled: true,
+            event_types: None,
+            channels: None,
+            throttle_rate: None,
+            metadata: Value::Object(Default::default()),
+            headers: Value::Object(Default::default()),
+            secret: Vec::new(),
+            old_secret: None,
+            old_secret_until: None,
+            created_at: at,
+            updated_at: at,
+            kind: EndpointKind::Http,
+            destination: None,
+            batch_size: None,
+            max_wait_secs: None,
+            failing_since: None,
+            fifo_key: None,
+        }
+    }
 }
 
 /// What makes an endpoint row a destination: its kind, its sealed
@@ -233,13 +264,13 @@ pub async fn list(
     destinations: bool,
     page: &PageRequest,
 ) -> Result<Page<Endpoint>, StoreError> {
+    let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let sql = format!(
-        "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND ($3::text IS NULL OR id > $3)
+        "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND ($3::text IS NULL OR id {cmp} $3)
             AND (kind <> 0) = $5
-         ORDER BY id LIMIT $4"
+         ORDER BY id {dir} LIMIT $4"
     );
-    let rows =
-        db.query(&sql, &[&tenant.as_str(), &app.as_str(), &page.after, &page.fetch_limit(), &destinations]).await?;
+    let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &key, &page.fetch_limit(), &destinations]).await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.id.to_string()))
 }
 

@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio_postgres::{GenericClient, Row};
 
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::ids::TenantId;
@@ -113,13 +113,14 @@ pub async fn list(
     include_archived: bool,
     flags: Option<&[String]>,
 ) -> Result<Page<EventType>, StoreError> {
+    let Walk { key, cmp, dir } = page.walk(Order::Ascending);
     let sql = format!(
-        "SELECT {COLUMNS} FROM event_types WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2)
+        "SELECT {COLUMNS} FROM event_types WHERE tenant_id = $1 AND ($2::text IS NULL OR name {cmp} $2)
            AND ($3 OR NOT archived)
            AND ($5::text[] IS NULL OR feature_flag IS NULL OR feature_flag = ANY ($5))
-         ORDER BY name LIMIT $4"
+         ORDER BY name {dir} LIMIT $4"
     );
-    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &include_archived, &page.fetch_limit(), &flags]).await?;
+    let rows = db.query(&sql, &[&tenant.as_str(), &key, &include_archived, &page.fetch_limit(), &flags]).await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.name.clone()))
 }
 
@@ -160,6 +161,20 @@ pub async fn live_except(
         .query(
             "SELECT name FROM event_types WHERE tenant_id = $1 AND NOT archived AND NOT (name = ANY ($2)) ORDER BY name",
             &[&tenant.as_str(), &keep],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Those of `names` that are no live event type of the tenant (none, or archived),
+/// in the order given: what an endpoint may not subscribe to.
+pub async fn unknown(db: &impl GenericClient, tenant: &TenantId, names: &[String]) -> Result<Vec<String>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT n FROM unnest($2::text[]) WITH ORDINALITY AS u (n, i)
+             WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.tenant_id = $1 AND t.name = u.n AND NOT t.archived)
+             ORDER BY i",
+            &[&tenant.as_str(), &names],
         )
         .await?;
     Ok(rows.iter().map(|r| r.get(0)).collect())

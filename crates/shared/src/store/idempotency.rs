@@ -25,7 +25,7 @@ pub enum Claim {
     Run(i64),
     /// The same request already ran: replay its response.
     Replay(StoredResponse),
-    /// The key was used for a different request.
+    /// The key was used for another method or path.
     Mismatch,
     /// The first request with this key is still running.
     Running,
@@ -46,8 +46,8 @@ pub async fn claim(
     let stale_secs = STALE_RUNNING.as_secs_f64();
     // Expired keys and abandoned runs are replaced in place rather than deleted
     // first, so that the claim stays one statement. An abandoned run is taken over
-    // only by the same request: another body under its key is answered 422, as
-    // it would be had the first run finished (its effect may have committed).
+    // only by a request to the same path: another path under its key is answered
+    // 422, as it would be had the first run finished (its effect may have committed).
     let claimed = db
         .query_opt(
             "INSERT INTO idempotency_keys AS k (tenant_id, key, fingerprint, state, claim_token)

@@ -14,7 +14,7 @@ use tokio_postgres::{GenericClient, Row};
 
 use super::usage::{self, Counter};
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::{
@@ -281,11 +281,12 @@ pub async fn list(
     source: &SourceId,
     page: &PageRequest,
 ) -> Result<Page<InboundEvent>, StoreError> {
+    let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let sql = format!(
         "SELECT {COLUMNS} FROM inbound_events WHERE tenant_id = $1 AND source_id = $2
-           AND ($3::text IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
+           AND ($3::text IS NULL OR id {cmp} $3) ORDER BY id {dir} LIMIT $4"
     );
-    let rows = db.query(&sql, &[&tenant.as_str(), &source.as_str(), &page.after, &page.fetch_limit()]).await?;
+    let rows = db.query(&sql, &[&tenant.as_str(), &source.as_str(), &key, &page.fetch_limit()]).await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.id.to_string()))
 }
 

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Row};
 
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::{
@@ -106,23 +106,22 @@ pub async fn get(
     Ok(row.as_ref().map(from_row))
 }
 
-/// A page of the application's integrations, in id order (newest last unless `descending`).
+/// A page of the application's integrations, oldest first unless the page asks otherwise.
 pub async fn list(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
-    descending: bool,
     page: &PageRequest,
 ) -> Result<Page<Integration>, StoreError> {
-    let (after, order) = if descending { ("<", "DESC") } else { (">", "ASC") };
+    let Walk { key, cmp, dir } = page.walk(Order::Ascending);
     let rows = db
         .query(
             &format!(
                 "SELECT {COLUMNS} FROM integrations WHERE tenant_id = $1 AND app_id = $2
-                   AND ($3::text IS NULL OR id {after} $3)
-                 ORDER BY id {order} LIMIT $4"
+                   AND ($3::text IS NULL OR id {cmp} $3)
+                 ORDER BY id {dir} LIMIT $4"
             ),
-            &[&tenant.as_str(), &app.as_str(), &page.after, &page.fetch_limit()],
+            &[&tenant.as_str(), &app.as_str(), &key, &page.fetch_limit()],
         )
         .await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |i| i.id.to_string()))

@@ -7,7 +7,7 @@ use tokio_postgres::{GenericClient, Row};
 use super::fanout;
 use super::usage::{self, Counter};
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::ids::{AppId, MessageId, Ref, TenantId};
@@ -263,14 +263,15 @@ pub async fn list(
     page: &PageRequest,
     f: &MessageFilter,
 ) -> Result<Page<Message>, StoreError> {
+    let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let sql = format!(
         "SELECT {COLUMNS} FROM messages WHERE tenant_id = $1 AND app_id = $2
-           AND ($3::text IS NULL OR id < $3)
+           AND ($3::text IS NULL OR id {cmp} $3)
            AND ($4::text IS NULL OR $4 = ANY (channels))
            AND ($5::text[] IS NULL OR event_type = ANY ($5))
            AND ($6::timestamptz IS NULL OR created_at < $6)
            AND ($7::timestamptz IS NULL OR created_at > $7)
-         ORDER BY id DESC LIMIT $8"
+         ORDER BY id {dir} LIMIT $8"
     );
     let rows = db
         .query(
@@ -278,7 +279,7 @@ pub async fn list(
             &[
                 &tenant.as_str(),
                 &app.as_str(),
-                &page.after,
+                &key,
                 &f.channel,
                 &f.event_types,
                 &f.before,

@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio_postgres::{GenericClient, Row};
 
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::{
@@ -230,11 +230,12 @@ pub async fn resolve(db: &impl GenericClient, source_id: &SourceId) -> Result<Op
 }
 
 pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest) -> Result<Page<Source>, StoreError> {
+    let Walk { key, cmp, dir } = page.walk(Order::Ascending);
     let sql = format!(
-        "SELECT {} FROM sources WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2) ORDER BY id LIMIT $3",
+        "SELECT {} FROM sources WHERE tenant_id = $1 AND ($2::text IS NULL OR id {cmp} $2) ORDER BY id {dir} LIMIT $3",
         columns("sources")
     );
-    let rows = db.query(&sql, &[&tenant.as_str(), &page.after, &page.fetch_limit()]).await?;
+    let rows = db.query(&sql, &[&tenant.as_str(), &key, &page.fetch_limit()]).await?;
     let sources = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
     Ok(Page::from_rows(sources, page, |s| s.id.to_string()))
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::{GenericClient, Row};
 
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::ids::{AppId, EndpointId, TaskId, TenantId};
@@ -298,31 +298,24 @@ pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &TaskId) -> Res
     Ok(row.as_ref().map(from_row))
 }
 
-/// A page of the tenant's tasks, newest first unless `ascending`.
+/// A page of the tenant's tasks, newest first unless the page asks otherwise.
 pub async fn list(
     db: &impl GenericClient,
     tenant: &TenantId,
     status: Option<TaskStatus>,
     kind: Option<TaskKind>,
-    ascending: bool,
     page: &PageRequest,
 ) -> Result<Page<Task>, StoreError> {
-    let (after, order) = if ascending { (">", "ASC") } else { ("<", "DESC") };
+    let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let rows = db
         .query(
             &format!(
                 "SELECT {COLUMNS} FROM background_tasks
                  WHERE tenant_id = $1 AND ($2::smallint IS NULL OR status = $2) AND ($3::smallint IS NULL OR kind = $3)
-                   AND ($4::text IS NULL OR id {after} $4)
-                 ORDER BY id {order} LIMIT $5"
+                   AND ($4::text IS NULL OR id {cmp} $4)
+                 ORDER BY id {dir} LIMIT $5"
             ),
-            &[
-                &tenant.as_str(),
-                &status.map(TaskStatus::code),
-                &kind.map(TaskKind::code),
-                &page.after,
-                &page.fetch_limit(),
-            ],
+            &[&tenant.as_str(), &status.map(TaskStatus::code), &kind.map(TaskKind::code), &key, &page.fetch_limit()],
         )
         .await?;
     let tasks = rows.iter().map(from_row).collect();

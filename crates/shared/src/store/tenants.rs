@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Row};
 
 use super::{
-    page::{Page, PageRequest},
+    page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
 use crate::{
@@ -115,11 +115,12 @@ pub async fn find(db: &impl GenericClient, tenant: &Ref<TenantId>) -> Result<Opt
 }
 
 pub async fn list(db: &impl GenericClient, page: &PageRequest) -> Result<Page<Tenant>, StoreError> {
+    let Walk { key, cmp, dir } = page.walk(Order::Ascending);
     let sql = format!(
-        "SELECT {COLUMNS} FROM tenants WHERE deleted_at IS NULL AND id <> '{OPERATOR}' AND ($1::text IS NULL OR id > $1)
-         ORDER BY id LIMIT $2"
+        "SELECT {COLUMNS} FROM tenants WHERE deleted_at IS NULL AND id <> '{OPERATOR}' AND ($1::text IS NULL OR id {cmp} $1)
+         ORDER BY id {dir} LIMIT $2"
     );
-    let rows = db.query(&sql, &[&page.after, &page.fetch_limit()]).await?;
+    let rows = db.query(&sql, &[&key, &page.fetch_limit()]).await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |t| t.id.to_string()))
 }
 

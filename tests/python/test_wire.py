@@ -1,0 +1,149 @@
+"""Where Hookgate's wire answered other than Svix's, now answered as Svix does,
+through the official SDK where it has the call."""
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from svix.api import (
+    AppPortalAccessIn,
+    ApplicationIn,
+    EndpointHeadersIn,
+    EndpointIn,
+    EndpointPatch,
+    EventTypeIn,
+    MessageIn,
+    RecoverIn,
+    Svix,
+    SvixOptions,
+)
+from svix.api.message import message_in_raw
+from svix.exceptions import HttpError, HTTPValidationError
+
+from conftest import call
+
+
+def test_custom_headers_with_a_reserved_prefix_are_refused_naming_it(svix, sink):
+    app = svix.application.create(ApplicationIn(name="headers"))
+    for name in ["svix-custom", "X-Svix-Thing", "x-amzn-trace-id"]:
+        # Before, each was accepted and sent.
+        with pytest.raises(HTTPValidationError) as e:
+            svix.endpoint.create(app.id, EndpointIn(url=sink.url, headers={name: "1"}))
+        assert name in str(e.value.detail[0].msg) and "reserved" in str(e.value.detail[0].msg)
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    with pytest.raises(HTTPValidationError):
+        svix.endpoint.set_headers(app.id, ep.id, EndpointHeadersIn(headers={"X-Amzn-Whatever": "1"}))
+    svix.endpoint.set_headers(app.id, ep.id, EndpointHeadersIn(headers={"X-Team": "orders"}))
+    assert svix.endpoint.get_headers(app.id, ep.id).headers == {"X-Team": "orders"}
+
+
+def test_a_recovery_reaches_back_fourteen_days_at_most(svix, sink):
+    app = svix.application.create(ApplicationIn(name="recover"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    old = datetime.now(timezone.utc) - timedelta(days=15)
+    # Before, a recovery of any age was started.
+    with pytest.raises(HTTPValidationError) as e:
+        svix.endpoint.recover(app.id, ep.id, RecoverIn(since=old))
+    assert "14 days" in str(e.value.detail[0].msg)
+    assert svix.endpoint.recover(app.id, ep.id, RecoverIn(since=old + timedelta(days=2))).id
+
+
+def test_the_deprecated_rate_limit_is_answered_beside_throttle_rate(hookgate, tenant, sink):
+    key = tenant["apiKey"]
+    status, _, app = call(hookgate, "POST", "/api/v1/app", key, {"name": "rates", "rateLimit": 7})
+    assert status == 201 and app["throttleRate"] == 7 and app["rateLimit"] == 7, app
+    status, _, ep = call(hookgate, "POST", f"/api/v1/app/{app['id']}/endpoint", key, {"url": sink.url, "rateLimit": 3})
+    assert status == 201 and ep["throttleRate"] == 3 and ep["rateLimit"] == 3, ep
+
+
+def test_an_unknown_key_is_refused_in_svixs_words(hookgate):
+    status, _, body = call(hookgate, "GET", "/api/v1/app", "hgk_tnt_nope_0000")
+    assert status == 401 and body["detail"] == "Invalid token", body
+
+
+def test_a_portal_token_finds_no_other_application(svix, hookgate):
+    mine = svix.application.create(ApplicationIn(name="Mine"))
+    other = svix.application.create(ApplicationIn(name="Other"))
+    token = svix.authentication.app_portal_access(mine.id, AppPortalAccessIn()).token
+    portal = Svix(token, SvixOptions(server_url=hookgate.url, retry_schedule=[]))
+    # Before, 403: the token told that the application exists.
+    for look in (lambda: portal.application.get(other.id), lambda: portal.endpoint.list(other.id)):
+        with pytest.raises(HttpError) as e:
+            look()
+        assert e.value.status_code == 404
+    with pytest.raises(HttpError) as e:
+        portal.application.get("app_2bQJtPwGkJ1eZ4d8Xq9cV3mNoRs")
+    assert e.value.status_code == 404, "a missing one answers the same"
+
+
+def test_dashboard_access_mints_a_portal_token_for_the_application(hookgate, tenant, svix):
+    app = svix.application.create(ApplicationIn(name="dash"))
+    # Before, 404: the route was not served.
+    status, _, out = call(hookgate, "POST", f"/api/v1/auth/dashboard-access/{app.id}", tenant["apiKey"])
+    assert status == 200 and out["token"] and out["token"] in out["url"], out
+    portal = Svix(out["token"], SvixOptions(server_url=hookgate.url, retry_schedule=[]))
+    assert portal.application.get(app.id).id == app.id
+
+
+def test_an_application_made_alongside_must_carry_the_paths_uid(hookgate, tenant, svix):
+    key = tenant["apiKey"]
+    body = {"eventType": "x.y", "payload": {}, "application": {"name": "A", "uid": "other-uid"}}
+    # Before, 202 and an application under `other-uid`; a retry then got a 409 about an eventId.
+    status, _, out = call(hookgate, "POST", "/api/v1/app/inline-uid/msg", key, body)
+    assert status == 422 and "uid" in out["detail"][0]["msg"], out
+    status, _, out = call(hookgate, "POST", "/api/v1/app/inline-uid/msg", key, {**body, "application": {"name": "A"}})
+    assert status == 422, out
+    status, _, _ = call(hookgate, "GET", "/api/v1/app/other-uid", key)
+    assert status == 404, "nothing was written"
+    status, _, out = call(hookgate, "POST", "/api/v1/app/inline-uid/msg", key,
+                          {**body, "application": {"name": "A", "uid": "inline-uid"}})
+    assert status == 202, out
+    # An existing application ignores the body's, as Svix does.
+    status, _, out = call(hookgate, "POST", "/api/v1/app/inline-uid/msg", key, body)
+    assert status == 202, out
+    portal = {"application": {"name": "P", "uid": "nope"}}
+    status, _, out = call(hookgate, "POST", "/api/v1/auth/app-portal-access/portal-uid", key, portal)
+    assert status == 422, out
+    status, _, out = call(hookgate, "POST", "/api/v1/auth/app-portal-access/portal-uid", key,
+                          {"application": {"name": "P", "uid": "portal-uid"}})
+    assert status == 200 and svix.application.get("portal-uid").name == "P"
+
+
+def test_filter_types_must_name_event_types_the_tenant_has(svix, sink):
+    app = svix.application.create(ApplicationIn(name="types"))
+    svix.event_type.create(EventTypeIn(name="order.paid", description="paid"))
+    svix.event_type.create(EventTypeIn(name="order.old", description="old", archived=True))
+    # Before, both were accepted, and the endpoint silently subscribed to nothing.
+    for bad in (["order.typo"], ["order.paid", "order.old"]):
+        with pytest.raises(HTTPValidationError) as e:
+            svix.endpoint.create(app.id, EndpointIn(url=sink.url, event_types=bad))
+        assert bad[-1] in str(e.value.detail[0].msg)
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url, event_types=["order.paid"]))
+    with pytest.raises(HTTPValidationError):
+        svix.endpoint.patch(app.id, ep.id, EndpointPatch(event_types=["nope.nope"]))
+    assert svix.endpoint.patch(app.id, ep.id, EndpointPatch(description="kept")).event_types == ["order.paid"]
+
+
+def test_an_event_type_schema_that_is_no_json_schema_is_refused(hookgate, tenant, svix):
+    key = tenant["apiKey"]
+    bad = {"name": "bad-schema", "description": "I have a bad schema", "schemas": {"1": {"readOnly": 15}}}
+    # Before, 201: any JSON was kept as a schema.
+    status, _, out = call(hookgate, "POST", "/api/v1/event-type", key, bad)
+    assert status == 422 and "schemas.1" in out["detail"][0]["msg"], out
+    status, _, out = call(hookgate, "POST", "/api/v1/event-type", key,
+                          {**bad, "schemas": {"1": {"$ref": "file:///etc/hostname"}}})
+    assert status == 422 and "not loaded" in out["detail"][0]["msg"], out
+    good = {"1": {"type": "object", "properties": {"id": {"type": "string"}}}}
+    made = svix.event_type.create(EventTypeIn(name="good-schema", description="d", schemas=good))
+    assert made.schemas == good
+
+
+def test_a_raw_payload_is_sent_byte_for_byte_with_its_content_type(svix, sink):
+    app = svix.application.create(ApplicationIn(name="raw"))
+    svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    raw = '{"b":  2,   "a": 1}'
+    # Before, the receiver got `{}` (the SDK's placeholder payload).
+    svix.message.create(app.id, message_in_raw(event_type="x.raw", payload=raw))
+    svix.message.create(app.id, message_in_raw(event_type="x.raw", payload="plain words", content_type="text/plain"))
+    got = sink.wait_for(2)
+    by_type = {r["headers"]["content-type"]: r["body"] for r in got}
+    assert by_type["application/json"] == raw.encode()
+    assert by_type["text/plain"] == b"plain words"
