@@ -48,12 +48,13 @@ fn v1a_verifies(whpk: &str, header: &str, content: &[u8]) -> bool {
         .any(|sig| STANDARD.decode(sig).is_ok_and(|sig| key.verify(content, &sig).is_ok()))
 }
 
-/// The answer's status and `detail`.
+/// The answer's status and what its body says (a 422's `detail` is Svix's list
+/// of `{loc, msg, type}`).
 async fn refused(t: &Tenant<'_>, path: &str, body: Value) -> (u16, String) {
     let res = t.req(Method::POST, path).json(&body).send().await.unwrap();
     let status = res.status().as_u16();
     let body: Value = res.json().await.unwrap_or(Value::Null);
-    (status, body["detail"].as_str().unwrap_or_default().to_owned())
+    (status, body["detail"][0]["msg"].as_str().unwrap_or_default().to_owned())
 }
 
 #[tokio::test]
