@@ -323,7 +323,7 @@ async fn sweep_loop(state: AppState) {
 /// One batch as one signed request: `{"data": [message, …]}` in order, its
 /// `webhook-id` the first message's id (a retry sends the same batch under it).
 /// Documented in docs/destinations.md.
-fn batch_request(cfg: &Fifo, keys: &[Vec<u8>], rows: &[Logged], order_key: &str) -> Request {
+fn batch_request(cfg: &Fifo, keys: &[signing::EndpointSecret], rows: &[Logged], order_key: &str) -> Request {
     let data: Vec<Value> = rows.iter().map(message).collect();
     let body = serde_json::to_vec(&json!({ "data": data })).expect("JSON serialises");
     let id = rows.first().map(|r| r.msg_id.to_string()).unwrap_or_default();

@@ -11,7 +11,7 @@ use hookgate_shared::{
 };
 use serde_json::{json, Value};
 
-use crate::signing;
+use crate::signing::EndpointSecret;
 
 /// Custom headers shown by name only, in the API and in attempt records: their
 /// values are credentials.
@@ -57,12 +57,13 @@ fn purpose(app: &AppId, ep: &EndpointId) -> String {
     format!("endpoint-secret:{app}:{ep}")
 }
 
-/// Seals a `whsec_` secret for storage.
-pub fn seal(state: &AppState, tenant: &TenantId, app: &AppId, ep: &EndpointId, secret: &str) -> Vec<u8> {
-    state.config.master_key.tenant_key(tenant).seal(&purpose(app, ep), secret.as_bytes())
+/// Seals an endpoint secret for storage: its text, `whsec_…` or `whsk_…` (an
+/// Ed25519 key's secret half is never stored otherwise).
+pub fn seal(state: &AppState, tenant: &TenantId, app: &AppId, ep: &EndpointId, secret: &EndpointSecret) -> Vec<u8> {
+    state.config.master_key.tenant_key(tenant).seal(&purpose(app, ep), secret.secret_text().as_bytes())
 }
 
-/// Opens a stored secret back to its `whsec_` text.
+/// Opens a stored secret back to its text, `whsec_…` or `whsk_…`.
 pub fn open(
     state: &AppState,
     tenant: &TenantId,
@@ -74,17 +75,27 @@ pub fn open(
     String::from_utf8(text).map_err(|e| e.to_string())
 }
 
-/// The keys that sign: the current secret, and the previous one during its grace period.
+/// Opens a stored secret and reads it, of whichever kind.
+pub fn open_secret(
+    state: &AppState,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+    sealed: &[u8],
+) -> Result<EndpointSecret, String> {
+    EndpointSecret::from_stored(&open(state, tenant, app, ep, sealed)?).map_err(|e| e.to_string())
+}
+
+/// The secrets that sign: the current one, and the previous one during its
+/// grace period, whatever the kind of each (a rotation may change it).
 pub fn signing_keys(
     state: &AppState,
     tenant: &TenantId,
     app: &AppId,
     endpoint: &EndpointId,
     ep: &ClaimedEndpoint,
-) -> Result<Vec<Vec<u8>>, String> {
-    let key = |sealed: &[u8]| -> Result<Vec<u8>, String> {
-        signing::key_bytes(&open(state, tenant, app, endpoint, sealed)?).map_err(|e| e.to_string())
-    };
+) -> Result<Vec<EndpointSecret>, String> {
+    let key = |sealed: &[u8]| open_secret(state, tenant, app, endpoint, sealed);
     let mut keys = vec![key(&ep.secret)?];
     if let (Some(old), Some(until)) = (&ep.old_secret, ep.old_secret_until) {
         if until > Utc::now() {

@@ -304,11 +304,15 @@ async fn endpoint(
         sealed: STANDARD.encode(transit.seal(&purpose(SEALED_FOR, app_id, &id, &url, field), bytes)),
     };
     let base = format!("/api/v1/app/{source_app}/endpoint/{source_id}");
-    let secret = match source.get(&format!("{base}/secret")).await? {
-        Some(s) => s["key"].as_str().map(|k| seal("secret", k.as_bytes())),
-        None => None,
-    };
-    if secret.is_none() {
+    let shown = source.get(&format!("{base}/secret")).await?.and_then(|s| s["key"].as_str().map(str::to_owned));
+    // An Ed25519 endpoint shows only its `whpk_` public key, which cannot sign.
+    let public_only = shown.as_deref().is_some_and(|k| k.starts_with("whpk_"));
+    let secret = shown.filter(|_| !public_only).map(|k| seal("secret", k.as_bytes()));
+    if public_only {
+        not_carried.push(format!(
+            "endpoint `{source_id}`: its Ed25519 key (the source shows its public key only); it gets a new one"
+        ));
+    } else if secret.is_none() {
         not_carried.push(format!("endpoint `{source_id}`: its signing secret could not be read; it gets a new one"));
     }
     let headers = match source.get(&format!("{base}/headers")).await? {

@@ -45,6 +45,7 @@ settings! {
     "admin_token", "HOOKGATE_ADMIN_TOKEN", None, "The operator's bearer token; unset disables /admin.";
     "master_key", "HOOKGATE_MASTER_KEY", None, "Base64 of 32 random bytes: root of the keys that encrypt stored secrets (required).";
     "transit_key", "HOOKGATE_TRANSIT_KEY", None, "Base64 of 32 random bytes: seals endpoint secrets and custom headers in an environment export, and opens them on import (give every installation a tenant moves between the same key). Unset, exports leave them out and imports of sealed ones are refused. Tenants never see it.";
+    "default_signature_type", "HOOKGATE_DEFAULT_SIGNATURE_TYPE", Some("hmac256"), "The kind of signing secret an endpoint (or destination) gets when it is given none, Svix's `default_signature_type`: `hmac256` (a `whsec_` secret, signatures `v1,`) or `ed25519` (a `whsk_` key, signatures `v1a,`, whose `whpk_` public key `GET …/secret` shows). Existing secrets keep their kind.";
     "db_pool_size", "HOOKGATE_DB_POOL_SIZE", Some("16"), "Postgres connections per pool: a process has one pool, and one more for its delivery worker if it runs one.";
     "db_timeout_ms", "HOOKGATE_DB_TIMEOUT_MS", Some("5000"), "Timeout to connect to Postgres or wait for a pooled connection.";
     "db_statement_timeout_ms", "HOOKGATE_DB_STATEMENT_TIMEOUT_MS", Some("5000"), "Longest one database step may take: Postgres's statement_timeout, and Hookgate's own bound on waiting for an answer, so a stalled database answers 503 rather than hanging.";
@@ -106,6 +107,8 @@ pub struct Config {
     pub master_key: MasterKey,
     /// Seals secrets in environment documents (`HOOKGATE_TRANSIT_KEY`).
     pub transit_key: Option<crate::crypto::TransitKey>,
+    /// The kind of secret an endpoint gets when given none.
+    pub default_signature_type: crate::endpoint_secret::SignatureType,
     pub db_pool_size: usize,
     pub db_timeout: Duration,
     pub db_statement_timeout: Duration,
@@ -433,6 +436,7 @@ impl Config {
             admin_token,
             master_key,
             transit_key,
+            default_signature_type: raw.parse("default_signature_type")?,
             db_pool_size,
             db_timeout: raw.millis("db_timeout_ms")?,
             db_statement_timeout: raw.millis("db_statement_timeout_ms")?,
@@ -522,6 +526,7 @@ mod tests {
         assert_eq!(c.sync_lease, Duration::from_secs(60));
         assert!(c.redis_url.is_none());
         assert_eq!(c.log_format, LogFormat::Text);
+        assert_eq!(c.default_signature_type, crate::endpoint_secret::SignatureType::Hmac256);
     }
 
     /// Whole seconds: a lease longer than the timeout is at least
@@ -570,7 +575,9 @@ mod tests {
         std::fs::write(&path, "listen = \"127.0.0.1:9000\"\nsync_lease_secs = 10\nretry_schedule = [1, 2]\n").unwrap();
         let mut pairs = minimal();
         pairs.push(("HOOKGATE_SYNC_LEASE_SECS", "20"));
+        pairs.push(("HOOKGATE_DEFAULT_SIGNATURE_TYPE", "ed25519"));
         let c = Config::from_sources(Some(&path), &env(&pairs)).unwrap();
+        assert_eq!(c.default_signature_type, crate::endpoint_secret::SignatureType::Ed25519);
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.sync_lease, Duration::from_secs(20));
         assert_eq!(c.retry_schedule, vec![Duration::from_secs(1), Duration::from_secs(2)]);
@@ -640,6 +647,7 @@ mod tests {
             ("HOOKGATE_EGRESS_ALLOW_NETWORKS", "127.0.0.1/99"),
             ("HOOKGATE_LOG_FORMAT", "xml"),
             ("HOOKGATE_ADMIN_TOKEN", "short"),
+            ("HOOKGATE_DEFAULT_SIGNATURE_TYPE", "rsa"),
         ] {
             let mut pairs = minimal();
             pairs.push((var, value));

@@ -16,6 +16,7 @@ pub mod config;
 pub mod cron_schedule;
 pub mod crypto;
 pub mod db;
+pub mod endpoint_secret;
 pub mod gate;
 pub mod http;
 pub mod ids;
@@ -38,6 +39,7 @@ pub mod status;
 pub mod store;
 pub mod trace;
 pub mod whsec;
+pub mod whsk;
 
 #[cfg(test)]
 mod props;

@@ -10,7 +10,7 @@ const PREFIX: &str = "whsec_";
 pub fn generate_secret() -> String {
     let mut key = [0u8; 24];
     rand::rng().fill_bytes(&mut key);
-    format!("{PREFIX}{}", STANDARD.encode(key))
+    text(&key)
 }
 
 /// Why a given secret cannot be used.
@@ -26,6 +26,11 @@ pub fn normalise_secret(s: &str) -> Result<String, BadSecret> {
         return Err(BadSecret);
     }
     Ok(format!("{PREFIX}{body}"))
+}
+
+/// The `whsec_` text of an HMAC key.
+pub fn text(key: &[u8]) -> String {
+    format!("{PREFIX}{}", STANDARD.encode(key))
 }
 
 /// The HMAC key of a `whsec_` secret.

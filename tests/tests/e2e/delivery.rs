@@ -275,7 +275,7 @@ async fn custom_headers_are_sent_and_a_rotated_secret_signs_with_both_keys() {
     let ts: i64 = r.header("webhook-timestamp").unwrap().parse().unwrap();
     let id = msg["id"].as_str().unwrap();
     for secret in [&new, &old] {
-        let key = hookgate_egress::signing::key_bytes(secret).unwrap();
+        let key = hookgate_egress::signing::EndpointSecret::parse(secret).unwrap();
         let expected = hookgate_egress::signing::sign(&key, id, ts, &r.body);
         assert!(sigs.contains(&expected.as_str()), "{secret} signs too");
     }

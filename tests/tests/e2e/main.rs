@@ -10,6 +10,7 @@ mod chaos;
 mod delivery;
 mod delivery_faults;
 mod destination_links;
+mod ed25519;
 mod egress_proxy;
 mod engine;
 mod fairness;

@@ -195,7 +195,7 @@ async fn rotate_secret(
     body: web::Bytes,
     request: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let rotation = Rotation::asked(&optional_json::<RotateIn>(&body)?)?;
+    let rotation = Rotation::asked(&state, &optional_json::<RotateIn>(&body)?)?;
     let (app, ep) = find(&state, &key.0, &path.0, &path.1).await?;
     // The SDK's ingest rotation answers nothing (204); the new key is read with `get_secret`.
     rotate(&state, &key.0, &app, &ep.id, rotation, request.as_deref(), Rotated::NoContent).await

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use actix_web::{delete, get, http::StatusCode, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
-use hookgate_egress::{destinations::config::Config, secrets, signing, ssrf::Guard};
+use hookgate_egress::{destinations::config::Config, secrets, signing::EndpointSecret, ssrf::Guard};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -318,7 +318,7 @@ async fn insert(
 ) -> Result<HttpResponse, ApiError> {
     let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
     let id = EndpointId::generate();
-    let secret = secrets::seal(state, tenant, app, &id, &signing::generate_secret());
+    let secret = secrets::seal(state, tenant, app, &id, &EndpointSecret::generate(state.config.default_signature_type));
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let n = endpoints::lock_and_count(&*tx, tenant, app).await?;
@@ -525,7 +525,7 @@ async fn rotate_secret(
     body: web::Bytes,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let rotation = Rotation::asked(&optional_json(&body)?)?;
+    let rotation = Rotation::asked(&state, &optional_json(&body)?)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     rotate(&state, &tenant.0, &app, &ep.id, rotation, key.as_deref(), Rotated::ShowKey).await
 }

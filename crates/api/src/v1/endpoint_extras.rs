@@ -24,7 +24,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::endpoints::{find, Notify};
 use super::validate::RotateIn;
-use hookgate_egress::{secrets, signing};
+use hookgate_egress::{secrets, signing::EndpointSecret};
 use hookgate_shared::store::operational::Notice;
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -38,10 +38,11 @@ pub fn configure(cfg: &mut ServiceConfig) {
 
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
-/// An endpoint's signing secret.
+/// An endpoint's signing secret, or the public key that verifies its signatures.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct EndpointSecretOut {
-    /// `whsec_` and the secret, base64.
+    /// `whsec_` and the HMAC secret, base64; for an Ed25519 (`whsk_`) secret,
+    /// `whpk_` and its 32-byte public key, base64 (the secret key is never shown).
     key: String,
 }
 
@@ -70,28 +71,34 @@ async fn get_secret(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath
     secret_answer(&state, &tenant.0, &app, &ep)
 }
 
-/// `{"key": …}`: the endpoint's signing secret, opened.
+/// `{"key": …}`: the endpoint's signing secret, opened, or its public key.
 pub(crate) fn secret_answer(
     state: &AppState,
     tenant: &TenantId,
     app: &AppId,
     ep: &Endpoint,
 ) -> Result<HttpResponse, ApiError> {
-    let key = secrets::open(state, tenant, app, &ep.id, &ep.secret)
+    let secret = secrets::open_secret(state, tenant, app, &ep.id, &ep.secret)
         .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
-    Ok(HttpResponse::Ok().json(EndpointSecretOut { key }))
+    Ok(HttpResponse::Ok().json(EndpointSecretOut { key: secret.shown() }))
 }
 
-/// The secret a rotation sets: the body's key, normalised, or a new one.
-pub(crate) fn rotated_secret(body: &RotateIn) -> Result<String, ApiError> {
-    match &body.key {
-        Some(k) => signing::normalise_secret(k).map_err(|e| ApiError::Validation(e.to_string())),
-        None => Ok(signing::generate_secret()),
+/// The secret a caller gave (`whsec_…` or `whsk_…`; 422 saying what is wrong
+/// with it), or a new one of the operator's default kind.
+pub(crate) fn given_or_new_secret(state: &AppState, given: Option<&str>) -> Result<EndpointSecret, ApiError> {
+    match given {
+        Some(k) => EndpointSecret::parse(k).map_err(|e| ApiError::Validation(e.to_string())),
+        None => Ok(EndpointSecret::generate(state.config.default_signature_type)),
     }
 }
 
+/// The secret a rotation sets: the body's key, or a new one.
+pub(crate) fn rotated_secret(state: &AppState, body: &RotateIn) -> Result<EndpointSecret, ApiError> {
+    given_or_new_secret(state, body.key.as_deref())
+}
+
 /// The old secret keeps signing, beside the new one, for the grace period (24 h by default).
-/// Answers 200 with the new key: current Svix SDKs parse a body here.
+/// Answers 200 with the new key (an Ed25519 key's `whpk_` public key): current Svix SDKs parse a body here.
 #[utoipa::path(
     tag = "Endpoint",
     operation_id = "v1.endpoint.rotate-secret",
@@ -106,7 +113,7 @@ async fn rotate_secret(
     body: web::Bytes,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let rotation = Rotation::asked(&optional_json(&body)?)?;
+    let rotation = Rotation::asked(&state, &optional_json(&body)?)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     rotate(&state, &tenant.0, &app, &ep.id, rotation, key.as_deref(), Rotated::ShowKey).await
 }
@@ -121,13 +128,13 @@ pub(crate) enum Rotated {
 /// A rotation's body, checked (before the endpoint is looked up): the new secret
 /// and until when the old one signs beside it.
 pub(crate) struct Rotation {
-    secret: String,
+    secret: EndpointSecret,
     until: DateTime<Utc>,
 }
 
 impl Rotation {
-    pub(crate) fn asked(body: &RotateIn) -> Result<Rotation, ApiError> {
-        Ok(Rotation { until: body.old_secret_until()?, secret: rotated_secret(body)? })
+    pub(crate) fn asked(state: &AppState, body: &RotateIn) -> Result<Rotation, ApiError> {
+        Ok(Rotation { until: body.old_secret_until()?, secret: rotated_secret(state, body)? })
     }
 }
 
@@ -152,7 +159,9 @@ pub(crate) async fn rotate(
     let notice = Notice::endpoint(tenant, "endpoint.updated", app, ep);
     let woke = super::endpoints::notice(&*tx, Notify::Yes, notice).await?;
     let res = match answered {
-        Rotated::ShowKey => answer(&*tx, state, key, StatusCode::OK, &EndpointSecretOut { key: secret }).await?,
+        Rotated::ShowKey => {
+            answer(&*tx, state, key, StatusCode::OK, &EndpointSecretOut { key: secret.shown() }).await?
+        }
         Rotated::NoContent => answer_empty(&*tx, state, key, StatusCode::NO_CONTENT).await?,
     };
     tx.commit().await.map_err(StoreError::from)?;

@@ -24,7 +24,7 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 
 use super::{applications, validate};
-use hookgate_egress::{secrets, signing, ssrf::Guard};
+use hookgate_egress::{secrets, ssrf::Guard};
 use hookgate_shared::store::page::Page;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -291,10 +291,7 @@ pub(crate) async fn insert(
     key: Option<&RequestKey>,
     notify: Notify,
 ) -> Result<HttpResponse, ApiError> {
-    let secret = match made.secret {
-        Some(s) => signing::normalise_secret(s).map_err(|e| ApiError::Validation(e.to_string()))?,
-        None => signing::generate_secret(),
-    };
+    let secret = super::endpoint_extras::given_or_new_secret(state, made.secret)?;
     let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
     let id = EndpointId::generate();
     let sealed = secrets::seal(state, tenant, app, &id, &secret);

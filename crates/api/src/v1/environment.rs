@@ -149,7 +149,7 @@ pub struct EndpointDoc {
     pub throttle_rate: Option<i64>,
     #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     pub metadata: HashMap<String, String>,
-    /// The signing secret (`whsec_…`), sealed with the transit key.
+    /// The signing secret (`whsec_…`, or an Ed25519 `whsk_…` key), sealed with the transit key.
     #[serde(default)]
     pub secret: Option<Sealed>,
     /// The custom headers (a JSON object), sealed with the transit key.

@@ -11,14 +11,14 @@ use std::collections::HashMap;
 use actix_web::{post, web, HttpResponse};
 use base64::{engine::general_purpose::STANDARD, Engine};
 use chrono::Utc;
-use hookgate_egress::secrets;
+use hookgate_egress::{secrets, signing::EndpointSecret};
 use hookgate_shared::{
     crypto::TransitKey,
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
     store::{applications, endpoints, environment_imports, event_types, portals, StoreError},
-    whsec, AppState,
+    AppState,
 };
 use serde::Serialize;
 use tokio_postgres::GenericClient;
@@ -281,7 +281,7 @@ async fn upsert_endpoint(
     let place = (ctx.sealed_for, doc_app.unwrap_or_default(), e.id.as_deref().unwrap_or_default(), e.url.as_str());
     let secret = match &e.secret {
         Some(s) => Some(
-            whsec::normalise_secret(&open(ctx.transit, place, "secret", s).map_err(at)?)
+            EndpointSecret::parse(&open(ctx.transit, place, "secret", s).map_err(at)?)
                 .map_err(|err| at(ApiError::Validation(format!("`secret`: {err}"))))?,
         ),
         None => None,
@@ -336,7 +336,8 @@ async fn upsert_endpoint(
                 Some(id) => derived_id(&id, app),
                 None => EndpointId::generate(),
             };
-            let secret = secret.clone().unwrap_or_else(whsec::generate_secret);
+            let secret =
+                secret.clone().unwrap_or_else(|| EndpointSecret::generate(ctx.state.config.default_signature_type));
             let sealed = secrets::seal(ctx.state, ctx.tenant, app, &id, &secret);
             endpoints::insert(tx, ctx.tenant, app, &id, &fields, &sealed).await.map_err(conflict)?;
             tally.endpoints[0] += 1;

@@ -244,7 +244,7 @@ async fn rotate_secret(
 ) -> Result<HttpResponse, ApiError> {
     let body: RotateIn = optional_json(&body)?;
     let until = body.old_secret_until()?;
-    let secret = rotated_secret(&body)?;
+    let secret = rotated_secret(&state, &body)?;
     let (app, ep) = find(&state, &who.0, &path).await?;
     let sealed = secrets::seal(&state, &who.0, &app, &ep.id, &secret);
     // The rotation and its `Idempotency-Key` answer commit together: a retry

@@ -21,7 +21,7 @@ pub(super) async fn deliver(
     w: &Worker,
     c: &Claimed,
     ep: &ClaimedEndpoint,
-    keys: &[Vec<u8>],
+    keys: &[signing::EndpointSecret],
     envelope: &Envelope<'_>,
     payload: &[u8],
 ) -> Outcome {

@@ -331,7 +331,7 @@ pub(crate) struct Envelope<'a> {
 pub(crate) fn signed_request(
     url: &str,
     custom: &serde_json::Value,
-    keys: &[Vec<u8>],
+    keys: &[signing::EndpointSecret],
     envelope: &Envelope<'_>,
     body: Vec<u8>,
 ) -> Request {
