@@ -147,3 +147,47 @@ def test_a_raw_payload_is_sent_byte_for_byte_with_its_content_type(svix, sink):
     by_type = {r["headers"]["content-type"]: r["body"] for r in got}
     assert by_type["application/json"] == raw.encode()
     assert by_type["text/plain"] == b"plain words"
+
+
+def test_whoami_names_the_tenant_and_a_portal_tokens_application(hookgate, tenant, svix):
+    # Before, 404: the route was not served.
+    status, _, me = call(hookgate, "GET", "/api/v1/auth/whoami", tenant["apiKey"])
+    assert (status, me["envId"], me["appId"], me["permissionSource"]) == (200, tenant["id"], None, "GlobalAuthToken")
+    app = svix.application.create(ApplicationIn(name="who"))
+    token = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    status, _, me = call(hookgate, "GET", "/api/v1/auth/whoami", token)
+    assert (status, me["envId"], me["appId"], me["permissionSource"]) == (200, tenant["id"], app.id, "SvixJwt")
+    assert call(hookgate, "GET", "/api/v1/auth/whoami", "hgk_tnt_nope_0000")[0] == 401
+
+
+def test_a_portal_token_cannot_learn_of_event_types_behind_a_flag_it_lacks(hookgate, tenant, svix, sink):
+    made = call(hookgate, "POST", "/api/v1/event-type", tenant["apiKey"],
+                {"name": "beta.launch", "description": "b", "featureFlag": "beta"})
+    assert made[0] == 201, made
+    app = svix.application.create(ApplicationIn(name="flags"))
+    token = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    status, _, out = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint", token,
+                          {"url": sink.url, "filterTypes": ["beta.launch", "nope"]})
+    # Before this check learned flags, the answer named only `nope`: `beta.launch` existed.
+    assert status == 422 and "beta.launch" in out["detail"][0]["msg"], out
+    flagged = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(feature_flags=["beta"])).token
+    status, _, out = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint", flagged,
+                          {"url": sink.url, "filterTypes": ["beta.launch"]})
+    assert status == 201, out
+
+
+def test_an_event_type_name_that_would_read_as_a_prev_iterator_is_refused(hookgate, tenant):
+    status, _, out = call(hookgate, "POST", "/api/v1/event-type", tenant["apiKey"], {"name": "-c", "description": "d"})
+    assert status == 422 and "-" in out["detail"][0]["msg"], out
+
+
+def test_two_first_messages_to_a_new_application_uid_are_both_accepted(hookgate, tenant):
+    from concurrent.futures import ThreadPoolExecutor
+    body = {"eventType": "x.y", "payload": {}, "application": {"name": "N", "uid": "race-uid"}}
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: call(hookgate, "POST", "/api/v1/app/race-uid/msg", tenant["apiKey"], body),
+                            range(4)))
+    # Before, the losers of the race to make the application got 409 about an eventId.
+    assert [s for s, _, _ in got] == [202] * 4, got
+    status, _, msgs = call(hookgate, "GET", "/api/v1/app/race-uid/msg", tenant["apiKey"])
+    assert len(msgs["data"]) == 4

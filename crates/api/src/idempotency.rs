@@ -156,11 +156,13 @@ async fn claim(
     key: &str,
 ) -> Result<Result<(web::Bytes, i64), StoredResponse>, ApiError> {
     let body = read_body(req, state.config.max_body).await?;
-    let fingerprint = fingerprint(req.method(), req.uri().path_and_query().map_or("", |p| p.as_str()));
+    let target = req.uri().path_and_query().map_or("", |p| p.as_str());
+    let prints =
+        [fingerprint(req.method(), req.path(), target, &body), legacy_fingerprint(req.method(), target, &body)];
     // Bounded like every wait on Postgres; no connection is held while the handler runs.
     let claim = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        idempotency::claim(&**conn, scope, key, &fingerprint, state.config.idempotency_ttl).await
+        idempotency::claim(&**conn, scope, key, &prints, state.config.idempotency_ttl).await
     })
     .await?;
     match claim {
@@ -208,15 +210,47 @@ pub(crate) async fn read_body(req: &mut ServiceRequest, limit: usize) -> Result<
     Ok(buf.freeze())
 }
 
-/// Method and path (with its query): what a key is bound to. The body is not,
-/// as Svix's keys are not: a retry whose body changed (a new timestamp in it, say)
-/// gets the first answer again rather than a second effect.
-fn fingerprint(method: &Method, path: &str) -> Vec<u8> {
+/// What a key is bound to: the method and the path with its query. The body is
+/// not, as Svix's keys are not: a retry whose body changed (a new timestamp in
+/// it, say) gets the first answer again rather than a second effect. Except where
+/// the answer is a credential ([`mints_credential`]): a request for a read-only
+/// or shorter-lived token must not be answered with the read-write one an
+/// earlier body asked for, so there the body counts too.
+fn fingerprint(method: &Method, path: &str, target: &str, body: &[u8]) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update(b"v2\0");
+    h.update(method.as_str());
+    h.update([0]);
+    h.update(target);
+    if mints_credential(path) {
+        h.update([0]);
+        h.update(body);
+    }
+    h.finalize().to_vec()
+}
+
+/// The fingerprint the previous release stored (method, path and body): a
+/// retry of the very same request across an upgrade still finds its key.
+fn legacy_fingerprint(method: &Method, target: &str, body: &[u8]) -> Vec<u8> {
     let mut h = Sha256::new();
     h.update(method.as_str());
     h.update([0]);
-    h.update(path);
+    h.update(target);
+    h.update([0]);
+    h.update(body);
     h.finalize().to_vec()
+}
+
+/// The `POST`s whose answer carries a credential shaped by the body: a tenant
+/// and its first API key, an API key, a portal token, an integration's key.
+fn mints_credential(path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    path == "/admin/v1/tenant"
+        || path.ends_with("/api-key")
+        || path.ends_with("/integration")
+        || path.ends_with("/key/rotate")
+        || path.starts_with("/api/v1/auth/app-portal-access/")
+        || path.starts_with("/api/v1/auth/dashboard-access/")
 }
 
 /// Keeps the response for replay, or releases the key after a server-side failure
@@ -233,8 +267,10 @@ async fn remember(state: &AppState, held: &Held, res: ServiceResponse<BoxBody>) 
         Ok(b) => b,
         Err(_) => web::Bytes::new(),
     };
-    // A 5xx, or a 429 (a quota said "later"): the retry must run again, not replay.
-    if status.is_server_error() || status == actix_web::http::StatusCode::TOO_MANY_REQUESTS {
+    // Only a success is kept, as Svix keeps only those: after a 4xx (nothing was
+    // done) the retry runs again, so a corrected body is not answered the first
+    // refusal; after a 5xx or a 429 (a quota said "later") it must run again too.
+    if !status.is_success() {
         forget(state, held).await;
         return ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body());
     }

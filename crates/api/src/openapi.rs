@@ -157,8 +157,9 @@ fn idempotency_key() -> Parameter {
         .required(Required::False)
         .description(Some(
             "Makes a retried POST safe: the first answer is kept (24 hours by default) and given again, \
-             with `Idempotent-Replayed: true`, to a retry with the same key on the same path, whatever its body (as Svix); the same key on \
-             another path answers 422, and while the first still runs, 409.",
+             with `Idempotent-Replayed: true`, to a retry with the same key on the same path, whatever its body (as Svix), but for answers that \
+             carry a credential (a portal token, an API key), which another body may not get (422); the same \
+             key on another path answers 422, and while the first still runs, 409. Only 2xx answers are kept.",
         ))
         .schema(Some(String::schema()))
         .build()

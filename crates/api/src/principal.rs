@@ -151,9 +151,13 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     if rest.starts_with("/api/v1/event-type") {
         return allowed(method == "GET");
     }
-    // A token may end itself (Svix's `logout`), and nothing else of `auth`.
+    // A token may end itself (Svix's `logout`) and ask what it is (`whoami`), and
+    // nothing else of `auth`.
     if rest == "/api/v1/auth/logout" {
         return allowed(method == "POST");
+    }
+    if rest == "/api/v1/auth/whoami" {
+        return allowed(method == "GET");
     }
     let Some(after) = rest.strip_prefix("/api/v1/app/") else { return PortalAccess::Denied };
     let (app, sub) = after.split_once('/').unwrap_or((after, ""));
@@ -208,6 +212,8 @@ mod tests {
         assert!(!ok("POST", "/api/v1/app/app_1/msg"));
         assert!(!ok("POST", "/api/v1/auth/app-portal-access/app_1"));
         assert!(ok("POST", "/api/v1/auth/logout"));
+        assert!(ok("GET", "/api/v1/auth/whoami"));
+        assert!(!ok("GET", "/api/v1/auth/whoami/x"));
         assert!(!ok("POST", "/api/v1/auth/app/app_1/expire-all"));
         assert!(!ok("GET", "/api/v1/app/app_1/integration"));
     }

@@ -253,7 +253,14 @@ impl Publisher {
                 if let Some(why) = inline.refusal {
                     return Err(PublishError::Invalid(why));
                 }
-                self.with_new_app(tenant, inline, &new).await?
+                match self.with_new_app(tenant, inline, &new).await {
+                    // Another request made the application first (its uid is
+                    // taken): publish to it, as if it had been there all along.
+                    Err(PublishError::Conflict) => {
+                        self.single(tenant, app, &new).await?.ok_or(PublishError::Conflict)?
+                    }
+                    made => made?,
+                }
             }
         };
         if fanned > 0 {

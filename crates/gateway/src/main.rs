@@ -216,7 +216,7 @@ async fn tenant(cmd: TenantCommand, config: Config) -> anyhow::Result<()> {
                 if p.done {
                     break;
                 }
-                page = hookgate_shared::store::page::PageRequest::new(Some(250), p.iterator);
+                page = hookgate_shared::store::page::PageRequest::following(250, p.iterator);
             }
         }
     }

@@ -353,13 +353,13 @@ async fn a_slow_request_can_neither_release_nor_answer_for_the_key_its_successor
     let pool = db::pool(&db.url, 2, Duration::from_secs(2), Duration::from_secs(5), db::Plans::Chosen).unwrap();
     let conn = db::conn(&pool).await.unwrap();
     let ttl = Duration::from_secs(3600);
-    let Claim::Run(first) = idempotency::claim(&**conn, "tnt_x", "k", b"fp", ttl).await.unwrap() else {
+    let Claim::Run(first) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
         panic!("the first request runs")
     };
     // It runs past the takeover delay: the client's retry takes the key over.
     let client = db.client().await;
     client.execute("UPDATE idempotency_keys SET created_at = now() - interval '2 minutes'", &[]).await.unwrap();
-    let Claim::Run(second) = idempotency::claim(&**conn, "tnt_x", "k", b"fp", ttl).await.unwrap() else {
+    let Claim::Run(second) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
         panic!("the retry takes the key over")
     };
     assert_ne!(first, second);
@@ -370,7 +370,7 @@ async fn a_slow_request_can_neither_release_nor_answer_for_the_key_its_successor
     assert!(!idempotency::finish(&**conn, "tnt_x", "k", first, &late).await.unwrap());
     let own = StoredResponse { status: 201, headers: vec![], body: b"own".to_vec() };
     assert!(idempotency::finish(&**conn, "tnt_x", "k", second, &own).await.unwrap());
-    let Claim::Replay(kept) = idempotency::claim(&**conn, "tnt_x", "k", b"fp", ttl).await.unwrap() else {
+    let Claim::Replay(kept) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
         panic!("the key replays")
     };
     assert_eq!((kept.status, kept.body), (201, b"own".to_vec()));

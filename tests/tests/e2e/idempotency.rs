@@ -30,16 +30,74 @@ async fn the_same_key_and_body_replays_the_first_response() {
 #[tokio::test]
 async fn the_same_key_with_a_different_body_replays_the_first_answer() {
     let app = TestApp::spawn().await;
-    let first = create(&app, "k2", json!({"name": "Acme"})).send().await.unwrap();
+    let t = app.tenant().await;
+    let make = |name: &str| {
+        t.req(Method::POST, "/api/v1/app").header("Idempotency-Key", "k2").json(&json!({"name": name})).send()
+    };
+    let first = make("Acme").await.unwrap();
     assert_eq!(first.status(), 201);
     let first: Value = first.json().await.unwrap();
-    let res = create(&app, "k2", json!({"name": "Other"})).send().await.unwrap();
+    let res = make("Other").await.unwrap();
     assert_eq!(res.status(), 201);
     assert_eq!(res.headers()["idempotent-replayed"], "true");
     let again: Value = res.json().await.unwrap();
-    assert_eq!(again, first, "the first tenant again, and no second one made");
-    let listed: Value = app.admin(Method::GET, "/admin/v1/tenant").send().await.unwrap().json().await.unwrap();
-    assert_eq!(listed["data"].as_array().unwrap().len(), 1);
+    assert_eq!(again, first, "the first application again, and no second one made");
+    assert_eq!(t.get("/api/v1/app").await["data"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_credential_is_never_replayed_to_another_body() {
+    let app = TestApp::spawn().await;
+    // A tenant and its API key.
+    assert_eq!(create(&app, "k2c", json!({"name": "Acme"})).send().await.unwrap().status(), 201);
+    let res = create(&app, "k2c", json!({"name": "Other"})).send().await.unwrap();
+    assert_eq!(res.status(), 422, "not the first tenant's API key");
+    // A read-write portal token is not the answer to a request for a read-only one.
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let portal = |body: Value| {
+        t.req(Method::POST, &format!("/api/v1/auth/app-portal-access/{a}"))
+            .header("Idempotency-Key", "k2p")
+            .json(&body)
+            .send()
+    };
+    assert_eq!(portal(json!({"readOnly": false})).await.unwrap().status(), 200);
+    let res = portal(json!({"readOnly": true})).await.unwrap();
+    assert_eq!(res.status(), 422);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["code"], "idempotency_key_reused");
+    assert_eq!(portal(json!({"readOnly": false})).await.unwrap().headers()["idempotent-replayed"], "true");
+}
+
+#[tokio::test]
+async fn a_refusal_is_not_kept_so_a_corrected_retry_runs() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let make = |body: Value| t.req(Method::POST, "/api/v1/app").header("Idempotency-Key", "k2r").json(&body).send();
+    assert_eq!(make(json!({"name": ""})).await.unwrap().status(), 422);
+    let fixed = make(json!({"name": "Fixed"})).await.unwrap();
+    assert_eq!(fixed.status(), 201, "the corrected body runs, not the first 422 replayed");
+    assert!(fixed.headers().get("idempotent-replayed").is_none());
+}
+
+#[tokio::test]
+async fn a_key_stored_by_the_previous_release_is_still_the_same_request() {
+    use sha2::{Digest, Sha256};
+    let app = TestApp::spawn().await;
+    let t = app.tenant().await;
+    let body = json!({"name": "Before the upgrade"});
+    let first = t.req(Method::POST, "/api/v1/app").header("Idempotency-Key", "k2u").json(&body).send().await.unwrap();
+    assert_eq!(first.status(), 201);
+    // The previous release bound a key to method, path and body: rewrite the row so.
+    let mut h = Sha256::new();
+    h.update(b"POST\0/api/v1/app\0");
+    h.update(serde_json::to_vec(&body).unwrap());
+    let legacy = h.finalize().to_vec();
+    let db = app.db.client().await;
+    let n = db.execute("UPDATE idempotency_keys SET fingerprint = $1 WHERE key = 'k2u'", &[&legacy]).await.unwrap();
+    assert_eq!(n, 1);
+    let again = t.req(Method::POST, "/api/v1/app").header("Idempotency-Key", "k2u").json(&body).send().await.unwrap();
+    assert_eq!((again.status().as_u16(), again.headers()["idempotent-replayed"].to_str().unwrap()), (201, "true"));
 }
 
 #[tokio::test]

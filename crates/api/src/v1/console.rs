@@ -167,7 +167,7 @@ async fn inbound_keys(
         if found.done || seen >= MAX_SOURCES {
             return Ok(keys);
         }
-        page = PageRequest::new(Some(250), found.iterator);
+        page = PageRequest::following(250, found.iterator);
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::idempotency::{answer, RequestKey};
-use crate::{Maybe, PageQuery, TenantAuth};
+use crate::{FeatureFlags, Maybe, PageQuery, TenantAuth};
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -177,13 +177,16 @@ impl EndpointIn {
 
 /// Refuses `filterTypes` naming an event type the tenant does not have (or has
 /// archived), as Svix does: a typo would otherwise subscribe to nothing, silently.
+/// A type behind a feature flag the caller (a portal token) lacks is unknown to
+/// it here as everywhere else.
 pub(crate) async fn check_types_exist(
     db: &impl tokio_postgres::GenericClient,
     tenant: &TenantId,
+    flags: &FeatureFlags,
     types: Option<&[String]>,
 ) -> Result<(), ApiError> {
     let Some(types) = types.filter(|t| !t.is_empty()) else { return Ok(()) };
-    let unknown = event_types::unknown(db, tenant, types).await?;
+    let unknown = event_types::unknown(db, tenant, types, flags.0.as_deref()).await?;
     if unknown.is_empty() {
         return Ok(());
     }
@@ -253,6 +256,7 @@ async fn list(
 #[post("/app/{app_id}/endpoint")]
 async fn create(
     tenant: TenantAuth,
+    flags: FeatureFlags,
     state: web::Data<AppState>,
     path: web::Path<Ref<AppId>>,
     body: web::Json<EndpointIn>,
@@ -261,7 +265,7 @@ async fn create(
     let fields = body.fields(&allowed(&state, &tenant.0).await?)?;
     let headers = body.checked_headers()?;
     let app = applications::find(&state, &tenant, &path).await?;
-    check_types_exist(&**db::conn(&state.db).await?, &tenant.0, fields.event_types.as_deref()).await?;
+    check_types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, fields.event_types.as_deref()).await?;
     let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers };
     insert(&state, &tenant.0, &app.id, made, key.as_deref(), Notify::Yes).await
 }
@@ -355,12 +359,13 @@ async fn get_one(
 #[put("/app/{app_id}/endpoint/{endpoint_id}")]
 async fn update(
     tenant: TenantAuth,
+    flags: FeatureFlags,
     state: web::Data<AppState>,
     path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let mut fields = body.fields(&allowed(&state, &tenant.0).await?)?;
-    check_types_exist(&**db::conn(&state.db).await?, &tenant.0, fields.event_types.as_deref()).await?;
+    check_types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, fields.event_types.as_deref()).await?;
     match find(&state, &tenant, &path.0, &path.1).await {
         Ok((app, ep)) => save(&state, &tenant.0, &app, &ep.id, &fields, Notify::Yes).await,
         Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
@@ -379,6 +384,7 @@ async fn update(
 #[patch("/app/{app_id}/endpoint/{endpoint_id}")]
 async fn patch_one(
     tenant: TenantAuth,
+    flags: FeatureFlags,
     state: web::Data<AppState>,
     path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     body: web::Json<EndpointPatch>,
@@ -387,7 +393,7 @@ async fn patch_one(
     let (app, found) = find(&state, &tenant, &path.0, &path.1).await?;
     let allow = allowed(&state, &tenant.0).await?;
     if let Maybe::Value(types) = &p.event_types {
-        check_types_exist(&**db::conn(&state.db).await?, &tenant.0, Some(types)).await?;
+        check_types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, Some(types)).await?;
     }
     // Read, merged and written under the row's lock: fields the PATCH does not
     // name keep what they hold at its commit, not what they held when it started.

@@ -187,7 +187,7 @@ async fn export(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse
         let next = got.iterator.clone();
         types.extend(got.data);
         match next.filter(|_| !got.done && types.len() < MOST_EVENT_TYPES) {
-            Some(after) => page = hookgate_shared::store::page::PageRequest::new(Some(250), Some(after)),
+            Some(after) => page = hookgate_shared::store::page::PageRequest::following(250, Some(after)),
             None => break,
         }
     }

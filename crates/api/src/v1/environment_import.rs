@@ -124,6 +124,9 @@ pub async fn import_report(
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     for t in doc.event_types.iter().flatten() {
         validate::uid("eventTypes[].name", &t.name)?;
+        if t.name.starts_with('-') {
+            return Err(ApiError::Validation("`eventTypes[].name` must not start with `-`".into()));
+        }
         let flag = match (&t.feature_flag, t.feature_flags.as_deref()) {
             (Some(f), _) => Some(f.clone()),
             (None, None | Some([])) => None,

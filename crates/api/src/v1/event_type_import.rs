@@ -209,8 +209,10 @@ fn read_webhooks(spec: &Value) -> Result<Vec<FromSpec>, ApiError> {
     let mut out = Vec::with_capacity(hooks.len());
     let budget = expand::Budget::new(MOST_INLINED_BYTES);
     for (name, item) in hooks {
-        if !hookgate_shared::ids::is_uid(name) {
-            return Err(bad(format!("webhook `{name}`: an event type name is 1 to 256 of a-z A-Z 0-9 - _ .")));
+        if !hookgate_shared::ids::is_uid(name) || name.starts_with('-') {
+            return Err(bad(format!(
+                "webhook `{name}`: an event type name is 1 to 256 of a-z A-Z 0-9 - _ ., not starting with -"
+            )));
         }
         // The operation: `post` as webhooks are sent, else the item's first one.
         let op = item

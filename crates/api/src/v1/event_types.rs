@@ -83,6 +83,10 @@ impl From<EventType> for EventTypeOut {
 
 fn to_row(name: String, b: EventTypeIn) -> Result<EventType, ApiError> {
     validate::uid("name", &name)?;
+    // A list's `-name` iterator pages back: a name that starts so could not be paged past.
+    if name.starts_with('-') {
+        return Err(ApiError::Validation("`name` must not start with `-`".into()));
+    }
     if let Some(f) = &b.feature_flag {
         validate::uid("featureFlag", f)?;
     }

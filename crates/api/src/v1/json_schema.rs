@@ -1,5 +1,10 @@
 //! An event type's `schemas` checked as JSON Schemas (draft 7 unless a schema
 //! names its own `$schema`), as Svix checks them: a schema that is not one is 422.
+//!
+//! Compiling a schema compiles its regular expressions, whose cost a tenant
+//! chooses: the schemas are bounded first ([`bounded`]), each pattern compiled
+//! here within a small automaton budget, so that the compiler never meets one
+//! that could take seconds or megabytes.
 
 use boon::{Compiler, Draft, Schemas, UrlLoader};
 use hookgate_shared::http::ApiError;
@@ -22,6 +27,7 @@ pub fn check(schemas: &Value) -> Result<(), ApiError> {
     let Some(versions) = schemas.as_object() else {
         return Err(ApiError::Validation("`schemas` must be an object of versions to JSON Schemas".into()));
     };
+    bounded(schemas).map_err(|e| ApiError::Validation(format!("`schemas`: {e}")))?;
     for (version, schema) in versions {
         compile(schema).map_err(|e| ApiError::Validation(format!("`schemas.{version}` is not a JSON Schema: {e}")))?;
     }
@@ -47,6 +53,60 @@ fn compile(schema: &Value) -> Result<(), String> {
     })
 }
 
+/// The most an event type's schemas may hold: values in all, regular expressions
+/// (`pattern`s and `patternProperties` keys), and bytes in one expression; and
+/// the automaton one expression may compile to.
+const MOST_VALUES: usize = 20_000;
+const MOST_PATTERNS: usize = 64;
+const MOST_PATTERN_BYTES: usize = 512;
+const PATTERN_BUDGET: usize = 64 << 10;
+
+/// Refuses schemas beyond the bounds above, before any is compiled: a schema of
+/// thousands of `\d` costs the compiler time growing with their square, and one
+/// `\p{L}{1000}` megabytes.
+fn bounded(schemas: &Value) -> Result<(), String> {
+    let (mut values, mut patterns) = (0usize, Vec::new());
+    let mut stack = vec![schemas];
+    while let Some(v) = stack.pop() {
+        values += 1;
+        if values > MOST_VALUES {
+            return Err(format!("more than {MOST_VALUES} values"));
+        }
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => {
+                for (k, child) in map {
+                    match (k.as_str(), child) {
+                        ("pattern", Value::String(p)) => patterns.push(p.as_str()),
+                        ("patternProperties", Value::Object(props)) => {
+                            patterns.extend(props.keys().map(String::as_str))
+                        }
+                        _ => {}
+                    }
+                    stack.push(child);
+                }
+            }
+            _ => {}
+        }
+    }
+    if patterns.len() > MOST_PATTERNS {
+        return Err(format!("more than {MOST_PATTERNS} regular expressions"));
+    }
+    for p in patterns {
+        if p.len() > MOST_PATTERN_BYTES {
+            return Err(format!("a regular expression is longer than {MOST_PATTERN_BYTES} bytes"));
+        }
+        // A JSON Schema pattern is ECMA 262; where it is not also this crate's
+        // syntax, the compiler below says so.
+        if let Err(e) = regex::RegexBuilder::new(p).size_limit(PATTERN_BUDGET).dfa_size_limit(PATTERN_BUDGET).build() {
+            if matches!(e, regex::Error::CompiledTooBig(_)) {
+                return Err(format!("the regular expression `{}` is too large", shorten(p)));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An error as told back: at most 300 characters of it.
 fn shorten(s: &str) -> String {
     s.chars().take(300).collect()
@@ -66,6 +126,22 @@ mod tests {
         let good = json!({"1": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}});
         assert!(check(&good).is_ok());
         assert!(check(&json!({})).is_ok());
+    }
+
+    #[test]
+    fn schemas_whose_expressions_would_cost_seconds_or_megabytes_are_refused_before_compiling() {
+        let many_classes = "\\d".repeat(300);
+        assert!(check(&json!({"1": {"type": "string", "pattern": many_classes}})).is_err(), "longer than allowed");
+        let huge = json!({"1": {"type": "string", "pattern": "\\p{L}{1000}"}});
+        let err = check(&huge).unwrap_err().to_string();
+        assert!(err.contains("too large"), "{err}");
+        let props: serde_json::Map<_, _> = (0..65).map(|i| (format!("p{i}"), json!({"pattern": "a"}))).collect();
+        assert!(check(&json!({"1": {"type": "object", "properties": props}})).is_err(), "more than 64 patterns");
+        let keys: serde_json::Map<_, _> = (0..65).map(|i| (format!("^k{i}$"), json!({}))).collect();
+        assert!(check(&json!({"1": {"patternProperties": keys}})).is_err());
+        let wide: Vec<_> = (0..20_001).collect();
+        assert!(check(&json!({"1": {"examples": wide}})).is_err(), "more than 20000 values");
+        assert!(check(&json!({"1": {"type": "string", "pattern": "^[a-z]{1,32}\\d*$"}})).is_ok());
     }
 
     #[test]

@@ -67,11 +67,11 @@ fn body_of(body: &MessageIn) -> Result<(Vec<u8>, String), ApiError> {
     let json = || (body.payload.get().as_bytes().to_vec(), "application/json".to_owned());
     let Some(params) = &body.transformations_params else { return Ok(json()) };
     let Some(raw) = &params.raw_payload else { return Ok(json()) };
-    let content_type = params
-        .headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        .map_or("application/json", |(_, v)| v.as_str());
+    let mut named = params.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+    let content_type = named.next().map_or("application/json", |(_, v)| v.as_str());
+    if named.next().is_some() {
+        return Err(ApiError::Validation("`transformationsParams.headers` names `content-type` twice".into()));
+    }
     if content_type.is_empty() || content_type.len() > 256 || content_type.bytes().any(|b| b.is_ascii_control()) {
         return Err(ApiError::Validation(
             "`transformationsParams.headers.content-type` must be 1 to 256 printable characters".into(),

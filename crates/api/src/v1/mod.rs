@@ -15,6 +15,7 @@ pub(crate) mod endpoints;
 pub mod environment;
 pub mod environment_import;
 mod event_type_import;
+mod event_type_schedule;
 mod event_types;
 pub mod expand;
 mod inbound_events;
@@ -33,6 +34,7 @@ pub(crate) mod transformation_try;
 pub(crate) mod transformations;
 pub(crate) mod usage;
 pub(crate) mod validate;
+mod whoami;
 
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -54,6 +56,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     poller::configure(cfg);
     endpoint_activity::configure(cfg);
     event_types::configure(cfg);
+    event_type_schedule::configure(cfg);
     event_type_import::configure(cfg);
     attempts::configure(cfg);
     portal::configure(cfg);
@@ -68,4 +71,5 @@ pub fn configure(cfg: &mut ServiceConfig) {
     tasks::configure(cfg);
     transformations::configure(cfg);
     statistics::configure(cfg);
+    whoami::configure(cfg);
 }

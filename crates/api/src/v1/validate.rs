@@ -82,11 +82,11 @@ impl RotateIn {
     }
 }
 
-/// Header names Hookgate sets itself; an endpoint may not override them.
 /// Prefixes no custom header may have, as Svix refuses them: its own headers,
 /// and those a load balancer in front of a receiver (AWS's) sets.
 const RESERVED_PREFIXES: &[&str] = &["svix-", "x-svix-", "x-amzn-"];
 
+/// Header names Hookgate sets itself; an endpoint may not override them.
 const RESERVED: &[&str] = &[
     "host",
     "content-length",

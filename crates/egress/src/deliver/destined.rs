@@ -84,5 +84,6 @@ pub(super) async fn deliver(
         "content-type": envelope.content_type,
     })
     .to_string();
-    finish(w, c, ep.url.clone(), sent, recorded, payload.len() as i64)
+    let own = super::prepare::own_schedule(w, c, sent.outcome == super::send::Outcome::Success).await;
+    finish(w, c, ep.url.clone(), sent, recorded, payload.len() as i64, own.as_deref())
 }

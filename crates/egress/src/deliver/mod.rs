@@ -23,6 +23,7 @@ pub mod send;
 mod shares;
 mod throttle;
 mod transformed;
+mod type_schedule;
 mod wakes;
 
 use std::{
@@ -86,6 +87,8 @@ pub struct Worker {
     transforms: transformed::Transforms,
     /// Connections kept to destinations other than HTTP.
     destinations: crate::destinations::Publishers,
+    /// Event types' own retry schedules, read when an attempt fails.
+    schedules: type_schedule::TypeSchedules,
 }
 
 /// A finished delivery and the concurrency permit it holds until it is recorded.
@@ -128,6 +131,7 @@ impl Worker {
             pressure: Default::default(),
             transforms,
             destinations: Default::default(),
+            schedules: Default::default(),
         }
     }
 

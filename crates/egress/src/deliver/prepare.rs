@@ -111,7 +111,10 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
                     (h.url, h.method == Method::Put, h.payload, ct)
                 }
                 Applied::Cancel => return Outcome { status: DeliveryStatus::Canceled, ..untried(&c) },
-                Applied::Failed(e) => return transformation_failed(w, &c, &ep.url, &e),
+                Applied::Failed(e) => {
+                    let own = own_schedule(w, &c, false).await;
+                    return transformation_failed(w, &c, &ep.url, &e, own.as_deref());
+                }
                 Applied::Unreadable(e) => {
                     tracing::warn!(error = %e, endpoint = %c.endpoint_id, "the transformation could not be read; delivery waits");
                     return due_again(&c, Duration::from_secs(1));
@@ -181,10 +184,21 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
         }
     };
     let sent = sender.send_traced(request, span, bound).await;
-    finish(w, &c, url, sent, request_headers, bytes)
+    let own = own_schedule(w, &c, sent.outcome == send::Outcome::Success).await;
+    finish(w, &c, url, sent, request_headers, bytes, own.as_deref())
 }
 
-/// An attempt made: its record, and the delivery's next state.
+/// The event type's own retry schedule, read only for a failed attempt (`None`:
+/// the operator's default, or a success, which needs none).
+pub(super) async fn own_schedule(w: &Worker, c: &Claimed, success: bool) -> Option<std::sync::Arc<[Duration]>> {
+    if success || c.trigger == Trigger::Manual || c.event_type.is_empty() {
+        return None;
+    }
+    w.schedules.of(w.state(), &c.tenant_id, &c.event_type).await
+}
+
+/// An attempt made: its record, and the delivery's next state, on the event
+/// type's own schedule (`own`) or the default.
 pub(super) fn finish(
     w: &Worker,
     c: &Claimed,
@@ -192,6 +206,7 @@ pub(super) fn finish(
     sent: send::Sent,
     request_headers: String,
     bytes: i64,
+    own: Option<&[Duration]>,
 ) -> Outcome {
     w.metrics.duration.observe(sent.duration.as_secs_f64());
     w.metrics.attempt(c.tenant_id.as_str(), sent.outcome.label());
@@ -213,7 +228,7 @@ pub(super) fn finish(
         out.status = DeliveryStatus::Success;
     } else if c.trigger != Trigger::Manual && !out.disable_endpoint {
         let made = c.attempts as usize + 1;
-        if let Some(delay) = schedule::next_delay(&w.cfg.retry_schedule, made, sent.retry_after) {
+        if let Some(delay) = schedule::next_delay(own.unwrap_or(&w.cfg.retry_schedule), made, sent.retry_after) {
             out.status = DeliveryStatus::Pending;
             out.next_attempt_at = Some(Utc::now() + delay);
         }
@@ -224,7 +239,13 @@ pub(super) fn finish(
 
 /// A transformation that failed: an attempt made and failed, its reason in the log
 /// (no request went out), retried on the schedule like any failed attempt.
-fn transformation_failed(w: &Worker, c: &Claimed, url: &str, e: &crate::transform::TransformError) -> Outcome {
+fn transformation_failed(
+    w: &Worker,
+    c: &Claimed,
+    url: &str,
+    e: &crate::transform::TransformError,
+    own: Option<&[Duration]>,
+) -> Outcome {
     tracing::info!(msg = %c.msg_id, endpoint = %c.endpoint_id, error = %e, "transformation failed; attempt failed");
     w.metrics.attempt(c.tenant_id.as_str(), "transformation_failed");
     let mut out = untried(c);
@@ -240,7 +261,7 @@ fn transformation_failed(w: &Worker, c: &Claimed, url: &str, e: &crate::transfor
         bytes: 0,
     });
     if c.trigger != Trigger::Manual {
-        if let Some(delay) = schedule::next_delay(&w.cfg.retry_schedule, c.attempts as usize + 1, None) {
+        if let Some(delay) = schedule::next_delay(own.unwrap_or(&w.cfg.retry_schedule), c.attempts as usize + 1, None) {
             out.status = DeliveryStatus::Pending;
             out.next_attempt_at = Some(Utc::now() + delay);
         }

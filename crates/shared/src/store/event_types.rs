@@ -166,15 +166,22 @@ pub async fn live_except(
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// Those of `names` that are no live event type of the tenant (none, or archived),
-/// in the order given: what an endpoint may not subscribe to.
-pub async fn unknown(db: &impl GenericClient, tenant: &TenantId, names: &[String]) -> Result<Vec<String>, StoreError> {
+/// Those of `names` that are no live event type of the tenant (none, archived,
+/// or behind a feature flag not in `flags`, when the caller has flags), in the
+/// order given: what an endpoint may not subscribe to.
+pub async fn unknown(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    names: &[String],
+    flags: Option<&[String]>,
+) -> Result<Vec<String>, StoreError> {
     let rows = db
         .query(
             "SELECT n FROM unnest($2::text[]) WITH ORDINALITY AS u (n, i)
-             WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.tenant_id = $1 AND t.name = u.n AND NOT t.archived)
+             WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.tenant_id = $1 AND t.name = u.n AND NOT t.archived
+                AND ($3::text[] IS NULL OR t.feature_flag IS NULL OR t.feature_flag = ANY ($3)))
              ORDER BY i",
-            &[&tenant.as_str(), &names],
+            &[&tenant.as_str(), &names, &flags],
         )
         .await?;
     Ok(rows.iter().map(|r| r.get(0)).collect())

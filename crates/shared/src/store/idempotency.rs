@@ -34,13 +34,17 @@ pub enum Claim {
 /// A `running` row older than this belonged to a process that died; it is taken over.
 const STALE_RUNNING: Duration = Duration::from_secs(60);
 
+/// Claims `key` for the request whose fingerprints are `prints`: the first is
+/// stored; a row holding any of them is the same request (the others are the
+/// forms earlier releases stored).
 pub async fn claim(
     db: &impl GenericClient,
     scope: &str,
     key: &str,
-    fingerprint: &[u8],
+    prints: &[Vec<u8>],
     ttl: Duration,
 ) -> Result<Claim, StoreError> {
+    let fingerprint = &prints[0];
     let ttl_secs = ttl.as_secs_f64();
     let token: i64 = rand::random();
     let stale_secs = STALE_RUNNING.as_secs_f64();
@@ -57,9 +61,9 @@ pub async fn claim(
                     headers = NULL, body = NULL, created_at = now(), claim_token = EXCLUDED.claim_token
                 WHERE k.created_at < now() - make_interval(secs => $4)
                    OR (k.state = 'running' AND k.created_at < now() - make_interval(secs => $5)
-                       AND k.fingerprint = EXCLUDED.fingerprint)
+                       AND k.fingerprint = ANY ($7))
              RETURNING 1",
-            &[&scope, &key, &fingerprint, &ttl_secs, &stale_secs, &token],
+            &[&scope, &key, &fingerprint, &ttl_secs, &stale_secs, &token, &prints],
         )
         .await?;
     if claimed.is_some() {
@@ -77,7 +81,7 @@ pub async fn claim(
         return Ok(Claim::Running);
     };
     let stored_fp: Vec<u8> = row.get(0);
-    if !crate::crypto::secrets_equal(&stored_fp, fingerprint) {
+    if !prints.iter().any(|p| crate::crypto::secrets_equal(&stored_fp, p)) {
         return Ok(Claim::Mismatch);
     }
     let state: String = row.get(1);

@@ -61,6 +61,7 @@ pub mod statistics;
 pub mod tasks;
 pub mod tenants;
 pub mod transformations;
+pub mod type_schedules;
 pub mod usage;
 pub mod volume;
 pub mod wakes;

@@ -69,6 +69,12 @@ impl PageRequest {
         }
     }
 
+    /// The page after `last`, for code that walks a whole list itself: the id is
+    /// taken as it is, never read as a `-id` (an event type's name may start so).
+    pub fn following(limit: i64, last: Option<String>) -> Self {
+        Self { limit: limit.clamp(1, MAX_LIMIT), cursor: last.map(Cursor::Next), order: None }
+    }
+
     pub fn ordered(mut self, order: Option<Order>) -> Self {
         self.order = order;
         self

@@ -202,7 +202,7 @@ impl Window {
 /// The CTE `scanned`: the next `$7` deliveries to the endpoint (`$1`, `$2`, `$3`)
 /// after the cursor `$4`, of messages with ids in `[$5, $6)`, in message order.
 const SCANNED_DELIVERIES: &str = "scanned AS (
-    SELECT d.msg_id, d.status, d.lease_token FROM deliveries d
+    SELECT d.msg_id, d.status, d.lease_token, d.attempts FROM deliveries d
     WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
       AND d.msg_id > $4 AND d.msg_id >= $5 AND d.msg_id < $6
     ORDER BY d.msg_id LIMIT $7)";
@@ -318,7 +318,9 @@ async fn again_batch(
                       AND ($10::text[] IS NULL OR m.event_type = ANY ($10))
                       AND ($11::text IS NULL OR $11 = ANY (m.channels))
                       AND ($12::text IS NULL OR $12 = ANY (m.tags))
-                      AND ($13::smallint IS NULL OR s.status = $13)
+                      -- The status as the lists show it (`deliveries::SHOWN_STATUS`): a
+                      -- delivery waiting for its retry is `sending` (3), not `pending`.
+                      AND ($13::smallint IS NULL OR $13 = CASE WHEN s.status = 1 AND s.attempts > 0 THEN 3 ELSE s.status END)
                       AND ($14::int IS NULL OR $14 = COALESCE((
                             SELECT a.response_status_code / 100 * 100 FROM attempts a
                             WHERE a.tenant_id = $1 AND a.app_id = $2 AND a.msg_id = s.msg_id AND a.endpoint_id = $3

@@ -1,0 +1,58 @@
+//! The retry schedule a failed attempt follows: its event type's own, if the
+//! tenant set one (`…/event-type/{name}/retry-schedule`), else the operator's.
+//!
+//! Read only when an attempt fails, and kept per (tenant, type) for a short while:
+//! the claim of every delivery stays as it was, and a type's change reaches each
+//! worker within [`KEPT`].
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use hookgate_shared::{db, ids::TenantId, store::type_schedules, AppState};
+
+/// How long a schedule read is used before it is read again.
+pub const KEPT: Duration = Duration::from_secs(30);
+/// Entries kept at most; past it the cache starts again (types are few per tenant).
+const MOST_ENTRIES: usize = 10_000;
+
+type Schedule = Option<Arc<[Duration]>>;
+
+#[derive(Default)]
+pub struct TypeSchedules {
+    entries: Mutex<HashMap<(TenantId, String), (Instant, Schedule)>>,
+}
+
+impl TypeSchedules {
+    /// The event type's own schedule, `None` for the default. A read that fails
+    /// (Postgres slow or down) falls back to the default: the attempt's result
+    /// must still be written, and the default is what the message had anyway.
+    pub async fn of(&self, state: &AppState, tenant: &TenantId, event_type: &str) -> Schedule {
+        let key = (tenant.clone(), event_type.to_owned());
+        if let Some((at, s)) = self.entries.lock().expect("not poisoned").get(&key) {
+            if at.elapsed() < KEPT {
+                return s.clone();
+            }
+        }
+        let read = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            type_schedules::get(&**conn, tenant, event_type).await
+        })
+        .await;
+        let schedule: Schedule = match read {
+            Ok(found) => found.flatten().map(|ms| ms.iter().map(|&m| Duration::from_millis(m.max(0) as u64)).collect()),
+            Err(e) => {
+                tracing::debug!(error = %e, "an event type's retry schedule could not be read; the default applies");
+                return None;
+            }
+        };
+        let mut entries = self.entries.lock().expect("not poisoned");
+        if entries.len() >= MOST_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(key, (Instant::now(), schedule.clone()));
+        schedule
+    }
+}
