@@ -191,3 +191,21 @@ def test_two_first_messages_to_a_new_application_uid_are_both_accepted(hookgate,
     assert [s for s, _, _ in got] == [202] * 4, got
     status, _, msgs = call(hookgate, "GET", "/api/v1/app/race-uid/msg", tenant["apiKey"])
     assert len(msgs["data"]) == 4
+
+
+def test_feature_flags_sent_as_the_sdk_sends_them_hide_an_event_type(hookgate, tenant, svix):
+    from svix.api import EventTypePatch
+    # Before, `featureFlags` (the SDK's field) was ignored: the type was visible to every token.
+    made = svix.event_type.create(EventTypeIn(name="gamma.one", description="g", feature_flags=["gamma"]))
+    assert made.feature_flags == ["gamma"]
+    app = svix.application.create(ApplicationIn(name="gamma"))
+    plain = svix.authentication.app_portal_access(app.id, AppPortalAccessIn()).token
+    assert call(hookgate, "GET", "/api/v1/event-type/gamma.one", plain)[0] == 404
+    flagged = svix.authentication.app_portal_access(app.id, AppPortalAccessIn(feature_flags=["gamma"])).token
+    assert call(hookgate, "GET", "/api/v1/event-type/gamma.one", flagged)[0] == 200
+    assert svix.event_type.patch("gamma.one", EventTypePatch(description="g2")).feature_flags == ["gamma"]
+    status, _, out = call(hookgate, "PATCH", "/api/v1/event-type/gamma.one", tenant["apiKey"], {"featureFlags": []})
+    assert status == 200 and out["featureFlags"] == [] and out.get("featureFlag") is None, out
+    status, _, _ = call(hookgate, "POST", "/api/v1/event-type", tenant["apiKey"],
+                        {"name": "gamma.two", "description": "g", "featureFlags": ["a", "b"]})
+    assert status == 422, "one flag per type here"

@@ -37,6 +37,23 @@ struct EventTypeIn {
     /// The payload's JSON schema per version, e.g. `{"1": {…}}`.
     schemas: Option<serde_json::Value>,
     feature_flag: Option<String>,
+    /// Svix's newer form of `featureFlag` (what the SDKs send): at most one here.
+    #[serde(default, deserialize_with = "crate::patch::null_as_default")]
+    feature_flags: Vec<String>,
+}
+
+/// The one flag of `featureFlag` or `featureFlags` (Hookgate's event types carry one).
+fn one_flag(flag: Option<String>, flags: Vec<String>) -> Result<Option<String>, ApiError> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    match <[String; 1]>::try_from(flags) {
+        Ok([one]) => Ok(Some(one)),
+        Err(none) if none.is_empty() => Ok(None),
+        Err(_) => {
+            Err(ApiError::Validation("`featureFlags`: Hookgate's event types carry at most one feature flag".into()))
+        }
+    }
 }
 
 /// The fields a PATCH changes; absent ones are kept, `null` clears.
@@ -50,6 +67,8 @@ struct EventTypePatch {
     schemas: Maybe<serde_json::Value>,
     #[serde(default)]
     feature_flag: Maybe<String>,
+    #[serde(default)]
+    feature_flags: Maybe<Vec<String>>,
 }
 
 /// An event type as every route answers it.
@@ -62,6 +81,8 @@ struct EventTypeOut {
     deprecated: bool,
     schemas: Option<serde_json::Value>,
     feature_flag: Option<String>,
+    /// The same flag as Svix's newer list (empty: none).
+    feature_flags: Vec<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -74,6 +95,7 @@ impl From<EventType> for EventTypeOut {
             archived: e.archived,
             deprecated: e.deprecated,
             schemas: e.schemas,
+            feature_flags: e.feature_flag.iter().cloned().collect(),
             feature_flag: e.feature_flag,
             created_at: e.created_at,
             updated_at: e.updated_at,
@@ -87,7 +109,8 @@ fn to_row(name: String, b: EventTypeIn) -> Result<EventType, ApiError> {
     if name.starts_with('-') {
         return Err(ApiError::Validation("`name` must not start with `-`".into()));
     }
-    if let Some(f) = &b.feature_flag {
+    let feature_flag = one_flag(b.feature_flag, b.feature_flags)?;
+    if let Some(f) = &feature_flag {
         validate::uid("featureFlag", f)?;
     }
     let now = Utc::now();
@@ -97,7 +120,7 @@ fn to_row(name: String, b: EventTypeIn) -> Result<EventType, ApiError> {
         archived: b.archived,
         deprecated: b.deprecated,
         schemas: b.schemas,
-        feature_flag: b.feature_flag,
+        feature_flag,
         created_at: now,
         updated_at: now,
     })
@@ -213,7 +236,12 @@ async fn patch_one(
         archived: p.archived.unwrap_or(e.archived),
         deprecated: p.deprecated.unwrap_or(e.deprecated),
         schemas: p.schemas.into_update().unwrap_or(e.schemas),
-        feature_flag: p.feature_flag.into_update().unwrap_or(e.feature_flag),
+        feature_flag: match p.feature_flags {
+            Maybe::Value(flags) => one_flag(None, flags)?,
+            Maybe::Null => None,
+            Maybe::Absent => p.feature_flag.into_update().unwrap_or(e.feature_flag),
+        },
+        feature_flags: Vec::new(),
     };
     let (saved, _) = event_types::upsert(&*tx, &tenant.0, &to_row(e.name, merged)?).await?;
     tx.commit().await.map_err(StoreError::from)?;
