@@ -209,3 +209,21 @@ def test_feature_flags_sent_as_the_sdk_sends_them_hide_an_event_type(hookgate, t
     status, _, _ = call(hookgate, "POST", "/api/v1/event-type", tenant["apiKey"],
                         {"name": "gamma.two", "description": "g", "featureFlags": ["a", "b"]})
     assert status == 422, "one flag per type here"
+
+
+def test_counts_of_active_applications_and_endpoints_and_the_environment_settings(hookgate, tenant, svix, sink):
+    key = tenant["apiKey"]
+    a = svix.application.create(ApplicationIn(name="active"))
+    b = svix.application.create(ApplicationIn(name="quiet"))
+    svix.application.create(ApplicationIn(name="empty"))
+    svix.endpoint.create(a.id, EndpointIn(url=sink.url))
+    svix.endpoint.create(a.id, EndpointIn(url=sink.url, disabled=True))
+    svix.endpoint.create(b.id, EndpointIn(url=sink.url, disabled=True))
+    # Before, 404: none of the three was served.
+    assert call(hookgate, "GET", "/api/v1/app/stats/count-active", key)[2] == {"count": 1}
+    assert call(hookgate, "GET", "/api/v1/stats/endpoint/count", key)[2] == {"active": 1, "disabled": 2}
+    assert call(hookgate, "PUT", "/api/v1/settings/portal", key, {"displayName": "Acme", "primaryColor": "#112233"})[0] == 200
+    status, _, s = call(hookgate, "GET", "/api/v1/environment/settings", key)
+    assert status == 200 and (s["displayName"], s["customColor"]) == ("Acme", "#112233"), s
+    other = hookgate.admin("POST", "/admin/v1/tenant", {"name": "other-counts"})
+    assert call(hookgate, "GET", "/api/v1/stats/endpoint/count", other["apiKey"])[2] == {"active": 0, "disabled": 0}

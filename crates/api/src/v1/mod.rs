@@ -8,6 +8,7 @@
 pub(crate) mod applications;
 mod attempts;
 mod console;
+mod counts;
 mod destinations;
 mod endpoint_activity;
 pub(crate) mod endpoint_extras;
@@ -71,5 +72,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
     tasks::configure(cfg);
     transformations::configure(cfg);
     statistics::configure(cfg);
+    counts::configure(cfg);
     whoami::configure(cfg);
 }

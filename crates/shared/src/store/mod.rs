@@ -25,6 +25,7 @@ macro_rules! per_tenant {
 pub mod api_keys;
 pub mod applications;
 pub mod attempts;
+pub mod counts;
 pub mod deliveries;
 pub mod delivery_views;
 pub mod endpoints;
