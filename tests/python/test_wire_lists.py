@@ -127,3 +127,16 @@ def test_a_delivery_waiting_for_its_retry_reads_sending_with_its_next_attempt(ho
     # Before, status 1 (`pending`) while the retry waited.
     d = eventually(waiting)
     assert d["statusText"] == "sending" and d["id"] == ep.id
+
+
+def test_an_endpoints_attempts_are_counted_with_the_lists_filters(hookgate, tenant, svix, sink):
+    app = svix.application.create(ApplicationIn(name="count"))
+    ep = svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+    for ch in ["red", "red", "blue"]:
+        svix.message.create(app.id, MessageIn(event_type="c.x", payload={}, channels=[ch]))
+    sink.wait_for(3)
+    path = f"/api/v1/app/{app.id}/attempt/endpoint/{ep.id}/count"
+    # Before, 404: the route was not served.
+    eventually(lambda: call(hookgate, "GET", path, tenant["apiKey"])[2] == {"count": 3, "approximated": False})
+    assert call(hookgate, "GET", path + "?channel=red", tenant["apiKey"])[2] == {"count": 2, "approximated": False}
+    assert call(hookgate, "GET", path + "?status=2", tenant["apiKey"])[2]["count"] == 0

@@ -31,6 +31,7 @@ use super::{
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(by_endpoint)
+        .service(count_by_endpoint)
         .service(by_msg)
         .service(get_one)
         .service(destinations)
@@ -132,6 +133,33 @@ async fn by_endpoint(
         attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page::<AttemptId>()?, &q.filter()?)
             .await?;
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
+}
+
+/// Counted at most this far, as Svix counts (past it, `approximated`).
+const MOST_COUNTED: i64 = 10_000;
+
+/// How many attempts `…/attempt/endpoint/{ep}` would list with these filters.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CountOut)]
+struct CountOut {
+    count: i64,
+    /// More than `count` match: counting stopped there.
+    approximated: bool,
+}
+
+/// Like the endpoint's attempt list, but the count only (up to 10,000).
+#[utoipa::path(params(AttemptQuery), tag = "Message Attempt", operation_id = "v1.message-attempt.count-by-endpoint", responses((status = 200, body = CountOut)))]
+#[get("/app/{app_id}/attempt/endpoint/{endpoint_id}/count")]
+async fn count_by_endpoint(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
+    q: web::Query<AttemptQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
+    let conn = db::conn(&state.db).await?;
+    let (count, approximated) = attempts::count(&**conn, &tenant.0, &app, &ep.id, &q.filter()?, MOST_COUNTED).await?;
+    Ok(HttpResponse::Ok().json(CountOut { count, approximated }))
 }
 
 /// The message's attempts, newest first.

@@ -81,10 +81,46 @@ pub async fn list(
         Scope::Message(m) => ("msg_id", m.as_str()),
         Scope::Endpoint(e) => ("endpoint_id", e.as_str()),
     };
-    let class_low = f.status_code_class;
     let Walk { key, cmp, dir } = page.walk(Order::Descending);
-    let sql = format!(
-        "SELECT {COLUMNS} FROM attempts WHERE tenant_id = $1 AND app_id = $2 AND {column} = $3
+    let sql = format!("SELECT {COLUMNS} FROM attempts WHERE {} ORDER BY id {dir} LIMIT $10", filtered(column, cmp));
+    let status = f.status.map(DeliveryStatus::code);
+    let bound = Bound { tenant: tenant.as_str(), app: app.as_str(), value, key, status, f, limit: page.fetch_limit() };
+    let rows = db.query(&sql, &bound.params()).await?;
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |a| a.id.to_string()))
+}
+
+/// How many of an endpoint's attempts a filter takes, counted up to `most`
+/// (Svix's `count`: past it, `approximated`); `true` when there are more.
+pub async fn count(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    f: &AttemptFilter,
+    most: i64,
+) -> Result<(i64, bool), StoreError> {
+    let sql =
+        format!("SELECT count(*) FROM (SELECT 1 FROM attempts WHERE {} LIMIT $10) c", filtered("endpoint_id", ">"));
+    let status = f.status.map(DeliveryStatus::code);
+    let bound = Bound {
+        tenant: tenant.as_str(),
+        app: app.as_str(),
+        value: endpoint.as_str(),
+        key: None,
+        status,
+        f,
+        limit: most + 1,
+    };
+    let row = db.query_one(&sql, &bound.params()).await?;
+    let n: i64 = row.get(0);
+    Ok((n.min(most), n > most))
+}
+
+/// The conditions of an attempt list, over the parameters [`Bound`] binds:
+/// the application, `column` = $3, after the cursor $4 by `cmp`, and the filter.
+fn filtered(column: &str, cmp: &str) -> String {
+    format!(
+        "tenant_id = $1 AND app_id = $2 AND {column} = $3
            AND ($4::text IS NULL OR id {cmp} $4)
            AND ($5::smallint IS NULL OR status = $5)
            AND ($6::smallint IS NULL OR (response_status_code >= $6 AND response_status_code < $6 + 100
@@ -96,30 +132,40 @@ pub async fn list(
                 SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = attempts.msg_id
                    AND ($11::text IS NULL OR $11 = ANY (m.channels))
                    AND ($12::text IS NULL OR $12 = ANY (m.tags))
-                   AND ($13::text[] IS NULL OR m.event_type = ANY ($13))))
-         ORDER BY id {dir} LIMIT $10"
-    );
-    let rows = db
-        .query(
-            &sql,
-            &[
-                &tenant.as_str(),
-                &app.as_str(),
-                &value,
-                &key,
-                &f.status.map(DeliveryStatus::code),
-                &class_low,
-                &f.endpoint_id,
-                &f.before,
-                &f.after,
-                &page.fetch_limit(),
-                &f.channel,
-                &f.tag,
-                &f.event_types,
-            ],
-        )
-        .await?;
-    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |a| a.id.to_string()))
+                   AND ($13::text[] IS NULL OR m.event_type = ANY ($13))))"
+    )
+}
+
+/// The values bound to $1 to $13 of [`filtered`], $10 being the row limit.
+struct Bound<'a> {
+    tenant: &'a str,
+    app: &'a str,
+    value: &'a str,
+    key: Option<&'a str>,
+    status: Option<i16>,
+    f: &'a AttemptFilter,
+    limit: i64,
+}
+
+impl Bound<'_> {
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 13] {
+        let f = self.f;
+        [
+            &self.tenant,
+            &self.app,
+            &self.value,
+            &self.key,
+            &self.status,
+            &f.status_code_class,
+            &f.endpoint_id,
+            &f.before,
+            &f.after,
+            &self.limit,
+            &f.channel,
+            &f.tag,
+            &f.event_types,
+        ]
+    }
 }
 
 pub async fn get(
