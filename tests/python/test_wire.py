@@ -174,6 +174,11 @@ def test_a_portal_token_cannot_learn_of_event_types_behind_a_flag_it_lacks(hookg
     status, _, out = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint", flagged,
                           {"url": sink.url, "filterTypes": ["beta.launch"]})
     assert status == 201, out
+    # The unflagged page sends the list back unchanged: a save, not a new subscription.
+    status, _, saved = call(hookgate, "PATCH", f"/api/v1/app/{app.id}/endpoint/{out['id']}", token,
+                            {"description": "renamed", "filterTypes": ["beta.launch"]})
+    assert status == 200 and saved["description"] == "renamed", saved
+    assert call(hookgate, "GET", "/api/v1/event-type/beta.launch/retry-schedule", token)[0] == 403
 
 
 def test_an_event_type_name_that_would_read_as_a_prev_iterator_is_refused(hookgate, tenant):

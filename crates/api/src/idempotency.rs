@@ -242,13 +242,19 @@ fn legacy_fingerprint(method: &Method, target: &str, body: &[u8]) -> Vec<u8> {
 }
 
 /// The `POST`s whose answer carries a credential shaped by the body: a tenant
-/// and its first API key, an API key, a portal token, an integration's key.
+/// and its first API key, an API key, a portal token (Svix's and an ingest
+/// source's dashboard), an integration's key, a signing secret the body may
+/// choose. A path with a `%` escape is taken as one too: the router decodes it,
+/// this check would not.
 fn mints_credential(path: &str) -> bool {
     let path = path.trim_end_matches('/');
-    path == "/admin/v1/tenant"
+    path.contains('%')
+        || path == "/admin/v1/tenant"
         || path.ends_with("/api-key")
         || path.ends_with("/integration")
         || path.ends_with("/key/rotate")
+        || path.ends_with("/secret/rotate")
+        || path.ends_with("/dashboard")
         || path.starts_with("/api/v1/auth/app-portal-access/")
         || path.starts_with("/api/v1/auth/dashboard-access/")
 }

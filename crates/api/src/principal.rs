@@ -149,7 +149,9 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     }
     let rest = path.trim_end_matches('/');
     if rest.starts_with("/api/v1/event-type") {
-        return allowed(method == "GET");
+        // A type's retry schedule is the tenant's business, and would tell a
+        // token of types hidden behind a feature flag.
+        return allowed(method == "GET" && !rest.ends_with("/retry-schedule"));
     }
     // A token may end itself (Svix's `logout`) and ask what it is (`whoami`), and
     // nothing else of `auth`.
@@ -196,6 +198,7 @@ mod tests {
         assert!(ok("POST", "/api/v1/app/app_1/msg/msg_1/endpoint/ep_1/resend"));
         assert!(ok("GET", "/api/v1/app/app_1/attempt/endpoint/ep_1"));
         assert!(ok("GET", "/api/v1/event-type"));
+        assert!(!ok("GET", "/api/v1/event-type/a.b/retry-schedule"));
         assert!(ok("GET", "/api/v1/app/app_1/destination"));
         assert!(!ok("POST", "/api/v1/app/app_1/destination"));
         assert!(!ok("PATCH", "/api/v1/app/app_1/destination/ep_1"));

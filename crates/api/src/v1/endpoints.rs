@@ -15,7 +15,6 @@ use hookgate_shared::{
     quota::{Exceeded, Limit},
     store::{
         endpoints::{self, Endpoint, EndpointFields},
-        event_types,
         operational::{self, Notice},
         StoreError,
     },
@@ -175,25 +174,6 @@ impl EndpointIn {
     }
 }
 
-/// Refuses `filterTypes` naming an event type the tenant does not have (or has
-/// archived), as Svix does: a typo would otherwise subscribe to nothing, silently.
-/// A type behind a feature flag the caller (a portal token) lacks is unknown to
-/// it here as everywhere else.
-pub(crate) async fn check_types_exist(
-    db: &impl tokio_postgres::GenericClient,
-    tenant: &TenantId,
-    flags: &FeatureFlags,
-    types: Option<&[String]>,
-) -> Result<(), ApiError> {
-    let Some(types) = types.filter(|t| !t.is_empty()) else { return Ok(()) };
-    let unknown = event_types::unknown(db, tenant, types, flags.0.as_deref()).await?;
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    let shown: Vec<_> = unknown.iter().take(10).map(|t| format!("`{t}`")).collect();
-    Err(ApiError::Validation(format!("`filterTypes`: these event types do not exist: {}", shown.join(", "))))
-}
-
 /// Finds the application, then the HTTP endpoint in it; 404 for either missing
 /// (and for a destination: its configuration has routes of its own).
 pub(crate) async fn find(
@@ -265,7 +245,7 @@ async fn create(
     let fields = body.fields(&allowed(&state, &tenant.0).await?)?;
     let headers = body.checked_headers()?;
     let app = applications::find(&state, &tenant, &path).await?;
-    check_types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, fields.event_types.as_deref()).await?;
+    validate::types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, fields.event_types.as_deref()).await?;
     let made = NewEndpoint { fields: &fields, secret: body.secret.as_deref(), headers };
     insert(&state, &tenant.0, &app.id, made, key.as_deref(), Notify::Yes).await
 }
@@ -365,10 +345,15 @@ async fn update(
     body: web::Json<EndpointIn>,
 ) -> Result<HttpResponse, ApiError> {
     let mut fields = body.fields(&allowed(&state, &tenant.0).await?)?;
-    check_types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, fields.event_types.as_deref()).await?;
     match find(&state, &tenant, &path.0, &path.1).await {
-        Ok((app, ep)) => save(&state, &tenant.0, &app, &ep.id, &fields, Notify::Yes).await,
+        Ok((app, ep)) => {
+            let added = validate::added_types(fields.event_types.as_deref(), ep.event_types.as_deref());
+            validate::types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, added.as_deref()).await?;
+            save(&state, &tenant.0, &app, &ep.id, &fields, Notify::Yes).await
+        }
         Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
+            validate::types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, fields.event_types.as_deref())
+                .await?;
             fields.uid = Some(fields.uid.unwrap_or_else(|| path.1.to_string()));
             let app = applications::find(&state, &tenant, &path.0).await?;
             let headers = body.checked_headers()?;
@@ -393,7 +378,8 @@ async fn patch_one(
     let (app, found) = find(&state, &tenant, &path.0, &path.1).await?;
     let allow = allowed(&state, &tenant.0).await?;
     if let Maybe::Value(types) = &p.event_types {
-        check_types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, Some(types)).await?;
+        let added = validate::added_types(Some(types), found.event_types.as_deref());
+        validate::types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, added.as_deref()).await?;
     }
     // Read, merged and written under the row's lock: fields the PATCH does not
     // name keep what they hold at its commit, not what they held when it started.

@@ -18,6 +18,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
 const MOST_DELAYS: usize = 50;
 const LEAST_MS: i64 = 1_000;
 const MOST_MS: i64 = 7 * 86_400_000;
+/// The whole schedule: a delivery ends within 30 days of its first attempt, well
+/// inside the shortest retention that keeps its message (90 days by default).
+const MOST_TOTAL_MS: i64 = 30 * 86_400_000;
 
 /// A delay, as Svix writes one: whole seconds and nanoseconds.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy)]
@@ -53,13 +56,16 @@ impl ScheduleInOut {
             let total = i64::try_from(d.secs)
                 .ok()
                 .and_then(|s| s.checked_mul(1000))
-                .map(|s| s + i64::from(d.nanos / 1_000_000));
+                .and_then(|s| s.checked_add(i64::from(d.nanos / 1_000_000)));
             match total {
                 Some(t) if (LEAST_MS..=MOST_MS).contains(&t) && d.nanos < 1_000_000_000 => ms.push(t),
                 _ => {
                     return Err(ApiError::Validation("each delay of `retrySchedule` must be 1 second to 7 days".into()))
                 }
             }
+        }
+        if ms.iter().sum::<i64>() > MOST_TOTAL_MS {
+            return Err(ApiError::Validation("the delays of `retrySchedule` must add up to at most 30 days".into()));
         }
         Ok(Some(ms))
     }
@@ -113,6 +119,8 @@ mod tests {
             assert!(of(bad).to_ms().is_err(), "{:?}", bad);
         }
         assert!(of(&[(1, 0); 51]).to_ms().is_err());
+        assert!(of(&[(9_223_372_036_854_775, 808_000_000)]).to_ms().is_err(), "no overflow");
+        assert!(of(&[(6 * 86_400, 0); 6]).to_ms().is_err(), "36 days in all");
         let back = ScheduleInOut::of_ms(Some(vec![2500]));
         let d = back.retry_schedule.unwrap()[0];
         assert_eq!((d.secs, d.nanos), (2, 500_000_000));

@@ -96,15 +96,61 @@ fn bounded(schemas: &Value) -> Result<(), String> {
         if p.len() > MOST_PATTERN_BYTES {
             return Err(format!("a regular expression is longer than {MOST_PATTERN_BYTES} bytes"));
         }
-        // A JSON Schema pattern is ECMA 262; where it is not also this crate's
-        // syntax, the compiler below says so.
-        if let Err(e) = regex::RegexBuilder::new(p).size_limit(PATTERN_BUDGET).dfa_size_limit(PATTERN_BUDGET).build() {
-            if matches!(e, regex::Error::CompiledTooBig(_)) {
-                return Err(format!("the regular expression `{}` is too large", shorten(p)));
+        // Compiled as the schema compiler will (ECMA's ASCII classes), within a
+        // budget. Anything this refuses is refused: a pattern only the schema
+        // compiler would repair (ECMA's `\cX`) must not reach it unmeasured.
+        let ascii = ascii_classes(p);
+        let built = regex::RegexBuilder::new(&ascii).size_limit(PATTERN_BUDGET).dfa_size_limit(PATTERN_BUDGET).build();
+        match built {
+            Ok(_) => {}
+            Err(regex::Error::CompiledTooBig(_)) => {
+                return Err(format!("the regular expression `{}` is too large", shorten(p)))
             }
+            Err(_) => return Err(format!("`{}` is no regular expression Hookgate can compile", shorten(p))),
         }
     }
     Ok(())
+}
+
+/// ECMA 262's `\d`, `\w` (and their negations) match ASCII only, where this
+/// crate's are Unicode (one `\w` compiles to some 45 KB): rewritten to ASCII
+/// classes, as the schema compiler rewrites them. `\D` and `\W` inside a class
+/// stay (larger, so measured on the safe side).
+fn ascii_classes(p: &str) -> String {
+    let (mut out, mut in_class, mut chars) = (String::with_capacity(p.len() + 16), false, p.chars());
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e @ ('d' | 'w' | 'D' | 'W')) => {
+                    let class = if matches!(e, 'd' | 'D') { "0-9" } else { "a-zA-Z0-9_" };
+                    match (in_class, e.is_ascii_lowercase()) {
+                        (true, true) => out.push_str(class),
+                        (true, false) => {
+                            out.push('\\');
+                            out.push(e);
+                        }
+                        (false, true) => out.push_str(&format!("[{class}]")),
+                        (false, false) => out.push_str(&format!("[^{class}]")),
+                    }
+                }
+                Some(other) => {
+                    out.push('\\');
+                    out.push(other);
+                }
+                None => out.push('\\'),
+            },
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// An error as told back: at most 300 characters of it.
@@ -142,6 +188,16 @@ mod tests {
         let wide: Vec<_> = (0..20_001).collect();
         assert!(check(&json!({"1": {"examples": wide}})).is_err(), "more than 20000 values");
         assert!(check(&json!({"1": {"type": "string", "pattern": "^[a-z]{1,32}\\d*$"}})).is_ok());
+        // ECMA's `\c` is repaired only by the schema compiler: refused, not let through unmeasured.
+        assert!(check(&json!({"1": {"type": "string", "pattern": "\\cA|\\p{L}{1000}"}})).is_err());
+    }
+
+    #[test]
+    fn ecma_word_and_digit_classes_are_measured_as_the_ascii_classes_they_are() {
+        for ok in ["^[\\w.-]+@[\\w-]+\\.\\w+$", "^\\w+\\.\\w+$", "\\d{4}-\\d{2}", "[^\\s]+", "\\\\w"] {
+            assert!(check(&json!({"1": {"type": "string", "pattern": ok}})).is_ok(), "{ok}");
+        }
+        assert_eq!(super::ascii_classes("a\\d[\\w-]\\W\\\\d"), "a[0-9][a-zA-Z0-9_-][^a-zA-Z0-9_]\\\\d");
     }
 
     #[test]

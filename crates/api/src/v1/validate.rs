@@ -146,3 +146,30 @@ pub fn given_headers(headers: &HashMap<String, String>) -> Result<serde_json::Va
     self::headers(&headers.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect())?;
     Ok(serde_json::json!(headers.iter().collect::<std::collections::BTreeMap<_, _>>()))
 }
+
+/// Refuses `filterTypes` naming an event type the tenant does not have (or has
+/// archived), as Svix does: a typo would otherwise subscribe to nothing, silently.
+/// A type behind a feature flag the caller (a portal token) lacks is unknown to
+/// it here as everywhere else.
+pub async fn types_exist(
+    db: &impl tokio_postgres::GenericClient,
+    tenant: &hookgate_shared::ids::TenantId,
+    flags: &crate::FeatureFlags,
+    types: Option<&[String]>,
+) -> Result<(), ApiError> {
+    let Some(types) = types.filter(|t| !t.is_empty()) else { return Ok(()) };
+    let unknown = hookgate_shared::store::event_types::unknown(db, tenant, types, flags.0.as_deref()).await?;
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<_> = unknown.iter().take(10).map(|t| format!("`{t}`")).collect();
+    Err(ApiError::Validation(format!("`filterTypes`: these event types do not exist: {}", shown.join(", "))))
+}
+
+/// The types of `new` that `old` does not hold: what a save subscribes to anew.
+/// Only those are checked, so that a portal page sending back a list with a type
+/// hidden from it (behind a flag) saves unchanged.
+pub fn added_types(new: Option<&[String]>, old: Option<&[String]>) -> Option<Vec<String>> {
+    let old = old.unwrap_or_default();
+    new.map(|n| n.iter().filter(|t| !old.contains(t)).cloned().collect())
+}

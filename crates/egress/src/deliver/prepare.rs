@@ -189,12 +189,23 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
 }
 
 /// The event type's own retry schedule, read only for a failed attempt (`None`:
-/// the operator's default, or a success, which needs none).
+/// the operator's default, or a success, which needs none). Read within what
+/// the lease leaves, so that no other worker may send again before the delay.
 pub(super) async fn own_schedule(w: &Worker, c: &Claimed, success: bool) -> Option<std::sync::Arc<[Duration]>> {
     if success || c.trigger == Trigger::Manual || c.event_type.is_empty() {
         return None;
     }
-    w.schedules.of(w.state(), &c.tenant_id, &c.event_type).await
+    let left = c.lease_ends.saturating_duration_since(std::time::Instant::now()).saturating_sub(LEASE_MARGIN);
+    match w.schedules.of(w.state(), &c.tenant_id, &c.event_type, left).await {
+        Ok(s) => s,
+        // Not known: never judged exhausted on a guess. This attempt waits the
+        // default's delay (its last, past its end) and the next failure reads again.
+        Err(()) => {
+            let d = &w.cfg.retry_schedule;
+            let last = d.last().copied().unwrap_or(Duration::from_secs(60));
+            Some((0..=c.attempts as usize).map(|i| d.get(i).copied().unwrap_or(last)).collect())
+        }
+    }
 }
 
 /// An attempt made: its record, and the delivery's next state, on the event

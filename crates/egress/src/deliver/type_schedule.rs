@@ -26,26 +26,34 @@ pub struct TypeSchedules {
 }
 
 impl TypeSchedules {
-    /// The event type's own schedule, `None` for the default. A read that fails
-    /// (Postgres slow or down) falls back to the default: the attempt's result
-    /// must still be written, and the default is what the message had anyway.
-    pub async fn of(&self, state: &AppState, tenant: &TenantId, event_type: &str) -> Schedule {
+    /// The event type's own schedule (`Ok(None)`: the default), read within
+    /// `within`. `Err` when it cannot be known (Postgres slow or down, no time
+    /// left) and no earlier read is kept: the caller must not judge by it.
+    pub async fn of(
+        &self,
+        state: &AppState,
+        tenant: &TenantId,
+        event_type: &str,
+        within: Duration,
+    ) -> Result<Schedule, ()> {
         let key = (tenant.clone(), event_type.to_owned());
-        if let Some((at, s)) = self.entries.lock().expect("not poisoned").get(&key) {
+        let kept = self.entries.lock().expect("not poisoned").get(&key).cloned();
+        if let Some((at, s)) = &kept {
             if at.elapsed() < KEPT {
-                return s.clone();
+                return Ok(s.clone());
             }
         }
-        let read = db::bounded(state.db_budget(), async {
+        let read = db::bounded(state.db_budget().min(within), async {
             let conn = db::conn(&state.db).await?;
             type_schedules::get(&**conn, tenant, event_type).await
         })
         .await;
         let schedule: Schedule = match read {
             Ok(found) => found.flatten().map(|ms| ms.iter().map(|&m| Duration::from_millis(m.max(0) as u64)).collect()),
+            // What was read before, however old, is better than a guess.
             Err(e) => {
-                tracing::debug!(error = %e, "an event type's retry schedule could not be read; the default applies");
-                return None;
+                tracing::debug!(error = %e, "an event type's retry schedule could not be read");
+                return kept.map(|(_, s)| s).ok_or(());
             }
         };
         let mut entries = self.entries.lock().expect("not poisoned");
@@ -53,6 +61,6 @@ impl TypeSchedules {
             entries.clear();
         }
         entries.insert(key, (Instant::now(), schedule.clone()));
-        schedule
+        Ok(schedule)
     }
 }

@@ -19,7 +19,11 @@ pub async fn get(
             &[&tenant.as_str(), &name],
         )
         .await?;
-    Ok(row.map(|r| r.get(0)))
+    // A NULL inside the array (only SQL written by hand makes one) is left out.
+    Ok(row.map(|r| {
+        let ms: Option<Vec<Option<i64>>> = r.get(0);
+        ms.map(|v| v.into_iter().flatten().collect())
+    }))
 }
 
 /// Sets (or, with `None`, clears) the schedule; false when there is no such type.
