@@ -7,9 +7,11 @@
 
 pub(crate) mod applications;
 mod attempts;
+mod broadcast;
 mod console;
 mod destinations;
 mod endpoint_activity;
+mod endpoint_msgs;
 pub(crate) mod endpoint_extras;
 pub(crate) mod endpoints;
 pub mod environment;
@@ -21,6 +23,7 @@ mod inbound_events;
 mod integrations;
 mod json_schema;
 mod message_extras;
+mod message_more;
 mod messages;
 pub(crate) mod operational;
 mod poller;
@@ -47,12 +50,15 @@ use utoipa_actix_web::service_config::ServiceConfig;
 pub fn configure(cfg: &mut ServiceConfig) {
     messages::configure(cfg);
     message_extras::configure(cfg);
+    message_more::configure(cfg);
+    broadcast::configure(cfg);
     applications::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
     destinations::configure(cfg);
     poller::configure(cfg);
     endpoint_activity::configure(cfg);
+    endpoint_msgs::configure(cfg);
     event_types::configure(cfg);
     event_type_import::configure(cfg);
     attempts::configure(cfg);
