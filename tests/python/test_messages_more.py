@@ -92,7 +92,7 @@ def test_a_test_attempt_sends_to_that_endpoint_only_and_answers_its_attempt(hook
         assert other.received == [], "the other endpoint got nothing"
         status, _, body = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint/{ep.id}/msg/test-attempt", key,
                                {"eventType": "test.ping", "payload": {}, "channels": ["c1"]})
-        assert status == 422 and "channels" in body["detail"], body
+        assert status == 422 and "channels" in str(body["detail"]), body
     finally:
         other.server.shutdown()
 
@@ -125,7 +125,7 @@ def test_cancel_msgs_ends_a_failing_endpoints_pending_deliveries_canceled_and_th
     time.sleep(3)
     assert len(sink.received) == sent, "nothing canceled was tried again"
     status, _, body = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint/{ep.id}/cancel-msgs", key, {})
-    assert status == 422 and "createdBefore" in body["detail"], body
+    assert status == 422 and "createdBefore" in str(body["detail"]), body
 
 
 def test_search_filters_by_the_bodys_fields_and_pages_both_ways(hookgate, tenant, svix):
@@ -147,9 +147,9 @@ def test_search_filters_by_the_bodys_fields_and_pages_both_ways(hookgate, tenant
     status, _, chan = call(hookgate, "POST", path, key, {"channel": "ch", "event_types": ["a.c"]})
     assert status == 200 and len(chan["data"]) == 1 and chan["data"][0]["eventType"] == "a.c"
     status, _, body = call(hookgate, "POST", path, key, {"tags": ["t1"]})
-    assert status == 422 and "tags" in body["detail"], body
+    assert status == 422 and "tags" in str(body["detail"]), body
     status, _, body = call(hookgate, "POST", path, key, {"limit": 0})
-    assert status == 422 and "limit" in body["detail"], body
+    assert status == 422 and "limit" in str(body["detail"]), body
     status, _, _ = call(hookgate, "POST", path, other_tenant(hookgate), {})
     assert status == 404
 
@@ -188,7 +188,7 @@ def test_the_event_streams_page_a_tenants_and_an_applications_messages_oldest_fi
     assert call(hookgate, "GET", f"/api/v1/app/{a.id}/events", token)[0] == 200
     assert call(hookgate, "GET", "/api/v1/events", token)[0] == 403
     status, _, body = call(hookgate, "GET", "/api/v1/events?iterator=nope", key)
-    assert status == 422 and "iterator" in body["detail"], body
+    assert status == 422 and "iterator" in str(body["detail"]), body
 
 
 def test_a_broadcast_reaches_every_application_once_even_when_its_task_runs_twice(hookgate, svix):
@@ -211,7 +211,7 @@ def test_a_broadcast_reaches_every_application_once_even_when_its_task_runs_twic
             assert status == 200 and task["status"] == "finished", task
             return task
 
-        assert finished()["data"]["messagesSent"] == 3
+        assert eventually(finished)["data"]["messagesSent"] == 3
         for s in sinks:
             assert len(s.wait_for(1)) == 1
         # As if the worker had died before recording its progress: the task runs again from the start.
@@ -228,7 +228,7 @@ def test_a_broadcast_reaches_every_application_once_even_when_its_task_runs_twic
         assert call(hookgate, "POST", "/api/v1/msg/broadcast", token, {"eventType": "x", "payload": {}})[0] == 403
         status, _, body = call(hookgate, "POST", "/api/v1/msg/broadcast", key,
                                {"eventType": "x", "payload": {}, "payloadRetentionPeriod": 0})
-        assert status == 422 and "payloadRetentionPeriod" in body["detail"], body
+        assert status == 422 and "payloadRetentionPeriod" in str(body["detail"]), body
     finally:
         for s in sinks:
             s.server.shutdown()

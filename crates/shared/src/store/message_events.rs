@@ -32,7 +32,7 @@ pub struct EventsWindow<'a> {
 pub async fn events(db: &impl GenericClient, tenant: &TenantId, w: &EventsWindow<'_>) -> Result<Vec<Message>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM messages WHERE tenant_id = $1 AND ($2::text IS NULL OR app_id = $2)
-           AND id > $3 AND id < $4 AND created_at >= $8 - interval '5 minutes'
+           AND id > $3 AND id < $4 AND created_at >= $8::timestamptz - interval '5 minutes'
            AND ($5::text[] IS NULL OR event_type = ANY ($5))
            AND ($6::text[] IS NULL OR channels && $6)
          ORDER BY id ASC LIMIT $7"
@@ -80,7 +80,7 @@ pub async fn first_after(
         None => {
             db.query_opt(
                 "SELECT id FROM messages WHERE tenant_id = $1 AND id > $2 AND id < $3
-                   AND created_at >= $4 - interval '5 minutes'
+                   AND created_at >= $4::timestamptz - interval '5 minutes'
                  ORDER BY created_at, id LIMIT 1",
                 &[&tenant.as_str(), &after_id, &before_id, &since],
             )
