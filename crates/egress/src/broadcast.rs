@@ -10,8 +10,7 @@
 use std::time::Duration;
 
 use hookgate_shared::{
-    db,
-    limits,
+    db, limits,
     quota::Limit,
     store::{
         broadcast::{self, Outcome},

@@ -214,13 +214,21 @@ fn list_of(field: &str, s: &Option<String>, check: impl Fn(&str) -> bool) -> Res
         return Err(ApiError::Validation(format!("`{field}`: at most 250 values")));
     }
     match items.iter().find(|x| !check(x)) {
-        Some(bad) => Err(ApiError::Validation(format!("`{field}`: `{}` is not a valid value", bad.chars().take(64).collect::<String>()))),
+        Some(bad) => Err(ApiError::Validation(format!(
+            "`{field}`: `{}` is not a valid value",
+            bad.chars().take(64).collect::<String>()
+        ))),
         None => Ok(Some(items)),
     }
 }
 
 /// One page of the stream: messages after the iterator (or `after`), oldest first.
-async fn events(state: &AppState, tenant: &TenantAuth, app: Option<&AppId>, q: &EventsQuery) -> Result<HttpResponse, ApiError> {
+async fn events(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: Option<&AppId>,
+    q: &EventsQuery,
+) -> Result<HttpResponse, ApiError> {
     let limit = q.limit.unwrap_or(50);
     if !(1..=250).contains(&limit) {
         return Err(ApiError::Validation(format!("`limit`: {limit} is not 1 to 250")));
@@ -273,7 +281,11 @@ async fn events(state: &AppState, tenant: &TenantAuth, app: Option<&AppId>, q: &
 /// first, for polling (Svix's `v1.events.stream`).
 #[utoipa::path(params(EventsQuery), tag = "Events", operation_id = "v1.events.stream", responses((status = 200, body = MessageEventsOut)))]
 #[get("/events")]
-async fn tenant_events(tenant: TenantAuth, state: web::Data<AppState>, q: web::Query<EventsQuery>) -> Result<HttpResponse, ApiError> {
+async fn tenant_events(
+    tenant: TenantAuth,
+    state: web::Data<AppState>,
+    q: web::Query<EventsQuery>,
+) -> Result<HttpResponse, ApiError> {
     events(&state, &tenant, None, &q).await
 }
 

@@ -91,7 +91,12 @@ pub async fn pick(db: &impl GenericClient) -> Result<Option<Held>, StoreError> {
         return Ok(None);
     };
     let message = serde_json::from_value(row.get(2)).map_err(|e| StoreError::Corrupt(format!("a broadcast: {e}")))?;
-    Ok(Some(Held { tenant: TenantId::from_db(row.get(0)), task: TaskId::from_db(row.get(1)), message, cursor: row.get(3) }))
+    Ok(Some(Held {
+        tenant: TenantId::from_db(row.get(0)),
+        task: TaskId::from_db(row.get(1)),
+        message,
+        cursor: row.get(3),
+    }))
 }
 
 /// The tenant's next `limit` applications after `cursor`, by id (operational
@@ -157,7 +162,11 @@ pub async fn publish_one(
         Err(StoreError::Conflict(_)) => Outcome::Already,
         Err(e) => return Err(e),
     };
-    let undo = if matches!(outcome, Outcome::Sent(_)) { "RELEASE SAVEPOINT broadcast_app" } else { "ROLLBACK TO SAVEPOINT broadcast_app" };
+    let undo = if matches!(outcome, Outcome::Sent(_)) {
+        "RELEASE SAVEPOINT broadcast_app"
+    } else {
+        "ROLLBACK TO SAVEPOINT broadcast_app"
+    };
     tx.batch_execute(undo).await?;
     Ok(outcome)
 }

@@ -29,7 +29,11 @@ pub struct EventsWindow<'a> {
 
 /// Up to `limit + 1` messages of the window, oldest first (the extra says more follow).
 /// The id bounds keep the scan to the partitions they span.
-pub async fn events(db: &impl GenericClient, tenant: &TenantId, w: &EventsWindow<'_>) -> Result<Vec<Message>, StoreError> {
+pub async fn events(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    w: &EventsWindow<'_>,
+) -> Result<Vec<Message>, StoreError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM messages WHERE tenant_id = $1 AND ($2::text IS NULL OR app_id = $2)
            AND id > $3 AND id < $4 AND created_at >= $8::timestamptz - interval '5 minutes'
