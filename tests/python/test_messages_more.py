@@ -232,3 +232,41 @@ def test_a_broadcast_reaches_every_application_once_even_when_its_task_runs_twic
     finally:
         for s in sinks:
             s.server.shutdown()
+
+
+def test_a_broadcast_over_the_daily_message_cap_waits_and_goes_on_where_it_stopped(hookgate):
+    made = hookgate.admin("POST", "/admin/v1/tenant", {"name": "broadcast-cap"})
+    key = made["apiKey"]
+    sinks = [Sink() for _ in range(3)]
+    try:
+        for s in sinks:
+            status, _, app = call(hookgate, "POST", "/api/v1/app", key, {"name": "cap"})
+            assert call(hookgate, "POST", f"/api/v1/app/{app['id']}/endpoint", key, {"url": s.url})[0] == 201
+        hookgate.admin("PATCH", f"/admin/v1/tenant/{made['id']}", {"quotas": {"messagesPerDay": 2}})
+        time.sleep(1.5)  # quotas are cached for a second
+        status, _, out = call(hookgate, "POST", "/api/v1/msg/broadcast", key,
+                              {"eventType": "news.capped", "payload": {"n": 1}})
+        assert status == 202, out
+
+        def sent(n):
+            def check():
+                status, _, task = call(hookgate, "GET", f"/api/v1/background-task/{out['id']}", key)
+                assert task["data"]["messagesSent"] == n, task
+                return task
+            return check
+
+        held = eventually(sent(2))
+        time.sleep(2)
+        held = sent(2)()
+        assert held["status"] == "running", "held back by the cap, not failed"
+        assert sorted(len(s.received) for s in sinks) == [0, 1, 1], "two applications got it, the third waits"
+        hookgate.admin("PATCH", f"/admin/v1/tenant/{made['id']}", {"quotas": None})
+        done = eventually(sent(3), timeout=20)
+        assert eventually(lambda: call(hookgate, "GET", f"/api/v1/background-task/{out['id']}", key)[2]["status"]
+                          == "finished")
+        assert done["data"]["messagesSent"] == 3
+        for s in sinks:
+            assert len(s.wait_for(1)) == 1
+    finally:
+        for s in sinks:
+            s.server.shutdown()
