@@ -16,7 +16,6 @@ use hookgate_shared::{
         cancel,
         messages::{self, NewMessage},
         page::PageRequest,
-        StoreError,
     },
     AppState,
 };
@@ -203,9 +202,7 @@ async fn cancel_msgs(
     let mut total = 0;
     loop {
         let conn = db::conn(&state.db).await?;
-        let done = cancel::cancel_batch(&**conn, &tenant.0, &app, &ep.id, (&after, &before), CANCEL_BATCH)
-            .await
-            .map_err(|e: StoreError| ApiError::from(e))?;
+        let done = cancel::cancel_batch(&**conn, &tenant.0, &app, &ep.id, (&after, &before), CANCEL_BATCH).await?;
         total += done.canceled;
         match done.last {
             Some(last) if done.picked >= CANCEL_BATCH => after = last,
