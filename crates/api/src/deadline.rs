@@ -12,7 +12,8 @@ use hookgate_shared::{http::ApiError, AppState};
 /// Innermost in the API's scopes: it bounds the handler, and the
 /// `Idempotency-Key` middleware around it sees the 503 and releases the key.
 /// Handlers only wait on Postgres, except the replay of a sync-mode event, which
-/// also forwards it and so may take the egress timeout on top.
+/// also forwards it and so may take the egress timeout on top, and a test
+/// attempt, which waits for its attempt.
 ///
 /// A request cut off here may still commit when Postgres resumes (a group
 /// commit already sent, say): its effect then stands although the client was
@@ -26,6 +27,11 @@ pub async fn deadline(
     let mut limit = state.db_budget();
     if req.path().ends_with("/replay") {
         limit += state.config.egress_timeout;
+    }
+    // A test attempt waits for its attempt: the egress timeout and two seconds
+    // (`v1::endpoint_msgs`), within this.
+    if req.path().ends_with("/msg/test-attempt") {
+        limit += state.config.egress_timeout + std::time::Duration::from_secs(5);
     }
     // The request cannot be kept aside to answer with: routing inside the scope
     // needs it unshared. The error is answered by actix (the same `{code, detail}`

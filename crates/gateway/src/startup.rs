@@ -161,6 +161,7 @@ impl Application {
             background.push(tokio::spawn(hookgate_ingress::prune::run(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::prune::run(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::replay::run(self.state.clone())));
+            background.push(tokio::spawn(hookgate_egress::broadcast::run(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::fifo::run(self.state.clone(), self.egress_metrics.clone())));
         }
         let metrics = self.metrics.map(|(_, server)| {

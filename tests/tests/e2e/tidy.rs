@@ -224,6 +224,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("queues::claim_all", "one transaction for a worker's claim: one statement per tenant (queues::claim) inside"),
     ("results::record", "one transaction for a batch of results: one statement per tenant and kind inside"),
     ("replay::step", "picks the running background task of the tenant served least lately; the step is that tenant's"),
+    ("broadcast::pick", "picks the running broadcast stepped least lately, of any tenant; the step is that tenant's"),
     ("wakes::due", "the listing of endpoints whose wake has come, of every tenant: a worker serves them all"),
     ("pressure::report", "a worker's own pressure, no tenant's (admission control)"),
     ("inbound_events::keyed_at", "read: since when inbound keys are stored keyed, one row for the installation"),

@@ -194,6 +194,7 @@ impl MessageListQuery {
             event_types: self.event_types.as_ref().map(|s| s.split(',').map(str::to_owned).collect()),
             before: self.before,
             after: self.after,
+            tag: None,
         }
     }
 }

@@ -7,11 +7,13 @@
 
 pub(crate) mod applications;
 mod attempts;
+mod broadcast;
 mod console;
 mod counts;
 mod destinations;
 mod endpoint_activity;
 pub(crate) mod endpoint_extras;
+mod endpoint_msgs;
 pub(crate) mod endpoints;
 pub mod environment;
 pub mod environment_import;
@@ -23,6 +25,7 @@ mod inbound_events;
 mod integrations;
 mod json_schema;
 mod message_extras;
+mod message_more;
 mod messages;
 pub(crate) mod operational;
 mod poller;
@@ -50,12 +53,15 @@ use utoipa_actix_web::service_config::ServiceConfig;
 pub fn configure(cfg: &mut ServiceConfig) {
     messages::configure(cfg);
     message_extras::configure(cfg);
+    message_more::configure(cfg);
+    broadcast::configure(cfg);
     applications::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
     destinations::configure(cfg);
     poller::configure(cfg);
     endpoint_activity::configure(cfg);
+    endpoint_msgs::configure(cfg);
     event_types::configure(cfg);
     event_type_schedule::configure(cfg);
     event_type_import::configure(cfg);

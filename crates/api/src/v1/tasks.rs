@@ -230,7 +230,7 @@ pub(super) struct ReplayOut {
     #[schema(example = "running")]
     pub(super) status: &'static str,
     /// What the task does: `endpoint.replay`, `endpoint.bulk-replay`, `endpoint.recover`,
-    /// `application.purge_content`, `application.stats` or `event-type.aggregate`.
+    /// `application.purge_content`, `application.stats`, `event-type.aggregate` or `message.broadcast`.
     #[schema(example = "endpoint.replay")]
     pub(super) task: &'static str,
     pub(super) updated_at: DateTime<Utc>,
@@ -293,6 +293,16 @@ enum TaskData {
         #[schema(nullable = false)]
         error: Option<String>,
     },
+    /// A broadcast's (`message.broadcast`).
+    #[serde(rename_all = "camelCase")]
+    Broadcast {
+        /// Why the task failed, when it did.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        error: Option<String>,
+        /// Applications the message was published to.
+        messages_sent: i64,
+    },
     /// The event types applications subscribe to (`event-type.aggregate`; the key
     /// is snake_case, as Svix's).
     EventTypes {
@@ -328,6 +338,7 @@ fn task_out(t: &Task) -> BackgroundTaskOut {
         TaskKind::PurgeContent => TaskData::Purge { app_id: t.app_id.clone(), error, messages_purged: t.sent },
         TaskKind::AppStats => TaskData::AppStats { app_stats: stored(&t.data, "appStats"), error },
         TaskKind::EventTypeAggregate => TaskData::EventTypes { event_types: stored(&t.data, "event_types"), error },
+        TaskKind::Broadcast => TaskData::Broadcast { error, messages_sent: t.sent },
     };
     BackgroundTaskOut { data, id: t.id.clone(), status: t.status.name(), task: t.kind.name(), updated_at: t.updated_at }
 }
@@ -361,7 +372,7 @@ async fn list(
         Some(s) => Some(TaskKind::from_name(s).ok_or_else(|| {
             ApiError::Validation(format!(
                 "`task`: `{s}` is none of endpoint.replay, endpoint.bulk-replay, endpoint.recover, \
-                 application.purge_content, application.stats, event-type.aggregate"
+                 application.purge_content, application.stats, event-type.aggregate, message.broadcast"
             ))
         })?),
     };

@@ -54,6 +54,8 @@ pub struct MessageFilter {
     pub event_types: Option<Vec<String>>,
     pub before: Option<DateTime<Utc>>,
     pub after: Option<DateTime<Utc>>,
+    /// Only messages carrying this tag (Svix's search `tag`).
+    pub tag: Option<String>,
 }
 
 pub(super) const COLUMNS: &str = "id, event_id, event_type, channels, tags, payload, content_type, created_at";
@@ -271,6 +273,7 @@ pub async fn list(
            AND ($5::text[] IS NULL OR event_type = ANY ($5))
            AND ($6::timestamptz IS NULL OR created_at < $6)
            AND ($7::timestamptz IS NULL OR created_at > $7)
+           AND ($9::text IS NULL OR $9 = ANY (tags))
          ORDER BY id {dir} LIMIT $8"
     );
     let rows = db
@@ -285,6 +288,7 @@ pub async fn list(
                 &f.before,
                 &f.after,
                 &page.fetch_limit(),
+                &f.tag,
             ],
         )
         .await?;

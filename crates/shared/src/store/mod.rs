@@ -25,6 +25,8 @@ macro_rules! per_tenant {
 pub mod api_keys;
 pub mod applications;
 pub mod attempts;
+pub mod broadcast;
+pub mod cancel;
 pub mod counts;
 pub mod deliveries;
 pub mod delivery_views;
@@ -40,6 +42,7 @@ pub mod inbound_batch;
 pub mod inbound_events;
 pub mod ingest_sources;
 pub mod integrations;
+pub mod message_events;
 pub mod messages;
 pub mod notify;
 pub mod operational;

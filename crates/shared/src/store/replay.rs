@@ -46,7 +46,7 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
         .query_opt(
             "SELECT t.tenant_id, t.id, t.kind, t.app_id, t.endpoint_id, t.since, t.until, t.filter, t.cursor
              FROM background_tasks t
-             WHERE t.status = 0
+             WHERE t.status = 0 AND t.kind <> 6 -- a broadcast has a runner of its own (store::broadcast)
              ORDER BY t.updated_at
              LIMIT 1
              FOR UPDATE OF t SKIP LOCKED",
@@ -177,7 +177,7 @@ async fn work(
         TaskKind::Replay => missing_batch(tx, tenant, app, endpoint, window, batch).await?,
         TaskKind::BulkReplay => again_batch(tx, tenant, app, endpoint, window, &filter, batch).await?,
         TaskKind::Recover => recover_batch(tx, tenant, app, endpoint, window, batch).await?,
-        TaskKind::PurgeContent | TaskKind::AppStats | TaskKind::EventTypeAggregate => {
+        TaskKind::PurgeContent | TaskKind::AppStats | TaskKind::EventTypeAggregate | TaskKind::Broadcast => {
             return Ok(Done { last: None, scanned: 0, sent: 0, failure: Some("the task is not an endpoint's") })
         }
     };

@@ -29,16 +29,20 @@ pub enum TaskKind {
     AppStats,
     /// `aggregate_event_types`: the event types the tenant's messages used.
     EventTypeAggregate,
+    /// `msg/broadcast`: one message to every application of the tenant
+    /// (`store::broadcast`, stepped by its own runner).
+    Broadcast,
 }
 
 /// Every kind, for names read from a query string.
-const KINDS: [TaskKind; 6] = [
+const KINDS: [TaskKind; 7] = [
     TaskKind::Replay,
     TaskKind::BulkReplay,
     TaskKind::Recover,
     TaskKind::PurgeContent,
     TaskKind::AppStats,
     TaskKind::EventTypeAggregate,
+    TaskKind::Broadcast,
 ];
 
 impl TaskKind {
@@ -50,6 +54,7 @@ impl TaskKind {
             TaskKind::PurgeContent => 3,
             TaskKind::AppStats => 4,
             TaskKind::EventTypeAggregate => 5,
+            TaskKind::Broadcast => 6,
         }
     }
 
@@ -60,6 +65,7 @@ impl TaskKind {
             3 => TaskKind::PurgeContent,
             4 => TaskKind::AppStats,
             5 => TaskKind::EventTypeAggregate,
+            6 => TaskKind::Broadcast,
             _ => TaskKind::Replay,
         }
     }
@@ -73,6 +79,7 @@ impl TaskKind {
             TaskKind::PurgeContent => "application.purge_content",
             TaskKind::AppStats => "application.stats",
             TaskKind::EventTypeAggregate => "event-type.aggregate",
+            TaskKind::Broadcast => "message.broadcast",
         }
     }
 
@@ -153,9 +160,9 @@ pub struct Task {
     pub data: Option<serde_json::Value>,
 }
 
-const COLUMNS: &str = "id, kind, status, app_id, endpoint_id, scanned, sent, failure, updated_at, data";
+pub(super) const COLUMNS: &str = "id, kind, status, app_id, endpoint_id, scanned, sent, failure, updated_at, data";
 
-fn from_row(r: &Row) -> Task {
+pub(super) fn from_row(r: &Row) -> Task {
     Task {
         id: TaskId::from_db(r.get(0)),
         kind: TaskKind::from_db(r.get(1)),
