@@ -170,8 +170,10 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
         // message a customer makes is a test event to one of its own endpoints
         // (`endpoint/{id}/send-example`, as in Svix's portal), reached below.
         "msg" => method == "GET",
-        // The application's polling stream: a read of its messages, as the list is.
-        "events" => method == "GET",
+        // A test attempt publishes a message of any type and payload the caller
+        // chooses: the tenant's (the customer's test is `send-example`, bounded to
+        // the tenant's own types and examples).
+        _ if sub.ends_with("/msg/test-attempt") => false,
         // Erasing content is the tenant's (a GDPR request goes to it), not a customer's.
         _ if method == "DELETE" && sub.ends_with("/content") => false,
         // Destinations are the customer's too (as in Svix's portal), shown read
@@ -229,11 +231,9 @@ mod tests {
         assert!(ok("GET", "/api/v1/app/app_1/msg/msg_1/raw"));
         assert!(ok("GET", "/api/v1/app/app_1/msg/msg_1/attempt/atmpt_1/headers"));
         assert!(ok("POST", "/api/v1/app/app_1/msg/search"));
-        assert!(ok("GET", "/api/v1/app/app_1/events"));
-        assert!(!ok("POST", "/api/v1/app/app_1/events"));
-        assert!(ok("POST", "/api/v1/app/app_1/endpoint/ep_1/msg/test-attempt"));
+        assert!(!ok("GET", "/api/v1/app/app_1/events"));
+        assert!(!ok("POST", "/api/v1/app/app_1/endpoint/ep_1/msg/test-attempt"));
         assert!(ok("POST", "/api/v1/app/app_1/endpoint/ep_1/cancel-msgs"));
-        assert_eq!(portal_access("app_1", "GET", "/api/v1/app/app_2/events"), PortalAccess::IfAppIs("app_2".into()));
         assert!(!ok("GET", "/api/v1/events"));
         assert!(!ok("POST", "/api/v1/msg/broadcast"));
     }

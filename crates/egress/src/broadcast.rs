@@ -19,8 +19,10 @@ use hookgate_shared::{
     AppState,
 };
 
-/// Applications a step publishes to at most: one statement each, in one transaction.
-const BATCH: i64 = 100;
+/// Applications a step publishes to at most: one statement each, in one
+/// transaction, kept small: it holds the tenant's quota row and the endpoints' wake
+/// rows that other writers wait for.
+const BATCH: i64 = 10;
 
 /// What one step did.
 struct Stepped {

@@ -20,7 +20,7 @@ pub const SENSITIVE_HEADERS: &[&str] = &["authorization", "proxy-authorization",
 /// The headers Hookgate itself sets: the only ones an attempt records with their
 /// values. A custom header may carry a credential under any name (`X-Token`,
 /// `Api-Key`, …) and is kept sealed at rest, so its value is never copied out.
-const OWN_HEADERS: &[&str] = &[
+pub const OWN_HEADERS: &[&str] = &[
     "content-type",
     "webhook-id",
     "webhook-timestamp",
@@ -237,4 +237,21 @@ pub fn open_variables(
         .open(&variables_purpose(app, ep), sealed)
         .map_err(|e| format!("transformation variables cannot be opened: {e}"))?;
     serde_json::from_slice(&plain).map_err(|e| format!("transformation variables are not JSON: {e}"))
+}
+
+/// Recorded request headers as the API shows them: Hookgate's own with their
+/// values, every other by name only. Attempts of an earlier release kept custom
+/// header values in clear; this never shows them.
+pub fn shown_headers(recorded: serde_json::Value) -> serde_json::Value {
+    match recorded {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .map(|(name, value)| {
+                let lower = name.to_ascii_lowercase();
+                let own = OWN_HEADERS.contains(&lower.as_str()) && !SENSITIVE_HEADERS.contains(&lower.as_str());
+                (name, if own { value } else { serde_json::Value::String("[redacted]".into()) })
+            })
+            .collect(),
+        other => other,
+    }
 }

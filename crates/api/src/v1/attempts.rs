@@ -79,7 +79,7 @@ impl From<Attempt> for AttemptOut {
             status_text: a.status.text(),
             trigger_type: a.trigger_type,
             timestamp: a.created_at,
-            request_headers: a.request_headers,
+            request_headers: a.request_headers.map(hookgate_egress::secrets::shown_headers),
         }
     }
 }

@@ -29,7 +29,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Broadcasts a tenant may have running at once; more wait for one to end (409).
-const MOST_RUNNING: i64 = 5;
+const MOST_RUNNING: i64 = 1;
 
 /// The message to publish to every application.
 #[derive(Deserialize, ToSchema)]
@@ -94,7 +94,7 @@ fn checked(body: &MessageBroadcastIn) -> Result<BroadcastMessage, ApiError> {
         event_id: body.event_id.clone().unwrap_or_default(),
         payload: body.payload.get().to_owned(),
         channels: body.channels.clone(),
-        payload_expires_at: hours.map(|h| Utc::now() + chrono::Duration::hours(h)),
+        payload_retention_hours: hours,
     })
 }
 

@@ -1,26 +1,24 @@
 //! The rest of Svix's `message` reads: `get-raw-payload`, an attempt's headers
-//! (`v1.message-attempt.get-headers`), `search` (the list's filters in a body),
-//! and the polling streams `v1.events.stream` and `v1.message.events`.
+//! (`v1.message-attempt.get-headers`) and `search` (the list's filters in a body).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use actix_web::{get, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
-use hookgate_egress::secrets::SENSITIVE_HEADERS;
+use hookgate_egress::secrets::{OWN_HEADERS, SENSITIVE_HEADERS};
 use hookgate_shared::{
     db,
     http::ApiError,
-    ids::{self, AppId, AttemptId, MessageId, Ref},
+    ids::{AppId, AttemptId, MessageId, Ref},
     store::{
         attempts,
-        message_events::{self, EventsWindow},
         messages::{self, MessageFilter},
         page::{Page, PageRequest},
     },
     AppState,
 };
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::applications::find as find_app;
@@ -29,7 +27,7 @@ use super::validate;
 use crate::{PageQuery, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(raw).service(headers).service(search).service(tenant_events).service(app_events);
+    cfg.service(raw).service(headers).service(search);
 }
 
 /// A message's payload as the string it was sent as.
@@ -81,7 +79,10 @@ fn masked(recorded: Option<&serde_json::Value>) -> MessageAttemptHeadersOut {
     for (name, value) in recorded.and_then(|v| v.as_object()).into_iter().flatten() {
         let name = name.to_ascii_lowercase();
         let value = value.as_str().unwrap_or(REDACTED);
-        let hidden = value == REDACTED || SENSITIVE_HEADERS.contains(&name.as_str());
+        // Only Hookgate's own headers show their values, whatever was recorded:
+        // attempts of an earlier release kept custom values in clear.
+        let own = OWN_HEADERS.contains(&name.as_str()) && !SENSITIVE_HEADERS.contains(&name.as_str());
+        let hidden = value == REDACTED || !own;
         if hidden {
             sensitive.insert(name.clone());
         }
@@ -172,147 +173,4 @@ async fn search(
     let conn = db::conn(&state.db).await?;
     let found = messages::list(&**conn, &tenant.0, &app.id, &page, &filter).await?;
     Ok(HttpResponse::Ok().json(found.map(|m| MessageOut::new(m, body.with_content))))
-}
-
-/// `?limit=&iterator=&event_types=&channels=&after=` of the polling streams.
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct EventsQuery {
-    limit: Option<i64>,
-    /// The `iterator` of the previous page (a message id).
-    iterator: Option<String>,
-    /// Comma-separated event type names.
-    event_types: Option<String>,
-    /// Comma-separated channels: a message in any of them.
-    channels: Option<String>,
-    /// Where to start without an iterator (absent: from the first message).
-    #[serde(default, deserialize_with = "crate::when::opt")]
-    after: Option<DateTime<Utc>>,
-}
-
-/// A page of a polling stream.
-#[derive(Serialize, ToSchema)]
-struct MessageEventsOut {
-    data: Vec<MessageOut>,
-    /// Where the next poll starts: always set, also when `data` is empty.
-    iterator: String,
-    /// Nothing more is there to read now.
-    done: bool,
-}
-
-/// How close to now a page reads: a message's id is made a moment before it
-/// commits, so one younger than this may yet appear below an iterator handed out.
-const SETTLE: chrono::Duration = chrono::Duration::seconds(2);
-/// How much time one page scans at most: a poller far behind pages through the
-/// past in windows of this, never the whole history in one statement.
-const WINDOW: chrono::Duration = chrono::Duration::hours(1);
-
-fn list_of(field: &str, s: &Option<String>, check: impl Fn(&str) -> bool) -> Result<Option<Vec<String>>, ApiError> {
-    let Some(s) = s else { return Ok(None) };
-    let items: Vec<String> = s.split(',').filter(|x| !x.is_empty()).map(str::to_owned).collect();
-    if items.len() > 250 {
-        return Err(ApiError::Validation(format!("`{field}`: at most 250 values")));
-    }
-    match items.iter().find(|x| !check(x)) {
-        Some(bad) => Err(ApiError::Validation(format!(
-            "`{field}`: `{}` is not a valid value",
-            bad.chars().take(64).collect::<String>()
-        ))),
-        None => Ok(Some(items)),
-    }
-}
-
-/// One page of the stream: messages after the iterator (or `after`), oldest first.
-async fn events(
-    state: &AppState,
-    tenant: &TenantAuth,
-    app: Option<&AppId>,
-    q: &EventsQuery,
-) -> Result<HttpResponse, ApiError> {
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=250).contains(&limit) {
-        return Err(ApiError::Validation(format!("`limit`: {limit} is not 1 to 250")));
-    }
-    let event_types = list_of("event_types", &q.event_types, ids::is_uid)?;
-    let channels = list_of("channels", &q.channels, ids::is_uid)?;
-    let start = match (&q.iterator, q.after) {
-        (Some(it), _) => MessageId::parse(it)
-            .map_err(|_| ApiError::Validation("`iterator`: not an iterator of this stream".into()))?
-            .to_string(),
-        (None, Some(after)) => ids::floor(MessageId::PREFIX, after),
-        (None, None) => ids::floor(MessageId::PREFIX, DateTime::UNIX_EPOCH),
-    };
-    let horizon = Utc::now() - SETTLE;
-    let horizon_id = ids::floor(MessageId::PREFIX, horizon);
-    let conn = db::conn(&state.db).await?;
-    // The window starts at the first message after the iterator, so a poller far
-    // behind skips an empty past at once, and spans an hour at most.
-    let since = ids::made_at(&start).unwrap_or(DateTime::UNIX_EPOCH);
-    let first = message_events::first_after(&**conn, &tenant.0, app, (&start, since), &horizon_id).await?;
-    let Some(from) = first.as_deref().and_then(ids::made_at) else {
-        let iterator = horizon_id.max(start);
-        return Ok(HttpResponse::Ok().json(MessageEventsOut { data: Vec::new(), iterator, done: true }));
-    };
-    let until = (from + WINDOW).min(horizon);
-    let until_id = ids::floor(MessageId::PREFIX, until);
-    let window = EventsWindow {
-        app,
-        after_id: &start,
-        before_id: &until_id,
-        event_types: event_types.as_deref(),
-        channels: channels.as_deref(),
-        limit,
-        since,
-    };
-    let mut found = message_events::events(&**conn, &tenant.0, &window).await?;
-    let full = found.len() as i64 > limit;
-    found.truncate(limit as usize);
-    // A full page goes on after its last message; one that is not, after its window.
-    let iterator = match found.last() {
-        Some(m) if full => m.id.to_string(),
-        _ => until_id.max(start),
-    };
-    let done = !full && until == horizon;
-    let data = found.into_iter().map(|m| MessageOut::new(m, true)).collect();
-    Ok(HttpResponse::Ok().json(MessageEventsOut { data, iterator, done }))
-}
-
-/// The tenant's messages of every application after the iterator, oldest
-/// first, for polling (Svix's `v1.events.stream`).
-#[utoipa::path(params(EventsQuery), tag = "Events", operation_id = "v1.events.stream", responses((status = 200, body = MessageEventsOut)))]
-#[get("/events")]
-async fn tenant_events(
-    tenant: TenantAuth,
-    state: web::Data<AppState>,
-    q: web::Query<EventsQuery>,
-) -> Result<HttpResponse, ApiError> {
-    events(&state, &tenant, None, &q).await
-}
-
-/// The application's messages after the iterator, oldest first, for polling.
-#[utoipa::path(params(EventsQuery), tag = "Message", operation_id = "v1.message.events", responses((status = 200, body = MessageEventsOut)))]
-#[get("/app/{app_id}/events")]
-async fn app_events(
-    tenant: TenantAuth,
-    state: web::Data<AppState>,
-    path: web::Path<Ref<AppId>>,
-    q: web::Query<EventsQuery>,
-) -> Result<HttpResponse, ApiError> {
-    let app = find_app(&state, &tenant, &path).await?;
-    events(&state, &tenant, Some(&app.id), &q).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::masked;
-    use serde_json::json;
-
-    #[test]
-    fn a_credential_header_is_masked_and_named_sensitive() {
-        let out = masked(Some(&json!({"Authorization": "Bearer x", "webhook-id": "msg_1", "x-token": "[redacted]"})));
-        assert_eq!(out.sent_headers["authorization"], "[redacted]");
-        assert_eq!(out.sent_headers["webhook-id"], "msg_1");
-        assert_eq!(out.sensitive.iter().map(String::as_str).collect::<Vec<_>>(), ["authorization", "x-token"]);
-        assert!(masked(None).sent_headers.is_empty());
-    }
 }

@@ -8,7 +8,7 @@
 //! again from its start (or any repeat) finds the eventId taken and publishes
 //! nothing twice.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::GenericClient;
 
@@ -28,7 +28,9 @@ pub struct BroadcastMessage {
     /// The payload's exact text, delivered byte for byte.
     pub payload: String,
     pub channels: Option<Vec<String>>,
-    pub payload_expires_at: Option<DateTime<Utc>>,
+    /// How long each message's payload is kept, counted from when that message
+    /// is published (a broadcast may take hours to reach its last application).
+    pub payload_retention_hours: Option<i64>,
 }
 
 /// How many broadcasts of the tenant are running, counted under a lock of the
@@ -148,7 +150,7 @@ pub async fn publish_one(
         idempotency_key: None,
         request_key: None,
         traceparent: None,
-        payload_expires_at: m.payload_expires_at,
+        payload_expires_at: m.payload_retention_hours.map(|h| Utc::now() + chrono::Duration::hours(h)),
     };
     tx.batch_execute("SAVEPOINT broadcast_app").await?;
     let published = messages::publish(tx, tenant, &Ref::Id(app.clone()), &new).await;

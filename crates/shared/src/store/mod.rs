@@ -42,7 +42,6 @@ pub mod inbound_batch;
 pub mod inbound_events;
 pub mod ingest_sources;
 pub mod integrations;
-pub mod message_events;
 pub mod messages;
 pub mod notify;
 pub mod operational;
