@@ -189,11 +189,20 @@ async fn get_one(
     state: web::Data<AppState>,
     path: web::Path<(Ref<AppId>, Ref<MessageId>, AttemptId)>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = find_app(&state, &tenant, &path.0).await?;
+    Ok(HttpResponse::Ok().json(AttemptOut::from(find_attempt(&state, &tenant, &path).await?)))
+}
+
+/// The attempt a `…/msg/{msg_id}/attempt/{attempt_id}` path names, in the
+/// tenant's application and that message; 404 for any of them missing.
+pub(super) async fn find_attempt(
+    state: &AppState,
+    tenant: &TenantAuth,
+    (app, msg, attempt): &(Ref<AppId>, Ref<MessageId>, AttemptId),
+) -> Result<Attempt, ApiError> {
+    let app = find_app(state, tenant, app).await?;
     let conn = db::conn(&state.db).await?;
-    let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    let a = attempts::get(&**conn, &tenant.0, &app.id, &msg.id, &path.2).await?.ok_or(ApiError::NotFound("attempt"))?;
-    Ok(HttpResponse::Ok().json(AttemptOut::from(a)))
+    let msg = messages::get(&**conn, &tenant.0, &app.id, msg).await?.ok_or(ApiError::NotFound("message"))?;
+    attempts::get(&**conn, &tenant.0, &app.id, &msg.id, attempt).await?.ok_or(ApiError::NotFound("attempt"))
 }
 
 /// An endpoint the message was sent to, and how its delivery stands.

@@ -74,21 +74,7 @@ fn checked(body: &MessageBroadcastIn) -> Result<BroadcastMessage, ApiError> {
     if let Some(ch) = &body.channels {
         validate::channels(ch)?;
     }
-    let hours = match (body.payload_retention_period, body.payload_retention_hours) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::Validation(
-                "`payloadRetentionPeriod` and `payloadRetentionHours` are mutually exclusive".into(),
-            ))
-        }
-        (Some(d), None) if !(1..=90).contains(&d) => {
-            return Err(ApiError::Validation("`payloadRetentionPeriod` must be 1 to 90 days".into()))
-        }
-        (None, Some(h)) if !(1..=2160).contains(&h) => {
-            return Err(ApiError::Validation("`payloadRetentionHours` must be 1 to 2160 hours".into()))
-        }
-        (Some(d), None) => Some(d * 24),
-        (None, h) => h,
-    };
+    let hours = super::messages::retention_hours(body.payload_retention_period, body.payload_retention_hours, 1)?;
     Ok(BroadcastMessage {
         event_type: body.event_type.clone(),
         event_id: body.event_id.clone().unwrap_or_default(),

@@ -11,7 +11,6 @@ use hookgate_shared::{
     http::ApiError,
     ids::{AppId, AttemptId, MessageId, Ref},
     store::{
-        attempts,
         messages::{self, MessageFilter},
         page::{Page, PageRequest},
     },
@@ -101,10 +100,7 @@ async fn headers(
     state: web::Data<AppState>,
     path: web::Path<(Ref<AppId>, Ref<MessageId>, AttemptId)>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = find_app(&state, &tenant, &path.0).await?;
-    let conn = db::conn(&state.db).await?;
-    let m = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    let a = attempts::get(&**conn, &tenant.0, &app.id, &m.id, &path.2).await?.ok_or(ApiError::NotFound("attempt"))?;
+    let a = super::attempts::find_attempt(&state, &tenant, &path).await?;
     Ok(HttpResponse::Ok().json(masked(a.request_headers.as_ref())))
 }
 

@@ -82,23 +82,26 @@ fn body_of(body: &MessageIn) -> Result<(Vec<u8>, String), ApiError> {
 
 /// When the payload is dropped, from `payloadRetentionPeriod` or `payloadRetentionHours`.
 fn payload_expiry(days: Option<i64>, hours: Option<i64>) -> Result<Option<DateTime<Utc>>, ApiError> {
-    let hours = match (days, hours) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::Validation(
-                "`payloadRetentionPeriod` and `payloadRetentionHours` are mutually exclusive".into(),
-            ))
-        }
-        (Some(d), None) if !(5..=90).contains(&d) => {
-            return Err(ApiError::Validation("`payloadRetentionPeriod` must be 5 to 90 days".into()))
+    Ok(retention_hours(days, hours, 5)?.map(|h| Utc::now() + chrono::Duration::hours(h)))
+}
+
+/// The hours a payload is kept, from `payloadRetentionPeriod` (`least_days` to 90
+/// days) or `payloadRetentionHours` (1 to 2160), which exclude each other; `None`
+/// when neither is given.
+pub(super) fn retention_hours(days: Option<i64>, hours: Option<i64>, least_days: i64) -> Result<Option<i64>, ApiError> {
+    match (days, hours) {
+        (Some(_), Some(_)) => Err(ApiError::Validation(
+            "`payloadRetentionPeriod` and `payloadRetentionHours` are mutually exclusive".into(),
+        )),
+        (Some(d), None) if !(least_days..=90).contains(&d) => {
+            Err(ApiError::Validation(format!("`payloadRetentionPeriod` must be {least_days} to 90 days")))
         }
         (None, Some(h)) if !(1..=2160).contains(&h) => {
-            return Err(ApiError::Validation("`payloadRetentionHours` must be 1 to 2160 hours".into()))
+            Err(ApiError::Validation("`payloadRetentionHours` must be 1 to 2160 hours".into()))
         }
-        (Some(d), None) => d * 24,
-        (None, Some(h)) => h,
-        (None, None) => return Ok(None),
-    };
-    Ok(Some(Utc::now() + chrono::Duration::hours(hours)))
+        (Some(d), None) => Ok(Some(d * 24)),
+        (None, h) => Ok(h),
+    }
 }
 
 /// The application to create with the message when its path names none.

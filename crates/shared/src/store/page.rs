@@ -88,7 +88,7 @@ impl PageRequest {
     /// The walk for a list whose own order is `natural`.
     pub fn walk(&self, natural: Order) -> Walk<'_> {
         let ascending = self.order.unwrap_or(natural) == Order::Ascending;
-        let forwards = !matches!(self.cursor, Some(Cursor::Prev(_)));
+        let forwards = !self.backwards();
         let (cmp, dir) = if ascending == forwards { (">", "ASC") } else { ("<", "DESC") };
         Walk { key: self.cursor.as_ref().map(Cursor::id), cmp, dir }
     }
