@@ -183,6 +183,8 @@ async fn attempt(
         transformation_at: None,
         kind: ep.kind,
         destination: None,
+        // A FIFO endpoint takes no OAuth or certificate (the API refuses them).
+        auth_at: None,
     };
     let keys = secrets::signing_keys(state, tenant, &h.app_id, &h.endpoint_id, &claimed)?;
     let request = batch_request(&cfg, &keys, rows, &h.key);

@@ -10,6 +10,7 @@
 //! It is the only crate that makes outbound HTTP requests, and it imports no
 //! handler: the API crate calls into it, never the other way round.
 
+pub mod auth;
 pub mod broadcast;
 pub mod deliver;
 pub mod destinations;

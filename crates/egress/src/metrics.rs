@@ -31,7 +31,7 @@ impl EgressMetrics {
             ),
             attempts: counter_vec(
                 "hookgate_delivery_attempts_total",
-                "Delivery attempts by outcome: success, http_4xx, http_5xx, timeout, connect_error, blocked, refused, unconfirmed.",
+                "Delivery attempts by outcome: success, http_4xx, http_5xx, timeout, connect_error, blocked, refused, unconfirmed, auth_failed.",
                 &["tenant", "outcome"],
             ),
             duration: Histogram::with_opts(

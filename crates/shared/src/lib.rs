@@ -16,6 +16,7 @@ pub mod config;
 pub mod cron_schedule;
 pub mod crypto;
 pub mod db;
+pub mod endpoint_auth;
 pub mod endpoint_secret;
 pub mod gate;
 pub mod http;

@@ -12,6 +12,7 @@ mod console;
 mod counts;
 mod destinations;
 mod endpoint_activity;
+mod endpoint_auth;
 pub(crate) mod endpoint_extras;
 mod endpoint_msgs;
 pub(crate) mod endpoints;
@@ -58,6 +59,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     applications::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
+    endpoint_auth::configure(cfg);
     destinations::configure(cfg);
     poller::configure(cfg);
     endpoint_activity::configure(cfg);

@@ -10,6 +10,7 @@ use hookgate_shared::{
 };
 
 use super::{
+    authorized::{authorize, with_bearer, Authorized},
     prepare::{signed_request, Envelope},
     send::{self, Outcome, Senders},
 };
@@ -32,12 +33,14 @@ pub struct Forwarder {
     state: AppState,
     metrics: EgressMetrics,
     senders: std::sync::Arc<Senders>,
+    /// Endpoints' OAuth clients, certificates and CAs, and their tokens.
+    auths: std::sync::Arc<crate::auth::Auths>,
 }
 
 impl Forwarder {
     pub fn new(state: AppState, metrics: EgressMetrics) -> Self {
         let senders = std::sync::Arc::new(Senders::new(&state.config, state.own_services.clone()));
-        Forwarder { state, metrics, senders }
+        Forwarder { state, metrics, senders, auths: Default::default() }
     }
 
     /// Whether every matching endpoint answered 2xx (true when none matches).
@@ -52,7 +55,7 @@ impl Forwarder {
         // Unknown now: the provider is told to retry (503), as for any database error.
         let allow = hookgate_shared::networks::allowed(&self.state, e.tenant).await?;
         let sender = self.senders.for_networks(&allow);
-        let sender = &sender;
+        let (sender, allow) = (&sender, &allow);
         let sends = targets.into_iter().map(|ep| async move {
             let claimed = ClaimedEndpoint {
                 url: ep.url.clone(),
@@ -67,6 +70,7 @@ impl Forwarder {
                 // `matching` gives HTTP endpoints only.
                 kind: ep.kind,
                 destination: None,
+                auth_at: ep.auth_at,
             };
             let keys = match secrets::signing_keys(&self.state, e.tenant, e.app, &ep.id, &claimed) {
                 Ok(k) => k,
@@ -88,9 +92,30 @@ impl Forwarder {
                     return false;
                 }
             };
-            let req = signed_request(&ep.url, &headers, &keys, &envelope, e.payload.to_vec());
+            let mut req = signed_request(&ep.url, &headers, &keys, &envelope, e.payload.to_vec());
+            // An endpoint's own certificate, CA and OAuth token: without them now
+            // (a token being fetched elsewhere, or refused), the provider is told to retry.
+            let (sender, bearer) = match ep.auth_at {
+                None => (sender.clone(), None),
+                Some(at) => {
+                    let k = (e.tenant.clone(), e.app.clone(), ep.id.clone());
+                    let bound = sender.timeout();
+                    match authorize(&self.state, &self.auths, &self.senders, allow, &k, at, bound).await {
+                        Authorized::Send { sender, bearer } => (sender, bearer),
+                        Authorized::Wait | Authorized::Failed(_) => {
+                            self.metrics.attempt(e.tenant.as_str(), send::Outcome::AuthFailed.label());
+                            return false;
+                        }
+                    }
+                }
+            };
+            with_bearer(&mut req, bearer.as_ref());
             let span = send::attempt_span(e.webhook_id, ep.id.as_str(), 1);
             let sent = sender.send_traced(req, span, sender.timeout()).await;
+            if let (Some(b), 401) = (&bearer, sent.status) {
+                let k = (e.tenant.clone(), e.app.clone(), ep.id.clone());
+                self.auths.tokens.refused(&self.state, &k, b).await;
+            }
             self.metrics.duration.observe(sent.duration.as_secs_f64());
             self.metrics.attempt(e.tenant.as_str(), sent.outcome.label());
             sent.outcome == Outcome::Success

@@ -11,6 +11,7 @@
 //! taken to claim, returned, and taken again by the recorder. A delivery whose
 //! worker dies mid-send becomes due again when its lease runs out.
 
+pub(crate) mod authorized;
 mod destined;
 pub mod forward;
 mod plan;
@@ -89,6 +90,8 @@ pub struct Worker {
     destinations: crate::destinations::Publishers,
     /// Event types' own retry schedules, read when an attempt fails.
     schedules: type_schedule::TypeSchedules,
+    /// Endpoints' OAuth clients, certificates and CAs, and their tokens.
+    auths: crate::auth::Auths,
 }
 
 /// A finished delivery and the concurrency permit it holds until it is recorded.
@@ -132,6 +135,7 @@ impl Worker {
             transforms,
             destinations: Default::default(),
             schedules: Default::default(),
+            auths: Default::default(),
         }
     }
 

@@ -22,6 +22,7 @@ use rand::Rng;
 use reqwest::header::HeaderMap;
 
 use super::{
+    authorized::{self, Authorized},
     schedule,
     send::{self, Request},
     shares, throttle,
@@ -149,7 +150,6 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     }
     let mut request = signed_request(&url, &headers, &keys, &envelope, payload);
     request.put = put;
-    let request_headers = secrets::recorded_headers(&request.headers);
     let bytes = request.body.len() as i64;
     let lag = (Utc::now() - c.due_at).to_std().unwrap_or_default();
     w.metrics.lag.observe(lag.as_secs_f64());
@@ -160,8 +160,8 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     trace::add_link(&span, claim.as_deref());
     // The operator's networks and the tenant's own; if they cannot be read now,
     // the operator's alone (closed to the tenant's, never more open).
-    let sender = match hookgate_shared::networks::allowed(w.state(), &c.tenant_id).await {
-        Ok(allow) => w.senders.for_networks(&allow),
+    let allow = match hookgate_shared::networks::allowed(w.state(), &c.tenant_id).await {
+        Ok(allow) => allow,
         // Unknown now: not an attempt (it would read as blocked, and spend a
         // retry); due again in a moment, as a throttle's wait is.
         Err(e) => {
@@ -183,7 +183,34 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
             return due_again(&c, Duration::from_secs(1));
         }
     };
+    // An endpoint's own certificate, CA and OAuth token, if it has them.
+    let (sender, bearer, bound) = match ep.auth_at {
+        None => (w.senders.for_networks(&allow), None, bound),
+        Some(at) => {
+            let k = (c.tenant_id.clone(), c.app_id.clone(), c.endpoint_id.clone());
+            let started = Instant::now();
+            match authorized::authorize(w.state(), &w.auths, &w.senders, &allow, &k, at, bound).await {
+                // A token fetched took part of the attempt's time.
+                Authorized::Send { sender, bearer } => match bound.checked_sub(started.elapsed()) {
+                    Some(left) if !left.is_zero() => (sender, bearer, left),
+                    _ => return due_again(&c, Duration::from_secs(1)),
+                },
+                Authorized::Wait => return due_again(&c, Duration::from_secs(1)),
+                Authorized::Failed(sent) => {
+                    let own = own_schedule(w, &c, false).await;
+                    let recorded = secrets::recorded_headers(&request.headers);
+                    return finish(w, &c, url, sent, recorded, bytes, own.as_deref());
+                }
+            }
+        }
+    };
+    authorized::with_bearer(&mut request, bearer.as_ref());
+    let request_headers = secrets::recorded_headers(&request.headers);
     let sent = sender.send_traced(request, span, bound).await;
+    if let (Some(b), 401) = (&bearer, sent.status) {
+        let k = (c.tenant_id.clone(), c.app_id.clone(), c.endpoint_id.clone());
+        w.auths.tokens.refused(w.state(), &k, b).await;
+    }
     let own = own_schedule(w, &c, sent.outcome == send::Outcome::Success).await;
     finish(w, &c, url, sent, request_headers, bytes, own.as_deref())
 }

@@ -55,6 +55,9 @@ pub enum Outcome {
     /// A broker took the message and its confirm was lost (the connection broke
     /// first): it may be there, and the retry may repeat it.
     Unconfirmed,
+    /// No request went: the endpoint's OAuth token could not be had (the token
+    /// server refused or failed), or its TLS settings could not be used.
+    AuthFailed,
 }
 
 impl Outcome {
@@ -69,6 +72,7 @@ impl Outcome {
             Outcome::Blocked => "blocked",
             Outcome::Refused => "refused",
             Outcome::Unconfirmed => "unconfirmed",
+            Outcome::AuthFailed => "auth_failed",
         }
     }
 }
@@ -147,7 +151,8 @@ impl Sender {
         proxy: Option<&str>,
         record_private: bool,
     ) -> Self {
-        Self::build(guard, connect_timeout, timeout, proxy, record_private, None)
+        Self::build(guard, connect_timeout, timeout, proxy, record_private, None, None)
+            .expect("the HTTP client builds with static settings")
     }
 
     /// A sender without a proxy whose names `lookup` resolves (a test's, to make a
@@ -158,7 +163,8 @@ impl Sender {
         timeout: Duration,
         lookup: crate::destinations::Lookup,
     ) -> Self {
-        Self::build(guard, connect_timeout, timeout, None, true, Some(lookup))
+        Self::build(guard, connect_timeout, timeout, None, true, Some(lookup), None)
+            .expect("the HTTP client builds with static settings")
     }
 
     fn build(
@@ -168,12 +174,18 @@ impl Sender {
         proxy: Option<&str>,
         record_private: bool,
         lookup: Option<crate::destinations::Lookup>,
-    ) -> Self {
+        tls: Option<&crate::auth::tls::Tls>,
+    ) -> Result<Self, String> {
         let proxy_host = proxy.and_then(|p| url::Url::parse(p).ok()?.host_str().map(str::to_owned));
         let builder = reqwest::Client::builder();
         let builder = match proxy {
             Some(p) => builder.proxy(reqwest::Proxy::all(p).expect("HOOKGATE_EGRESS_PROXY is validated at start")),
             None => builder.no_proxy(),
+        };
+        // An endpoint's client certificate and server CA, when it has them.
+        let builder = match tls {
+            Some(tls) => tls.apply(builder)?,
+            None => builder,
         };
         let client = builder
             .dns_resolver(Arc::new(GuardedResolver { guard: guard.clone(), proxy_host, lookup }))
@@ -189,8 +201,13 @@ impl Sender {
             // picked for the next request (see `send` for the race that is left).
             .pool_idle_timeout(IDLE_CONNECTION)
             .build()
-            .expect("the HTTP client builds with static settings");
-        Sender { client, timeout, guard, proxied: proxy.is_some(), record_private }
+            .map_err(|e| format!("the endpoint's TLS settings cannot be used: {e}"))?;
+        Ok(Sender { client, timeout, guard, proxied: proxy.is_some(), record_private })
+    }
+
+    /// Whether answers from private networks are kept (`HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES`).
+    pub fn records_private(&self) -> bool {
+        self.record_private
     }
 
     /// With a proxy, the target's name is resolved here and checked; the proxy may
@@ -446,6 +463,9 @@ fn literal_private(url: &url::Url) -> bool {
 /// (made once, kept); every other tenant shares the operator's.
 pub struct Senders {
     base: Sender,
+    /// Clients of endpoints with a client certificate or server CA of their own,
+    /// by tenant networks, endpoint and the settings' time.
+    with_tls: std::sync::Mutex<std::collections::HashMap<TlsKey, Sender>>,
     base_allow: Vec<ipnet::IpNet>,
     made: std::sync::Mutex<std::collections::HashMap<Vec<ipnet::IpNet>, Sender>>,
     settings: (Duration, Duration, Option<String>, bool),
@@ -454,6 +474,11 @@ pub struct Senders {
 
 /// Clients kept for tenants' own lists; past it they are made again as needed.
 const MOST_CLIENTS: usize = 64;
+/// Clients kept for endpoints' own TLS settings (each has its own connections).
+const MOST_TLS_CLIENTS: usize = 512;
+
+type TlsKey =
+    (Vec<ipnet::IpNet>, hookgate_shared::TenantId, hookgate_shared::ids::EndpointId, chrono::DateTime<chrono::Utc>);
 
 impl Senders {
     /// `own`: Hookgate's own servers, refused by every client made here.
@@ -468,7 +493,7 @@ impl Senders {
         let base_allow = hookgate_shared::networks::merged(&config.egress_allow_networks, &[]);
         let guard = Guard::new(base_allow.clone()).protecting(own.clone());
         let base = Sender::new(guard, settings.0, settings.1, settings.2.as_deref(), settings.3);
-        Senders { base, base_allow, made: Default::default(), settings, own }
+        Senders { base, base_allow, made: Default::default(), with_tls: Default::default(), settings, own }
     }
 
     /// The client for a tenant's networks (from `hookgate_shared::networks::allowed`).
@@ -488,6 +513,30 @@ impl Senders {
         let s = Sender::new(guard, *connect, *total, proxy.as_deref(), *record);
         made.insert(allow.to_vec(), s.clone());
         s
+    }
+
+    /// The client for an endpoint with its own TLS settings (`at`: when they last
+    /// changed), within the tenant's networks; made once, kept (a bounded number).
+    pub fn for_endpoint(
+        &self,
+        allow: &[ipnet::IpNet],
+        endpoint: (&hookgate_shared::TenantId, &hookgate_shared::ids::EndpointId),
+        at: chrono::DateTime<chrono::Utc>,
+        tls: &crate::auth::tls::Tls,
+    ) -> Result<Sender, String> {
+        let key = (allow.to_vec(), endpoint.0.clone(), endpoint.1.clone(), at);
+        if let Some(s) = self.with_tls.lock().expect("the senders lock is never poisoned").get(&key) {
+            return Ok(s.clone());
+        }
+        let (connect, total, proxy, record) = &self.settings;
+        let guard = Guard::new(allow.to_vec()).protecting(self.own.clone());
+        let s = Sender::build(guard, *connect, *total, proxy.as_deref(), *record, None, Some(tls))?;
+        let mut made = self.with_tls.lock().expect("the senders lock is never poisoned");
+        if made.len() >= MOST_TLS_CLIENTS {
+            made.clear();
+        }
+        made.insert(key, s.clone());
+        Ok(s)
     }
 
     /// The operator's client: every tenant without networks of its own.

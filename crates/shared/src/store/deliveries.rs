@@ -90,6 +90,9 @@ pub struct ClaimedEndpoint {
     pub kind: EndpointKind,
     /// A destination's configuration, sealed.
     pub destination: Option<Vec<u8>>,
+    /// When its OAuth client, client certificate or server CA last changed, if it
+    /// has any (`endpoint_auth` then holds them).
+    pub auth_at: Option<DateTime<Utc>>,
 }
 
 /// The columns of each delivery a claim took, for [`claimed_from_row`]: reads the
@@ -102,7 +105,8 @@ pub(super) fn claimed_rows(messages: &str) -> String {
         e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
         a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent,
         CASE WHEN t.transformations AND NOT t.transformations_off THEN e.transformation_at END,
-        COALESCE(m.event_type, ''), e.kind, e.destination, m.event_id, m.channels, m.created_at
+        COALESCE(m.event_type, ''), e.kind, e.destination, m.event_id, m.channels, m.created_at,
+        e.auth_at
      FROM claimed c
      JOIN tenants t ON t.id = c.tenant_id
      JOIN applications a ON a.tenant_id = c.tenant_id AND a.id = c.app_id
@@ -146,6 +150,7 @@ pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64, lease_ends: 
             transformation_at: r.get(20),
             kind: EndpointKind::from_db(r.get(22)),
             destination: r.get(23),
+            auth_at: r.get(27),
         }),
     }
 }

@@ -40,6 +40,8 @@ pub struct Endpoint {
     pub failing_since: Option<DateTime<Utc>>,
     /// A keyed FIFO endpoint's key path.
     pub fifo_key: Option<Vec<String>>,
+    /// When its OAuth client, client certificate or server CA last changed, if it has any.
+    pub auth_at: Option<DateTime<Utc>>,
 }
 
 impl Endpoint {
@@ -69,6 +71,7 @@ impl Endpoint {
             max_wait_secs: None,
             failing_since: None,
             fifo_key: None,
+            auth_at: None,
         }
     }
 }
@@ -101,7 +104,7 @@ pub struct EndpointFields {
 
 pub(super) const COLUMNS: &str = "id, uid, url, description, version, disabled, event_types, channels, throttle_rate,
     metadata, headers, secret, old_secret, old_secret_until, created_at, updated_at, kind, destination,
-    batch_size, max_wait_secs, failing_since, fifo_key";
+    batch_size, max_wait_secs, failing_since, fifo_key, auth_at";
 
 pub(super) fn from_row(r: &Row) -> Endpoint {
     from_row_at(r, 0)
@@ -132,6 +135,7 @@ fn from_row_at(r: &Row, at: usize) -> Endpoint {
         max_wait_secs: r.get(at + 19),
         failing_since: r.get(at + 20),
         fifo_key: r.get(at + 21),
+        auth_at: r.get(at + 22),
     }
 }
 

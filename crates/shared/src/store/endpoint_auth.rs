@@ -1,0 +1,250 @@
+//! The `endpoint_auth` table: an endpoint's OAuth client, client certificate and
+//! server CA, and the access token its workers share.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+use crate::ids::{AppId, EndpointId, TenantId};
+
+/// An endpoint's authentication settings, as stored (secrets sealed).
+#[derive(Debug, Clone, Default)]
+pub struct AuthRow {
+    /// The OAuth client's settings without its secrets; `None`: no OAuth.
+    pub oauth: Option<Value>,
+    /// Sealed: the client secret, refresh token and JWT key.
+    pub oauth_secrets: Option<Vec<u8>>,
+    /// Sealed: the PEM key and certificate chain.
+    pub mtls_identity: Option<Vec<u8>>,
+    /// PEM: the roots the endpoint's certificate must chain to.
+    pub server_ca: Option<String>,
+    /// The endpoint's `auth_at`.
+    pub changed_at: DateTime<Utc>,
+}
+
+/// One part of the settings, replaced (or, with `None`, removed) on its own.
+pub enum Change<'a> {
+    Oauth(Option<(&'a Value, &'a [u8])>),
+    Mtls(Option<&'a [u8]>),
+    Ca(Option<&'a str>),
+}
+
+/// Which endpoint: tenant, application, endpoint.
+pub type Key<'a> = (&'a TenantId, &'a AppId, &'a EndpointId);
+
+fn args<'a>(k: &'a Key<'a>) -> [&'a str; 3] {
+    [k.0.as_str(), k.1.as_str(), k.2.as_str()]
+}
+
+/// The settings, if the endpoint has any.
+pub async fn get(db: &impl GenericClient, k: Key<'_>) -> Result<Option<AuthRow>, StoreError> {
+    let [t, a, e] = args(&k);
+    let row = db
+        .query_opt(
+            "SELECT oauth, oauth_secrets, mtls_identity, server_ca, changed_at FROM endpoint_auth
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3",
+            &[&t, &a, &e],
+        )
+        .await?;
+    Ok(row.map(|r| AuthRow {
+        oauth: r.get(0),
+        oauth_secrets: r.get(1),
+        mtls_identity: r.get(2),
+        server_ca: r.get(3),
+        changed_at: r.get(4),
+    }))
+}
+
+/// Applies one change, in a transaction of the caller's: the endpoint's row is
+/// locked first (so a deletion racing it ends one way or the other, never in a
+/// foreign-key error), every held token is dropped (it was fetched under the old
+/// settings), and the endpoint's `auth_at` follows. False when the endpoint is gone.
+pub async fn change(db: &impl GenericClient, k: Key<'_>, change: Change<'_>) -> Result<bool, StoreError> {
+    let [t, a, e] = args(&k);
+    let locked = db
+        .query_opt(
+            "SELECT 1 FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR NO KEY UPDATE",
+            &[&t, &a, &e],
+        )
+        .await?;
+    if locked.is_none() {
+        return Ok(false);
+    }
+    // Fixed statements, one per part: nothing of the caller's is spliced in.
+    const RESET: &str = "token = NULL, token_fetched_at = NULL, token_expires_at = NULL, token_fetching_until = NULL,
+        token_error = NULL, token_error_at = NULL, changed_at = clock_timestamp()";
+    const DONE: &str = "RETURNING changed_at, (oauth IS NULL AND mtls_identity IS NULL AND server_ca IS NULL)";
+    let row = match change {
+        Change::Oauth(v) => {
+            let (oauth, secrets) = (v.map(|v| v.0), v.map(|v| v.1));
+            let sql = format!(
+                "INSERT INTO endpoint_auth (tenant_id, app_id, endpoint_id, oauth, oauth_secrets, changed_at)
+                 VALUES ($1, $2, $3, $4, $5, clock_timestamp())
+                 ON CONFLICT (tenant_id, app_id, endpoint_id) DO UPDATE
+                 SET oauth = EXCLUDED.oauth, oauth_secrets = EXCLUDED.oauth_secrets, {RESET} {DONE}"
+            );
+            db.query_one(&sql, &[&t, &a, &e, &oauth, &secrets]).await?
+        }
+        Change::Mtls(identity) => {
+            let sql = format!(
+                "INSERT INTO endpoint_auth (tenant_id, app_id, endpoint_id, mtls_identity, changed_at)
+                 VALUES ($1, $2, $3, $4, clock_timestamp())
+                 ON CONFLICT (tenant_id, app_id, endpoint_id) DO UPDATE
+                 SET mtls_identity = EXCLUDED.mtls_identity, {RESET} {DONE}"
+            );
+            db.query_one(&sql, &[&t, &a, &e, &identity]).await?
+        }
+        Change::Ca(ca) => {
+            let sql = format!(
+                "INSERT INTO endpoint_auth (tenant_id, app_id, endpoint_id, server_ca, changed_at)
+                 VALUES ($1, $2, $3, $4, clock_timestamp())
+                 ON CONFLICT (tenant_id, app_id, endpoint_id) DO UPDATE
+                 SET server_ca = EXCLUDED.server_ca, {RESET} {DONE}"
+            );
+            db.query_one(&sql, &[&t, &a, &e, &ca]).await?
+        }
+    };
+    let (at, empty): (DateTime<Utc>, bool) = (row.get(0), row.get(1));
+    if empty {
+        db.execute(
+            "DELETE FROM endpoint_auth WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3",
+            &[&t, &a, &e],
+        )
+        .await?;
+    }
+    let marker = (!empty).then_some(at);
+    db.execute(
+        "UPDATE endpoints SET auth_at = $4, updated_at = now() WHERE tenant_id = $1 AND app_id = $2 AND id = $3",
+        &[&t, &a, &e, &marker],
+    )
+    .await?;
+    Ok(true)
+}
+
+/// The token held for settings `at`, as the workers share it.
+#[derive(Debug, Clone)]
+pub struct TokenState {
+    /// Sealed, with when it was fetched and when it expires.
+    pub token: Option<(Vec<u8>, DateTime<Utc>, DateTime<Utc>)>,
+    /// Another process is fetching one (or the last fetch failed and the next may
+    /// not be made yet).
+    pub fetching: bool,
+    /// Why the last fetch failed, while no other may be made.
+    pub error: Option<String>,
+    /// The sealed secrets as they are now: a refresh token the server rotated is
+    /// read here, not from settings read before.
+    pub secrets: Option<Vec<u8>>,
+}
+
+/// The token state, if the settings are still those of `at` (`None`: they changed).
+pub async fn token_state(
+    db: &impl GenericClient,
+    k: Key<'_>,
+    at: DateTime<Utc>,
+) -> Result<Option<TokenState>, StoreError> {
+    let [t, a, e] = args(&k);
+    let row = db
+        .query_opt(
+            "SELECT token, token_fetched_at, token_expires_at, COALESCE(token_fetching_until > now(), false), token_error,
+                    oauth_secrets
+             FROM endpoint_auth WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4",
+            &[&t, &a, &e, &at],
+        )
+        .await?;
+    Ok(row.map(|r| {
+        let token: Option<Vec<u8>> = r.get(0);
+        let (fetched, expires): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = (r.get(1), r.get(2));
+        let fetching: bool = r.get(3);
+        TokenState {
+            token: token.zip(fetched).zip(expires).map(|((t, f), e)| (t, f, e)),
+            fetching,
+            error: if fetching { r.get(4) } else { None },
+            secrets: r.get(5),
+        }
+    }))
+}
+
+/// Takes the right to fetch a token for `lease`: false when another process holds
+/// it (or a failure's pause is not over), or the settings changed.
+pub async fn take_fetch(
+    db: &impl GenericClient,
+    k: Key<'_>,
+    at: DateTime<Utc>,
+    lease: std::time::Duration,
+) -> Result<bool, StoreError> {
+    let [t, a, e] = args(&k);
+    let ms = lease.as_millis() as f64;
+    let n = db
+        .execute(
+            "UPDATE endpoint_auth SET token_fetching_until = now() + make_interval(secs => $5::float8 / 1000),
+                 token_error = NULL, token_error_at = NULL
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4
+               AND (token_fetching_until IS NULL OR token_fetching_until <= now())",
+            &[&t, &a, &e, &at, &ms],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Keeps a token fetched under settings `at` (dropped if they changed since);
+/// `secrets`, when the token server rotated the refresh token, replaces the sealed secrets.
+pub async fn store_token(
+    db: &impl GenericClient,
+    k: Key<'_>,
+    at: DateTime<Utc>,
+    token: &[u8],
+    fetched: DateTime<Utc>,
+    expires: DateTime<Utc>,
+    secrets: Option<&[u8]>,
+) -> Result<bool, StoreError> {
+    let [t, a, e] = args(&k);
+    let n = db
+        .execute(
+            "UPDATE endpoint_auth SET token = $5, token_fetched_at = $6, token_expires_at = $7,
+                 oauth_secrets = COALESCE($8, oauth_secrets),
+                 token_fetching_until = NULL, token_error = NULL, token_error_at = NULL
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4",
+            &[&t, &a, &e, &at, &token, &fetched, &expires, &secrets],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Records a failed fetch: no process fetches again for `pause`, and attempts
+/// meanwhile fail with `reason`.
+pub async fn store_failure(
+    db: &impl GenericClient,
+    k: Key<'_>,
+    at: DateTime<Utc>,
+    reason: &str,
+    pause: std::time::Duration,
+) -> Result<(), StoreError> {
+    let [t, a, e] = args(&k);
+    let ms = pause.as_millis() as f64;
+    db.execute(
+        "UPDATE endpoint_auth SET token_error = $5, token_error_at = now(),
+             token_fetching_until = now() + make_interval(secs => $6::float8 / 1000)
+         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4",
+        &[&t, &a, &e, &at, &reason, &ms],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Drops the token the endpoint refused (401), if it is still the one held.
+pub async fn drop_token(
+    db: &impl GenericClient,
+    k: Key<'_>,
+    at: DateTime<Utc>,
+    token: &[u8],
+) -> Result<(), StoreError> {
+    let [t, a, e] = args(&k);
+    db.execute(
+        "UPDATE endpoint_auth SET token = NULL, token_fetched_at = NULL, token_expires_at = NULL
+         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4 AND token = $5",
+        &[&t, &a, &e, &at, &token],
+    )
+    .await?;
+    Ok(())
+}
