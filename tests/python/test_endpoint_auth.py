@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -23,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID
 from svix.api import ApplicationIn, EndpointIn, MessageIn
 
-from conftest import call, eventually, raw_call
+from conftest import Hookgate, call, eventually, free_port
 
 
 class TokenServer:
@@ -142,6 +143,40 @@ def test_one_token_request_serves_many_deliveries_each_sent_with_its_bearer_toke
     assert status == 404
     svix.message.create(app, MessageIn(event_type="order.paid", payload={"after": "delete"}))
     assert "authorization" not in sink.wait_for(9)[8]["headers"], "no token once OAuth is removed"
+
+
+def successes(instance, tenant_id):
+    """Successful attempts this process made for the tenant, from its own /metrics."""
+    with urllib.request.urlopen(instance.metrics_url, timeout=10) as res:
+        text = res.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("hookgate_delivery_attempts_total{") and f'tenant="{tenant_id}"' in line
+               and 'outcome="success"' in line)
+
+
+def test_two_processes_share_one_token_rather_than_each_fetching_its_own(hookgate, tenant, svix, sink, token_server):
+    tokens = token_server(counted_tokens())
+    app, ep = endpoint(svix, sink.url)
+    config = {"grantType": "clientCredentials", "authMethod": "clientSecretBasic", "clientId": "c",
+              "clientSecret": "s", "tokenUrl": tokens.url}
+    assert call(hookgate, "PUT", f"/api/v1/app/{app}/endpoint/{ep}/oauth", key=tenant["apiKey"], body=config)[0] == 204
+    second = Hookgate({**hookgate.env, "HOOKGATE_LISTEN": f"127.0.0.1:{free_port()}",
+                       "HOOKGATE_METRICS_LISTEN": f"127.0.0.1:{free_port()}"})
+    try:
+        # Published through both, so that each process's workers deliver some (a process
+        # claims the deliveries it published first).
+        for i in range(30):
+            instance = (hookgate, second)[i % 2]
+            status, _, body = call(instance, "POST", f"/api/v1/app/{app}/msg", key=tenant["apiKey"],
+                                   body={"eventType": "x", "payload": {"i": i}})
+            assert status == 202, body
+        got = sink.wait_for(30)
+        assert eventually(lambda: successes(hookgate, tenant["id"]) + successes(second, tenant["id"]) == 30)
+        assert successes(hookgate, tenant["id"]) > 0 and successes(second, tenant["id"]) > 0, "both processes delivered"
+        assert len(tokens.requests) == 1, f"{len(tokens.requests)} token requests from two processes"
+        assert len({g["headers"]["authorization"] for g in got}) == 1
+    finally:
+        second.stop()
 
 
 def test_a_token_is_refreshed_before_it_expires_so_no_delivery_carries_an_expired_one(hookgate, tenant, svix, sink, token_server):
