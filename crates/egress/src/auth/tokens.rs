@@ -230,3 +230,24 @@ impl Tokens {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(fetched: DateTime<Utc>, lifetime_s: i64) -> Held {
+        let bearer = Bearer { token: "t".into(), sealed: vec![], at: fetched };
+        Held { bearer, fetched, expires: fetched + chrono::Duration::seconds(lifetime_s) }
+    }
+
+    #[test]
+    fn a_token_is_due_for_refresh_a_quarter_of_its_life_before_it_expires_and_never_more_than_a_minute() {
+        let t0 = Utc::now();
+        let s = chrono::Duration::seconds;
+        let short = held(t0, 8);
+        assert!(short.fresh(t0 + s(5)) && !short.fresh(t0 + s(6)), "8 s: refreshed from 6 s on");
+        assert!(short.valid(t0 + s(5)) && !short.valid(t0 + s(7)), "and not sent in its last 2 s");
+        let long = held(t0, 3600);
+        assert!(long.fresh(t0 + s(3539)) && !long.fresh(t0 + s(3541)), "an hour: a minute before");
+    }
+}
