@@ -1,5 +1,8 @@
-//! Paths as Svix serves them: a trailing slash and doubled slashes do not change
-//! the route (`/api/v1/app/{app}/msg/` is `/api/v1/app/{app}/msg`).
+//! Paths and queries as Svix serves them: a trailing slash and doubled slashes do
+//! not change the route (`/api/v1/app/{app}/msg/` is `/api/v1/app/{app}/msg`), and
+//! a list given as a repeated key (`event_types=a&event_types=b`, what clients
+//! generated from Svix's OpenAPI send for an array) reads as the comma-separated
+//! one the official SDKs send (`event_types=a,b`).
 //!
 //! Hand-written rather than actix's `NormalizePath` because that one runs a
 //! regular expression (`//+`, in `regex-lite`'s backtracking-free but slow
@@ -42,14 +45,35 @@ pub fn normalized(path: &str) -> Option<String> {
     Some(out)
 }
 
-/// Rewrites the request's path before routing; the query is kept as sent.
+/// The query with every repeated key's values joined by commas into one, in the
+/// order the keys first came; `None` when no key repeats (the query is left as sent).
+pub fn merged_query(query: &str) -> Option<String> {
+    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let mut merged: Vec<(String, String)> = Vec::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        match merged.iter_mut().find(|(mk, _)| *mk == k) {
+            Some((_, mv)) => {
+                mv.push(',');
+                mv.push_str(&v);
+            }
+            None => merged.push((k, v)),
+        }
+    }
+    let repeated = merged.len() < url::form_urlencoded::parse(query.as_bytes()).count();
+    repeated.then(|| url::form_urlencoded::Serializer::new(String::new()).extend_pairs(merged).finish())
+}
+
+/// Rewrites the request's path and query before routing, where they need it.
 pub async fn normalize(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    if let Some(path) = normalized(req.path()) {
+    let query = Some(req.query_string()).filter(|q| q.contains('&')).and_then(merged_query);
+    let path = normalized(req.path());
+    if path.is_some() || query.is_some() {
+        let path = path.unwrap_or_else(|| req.path().to_owned());
         let mut parts = req.head().uri.clone().into_parts();
-        let with_query = match parts.path_and_query.as_ref().and_then(PathAndQuery::query) {
+        let with_query = match query.as_deref().or(parts.path_and_query.as_ref().and_then(PathAndQuery::query)) {
             Some(q) => format!("{path}?{q}"),
             None => path,
         };
@@ -68,7 +92,17 @@ pub async fn normalize(
 
 #[cfg(test)]
 mod tests {
-    use super::normalized;
+    use super::{merged_query, normalized};
+
+    #[test]
+    fn a_repeated_query_key_reads_as_one_comma_separated_list_and_a_query_without_one_is_left_alone() {
+        assert_eq!(
+            merged_query("event_types=a.b&limit=5&event_types=c&channel=x").as_deref(),
+            Some("event_types=a.b%2Cc&limit=5&channel=x")
+        );
+        assert_eq!(merged_query("event_types=a,b&limit=5"), None);
+        assert_eq!(merged_query(""), None);
+    }
 
     #[test]
     fn a_trailing_slash_and_doubled_slashes_are_dropped_and_a_clean_path_is_left_alone() {
