@@ -5,11 +5,13 @@
 //! [`TenantAuth`](crate::TenantAuth) or [`KeyAuth`](crate::KeyAuth) and scopes
 //! every query by it: another tenant's id answers 404 like a missing one.
 
+mod app_ops;
 pub(crate) mod applications;
 mod attempts;
 mod broadcast;
 mod console;
 mod counts;
+mod destination_ops;
 mod destinations;
 mod endpoint_activity;
 pub(crate) mod endpoint_extras;
@@ -56,9 +58,11 @@ pub fn configure(cfg: &mut ServiceConfig) {
     message_more::configure(cfg);
     broadcast::configure(cfg);
     applications::configure(cfg);
+    app_ops::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
     destinations::configure(cfg);
+    destination_ops::configure(cfg);
     poller::configure(cfg);
     endpoint_activity::configure(cfg);
     endpoint_msgs::configure(cfg);

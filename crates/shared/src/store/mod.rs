@@ -30,6 +30,7 @@ pub mod cancel;
 pub mod counts;
 pub mod deliveries;
 pub mod delivery_views;
+pub mod destination_ops;
 pub mod endpoints;
 pub mod environment_imports;
 pub mod erasure;
