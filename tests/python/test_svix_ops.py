@@ -298,3 +298,73 @@ def test_event_types_export_as_an_openapi_documents_webhooks(hookgate, tenant, s
     status, _, imported = call(hookgate, "POST", "/api/v1/event-type/import/openapi", key,
                                {"spec": doc, "dryRun": True})
     assert status == 200, imported
+
+
+def test_a_poller_v2_consumer_gets_leased_messages_again_until_it_commits_their_offsets(hookgate, tenant, svix):
+    key = tenant["apiKey"]
+    app = svix.application.create(ApplicationIn(name="pollerv2"))
+    sink = svix.destination.create(app.id, DestinationIn(type="pollingEndpoint", config={}))
+    base = f"/api/v1/app/{app.id}/polling-endpoint/{sink.id}/consumer"
+    sent = publish(svix, app.id, 5)
+
+    def poll(consumer, **q):
+        qs = "&".join(f"{k}={v}" for k, v in q.items())
+        status, _, page = call(hookgate, "GET", f"{base}/{consumer}?{qs}", key)
+        assert status == 200, page
+        return page
+
+    page = eventually(lambda: (lambda p: p if len(p["data"]) == 2 else None)(poll("a", limit=2, lease_duration_ms=0)))
+    assert [m["id"] for m in page["data"]] == sent[:2] and page["done"] is False
+    assert page["data"][0]["payload"] == {"n": 0} and page["data"][0]["eventType"] == "order.paid"
+    # Without a lease and without a commit, the same messages come again.
+    again = poll("a", limit=2, lease_duration_ms=0)
+    assert [m["id"] for m in again["data"]] == sent[:2]
+    # While leased, the next poll goes on after them.
+    leased = poll("a", limit=2, lease_duration_ms=60000)
+    assert [m["id"] for m in leased["data"]] == sent[:2]
+    after = poll("a", limit=2, lease_duration_ms=60000)
+    assert [m["id"] for m in after["data"]] == sent[2:4]
+    # Committing the second message's offset acknowledges the first two.
+    status, _, _ = call(hookgate, "POST", f"{base}/a/commit", key, {"offset": leased["data"][1]["offset"]})
+    assert status == 204
+    status, _, body = call(hookgate, "POST", f"{base}/a/commit", key, {"offset": 123456789})
+    assert status == 422 and "offset" in str(body["detail"]), body
+    status, _, _ = call(hookgate, "POST", f"{base}/a/commit", key, {"offset": after["data"][1]["offset"]})
+    assert status == 204
+    rest = poll("a", limit=10, lease_duration_ms=0)
+    assert [m["id"] for m in rest["data"]] == sent[4:] and rest["done"] is True
+    # Each consumer has its own position; `latest` starts a new one at the end.
+    assert [m["id"] for m in poll("b", limit=10)["data"]] == sent
+    assert poll("c", starting_position="latest")["data"] == []
+    later = publish(svix, app.id, 1)
+    assert [m["id"] for m in eventually(lambda: poll("c")["data"])] == later
+    # Bad input names what is wrong; an HTTP endpoint is no polling endpoint.
+    status, _, body = call(hookgate, "GET", f"{base}/a?limit=0", key)
+    assert status == 422 and "limit" in str(body["detail"]), body
+    status, _, body = call(hookgate, "GET", f"{base}/a?starting_position=middle", key)
+    assert status in (400, 422), body
+    other = hookgate.admin("POST", "/admin/v1/tenant", {"name": "other-" + uuid.uuid4().hex[:6]})
+    status, _, _ = call(hookgate, "GET", f"{base}/a", other["apiKey"])
+    assert status == 404
+
+
+def test_an_ingest_source_patch_changes_name_uid_and_metadata_and_keeps_its_url(hookgate, tenant, svix):
+    from svix.api import IngestSourceIn
+    key = tenant["apiKey"]
+    made = svix.ingest.source.create(IngestSourceIn(name="Anything", type="generic-webhook", metadata={"a": "b"}))
+    path = f"/ingest/api/v1/source/{made.id}"
+    status, _, got = call(hookgate, "PATCH", path, key, {"name": "Renamed", "uid": "renamed-src"})
+    assert status == 200, got
+    assert (got["name"], got["uid"], got["metadata"], got["ingestUrl"]) == ("Renamed", "renamed-src", {"a": "b"},
+                                                                          made.ingest_url)
+    status, _, got = call(hookgate, "PATCH", "/ingest/api/v1/source/renamed-src", key, {"metadata": {"c": "d"}, "uid": None})
+    assert status == 200 and got["uid"] is None and got["metadata"] == {"c": "d"} and got["name"] == "Renamed", got
+    status, _, body = call(hookgate, "PATCH", path, key, {"uid": "src_looks_like_an_id"})
+    assert status == 422, body
+    status, _, body = call(hookgate, "PATCH", path, key, {"name": "x"})
+    assert status == 422 and "name" in str(body["detail"]), body
+    status, _, body = call(hookgate, "PATCH", path, key, {"type": "stripe"})
+    assert status == 422, body
+    other = hookgate.admin("POST", "/admin/v1/tenant", {"name": "other-" + uuid.uuid4().hex[:6]})
+    status, _, _ = call(hookgate, "PATCH", path, other["apiKey"], {"name": "Mine now"})
+    assert status == 404

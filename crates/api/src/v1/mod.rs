@@ -31,6 +31,7 @@ mod message_more;
 mod messages;
 pub(crate) mod operational;
 mod poller;
+mod poller_v2;
 pub(crate) mod portal;
 pub(crate) mod portal_settings;
 mod sources;
@@ -64,6 +65,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     destinations::configure(cfg);
     destination_ops::configure(cfg);
     poller::configure(cfg);
+    poller_v2::configure(cfg);
     endpoint_activity::configure(cfg);
     endpoint_msgs::configure(cfg);
     event_types::configure(cfg);

@@ -49,6 +49,7 @@ pub mod operational;
 pub mod page;
 pub mod partition_export;
 pub mod partitions;
+pub mod poller_v2;
 pub mod portal_tokens;
 pub mod portals;
 pub mod pressure;
