@@ -123,9 +123,11 @@ pub async fn fifo_skip(
 ) -> Result<Skipped, StoreError> {
     let held = tx
         .query_one(
+            // In key order, as a publish locks a keyed endpoint's rows (see `fifo::wake`).
             "SELECT count(*) FILTER (WHERE lease_token IS NOT NULL AND lease_until > now()) FROM (
                 SELECT lease_token, lease_until FROM fifo_state
-                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 FOR UPDATE) s",
+                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
+                ORDER BY key FOR UPDATE) s",
             &[&tenant.as_str(), &app.as_str(), &ep.as_str()],
         )
         .await?;
