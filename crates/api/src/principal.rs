@@ -237,4 +237,21 @@ mod tests {
         assert!(!ok("GET", "/api/v1/events"));
         assert!(!ok("POST", "/api/v1/msg/broadcast"));
     }
+
+    #[test]
+    fn a_portal_token_reads_a_destinations_progress_but_moves_nothing_and_reads_no_statistics() {
+        let ok = |m, p| portal_access("app_1", m, p) == PortalAccess::Allowed;
+        assert!(ok("GET", "/api/v1/app/app_1/destination/ep_1/next-event"));
+        assert!(ok("GET", "/api/v1/app/app_1/destination/ep_1/attempt"));
+        assert!(!ok("POST", "/api/v1/app/app_1/destination/ep_1/skip"));
+        assert!(!ok("POST", "/api/v1/app/app_1/destination/ep_1/force-retry"));
+        assert!(!ok("PATCH", "/api/v1/app/app_1/destination/ep_1/headers"));
+        assert!(ok("POST", "/api/v1/app/app_1/endpoint/ep_1/transformation/simulate"));
+        assert!(ok("GET", "/api/v1/app/app_1/endpoint/ep_1/rate-limit-status"));
+        assert!(!ok("GET", "/api/v1/app/app_1/polling-endpoint/ep_1/consumer/c"));
+        assert!(!ok("PATCH", "/api/v1/app/app_1/alert-email"));
+        assert!(!ok("GET", "/api/v1/app/app_1/stats/attempts"));
+        assert!(!ok("GET", "/api/v1/stats/app/app_1/attempt"));
+        assert!(!ok("POST", "/api/v1/event-type/export/openapi"));
+    }
 }

@@ -1,5 +1,5 @@
-//! What Svix Ingest has beside sources and endpoints: an ingest endpoint's
-//! transformation, and the source's consumer portal (`dashboard`).
+//! What Svix Ingest has beside sources and endpoints: a source's PATCH, an
+//! ingest endpoint's transformation, and the source's consumer portal (`dashboard`).
 
 use actix_web::{get, patch, post, web, HttpMessage, HttpRequest, HttpResponse};
 use hookgate_shared::{
@@ -10,16 +10,91 @@ use hookgate_shared::{
     AppState,
 };
 use serde::Deserialize;
+use std::collections::HashMap;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::endpoints::{find, source_app};
+use super::sources::{out, IngestSourceOut};
 use crate::v1::portal::{mint, Minted, PortalAccessOut};
 use crate::v1::transformations::{get_of, patch_of, EndpointTransformationOut, TransformationPatch};
-use crate::{optional_json, KeyAuth, Principal, TenantAuth};
+use crate::v1::validate;
+use crate::{optional_json, KeyAuth, Maybe, Principal, TenantAuth};
+use hookgate_shared::store::{
+    ingest_sources::{self, IngestFields},
+    sources::SourceFields,
+    StoreError,
+};
+
+/// Svix's `IngestSourcePatch`: the fields given replace the stored ones; `uid: null` clears it.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = IngestSourcePatch)]
+struct SourcePatch {
+    name: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    uid: Maybe<String>,
+    metadata: Option<HashMap<String, String>>,
+}
+
+/// Changes a source's name, uid or metadata; its type, config, secret and token stay.
+#[utoipa::path(tag = "Ingest Source", operation_id = "v1.ingest.source.patch", responses((status = 200, body = IngestSourceOut)))]
+#[patch("/source/{source_id}")]
+async fn patch_source(
+    key: KeyAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    id: web::Path<Ref<SourceId>>,
+    body: web::Json<SourcePatch>,
+) -> Result<HttpResponse, ApiError> {
+    let p = body.into_inner();
+    if let Some(name) = &p.name {
+        if name.trim().len() < 2 {
+            return Err(ApiError::Validation("`name` must be 2 to 256 characters".into()));
+        }
+        validate::name("name", name.trim())?;
+    }
+    let uid = p.uid.into_update();
+    if let Some(Some(uid)) = &uid {
+        validate::uid("uid", uid)?;
+        if uid.starts_with("src_") {
+            return Err(ApiError::Validation("`uid` must not look like a source id (`src_…`)".into()));
+        }
+    }
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let s = ingest_sources::get(&*tx, &key.0, &id, true).await?.ok_or(ApiError::NotFound("ingest source"))?;
+    let facet = s.ingest.clone().ok_or(ApiError::NotFound("ingest source"))?;
+    let uid = uid.unwrap_or(facet.uid);
+    let metadata = match p.metadata {
+        Some(m) => serde_json::to_value(m).expect("a map serialises"),
+        None => facet.metadata,
+    };
+    let ingest =
+        IngestFields { type_name: &facet.type_name, uid: uid.as_deref(), metadata: &metadata, config: &facet.config };
+    let f = SourceFields {
+        name: p.name.map(|n| n.trim().to_owned()).unwrap_or_else(|| s.name.clone()),
+        provider: s.provider.clone(),
+        allow_unverified: s.allow_unverified,
+        public_url: s.public_url.clone(),
+        idempotency: s.idempotency.clone(),
+        mode: s.mode,
+        app_id: s.app_id.clone(),
+        event_type_path: s.event_type_path.clone(),
+        retention_days: s.retention_days,
+        disabled: s.disabled,
+    };
+    let saved = ingest_sources::replace(&*tx, &key.0, &s.id, &f, &ingest, None, &state.caches)
+        .await
+        .map_err(|e| validate::conflict("an ingest source with this uid")(e.into()))?
+        .ok_or(ApiError::NotFound("ingest source"))?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(HttpResponse::Ok().json(out(&req, &state, saved)?))
+}
 
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(get_transformation).service(patch_transformation).service(dashboard);
+    cfg.service(patch_source).service(get_transformation).service(patch_transformation).service(dashboard);
 }
 
 /// The transformation run on each event the source admits before it is sent to

@@ -68,7 +68,7 @@ struct IngestSourceIn {
 /// An ingest source: its `ingestUrl`, type and settings that are no secret.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct IngestSourceOut {
+pub(super) struct IngestSourceOut {
     id: String,
     uid: Option<String>,
     name: String,
@@ -97,7 +97,7 @@ fn ingest_url(req: &HttpRequest, state: &AppState, id: &SourceId, token: &str) -
     format!("{}/{token}", hookgate_shared::http::source_url(req, &state.config, id))
 }
 
-fn out(req: &HttpRequest, state: &AppState, s: Source) -> Result<IngestSourceOut, ApiError> {
+pub(super) fn out(req: &HttpRequest, state: &AppState, s: Source) -> Result<IngestSourceOut, ApiError> {
     let token = secrets::open_token(state, &s).map_err(ApiError::Internal)?.unwrap_or_default();
     let ingest = s.ingest.ok_or(ApiError::NotFound("ingest source"))?;
     let door = ingest.type_name != "cron";

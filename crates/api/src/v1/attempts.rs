@@ -264,7 +264,7 @@ struct StatusQuery {
 }
 
 /// A `status` filter: one of Svix's four numbers, or 422 naming it.
-fn status_filter(status: Option<i16>) -> Result<Option<DeliveryStatus>, ApiError> {
+pub(super) fn status_filter(status: Option<i16>) -> Result<Option<DeliveryStatus>, ApiError> {
     status
         .map(|s| {
             DeliveryStatus::from_code(s).ok_or_else(|| {

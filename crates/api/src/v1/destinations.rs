@@ -197,7 +197,7 @@ impl DestinationIn {
 }
 
 /// The destination the path names (by id or uid); 404 for an HTTP endpoint.
-async fn find(
+pub(super) async fn find(
     state: &AppState,
     tenant: &TenantAuth,
     app: &Ref<AppId>,

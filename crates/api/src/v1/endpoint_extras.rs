@@ -53,6 +53,12 @@ pub(crate) struct EndpointHeadersOut {
     sensitive: Vec<String>,
 }
 
+impl EndpointHeadersOut {
+    pub(crate) fn new(headers: BTreeMap<String, String>, sensitive: Vec<String>) -> Self {
+        EndpointHeadersOut { headers, sensitive }
+    }
+}
+
 /// An endpoint's deliveries (a FIFO endpoint's messages) by status.
 #[derive(Serialize, ToSchema)]
 struct EndpointStats {

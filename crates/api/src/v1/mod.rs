@@ -5,11 +5,13 @@
 //! [`TenantAuth`](crate::TenantAuth) or [`KeyAuth`](crate::KeyAuth) and scopes
 //! every query by it: another tenant's id answers 404 like a missing one.
 
+mod app_ops;
 pub(crate) mod applications;
 mod attempts;
 mod broadcast;
 mod console;
 mod counts;
+mod destination_ops;
 mod destinations;
 mod endpoint_activity;
 mod endpoint_auth;
@@ -30,6 +32,7 @@ mod message_more;
 mod messages;
 pub(crate) mod operational;
 mod poller;
+mod poller_v2;
 pub(crate) mod portal;
 pub(crate) mod portal_settings;
 mod sources;
@@ -57,11 +60,14 @@ pub fn configure(cfg: &mut ServiceConfig) {
     message_more::configure(cfg);
     broadcast::configure(cfg);
     applications::configure(cfg);
+    app_ops::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
     endpoint_auth::configure(cfg);
     destinations::configure(cfg);
+    destination_ops::configure(cfg);
     poller::configure(cfg);
+    poller_v2::configure(cfg);
     endpoint_activity::configure(cfg);
     endpoint_msgs::configure(cfg);
     event_types::configure(cfg);

@@ -71,20 +71,20 @@ struct SeekIn {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(as = PollingEndpointMessageOut)]
-struct PolledOut {
-    id: String,
-    event_type: String,
-    event_id: Option<String>,
-    channels: Option<Vec<String>>,
-    tags: Option<Vec<String>>,
+pub(super) struct PolledOut {
+    pub(super) id: String,
+    pub(super) event_type: String,
+    pub(super) event_id: Option<String>,
+    pub(super) channels: Option<Vec<String>>,
+    pub(super) tags: Option<Vec<String>>,
     /// Always an object: see `polled`.
     #[schema(value_type = Object)]
-    payload: Value,
-    timestamp: DateTime<Utc>,
+    pub(super) payload: Value,
+    pub(super) timestamp: DateTime<Utc>,
     /// `content-type` of a payload read as `rawPayload`.
     #[schema(value_type = Option<HashMap<String, String>>)]
-    headers: Option<Value>,
-    deliver_at: Option<DateTime<Utc>>,
+    pub(super) headers: Option<Value>,
+    pub(super) deliver_at: Option<DateTime<Utc>>,
 }
 
 /// A page of a polling endpoint's messages (Svix's `PollingEndpointOut`).
@@ -110,7 +110,7 @@ struct PollingEndpointConsumerSeekOut {
 /// name for a payload sent as is, with its `content-type` in `headers`; a body
 /// that is not UTF-8 as `{"rawPayloadBase64": "…"}`. One expired or expunged
 /// reads as `{}`. Documented in docs/destinations.md.
-fn polled(l: Logged) -> PolledOut {
+pub(super) fn polled(l: Logged) -> PolledOut {
     let (payload, headers) = match &l.payload {
         None => (Value::Object(Default::default()), None),
         Some(p) => match serde_json::from_slice::<Value>(p) {
@@ -140,7 +140,7 @@ fn polled(l: Logged) -> PolledOut {
 /// The application and the polling endpoint the path names; 404 for anything else.
 /// With whether it is enabled: a disabled one reads nothing until it is enabled
 /// again, then reads on from where it was (what was logged meanwhile included).
-async fn sink(
+pub(super) async fn sink(
     state: &AppState,
     tenant: &TenantAuth,
     app: &Ref<AppId>,

@@ -38,7 +38,7 @@ const MOST_AN_HOUR: usize = 30;
 /// The count is not locked: a burst of requests at once may pass it by a few,
 /// which bounds the rate well enough without holding the tenant's row for the
 /// length of a statistics statement.
-async fn within_rate(
+pub(super) async fn within_rate(
     db: &impl tokio_postgres::GenericClient,
     tenant: &hookgate_shared::ids::TenantId,
     kind: tasks::TaskKind,

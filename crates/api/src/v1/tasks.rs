@@ -303,6 +303,11 @@ enum TaskData {
         /// Applications the message was published to.
         messages_sent: i64,
     },
+    /// The tenant's event types as an OpenAPI document's `webhooks` (`sdk.generate`).
+    Export {
+        #[schema(value_type = Object)]
+        openapi: Value,
+    },
     /// The event types applications subscribe to (`event-type.aggregate`; the key
     /// is snake_case, as Svix's).
     EventTypes {
@@ -339,6 +344,9 @@ fn task_out(t: &Task) -> BackgroundTaskOut {
         TaskKind::AppStats => TaskData::AppStats { app_stats: stored(&t.data, "appStats"), error },
         TaskKind::EventTypeAggregate => TaskData::EventTypes { event_types: stored(&t.data, "event_types"), error },
         TaskKind::Broadcast => TaskData::Broadcast { error, messages_sent: t.sent },
+        TaskKind::SdkGenerate => {
+            TaskData::Export { openapi: t.data.as_ref().and_then(|d| d.get("openapi")).cloned().unwrap_or_default() }
+        }
     };
     BackgroundTaskOut { data, id: t.id.clone(), status: t.status.name(), task: t.kind.name(), updated_at: t.updated_at }
 }

@@ -80,34 +80,15 @@ pub(crate) async fn try_one(
     body: web::Json<TryIn>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
-    if body.code.len() > MOST_CODE {
-        return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
-    }
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let caller = Caller::of(&req, &state, &tenant.0).await?;
-    let conn = db::conn(&state.db).await?;
-    if !tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms()) {
-        return Err(ApiError::Forbidden(OFF.into()));
-    }
-    let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
-    drop(conn);
-    counted(&tenant.0, &caller)?;
-    let mut variables =
-        secrets::open_variables(&state, &tenant.0, &app, &ep.id, stored.and_then(|t| t.variables).as_deref())
-            .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
-    if let (true, Some(vars)) = (caller.hidden, variables.as_object_mut()) {
-        vars.values_mut().for_each(|v| *v = json!("[redacted]"));
-    }
     let payload = serde_json::to_vec(&body.payload).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let hook = transform::Webhook {
-        event_type: body.event_type,
-        method: transform::Method::Post,
-        url: ep.url.clone(),
-        payload,
-        json: true,
-    };
-    let scope = Scope { tenant: &tenant.0, app: &app, endpoint: &ep.id, redacted: caller.hidden };
-    let ran = Sandbox::for_api().run(&scope, body.code.into(), variables.into(), hook, state.config.max_body).await;
+    let ran = run(
+        &state,
+        &tenant,
+        &req,
+        &path,
+        Run { code: body.code, event_type: body.event_type, payload, variables: None },
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(match ran {
         Ok(transform::Outcome::Cancel) => TryOut::Cancel { cancel: true },
         Ok(transform::Outcome::Send(h)) => {
@@ -117,6 +98,124 @@ pub(crate) async fn try_one(
         }
         Err(e) => TryOut::Error { error: e.to_string() },
     }))
+}
+
+/// Svix's `TransformationSimulateIn`: code to run on a payload of `eventType`,
+/// with these variables (absent: the endpoint's, as the caller may see them).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = TransformationSimulateIn)]
+pub(crate) struct SimulateIn {
+    code: String,
+    event_type: String,
+    /// Read, not used: a transformation sees no channels.
+    #[serde(default)]
+    #[allow(dead_code)]
+    channels: Option<Vec<String>>,
+    #[schema(value_type = Object)]
+    payload: Value,
+    #[serde(default)]
+    variables: Option<HashMap<String, String>>,
+}
+
+/// Svix's `TransformationSimulateOut`: the request a delivery would send, its
+/// payload as text; `cancel` with an empty `url` and `payload` when the code
+/// cancels the delivery.
+#[derive(Serialize, ToSchema)]
+#[schema(as = TransformationSimulateOut)]
+pub(crate) struct SimulateOut {
+    cancel: bool,
+    #[schema(value_type = Option<String>)]
+    method: Option<&'static str>,
+    payload: String,
+    url: String,
+}
+
+/// Runs `code` on `payload` as a delivery to this endpoint would, and answers
+/// the request it would send; nothing is saved or sent. Code that fails answers
+/// 422 with its error. The same sandboxes and rate as `…/transformation/try`.
+#[utoipa::path(tag = "Transformation", operation_id = "v1.endpoint.transformation.simulate", responses((status = 200, body = SimulateOut)))]
+#[post("/app/{app_id}/endpoint/{endpoint_id}/transformation/simulate")]
+pub(crate) async fn simulate(
+    tenant: TenantAuth,
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: web::Json<SimulateIn>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    if !body.payload.is_object() {
+        return Err(ApiError::Validation("`payload` must be a JSON object".into()));
+    }
+    super::validate::uid("eventType", &body.event_type)?;
+    let payload = serde_json::to_vec(&body.payload).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let r = Run { code: body.code, event_type: body.event_type, payload, variables: body.variables };
+    let out = match run(&state, &tenant, &req, &path, r).await? {
+        Ok(transform::Outcome::Cancel) => {
+            SimulateOut { cancel: true, method: None, payload: String::new(), url: String::new() }
+        }
+        Ok(transform::Outcome::Send(h)) => SimulateOut {
+            cancel: false,
+            method: Some(h.method.as_str()),
+            payload: String::from_utf8_lossy(&h.payload).into_owned(),
+            url: h.url,
+        },
+        Err(e) => return Err(ApiError::Validation(format!("the transformation failed: {e}"))),
+    };
+    Ok(HttpResponse::Ok().json(out))
+}
+
+/// Code to run, on what, with which variables (`None`: the endpoint's, as the caller may see them).
+pub(crate) struct Run {
+    pub code: String,
+    pub event_type: String,
+    pub payload: Vec<u8>,
+    pub variables: Option<HashMap<String, String>>,
+}
+
+/// Runs code as a delivery to the endpoint the path names would, in the API's
+/// sandboxes, counted against the tenant's tries; the code's own failure is
+/// the inner error.
+pub(crate) async fn run(
+    state: &AppState,
+    tenant: &TenantAuth,
+    req: &HttpRequest,
+    path: &EpPath,
+    r: Run,
+) -> Result<Result<transform::Outcome, transform::TransformError>, ApiError> {
+    if r.code.len() > MOST_CODE {
+        return Err(ApiError::Validation(format!("`code`: at most {MOST_CODE} bytes")));
+    }
+    let (app, ep) = find(state, tenant, &path.0, &path.1).await?;
+    let caller = Caller::of(req, state, &tenant.0).await?;
+    let conn = db::conn(&state.db).await?;
+    if !tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms()) {
+        return Err(ApiError::Forbidden(OFF.into()));
+    }
+    let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;
+    drop(conn);
+    counted(&tenant.0, &caller)?;
+    let variables = match r.variables {
+        Some(given) => json!(given),
+        None => {
+            let mut stored =
+                secrets::open_variables(state, &tenant.0, &app, &ep.id, stored.and_then(|t| t.variables).as_deref())
+                    .map_err(|e| ApiError::Internal(format!("endpoint {}: {e}", ep.id)))?;
+            if let (true, Some(vars)) = (caller.hidden, stored.as_object_mut()) {
+                vars.values_mut().for_each(|v| *v = json!("[redacted]"));
+            }
+            stored
+        }
+    };
+    let hook = transform::Webhook {
+        event_type: r.event_type,
+        method: transform::Method::Post,
+        url: ep.url.clone(),
+        payload: r.payload,
+        json: true,
+    };
+    let scope = Scope { tenant: &tenant.0, app: &app, endpoint: &ep.id, redacted: caller.hidden };
+    Ok(Sandbox::for_api().run(&scope, r.code.into(), variables.into(), hook, state.config.max_body).await)
 }
 
 /// Who runs code through the API: what it may see, and whose tries it counts in.

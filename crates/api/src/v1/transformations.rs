@@ -26,6 +26,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_one)
         .service(patch_one)
         .service(super::transformation_try::try_one)
+        .service(super::transformation_try::simulate)
         .service(get_switch)
         .service(put_switch)
         .service(get_destination)

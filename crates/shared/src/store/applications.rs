@@ -161,3 +161,20 @@ pub async fn id_free(db: &impl GenericClient, tenant: &TenantId, id: &AppId) -> 
         .await?;
     Ok(row.get(0))
 }
+
+/// Sets (or, with `None`, clears) the addresses an application's alerts go to;
+/// false if there is no such application.
+pub async fn set_alert_email(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    email: Option<&str>,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE applications SET alert_email = $3 WHERE tenant_id = $1 AND id = $2",
+            &[&tenant.as_str(), &app.as_str(), &email],
+        )
+        .await?;
+    Ok(n == 1)
+}

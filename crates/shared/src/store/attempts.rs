@@ -184,6 +184,23 @@ pub async fn get(
         .map(from_row))
 }
 
+/// One of an endpoint's attempts, by id.
+pub async fn get_for_endpoint(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    endpoint: &EndpointId,
+    id: &AttemptId,
+) -> Result<Option<Attempt>, StoreError> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM attempts WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND id = $4");
+    Ok(db
+        .query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &id.as_str()])
+        .await?
+        .as_ref()
+        .map(from_row))
+}
+
 /// One hour of an endpoint's attempts: how many succeeded and failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HourCount {

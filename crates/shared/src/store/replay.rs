@@ -177,7 +177,11 @@ async fn work(
         TaskKind::Replay => missing_batch(tx, tenant, app, endpoint, window, batch).await?,
         TaskKind::BulkReplay => again_batch(tx, tenant, app, endpoint, window, &filter, batch).await?,
         TaskKind::Recover => recover_batch(tx, tenant, app, endpoint, window, batch).await?,
-        TaskKind::PurgeContent | TaskKind::AppStats | TaskKind::EventTypeAggregate | TaskKind::Broadcast => {
+        TaskKind::PurgeContent
+        | TaskKind::AppStats
+        | TaskKind::EventTypeAggregate
+        | TaskKind::Broadcast
+        | TaskKind::SdkGenerate => {
             return Ok(Done { last: None, scanned: 0, sent: 0, failure: Some("the task is not an endpoint's") })
         }
     };

@@ -127,7 +127,7 @@ const READ: &str = "SELECT l.xid::text, l.seq, m.id, m.event_id, m.event_type, m
       AND (l.xid, l.seq) > ($4::text::xid8, $5::bigint)
       AND l.xid < pg_snapshot_xmin(pg_current_snapshot())";
 
-fn logged(r: &Row) -> Logged {
+pub(super) fn logged(r: &Row) -> Logged {
     Logged {
         at: Position::from_row(r, 0),
         msg_id: MessageId::from_db(r.get(2)),

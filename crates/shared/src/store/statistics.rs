@@ -91,3 +91,46 @@ pub async fn subscribed_event_types(
         })
         .collect())
 }
+
+/// One group of an application's attempts ([`app_attempts`]): its period (0
+/// without periods), its messages' event type, its status code, how many.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptCount {
+    pub period: i64,
+    pub event_type: String,
+    pub status: i16,
+    pub count: i64,
+}
+
+/// An application's attempts made in `[since, until)`, counted by period of
+/// `period_secs` from `since` (none: one period), event type and status; only
+/// of `event_types` when given. Attempt ids are made at attempt time, so the id
+/// range bounds the scan in every partition.
+pub async fn app_attempts(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    period_secs: Option<i64>,
+    event_types: Option<&[String]>,
+) -> Result<Vec<AttemptCount>, StoreError> {
+    let (low, high) =
+        (crate::ids::floor("atmpt", since), crate::ids::floor("atmpt", until + chrono::Duration::seconds(1)));
+    let rows = db
+        .query(
+            "SELECT COALESCE(floor(EXTRACT(epoch FROM a.created_at - $3) / $5::bigint)::bigint, 0),
+                 m.event_type, a.status, count(*)
+             FROM attempts a
+             JOIN messages m ON m.tenant_id = a.tenant_id AND m.app_id = a.app_id AND m.id = a.msg_id
+             WHERE a.tenant_id = $1 AND a.app_id = $2 AND a.id >= $6 AND a.id < $7
+               AND a.created_at >= $3 AND a.created_at < $4
+               AND ($8::text[] IS NULL OR m.event_type = ANY ($8))
+             GROUP BY 1, 2, 3",
+            &[&tenant.as_str(), &app.as_str(), &since, &until, &period_secs, &low, &high, &event_types],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| AttemptCount { period: r.get(0), event_type: r.get(1), status: r.get(2), count: r.get(3) })
+        .collect())
+}

@@ -32,10 +32,13 @@ pub enum TaskKind {
     /// `msg/broadcast`: one message to every application of the tenant
     /// (`store::broadcast`, stepped by its own runner).
     Broadcast,
+    /// `event-type/export/openapi`: the tenant's event types as an OpenAPI
+    /// document's webhooks, answered at once.
+    SdkGenerate,
 }
 
 /// Every kind, for names read from a query string.
-const KINDS: [TaskKind; 7] = [
+const KINDS: [TaskKind; 8] = [
     TaskKind::Replay,
     TaskKind::BulkReplay,
     TaskKind::Recover,
@@ -43,6 +46,7 @@ const KINDS: [TaskKind; 7] = [
     TaskKind::AppStats,
     TaskKind::EventTypeAggregate,
     TaskKind::Broadcast,
+    TaskKind::SdkGenerate,
 ];
 
 impl TaskKind {
@@ -55,6 +59,7 @@ impl TaskKind {
             TaskKind::AppStats => 4,
             TaskKind::EventTypeAggregate => 5,
             TaskKind::Broadcast => 6,
+            TaskKind::SdkGenerate => 7,
         }
     }
 
@@ -66,6 +71,7 @@ impl TaskKind {
             4 => TaskKind::AppStats,
             5 => TaskKind::EventTypeAggregate,
             6 => TaskKind::Broadcast,
+            7 => TaskKind::SdkGenerate,
             _ => TaskKind::Replay,
         }
     }
@@ -80,6 +86,7 @@ impl TaskKind {
             TaskKind::AppStats => "application.stats",
             TaskKind::EventTypeAggregate => "event-type.aggregate",
             TaskKind::Broadcast => "message.broadcast",
+            TaskKind::SdkGenerate => "sdk.generate",
         }
     }
 

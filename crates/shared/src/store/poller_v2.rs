@@ -1,0 +1,121 @@
+//! Polling endpoint consumers of Svix's poller v2: a committed position, and
+//! a lease on what the last polls handed out (see migration 0040). Stored
+//! beside v1's consumers in `sink_consumers`, under names v1 cannot take.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::GenericClient;
+
+use super::{sinks::Position, StoreError};
+use crate::ids::{AppId, EndpointId, TenantId};
+
+/// The row name of a v2 consumer: `v2:` and its name (a v1 name is a uid, which has no `:`).
+fn row_name(name: &str) -> String {
+    format!("v2:{name}")
+}
+
+/// A v2 consumer as kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Consumer {
+    /// Acknowledged up to here.
+    pub committed: Position,
+    /// The last message handed out, and until when it and those before it are leased.
+    pub leased: Option<(Position, DateTime<Utc>)>,
+}
+
+/// The consumer, if it has polled, its row locked until the caller's
+/// transaction ends (a consumer's polls and commits take turns).
+pub async fn consumer(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    name: &str,
+) -> Result<Option<Consumer>, StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT pos_xid::text, pos_seq, lease_xid::text, lease_seq, lease_until FROM sink_consumers
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND consumer = $4 FOR UPDATE",
+            &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &row_name(name)],
+        )
+        .await?;
+    Ok(row.map(|r| {
+        let at = |xid: Option<String>, seq: Option<i64>| Position {
+            xid: xid.and_then(|x| x.parse().ok()).unwrap_or(0),
+            seq: seq.unwrap_or(0),
+        };
+        let leased =
+            match (r.get::<_, Option<String>>(2), r.get::<_, Option<i64>>(3), r.get::<_, Option<DateTime<Utc>>>(4)) {
+                (Some(xid), Some(seq), Some(until)) => Some((at(Some(xid), Some(seq)), until)),
+                _ => None,
+            };
+        Consumer { committed: at(r.get(0), r.get(1)), leased }
+    }))
+}
+
+/// Keeps the consumer (made if new): its committed position, and its lease.
+pub async fn save(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    name: &str,
+    c: &Consumer,
+) -> Result<(), StoreError> {
+    let (lease_xid, lease_seq, until) = match c.leased {
+        Some((p, until)) => (Some(p.xid.to_string()), Some(p.seq), Some(until)),
+        None => (None, None, None),
+    };
+    tx.execute(
+        "INSERT INTO sink_consumers (tenant_id, app_id, endpoint_id, consumer, pos_xid, pos_seq,
+             lease_xid, lease_seq, lease_until)
+         VALUES ($1, $2, $3, $4, $5::text::xid8, $6, $7::text::xid8, $8, $9)
+         ON CONFLICT (tenant_id, app_id, endpoint_id, consumer)
+         DO UPDATE SET pos_xid = EXCLUDED.pos_xid, pos_seq = EXCLUDED.pos_seq, lease_xid = EXCLUDED.lease_xid,
+             lease_seq = EXCLUDED.lease_seq, lease_until = EXCLUDED.lease_until, updated_at = now()",
+        &[
+            &tenant.as_str(),
+            &app.as_str(),
+            &sink.as_str(),
+            &row_name(name),
+            &c.committed.xid.to_string(),
+            &c.committed.seq,
+            &lease_xid,
+            &lease_seq,
+            &until,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The log position of the message at `offset` (a log row's `seq`) among those
+/// handed out after `after` up to `upto`: a bounded look, as only those may be
+/// committed. `None` if no row there has that offset.
+pub async fn handed_out(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    (after, upto): (Position, Position),
+    offset: i64,
+) -> Result<Option<Position>, StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT xid::text, seq FROM sink_log
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = ''
+               AND (xid, seq) > ($4::text::xid8, $5::bigint) AND (xid, seq) <= ($6::text::xid8, $7::bigint)
+               AND seq = $8",
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &sink.as_str(),
+                &after.xid.to_string(),
+                &after.seq,
+                &upto.xid.to_string(),
+                &upto.seq,
+                &offset,
+            ],
+        )
+        .await?;
+    Ok(row.map(|r| Position { xid: r.get::<_, String>(0).parse().unwrap_or(0), seq: r.get(1) }))
+}
