@@ -35,8 +35,12 @@ CREATE TABLE IF NOT EXISTS endpoint_auth (
     -- A PEM certificate (or several) that the endpoint's certificate must chain
     -- to, in place of the system's roots; NULL: the system's roots.
     server_ca        text,
-    -- Equal to the endpoint's `auth_at`: a token fetched for settings since changed is not kept.
+    -- Equal to the endpoint's `auth_at`: when any part last changed (what workers' caches go by).
     changed_at       timestamptz NOT NULL DEFAULT now(),
+    -- When the OAuth client last changed: a token (or a rotated refresh token)
+    -- fetched for a client since changed is not kept. A change of the certificate
+    -- or CA leaves the token alone.
+    oauth_at         timestamptz,
     PRIMARY KEY (tenant_id, app_id, endpoint_id),
     FOREIGN KEY (tenant_id, app_id, endpoint_id) REFERENCES endpoints (tenant_id, app_id, id) ON DELETE CASCADE
 );

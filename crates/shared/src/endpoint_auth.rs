@@ -85,8 +85,8 @@ pub struct OauthSettings {
     pub jwt_expiry_secs: Option<u64>,
 }
 
-/// What is stored sealed with the tenant's key.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+/// What is stored sealed with the tenant's key (its `Debug` shows none of it).
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct OauthSecrets {
     pub client_secret: Option<String>,
@@ -94,6 +94,12 @@ pub struct OauthSecrets {
     /// `jwtParams.secretBase64` as given.
     pub jwt_key_base64: Option<String>,
     pub extra_headers: Option<BTreeMap<String, String>>,
+}
+
+impl std::fmt::Debug for OauthSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OauthSecrets").finish_non_exhaustive()
+    }
 }
 
 /// An endpoint's OAuth client as answered: never a secret.
@@ -123,8 +129,23 @@ const OWN_PARAMS: &[&str] = &[
 
 /// Token-request headers `extraHeaders` may not set: HTTP's own, and the one the
 /// auth method sets.
-const OWN_HEADERS: &[&str] =
-    &["host", "content-length", "content-type", "transfer-encoding", "connection", "te", "upgrade", "authorization"];
+const OWN_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "upgrade",
+    "authorization",
+    // The operator's proxy authenticates Hookgate, not a tenant.
+    "proxy-authorization",
+    "proxy-connection",
+    "keep-alive",
+    "expect",
+];
+/// The longest header name `extraHeaders` may hold.
+const LONGEST_NAME: usize = 256;
 
 const MOST_ITEMS: usize = 20;
 const LONGEST: usize = 4096;
@@ -159,11 +180,24 @@ impl OauthConfigIn {
         if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
             return Err("`tokenUrl` must be an absolute http or https URL".into());
         }
+        // It is shown, and a client would send it as Basic credentials of its own.
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(
+                "`tokenUrl` may not carry a user or password: give them as `clientId` and `clientSecret`".into()
+            );
+        }
         text("tokenUrl", &self.token_url)?;
         for (field, v) in [("clientSecret", &self.client_secret), ("refreshToken", &self.refresh_token)] {
             if let Some(v) = v {
                 text(field, v)?;
             }
+        }
+        if matches!(self.auth_method, AuthMethod::ClientSecretBasic | AuthMethod::ClientSecretPost)
+            && self.client_secret.as_deref().is_none_or(str::is_empty)
+        {
+            return Err(
+                "`clientSecret` is required for the `clientSecretBasic` and `clientSecretPost` auth methods".into()
+            );
         }
         if self.grant_type == GrantType::RefreshToken && self.refresh_token.as_deref().is_none_or(str::is_empty) {
             return Err("`refreshToken` is required for the `refreshToken` grant type".into());
@@ -211,6 +245,9 @@ impl OauthConfigIn {
                 return Err(format!("at most {MOST_ITEMS} `extraHeaders`"));
             }
             for (k, v) in headers {
+                if k.len() > LONGEST_NAME {
+                    return Err(format!("`extraHeaders`: a name is longer than {LONGEST_NAME} bytes"));
+                }
                 if !header_name(k) || v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
                     return Err(format!("`extraHeaders`: `{k}` is not a valid header"));
                 }
@@ -241,8 +278,10 @@ impl OauthConfigIn {
 }
 
 impl OauthSettings {
-    /// As answered, with the (opened) extra headers.
+    /// As answered, with the extra headers' names (their values are never
+    /// answered: they are sealed as the credentials they may be).
     pub fn shown(&self, extra_headers: Option<BTreeMap<String, String>>) -> OauthConfigOut {
+        let extra_headers = extra_headers.map(|h| h.into_keys().map(|k| (k, String::new())).collect());
         OauthConfigOut {
             grant_type: self.grant_type,
             auth_method: self.auth_method,

@@ -1,9 +1,7 @@
 //! `v1.endpoint.*-oauth*`, `*-mtls*`, `*-server-ca`: how Hookgate authenticates to
 //! an endpoint beyond its signature. Secrets are sealed and never answered.
 
-use std::collections::BTreeMap;
-
-use actix_web::{delete, get, put, web, HttpRequest, HttpResponse};
+use actix_web::{delete, get, put, web, HttpResponse};
 use hookgate_egress::auth::{self, oauth, tls};
 use hookgate_shared::{
     db,
@@ -21,7 +19,6 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::endpoint_extras::values_hidden;
 use super::endpoints::{allowed, find};
 use crate::TenantAuth;
 
@@ -108,15 +105,13 @@ async fn write(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// The OAuth settings as answered; extra headers by name only where the caller sees
-/// credential-like values so (a portal link).
+/// The OAuth settings as answered: no secret, and the extra headers by name only.
 fn shown(
     state: &AppState,
     tenant: &TenantId,
     app: &AppId,
     ep: &Endpoint,
     row: &AuthRow,
-    hide: bool,
 ) -> Result<Option<OauthConfigOut>, ApiError> {
     let Some(settings) = &row.oauth else { return Ok(None) };
     let settings: OauthSettings = serde_json::from_value(settings.clone())
@@ -127,42 +122,26 @@ fn shown(
             .map_err(ApiError::Internal)?,
         None => OauthSecrets::default(),
     };
-    let headers = secrets.extra_headers.map(|h| match hide {
-        true => h.into_keys().map(|k| (k, String::new())).collect::<BTreeMap<_, _>>(),
-        false => h,
-    });
-    Ok(Some(settings.shown(headers)))
+    Ok(Some(settings.shown(secrets.extra_headers)))
 }
 
 /// The endpoint's OAuth client; 404 when it has none.
 #[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.get-oauth", responses((status = 200, body = OauthConfigOut)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/oauth")]
-async fn get_oauth(
-    tenant: TenantAuth,
-    req: HttpRequest,
-    state: web::Data<AppState>,
-    path: EpPath,
-) -> Result<HttpResponse, ApiError> {
+async fn get_oauth(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoint(&state, &tenant, &path).await?;
-    let hide = values_hidden(&req, &state, &tenant.0).await?;
     let row = read(&state, &tenant.0, &app, &ep).await?;
-    let config = shown(&state, &tenant.0, &app, &ep, &row, hide)?.ok_or(ApiError::NotFound("OAuth configuration"))?;
+    let config = shown(&state, &tenant.0, &app, &ep, &row)?.ok_or(ApiError::NotFound("OAuth configuration"))?;
     Ok(HttpResponse::Ok().json(config))
 }
 
 /// Whether the endpoint has an OAuth client, and how (200 either way).
 #[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.get-oauth-2", responses((status = 200, body = OauthStatus)))]
 #[get("/app/{app_id}/endpoint/{endpoint_id}/oauth-config")]
-async fn oauth_status(
-    tenant: TenantAuth,
-    req: HttpRequest,
-    state: web::Data<AppState>,
-    path: EpPath,
-) -> Result<HttpResponse, ApiError> {
+async fn oauth_status(tenant: TenantAuth, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoint(&state, &tenant, &path).await?;
-    let hide = values_hidden(&req, &state, &tenant.0).await?;
     let row = read(&state, &tenant.0, &app, &ep).await?;
-    let config = shown(&state, &tenant.0, &app, &ep, &row, hide)?;
+    let config = shown(&state, &tenant.0, &app, &ep, &row)?;
     Ok(HttpResponse::Ok().json(OauthStatus { enabled: config.is_some(), config }))
 }
 

@@ -20,11 +20,13 @@ use hookgate_shared::{
 
 pub use hookgate_shared::endpoint_auth::{AuthMethod, GrantType, OauthSecrets, OauthSettings};
 
-/// What an endpoint authenticates with, opened for sending.
+/// What an endpoint authenticates with, opened for sending (its `Debug` shows no secret).
 #[derive(Debug)]
 pub struct Loaded {
-    /// The settings' `changed_at`: what a token fetched for them is kept under.
+    /// The settings' `changed_at`.
     pub at: DateTime<Utc>,
+    /// The OAuth client's `oauth_at`: what a token fetched for it is kept under.
+    pub oauth_at: Option<DateTime<Utc>>,
     pub oauth: Option<(OauthSettings, OauthSecrets)>,
     pub tls: Option<tls::Tls>,
 }
@@ -59,7 +61,7 @@ pub fn load(
     ep: &EndpointId,
     row: &endpoint_auth::AuthRow,
 ) -> Result<Loaded, String> {
-    let at = row.changed_at;
+    let (at, oauth_at) = (row.changed_at, row.oauth_at);
     let oauth = match (&row.oauth, &row.oauth_secrets) {
         (Some(settings), sealed) => {
             let settings: OauthSettings =
@@ -81,7 +83,7 @@ pub fn load(
         (None, None) => None,
         (identity, ca) => Some(tls::Tls::new(identity, ca.clone())?),
     };
-    Ok(Loaded { at, oauth, tls })
+    Ok(Loaded { at, oauth_at, oauth, tls })
 }
 
 /// Settings read, and the `changed_at` they were read at.
@@ -90,16 +92,26 @@ type HeldAt = (DateTime<Utc>, Arc<Loaded>);
 /// Endpoints' settings kept per process, keyed by endpoint and `auth_at`.
 #[derive(Default)]
 pub struct Auths {
-    held: Mutex<HashMap<(TenantId, EndpointId), HeldAt>>,
+    held: Mutex<HashMap<tokens::EndpointKey, HeldAt>>,
     pub tokens: tokens::Tokens,
 }
 
-/// Endpoints kept; past it the map starts again (each is read once more).
-const MOST_HELD: usize = 10_000;
+/// Endpoints kept; past it the map starts again (each is read once more). Each
+/// holds at most two PEM texts of 64 KiB and the OAuth client's settings.
+const MOST_HELD: usize = 1_000;
+
+/// Why an endpoint's settings are not at hand.
+#[derive(Debug)]
+pub enum Unread {
+    /// The database cannot say now: the delivery waits.
+    Db(String),
+    /// They are stored but cannot be used (a seal that does not open, a PEM a
+    /// release before this one accepted): the attempt fails, saying so.
+    Unusable(String),
+}
 
 impl Auths {
     /// The endpoint's settings as of `at` (its `auth_at`), read if not held.
-    /// `Err` with the reason when they cannot be read or opened now.
     pub async fn of(
         &self,
         state: &AppState,
@@ -107,8 +119,8 @@ impl Auths {
         app: &AppId,
         ep: &EndpointId,
         at: DateTime<Utc>,
-    ) -> Result<Arc<Loaded>, String> {
-        let key = (tenant.clone(), ep.clone());
+    ) -> Result<Arc<Loaded>, Unread> {
+        let key = (tenant.clone(), app.clone(), ep.clone());
         if let Some((held_at, l)) = self.held.lock().expect("never poisoned").get(&key) {
             if *held_at >= at {
                 return Ok(l.clone());
@@ -119,11 +131,11 @@ impl Auths {
             endpoint_auth::get(&**conn, (tenant, app, ep)).await
         })
         .await
-        .map_err(|e| format!("reading the endpoint's authentication: {e}"))?;
+        .map_err(|e| Unread::Db(format!("reading the endpoint's authentication: {e}")))?;
         // Removed since the claim: nothing to authenticate with (kept under the claim's time).
         let (changed, loaded) = match row {
-            Some(r) => (r.changed_at, load(state, tenant, app, ep, &r)?),
-            None => (at, Loaded { at, oauth: None, tls: None }),
+            Some(r) => (r.changed_at, load(state, tenant, app, ep, &r).map_err(Unread::Unusable)?),
+            None => (at, Loaded { at, oauth_at: None, oauth: None, tls: None }),
         };
         let loaded = Arc::new(loaded);
         let mut held = self.held.lock().expect("never poisoned");

@@ -15,13 +15,20 @@ use super::{AuthMethod, GrantType, OauthSecrets, OauthSettings};
 use crate::deliver::send::{self, Sender};
 
 /// A token the server gave.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Fetched {
     pub token: String,
     /// How long it is valid, as the server says (`expires_in`), else [`UNSAID_LIFETIME`].
     pub lifetime: Duration,
     /// A new refresh token, when the server rotates them.
     pub refresh_token: Option<String>,
+}
+
+/// Never the tokens themselves.
+impl std::fmt::Debug for Fetched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetched").field("lifetime", &self.lifetime).finish_non_exhaustive()
+    }
 }
 
 /// How long a token whose answer gives no `expires_in` is kept (it is dropped
@@ -140,19 +147,42 @@ pub async fn fetch(
 ) -> Result<Fetched, String> {
     let (headers, body) = request(settings, secrets)?;
     let answered = sender
-        .exchange(reqwest::Method::POST, &settings.token_url, headers, body.into(), bound)
+        .exchange(reqwest::Method::POST, &settings.token_url, headers, body.clone().into(), bound)
         .await
         .map_err(|sent| format!("the OAuth token request failed: {}", sent.body))?;
-    let text = String::from_utf8_lossy(&answered.body);
     if !(200..300).contains(&answered.status) {
         // A private token server (an allow-list opened it) is named by status only, as attempts are.
         let quoted: String = match answered.private && !sender.records_private() {
             true => String::new(),
-            false => format!(": {}", text.chars().take(QUOTED).collect::<String>()),
+            false => format!(": {}", redacted(&answered.body, secrets, &body)),
         };
         return Err(format!("the OAuth token server answered {}{quoted}", answered.status));
     }
     parse(&answered.body)
+}
+
+/// The start of a refusing token server's answer, as an attempt quotes it, with
+/// what Hookgate sent that authenticates blanked out: a server that echoes the
+/// request must not put the client's secret where a portal link reads it.
+fn redacted(answer: &[u8], secrets: &OauthSecrets, request: &str) -> String {
+    let mut text: String = String::from_utf8_lossy(answer).chars().take(QUOTED).collect();
+    let assertion = url::form_urlencoded::parse(request.as_bytes())
+        .find(|(k, _)| k == "client_assertion")
+        .map(|(_, v)| v.into_owned());
+    let sent = [secrets.client_secret.clone(), secrets.refresh_token.clone(), assertion];
+    let headers = secrets.extra_headers.iter().flatten().map(|(_, v)| Some(v.clone()));
+    for secret in sent.into_iter().chain(headers).flatten().filter(|s| s.len() >= 4) {
+        text = text.replace(&secret, "[redacted]");
+        // Echoed form-encoded, as it was sent.
+        text = text.replace(&form_encoded(&secret), "[redacted]");
+    }
+    text
+}
+
+/// RFC 6750's `b64token`: what a bearer token may hold.
+fn b64token(t: &str) -> bool {
+    let body = t.trim_end_matches('=');
+    !body.is_empty() && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
 }
 
 /// Reads a token response (RFC 6749 §5.1).
@@ -160,12 +190,13 @@ pub fn parse(body: &[u8]) -> Result<Fetched, String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|_| "the OAuth token server's answer is not JSON".to_owned())?;
     let token = v["access_token"].as_str().ok_or("the OAuth token server's answer has no `access_token`")?;
-    if token.is_empty() || token.len() > LONGEST_TOKEN || HeaderValue::from_str(token).is_err() {
-        return Err("the OAuth token server's `access_token` cannot be sent in a header".into());
+    if token.len() > LONGEST_TOKEN || !b64token(token) {
+        return Err("the OAuth token server's `access_token` is not a bearer token (RFC 6750's characters)".into());
     }
     if let Some(kind) = v["token_type"].as_str() {
+        // Not quoted: the answer of a private server is not repeated.
         if !kind.eq_ignore_ascii_case("bearer") {
-            return Err(format!("the OAuth token server gave a `{kind}` token; only bearer tokens are sent"));
+            return Err("the OAuth token server gave a token of a type other than bearer, which is not sent".into());
         }
     }
     let seconds = match &v["expires_in"] {
@@ -174,11 +205,15 @@ pub fn parse(body: &[u8]) -> Result<Fetched, String> {
         _ => None,
     };
     let lifetime = match seconds {
-        Some(s) if s.is_finite() && s >= 1.0 => Duration::from_secs_f64(s).min(LONGEST_LIFETIME),
+        // Clamped before it is made a Duration: a lifetime past `Duration`'s range would panic.
+        Some(s) if s.is_finite() && s >= 1.0 => Duration::from_secs_f64(s.min(LONGEST_LIFETIME.as_secs_f64())),
         Some(_) => return Err("the OAuth token server's `expires_in` is not a positive number".into()),
         None => UNSAID_LIFETIME,
     };
-    let refresh_token = v["refresh_token"].as_str().filter(|t| !t.is_empty() && t.len() <= 4096).map(str::to_owned);
+    let refresh_token = v["refresh_token"].as_str().filter(|t| !t.is_empty()).map(str::to_owned);
+    if refresh_token.as_ref().is_some_and(|t| t.len() > LONGEST_TOKEN) {
+        return Err("the OAuth token server's `refresh_token` is longer than 8 KiB".into());
+    }
     Ok(Fetched { token: token.to_owned(), lifetime, refresh_token })
 }
 
@@ -198,6 +233,24 @@ mod tests {
         assert!(parse(br#"{"access_token":"abc","token_type":"mac"}"#).unwrap_err().contains("bearer"));
         assert!(parse(br#"{"token":"abc"}"#).unwrap_err().contains("access_token"));
         assert!(parse(b"{\"access_token\":\"a\\nb\"}").is_err(), "a token that cannot go in a header");
+        assert!(parse(b"{\"access_token\":\"a\\tb\"}").is_err(), "nor one outside RFC 6750's characters");
         assert!(parse(br#"{"access_token":"abc","expires_in":-5}"#).is_err());
+        let leak = parse(br#"{"access_token":"abc","token_type":"db-password=hunter2"}"#).unwrap_err();
+        assert!(!leak.contains("hunter2"), "the server's text is not quoted: {leak}");
+    }
+
+    #[test]
+    fn a_lifetime_past_what_a_duration_holds_is_held_to_a_day_rather_than_panicking() {
+        for huge in [&b"1e20"[..], b"18446744073709551615", b"\"1e300\""] {
+            let body = [&br#"{"access_token":"abc","expires_in":"#[..], huge, b"}"].concat();
+            assert_eq!(parse(&body).unwrap().lifetime, LONGEST_LIFETIME);
+        }
+    }
+
+    #[test]
+    fn a_refusing_servers_echo_of_the_client_secret_is_blanked_in_the_reason() {
+        let secrets = OauthSecrets { client_secret: Some("s3cr:et".into()), ..Default::default() };
+        let quoted = redacted(b"bad client_secret=s3cr%3Aet or s3cr:et", &secrets, "");
+        assert_eq!(quoted, "bad client_secret=[redacted] or [redacted]");
     }
 }

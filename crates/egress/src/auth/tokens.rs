@@ -20,11 +20,20 @@ use super::{oauth, Loaded, OauthSecrets};
 use crate::deliver::send::Sender;
 
 /// A token to send, and what identifies it where it is kept.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Bearer {
     pub token: String,
     sealed: Vec<u8>,
+    /// The OAuth client's `oauth_at` it was fetched for.
     at: DateTime<Utc>,
+    fetched: DateTime<Utc>,
+}
+
+/// Never the token itself.
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bearer").field("at", &self.at).field("fetched", &self.fetched).finish_non_exhaustive()
+    }
 }
 
 /// What an attempt may do about its token.
@@ -41,14 +50,13 @@ pub enum Got {
 #[derive(Debug, Clone)]
 struct Held {
     bearer: Bearer,
-    fetched: DateTime<Utc>,
     expires: DateTime<Utc>,
 }
 
 impl Held {
     /// Not yet due for refresh: a quarter of its life, at most a minute, before it expires.
     fn fresh(&self, now: DateTime<Utc>) -> bool {
-        let ahead = ((self.expires - self.fetched) / 4).min(chrono::Duration::seconds(60));
+        let ahead = ((self.expires - self.bearer.fetched) / 4).min(chrono::Duration::seconds(60));
         now < self.expires - ahead
     }
 
@@ -60,11 +68,14 @@ impl Held {
 
 type Slot = Arc<tokio::sync::Mutex<Option<Held>>>;
 
+/// Which endpoint: tenant, application, endpoint (the table's key).
+pub type EndpointKey = (TenantId, AppId, EndpointId);
+
 /// The process's tokens, one lock per endpoint: deliveries of one endpoint wait
 /// for the one fetch in flight rather than each making its own.
 #[derive(Default)]
 pub struct Tokens {
-    slots: Mutex<HashMap<(TenantId, EndpointId), Slot>>,
+    slots: Mutex<HashMap<EndpointKey, Slot>>,
 }
 
 /// How long one process may take to fetch before another may try.
@@ -74,20 +85,41 @@ const FETCH_LEASE: Duration = Duration::from_secs(30);
 const FAILURE_PAUSE: Duration = Duration::from_secs(5);
 /// The longest a token request may take.
 const LONGEST_FETCH: Duration = Duration::from_secs(10);
+/// A token the endpoint refuses (401) younger than this is kept: an endpoint that
+/// refuses every token does not make every delivery fetch a new one.
+const YOUNGEST_DROPPED: chrono::Duration = chrono::Duration::seconds(30);
 /// Endpoints whose lock is kept; past it the map starts again.
 const MOST_SLOTS: usize = 10_000;
 
-fn key<'a>(k: &'a (TenantId, AppId, EndpointId)) -> Key<'a> {
+fn key(k: &EndpointKey) -> Key<'_> {
     (&k.0, &k.1, &k.2)
 }
 
+/// A stored token, opened; `None` if it cannot be (then it is fetched again).
+fn opened(state: &AppState, k: &EndpointKey, at: DateTime<Utc>, stored: &StoredToken) -> Option<Held> {
+    let (sealed, fetched, expires) = stored;
+    let clear = super::open(state, &k.0, &k.1, &k.2, "token", sealed).ok()?;
+    let token = String::from_utf8(clear).ok()?;
+    Some(Held { bearer: Bearer { token, sealed: sealed.clone(), at, fetched: *fetched }, expires: *expires })
+}
+
+type StoredToken = (Vec<u8>, DateTime<Utc>, DateTime<Utc>);
+
+/// One database step within the database budget.
+async fn step<T, F>(state: &AppState, f: impl FnOnce(db::Client) -> F) -> Result<T, hookgate_shared::store::StoreError>
+where
+    F: std::future::Future<Output = Result<T, hookgate_shared::store::StoreError>>,
+{
+    db::bounded(state.db_budget(), async { f(db::conn(&state.db).await?).await }).await
+}
+
 impl Tokens {
-    fn slot(&self, tenant: &TenantId, ep: &EndpointId) -> Slot {
+    fn slot(&self, k: &EndpointKey) -> Slot {
         let mut slots = self.slots.lock().expect("never poisoned");
         if slots.len() >= MOST_SLOTS {
             slots.clear();
         }
-        slots.entry((tenant.clone(), ep.clone())).or_default().clone()
+        slots.entry(k.clone()).or_default().clone()
     }
 
     /// The endpoint's token for an attempt that may take `bound` (a fetch takes
@@ -96,62 +128,61 @@ impl Tokens {
         &self,
         state: &AppState,
         sender: &Sender,
-        k: &(TenantId, AppId, EndpointId),
+        k: &EndpointKey,
         loaded: &Loaded,
         bound: Duration,
     ) -> Got {
-        let Some((settings, _)) = &loaded.oauth else { return Got::Failed("the endpoint has no OAuth client".into()) };
-        let slot = self.slot(&k.0, &k.2);
+        let (Some((settings, _)), Some(at)) = (&loaded.oauth, loaded.oauth_at) else {
+            return Got::Failed("the endpoint has no OAuth client".into());
+        };
+        let slot = self.slot(k);
         let Ok(mut held) = tokio::time::timeout(bound, slot.lock()).await else { return Got::Wait };
         let now = Utc::now();
-        if let Some(h) = held.as_ref().filter(|h| h.bearer.at == loaded.at && h.fresh(now)) {
+        if let Some(h) = held.as_ref().filter(|h| h.bearer.at == at && h.fresh(now)) {
             return Got::Bearer(h.bearer.clone());
         }
-        let read = db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            endpoint_auth::token_state(&**conn, key(k), loaded.at).await
-        })
-        .await;
-        let st = match read {
+        let st = match step(state, |c| async move { endpoint_auth::token_state(&**c, key(k), at).await }).await {
             Ok(Some(st)) => st,
-            // Changed since they were read: the next claim reads them again.
+            // Changed since it was read: the next claim reads it again.
             Ok(None) => return Got::Wait,
             Err(e) => {
                 tracing::warn!(error = %e, endpoint = %k.2, "the endpoint's token could not be read; delivery waits");
                 return Got::Wait;
             }
         };
-        let stored = st.token.as_ref().and_then(|(sealed, fetched, expires)| {
-            let clear = super::open(state, &k.0, &k.1, &k.2, "token", sealed).ok()?;
-            let token = String::from_utf8(clear).ok()?;
-            let bearer = Bearer { token, sealed: sealed.clone(), at: loaded.at };
-            Some(Held { bearer, fetched: *fetched, expires: *expires })
-        });
+        let stored = st.token.as_ref().and_then(|t| opened(state, k, at, t));
         if let Some(h) = stored.as_ref().filter(|h| h.fresh(now)) {
             *held = Some(h.clone());
             return Got::Bearer(h.bearer.clone());
         }
-        let mine = held.as_ref().filter(|h| h.bearer.at == loaded.at);
+        let mine = held.as_ref().filter(|h| h.bearer.at == at);
         let usable = stored.as_ref().or(mine).filter(|h| h.valid(now)).map(|h| h.bearer.clone());
-        let taken = !st.fetching
-            && db::bounded(state.db_budget(), async {
-                let conn = db::conn(&state.db).await?;
-                endpoint_auth::take_fetch(&**conn, key(k), loaded.at, FETCH_LEASE).await
-            })
-            .await
-            .unwrap_or_else(|e| {
-                tracing::warn!(error = %e, endpoint = %k.2, "the right to fetch a token could not be taken; delivery waits");
-                false
-            });
-        if !taken {
+        let taken = match st.fetching {
+            true => None,
+            false => step(state, |c| async move { endpoint_auth::take_fetch(&**c, key(k), at, FETCH_LEASE).await })
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, endpoint = %k.2, "the right to fetch a token could not be taken");
+                    None
+                }),
+        };
+        let Some(taken) = taken else {
             return match (usable, st.error) {
                 (Some(b), _) => Got::Bearer(b),
                 (None, Some(reason)) => Got::Failed(reason),
                 (None, None) => Got::Wait,
             };
+        };
+        // Another process may have stored a token between the look and the lease.
+        if let Some(h) = taken.token.as_ref().and_then(|t| opened(state, k, at, t)).filter(|h| h.fresh(now)) {
+            if let Err(e) = step(state, |c| async move { endpoint_auth::release_fetch(&**c, key(k), at).await }).await {
+                tracing::debug!(error = %e, endpoint = %k.2, "an unused fetch lease was left to run out");
+            }
+            *held = Some(h.clone());
+            return Got::Bearer(h.bearer);
         }
-        // The secrets as they are now: a refresh token rotated by another process's fetch.
-        let secrets = match &st.secrets {
+        // The secrets as they are now, under the lease: a refresh token rotated by another process's fetch.
+        let secrets = match &taken.secrets {
             Some(sealed) => match super::open(state, &k.0, &k.1, &k.2, "oauth", sealed)
                 .and_then(|s| serde_json::from_slice::<OauthSecrets>(&s).map_err(|e| e.to_string()))
             {
@@ -160,45 +191,48 @@ impl Tokens {
             },
             None => OauthSecrets::default(),
         };
-        let fetched = oauth::fetch(sender, settings, &secrets, bound.min(LONGEST_FETCH)).await;
-        match fetched {
+        match oauth::fetch(sender, settings, &secrets, bound.min(LONGEST_FETCH)).await {
             Ok(f) => {
                 let sealed = super::seal(state, &k.0, &k.1, &k.2, "token", f.token.as_bytes());
                 let rotated = f.refresh_token.as_ref().map(|r| {
                     let next = OauthSecrets { refresh_token: Some(r.clone()), ..secrets.clone() };
-                    let json = serde_json::to_vec(&next).expect("secrets serialise");
-                    super::seal(state, &k.0, &k.1, &k.2, "oauth", &json)
-                });
-                let (fetched, expires) = (now, now + f.lifetime);
-                let kept = db::bounded(state.db_budget(), async {
-                    let conn = db::conn(&state.db).await?;
-                    endpoint_auth::store_token(
-                        &**conn,
-                        key(k),
-                        loaded.at,
-                        &sealed,
-                        fetched,
-                        expires,
-                        rotated.as_deref(),
+                    super::seal(
+                        state,
+                        &k.0,
+                        &k.1,
+                        &k.2,
+                        "oauth",
+                        &serde_json::to_vec(&next).expect("secrets serialise"),
                     )
-                    .await
+                });
+                let expires = now + f.lifetime;
+                let (token, rotation) = (&sealed, rotated.as_deref());
+                let kept = step(state, |c| async move {
+                    endpoint_auth::store_token(&**c, key(k), at, token, now, expires, rotation).await
                 })
                 .await;
-                if let Err(e) = kept {
-                    // Used here all the same; another process fetches its own.
-                    tracing::warn!(error = %e, endpoint = %k.2, "a fetched token could not be kept for the other processes");
+                match (kept, rotated.is_some()) {
+                    (Ok(true), _) => {}
+                    // The client was changed or removed meanwhile: what it gave belongs to the old one.
+                    (Ok(false), _) => tracing::info!(endpoint = %k.2, "the OAuth client changed during a token fetch"),
+                    (Err(e), true) => tracing::error!(error = %e, endpoint = %k.2,
+                        "a rotated refresh token could not be kept: the next refresh may be refused"),
+                    (Err(e), false) => tracing::warn!(error = %e, endpoint = %k.2,
+                        "a fetched token could not be kept for the other processes"),
                 }
-                let h = Held { bearer: Bearer { token: f.token, sealed, at: loaded.at }, fetched, expires };
+                let h = Held { bearer: Bearer { token: f.token, sealed, at, fetched: now }, expires };
                 *held = Some(h.clone());
                 Got::Bearer(h.bearer)
             }
             Err(reason) => {
                 tracing::info!(endpoint = %k.2, reason = %reason, "fetching an OAuth token failed");
-                let noted = db::bounded(state.db_budget(), async {
-                    let conn = db::conn(&state.db).await?;
-                    endpoint_auth::store_failure(&**conn, key(k), loaded.at, &reason, FAILURE_PAUSE).await
-                })
-                .await;
+                let why = reason.as_str();
+                let noted =
+                    step(
+                        state,
+                        |c| async move { endpoint_auth::store_failure(&**c, key(k), at, why, FAILURE_PAUSE).await },
+                    )
+                    .await;
                 if let Err(e) = noted {
                     tracing::warn!(error = %e, endpoint = %k.2, "a failed token fetch could not be noted");
                 }
@@ -210,22 +244,23 @@ impl Tokens {
         }
     }
 
-    /// The endpoint refused `bearer` (401): it is dropped here and for the other
-    /// processes (if it is still the one kept), so the next attempt fetches anew.
-    pub async fn refused(&self, state: &AppState, k: &(TenantId, AppId, EndpointId), bearer: &Bearer) {
-        let slot = self.slot(&k.0, &k.2);
+    /// The endpoint refused `bearer` (401): unless it is very young, it is dropped
+    /// here and for the other processes (if it is still the one kept), so the next
+    /// attempt fetches anew.
+    pub async fn refused(&self, state: &AppState, k: &EndpointKey, bearer: &Bearer) {
+        if Utc::now() - bearer.fetched < YOUNGEST_DROPPED {
+            return;
+        }
+        let slot = self.slot(k);
         // Bounded: a fetch in flight ends within its own bound, and will replace it anyway.
         if let Ok(mut held) = tokio::time::timeout(Duration::from_secs(1), slot.lock()).await {
             if held.as_ref().is_some_and(|h| h.bearer.sealed == bearer.sealed) {
                 *held = None;
             }
         }
-        let dropped = db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            endpoint_auth::drop_token(&**conn, key(k), bearer.at, &bearer.sealed).await
-        })
-        .await;
-        if let Err(e) = dropped {
+        let (at, sealed) = (bearer.at, &bearer.sealed);
+        if let Err(e) = step(state, |c| async move { endpoint_auth::drop_token(&**c, key(k), at, sealed).await }).await
+        {
             tracing::warn!(error = %e, endpoint = %k.2, "a refused token could not be dropped");
         }
     }
@@ -236,8 +271,8 @@ mod tests {
     use super::*;
 
     fn held(fetched: DateTime<Utc>, lifetime_s: i64) -> Held {
-        let bearer = Bearer { token: "t".into(), sealed: vec![], at: fetched };
-        Held { bearer, fetched, expires: fetched + chrono::Duration::seconds(lifetime_s) }
+        let bearer = Bearer { token: "t".into(), sealed: vec![], at: fetched, fetched };
+        Held { bearer, expires: fetched + chrono::Duration::seconds(lifetime_s) }
     }
 
     #[test]

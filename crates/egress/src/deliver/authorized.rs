@@ -9,7 +9,7 @@ use hookgate_shared::{
 };
 
 use super::send::{self, Outcome, Request, Sender, Senders, Sent};
-use crate::auth::{tokens::Bearer, tokens::Got, Auths};
+use crate::auth::{tokens::Bearer, tokens::Got, Auths, Unread};
 
 /// How an attempt goes, or why it does not.
 pub(crate) enum Authorized {
@@ -48,13 +48,17 @@ pub(crate) async fn authorize(
     };
     let loaded = match auths.of(state, &k.0, &k.1, &k.2, at).await {
         Ok(l) => l,
-        Err(e) => {
+        Err(Unread::Db(e)) => {
             tracing::warn!(endpoint = %k.2, error = %e, "the endpoint's authentication could not be read; delivery waits");
             return Authorized::Wait;
         }
+        Err(Unread::Unusable(e)) => {
+            tracing::error!(endpoint = %k.2, error = %e, "the endpoint's authentication cannot be used");
+            return failed(format!("the endpoint's OAuth client, certificate or CA cannot be used: {e}"));
+        }
     };
     let sender = match &loaded.tls {
-        Some(tls) => match senders.for_endpoint(allow, (&k.0, &k.2), loaded.at, tls) {
+        Some(tls) => match senders.for_endpoint(allow, k, loaded.at, tls) {
             Ok(s) => s,
             Err(e) => return failed(e),
         },

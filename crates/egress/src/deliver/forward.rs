@@ -95,6 +95,7 @@ impl Forwarder {
             let mut req = signed_request(&ep.url, &headers, &keys, &envelope, e.payload.to_vec());
             // An endpoint's own certificate, CA and OAuth token: without them now
             // (a token being fetched elsewhere, or refused), the provider is told to retry.
+            let started = std::time::Instant::now();
             let (sender, bearer) = match ep.auth_at {
                 None => (sender.clone(), None),
                 Some(at) => {
@@ -111,7 +112,11 @@ impl Forwarder {
             };
             with_bearer(&mut req, bearer.as_ref());
             let span = send::attempt_span(e.webhook_id, ep.id.as_str(), 1);
-            let sent = sender.send_traced(req, span, sender.timeout()).await;
+            // One timeout for the token and the request together: the provider is waiting.
+            let Some(left) = sender.timeout().checked_sub(started.elapsed()).filter(|l| !l.is_zero()) else {
+                return false;
+            };
+            let sent = sender.send_traced(req, span, left).await;
             if let (Some(b), 401) = (&bearer, sent.status) {
                 let k = (e.tenant.clone(), e.app.clone(), ep.id.clone());
                 self.auths.tokens.refused(&self.state, &k, b).await;

@@ -424,8 +424,14 @@ impl Sender {
         self.guard.check_url(&url).map_err(|b| failed(Outcome::Blocked, b.to_string(), started))?;
         let mut private = false;
         if self.proxied {
-            private = self.check_proxied_target(&url).await?;
+            private = match tokio::time::timeout(bound, self.check_proxied_target(&url)).await {
+                Ok(checked) => checked?,
+                Err(_) => return Err(failed(Outcome::Timeout, "timed out resolving the host".into(), started)),
+            };
         }
+        let Some(bound) = bound.checked_sub(started.elapsed()).filter(|b| !b.is_zero()) else {
+            return Err(failed(Outcome::Timeout, "timed out resolving the host".into(), started));
+        };
         let sent = self.client.request(method, url).headers(headers).body(body).timeout(bound).send().await;
         let mut res = sent.map_err(|e| match find_blocked(&e) {
             Some(b) => failed(Outcome::Blocked, b.to_string(), started),
@@ -477,8 +483,7 @@ const MOST_CLIENTS: usize = 64;
 /// Clients kept for endpoints' own TLS settings (each has its own connections).
 const MOST_TLS_CLIENTS: usize = 512;
 
-type TlsKey =
-    (Vec<ipnet::IpNet>, hookgate_shared::TenantId, hookgate_shared::ids::EndpointId, chrono::DateTime<chrono::Utc>);
+type TlsKey = (Vec<ipnet::IpNet>, crate::auth::tokens::EndpointKey, chrono::DateTime<chrono::Utc>);
 
 impl Senders {
     /// `own`: Hookgate's own servers, refused by every client made here.
@@ -520,11 +525,11 @@ impl Senders {
     pub fn for_endpoint(
         &self,
         allow: &[ipnet::IpNet],
-        endpoint: (&hookgate_shared::TenantId, &hookgate_shared::ids::EndpointId),
+        endpoint: &crate::auth::tokens::EndpointKey,
         at: chrono::DateTime<chrono::Utc>,
         tls: &crate::auth::tls::Tls,
     ) -> Result<Sender, String> {
-        let key = (allow.to_vec(), endpoint.0.clone(), endpoint.1.clone(), at);
+        let key = (allow.to_vec(), endpoint.clone(), at);
         if let Some(s) = self.with_tls.lock().expect("the senders lock is never poisoned").get(&key) {
             return Ok(s.clone());
         }

@@ -21,6 +21,8 @@ pub struct AuthRow {
     pub server_ca: Option<String>,
     /// The endpoint's `auth_at`.
     pub changed_at: DateTime<Utc>,
+    /// When the OAuth client last changed: what its tokens are kept under.
+    pub oauth_at: Option<DateTime<Utc>>,
 }
 
 /// One part of the settings, replaced (or, with `None`, removed) on its own.
@@ -42,7 +44,7 @@ pub async fn get(db: &impl GenericClient, k: Key<'_>) -> Result<Option<AuthRow>,
     let [t, a, e] = args(&k);
     let row = db
         .query_opt(
-            "SELECT oauth, oauth_secrets, mtls_identity, server_ca, changed_at FROM endpoint_auth
+            "SELECT oauth, oauth_secrets, mtls_identity, server_ca, changed_at, oauth_at FROM endpoint_auth
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3",
             &[&t, &a, &e],
         )
@@ -53,13 +55,17 @@ pub async fn get(db: &impl GenericClient, k: Key<'_>) -> Result<Option<AuthRow>,
         mtls_identity: r.get(2),
         server_ca: r.get(3),
         changed_at: r.get(4),
+        oauth_at: r.get(5),
     }))
 }
 
 /// Applies one change, in a transaction of the caller's: the endpoint's row is
 /// locked first (so a deletion racing it ends one way or the other, never in a
-/// foreign-key error), every held token is dropped (it was fetched under the old
-/// settings), and the endpoint's `auth_at` follows. False when the endpoint is gone.
+/// foreign-key error), and the endpoint's `auth_at` follows. A change of the OAuth
+/// client drops the token held (it was fetched for the old client) and moves
+/// `oauth_at`, which fences tokens; a change of the certificate or CA leaves them.
+/// `changed_at` only ever grows (a database clock stepped back cannot make a
+/// change look older than the one before, which workers would keep).
 pub async fn change(db: &impl GenericClient, k: Key<'_>, change: Change<'_>) -> Result<bool, StoreError> {
     let [t, a, e] = args(&k);
     let locked = db
@@ -72,17 +78,19 @@ pub async fn change(db: &impl GenericClient, k: Key<'_>, change: Change<'_>) -> 
         return Ok(false);
     }
     // Fixed statements, one per part: nothing of the caller's is spliced in.
+    const NEXT: &str = "changed_at = GREATEST(clock_timestamp(), endpoint_auth.changed_at + interval '1 microsecond')";
     const RESET: &str = "token = NULL, token_fetched_at = NULL, token_expires_at = NULL, token_fetching_until = NULL,
-        token_error = NULL, token_error_at = NULL, changed_at = clock_timestamp()";
+        token_error = NULL, token_error_at = NULL,
+        oauth_at = GREATEST(clock_timestamp(), endpoint_auth.oauth_at + interval '1 microsecond')";
     const DONE: &str = "RETURNING changed_at, (oauth IS NULL AND mtls_identity IS NULL AND server_ca IS NULL)";
     let row = match change {
         Change::Oauth(v) => {
             let (oauth, secrets) = (v.map(|v| v.0), v.map(|v| v.1));
             let sql = format!(
-                "INSERT INTO endpoint_auth (tenant_id, app_id, endpoint_id, oauth, oauth_secrets, changed_at)
-                 VALUES ($1, $2, $3, $4, $5, clock_timestamp())
+                "INSERT INTO endpoint_auth (tenant_id, app_id, endpoint_id, oauth, oauth_secrets, changed_at, oauth_at)
+                 VALUES ($1, $2, $3, $4, $5, clock_timestamp(), clock_timestamp())
                  ON CONFLICT (tenant_id, app_id, endpoint_id) DO UPDATE
-                 SET oauth = EXCLUDED.oauth, oauth_secrets = EXCLUDED.oauth_secrets, {RESET} {DONE}"
+                 SET oauth = EXCLUDED.oauth, oauth_secrets = EXCLUDED.oauth_secrets, {RESET}, {NEXT} {DONE}"
             );
             db.query_one(&sql, &[&t, &a, &e, &oauth, &secrets]).await?
         }
@@ -91,7 +99,7 @@ pub async fn change(db: &impl GenericClient, k: Key<'_>, change: Change<'_>) -> 
                 "INSERT INTO endpoint_auth (tenant_id, app_id, endpoint_id, mtls_identity, changed_at)
                  VALUES ($1, $2, $3, $4, clock_timestamp())
                  ON CONFLICT (tenant_id, app_id, endpoint_id) DO UPDATE
-                 SET mtls_identity = EXCLUDED.mtls_identity, {RESET} {DONE}"
+                 SET mtls_identity = EXCLUDED.mtls_identity, {NEXT} {DONE}"
             );
             db.query_one(&sql, &[&t, &a, &e, &identity]).await?
         }
@@ -100,7 +108,7 @@ pub async fn change(db: &impl GenericClient, k: Key<'_>, change: Change<'_>) -> 
                 "INSERT INTO endpoint_auth (tenant_id, app_id, endpoint_id, server_ca, changed_at)
                  VALUES ($1, $2, $3, $4, clock_timestamp())
                  ON CONFLICT (tenant_id, app_id, endpoint_id) DO UPDATE
-                 SET server_ca = EXCLUDED.server_ca, {RESET} {DONE}"
+                 SET server_ca = EXCLUDED.server_ca, {NEXT} {DONE}"
             );
             db.query_one(&sql, &[&t, &a, &e, &ca]).await?
         }
@@ -122,7 +130,7 @@ pub async fn change(db: &impl GenericClient, k: Key<'_>, change: Change<'_>) -> 
     Ok(true)
 }
 
-/// The token held for settings `at`, as the workers share it.
+/// The token held for the OAuth client of `at` (its `oauth_at`), as the workers share it.
 #[derive(Debug, Clone)]
 pub struct TokenState {
     /// Sealed, with when it was fetched and when it expires.
@@ -137,7 +145,7 @@ pub struct TokenState {
     pub secrets: Option<Vec<u8>>,
 }
 
-/// The token state, if the settings are still those of `at` (`None`: they changed).
+/// The token state, if the OAuth client is still that of `at` (`None`: it changed).
 pub async fn token_state(
     db: &impl GenericClient,
     k: Key<'_>,
@@ -148,7 +156,7 @@ pub async fn token_state(
         .query_opt(
             "SELECT token, token_fetched_at, token_expires_at, COALESCE(token_fetching_until > now(), false), token_error,
                     oauth_secrets
-             FROM endpoint_auth WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4",
+             FROM endpoint_auth WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4",
             &[&t, &a, &e, &at],
         )
         .await?;
@@ -165,26 +173,51 @@ pub async fn token_state(
     }))
 }
 
-/// Takes the right to fetch a token for `lease`: false when another process holds
-/// it (or a failure's pause is not over), or the settings changed.
+/// Takes the right to fetch a token for `lease`, and answers the state as it is
+/// once taken (a token another process stored since the caller looked, and the
+/// secrets as they are now, a rotated refresh token included); `None` when another
+/// process holds it (or a failure's pause is not over), or the client changed.
 pub async fn take_fetch(
     db: &impl GenericClient,
     k: Key<'_>,
     at: DateTime<Utc>,
     lease: std::time::Duration,
-) -> Result<bool, StoreError> {
+) -> Result<Option<TokenState>, StoreError> {
     let [t, a, e] = args(&k);
     let ms = lease.as_millis() as f64;
-    let n = db
-        .execute(
+    let row = db
+        .query_opt(
             "UPDATE endpoint_auth SET token_fetching_until = now() + make_interval(secs => $5::float8 / 1000),
                  token_error = NULL, token_error_at = NULL
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4
-               AND (token_fetching_until IS NULL OR token_fetching_until <= now())",
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4
+               AND (token_fetching_until IS NULL OR token_fetching_until <= now())
+             RETURNING token, token_fetched_at, token_expires_at, oauth_secrets",
             &[&t, &a, &e, &at, &ms],
         )
         .await?;
-    Ok(n == 1)
+    Ok(row.map(|r| {
+        let token: Option<Vec<u8>> = r.get(0);
+        let (fetched, expires): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = (r.get(1), r.get(2));
+        TokenState {
+            token: token.zip(fetched).zip(expires).map(|((t, f), e)| (t, f, e)),
+            fetching: false,
+            error: None,
+            secrets: r.get(3),
+        }
+    }))
+}
+
+/// Gives back the right to fetch, unused (a token another process stored since
+/// will do).
+pub async fn release_fetch(db: &impl GenericClient, k: Key<'_>, at: DateTime<Utc>) -> Result<(), StoreError> {
+    let [t, a, e] = args(&k);
+    db.execute(
+        "UPDATE endpoint_auth SET token_fetching_until = NULL
+         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4",
+        &[&t, &a, &e, &at],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Keeps a token fetched under settings `at` (dropped if they changed since);
@@ -204,7 +237,7 @@ pub async fn store_token(
             "UPDATE endpoint_auth SET token = $5, token_fetched_at = $6, token_expires_at = $7,
                  oauth_secrets = COALESCE($8, oauth_secrets),
                  token_fetching_until = NULL, token_error = NULL, token_error_at = NULL
-             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4",
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4",
             &[&t, &a, &e, &at, &token, &fetched, &expires, &secrets],
         )
         .await?;
@@ -225,7 +258,7 @@ pub async fn store_failure(
     db.execute(
         "UPDATE endpoint_auth SET token_error = $5, token_error_at = now(),
              token_fetching_until = now() + make_interval(secs => $6::float8 / 1000)
-         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4",
+         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4",
         &[&t, &a, &e, &at, &reason, &ms],
     )
     .await?;
@@ -242,7 +275,7 @@ pub async fn drop_token(
     let [t, a, e] = args(&k);
     db.execute(
         "UPDATE endpoint_auth SET token = NULL, token_fetched_at = NULL, token_expires_at = NULL
-         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND changed_at = $4 AND token = $5",
+         WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4 AND token = $5",
         &[&t, &a, &e, &at, &token],
     )
     .await?;
