@@ -145,7 +145,8 @@ class Sink:
                     wid = headers.get("webhook-id", "")
                     sink._tries[wid] = sink._tries.get(wid, 0) + 1
                     status = 500 if sink._tries[wid] <= sink.fail_first else sink.status
-                    sink.received.append({"headers": headers, "body": body, "path": self.path, "method": self.command})
+                    sink.received.append({"headers": headers, "body": body, "path": self.path, "method": self.command,
+                                          "at": time.time()})
                 self.send_response(status)
                 self.send_header("content-length", "2")
                 self.end_headers()

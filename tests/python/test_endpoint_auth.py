@@ -7,6 +7,7 @@ import base64
 import datetime
 import ipaddress
 import json
+import os
 import ssl
 import subprocess
 import tempfile
@@ -123,6 +124,7 @@ def test_one_token_request_serves_many_deliveries_each_sent_with_its_bearer_toke
     status, _, shown = call(hookgate, "GET", f"/api/v1/app/{app}/endpoint/{ep}/oauth", key=tenant["apiKey"])
     assert status == 200 and shown["clientId"] == "hook gate" and shown["tokenUrl"] == tokens.url
     assert "clientSecret" not in shown and "s3cr:et" not in json.dumps(shown), "the secret is never answered"
+    assert shown["extraHeaders"] == {"X-Tenant": ""}, "extra headers by name only: they may be credentials"
     status, _, st = call(hookgate, "GET", f"/api/v1/app/{app}/endpoint/{ep}/oauth-config", key=tenant["apiKey"])
     assert status == 200 and st["enabled"] is True and st["config"]["scopes"] == ["read", "write"]
     # Recorded attempts name the header, never its value.
@@ -196,7 +198,8 @@ def test_a_token_is_refreshed_before_it_expires_so_no_delivery_carries_an_expire
     for g in got:
         token = g["headers"]["authorization"].removeprefix("Bearer ")
         assert token in tokens.issued
-    # Each token was used only while valid: received well before its expiry.
+        # Each token was used only while valid: received before its expiry.
+        assert g["at"] < tokens.issued[token], f"a delivery carried a token {g['at'] - tokens.issued[token]:.1f} s past its expiry"
     assert 2 <= len(tokens.requests) <= 5, f"{len(tokens.requests)} token requests for {sent} deliveries over 7 s"
     assert len({g["headers"]["authorization"] for g in got}) >= 2, "a new token was fetched as the first aged"
 
@@ -307,6 +310,11 @@ def test_a_token_the_endpoint_refuses_with_401_is_dropped_and_the_retry_fetches_
     ({"extraHeaders": {"Authorization": "x"}}, "Authorization"),
     ({"clientId": ""}, "clientId"),
     ({"scopes": ["a b"]}, "scope"),
+    ({"clientSecret": None}, "clientSecret"),
+    ({"authMethod": "clientSecretPost", "clientSecret": ""}, "clientSecret"),
+    ({"tokenUrl": "http://user:pw@127.0.0.1:9/token"}, "user or password"),
+    ({"extraHeaders": {"Proxy-Authorization": "Basic eA=="}}, "Proxy-Authorization"),
+    ({"extraHeaders": {"X" * 300: "v"}}, "longer than"),
 ])
 def test_oauth_settings_that_cannot_work_are_refused_with_422_naming_what_is_wrong(hookgate, tenant, svix, sink, change, says):
     app, ep = endpoint(svix, sink.url)
@@ -316,6 +324,82 @@ def test_oauth_settings_that_cannot_work_are_refused_with_422_naming_what_is_wro
     assert status == 422 and says in json.dumps(body), body
     status, _, st = call(hookgate, "GET", f"/api/v1/app/{app}/endpoint/{ep}/oauth-config", key=tenant["apiKey"])
     assert (status, st) == (200, {"enabled": False, "config": None}), "nothing half-written"
+
+
+def test_a_token_url_at_hookgates_own_database_is_refused_when_it_is_set(hookgate, tenant, svix, sink):
+    port = urllib.parse.urlparse(os.environ["HOOKGATE_TEST_DATABASE_URL"]).port
+    app, ep = endpoint(svix, sink.url)
+    config = {"grantType": "clientCredentials", "authMethod": "clientSecretBasic", "clientId": "c",
+              "clientSecret": "s", "tokenUrl": f"http://127.0.0.1:{port}/token"}
+    status, _, body = call(hookgate, "PUT", f"/api/v1/app/{app}/endpoint/{ep}/oauth", key=tenant["apiKey"], body=config)
+    assert status == 422 and "own database or Redis" in json.dumps(body), body
+
+
+def test_two_endpoints_with_their_own_token_servers_each_get_their_own_token(hookgate, tenant, svix, token_server):
+    from conftest import Sink
+    sinks = [Sink(), Sink()]
+    try:
+        servers = [token_server(lambda f, h, n=n: (200, {"access_token": f"token-of-{n}", "expires_in": 600})) for n in (0, 1)]
+        app = svix.application.create(ApplicationIn(name="two")).id
+        for n in (0, 1):
+            ep = svix.endpoint.create(app, EndpointIn(url=sinks[n].url)).id
+            config = {"grantType": "clientCredentials", "authMethod": "clientSecretPost", "clientId": f"c{n}",
+                      "clientSecret": "s", "tokenUrl": servers[n].url}
+            assert call(hookgate, "PUT", f"/api/v1/app/{app}/endpoint/{ep}/oauth", key=tenant["apiKey"], body=config)[0] == 204
+        for i in range(3):
+            svix.message.create(app, MessageIn(event_type="x", payload={"i": i}))
+        for n in (0, 1):
+            assert {g["headers"]["authorization"] for g in sinks[n].wait_for(3)} == {f"Bearer token-of-{n}"}
+            assert [r["form"]["client_id"] for r in servers[n].requests] == [f"c{n}"]
+    finally:
+        for s_ in sinks:
+            s_.server.shutdown()
+
+
+def test_a_rotated_refresh_token_survives_a_ca_change_made_while_the_token_was_being_fetched(hookgate, tenant, svix, sink, token_server):
+    """Before, any change of the endpoint's settings (a CA, a certificate) fenced off the
+    token fetch in flight, and with it the refresh token the server had rotated: the next
+    refresh sent the spent one."""
+    seen = []
+
+    def answer(form, headers):
+        seen.append(form.get("refresh_token"))
+        if len(seen) == 1:
+            time.sleep(1.5)
+        n = len(seen)
+        return 200, {"access_token": f"a{n}", "expires_in": 2, "refresh_token": f"r{n + 1}"}
+
+    tokens = token_server(answer)
+    app, ep = endpoint(svix, sink.url)
+    base = f"/api/v1/app/{app}/endpoint/{ep}"
+    config = {"grantType": "refreshToken", "authMethod": "clientSecretPost", "clientId": "c",
+              "clientSecret": "s", "refreshToken": "r1", "tokenUrl": tokens.url}
+    assert call(hookgate, "PUT", base + "/oauth", key=tenant["apiKey"], body=config)[0] == 204
+    svix.message.create(app, MessageIn(event_type="x", payload={"i": 0}))
+    eventually(lambda: seen)
+    k1 = ec.generate_private_key(ec.SECP256R1())
+    assert call(hookgate, "PUT", base + "/ca", key=tenant["apiKey"], body={"cert": _pem(_cert("ca", k1, "ca", k1, ca=True))})[0] == 204
+    assert call(hookgate, "PUT", base + "/ca", key=tenant["apiKey"], body={"cert": None})[0] == 204
+    sink.wait_for(1)
+    time.sleep(2.2)
+    svix.message.create(app, MessageIn(event_type="x", payload={"i": 1}))
+    sink.wait_for(2)
+    assert seen[:2] == ["r1", "r2"], seen
+
+
+def test_stored_settings_that_cannot_be_used_fail_the_attempt_rather_than_leaving_it_waiting(hookgate, tenant, svix, sink):
+    """Before, a stored CA or seal that could not be used kept the delivery waiting a
+    second at a time, forever, with no attempt."""
+    app, ep = endpoint(svix, sink.url)
+    k1 = ec.generate_private_key(ec.SECP256R1())
+    base = f"/api/v1/app/{app}/endpoint/{ep}"
+    assert call(hookgate, "PUT", base + "/ca", key=tenant["apiKey"], body={"cert": _pem(_cert("ca", k1, "ca", k1, ca=True))})[0] == 204
+    subprocess.run(["psql", hookgate.env["DATABASE_URL"], "-qc",
+                    f"UPDATE endpoint_auth SET server_ca = 'not pem' WHERE endpoint_id = '{ep}'"], check=True)
+    msg = svix.message.create(app, MessageIn(event_type="x", payload={}))
+    first = eventually(lambda: attempts(hookgate, tenant, app, msg.id))[0]
+    assert first["responseStatusCode"] == 0 and "cannot be used" in first["response"], first
+    assert sink.received == []
 
 
 # --- mTLS and the server CA ---------------------------------------------------------------

@@ -31,7 +31,8 @@ use serde_json::{json, Value};
 use crate::{
     deliver::{
         schedule,
-        send::{self, Outcome, Request, Senders},
+        send::{self, Outcome, Request},
+        senders::Senders,
     },
     destinations::config::{Config, Fifo},
     metrics::EgressMetrics,

@@ -86,7 +86,7 @@ async fn endpoint(state: &AppState, tenant: &TenantAuth, path: &EpPath) -> Resul
 
 async fn read(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoint) -> Result<AuthRow, ApiError> {
     let conn = db::conn(&state.db).await?;
-    Ok(store::get(&**conn, (tenant, app, &ep.id)).await?.unwrap_or_default())
+    Ok(store::get(&**conn, tenant, app, &ep.id).await?.unwrap_or_default())
 }
 
 async fn write(
@@ -98,7 +98,7 @@ async fn write(
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    if !store::change(&*tx, (tenant, app, &ep.id), c).await? {
+    if !store::change(&*tx, tenant, app, &ep.id, c).await? {
         return Err(ApiError::NotFound("endpoint"));
     }
     tx.commit().await.map_err(StoreError::from)?;

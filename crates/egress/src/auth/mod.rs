@@ -128,7 +128,7 @@ impl Auths {
         }
         let row = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
-            endpoint_auth::get(&**conn, (tenant, app, ep)).await
+            endpoint_auth::get(&**conn, tenant, app, ep).await
         })
         .await
         .map_err(|e| Unread::Db(format!("reading the endpoint's authentication: {e}")))?;

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     ids::{AppId, EndpointId, TenantId},
-    store::endpoint_auth::{self, Key},
+    store::endpoint_auth,
     AppState,
 };
 
@@ -76,6 +76,8 @@ pub type EndpointKey = (TenantId, AppId, EndpointId);
 #[derive(Default)]
 pub struct Tokens {
     slots: Mutex<HashMap<EndpointKey, Slot>>,
+    /// When a refused token was last dropped, per endpoint.
+    dropped: Mutex<HashMap<EndpointKey, DateTime<Utc>>>,
 }
 
 /// How long one process may take to fetch before another may try.
@@ -85,15 +87,11 @@ const FETCH_LEASE: Duration = Duration::from_secs(30);
 const FAILURE_PAUSE: Duration = Duration::from_secs(5);
 /// The longest a token request may take.
 const LONGEST_FETCH: Duration = Duration::from_secs(10);
-/// A token the endpoint refuses (401) younger than this is kept: an endpoint that
-/// refuses every token does not make every delivery fetch a new one.
-const YOUNGEST_DROPPED: chrono::Duration = chrono::Duration::seconds(30);
+/// A refused token (401) is dropped at most this often per endpoint and process:
+/// an endpoint that refuses every token does not make every delivery fetch one.
+const DROPS_APART: chrono::Duration = chrono::Duration::seconds(30);
 /// Endpoints whose lock is kept; past it the map starts again.
 const MOST_SLOTS: usize = 10_000;
-
-fn key(k: &EndpointKey) -> Key<'_> {
-    (&k.0, &k.1, &k.2)
-}
 
 /// A stored token, opened; `None` if it cannot be (then it is fetched again).
 fn opened(state: &AppState, k: &EndpointKey, at: DateTime<Utc>, stored: &StoredToken) -> Option<Held> {
@@ -141,7 +139,9 @@ impl Tokens {
         if let Some(h) = held.as_ref().filter(|h| h.bearer.at == at && h.fresh(now)) {
             return Got::Bearer(h.bearer.clone());
         }
-        let st = match step(state, |c| async move { endpoint_auth::token_state(&**c, key(k), at).await }).await {
+        let st = match step(state, |c| async move { endpoint_auth::token_state(&**c, &k.0, &k.1, &k.2, at).await })
+            .await
+        {
             Ok(Some(st)) => st,
             // Changed since it was read: the next claim reads it again.
             Ok(None) => return Got::Wait,
@@ -159,12 +159,14 @@ impl Tokens {
         let usable = stored.as_ref().or(mine).filter(|h| h.valid(now)).map(|h| h.bearer.clone());
         let taken = match st.fetching {
             true => None,
-            false => step(state, |c| async move { endpoint_auth::take_fetch(&**c, key(k), at, FETCH_LEASE).await })
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, endpoint = %k.2, "the right to fetch a token could not be taken");
-                    None
-                }),
+            false => {
+                step(state, |c| async move { endpoint_auth::take_fetch(&**c, &k.0, &k.1, &k.2, at, FETCH_LEASE).await })
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, endpoint = %k.2, "the right to fetch a token could not be taken");
+                        None
+                    })
+            }
         };
         let Some(taken) = taken else {
             return match (usable, st.error) {
@@ -175,7 +177,9 @@ impl Tokens {
         };
         // Another process may have stored a token between the look and the lease.
         if let Some(h) = taken.token.as_ref().and_then(|t| opened(state, k, at, t)).filter(|h| h.fresh(now)) {
-            if let Err(e) = step(state, |c| async move { endpoint_auth::release_fetch(&**c, key(k), at).await }).await {
+            if let Err(e) =
+                step(state, |c| async move { endpoint_auth::release_fetch(&**c, &k.0, &k.1, &k.2, at).await }).await
+            {
                 tracing::debug!(error = %e, endpoint = %k.2, "an unused fetch lease was left to run out");
             }
             *held = Some(h.clone());
@@ -207,10 +211,11 @@ impl Tokens {
                 });
                 let expires = now + f.lifetime;
                 let (token, rotation) = (&sealed, rotated.as_deref());
-                let kept = step(state, |c| async move {
-                    endpoint_auth::store_token(&**c, key(k), at, token, now, expires, rotation).await
-                })
-                .await;
+                let got = endpoint_auth::Fetched { token, fetched: now, expires, secrets: rotation };
+                let got = &got;
+                let kept =
+                    step(state, |c| async move { endpoint_auth::store_token(&**c, &k.0, &k.1, &k.2, at, got).await })
+                        .await;
                 match (kept, rotated.is_some()) {
                     (Ok(true), _) => {}
                     // The client was changed or removed meanwhile: what it gave belongs to the old one.
@@ -227,12 +232,10 @@ impl Tokens {
             Err(reason) => {
                 tracing::info!(endpoint = %k.2, reason = %reason, "fetching an OAuth token failed");
                 let why = reason.as_str();
-                let noted =
-                    step(
-                        state,
-                        |c| async move { endpoint_auth::store_failure(&**c, key(k), at, why, FAILURE_PAUSE).await },
-                    )
-                    .await;
+                let noted = step(state, |c| async move {
+                    endpoint_auth::store_failure(&**c, &k.0, &k.1, &k.2, at, why, FAILURE_PAUSE).await
+                })
+                .await;
                 if let Err(e) = noted {
                     tracing::warn!(error = %e, endpoint = %k.2, "a failed token fetch could not be noted");
                 }
@@ -244,12 +247,20 @@ impl Tokens {
         }
     }
 
-    /// The endpoint refused `bearer` (401): unless it is very young, it is dropped
-    /// here and for the other processes (if it is still the one kept), so the next
-    /// attempt fetches anew.
+    /// The endpoint refused `bearer` (401): it is dropped here and for the other
+    /// processes (if it is still the one kept), so the next attempt fetches anew;
+    /// unless this process dropped one for the endpoint within [`DROPS_APART`].
     pub async fn refused(&self, state: &AppState, k: &EndpointKey, bearer: &Bearer) {
-        if Utc::now() - bearer.fetched < YOUNGEST_DROPPED {
-            return;
+        {
+            let now = Utc::now();
+            let mut dropped = self.dropped.lock().expect("never poisoned");
+            if dropped.get(k).is_some_and(|at| now - *at < DROPS_APART) {
+                return;
+            }
+            if dropped.len() >= MOST_SLOTS {
+                dropped.clear();
+            }
+            dropped.insert(k.clone(), now);
         }
         let slot = self.slot(k);
         // Bounded: a fetch in flight ends within its own bound, and will replace it anyway.
@@ -259,7 +270,8 @@ impl Tokens {
             }
         }
         let (at, sealed) = (bearer.at, &bearer.sealed);
-        if let Err(e) = step(state, |c| async move { endpoint_auth::drop_token(&**c, key(k), at, sealed).await }).await
+        if let Err(e) =
+            step(state, |c| async move { endpoint_auth::drop_token(&**c, &k.0, &k.1, &k.2, at, sealed).await }).await
         {
             tracing::warn!(error = %e, endpoint = %k.2, "a refused token could not be dropped");
         }

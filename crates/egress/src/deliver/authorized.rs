@@ -8,7 +8,8 @@ use hookgate_shared::{
     AppState,
 };
 
-use super::send::{self, Outcome, Request, Sender, Senders, Sent};
+use super::send::{self, Outcome, Request, Sender, Sent};
+use super::senders::Senders;
 use crate::auth::{tokens::Bearer, tokens::Got, Auths, Unread};
 
 /// How an attempt goes, or why it does not.

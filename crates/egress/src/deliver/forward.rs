@@ -12,7 +12,8 @@ use hookgate_shared::{
 use super::{
     authorized::{authorize, with_bearer, Authorized},
     prepare::{signed_request, Envelope},
-    send::{self, Outcome, Senders},
+    send::{self, Outcome},
+    senders::Senders,
 };
 use crate::{metrics::EgressMetrics, secrets};
 

@@ -21,6 +21,7 @@ mod record;
 mod refuse_own;
 pub mod schedule;
 pub mod send;
+pub mod senders;
 mod shares;
 mod throttle;
 mod transformed;
@@ -45,7 +46,7 @@ use hookgate_shared::{
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::metrics::EgressMetrics;
-use send::Senders;
+use senders::Senders;
 
 /// The worker's settings, read from the process configuration.
 #[derive(Debug, Clone)]

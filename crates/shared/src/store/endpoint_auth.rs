@@ -32,16 +32,14 @@ pub enum Change<'a> {
     Ca(Option<&'a str>),
 }
 
-/// Which endpoint: tenant, application, endpoint.
-pub type Key<'a> = (&'a TenantId, &'a AppId, &'a EndpointId);
-
-fn args<'a>(k: &'a Key<'a>) -> [&'a str; 3] {
-    [k.0.as_str(), k.1.as_str(), k.2.as_str()]
-}
-
 /// The settings, if the endpoint has any.
-pub async fn get(db: &impl GenericClient, k: Key<'_>) -> Result<Option<AuthRow>, StoreError> {
-    let [t, a, e] = args(&k);
+pub async fn get(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+) -> Result<Option<AuthRow>, StoreError> {
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     let row = db
         .query_opt(
             "SELECT oauth, oauth_secrets, mtls_identity, server_ca, changed_at, oauth_at FROM endpoint_auth
@@ -66,8 +64,14 @@ pub async fn get(db: &impl GenericClient, k: Key<'_>) -> Result<Option<AuthRow>,
 /// `oauth_at`, which fences tokens; a change of the certificate or CA leaves them.
 /// `changed_at` only ever grows (a database clock stepped back cannot make a
 /// change look older than the one before, which workers would keep).
-pub async fn change(db: &impl GenericClient, k: Key<'_>, change: Change<'_>) -> Result<bool, StoreError> {
-    let [t, a, e] = args(&k);
+pub async fn change(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+    change: Change<'_>,
+) -> Result<bool, StoreError> {
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     let locked = db
         .query_opt(
             "SELECT 1 FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR NO KEY UPDATE",
@@ -148,10 +152,12 @@ pub struct TokenState {
 /// The token state, if the OAuth client is still that of `at` (`None`: it changed).
 pub async fn token_state(
     db: &impl GenericClient,
-    k: Key<'_>,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
     at: DateTime<Utc>,
 ) -> Result<Option<TokenState>, StoreError> {
-    let [t, a, e] = args(&k);
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     let row = db
         .query_opt(
             "SELECT token, token_fetched_at, token_expires_at, COALESCE(token_fetching_until > now(), false), token_error,
@@ -179,11 +185,13 @@ pub async fn token_state(
 /// process holds it (or a failure's pause is not over), or the client changed.
 pub async fn take_fetch(
     db: &impl GenericClient,
-    k: Key<'_>,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
     at: DateTime<Utc>,
     lease: std::time::Duration,
 ) -> Result<Option<TokenState>, StoreError> {
-    let [t, a, e] = args(&k);
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     let ms = lease.as_millis() as f64;
     let row = db
         .query_opt(
@@ -209,8 +217,14 @@ pub async fn take_fetch(
 
 /// Gives back the right to fetch, unused (a token another process stored since
 /// will do).
-pub async fn release_fetch(db: &impl GenericClient, k: Key<'_>, at: DateTime<Utc>) -> Result<(), StoreError> {
-    let [t, a, e] = args(&k);
+pub async fn release_fetch(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     db.execute(
         "UPDATE endpoint_auth SET token_fetching_until = NULL
          WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4",
@@ -220,18 +234,26 @@ pub async fn release_fetch(db: &impl GenericClient, k: Key<'_>, at: DateTime<Utc
     Ok(())
 }
 
-/// Keeps a token fetched under settings `at` (dropped if they changed since);
-/// `secrets`, when the token server rotated the refresh token, replaces the sealed secrets.
+/// A token just fetched, sealed.
+pub struct Fetched<'a> {
+    pub token: &'a [u8],
+    pub fetched: DateTime<Utc>,
+    pub expires: DateTime<Utc>,
+    /// The secrets with the refresh token the server rotated, sealed, if it did.
+    pub secrets: Option<&'a [u8]>,
+}
+
+/// Keeps a token fetched for the OAuth client of `at` (dropped if it changed since).
 pub async fn store_token(
     db: &impl GenericClient,
-    k: Key<'_>,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
     at: DateTime<Utc>,
-    token: &[u8],
-    fetched: DateTime<Utc>,
-    expires: DateTime<Utc>,
-    secrets: Option<&[u8]>,
+    f: &Fetched<'_>,
 ) -> Result<bool, StoreError> {
-    let [t, a, e] = args(&k);
+    let Fetched { token, fetched, expires, secrets } = f;
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     let n = db
         .execute(
             "UPDATE endpoint_auth SET token = $5, token_fetched_at = $6, token_expires_at = $7,
@@ -248,12 +270,14 @@ pub async fn store_token(
 /// meanwhile fail with `reason`.
 pub async fn store_failure(
     db: &impl GenericClient,
-    k: Key<'_>,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
     at: DateTime<Utc>,
     reason: &str,
     pause: std::time::Duration,
 ) -> Result<(), StoreError> {
-    let [t, a, e] = args(&k);
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     let ms = pause.as_millis() as f64;
     db.execute(
         "UPDATE endpoint_auth SET token_error = $5, token_error_at = now(),
@@ -268,11 +292,13 @@ pub async fn store_failure(
 /// Drops the token the endpoint refused (401), if it is still the one held.
 pub async fn drop_token(
     db: &impl GenericClient,
-    k: Key<'_>,
+    tenant: &TenantId,
+    app: &AppId,
+    ep: &EndpointId,
     at: DateTime<Utc>,
     token: &[u8],
 ) -> Result<(), StoreError> {
-    let [t, a, e] = args(&k);
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     db.execute(
         "UPDATE endpoint_auth SET token = NULL, token_fetched_at = NULL, token_expires_at = NULL
          WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4 AND token = $5",
