@@ -101,6 +101,9 @@ const RESERVED: &[&str] = &[
     "svix-id",
     "svix-timestamp",
     "svix-signature",
+    // The operator's proxy authenticates Hookgate, not a tenant.
+    "proxy-authorization",
+    "proxy-connection",
 ];
 
 /// Custom headers an endpoint may have, and the longest value one may hold.
