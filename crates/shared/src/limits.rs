@@ -40,6 +40,13 @@ impl Limits {
         Limits { rate: RateLimiter::new(redis), tally: Mutex::new(HashMap::new()), unsure: Default::default() }
     }
 
+    /// One event of `tenant` under a rate of Hookgate's own (no quota names it):
+    /// `per_sec` a second in the bucket `bucket`, a burst of as many; `None` to
+    /// admit it, else how long until one is admitted.
+    pub async fn own_rate(&self, tenant: &TenantId, bucket: &str, per_sec: u64) -> Option<Duration> {
+        self.rate.check(tenant.as_str(), bucket, per_sec).await
+    }
+
     /// Counts one of what commits nothing, for the next [`flush`](Self::flush).
     pub fn tally(&self, tenant: &TenantId, counter: Counter) {
         let key = Tally { tenant_id: tenant.clone(), day: Utc::now().date_naive(), counter };

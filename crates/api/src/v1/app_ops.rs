@@ -1,21 +1,19 @@
-//! Svix's operations on an application beyond CRUD: its alert e-mail, its
-//! attempts' statistics (two shapes), an endpoint's throttling status, and the
-//! tenant's event types exported as an OpenAPI document.
+//! Svix's operations on an application beyond CRUD: its alert e-mail, an
+//! endpoint's throttling status, and the tenant's event types exported as an
+//! OpenAPI document (its attempt statistics: `attempt_stats`).
 
-use std::collections::BTreeMap;
-
-use actix_web::{get, http::StatusCode, patch, post, web, HttpRequest, HttpResponse};
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use actix_web::{get, http::StatusCode, patch, post, web, HttpResponse};
+use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref},
-    store::{applications, destination_ops, event_types, page::PageRequest, statistics, tasks},
+    store::{applications, destination_ops, event_types, page::PageRequest, tasks},
     AppState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{applications::find as find_app, endpoints::find_any, tasks::ReplayOut};
@@ -23,21 +21,34 @@ use crate::idempotency::{answer, RequestKey};
 use crate::{KeyAuth, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(alert_email)
-        .service(app_attempt_stats)
-        .service(attempt_statistics)
-        .service(throttling_status)
-        .service(export_openapi);
+    cfg.service(alert_email).service(throttling_status).service(export_openapi);
 }
 
 /// Addresses an alert e-mail may name, at most.
 const MOST_ADDRESSES: usize = 20;
-/// The longest window attempt statistics count.
-const LONGEST_WINDOW_DAYS: i64 = 31;
-/// Periods an `AttemptStatisticsResponse` holds at most.
-const MOST_PERIODS: i64 = 1000;
 /// Event types an export holds at most (as an environment export).
 const MOST_EXPORTED: usize = 10_000;
+/// The most an export's schemas may weigh (as JSON), all versions of the types
+/// read: the document is built in memory and kept in the task's `data`.
+const EXPORT_SCHEMA_BYTES: usize = 8 << 20;
+
+/// The size of `v` written as JSON, without writing it anywhere.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
 
 /// Svix's `AlertEmailPatch`: comma-separated addresses; `null` or empty clears them.
 #[derive(Deserialize, ToSchema, Default)]
@@ -85,199 +96,6 @@ async fn alert_email(
         return Err(ApiError::NotFound("application"));
     }
     Ok(HttpResponse::NoContent().finish())
-}
-
-/// The query of both statistics routes; `event_types` may repeat or be comma-separated.
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-struct AttemptStatsQuery {
-    since: Option<DateTime<Utc>>,
-    until: Option<DateTime<Utc>>,
-    #[serde(rename = "startDate")]
-    start_date: Option<DateTime<Utc>>,
-    #[serde(rename = "endDate")]
-    end_date: Option<DateTime<Utc>>,
-    /// `OneDay` (the default), `OneHour` or `FiveMinutes`; `…/stats/app/{app}/attempt` only.
-    period: Option<String>,
-    event_types: Option<Vec<String>>,
-}
-
-/// The query read by hand (repeated keys are what serde's query reader refuses).
-struct Asked {
-    since: Option<DateTime<Utc>>,
-    until: Option<DateTime<Utc>>,
-    period: Option<String>,
-    event_types: Option<Vec<String>>,
-}
-
-fn asked(req: &HttpRequest, since_key: &str, until_key: &str) -> Result<Asked, ApiError> {
-    let mut a = Asked { since: None, until: None, period: None, event_types: None };
-    let time = |k: &str, v: &str| {
-        DateTime::parse_from_rfc3339(v).map(|t| t.with_timezone(&Utc)).map_err(|_| {
-            ApiError::Validation(format!("`{k}`: `{}` is not an RFC 3339 time", v.chars().take(40).collect::<String>()))
-        })
-    };
-    for (k, v) in url::form_urlencoded::parse(req.query_string().as_bytes()) {
-        match k.as_ref() {
-            k if k == since_key => a.since = Some(time(k, &v)?),
-            k if k == until_key => a.until = Some(time(k, &v)?),
-            "period" if since_key == "startDate" => a.period = Some(v.into_owned()),
-            "event_types" | "event_types[]" => a
-                .event_types
-                .get_or_insert_with(Vec::new)
-                .extend(v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)),
-            other => {
-                return Err(ApiError::Validation(format!(
-                    "unknown query parameter `{}`",
-                    other.chars().take(40).collect::<String>()
-                )))
-            }
-        }
-    }
-    Ok(a)
-}
-
-/// `[since, until)`, defaulting to the `default` before `until` (now by default).
-fn window(a: &Asked, default: Duration) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
-    let until = a.until.unwrap_or_else(Utc::now);
-    let since = a.since.unwrap_or(until - default);
-    if since >= until {
-        return Err(ApiError::Validation("the window's start must be before its end".into()));
-    }
-    if until - since > Duration::days(LONGEST_WINDOW_DAYS) {
-        return Err(ApiError::Validation(format!("the window is at most {LONGEST_WINDOW_DAYS} days")));
-    }
-    Ok((since, until))
-}
-
-/// Svix's `AppAttemptEventTypeStats`.
-#[derive(Serialize, ToSchema, Default)]
-struct AppAttemptEventTypeStats {
-    success: i64,
-    failure: i64,
-    canceled: i64,
-}
-
-/// Svix's `AppAttemptStatsOut` (snake_case, as Svix's).
-#[derive(Serialize, ToSchema)]
-struct AppAttemptStatsOut {
-    by_event_type: BTreeMap<String, AppAttemptEventTypeStats>,
-    total_success: i64,
-    total_failure: i64,
-    total_canceled: i64,
-    since: DateTime<Utc>,
-    until: DateTime<Utc>,
-}
-
-/// The application's attempts in `[since, until)` (the last 24 hours by
-/// default, at most 31 days) by outcome, in all and per event type.
-#[utoipa::path(params(AttemptStatsQuery), tag = "Application", operation_id = "v1.application.stats.attempts", responses((status = 200, body = AppAttemptStatsOut)))]
-#[get("/app/{app_id}/stats/attempts")]
-async fn app_attempt_stats(
-    key: KeyAuth,
-    req: HttpRequest,
-    state: web::Data<AppState>,
-    path: web::Path<Ref<AppId>>,
-) -> Result<HttpResponse, ApiError> {
-    let a = asked(&req, "since", "until")?;
-    let (since, until) = window(&a, Duration::days(1))?;
-    let app = find_app(&state, &TenantAuth(key.0.clone()), &path).await?;
-    let conn = db::conn(&state.db).await?;
-    let counts =
-        statistics::app_attempts(&**conn, &key.0, &app.id, (since, until), None, a.event_types.as_deref()).await?;
-    let mut out = AppAttemptStatsOut {
-        by_event_type: BTreeMap::new(),
-        total_success: 0,
-        total_failure: 0,
-        total_canceled: 0,
-        since,
-        until,
-    };
-    for c in counts {
-        let per = out.by_event_type.entry(c.event_type).or_default();
-        match c.status {
-            0 => (per.success += c.count, out.total_success += c.count),
-            4 => (per.canceled += c.count, out.total_canceled += c.count),
-            _ => (per.failure += c.count, out.total_failure += c.count),
-        };
-    }
-    Ok(HttpResponse::Ok().json(out))
-}
-
-/// Svix's `AttemptStatisticsData`: counts per period, oldest first.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct AttemptStatisticsData {
-    success_count: Vec<i64>,
-    failure_count: Vec<i64>,
-    canceled_count: Vec<i64>,
-}
-
-/// Svix's `AttemptStatisticsResponse`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct AttemptStatisticsResponse {
-    start_date: DateTime<Utc>,
-    end_date: DateTime<Utc>,
-    /// `OneDay`, `OneHour` or `FiveMinutes`.
-    #[schema(example = "OneDay")]
-    period: &'static str,
-    data: AttemptStatisticsData,
-}
-
-/// The application's attempts by outcome per period (`OneDay` by default),
-/// from `startDate` (rounded down to its period) to `endDate` (now by default;
-/// 7 days before it by default, at most 31 days and 1,000 periods).
-#[utoipa::path(params(AttemptStatsQuery), tag = "Statistics", operation_id = "v1.stats.app-attempts", responses((status = 200, body = AttemptStatisticsResponse)))]
-#[get("/stats/app/{app_id}/attempt")]
-async fn attempt_statistics(
-    key: KeyAuth,
-    req: HttpRequest,
-    state: web::Data<AppState>,
-    path: web::Path<Ref<AppId>>,
-) -> Result<HttpResponse, ApiError> {
-    let a = asked(&req, "startDate", "endDate")?;
-    let (period, step) = match a.period.as_deref() {
-        None | Some("OneDay") => ("OneDay", Duration::days(1)),
-        Some("OneHour") => ("OneHour", Duration::hours(1)),
-        Some("FiveMinutes") => ("FiveMinutes", Duration::minutes(5)),
-        Some(p) => {
-            return Err(ApiError::Validation(format!(
-                "`period`: `{}` is none of `OneDay`, `OneHour`, `FiveMinutes`",
-                p.chars().take(40).collect::<String>()
-            )))
-        }
-    };
-    let (since, until) = window(&a, Duration::days(7))?;
-    let since = since.duration_trunc(step).map_err(|e| ApiError::Validation(format!("`startDate`: {e}")))?;
-    let periods = ((until - since).num_seconds() + step.num_seconds() - 1) / step.num_seconds();
-    if periods > MOST_PERIODS {
-        return Err(ApiError::Validation(format!("at most {MOST_PERIODS} periods: choose a longer `period`")));
-    }
-    let app = find_app(&state, &TenantAuth(key.0.clone()), &path).await?;
-    let conn = db::conn(&state.db).await?;
-    let counts = statistics::app_attempts(
-        &**conn,
-        &key.0,
-        &app.id,
-        (since, until),
-        Some(step.num_seconds()),
-        a.event_types.as_deref(),
-    )
-    .await?;
-    let n = periods.max(1) as usize;
-    let mut data =
-        AttemptStatisticsData { success_count: vec![0; n], failure_count: vec![0; n], canceled_count: vec![0; n] };
-    for c in counts {
-        let i = (c.period.max(0) as usize).min(n - 1);
-        match c.status {
-            0 => data.success_count[i] += c.count,
-            4 => data.canceled_count[i] += c.count,
-            _ => data.failure_count[i] += c.count,
-        }
-    }
-    Ok(HttpResponse::Ok().json(AttemptStatisticsResponse { start_date: since, end_date: until, period, data }))
 }
 
 /// Svix's `EndpointRateLimitStatus`.
@@ -366,9 +184,21 @@ async fn export_openapi(
     super::statistics::within_rate(&**conn, &key.0, tasks::TaskKind::SdkGenerate).await?;
     let mut types = Vec::new();
     let mut page = PageRequest::new(Some(250), None);
+    let mut weight = 0;
     loop {
         let got = event_types::list(&**conn, &key.0, &page, false, None).await?;
         let next = got.iterator.clone();
+        weight += got.data.iter().filter_map(|t| t.schemas.as_ref()).map(json_len).sum::<usize>();
+        if weight > EXPORT_SCHEMA_BYTES {
+            return Err(ApiError::Coded {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                code: "export_too_large",
+                detail: format!(
+                    "the tenant's event types' schemas weigh more than the {} MiB an export holds",
+                    EXPORT_SCHEMA_BYTES >> 20
+                ),
+            });
+        }
         types.extend(got.data);
         if types.len() > MOST_EXPORTED {
             return Err(ApiError::Conflict(format!("the tenant has more than {MOST_EXPORTED} event types to export")));
@@ -382,4 +212,15 @@ async fn export_openapi(
     let data = json!({ "openapi": document(types) });
     let task = tasks::create_finished(&**conn, &key.0, tasks::TaskKind::SdkGenerate, (now, now), &data).await?;
     answer(&**conn, &state, request.as_deref(), StatusCode::ACCEPTED, &super::tasks::replay_out(&task)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_len_counts_the_bytes_a_value_is_written_as() {
+        let v = json!({"type": "object", "properties": {"id": {"type": "string"}}, "name": "é"});
+        assert_eq!(json_len(&v), serde_json::to_vec(&v).unwrap().len());
+    }
 }

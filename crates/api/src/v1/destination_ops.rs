@@ -350,16 +350,17 @@ async fn skip(
 ) -> Result<HttpResponse, ApiError> {
     let body: SkipIn = optional_json(&body)?;
     let iterator = body.iterator.or_else(|| q.into_inner().iterator).filter(|i| !i.is_empty());
-    let msg;
-    let to = match iterator.as_deref() {
-        None => SkipTo::All,
+    let msg = match iterator.as_deref() {
         Some(i) if i.starts_with("msg_") => {
-            msg = MessageId::parse(i).map_err(|e| ApiError::Validation(format!("`iterator`: {e}")))?;
-            SkipTo::Message(&msg)
+            Some(MessageId::parse(i).map_err(|e| ApiError::Validation(format!("`iterator`: {e}")))?)
         }
-        Some(i) => SkipTo::Position(Position::parse(i).ok_or_else(|| {
+        _ => None,
+    };
+    let position = match (iterator.as_deref(), &msg) {
+        (Some(i), None) => Some(Position::parse(i).ok_or_else(|| {
             ApiError::Validation("`iterator` must be a message id or a `currentIterator` this server gave out".into())
         })?),
+        _ => None,
     };
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     no_position(&ep)?;
@@ -368,22 +369,39 @@ async fn skip(
             "only a FIFO endpoint has a position to skip: cancel a queue destination's pending messages with `…/endpoint/{id}/cancel-msgs`".into(),
         ));
     }
-    if matches!(to, SkipTo::Position(_)) && ep.fifo_key.is_some() {
+    if position.is_some() && ep.fifo_key.is_some() {
         return Err(ApiError::Validation(
             "a keyed FIFO endpoint keeps a position per key: name a message id as the `iterator`".into(),
         ));
     }
+    let to = match (&msg, position) {
+        (Some(m), _) => SkipTo::Message(m, ep.fifo_key.as_deref()),
+        (None, Some(p)) => SkipTo::Position(p),
+        (None, None) => SkipTo::All,
+    };
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     match ops::fifo_skip(&*tx, &tenant.0, &app, &ep.id, to).await? {
         Skipped::Sending => {
             return Err(ApiError::Conflict("a batch is being sent to this FIFO endpoint now: try again shortly".into()))
         }
+        Skipped::TooNew => {
+            return Err(ApiError::Conflict(
+                "`iterator`: that message was logged moments ago, beside transactions still running: try again shortly"
+                    .into(),
+            ))
+        }
         Skipped::NotWaiting => {
             return Err(ApiError::Validation(
                 "`iterator`: that message is not waiting on this FIFO endpoint (never sent to it, or already past)"
                     .into(),
             ))
+        }
+        Skipped::NoSuchPosition => {
+            return Err(ApiError::Validation(format!(
+                "`iterator`: `{}` is no position in this FIFO endpoint's log (give a `currentIterator` or message id this server gave out for it)",
+                iterator.as_deref().unwrap_or_default().chars().take(48).collect::<String>()
+            )))
         }
         Skipped::Moved(_) => {}
     }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use actix_web::{delete, get, http::StatusCode, patch, post, put, web, HttpResponse};
+use actix_web::{delete, get, http::StatusCode, patch, post, put, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_egress::{destinations::config::Config, secrets, signing::EndpointSecret, ssrf::Guard};
 use hookgate_shared::{
@@ -26,7 +26,7 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::endpoint_extras::EndpointSecretOut;
+use super::endpoint_extras::{values_hidden, EndpointSecretOut};
 use super::validate::RotateIn;
 use super::{
     applications,
@@ -216,13 +216,16 @@ fn open(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoint) -> Resu
         .map_err(|e| ApiError::Internal(format!("a destination's configuration cannot be opened: {e}")))
 }
 
-/// The destination as the API shows it; `reason`: why it fails, if it does.
+/// The destination as the API shows it; `reason`: why it fails, if it does;
+/// `names_only`: header values hidden (see `endpoint_extras::values_hidden`;
+/// only reads pass `true`: a portal link may not write a destination).
 fn shown(
     state: &AppState,
     tenant: &TenantId,
     app: &AppId,
     ep: Endpoint,
     reason: Option<String>,
+    names_only: bool,
 ) -> Result<DestinationOut, ApiError> {
     let config = open(state, tenant, app, &ep)?;
     let status = match (ep.disabled, ep.failing_since) {
@@ -234,7 +237,7 @@ fn shown(
         id: ep.id.to_string(),
         uid: ep.uid,
         kind: ep.kind.type_name().unwrap_or("http"),
-        config: config.shown(),
+        config: config.shown(names_only),
         status,
         current_iterator: String::new(),
         failure_reason: reason,
@@ -271,18 +274,20 @@ async fn failure_reason(
 #[get("/app/{app_id}/destination")]
 async fn list(
     tenant: TenantAuth,
+    req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<Ref<AppId>>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = applications::find(&state, &tenant, &path).await?;
+    let names_only = values_hidden(&req, &state, &tenant.0).await?;
     let conn = db::conn(&state.db).await?;
     let page = endpoints::list(&**conn, &tenant.0, &app.id, true, &q.page::<EndpointId>()?).await?;
     drop(conn);
     let mut data = Vec::with_capacity(page.data.len());
     for ep in page.data {
         let reason = failure_reason(&state, &tenant.0, &app.id, &ep).await?;
-        data.push(shown(&state, &tenant.0, &app.id, ep, reason)?);
+        data.push(shown(&state, &tenant.0, &app.id, ep, reason, names_only)?);
     }
     Ok(HttpResponse::Ok().json(Page {
         data,
@@ -336,7 +341,7 @@ async fn insert(
         .await
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?;
     let ep = write_destination(&*tx, state, tenant, app, &id, &c).await?;
-    let out = shown(state, tenant, app, ep, None)?;
+    let out = shown(state, tenant, app, ep, None, false)?;
     let res = answer(&*tx, state, key, StatusCode::CREATED, &out).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(res)
@@ -347,12 +352,14 @@ async fn insert(
 #[get("/app/{app_id}/destination/{destination_id}")]
 async fn get_one(
     tenant: TenantAuth,
+    req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
+    let names_only = values_hidden(&req, &state, &tenant.0).await?;
     let reason = failure_reason(&state, &tenant.0, &app, &ep).await?;
-    Ok(HttpResponse::Ok().json(shown(&state, &tenant.0, &app, ep, reason)?))
+    Ok(HttpResponse::Ok().json(shown(&state, &tenant.0, &app, ep, reason, names_only)?))
 }
 
 /// PUT: replaces the destination, or creates it with the path as its `uid` (201).
@@ -460,7 +467,7 @@ async fn save_in(
         .ok_or(ApiError::NotFound("destination"))?;
     let ep = write_destination(&*tx, state, tenant, app, id, &c).await?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(HttpResponse::Ok().json(shown(state, tenant, app, ep, None)?))
+    Ok(HttpResponse::Ok().json(shown(state, tenant, app, ep, None, false)?))
 }
 
 /// Makes the endpoint row `id` (just inserted or replaced, in `tx`) the checked

@@ -7,6 +7,7 @@
 
 mod app_ops;
 pub(crate) mod applications;
+mod attempt_stats;
 mod attempts;
 mod broadcast;
 mod console;
@@ -61,6 +62,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     broadcast::configure(cfg);
     applications::configure(cfg);
     app_ops::configure(cfg);
+    attempt_stats::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
     endpoint_auth::configure(cfg);

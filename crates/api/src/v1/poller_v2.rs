@@ -1,15 +1,19 @@
 //! `v1.message.pollerv2.*`: a polling endpoint read by named consumers that
-//! commit offsets; a poll leases what it hands out, handed out again if the
-//! lease passes uncommitted.
+//! commit offsets; a poll leases what it hands out. While the lease lasts, a
+//! poll of the same consumer hands out the same messages again (the lease not
+//! renewed); once it passes uncommitted, the next poll hands them out again and
+//! leases them anew. So two pollers sharing a consumer id get the same
+//! messages, and either's commit acknowledges them: at least once, none passed
+//! over if one of them dies. Leases go by the database's clock.
 
 use actix_web::{get, http::StatusCode, post, web, HttpResponse};
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref},
     store::{
-        poller_v2::{self, Consumer},
+        poller_v2,
         sinks::{self, Position},
         StoreError,
     },
@@ -51,7 +55,8 @@ struct PollQuery {
     /// 1 to 250; 50 by default.
     limit: Option<u64>,
     /// How long what this poll hands out is leased to the consumer (30 s by
-    /// default, at most an hour; 0: no lease, the next poll hands it out again).
+    /// default, at most an hour; 0: no lease). A poll during a lease hands out
+    /// the leased messages again and leaves the lease as it was.
     lease_duration_ms: Option<u64>,
     /// Where a consumer that has never polled starts: `earliest` (the default) or `latest`.
     #[param(inline)]
@@ -94,8 +99,8 @@ struct PollerV2CommitIn {
 
 type ConsumerPath = web::Path<(Ref<AppId>, Ref<EndpointId>, String)>;
 
-/// Hands out the messages after what the consumer committed (after what it
-/// holds leased, while the lease lasts), and leases them.
+/// Hands out the messages after what the consumer committed and leases them;
+/// during a lease, the leased messages again (the lease not renewed).
 #[utoipa::path(params(PollQuery), tag = "Message", operation_id = "v1.message.pollerv2.consumer-poll", responses((status = 200, body = PollerV2PollOut)))]
 #[get("/app/{app_id}/polling-endpoint/{sink_id}/consumer/{consumer_id}")]
 async fn consumer_poll(
@@ -114,35 +119,47 @@ async fn consumer_poll(
     }
     validate::uid("consumer", &path.2)?;
     let (app, sink_id, enabled) = sink(&state, &tenant, &path.0, &path.1).await?;
+    if !enabled {
+        // Hands out nothing; the consumer stays where it was (or is not made).
+        return Ok(HttpResponse::Ok().json(PollerV2PollOut { data: Vec::new(), done: true }));
+    }
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let now = Utc::now();
-    let kept = poller_v2::consumer(&*tx, &tenant.0, &app, &sink_id, &path.2).await?;
-    let mut c = match kept {
-        Some(c) => c,
+    let (mut c, now) = match poller_v2::consumer(&*tx, &tenant.0, &app, &sink_id, &path.2).await? {
+        Some(kept) => kept,
         None => {
             let start = match q.starting_position.unwrap_or(StartingPosition::Earliest) {
                 StartingPosition::Earliest => Position::ZERO,
-                StartingPosition::Latest => sinks::position_at(&*tx, &tenant.0, &app, &sink_id, now).await?,
+                StartingPosition::Latest => {
+                    let now: DateTime<Utc> = tx.query_one("SELECT now()", &[]).await.map_err(StoreError::from)?.get(0);
+                    sinks::position_at(&*tx, &tenant.0, &app, &sink_id, now).await?
+                }
             };
-            Consumer { committed: start, leased: None }
+            // Made first, then locked: a first poll beside another takes its turn.
+            poller_v2::create(&*tx, &tenant.0, &app, &sink_id, &path.2, start).await?;
+            poller_v2::consumer(&*tx, &tenant.0, &app, &sink_id, &path.2)
+                .await?
+                .ok_or_else(|| ApiError::Internal("a consumer just made is not found".into()))?
         }
     };
-    if !enabled {
-        // Hands out nothing; the consumer stays where it was.
-        return Ok(HttpResponse::Ok().json(PollerV2PollOut { data: Vec::new(), done: true }));
-    }
-    let from = match c.leased {
-        Some((end, until)) if until > now && end > c.committed => end,
-        _ => c.committed,
+    let (rows, done) = match c.leased {
+        // While a lease lasts, the leased messages again (the lease not renewed):
+        // whichever poller holds them may commit, and none is passed if it dies.
+        Some((end, until)) if until > now && end > c.committed => {
+            let leased = sinks::scan(&*tx, &tenant.0, &app, &sink_id, "", c.committed, end, limit as i64).await?;
+            let more = leased.looked_at >= limit as i64
+                || !sinks::read(&*tx, &tenant.0, &app, &sink_id, "", end, 1, None, None).await?.is_empty();
+            (leased.found, !more)
+        }
+        _ => {
+            let rows = sinks::read(&*tx, &tenant.0, &app, &sink_id, "", c.committed, limit as i64, None, None).await?;
+            // The lease runs from this poll, by the database's clock; what it hands
+            // out may be committed until a later poll hands it out again.
+            c.leased = rows.last().map(|last| (last.at, now + Duration::milliseconds(lease_ms as i64)));
+            let done = (rows.len() as u64) < limit;
+            (rows, done)
+        }
     };
-    let rows = sinks::read(&*tx, &tenant.0, &app, &sink_id, "", from, limit as i64, None, None).await?;
-    let done = (rows.len() as u64) < limit;
-    if let Some(last) = rows.last() {
-        // The lease runs from this poll; what it hands out may be committed until
-        // a later poll hands it out again.
-        c.leased = Some((last.at, now + Duration::milliseconds(lease_ms as i64)));
-    }
     let data: Vec<PollerV2MessageOut> = rows
         .into_iter()
         .map(|l| {
@@ -171,8 +188,9 @@ async fn consumer_poll(
 }
 
 /// Acknowledges the message at `offset` and every one handed out before it:
-/// the consumer's next poll goes on after it. 422 for an offset not handed out
-/// to this consumer since its last commit.
+/// the consumer's next poll goes on after it. Idempotent: 204 without a change
+/// for the offset committed last, or one of the 1,000 log rows before it. 422
+/// for an offset not handed out to this consumer.
 #[utoipa::path(tag = "Message", operation_id = "v1.message.pollerv2.consumer-commit", responses((status = 204, description = "committed")))]
 #[post("/app/{app_id}/polling-endpoint/{sink_id}/consumer/{consumer_id}/commit")]
 async fn consumer_commit(
@@ -193,15 +211,25 @@ async fn consumer_commit(
             path.2
         ))
     };
-    let mut c = poller_v2::consumer(&*tx, &tenant.0, &app, &sink_id, &path.2).await?.ok_or_else(not_out)?;
-    let (end, until) = c.leased.ok_or_else(not_out)?;
-    let at = poller_v2::handed_out(&*tx, &tenant.0, &app, &sink_id, (c.committed, end), offset)
-        .await?
-        .ok_or_else(not_out)?;
-    c.committed = at;
-    // All of it committed: the lease has nothing left to hold.
-    c.leased = (at < end).then_some((end, until));
-    poller_v2::save(&*tx, &tenant.0, &app, &sink_id, &path.2, &c).await?;
+    let (mut c, _) = poller_v2::consumer(&*tx, &tenant.0, &app, &sink_id, &path.2).await?.ok_or_else(not_out)?;
+    let leased = match c.leased {
+        Some((end, until)) => poller_v2::handed_out(&*tx, &tenant.0, &app, &sink_id, (c.committed, end), offset)
+            .await?
+            .map(|at| (at, end, until)),
+        None => None,
+    };
+    match leased {
+        Some((at, end, until)) => {
+            c.committed = at;
+            // All of it committed: the lease has nothing left to hold.
+            c.leased = (at < end).then_some((end, until));
+            poller_v2::save(&*tx, &tenant.0, &app, &sink_id, &path.2, &c).await?;
+        }
+        // Committed already (a commit repeated, or overtaken by a later one): nothing moves.
+        None if offset == c.committed.seq
+            || poller_v2::committed_already(&*tx, &tenant.0, &app, &sink_id, c.committed, offset).await? => {}
+        None => return Err(not_out()),
+    }
     let res = answer_empty(&*tx, &state, key.as_deref(), StatusCode::NO_CONTENT).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(res)

@@ -275,7 +275,9 @@ impl Config {
 
     /// The configuration as the API shows it: credentials replaced by
     /// `[redacted]`, a password field left out (Svix's `…ConfigOut`).
-    pub fn shown(&self) -> Value {
+    /// `names_only`: a FIFO endpoint's headers by name only, every one of them
+    /// (a portal link not shown header values, as `…/headers` answers it).
+    pub fn shown(&self, names_only: bool) -> Value {
         match self {
             Config::RabbitMq(r) => {
                 let r = RabbitMq { uri: without_password(&r.uri, true), ..r.clone() };
@@ -307,7 +309,7 @@ impl Config {
             Config::FifoEndpoint(f) => {
                 let (mut shown, mut sensitive) = (serde_json::Map::new(), Vec::new());
                 for (k, v) in f.headers.iter().flatten() {
-                    match crate::secrets::SENSITIVE_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
+                    match names_only || crate::secrets::SENSITIVE_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
                         true => sensitive.push(k.clone()),
                         false => drop(shown.insert(k.clone(), Value::String(v.clone()))),
                     }
@@ -513,7 +515,7 @@ mod tests {
             &open_guard(),
         )
         .unwrap();
-        let shown = c.shown();
+        let shown = c.shown(false);
         assert!(!shown.to_string().contains("s3cret"), "{shown}");
         assert_eq!(shown["mandatory"], json!(true), "mandatory by default");
         assert!(!c.locator().contains("s3cret") && !c.locator().contains("app@"), "{}", c.locator());
@@ -524,6 +526,21 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_endpoints_header_values_are_hidden_when_names_only() {
+        let c = Config::parse(
+            "fifoEndpoint",
+            json!({"url": "https://example.com/", "headers": {"X-Team": "ops", "Authorization": "Bearer s3cret"}}),
+            &open_guard(),
+        )
+        .unwrap();
+        assert_eq!(c.shown(false)["headers"], json!({"headers": {"X-Team": "ops"}, "sensitive": ["Authorization"]}));
+        // Before, every value but the credential-like ones was shown to any reader.
+        let hidden = c.shown(true);
+        assert_eq!(hidden["headers"]["headers"], json!({}));
+        assert!(!hidden.to_string().contains("ops"), "{hidden}");
+    }
+
+    #[test]
     fn a_postgres_password_is_never_shown_and_unknown_fields_are_refused() {
         let c = Config::parse(
             "postgres",
@@ -531,7 +548,7 @@ mod tests {
             &open_guard(),
         )
         .unwrap();
-        assert!(c.shown().get("password").is_none());
+        assert!(c.shown(false).get("password").is_none());
         let e = Config::parse(
             "postgres",
             json!({"url": "postgres://127.0.0.1/db", "tableName": "t", "x": 1}),
@@ -566,7 +583,7 @@ mod tests {
     fn an_aws_destination_takes_its_region_from_its_queue_or_arn_and_keeps_its_secret_key_when_left_out() {
         let sqs = json!({"queueUrl": "https://sqs.eu-west-3.amazonaws.com/1/q", "accessKeyId": "AK", "secretAccessKey": "SK"});
         let c = Config::parse("sqs", sqs, &open_guard()).unwrap();
-        let shown = c.shown();
+        let shown = c.shown(false);
         assert_eq!(shown["region"], json!("eu-west-3"));
         assert!(shown.get("secretAccessKey").is_none() && !shown.to_string().contains("SK\""), "{shown}");
         // Sent back as shown (no secret key): the stored one stays.

@@ -63,8 +63,11 @@ pub async fn fifo_last_acked(
     Ok(row.as_ref().map(sinks::logged))
 }
 
-/// The message id of a queue destination's oldest delivery not yet ended
-/// (pending, or waiting for a retry), or of its newest that succeeded.
+/// The message id of a queue destination's next delivery (pending, or waiting
+/// for a retry: the one due first, as its worker claims them), or of its newest
+/// that succeeded. The next is read through the partial index `deliveries_queue`
+/// (its predicate repeated here: `next_attempt_at IS NOT NULL`), one index probe;
+/// deliveries paused (a disabled tenant's, no due time) are not next.
 pub async fn queue_message(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -79,7 +82,7 @@ pub async fn queue_message(
         }
         false => {
             "SELECT msg_id FROM deliveries WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
-                  AND status IN (1, 3) ORDER BY msg_id LIMIT 1"
+                  AND status IN (1, 3) AND next_attempt_at IS NOT NULL ORDER BY next_attempt_at LIMIT 1"
         }
     };
     let row = db.query_opt(sql, &[&tenant.as_str(), &app.as_str(), &ep.as_str()]).await?;
@@ -91,10 +94,11 @@ pub async fn queue_message(
 pub enum SkipTo<'a> {
     /// Past everything logged (below the horizon), on every key.
     All,
-    /// Past this log position (of the unkeyed order).
+    /// Past this log position (of the unkeyed order): a row of the endpoint's log.
     Position(Position),
-    /// Past this message, on its key.
-    Message(&'a MessageId),
+    /// Past this message, on its key. `fifo_key` is the endpoint's key path
+    /// (`None` when it is not keyed): the message's key is read from its payload.
+    Message(&'a MessageId, Option<&'a [String]>),
 }
 
 /// What a skip did.
@@ -107,6 +111,12 @@ pub enum Skipped {
     /// The message is not waiting on this endpoint (never logged for it, or
     /// already sent or skipped).
     NotWaiting,
+    /// The message was logged by a transaction newer than one still running:
+    /// a row of that one could still land before it, so it cannot be passed yet.
+    TooNew,
+    /// No row of this endpoint's log is at that position (or it is above the
+    /// horizon): it was never given out by this server for this endpoint.
+    NoSuchPosition,
 }
 
 /// Moves a FIFO endpoint's position forward (never back) past `to`: the
@@ -114,6 +124,13 @@ pub enum Skipped {
 /// turn forms one from the new position) and the row is due now, unless parked.
 /// Refused while a runner holds a row: its result would write the old position
 /// back over the skip, and the batch in flight is already on its way.
+///
+/// The target is found first, without locks (a message by its key, walking
+/// that key's log after its position: what still waits; a position by the log's
+/// key); then only the rows to move are locked (every key for `All`, in key
+/// order, as a publish locks a keyed endpoint's rows), and the update moves only
+/// those, fenced to rows no runner holds: a row made or claimed since the lock
+/// (a publish of a new key, a runner's claim) is never written.
 pub async fn fifo_skip(
     tx: &impl GenericClient,
     tenant: &TenantId,
@@ -121,66 +138,96 @@ pub async fn fifo_skip(
     ep: &EndpointId,
     to: SkipTo<'_>,
 ) -> Result<Skipped, StoreError> {
-    let held = tx
-        .query_one(
-            // In key order, as a publish locks a keyed endpoint's rows (see `fifo::wake`).
-            "SELECT count(*) FILTER (WHERE lease_token IS NOT NULL AND lease_until > now()) FROM (
-                SELECT lease_token, lease_until FROM fifo_state
-                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
-                ORDER BY key FOR UPDATE) s",
-            &[&tenant.as_str(), &app.as_str(), &ep.as_str()],
+    let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
+    // One key and where to move it, or every key (`All`).
+    let one: Option<(String, Position)> = match to {
+        SkipTo::All => None,
+        SkipTo::Position(p) => {
+            // The primary key's point: a row of this endpoint's unkeyed log, below the horizon.
+            let found = tx
+                .query_opt(
+                    "SELECT 1 FROM sink_log
+                     WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = ''
+                       AND xid = $4::text::xid8 AND seq = $5
+                       AND xid < pg_snapshot_xmin(pg_current_snapshot())",
+                    &[&t, &a, &e, &p.xid.to_string(), &p.seq],
+                )
+                .await?;
+            if found.is_none() {
+                return Ok(Skipped::NoSuchPosition);
+            }
+            Some((String::new(), p))
+        }
+        SkipTo::Message(m, fifo_key) => {
+            // Its key (as the fan-out made it), then its row among that key's rows
+            // after the key's position: a walk of the primary key over what waits.
+            let row = tx
+                .query_opt(
+                    "SELECT l.key, l.xid::text, l.seq, l.xid < pg_snapshot_xmin(pg_current_snapshot())
+                     FROM messages m
+                     JOIN fifo_state s ON s.tenant_id = m.tenant_id AND s.app_id = m.app_id AND s.endpoint_id = $3
+                        AND s.key = CASE WHEN $5::text[] IS NULL THEN '' ELSE hookgate_fifo_key(m.payload, $5) END
+                     CROSS JOIN LATERAL (SELECT l.key, l.xid, l.seq FROM sink_log l
+                        WHERE l.tenant_id = s.tenant_id AND l.app_id = s.app_id AND l.endpoint_id = s.endpoint_id
+                          AND l.key = s.key AND (l.xid, l.seq) > (s.pos_xid, s.pos_seq) AND l.msg_id = m.id
+                        ORDER BY l.xid, l.seq LIMIT 1) l
+                     WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = $4",
+                    &[&t, &a, &e, &m.as_str(), &fifo_key],
+                )
+                .await?;
+            let Some(row) = row else { return Ok(Skipped::NotWaiting) };
+            if !row.get::<_, bool>(3) {
+                return Ok(Skipped::TooNew);
+            }
+            let at = Position { xid: row.get::<_, String>(1).parse().unwrap_or(0), seq: row.get(2) };
+            Some((row.get(0), at))
+        }
+    };
+    // The rows to move, locked; none may be held by a runner.
+    let keys: Vec<String> = one.iter().map(|(k, _)| k.clone()).collect();
+    let locked = tx
+        .query(
+            "SELECT key, lease_token IS NOT NULL AND lease_until > now() FROM fifo_state
+             WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND ($4::text[] IS NULL OR key = ANY ($4))
+             ORDER BY key FOR UPDATE",
+            &[&t, &a, &e, &one.as_ref().map(|_| keys)],
         )
         .await?;
-    if held.get::<_, i64>(0) > 0 {
+    if locked.iter().any(|r| r.get::<_, bool>(1)) {
         return Ok(Skipped::Sending);
     }
-    // (key, position) targets: one per key for `All`, else the one row named.
-    // $4 and $5 are named in every form (each parameter needs its type).
-    let (target, p4, p5) = match to {
-        SkipTo::All => (
+    let locked: Vec<String> = locked.iter().map(|r| r.get(0)).collect();
+    // (key, position) targets of the locked keys: one per key for `All`, else the one found.
+    let (target, p5, p6) = match &one {
+        None => (
             "SELECT s.key, t.xid, t.seq FROM fifo_state s
              CROSS JOIN LATERAL (SELECT l.xid, l.seq FROM sink_log l
                 WHERE l.tenant_id = s.tenant_id AND l.app_id = s.app_id AND l.endpoint_id = s.endpoint_id
                   AND l.key = s.key AND l.xid < pg_snapshot_xmin(pg_current_snapshot())
                 ORDER BY l.xid DESC, l.seq DESC LIMIT 1) t
-             WHERE s.tenant_id = $1 AND s.app_id = $2 AND s.endpoint_id = $3
-               AND $4::text IS NULL AND $5::text IS NULL",
+             WHERE s.tenant_id = $1 AND s.app_id = $2 AND s.endpoint_id = $3 AND s.key = ANY ($4)
+               AND $5::text IS NULL AND $6::text IS NULL",
             None,
             None,
         ),
-        SkipTo::Position(p) => {
-            ("SELECT ''::text, $4::text::xid8, $5::text::bigint", Some(p.xid.to_string()), Some(p.seq.to_string()))
-        }
-        // Looked for after each key's position only: what is still waiting.
-        SkipTo::Message(m) => (
-            "SELECT l.key, l.xid, l.seq FROM fifo_state s
-             JOIN sink_log l ON l.tenant_id = s.tenant_id AND l.app_id = s.app_id AND l.endpoint_id = s.endpoint_id
-                AND l.key = s.key AND (l.xid, l.seq) > (s.pos_xid, s.pos_seq)
-             WHERE s.tenant_id = $1 AND s.app_id = $2 AND s.endpoint_id = $3 AND l.msg_id = $4
-               AND $5::text IS NULL
-             LIMIT 1",
-            Some(m.to_string()),
-            None,
+        Some((_, p)) => (
+            "SELECT k, $5::text::xid8, $6::text::bigint FROM unnest($4::text[]) k",
+            Some(p.xid.to_string()),
+            Some(p.seq.to_string()),
         ),
     };
     let sql = format!(
-        "WITH target(key, xid, seq) AS ({target}),
-         moved AS (
-            UPDATE fifo_state s SET pos_xid = t.xid, pos_seq = t.seq, batch_xid = NULL, batch_seq = NULL,
-                tries = 0, lease_token = NULL, lease_until = NULL,
-                next_at = CASE WHEN s.parked THEN s.next_at ELSE now() END
-            FROM target t
-            WHERE s.tenant_id = $1 AND s.app_id = $2 AND s.endpoint_id = $3 AND s.key = t.key
-              AND (s.pos_xid, s.pos_seq) < (t.xid, t.seq)
-            RETURNING 1)
-         SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM moved)"
+        "WITH target(key, xid, seq) AS ({target})
+         UPDATE fifo_state s SET pos_xid = t.xid, pos_seq = t.seq, batch_xid = NULL, batch_seq = NULL,
+             tries = 0, lease_token = NULL, lease_until = NULL,
+             next_at = CASE WHEN s.parked THEN s.next_at ELSE now() END
+         FROM target t
+         WHERE s.tenant_id = $1 AND s.app_id = $2 AND s.endpoint_id = $3 AND s.key = t.key
+           AND (s.pos_xid, s.pos_seq) < (t.xid, t.seq)
+           AND (s.lease_token IS NULL OR s.lease_until <= now())"
     );
-    let row = tx.query_one(&sql, &[&tenant.as_str(), &app.as_str(), &ep.as_str(), &p4, &p5]).await?;
-    let (targets, moved): (i64, i64) = (row.get(0), row.get(1));
-    Ok(match (&to, targets) {
-        (SkipTo::Message(_), 0) => Skipped::NotWaiting,
-        _ => Skipped::Moved(moved as u64),
-    })
+    let moved = tx.execute(&sql, &[&t, &a, &e, &locked, &p5, &p6]).await?;
+    Ok(Skipped::Moved(moved))
 }
 
 /// Makes a FIFO endpoint's rows that wait for a retry due now (not one held

@@ -23,17 +23,19 @@ pub struct Consumer {
 }
 
 /// The consumer, if it has polled, its row locked until the caller's
-/// transaction ends (a consumer's polls and commits take turns).
+/// transaction ends (a consumer's polls and commits take turns), and the
+/// database's `now()`: leases are given and judged by the database's clock,
+/// the same for every API process.
 pub async fn consumer(
     tx: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
     sink: &EndpointId,
     name: &str,
-) -> Result<Option<Consumer>, StoreError> {
+) -> Result<Option<(Consumer, DateTime<Utc>)>, StoreError> {
     let row = tx
         .query_opt(
-            "SELECT pos_xid::text, pos_seq, lease_xid::text, lease_seq, lease_until FROM sink_consumers
+            "SELECT pos_xid::text, pos_seq, lease_xid::text, lease_seq, lease_until, now() FROM sink_consumers
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND consumer = $4 FOR UPDATE",
             &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &row_name(name)],
         )
@@ -48,8 +50,65 @@ pub async fn consumer(
                 (Some(xid), Some(seq), Some(until)) => Some((at(Some(xid), Some(seq)), until)),
                 _ => None,
             };
-        Consumer { committed: at(r.get(0), r.get(1)), leased }
+        (Consumer { committed: at(r.get(0), r.get(1)), leased }, r.get(5))
     }))
+}
+
+/// Makes the consumer at `start` unless it exists: two first polls at once
+/// both make it here (one waits for the other's row), then both lock it with
+/// [`consumer`] and take turns, so they never hand out the same messages.
+pub async fn create(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    name: &str,
+    start: Position,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO sink_consumers (tenant_id, app_id, endpoint_id, consumer, pos_xid, pos_seq)
+         VALUES ($1, $2, $3, $4, $5::text::xid8, $6)
+         ON CONFLICT (tenant_id, app_id, endpoint_id, consumer) DO NOTHING",
+        &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &row_name(name), &start.xid.to_string(), &start.seq],
+    )
+    .await?;
+    Ok(())
+}
+
+/// How far back a commit of an offset already committed is recognised: the
+/// log rows at or before the committed position looked at, at most.
+pub const LOOK_BACK: i64 = 1000;
+
+/// Whether the message at `offset` is among the last [`LOOK_BACK`] log rows at
+/// or before `committed` (a commit repeated, or one overtaken by a later one):
+/// a bounded walk of the primary key back from the committed position.
+pub async fn committed_already(
+    tx: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    sink: &EndpointId,
+    committed: Position,
+    offset: i64,
+) -> Result<bool, StoreError> {
+    let row = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM (
+                SELECT seq FROM sink_log
+                WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = ''
+                  AND (xid, seq) <= ($4::text::xid8, $5::bigint)
+                ORDER BY xid DESC, seq DESC LIMIT $7) back WHERE back.seq = $6)",
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &sink.as_str(),
+                &committed.xid.to_string(),
+                &committed.seq,
+                &offset,
+                &LOOK_BACK,
+            ],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 /// Keeps the consumer (made if new): its committed position, and its lease.

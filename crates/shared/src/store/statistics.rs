@@ -104,8 +104,17 @@ pub struct AttemptCount {
 
 /// An application's attempts made in `[since, until)`, counted by period of
 /// `period_secs` from `since` (none: one period), event type and status; only
-/// of `event_types` when given. Attempt ids are made at attempt time, so the id
-/// range bounds the scan in every partition.
+/// of `event_types` when given.
+///
+/// Attempts are partitioned by message id, and their key per application is
+/// (msg_id, id): the attempt id, made at attempt time, leads no index there, so
+/// an id range alone would read the application's whole key range in every
+/// partition. It leads `attempts_endpoint` (tenant, app, endpoint, id) after the
+/// endpoint: so the endpoints that have attempts are found first (a skip scan
+/// of that index: one probe per endpoint and partition, deleted endpoints
+/// included), then each one's attempts of the window are one index range. The
+/// cost is the window's attempts, plus a probe per endpoint ever attempted (in
+/// retention) and partition.
 pub async fn app_attempts(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -118,12 +127,22 @@ pub async fn app_attempts(
         (crate::ids::floor("atmpt", since), crate::ids::floor("atmpt", until + chrono::Duration::seconds(1)));
     let rows = db
         .query(
-            "SELECT COALESCE(floor(EXTRACT(epoch FROM a.created_at - $3) / $5::bigint)::bigint, 0),
+            "WITH RECURSIVE eps(id) AS (
+                (SELECT endpoint_id FROM attempts WHERE tenant_id = $1 AND app_id = $2
+                 ORDER BY endpoint_id LIMIT 1)
+                UNION ALL
+                SELECT (SELECT a.endpoint_id FROM attempts a
+                        WHERE a.tenant_id = $1 AND a.app_id = $2 AND a.endpoint_id > eps.id
+                        ORDER BY a.endpoint_id LIMIT 1)
+                FROM eps WHERE eps.id IS NOT NULL
+             )
+             SELECT COALESCE(floor(EXTRACT(epoch FROM a.created_at - $3) / $5::bigint)::bigint, 0),
                  m.event_type, a.status, count(*)
-             FROM attempts a
+             FROM eps
+             JOIN attempts a ON a.tenant_id = $1 AND a.app_id = $2 AND a.endpoint_id = eps.id
+                AND a.id >= $6 AND a.id < $7
              JOIN messages m ON m.tenant_id = a.tenant_id AND m.app_id = a.app_id AND m.id = a.msg_id
-             WHERE a.tenant_id = $1 AND a.app_id = $2 AND a.id >= $6 AND a.id < $7
-               AND a.created_at >= $3 AND a.created_at < $4
+             WHERE a.created_at >= $3 AND a.created_at < $4
                AND ($8::text[] IS NULL OR m.event_type = ANY ($8))
              GROUP BY 1, 2, 3",
             &[&tenant.as_str(), &app.as_str(), &since, &until, &period_secs, &low, &high, &event_types],
