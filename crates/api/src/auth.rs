@@ -1,7 +1,7 @@
 //! Authentication middleware: the operator's bearer token for `/admin`, a
 //! tenant API key for `/api/v1`. Each sets the request's [`Principal`].
 
-use crate::{portal_access, PortalAccess, Principal};
+use crate::{message_access, portal_access, PortalAccess, Principal};
 use actix_web::{
     body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
@@ -65,14 +65,18 @@ pub async fn require_tenant(
         Ok(p) => p,
         Err(e) => return reject(req, e),
     };
-    if let Principal::Portal { tenant, app_id, read_only, .. } = &principal {
+    if let Principal::Portal { tenant, app_id, read_only, message_only, .. } = &principal {
         // Read-only: reading, but not the signing secret (Svix's `ViewBase`).
         // A read-only link may still end itself (`logout`).
         let logout = req.path().trim_end_matches('/') == "/api/v1/auth/logout";
         if *read_only && !logout && (req.method() != actix_web::http::Method::GET || req.path().ends_with("/secret")) {
             return reject(req, ApiError::Forbidden("this app-portal link is read-only".into()));
         }
-        let allowed = match portal_access(app_id, req.method().as_str(), req.path()) {
+        let access = match message_only {
+            true => message_access(app_id, req.method().as_str(), req.path()),
+            false => portal_access(app_id, req.method().as_str(), req.path()),
+        };
+        let allowed = match access {
             PortalAccess::Allowed => Ok(Some(true)),
             PortalAccess::Denied => Ok(Some(false)),
             PortalAccess::IfAppIs(segment) => match names_app(&state, tenant, &segment, app_id).await {
@@ -184,6 +188,7 @@ async fn authenticate_integration(state: &AppState, key: &str) -> Result<Princip
         app_uid: holder.app_uid.clone(),
         feature_flags: holder.feature_flags.clone(),
         read_only: false,
+        message_only: false,
         token_id: String::new(),
         issued_ms: 0,
     })
@@ -228,6 +233,7 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             app_uid: claims.app_uid,
             feature_flags: claims.feature_flags,
             read_only: claims.read_only,
+            message_only: claims.message_only,
         });
     }
     if key.starts_with(integrations::KEY_PREFIX) {

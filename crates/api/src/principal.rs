@@ -21,6 +21,8 @@ pub enum Principal {
         app_uid: Option<String>,
         feature_flags: Vec<String>,
         read_only: bool,
+        /// A message token: it may create messages in its application, nothing else.
+        message_only: bool,
         /// The token's id ([`portal_token_id`](hookgate_shared::crypto::portal_token_id)) and
         /// when it was made: what a logout refuses.
         token_id: String,
@@ -188,9 +190,50 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     }
 }
 
+/// Whether a message token may make this request: creating a message in its
+/// application (and asking what it is), nothing else.
+pub fn message_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
+    let rest = path.trim_end_matches('/');
+    if path.contains('%') {
+        return PortalAccess::Denied;
+    }
+    if rest == "/api/v1/auth/whoami" && method == "GET" {
+        return PortalAccess::Allowed;
+    }
+    match rest.strip_prefix("/api/v1/app/").and_then(|r| r.strip_suffix("/msg")) {
+        Some(app) if method == "POST" && !app.contains('/') => match app == app_id {
+            true => PortalAccess::Allowed,
+            false => PortalAccess::IfAppIs(app.to_owned()),
+        },
+        _ => PortalAccess::Denied,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{portal_access, PortalAccess};
+    use super::{message_access, portal_access, PortalAccess};
+
+    #[test]
+    fn a_message_token_creates_messages_in_its_application_and_does_nothing_else() {
+        let ok = |m, p| message_access("app_1", m, p) == PortalAccess::Allowed;
+        assert!(ok("POST", "/api/v1/app/app_1/msg"));
+        assert!(ok("POST", "/api/v1/app/app_1/msg/"));
+        assert_eq!(message_access("app_1", "POST", "/api/v1/app/mine/msg"), PortalAccess::IfAppIs("mine".into()));
+        assert!(ok("GET", "/api/v1/auth/whoami"));
+        for (m, p) in [
+            ("GET", "/api/v1/app/app_1/msg"),
+            ("GET", "/api/v1/app/app_1/msg/msg_1"),
+            ("POST", "/api/v1/app/app_1/msg/search"),
+            ("POST", "/api/v1/app/app_1/endpoint"),
+            ("GET", "/api/v1/app/app_1"),
+            ("GET", "/api/v1/event-type"),
+            ("POST", "/api/v1/msg/broadcast"),
+            ("POST", "/api/v1/app/app_1/ms%67"),
+            ("POST", "/api/v1/app/app_1/x/msg"),
+        ] {
+            assert!(!ok(m, p), "{m} {p}");
+        }
+    }
 
     #[test]
     fn a_portal_token_reaches_its_own_application_only() {

@@ -182,6 +182,9 @@ pub struct PortalClaims {
     pub feature_flags: Vec<String>,
     /// Svix's `readOnly`: the token may read, never change.
     pub read_only: bool,
+    /// Svix's message token (`create-message-token`): the token may create
+    /// messages in its application, and nothing else.
+    pub message_only: bool,
     /// The API key that minted it: the token lives only while that key does, so
     /// revoking a leaked key revokes every token it minted.
     pub key: ApiKeyId,
@@ -206,7 +209,8 @@ impl PortalSigner {
 
     pub fn issue(&self, c: &PortalClaims) -> String {
         // Nine lines: tenant, application id, its uid, expiry, feature flags,
-        // `ro` or nothing, the minting key's id, the session, when it was made.
+        // `ro`, `msg` or nothing, the minting key's id, the session, when it was
+        // made. A release before `msg` refuses such a token (it fails closed).
         let claims = format!(
             "{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
             c.tenant,
@@ -214,7 +218,11 @@ impl PortalSigner {
             c.app_uid.as_deref().unwrap_or(""),
             c.expires,
             c.feature_flags.join(","),
-            if c.read_only { "ro" } else { "" },
+            match (c.read_only, c.message_only) {
+                (true, _) => "ro",
+                (false, true) => "msg",
+                (false, false) => "",
+            },
             c.key,
             c.session,
             c.issued_ms
@@ -244,9 +252,10 @@ impl PortalSigner {
         let app_uid = Some(parts.next()?.to_owned()).filter(|u| !u.is_empty());
         let expires: i64 = parts.next()?.parse().ok()?;
         let feature_flags = parts.next()?.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect();
-        let read_only = match parts.next()? {
-            "ro" => true,
-            "" => false,
+        let (read_only, message_only) = match parts.next()? {
+            "ro" => (true, false),
+            "msg" => (false, true),
+            "" => (false, false),
             _ => return None,
         };
         let key = ApiKeyId::parse(parts.next()?).ok()?;
@@ -260,7 +269,7 @@ impl PortalSigner {
             return None;
         }
         let claims =
-            PortalClaims { tenant, app_id, app_uid, expires, feature_flags, read_only, key, session, issued_ms };
+            PortalClaims { tenant, app_id, app_uid, expires, feature_flags, read_only, message_only, key, session, issued_ms };
         (expires > now).then_some(claims)
     }
 }
@@ -351,6 +360,7 @@ mod tests {
             expires: 1000,
             feature_flags: vec!["beta".into(), "v2.preview".into()],
             read_only: false,
+            message_only: false,
             key: ApiKeyId::generate(),
             session: "user@1".into(),
             issued_ms: 1_700_000_000_123,

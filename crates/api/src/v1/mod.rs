@@ -30,6 +30,7 @@ mod integrations;
 mod json_schema;
 mod message_extras;
 mod message_more;
+mod message_token;
 mod messages;
 pub(crate) mod operational;
 mod poller;
@@ -90,4 +91,5 @@ pub fn configure(cfg: &mut ServiceConfig) {
     statistics::configure(cfg);
     counts::configure(cfg);
     whoami::configure(cfg);
+    message_token::configure(cfg);
 }

@@ -157,6 +157,7 @@ pub(crate) fn mint(
         expires: now.timestamp() + m.expiry,
         feature_flags: m.feature_flags,
         read_only: m.read_only,
+        message_only: false,
         key,
         session: m.session,
         issued_ms: now.timestamp_millis(),
