@@ -1,5 +1,7 @@
 """Svix's `create-message-token`: a token that creates messages in one application and does
 nothing else, used through the official SDK as a publishing service would."""
+import json
+
 from svix.api import ApplicationIn, EndpointIn, MessageIn, Svix, SvixOptions
 
 from conftest import call
@@ -58,3 +60,25 @@ def test_a_message_token_is_minted_only_with_the_tenants_key_and_sane_settings(h
     assert status == 200
     assert mint(hookgate, portal["token"], app)[0] == 403, "a portal token mints nothing"
     assert mint(hookgate, tenant["apiKey"], "app_" + "0" * 26)[0] == 404
+
+
+def test_a_message_tokens_idempotency_keys_never_name_the_tenants_messages(hookgate, tenant, svix):
+    """Before, a message token sending the Idempotency-Key the tenant had used got the
+    tenant's message back (payload and all), and in the other order the tenant's message
+    was never made."""
+    app = svix.application.create(ApplicationIn(name="keys")).id
+    token = mint(hookgate, tenant["apiKey"], app)[2]["token"]
+    key = {"Idempotency-Key": "order-1001"}
+    status, _, mine = call(hookgate, "POST", f"/api/v1/app/{app}/msg", key=tenant["apiKey"], headers=key,
+                           body={"eventType": "x", "payload": {"secret": "tenant's"}})
+    assert status == 202
+    status, _, theirs = call(hookgate, "POST", f"/api/v1/app/{app}/msg", key=token, headers=key,
+                             body={"eventType": "x", "payload": {"from": "token"}})
+    assert status == 202 and theirs["id"] != mine["id"] and "secret" not in json.dumps(theirs)
+
+
+def test_a_leaked_message_token_can_end_itself(hookgate, tenant, svix):
+    app = svix.application.create(ApplicationIn(name="leaked")).id
+    token = mint(hookgate, tenant["apiKey"], app)[2]["token"]
+    assert call(hookgate, "POST", "/api/v1/auth/logout", key=token)[0] == 204
+    assert call(hookgate, "POST", f"/api/v1/app/{app}/msg", key=token, body={"eventType": "x", "payload": {}})[0] == 401

@@ -1,7 +1,7 @@
 //! Authentication middleware: the operator's bearer token for `/admin`, a
 //! tenant API key for `/api/v1`. Each sets the request's [`Principal`].
 
-use crate::{message_access, portal_access, PortalAccess, Principal};
+use crate::{message_access, poller_access, portal_access, PortalAccess, Principal};
 use actix_web::{
     body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
@@ -13,8 +13,8 @@ use hookgate_shared::{
     crypto::{portal_token_id, secrets_equal, PortalClaims},
     db,
     http::ApiError,
-    ids::{AppId, Ref, TenantId},
-    store::{api_keys, applications, integrations, portal_tokens},
+    ids::{AppId, EndpointId, Ref, TenantId},
+    store::{api_keys, applications, integrations, poller_tokens, portal_tokens},
     AppState,
 };
 
@@ -65,16 +65,18 @@ pub async fn require_tenant(
         Ok(p) => p,
         Err(e) => return reject(req, e),
     };
-    if let Principal::Portal { tenant, app_id, read_only, message_only, .. } = &principal {
+    if let Principal::Portal { tenant, app_id, read_only, message_only, poller, .. } = &principal {
         // Read-only: reading, but not the signing secret (Svix's `ViewBase`).
         // A read-only link may still end itself (`logout`).
         let logout = req.path().trim_end_matches('/') == "/api/v1/auth/logout";
         if *read_only && !logout && (req.method() != actix_web::http::Method::GET || req.path().ends_with("/secret")) {
             return reject(req, ApiError::Forbidden("this app-portal link is read-only".into()));
         }
-        let access = match message_only {
-            true => message_access(app_id, req.method().as_str(), req.path()),
-            false => portal_access(app_id, req.method().as_str(), req.path()),
+        let (method, path) = (req.method().as_str(), req.path());
+        let access = match (poller, message_only) {
+            (Some((ep, _)), _) => poller_access(app_id, ep, method, path),
+            (None, true) => message_access(app_id, method, path),
+            (None, false) => portal_access(app_id, method, path),
         };
         let allowed = match access {
             PortalAccess::Allowed => Ok(Some(true)),
@@ -157,6 +159,18 @@ async fn revoked(state: &AppState, claims: &PortalClaims, token: &str) -> Result
     Ok(revoked)
 }
 
+/// Whether a poller token's generation still works (a rotation ends the one
+/// before, at once or after its grace); true for every other token.
+async fn poller_live(state: &AppState, claims: &PortalClaims) -> Result<bool, ApiError> {
+    let Some((ep, generation)) = &claims.poller else { return Ok(true) };
+    let (Ok(app), Ok(ep)) = (AppId::parse(&claims.app_id), EndpointId::parse(ep)) else { return Ok(false) };
+    let lookup = async {
+        let conn = db::conn(&state.db).await?;
+        poller_tokens::is_live(&**conn, &claims.tenant, &app, &ep, *generation).await
+    };
+    Ok(db::bounded(state.db_budget(), lookup).await?)
+}
+
 /// An application integration's key acts as a portal token of its application
 /// that never expires: the application's routes only, its feature flags, until
 /// the key is rotated or the integration deleted (looked up every second at most).
@@ -189,6 +203,7 @@ async fn authenticate_integration(state: &AppState, key: &str) -> Result<Princip
         feature_flags: holder.feature_flags.clone(),
         read_only: false,
         message_only: false,
+        poller: None,
         token_id: String::new(),
         issued_ms: 0,
     })
@@ -222,7 +237,7 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
                 live
             }
         };
-        if !live || revoked(state, &claims, key).await? {
+        if !live || revoked(state, &claims, key).await? || !poller_live(state, &claims).await? {
             return Err(ApiError::Unauthorized("invalid or expired app-portal token".into()));
         }
         return Ok(Principal::Portal {
@@ -234,6 +249,7 @@ async fn authenticate_tenant(state: &AppState, key: Option<&str>) -> Result<Prin
             feature_flags: claims.feature_flags,
             read_only: claims.read_only,
             message_only: claims.message_only,
+            poller: claims.poller,
         });
     }
     if key.starts_with(integrations::KEY_PREFIX) {

@@ -36,6 +36,18 @@ pub struct RequestKey {
     token: i64,
 }
 
+impl RequestKey {
+    /// The key as a message stores it: the tenant's own as given, any other
+    /// caller's (a portal link, a message token) under its scope, so that two
+    /// callers' equal keys never name each other's messages.
+    pub fn message_key(&self) -> String {
+        match self.scope.contains('/') {
+            true => format!("{}:{}", self.scope, self.key),
+            false => self.key.clone(),
+        }
+    }
+}
+
 /// Set on a response whose handler already kept it under its key, in its own
 /// transaction: the middleware does not store it again.
 #[derive(Debug, Clone, Copy)]
@@ -257,6 +269,8 @@ fn mints_credential(path: &str) -> bool {
         || path.ends_with("/dashboard")
         || path.starts_with("/api/v1/auth/app-portal-access/")
         || path.starts_with("/api/v1/auth/dashboard-access/")
+        || path.ends_with("/create-message-token")
+        || path.ends_with("/token/rotate")
 }
 
 /// Keeps the response for replay, or releases the key after a server-side failure

@@ -37,7 +37,10 @@ use serde::Deserialize;
 use utoipa_actix_web::{scope, service_config::ServiceConfig};
 
 pub use patch::Maybe;
-pub use principal::{message_access, portal_access, FeatureFlags, KeyAuth, KeyHolder, Operator, PortalAccess, Principal, TenantAuth};
+pub use principal::{
+    message_access, poller_access, portal_access, FeatureFlags, KeyAuth, KeyHolder, Operator, PortalAccess, Principal,
+    TenantAuth,
+};
 
 /// The operator's API, the tenant's API and the Ingest API: each scope keeps its
 /// `POST`s under `Idempotency-Key`, which the API document says ([`openapi`]).

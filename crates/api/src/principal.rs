@@ -23,6 +23,9 @@ pub enum Principal {
         read_only: bool,
         /// A message token: it may create messages in its application, nothing else.
         message_only: bool,
+        /// A poller token: it may poll this polling endpoint (its id) while this
+        /// generation of its token lives, nothing else.
+        poller: Option<(String, i32)>,
         /// The token's id ([`portal_token_id`](hookgate_shared::crypto::portal_token_id)) and
         /// when it was made: what a logout refuses.
         token_id: String,
@@ -38,6 +41,9 @@ impl Principal {
         match self {
             Principal::Operator => "operator".to_owned(),
             Principal::Tenant { tenant, .. } => tenant.as_str().to_owned(),
+            // A publisher's and a poller's keys must not collide with a customer's either.
+            Principal::Portal { tenant, app_id, message_only: true, .. } => format!("{tenant}/msgtoken/{app_id}"),
+            Principal::Portal { tenant, app_id, poller: Some((ep, _)), .. } => format!("{tenant}/poller/{app_id}/{ep}"),
             Principal::Portal { tenant, app_id, .. } => format!("{tenant}/portal/{app_id}"),
         }
     }
@@ -197,7 +203,7 @@ pub fn message_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     if path.contains('%') {
         return PortalAccess::Denied;
     }
-    if rest == "/api/v1/auth/whoami" && method == "GET" {
+    if (rest == "/api/v1/auth/whoami" && method == "GET") || (rest == "/api/v1/auth/logout" && method == "POST") {
         return PortalAccess::Allowed;
     }
     match rest.strip_prefix("/api/v1/app/").and_then(|r| r.strip_suffix("/msg")) {
@@ -209,9 +215,65 @@ pub fn message_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     }
 }
 
+/// Whether a poller token for endpoint `ep` may make this request: polling that
+/// endpoint (`…/poller/{ep}`, its consumers, `…/polling-endpoint/{ep}/consumer/…`),
+/// named by its id, and asking what it is.
+pub fn poller_access(app_id: &str, ep: &str, method: &str, path: &str) -> PortalAccess {
+    let rest = path.trim_end_matches('/');
+    if path.contains('%') {
+        return PortalAccess::Denied;
+    }
+    if (rest == "/api/v1/auth/whoami" && method == "GET") || (rest == "/api/v1/auth/logout" && method == "POST") {
+        return PortalAccess::Allowed;
+    }
+    let Some(after) = rest.strip_prefix("/api/v1/app/") else { return PortalAccess::Denied };
+    let parts: Vec<&str> = after.split('/').collect();
+    let route = match (method, parts.as_slice()) {
+        ("GET", [_, "poller", e]) => *e == ep,
+        ("GET", [_, "poller", e, "consumer", _]) => *e == ep,
+        ("POST", [_, "poller", e, "consumer", _, "seek"]) => *e == ep,
+        ("GET", [_, "polling-endpoint", e, "consumer", _]) => *e == ep,
+        ("POST", [_, "polling-endpoint", e, "consumer", _, "commit"]) => *e == ep,
+        _ => false,
+    };
+    match (route, parts[0] == app_id) {
+        (false, _) => PortalAccess::Denied,
+        (true, true) => PortalAccess::Allowed,
+        (true, false) => PortalAccess::IfAppIs(parts[0].to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{message_access, portal_access, PortalAccess};
+    use super::{message_access, poller_access, portal_access, PortalAccess};
+
+    #[test]
+    fn a_poller_token_polls_its_own_endpoint_and_does_nothing_else() {
+        let ok = |m, p| poller_access("app_1", "ep_1", m, p) == PortalAccess::Allowed;
+        assert!(ok("GET", "/api/v1/app/app_1/poller/ep_1"));
+        assert!(ok("GET", "/api/v1/app/app_1/poller/ep_1/consumer/c1"));
+        assert!(ok("POST", "/api/v1/app/app_1/poller/ep_1/consumer/c1/seek"));
+        assert!(ok("GET", "/api/v1/app/app_1/polling-endpoint/ep_1/consumer/c1"));
+        assert!(ok("POST", "/api/v1/app/app_1/polling-endpoint/ep_1/consumer/c1/commit"));
+        assert!(ok("GET", "/api/v1/auth/whoami"));
+        assert_eq!(
+            poller_access("app_1", "ep_1", "GET", "/api/v1/app/mine/poller/ep_1"),
+            PortalAccess::IfAppIs("mine".into())
+        );
+        for (m, p) in [
+            ("GET", "/api/v1/app/app_1/poller/ep_2"),
+            ("GET", "/api/v1/app/app_1/poller/ep-uid"),
+            ("POST", "/api/v1/app/app_1/poller/ep_1"),
+            ("GET", "/api/v1/app/app_1/endpoint/ep_1"),
+            ("GET", "/api/v1/app/app_1/msg"),
+            ("POST", "/api/v1/app/app_1/msg"),
+            ("GET", "/api/v1/app/app_1"),
+            ("GET", "/api/v1/app/app_1/poller/ep_1/consumer/c1/seek"),
+            ("GET", "/api/v1/app/app_1/poller/ep%5F1"),
+        ] {
+            assert!(!ok(m, p), "{m} {p}");
+        }
+    }
 
     #[test]
     fn a_message_token_creates_messages_in_its_application_and_does_nothing_else() {
@@ -220,6 +282,7 @@ mod tests {
         assert!(ok("POST", "/api/v1/app/app_1/msg/"));
         assert_eq!(message_access("app_1", "POST", "/api/v1/app/mine/msg"), PortalAccess::IfAppIs("mine".into()));
         assert!(ok("GET", "/api/v1/auth/whoami"));
+        assert!(ok("POST", "/api/v1/auth/logout"), "a leaked token can end itself");
         for (m, p) in [
             ("GET", "/api/v1/app/app_1/msg"),
             ("GET", "/api/v1/app/app_1/msg/msg_1"),

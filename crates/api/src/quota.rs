@@ -39,8 +39,9 @@ pub async fn limit_api(
         // App-portal links share a bucket of their own (one per tenant, however
         // many links it mints): its customers looping in the portal must not
         // spend the tenant's own API rate.
+        // A message or poller token is the tenant's own service: its rate is the tenant's.
         let bucket = match req.extensions().get::<Principal>() {
-            Some(Principal::Portal { .. }) => "portal",
+            Some(Principal::Portal { message_only: false, poller: None, .. }) => "portal",
             _ => "api",
         };
         let checked = match limits::quotas(&state, &tenant).await {

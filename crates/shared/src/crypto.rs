@@ -185,6 +185,9 @@ pub struct PortalClaims {
     /// Svix's message token (`create-message-token`): the token may create
     /// messages in its application, and nothing else.
     pub message_only: bool,
+    /// Svix's poller token: the token may poll this polling endpoint (its id)
+    /// while this generation of its token is live, and nothing else.
+    pub poller: Option<(String, i32)>,
     /// The API key that minted it: the token lives only while that key does, so
     /// revoking a leaked key revokes every token it minted.
     pub key: ApiKeyId,
@@ -208,9 +211,12 @@ impl PortalSigner {
     }
 
     pub fn issue(&self, c: &PortalClaims) -> String {
+        // One kind per token: a message or poller token is never also read-only.
+        debug_assert!(!(c.read_only && c.message_only) && (c.poller.is_none() || !(c.read_only || c.message_only)));
         // Nine lines: tenant, application id, its uid, expiry, feature flags,
-        // `ro`, `msg` or nothing, the minting key's id, the session, when it was
-        // made. A release before `msg` refuses such a token (it fails closed).
+        // `ro`, `msg`, `poll/{endpoint}/{generation}` or nothing, the minting
+        // key's id, the session, when it was made. A release before `msg` and
+        // `poll/…` refuses such a token (it fails closed).
         let claims = format!(
             "{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
             c.tenant,
@@ -218,10 +224,11 @@ impl PortalSigner {
             c.app_uid.as_deref().unwrap_or(""),
             c.expires,
             c.feature_flags.join(","),
-            match (c.read_only, c.message_only) {
-                (true, _) => "ro",
-                (false, true) => "msg",
-                (false, false) => "",
+            match (&c.poller, c.read_only, c.message_only) {
+                (Some((ep, generation)), _, _) => format!("poll/{ep}/{generation}"),
+                (None, true, _) => "ro".to_owned(),
+                (None, false, true) => "msg".to_owned(),
+                (None, false, false) => String::new(),
             },
             c.key,
             c.session,
@@ -252,11 +259,17 @@ impl PortalSigner {
         let app_uid = Some(parts.next()?.to_owned()).filter(|u| !u.is_empty());
         let expires: i64 = parts.next()?.parse().ok()?;
         let feature_flags = parts.next()?.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect();
-        let (read_only, message_only) = match parts.next()? {
-            "ro" => (true, false),
-            "msg" => (false, true),
-            "" => (false, false),
-            _ => return None,
+        let (read_only, message_only, poller) = match parts.next()? {
+            "ro" => (true, false, None),
+            "msg" => (false, true, None),
+            "" => (false, false, None),
+            mode => {
+                let (ep, generation) = mode.strip_prefix("poll/")?.split_once('/')?;
+                if ep.is_empty() || !ep.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                    return None;
+                }
+                (false, false, Some((ep.to_owned(), generation.parse().ok()?)))
+            }
         };
         let key = ApiKeyId::parse(parts.next()?).ok()?;
         // Tokens of seven lines, made before sessions: no session, made at 0.
@@ -268,8 +281,19 @@ impl PortalSigner {
         if parts.next().is_some() {
             return None;
         }
-        let claims =
-            PortalClaims { tenant, app_id, app_uid, expires, feature_flags, read_only, message_only, key, session, issued_ms };
+        let claims = PortalClaims {
+            tenant,
+            app_id,
+            app_uid,
+            expires,
+            feature_flags,
+            read_only,
+            message_only,
+            poller,
+            key,
+            session,
+            issued_ms,
+        };
         (expires > now).then_some(claims)
     }
 }
@@ -361,6 +385,7 @@ mod tests {
             feature_flags: vec!["beta".into(), "v2.preview".into()],
             read_only: false,
             message_only: false,
+            poller: None,
             key: ApiKeyId::generate(),
             session: "user@1".into(),
             issued_ms: 1_700_000_000_123,
@@ -377,6 +402,10 @@ mod tests {
         assert_eq!(signer.verify(&signer.issue(&read_only), 0), Some(read_only));
         let plain = PortalClaims { feature_flags: vec![], ..claims.clone() };
         assert_eq!(signer.verify(&signer.issue(&plain), 0), Some(plain));
+        let message = PortalClaims { feature_flags: vec![], message_only: true, ..claims.clone() };
+        assert_eq!(signer.verify(&signer.issue(&message), 0), Some(message));
+        let poller = PortalClaims { feature_flags: vec![], poller: Some(("ep_1".into(), 3)), ..claims.clone() };
+        assert_eq!(signer.verify(&signer.issue(&poller), 0), Some(poller));
         // A token of the former shape, which named no key, is refused.
         let old = format!("{}\n{}\n{}\n{}", claims.tenant, claims.app_id, "my-app", 1000);
         let old = format!("hgp_{}_{}", hex::encode(&old), hex::encode(signer.mac(old.as_bytes())));

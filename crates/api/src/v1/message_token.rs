@@ -80,6 +80,7 @@ async fn create(
         feature_flags: Vec::new(),
         read_only: false,
         message_only: true,
+        poller: None,
         key: minted_by,
         session: String::new(),
         issued_ms: now.timestamp_millis(),

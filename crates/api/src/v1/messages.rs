@@ -260,7 +260,7 @@ async fn create(
         payload,
         content_type,
         idempotency_key: None,
-        request_key: request_key.map(|k| k.into_inner().key),
+        request_key: request_key.map(|k| k.message_key()),
         // Set by the publisher, inside its span.
         traceparent: None,
         payload_expires_at,

@@ -34,6 +34,7 @@ mod message_token;
 mod messages;
 pub(crate) mod operational;
 mod poller;
+mod poller_token;
 mod poller_v2;
 pub(crate) mod portal;
 pub(crate) mod portal_settings;
@@ -92,4 +93,5 @@ pub fn configure(cfg: &mut ServiceConfig) {
     counts::configure(cfg);
     whoami::configure(cfg);
     message_token::configure(cfg);
+    poller_token::configure(cfg);
 }

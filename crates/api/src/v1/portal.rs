@@ -158,6 +158,7 @@ pub(crate) fn mint(
         feature_flags: m.feature_flags,
         read_only: m.read_only,
         message_only: false,
+        poller: None,
         key,
         session: m.session,
         issued_ms: now.timestamp_millis(),

@@ -50,6 +50,7 @@ pub mod operational;
 pub mod page;
 pub mod partition_export;
 pub mod partitions;
+pub mod poller_tokens;
 pub mod poller_v2;
 pub mod portal_tokens;
 pub mod portals;

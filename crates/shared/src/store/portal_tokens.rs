@@ -10,8 +10,10 @@ use crate::{
     ids::{AppId, TenantId},
 };
 
-/// The longest a portal token lives: a revocation older than this refuses nothing.
-pub const LONGEST_TOKEN_MS: i64 = 30 * 86_400 * 1000;
+/// The longest a token of an application lives (a message token's five years;
+/// portal links' 30 days, poller tokens' year): a revocation older than this
+/// refuses nothing, and only then is it pruned.
+pub const LONGEST_TOKEN_MS: i64 = 5 * 365 * 86_400 * 1000;
 
 /// The session a logout refuses: that one token, by its id.
 pub fn logged_out(token_id: &str) -> String {

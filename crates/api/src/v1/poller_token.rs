@@ -1,0 +1,158 @@
+//! `v1.authentication.{get,rotate}-poller-token`: a token that may only poll one
+//! polling endpoint, for a customer's poller that should hold nothing more.
+
+use actix_web::{get, post, web, HttpResponse};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use hookgate_shared::{
+    crypto::{portal_token_id, PortalClaims},
+    db,
+    http::ApiError,
+    ids::{AppId, EndpointId, Ref},
+    status::EndpointKind,
+    store::{api_keys, applications::Application, poller_tokens},
+    AppState,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use super::endpoints::find_any;
+use crate::{KeyHolder, TenantAuth};
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(get_token).service(rotate_token);
+}
+
+/// A year: Svix's longest, and the lifetime of a token made by `GET` when there was none.
+const LONGEST_EXPIRY_SECS: i64 = 31_536_000;
+/// How long the token before a rotation keeps working unless `oldTokenExpiry` says.
+const DEFAULT_OLD_EXPIRY_SECS: i64 = 300;
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = RotatePollerTokenIn)]
+struct RotateIn {
+    /// The new token's lifetime in seconds (1 to a year; a year if left out).
+    expiry: Option<i64>,
+    /// How long the token before keeps working, in seconds (0 to a day; 300 if left out).
+    old_token_expiry: Option<i64>,
+}
+
+/// The poller token, as Svix answers it.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = PollerTokenOut)]
+struct TokenOut {
+    token: String,
+    id: String,
+    name: Option<String>,
+    created_at: DateTime<Utc>,
+    expires_at: Option<DateTime<Utc>>,
+    scopes: Option<Vec<String>>,
+}
+
+type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
+
+/// The polling endpoint (404 for any other kind, as it has no poller).
+async fn polling(state: &AppState, tenant: &TenantAuth, path: &EpPath) -> Result<(Application, EndpointId), ApiError> {
+    let (app_id, ep) = find_any(state, tenant, &path.0, &path.1).await?;
+    if ep.kind != EndpointKind::PollingEndpoint {
+        return Err(ApiError::NotFound("polling endpoint"));
+    }
+    let app = super::applications::find(state, tenant, &Ref::Id(app_id)).await?;
+    Ok((app, ep.id))
+}
+
+/// The token of a generation, minted the same way every time: `GET` answers the
+/// same text until a rotation.
+fn minted(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &Application,
+    ep: &EndpointId,
+    t: &poller_tokens::PollerToken,
+) -> TokenOut {
+    let claims = PortalClaims {
+        tenant: tenant.0.clone(),
+        app_id: app.id.to_string(),
+        app_uid: app.uid.clone(),
+        expires: t.expires_at.timestamp(),
+        feature_flags: Vec::new(),
+        read_only: false,
+        message_only: false,
+        poller: Some((ep.to_string(), t.generation)),
+        key: t.key.clone(),
+        session: String::new(),
+        issued_ms: t.issued_ms,
+    };
+    let token = state.config.master_key.portal_signer().issue(&claims);
+    TokenOut {
+        id: portal_token_id(&token),
+        token,
+        name: None,
+        created_at: Utc.timestamp_millis_opt(t.issued_ms).single().unwrap_or_else(Utc::now),
+        expires_at: Some(t.expires_at),
+        scopes: Some(vec![format!("poller:{ep}")]),
+    }
+}
+
+async fn rotate(
+    state: &AppState,
+    key: &KeyHolder,
+    app: &Application,
+    ep: &EndpointId,
+    expiry: i64,
+    old: i64,
+) -> Result<poller_tokens::PollerToken, ApiError> {
+    let conn = db::conn(&state.db).await?;
+    let expires = Utc::now() + Duration::seconds(expiry);
+    let old = std::time::Duration::from_secs(old as u64);
+    poller_tokens::rotate(&**conn, &key.0, &app.id, ep, &key.1, expires, old)
+        .await?
+        .ok_or(ApiError::NotFound("polling endpoint"))
+}
+
+/// The polling endpoint's current token: made (for a year) if there is none, or
+/// if the API key that made the current one was revoked (which ended it).
+#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.get-poller-token", responses((status = 200, body = TokenOut)))]
+#[get("/auth/app/{app_id}/poller/{endpoint_id}/token")]
+async fn get_token(key: KeyHolder, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
+    let tenant = TenantAuth(key.0.clone());
+    let (app, ep) = polling(&state, &tenant, &path).await?;
+    let current = {
+        let conn = db::conn(&state.db).await?;
+        match poller_tokens::get(&**conn, &key.0, &app.id, &ep).await? {
+            Some(t) if t.expires_at > Utc::now() && api_keys::is_live(&**conn, &key.0, &t.key).await? => Some(t),
+            _ => None,
+        }
+    };
+    let token = match current {
+        Some(t) => t,
+        None => rotate(&state, &key, &app, &ep, LONGEST_EXPIRY_SECS, 0).await?,
+    };
+    Ok(HttpResponse::Ok().json(minted(&state, &tenant, &app, &ep, &token)))
+}
+
+/// A new token for the polling endpoint; the one before works for `oldTokenExpiry` more seconds.
+#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.rotate-poller-token", request_body = RotateIn, responses((status = 201, body = TokenOut)))]
+#[post("/auth/app/{app_id}/poller/{endpoint_id}/token/rotate")]
+async fn rotate_token(
+    key: KeyHolder,
+    state: web::Data<AppState>,
+    path: EpPath,
+    body: Option<web::Json<RotateIn>>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.map(web::Json::into_inner).unwrap_or_default();
+    let expiry = body.expiry.unwrap_or(LONGEST_EXPIRY_SECS);
+    if !(1..=LONGEST_EXPIRY_SECS).contains(&expiry) {
+        return Err(ApiError::Validation(format!("`expiry` must be 1 to {LONGEST_EXPIRY_SECS} seconds")));
+    }
+    let old = body.old_token_expiry.unwrap_or(DEFAULT_OLD_EXPIRY_SECS);
+    if !(0..=86_400).contains(&old) {
+        return Err(ApiError::Validation("`oldTokenExpiry` must be 0 to 86400 seconds".into()));
+    }
+    let tenant = TenantAuth(key.0.clone());
+    let (app, ep) = polling(&state, &tenant, &path).await?;
+    let token = rotate(&state, &key, &app, &ep, expiry, old).await?;
+    Ok(HttpResponse::Created().json(minted(&state, &tenant, &app, &ep, &token)))
+}
