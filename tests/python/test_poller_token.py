@@ -86,3 +86,37 @@ def test_poller_tokens_are_only_for_polling_endpoints_and_sane_settings(hookgate
     assert call(hookgate, "POST", rotate, key=tenant["apiKey"], body={"oldTokenExpiry": 86401})[0] == 422
     portal = call(hookgate, "POST", f"/api/v1/auth/app-portal-access/{app}", key=tenant["apiKey"], body={})[2]["token"]
     assert call(hookgate, "GET", f"/api/v1/auth/app/{app}/poller/{polling}/token", key=portal)[0] == 403
+
+
+def test_a_rotation_body_is_read_whatever_its_content_type_and_a_bad_one_is_refused(hookgate, tenant, svix):
+    """Before, a body without `Content-Type: application/json`, or of the wrong shape, was
+    read as no body: `oldTokenExpiry: 0` left the old token working five minutes."""
+    import urllib.request
+    app, sink = polling_endpoint(svix)
+    first = call(hookgate, "GET", f"/api/v1/auth/app/{app}/poller/{sink}/token", key=tenant["apiKey"])[2]["token"]
+    rotate = f"/api/v1/auth/app/{app}/poller/{sink}/token/rotate"
+    req = urllib.request.Request(hookgate.url + rotate, data=b'{"oldTokenExpiry": 0}', method="POST")
+    req.add_header("Authorization", f"Bearer {tenant['apiKey']}")
+    req.add_header("Content-Type", "text/plain")
+    with urllib.request.urlopen(req, timeout=10) as res:
+        assert res.status == 201
+    assert call(hookgate, "GET", f"/api/v1/app/{app}/poller/{sink}", key=first)[0] == 401
+    for bad in ({"expiry": "60"}, {"old_token_expiry": 0}, {"expiry": 1e40}):
+        assert call(hookgate, "POST", rotate, key=tenant["apiKey"], body=bad)[0] == 422, bad
+
+
+def test_tokens_fetched_at_once_are_one_token_and_expire_all_gets_a_working_one_next(hookgate, tenant, svix):
+    """Before, two GETs of a new endpoint's token each made a generation, the second
+    ending the first's at once; and after expire-all, GET kept answering the dead token."""
+    from concurrent.futures import ThreadPoolExecutor
+    app, sink = polling_endpoint(svix)
+    path = f"/api/v1/auth/app/{app}/poller/{sink}/token"
+    with ThreadPoolExecutor(4) as pool:
+        tokens = list(pool.map(lambda _: call(hookgate, "GET", path, key=tenant["apiKey"])[2]["token"], range(4)))
+    poll = f"/api/v1/app/{app}/poller/{sink}"
+    for t in tokens:
+        assert call(hookgate, "GET", poll, key=t)[0] == 200
+    assert call(hookgate, "POST", f"/api/v1/auth/app/{app}/expire-all", key=tenant["apiKey"], body={})[0] == 204
+    assert call(hookgate, "GET", poll, key=tokens[0])[0] == 401
+    fresh = call(hookgate, "GET", path, key=tenant["apiKey"])[2]["token"]
+    assert fresh != tokens[0] and call(hookgate, "GET", poll, key=fresh)[0] == 200

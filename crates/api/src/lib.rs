@@ -110,7 +110,8 @@ impl PageQuery {
         self.checked(is_uid)
     }
 
-    fn checked(&self, ok: impl Fn(&str) -> bool) -> Result<PageRequest, ApiError> {
+    /// The page asked for where `ok` says which iterators the list has.
+    pub fn checked(&self, ok: impl Fn(&str) -> bool) -> Result<PageRequest, ApiError> {
         let page = PageRequest::new(self.limit, self.iterator.clone()).ordered(self.order);
         match &page.cursor {
             Some(c) if !ok(c.id()) => Err(ApiError::Validation(format!(

@@ -39,9 +39,10 @@ pub async fn limit_api(
         // App-portal links share a bucket of their own (one per tenant, however
         // many links it mints): its customers looping in the portal must not
         // spend the tenant's own API rate.
-        // A message or poller token is the tenant's own service: its rate is the tenant's.
+        // A message token is the tenant's own publishing service: its rate is the
+        // tenant's. A poller token is a customer's, as a portal link is.
         let bucket = match req.extensions().get::<Principal>() {
-            Some(Principal::Portal { message_only: false, poller: None, .. }) => "portal",
+            Some(Principal::Portal { message_only: false, .. }) => "portal",
             _ => "api",
         };
         let checked = match limits::quotas(&state, &tenant).await {

@@ -1,4 +1,4 @@
-//! Ingress's operational notices: a burst of invalid signatures on a source
+//! Ingress's operational notices (and, in `log`, the log of refused requests): a burst of invalid signatures on a source
 //! (`source.signature_failures`) and a source refused by its tenant's quota
 //! (`source.quota_exceeded`), each at most once per source per window, counted
 //! across instances in Redis (per instance while Redis is away).
@@ -36,11 +36,13 @@ return n
 pub struct Alerts {
     script: Script,
     local: Mutex<LocalCounts>,
+    /// The log of refused requests a source's owner reads (Svix's ingest log).
+    pub log: crate::refusals::RefusalLog,
 }
 
 impl Default for Alerts {
     fn default() -> Self {
-        Alerts { script: Script::new(COUNT), local: Mutex::new(HashMap::new()) }
+        Alerts { script: Script::new(COUNT), local: Mutex::new(HashMap::new()), log: Default::default() }
     }
 }
 

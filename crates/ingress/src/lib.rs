@@ -19,6 +19,7 @@ pub mod key;
 pub mod metrics;
 pub mod prune;
 pub mod receive;
+pub mod refusals;
 pub mod secrets;
 pub mod verify;
 

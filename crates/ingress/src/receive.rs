@@ -196,7 +196,11 @@ async fn receive_at(
         }
     };
     let services = Services { state: &state, forwarder: &forwarder, group: &group, certs: &certs };
-    let result = handle(&req, payload, services, &source).await;
+    // The body is kept to log a refusal with (Svix's ingest log).
+    let (result, body) = match read_body(payload, state.config.max_body).await {
+        Ok(body) => (handle(&req, &body, services, &source).await, body),
+        Err(refusal) => (Err(refusal), Vec::new()),
+    };
     match &result {
         Ok(Outcome::Admitted(Admitted::Duplicate(_, Layer::Redis), _)) => {
             state.limits.tally(&source.tenant_id, Counter::InboundDuplicates);
@@ -259,7 +263,10 @@ async fn receive_at(
         }
         Err(refusal) => {
             metrics.request(tenant, refusal.outcome());
-            Err(refusal.into_api())
+            let refused = refusal.into_api();
+            let status = actix_web::ResponseError::status_code(&refused).as_u16();
+            alerts.log.record(&state, &source, status, &refused.to_string(), req.headers(), &body);
+            Err(refused)
         }
     }
 }
@@ -297,12 +304,11 @@ fn signed_url(req: &HttpRequest, state: &AppState, source: &sources::Source) -> 
 
 async fn handle(
     req: &HttpRequest,
-    payload: web::Payload,
+    body: &[u8],
     services: Services<'_>,
     source: &sources::Source,
 ) -> Result<Outcome, Refusal> {
     let Services { state, forwarder, group, certs } = services;
-    let body = read_body(payload, state.config.max_body).await?;
     let secrets = secrets::valid_secrets(state, source).map_err(Refusal::Internal)?;
     let url = match source.provider.signs_url() || source.provider.reads_query() {
         true => signed_url(req, state, source),
@@ -311,7 +317,7 @@ async fn handle(
     let request = verify::Request {
         provider: &source.provider,
         headers: req.headers(),
-        body: &body,
+        body,
         method: req.method().as_str(),
         url: &url,
         now: chrono::Utc::now().timestamp(),
@@ -365,8 +371,15 @@ async fn handle(
         .unwrap_or("application/octet-stream")
         .to_owned();
     let event_type = extract::event_type(source.event_type_path.as_deref(), &request);
-    let candidate =
-        Candidate { source, retention_days, key: key.clone(), plain_key, event_type, content_type, payload: body };
+    let candidate = Candidate {
+        source,
+        retention_days,
+        key: key.clone(),
+        plain_key,
+        event_type,
+        content_type,
+        payload: body.to_vec(),
+    };
     let span = hookgate_shared::otel_span!("ingress.admit", mode = source.mode.as_str());
     let admitted = async {
         if source.mode == Mode::Sync {

@@ -4,10 +4,12 @@
 
 mod endpoints;
 mod extras;
+mod log;
 mod sources;
 
 pub fn configure(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
     sources::configure(cfg);
     endpoints::configure(cfg);
     extras::configure(cfg);
+    log::configure(cfg);
 }

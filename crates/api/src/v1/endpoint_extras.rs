@@ -212,7 +212,10 @@ async fn get_headers(
 pub(crate) async fn values_hidden(req: &HttpRequest, state: &AppState, tenant: &TenantId) -> Result<bool, ApiError> {
     // Read before any await: the request's extensions are a RefCell.
     let portal = match req.extensions().get::<Principal>() {
-        Some(Principal::Portal { read_only, .. }) => Some(*read_only),
+        // A message or poller token sees no values (no route of theirs shows any).
+        Some(Principal::Portal { read_only, message_only, poller, .. }) => {
+            Some(*read_only || *message_only || poller.is_some())
+        }
         _ => None,
     };
     Ok(match portal {

@@ -9,7 +9,12 @@ use hookgate_shared::{
     http::ApiError,
     ids::{AppId, EndpointId, Ref},
     status::EndpointKind,
-    store::{api_keys, applications::Application, poller_tokens},
+    store::{
+        api_keys,
+        applications::Application,
+        poller_tokens::{self, Rotated},
+        portal_tokens, StoreError,
+    },
     AppState,
 };
 use serde::{Deserialize, Serialize};
@@ -17,7 +22,7 @@ use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::endpoints::find_any;
-use crate::{KeyHolder, TenantAuth};
+use crate::{optional_json, KeyHolder, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_token).service(rotate_token);
@@ -29,7 +34,7 @@ const LONGEST_EXPIRY_SECS: i64 = 31_536_000;
 const DEFAULT_OLD_EXPIRY_SECS: i64 = 300;
 
 #[derive(Deserialize, ToSchema, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(as = RotatePollerTokenIn)]
 struct RotateIn {
     /// The new token's lifetime in seconds (1 to a year; a year if left out).
@@ -96,20 +101,54 @@ fn minted(
     }
 }
 
+/// Makes the next generation current if `seen` still is (see [`poller_tokens::rotate`]),
+/// in one transaction with the endpoint's lock; the token current afterwards.
 async fn rotate(
     state: &AppState,
     key: &KeyHolder,
     app: &Application,
     ep: &EndpointId,
+    seen: Option<i32>,
     expiry: i64,
     old: i64,
 ) -> Result<poller_tokens::PollerToken, ApiError> {
-    let conn = db::conn(&state.db).await?;
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
     let expires = Utc::now() + Duration::seconds(expiry);
-    let old = std::time::Duration::from_secs(old as u64);
-    poller_tokens::rotate(&**conn, &key.0, &app.id, ep, &key.1, expires, old)
-        .await?
-        .ok_or(ApiError::NotFound("polling endpoint"))
+    let grace = std::time::Duration::from_secs(old as u64);
+    let rotated = poller_tokens::rotate(&*tx, &key.0, &app.id, ep, seen, &key.1, expires, grace).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    match rotated {
+        Rotated::Made(t) => Ok(t),
+        Rotated::Gone => Err(ApiError::NotFound("polling endpoint")),
+        // Another request made one first: that one is current, and answered.
+        Rotated::Raced => {
+            let conn = db::conn(&state.db).await?;
+            poller_tokens::get(&**conn, &key.0, &app.id, ep).await?.ok_or(ApiError::NotFound("polling endpoint"))
+        }
+    }
+}
+
+/// Whether the token of this generation works: unexpired, its key live, and not
+/// ended by `expire-all` or a logout.
+async fn works(
+    state: &AppState,
+    tenant: &TenantAuth,
+    app: &Application,
+    out: &TokenOut,
+    t: &poller_tokens::PollerToken,
+) -> Result<bool, ApiError> {
+    if t.expires_at <= Utc::now() {
+        return Ok(false);
+    }
+    let conn = db::conn(&state.db).await?;
+    if !api_keys::is_live(&**conn, &tenant.0, &t.key).await? {
+        return Ok(false);
+    }
+    let now_ms = Utc::now().timestamp_millis();
+    let revoked =
+        portal_tokens::is_revoked(&**conn, &tenant.0, app.id.as_str(), "", &out.id, t.issued_ms, now_ms).await?;
+    Ok(!revoked)
 }
 
 /// The polling endpoint's current token: made (for a year) if there is none, or
@@ -121,15 +160,17 @@ async fn get_token(key: KeyHolder, state: web::Data<AppState>, path: EpPath) -> 
     let (app, ep) = polling(&state, &tenant, &path).await?;
     let current = {
         let conn = db::conn(&state.db).await?;
-        match poller_tokens::get(&**conn, &key.0, &app.id, &ep).await? {
-            Some(t) if t.expires_at > Utc::now() && api_keys::is_live(&**conn, &key.0, &t.key).await? => Some(t),
-            _ => None,
+        poller_tokens::get(&**conn, &key.0, &app.id, &ep).await?
+    };
+    if let Some(t) = &current {
+        let out = minted(&state, &tenant, &app, &ep, t);
+        if works(&state, &tenant, &app, &out, t).await? {
+            return Ok(HttpResponse::Ok().json(out));
         }
-    };
-    let token = match current {
-        Some(t) => t,
-        None => rotate(&state, &key, &app, &ep, LONGEST_EXPIRY_SECS, 0).await?,
-    };
+    }
+    // None, or one that no longer works: the next, unless another request made it first.
+    let seen = current.map(|t| t.generation);
+    let token = rotate(&state, &key, &app, &ep, seen, LONGEST_EXPIRY_SECS, 0).await?;
     Ok(HttpResponse::Ok().json(minted(&state, &tenant, &app, &ep, &token)))
 }
 
@@ -140,9 +181,9 @@ async fn rotate_token(
     key: KeyHolder,
     state: web::Data<AppState>,
     path: EpPath,
-    body: Option<web::Json<RotateIn>>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.map(web::Json::into_inner).unwrap_or_default();
+    let body: RotateIn = optional_json(&body)?;
     let expiry = body.expiry.unwrap_or(LONGEST_EXPIRY_SECS);
     if !(1..=LONGEST_EXPIRY_SECS).contains(&expiry) {
         return Err(ApiError::Validation(format!("`expiry` must be 1 to {LONGEST_EXPIRY_SECS} seconds")));
@@ -153,6 +194,10 @@ async fn rotate_token(
     }
     let tenant = TenantAuth(key.0.clone());
     let (app, ep) = polling(&state, &tenant, &path).await?;
-    let token = rotate(&state, &key, &app, &ep, expiry, old).await?;
+    let seen = {
+        let conn = db::conn(&state.db).await?;
+        poller_tokens::get(&**conn, &key.0, &app.id, &ep).await?.map(|t| t.generation)
+    };
+    let token = rotate(&state, &key, &app, &ep, seen, expiry, old).await?;
     Ok(HttpResponse::Created().json(minted(&state, &tenant, &app, &ep, &token)))
 }

@@ -63,6 +63,7 @@ pub mod retention;
 pub mod retention_stats;
 pub mod search;
 pub mod sinks;
+pub mod source_refusals;
 pub mod sources;
 pub mod statistics;
 pub mod tasks;

@@ -40,43 +40,73 @@ pub async fn get(
 }
 
 /// Makes the next generation current (the first, if there was none), made by
-/// `key`; the one before it keeps working for `old_grace` (none if zero). Takes
-/// the endpoint's row lock first, so a deletion racing it ends one way or the other.
+/// `key`; the one before keeps working for `old_grace` (none if zero). Only if
+/// the current generation is still `seen` (`None`: there is none), so two callers
+/// that saw the same one make one new generation between them, not two (the
+/// second would end the first's at once): `None` then, and the caller reads what
+/// is current. Run it in a transaction: the endpoint's row is locked first (and
+/// must still be a polling endpoint), so a deletion racing it ends one way or the other.
+#[allow(clippy::too_many_arguments)]
 pub async fn rotate(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
     ep: &EndpointId,
+    seen: Option<i32>,
     key: &ApiKeyId,
     expires_at: DateTime<Utc>,
     old_grace: std::time::Duration,
-) -> Result<Option<PollerToken>, StoreError> {
+) -> Result<Rotated, StoreError> {
     let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     let locked = db
         .query_opt(
-            "SELECT 1 FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR NO KEY UPDATE",
-            &[&t, &a, &e],
+            "SELECT 1 FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 AND kind = $4 FOR NO KEY UPDATE",
+            &[&t, &a, &e, &crate::status::EndpointKind::PollingEndpoint.code()],
         )
         .await?;
     if locked.is_none() {
-        return Ok(None);
+        return Ok(Rotated::Gone);
     }
     let issued_ms = Utc::now().timestamp_millis();
     let grace_ms = old_grace.as_millis() as f64;
-    let row = db
-        .query_one(
-            "INSERT INTO poller_tokens (tenant_id, app_id, endpoint_id, generation, key_id, issued_ms, expires_at)
-             VALUES ($1, $2, $3, 1, $4, $5, $6)
-             ON CONFLICT (tenant_id, app_id, endpoint_id) DO UPDATE
-             SET generation = poller_tokens.generation + 1, key_id = EXCLUDED.key_id,
-                 issued_ms = EXCLUDED.issued_ms, expires_at = EXCLUDED.expires_at,
-                 old_generation = poller_tokens.generation,
-                 old_until = LEAST(poller_tokens.expires_at, now() + make_interval(secs => $7::float8 / 1000))
-             RETURNING generation",
-            &[&t, &a, &e, &key.as_str(), &issued_ms, &expires_at, &grace_ms],
-        )
-        .await?;
-    Ok(Some(PollerToken { generation: row.get(0), key: key.clone(), issued_ms, expires_at }))
+    let row = match seen {
+        None => {
+            db.query_opt(
+                "INSERT INTO poller_tokens (tenant_id, app_id, endpoint_id, generation, key_id, issued_ms, expires_at)
+                 VALUES ($1, $2, $3, 1, $4, $5, $6)
+                 ON CONFLICT (tenant_id, app_id, endpoint_id) DO NOTHING
+                 RETURNING generation",
+                &[&t, &a, &e, &key.as_str(), &issued_ms, &expires_at],
+            )
+            .await?
+        }
+        Some(seen) => {
+            db.query_opt(
+                "UPDATE poller_tokens
+                 SET generation = generation + 1, key_id = $4, issued_ms = $5, expires_at = $6,
+                     old_generation = generation,
+                     old_until = LEAST(expires_at, now() + make_interval(secs => $7::float8 / 1000))
+                 WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND generation = $8
+                 RETURNING generation",
+                &[&t, &a, &e, &key.as_str(), &issued_ms, &expires_at, &grace_ms, &seen],
+            )
+            .await?
+        }
+    };
+    Ok(match row {
+        Some(r) => Rotated::Made(PollerToken { generation: r.get(0), key: key.clone(), issued_ms, expires_at }),
+        None => Rotated::Raced,
+    })
+}
+
+/// What a rotation did.
+#[derive(Debug)]
+pub enum Rotated {
+    Made(PollerToken),
+    /// Another caller made a new generation first: read what is current.
+    Raced,
+    /// The endpoint is gone, or is no polling endpoint now.
+    Gone,
 }
 
 /// Whether generation `generation` of the endpoint's token works now: the current
