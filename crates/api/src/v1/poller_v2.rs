@@ -7,7 +7,7 @@
 //! over if one of them dies. Leases go by the database's clock.
 
 use actix_web::{get, http::StatusCode, post, web, HttpResponse};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{Duration, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
@@ -130,10 +130,7 @@ async fn consumer_poll(
         None => {
             let start = match q.starting_position.unwrap_or(StartingPosition::Earliest) {
                 StartingPosition::Earliest => Position::ZERO,
-                StartingPosition::Latest => {
-                    let now: DateTime<Utc> = tx.query_one("SELECT now()", &[]).await.map_err(StoreError::from)?.get(0);
-                    sinks::position_at(&*tx, &tenant.0, &app, &sink_id, now).await?
-                }
+                StartingPosition::Latest => sinks::position_now(&*tx, &tenant.0).await?,
             };
             // Made first, then locked: a first poll beside another takes its turn.
             poller_v2::create(&*tx, &tenant.0, &app, &sink_id, &path.2, start).await?;

@@ -261,6 +261,14 @@ pub struct Filtered {
 /// would pass those). Rows of transactions still running, whenever they began,
 /// come after the horizon. So nothing logged after `at` is passed; a row logged a
 /// little before it may come after the start.
+/// The position just before whatever is logged from now on (a consumer that
+/// starts at the latest): the horizon below which every transaction has ended.
+/// The horizon is the database's, the same for every tenant's log.
+pub async fn position_now(db: &impl GenericClient, _tenant: &TenantId) -> Result<Position, StoreError> {
+    let row = db.query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", &[]).await?;
+    Ok(Position { xid: row.get::<_, String>(0).parse().unwrap_or(0), seq: 0 })
+}
+
 pub async fn position_at(
     db: &impl GenericClient,
     tenant: &TenantId,
