@@ -43,3 +43,22 @@ def test_another_tenants_source_log_is_not_found(svix, hookgate):
     src = svix.ingest.source.create(IngestSourceIn(name="Resend", type="resend", config=SvixConfig(secret=SENDER_SECRET)))
     other = hookgate.admin("POST", "/admin/v1/tenant", {"name": "other-log"})
     assert call(hookgate, "GET", f"/ingest/api/v1/source/{src.id}/log", key=other["apiKey"])[0] == 404
+
+
+def test_a_source_keeps_its_newest_hundred_refusals(svix, hookgate, tenant):
+    import subprocess
+    src = svix.ingest.source.create(IngestSourceIn(name="Resend", type="resend", config=SvixConfig(secret=SENDER_SECRET)))
+    db = hookgate.env["DATABASE_URL"]
+    subprocess.run(["psql", db, "-qc",
+                    f"INSERT INTO source_refusals (tenant_id, source_id, id, status_code, error_text, headers, payload) "
+                    f"SELECT '{tenant['id']}', '{src.id}', 'log' || lpad(n::text, 22, '0'), 400, 'old', '{{}}', '' "
+                    f"FROM generate_series(1, 150) n"], check=True)
+    forged = signed(b"{}", "msg_trim", "whsec_" + "Zm9yZ2VkLXNlY3JldC1mb3ItaW5nZXN0LXRlc3Rz")
+    assert post_to(src.ingest_url, b"{}", forged) == 401
+
+    def count():
+        return int(subprocess.run(["psql", db, "-Atc", f"SELECT count(*) FROM source_refusals WHERE source_id = '{src.id}'"],
+                                  capture_output=True, text=True, check=True).stdout)
+    eventually(lambda: count() <= 101)
+    newest = call(hookgate, "GET", f"/ingest/api/v1/source/{src.id}/log?limit=1", key=tenant["apiKey"])[2]["data"][0]
+    assert newest["error_text"] != "old", "the refusal just made is kept"

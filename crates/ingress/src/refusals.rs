@@ -103,7 +103,7 @@ impl RefusalLog {
             })
             .await;
             if let Err(e) = written {
-                tracing::debug!(error = %e, source = %refused.source_id, "a refused request could not be logged");
+                tracing::warn!(error = %e, source = %refused.source_id, "a refused request could not be logged");
             }
         });
     }

@@ -52,7 +52,7 @@ pub async fn insert(db: &impl GenericClient, tenant: &TenantId, r: &Refused) -> 
          )
          DELETE FROM source_refusals WHERE tenant_id = $1 AND source_id = $2 AND id < (
             SELECT id FROM source_refusals WHERE tenant_id = $1 AND source_id = $2
-            ORDER BY id DESC OFFSET $8 - 1 LIMIT 1)",
+            ORDER BY id DESC OFFSET $8::bigint - 1 LIMIT 1)",
         &[&tenant.as_str(), &r.source_id.as_str(), &r.id, &r.status_code, &r.error_text, &r.headers, &r.payload, &KEPT],
     )
     .await?;
