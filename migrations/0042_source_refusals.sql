@@ -7,8 +7,9 @@
 CREATE TABLE IF NOT EXISTS source_refusals (
     tenant_id    text NOT NULL,
     source_id    text NOT NULL,
-    -- `log` and 22 base-62 digits of a ULID: ordered as made.
-    id           text NOT NULL,
+    -- `log` and 22 base-62 digits of a ULID: ordered as made, byte by byte (`C`),
+    -- whatever the database's collation (which would fold the digits' cases).
+    id           text COLLATE "C" NOT NULL,
     status_code  smallint NOT NULL,
     error_text   text NOT NULL,
     -- The request's headers, credentials redacted.

@@ -196,9 +196,13 @@ async fn receive_at(
         }
     };
     let services = Services { state: &state, forwarder: &forwarder, group: &group, certs: &certs };
-    // The body is kept to log a refusal with (Svix's ingest log).
-    let (result, body) = match read_body(payload, state.config.max_body).await {
-        Ok(body) => (handle(&req, &body, services, &source).await, body),
+    // The body's start is kept to log a refusal with (Svix's ingest log); the body
+    // itself goes on to be admitted, not copied.
+    let (result, head) = match read_body(payload, state.config.max_body).await {
+        Ok(body) => {
+            let head = body[..body.len().min(crate::refusals::KEPT_BODY)].to_vec();
+            (handle(&req, body, services, &source).await, head)
+        }
         Err(refusal) => (Err(refusal), Vec::new()),
     };
     match &result {
@@ -265,7 +269,7 @@ async fn receive_at(
             metrics.request(tenant, refusal.outcome());
             let refused = refusal.into_api();
             let status = actix_web::ResponseError::status_code(&refused).as_u16();
-            alerts.log.record(&state, &source, status, &refused.to_string(), req.headers(), &body);
+            alerts.log.record(&state, &source, status, &refused.to_string(), req.headers(), &head);
             Err(refused)
         }
     }
@@ -304,7 +308,7 @@ fn signed_url(req: &HttpRequest, state: &AppState, source: &sources::Source) -> 
 
 async fn handle(
     req: &HttpRequest,
-    body: &[u8],
+    body: Vec<u8>,
     services: Services<'_>,
     source: &sources::Source,
 ) -> Result<Outcome, Refusal> {
@@ -317,7 +321,7 @@ async fn handle(
     let request = verify::Request {
         provider: &source.provider,
         headers: req.headers(),
-        body,
+        body: &body,
         method: req.method().as_str(),
         url: &url,
         now: chrono::Utc::now().timestamp(),
@@ -371,15 +375,8 @@ async fn handle(
         .unwrap_or("application/octet-stream")
         .to_owned();
     let event_type = extract::event_type(source.event_type_path.as_deref(), &request);
-    let candidate = Candidate {
-        source,
-        retention_days,
-        key: key.clone(),
-        plain_key,
-        event_type,
-        content_type,
-        payload: body.to_vec(),
-    };
+    let candidate =
+        Candidate { source, retention_days, key: key.clone(), plain_key, event_type, content_type, payload: body };
     let span = hookgate_shared::otel_span!("ingress.admit", mode = source.mode.as_str());
     let admitted = async {
         if source.mode == Mode::Sync {

@@ -27,12 +27,22 @@ use tokio::sync::Semaphore;
 const APART: Duration = Duration::from_secs(1);
 /// Writes in flight at once.
 const MOST_WRITING: usize = 4;
-/// What is kept of the body, and of each header.
-const KEPT_BODY: usize = 4096;
+/// What is kept of the body, of each header, and of the headers in all.
+pub const KEPT_BODY: usize = 4096;
 const KEPT_HEADER: usize = 1024;
-const MOST_HEADERS: usize = 64;
-/// Headers that carry a credential: their values are not logged.
-const SECRET_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie", "x-api-key"];
+const KEPT_HEADERS: usize = 8192;
+/// Header names whose values are not logged: credentials by name (some providers
+/// send the source's secret itself as a header: GitLab's `X-Gitlab-Token`, Vapi's
+/// `X-Vapi-Secret`), and what a proxy adds that repeats the path, which holds the
+/// ingest URL's token.
+const SECRET_WORDS: &[&str] = &["auth", "token", "secret", "password", "passwd", "key", "cookie", "session"];
+const PATH_HEADERS: &[&str] =
+    &["x-original-uri", "x-forwarded-uri", "x-original-url", "x-envoy-original-path", "x-rewrite-url"];
+
+/// Whether a header's value may be a credential (or the ingest URL's token).
+fn secret_header(name: &str) -> bool {
+    SECRET_WORDS.iter().any(|w| name.contains(w)) || PATH_HEADERS.contains(&name)
+}
 
 pub struct RefusalLog {
     last: Mutex<HashMap<String, Instant>>,
@@ -45,24 +55,39 @@ impl Default for RefusalLog {
     }
 }
 
-/// Text Postgres keeps, at most `most` bytes of it (cut on a character boundary).
+/// Text Postgres keeps (invalid UTF-8 and NUL made U+FFFD), cut to at most
+/// `most` bytes on a character boundary.
 fn kept_text(bytes: &[u8], most: usize) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(most)]).replace('\0', "\u{fffd}");
+    let mut text = String::from_utf8_lossy(bytes).replace('\0', "\u{fffd}");
+    if text.len() > most {
+        let mut cut = most;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
     text
 }
 
+/// The headers, credentials redacted, a repeated one's values joined, within [`KEPT_HEADERS`].
 fn kept_headers(headers: &HeaderMap) -> Value {
-    let kept: Map<String, Value> = headers
-        .iter()
-        .take(MOST_HEADERS)
-        .map(|(name, value)| {
-            let value = match SECRET_HEADERS.contains(&name.as_str()) {
-                true => "[redacted]".to_owned(),
-                false => kept_text(value.as_bytes(), KEPT_HEADER),
-            };
-            (name.as_str().to_owned(), Value::String(value))
-        })
-        .collect();
+    let mut kept = Map::new();
+    let mut room = KEPT_HEADERS;
+    for name in headers.keys() {
+        let value = match secret_header(name.as_str()) {
+            true => "[redacted]".to_owned(),
+            false => {
+                let values: Vec<&[u8]> = headers.get_all(name).map(|v| v.as_bytes()).collect();
+                kept_text(&values.join(&b", "[..]), KEPT_HEADER)
+            }
+        };
+        let size = name.as_str().len() + value.len();
+        if size > room {
+            break;
+        }
+        room -= size;
+        kept.insert(name.as_str().to_owned(), Value::String(value));
+    }
     Value::Object(kept)
 }
 
@@ -70,7 +95,9 @@ impl RefusalLog {
     /// Logs a refusal of `source` (its status and why), unless one was logged
     /// for it within [`APART`], or too many writes are in flight.
     pub fn record(&self, state: &AppState, source: &Source, status: u16, why: &str, headers: &HeaderMap, body: &[u8]) {
-        if status >= 500 {
+        // Only an ingest source's log is read (Svix's ingest API); nor is a failure
+        // of Hookgate's own (5xx) the sender's doing.
+        if status >= 500 || source.ingest.is_none() {
             return;
         }
         {
@@ -102,9 +129,43 @@ impl RefusalLog {
                 source_refusals::insert(&**conn, &tenant, &refused).await
             })
             .await;
-            if let Err(e) = written {
-                tracing::warn!(error = %e, source = %refused.source_id, "a refused request could not be logged");
+            match written {
+                Ok(()) => {}
+                // The source was deleted meanwhile: its log went with it.
+                Err(e) if e.is_gone_reference() => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, source = %refused.source_id, "a refused request could not be logged")
+                }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_and_the_path_are_redacted_repeated_headers_joined_and_text_cut_on_a_character() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("x-gitlab-token", "glpat-secret"),
+            ("x-vapi-secret", "s"),
+            ("authorization", "Basic eA=="),
+            ("x-original-uri", "/in/src_1/tok"),
+            ("x-hub-signature-256", "sha256=ab"),
+        ] {
+            h.insert(k.parse().unwrap(), v.parse().unwrap());
+        }
+        h.append("x-sig".parse().unwrap(), "a".parse().unwrap());
+        h.append("x-sig".parse().unwrap(), "b".parse().unwrap());
+        let kept = kept_headers(&h);
+        for k in ["x-gitlab-token", "x-vapi-secret", "authorization", "x-original-uri"] {
+            assert_eq!(kept[k], "[redacted]", "{k}");
+        }
+        assert_eq!(kept["x-hub-signature-256"], "sha256=ab");
+        assert_eq!(kept["x-sig"], "a, b");
+        assert_eq!(kept_text("aé".as_bytes(), 2), "a", "not cut inside é");
+        assert_eq!(kept_text(b"a\0\xffb", 100), "a\u{fffd}\u{fffd}b");
     }
 }

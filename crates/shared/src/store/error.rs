@@ -109,6 +109,11 @@ impl StoreError {
     pub fn is_locked(&self) -> bool {
         matches!(self, StoreError::Locked(_))
     }
+
+    /// Whether a foreign key said no: the row referred to went meanwhile.
+    pub fn is_gone_reference(&self) -> bool {
+        matches!(self, StoreError::Db(e) if e.code() == Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION))
+    }
 }
 
 /// An error's message with its causes: tokio-postgres says only "db error" or

@@ -43,7 +43,8 @@ pub fn is_log_id(id: &str) -> bool {
     id.strip_prefix("log").is_some_and(|d| d.len() == 22 && d.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
-/// Records one refusal and trims the source to its newest [`KEPT`].
+/// Records one refusal and trims the source to its newest [`KEPT`] (the delete
+/// does not see the row this statement adds: it keeps one fewer of the rest).
 pub async fn insert(db: &impl GenericClient, tenant: &TenantId, r: &Refused) -> Result<(), StoreError> {
     db.execute(
         "WITH added AS (
@@ -52,7 +53,7 @@ pub async fn insert(db: &impl GenericClient, tenant: &TenantId, r: &Refused) -> 
          )
          DELETE FROM source_refusals WHERE tenant_id = $1 AND source_id = $2 AND id < (
             SELECT id FROM source_refusals WHERE tenant_id = $1 AND source_id = $2
-            ORDER BY id DESC OFFSET $8::bigint - 1 LIMIT 1)",
+            ORDER BY id DESC OFFSET $8::bigint - 2 LIMIT 1)",
         &[&tenant.as_str(), &r.source_id.as_str(), &r.id, &r.status_code, &r.error_text, &r.headers, &r.payload, &KEPT],
     )
     .await?;
