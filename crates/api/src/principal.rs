@@ -161,13 +161,8 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
         // token of types hidden behind a feature flag.
         return allowed(method == "GET" && !rest.ends_with("/retry-schedule"));
     }
-    // A token may end itself (Svix's `logout`) and ask what it is (`whoami`), and
-    // nothing else of `auth`.
-    if rest == "/api/v1/auth/logout" {
-        return allowed(method == "POST");
-    }
-    if rest == "/api/v1/auth/whoami" {
-        return allowed(method == "GET");
+    if about_itself(method, rest) {
+        return PortalAccess::Allowed;
     }
     let Some(after) = rest.strip_prefix("/api/v1/app/") else { return PortalAccess::Denied };
     let (app, sub) = after.split_once('/').unwrap_or((after, ""));
@@ -196,6 +191,12 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     }
 }
 
+/// What every kind of token may do about itself, and nothing else of `auth`: end
+/// itself (Svix's `logout`) and ask what it is (`whoami`).
+fn about_itself(method: &str, rest: &str) -> bool {
+    (rest == "/api/v1/auth/logout" && method == "POST") || (rest == "/api/v1/auth/whoami" && method == "GET")
+}
+
 /// Whether a message token may make this request: creating a message in its
 /// application (and asking what it is), nothing else.
 pub fn message_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
@@ -203,7 +204,7 @@ pub fn message_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     if path.contains('%') {
         return PortalAccess::Denied;
     }
-    if (rest == "/api/v1/auth/whoami" && method == "GET") || (rest == "/api/v1/auth/logout" && method == "POST") {
+    if about_itself(method, rest) {
         return PortalAccess::Allowed;
     }
     match rest.strip_prefix("/api/v1/app/").and_then(|r| r.strip_suffix("/msg")) {
@@ -223,7 +224,7 @@ pub fn poller_access(app_id: &str, ep: &str, method: &str, path: &str) -> Portal
     if path.contains('%') {
         return PortalAccess::Denied;
     }
-    if (rest == "/api/v1/auth/whoami" && method == "GET") || (rest == "/api/v1/auth/logout" && method == "POST") {
+    if about_itself(method, rest) {
         return PortalAccess::Allowed;
     }
     let Some(after) = rest.strip_prefix("/api/v1/app/") else { return PortalAccess::Denied };

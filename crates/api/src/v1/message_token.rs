@@ -35,18 +35,18 @@ struct CreateTokenIn {
     expiry: Option<u64>,
 }
 
-/// The token, shown once.
+/// A token of a limited kind (a message token, a poller token), as Svix answers it.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(as = ApiTokenOut)]
-struct ApiTokenOut {
-    token: String,
+pub(crate) struct ApiTokenOut {
+    pub token: String,
     /// What a logout or `expire-all` of the application ends it by.
-    id: String,
-    name: Option<String>,
-    created_at: DateTime<Utc>,
-    expires_at: Option<DateTime<Utc>>,
-    scopes: Option<Vec<String>>,
+    pub id: String,
+    pub name: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub scopes: Option<Vec<String>>,
 }
 
 /// A token limited to `POST /api/v1/app/{app_id}/msg` (and `whoami`); it lives

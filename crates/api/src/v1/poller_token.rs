@@ -2,7 +2,7 @@
 //! polling endpoint, for a customer's poller that should hold nothing more.
 
 use actix_web::{get, post, web, HttpResponse};
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use chrono::{Duration, TimeZone, Utc};
 use hookgate_shared::{
     crypto::{portal_token_id, PortalClaims},
     db,
@@ -17,11 +17,12 @@ use hookgate_shared::{
     },
     AppState,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::endpoints::find_any;
+use super::message_token::ApiTokenOut;
 use crate::{optional_json, KeyHolder, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -41,19 +42,6 @@ struct RotateIn {
     expiry: Option<i64>,
     /// How long the token before keeps working, in seconds (0 to a day; 300 if left out).
     old_token_expiry: Option<i64>,
-}
-
-/// The poller token, as Svix answers it.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[schema(as = PollerTokenOut)]
-struct TokenOut {
-    token: String,
-    id: String,
-    name: Option<String>,
-    created_at: DateTime<Utc>,
-    expires_at: Option<DateTime<Utc>>,
-    scopes: Option<Vec<String>>,
 }
 
 type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
@@ -76,7 +64,7 @@ fn minted(
     app: &Application,
     ep: &EndpointId,
     t: &poller_tokens::PollerToken,
-) -> TokenOut {
+) -> ApiTokenOut {
     let claims = PortalClaims {
         tenant: tenant.0.clone(),
         app_id: app.id.to_string(),
@@ -91,7 +79,7 @@ fn minted(
         issued_ms: t.issued_ms,
     };
     let token = state.config.master_key.portal_signer().issue(&claims);
-    TokenOut {
+    ApiTokenOut {
         id: portal_token_id(&token),
         token,
         name: None,
@@ -135,7 +123,7 @@ async fn works(
     state: &AppState,
     tenant: &TenantAuth,
     app: &Application,
-    out: &TokenOut,
+    out: &ApiTokenOut,
     t: &poller_tokens::PollerToken,
 ) -> Result<bool, ApiError> {
     if t.expires_at <= Utc::now() {
@@ -153,7 +141,7 @@ async fn works(
 
 /// The polling endpoint's current token: made (for a year) if there is none, or
 /// if the API key that made the current one was revoked (which ended it).
-#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.get-poller-token", responses((status = 200, body = TokenOut)))]
+#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.get-poller-token", responses((status = 200, body = ApiTokenOut)))]
 #[get("/auth/app/{app_id}/poller/{endpoint_id}/token")]
 async fn get_token(key: KeyHolder, state: web::Data<AppState>, path: EpPath) -> Result<HttpResponse, ApiError> {
     let tenant = TenantAuth(key.0.clone());
@@ -175,7 +163,7 @@ async fn get_token(key: KeyHolder, state: web::Data<AppState>, path: EpPath) -> 
 }
 
 /// A new token for the polling endpoint; the one before works for `oldTokenExpiry` more seconds.
-#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.rotate-poller-token", request_body = RotateIn, responses((status = 201, body = TokenOut)))]
+#[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.rotate-poller-token", request_body = RotateIn, responses((status = 201, body = ApiTokenOut)))]
 #[post("/auth/app/{app_id}/poller/{endpoint_id}/token/rotate")]
 async fn rotate_token(
     key: KeyHolder,

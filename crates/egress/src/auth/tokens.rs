@@ -24,7 +24,8 @@ use crate::deliver::send::Sender;
 pub struct Bearer {
     pub token: String,
     sealed: Vec<u8>,
-    /// The OAuth client's `oauth_at` it was fetched for.
+    /// The endpoint, and its OAuth client's `oauth_at`, it was fetched for.
+    endpoint: EndpointKey,
     at: DateTime<Utc>,
     fetched: DateTime<Utc>,
 }
@@ -98,7 +99,8 @@ fn opened(state: &AppState, k: &EndpointKey, at: DateTime<Utc>, stored: &StoredT
     let (sealed, fetched, expires) = stored;
     let clear = super::open(state, &k.0, &k.1, &k.2, "token", sealed).ok()?;
     let token = String::from_utf8(clear).ok()?;
-    Some(Held { bearer: Bearer { token, sealed: sealed.clone(), at, fetched: *fetched }, expires: *expires })
+    let bearer = Bearer { token, sealed: sealed.clone(), endpoint: k.clone(), at, fetched: *fetched };
+    Some(Held { bearer, expires: *expires })
 }
 
 type StoredToken = (Vec<u8>, DateTime<Utc>, DateTime<Utc>);
@@ -225,7 +227,8 @@ impl Tokens {
                     (Err(e), false) => tracing::warn!(error = %e, endpoint = %k.2,
                         "a fetched token could not be kept for the other processes"),
                 }
-                let h = Held { bearer: Bearer { token: f.token, sealed, at, fetched: now }, expires };
+                let bearer = Bearer { token: f.token, sealed, endpoint: k.clone(), at, fetched: now };
+                let h = Held { bearer, expires };
                 *held = Some(h.clone());
                 Got::Bearer(h.bearer)
             }
@@ -250,7 +253,8 @@ impl Tokens {
     /// The endpoint refused `bearer` (401): it is dropped here and for the other
     /// processes (if it is still the one kept), so the next attempt fetches anew;
     /// unless this process dropped one for the endpoint within [`DROPS_APART`].
-    pub async fn refused(&self, state: &AppState, k: &EndpointKey, bearer: &Bearer) {
+    pub async fn refused(&self, state: &AppState, bearer: &Bearer) {
+        let k = &bearer.endpoint;
         {
             let now = Utc::now();
             let mut dropped = self.dropped.lock().expect("never poisoned");
@@ -283,7 +287,8 @@ mod tests {
     use super::*;
 
     fn held(fetched: DateTime<Utc>, lifetime_s: i64) -> Held {
-        let bearer = Bearer { token: "t".into(), sealed: vec![], at: fetched, fetched };
+        let endpoint = (TenantId::generate(), AppId::generate(), EndpointId::generate());
+        let bearer = Bearer { token: "t".into(), sealed: vec![], endpoint, at: fetched, fetched };
         Held { bearer, expires: fetched + chrono::Duration::seconds(lifetime_s) }
     }
 

@@ -83,3 +83,11 @@ pub(crate) fn with_bearer(request: &mut Request, bearer: Option<&Bearer>) {
         send::header(&mut request.headers, "authorization", &format!("Bearer {}", b.token));
     }
 }
+
+/// What the endpoint's answer means for its token: a 401 refuses it (see
+/// [`Tokens::refused`](crate::auth::tokens::Tokens::refused)).
+pub(crate) async fn answered(state: &AppState, auths: &Auths, bearer: Option<&Bearer>, status: u16) {
+    if let (Some(b), 401) = (bearer, status) {
+        auths.tokens.refused(state, b).await;
+    }
+}

@@ -10,7 +10,7 @@ use hookgate_shared::{
 };
 
 use super::{
-    authorized::{authorize, with_bearer, Authorized},
+    authorized::{answered, authorize, with_bearer, Authorized},
     prepare::{signed_request, Envelope},
     send::{self, Outcome},
     senders::Senders,
@@ -118,10 +118,7 @@ impl Forwarder {
                 return false;
             };
             let sent = sender.send_traced(req, span, left).await;
-            if let (Some(b), 401) = (&bearer, sent.status) {
-                let k = (e.tenant.clone(), e.app.clone(), ep.id.clone());
-                self.auths.tokens.refused(&self.state, &k, b).await;
-            }
+            answered(&self.state, &self.auths, bearer.as_ref(), sent.status).await;
             self.metrics.duration.observe(sent.duration.as_secs_f64());
             self.metrics.attempt(e.tenant.as_str(), sent.outcome.label());
             sent.outcome == Outcome::Success

@@ -207,10 +207,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     authorized::with_bearer(&mut request, bearer.as_ref());
     let request_headers = secrets::recorded_headers(&request.headers);
     let sent = sender.send_traced(request, span, bound).await;
-    if let (Some(b), 401) = (&bearer, sent.status) {
-        let k = (c.tenant_id.clone(), c.app_id.clone(), c.endpoint_id.clone());
-        w.auths.tokens.refused(w.state(), &k, b).await;
-    }
+    authorized::answered(w.state(), &w.auths, bearer.as_ref(), sent.status).await;
     let own = own_schedule(w, &c, sent.outcome == send::Outcome::Success).await;
     finish(w, &c, url, sent, request_headers, bytes, own.as_deref())
 }
