@@ -200,7 +200,10 @@ async fn receive_at(
     // itself goes on to be admitted, not copied.
     let (result, head) = match read_body(payload, state.config.max_body).await {
         Ok(body) => {
-            let head = body[..body.len().min(crate::refusals::KEPT_BODY)].to_vec();
+            let head = match crate::refusals::logs(&source) {
+                true => body[..body.len().min(crate::refusals::KEPT_BODY)].to_vec(),
+                false => Vec::new(),
+            };
             (handle(&req, body, services, &source).await, head)
         }
         Err(refusal) => (Err(refusal), Vec::new()),

@@ -91,13 +91,18 @@ fn kept_headers(headers: &HeaderMap) -> Value {
     Value::Object(kept)
 }
 
+/// Whether the source's refusals are logged: only an ingest source's log is read
+/// (Svix's ingest API), so only its request's start is kept to log.
+pub fn logs(source: &Source) -> bool {
+    source.ingest.is_some()
+}
+
 impl RefusalLog {
     /// Logs a refusal of `source` (its status and why), unless one was logged
     /// for it within [`APART`], or too many writes are in flight.
     pub fn record(&self, state: &AppState, source: &Source, status: u16, why: &str, headers: &HeaderMap, body: &[u8]) {
-        // Only an ingest source's log is read (Svix's ingest API); nor is a failure
-        // of Hookgate's own (5xx) the sender's doing.
-        if status >= 500 || source.ingest.is_none() {
+        // Nor is a failure of Hookgate's own (5xx) the sender's doing.
+        if status >= 500 || !logs(source) {
             return;
         }
         {
