@@ -173,6 +173,8 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
         // message a customer makes is a test event to one of its own endpoints
         // (`endpoint/{id}/send-example`, as in Svix's portal), reached below.
         "msg" => method == "GET",
+        // The application's messages as a stream: the message list, read in order.
+        "events" => method == "GET",
         // A test attempt publishes a message of any type and payload the caller
         // chooses: the tenant's (the customer's test is `send-example`, bounded to
         // the tenant's own types and examples).

@@ -30,6 +30,7 @@ mod integrations;
 mod json_schema;
 mod message_extras;
 mod message_more;
+mod message_stream;
 mod message_token;
 mod messages;
 pub(crate) mod operational;
@@ -61,6 +62,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     messages::configure(cfg);
     message_extras::configure(cfg);
     message_more::configure(cfg);
+    message_stream::configure(cfg);
     broadcast::configure(cfg);
     applications::configure(cfg);
     app_ops::configure(cfg);

@@ -44,6 +44,7 @@ pub mod inbound_batch;
 pub mod inbound_events;
 pub mod ingest_sources;
 pub mod integrations;
+pub mod message_stream;
 pub mod messages;
 pub mod notify;
 pub mod operational;
