@@ -62,9 +62,8 @@ impl StreamPosition {
 pub enum Horizon {
     /// Messages created before this have all committed or aborted.
     Below(DateTime<Utc>),
-    /// A session this role cannot see (another role, allowed to insert
-    /// messages) is in a transaction: its start is unknown, so nothing new is
-    /// read until it ends.
+    /// A session whose transaction's start this role cannot see, or a prepared
+    /// transaction, is open: nothing new is read until it ends.
     Unseen,
     /// `track_activities` is off: Postgres shows no transaction's start.
     Untracked,
@@ -76,14 +75,26 @@ pub enum Horizon {
 const STAMP_MARGIN_MS: i64 = 1000;
 
 /// Reads the horizon. Must be its own statement, run before the page's.
+///
+/// Counted: every client session of this database in a transaction, by its
+/// start. Background processes (autovacuum, the WAL sender) cannot insert
+/// messages and are left out. A session whose start cannot be seen (another
+/// role's, without `pg_read_all_stats`; one with `track_activities` off) and that
+/// holds a transaction (its virtual transaction id's lock), or a prepared
+/// transaction of this database (its start is no longer shown), pauses every
+/// stream until it ends: either may insert a message stamped before any horizon.
+/// `pg_locks` (which takes every lock-manager partition's lock) is read only when
+/// such a session exists, since the conditions before it are false otherwise.
 pub async fn horizon(db: &impl GenericClient) -> Result<Horizon, StoreError> {
     let row = db
         .query_one(
-            "SELECT least(clock_timestamp(), min(a.xact_start)) - make_interval(secs => $1::float8 / 1000),
+            "SELECT least(clock_timestamp(), min(a.xact_start) FILTER (WHERE a.backend_type = 'client backend'))
+                        - make_interval(secs => $1::float8 / 1000),
                     current_setting('track_activities')::bool,
-                    count(*) FILTER (WHERE a.xact_start IS NULL AND a.state IS NULL
-                        AND has_table_privilege(a.usesysid, 'messages', 'INSERT')
+                    count(*) FILTER (WHERE a.usesysid IS NOT NULL AND a.xact_start IS NULL
+                        AND (a.state IS NULL OR a.state = 'disabled')
                         AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'virtualxid'))
+                    + (SELECT count(*) FROM pg_prepared_xacts p WHERE p.database = current_database())
              FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()",
             &[&(STAMP_MARGIN_MS as f64)],
         )
