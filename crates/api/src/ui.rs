@@ -98,6 +98,10 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("dom.js", "text/javascript; charset=utf-8", include_str!("../ui/dom.js")),
     ("chart.js", "text/javascript; charset=utf-8", include_str!("../ui/chart.js")),
     ("portal.js", "text/javascript; charset=utf-8", include_str!("../ui/portal.js")),
+    ("portal_endpoints.js", "text/javascript; charset=utf-8", include_str!("../ui/portal_endpoints.js")),
+    ("portal_activity.js", "text/javascript; charset=utf-8", include_str!("../ui/portal_activity.js")),
+    ("portal_log.js", "text/javascript; charset=utf-8", include_str!("../ui/portal_log.js")),
+    ("portal_catalog.js", "text/javascript; charset=utf-8", include_str!("../ui/portal_catalog.js")),
     ("transform.js", "text/javascript; charset=utf-8", include_str!("../ui/transform.js")),
     ("console.js", "text/javascript; charset=utf-8", include_str!("../ui/console.js")),
 ];

@@ -191,3 +191,60 @@ export function limiter(n) {
 export function daysAgo(days) {
   return new Date(Date.now() - days * 86400e3).toISOString();
 }
+
+/** What a failed attempt means, in words a customer can act on; the raw text
+ * stays one click away (`failure`). `code` is the HTTP status (0: no answer). */
+export function explain(code, text) {
+  const t = String(text || "");
+  if (code >= 500) return `Your endpoint answered with a server error (HTTP ${code}).`;
+  if (code === 429) return "Your endpoint asked us to slow down (HTTP 429); we retry later.";
+  if (code >= 400) return `Your endpoint refused the webhook (HTTP ${code}). Check its address and what it expects.`;
+  if (code >= 300) return `Your endpoint answered with a redirect (HTTP ${code}); webhooks do not follow redirects.`;
+  if (/refused/i.test(t)) return "Your endpoint refused the connection: nothing is listening at that address and port.";
+  if (/dns|lookup|resolve|name or service|no such host|nodename/i.test(t)) return "Your endpoint's host name could not be found (DNS).";
+  if (/certificate|tls|ssl|handshake/i.test(t)) return "A secure connection could not be made: check your endpoint's TLS certificate.";
+  if (/timed? ?out|timeout|deadline/i.test(t)) return "Your endpoint did not answer in time.";
+  if (/reset|broken pipe|closed|eof/i.test(t)) return "The connection to your endpoint was cut before it answered.";
+  if (/not allowed|blocked|private|reserved|forbidden address/i.test(t)) return "We do not send to that address (a private or reserved network).";
+  return "The webhook could not be delivered.";
+}
+
+/** A failed attempt: its meaning, and the raw text behind a disclosure. */
+export function failure(code, text) {
+  return h("div", { class: "failure" },
+    h("p", {}, explain(code, text)),
+    text ? h("details", { class: "raw" }, h("summary", {}, "Show the technical details"), h("pre", {}, String(text))) : null);
+}
+
+/** A button that copies `text()` to the clipboard, saying so where it stands. */
+export function copyButton(label, text) {
+  const b = h("button", { type: "button", class: "copy" }, label);
+  b.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(text());
+      b.textContent = "Copied";
+    } catch (_) {
+      b.textContent = "Select and copy it";
+    }
+    setTimeout(() => { b.textContent = label; }, 2000);
+  });
+  return b;
+}
+
+/** An event type's newest schema version: [version, schema], or null. */
+export function newestSchema(et) {
+  const versions = et.schemas && typeof et.schemas === "object" ? Object.entries(et.schemas) : [];
+  versions.sort((a, b) => Number(b[0]) - Number(a[0]));
+  return versions[0] || null;
+}
+
+/** An event type's example payload (the newest schema version with one), or null. */
+export function example(et) {
+  const versions = et.schemas && typeof et.schemas === "object" ? Object.entries(et.schemas) : [];
+  versions.sort((a, b) => Number(b[0]) - Number(a[0]));
+  for (const [, v] of versions) {
+    const ex = (v && Array.isArray(v.examples) && v.examples[0]) || (v && v.example);
+    if (ex) return ex;
+  }
+  return null;
+}

@@ -12,11 +12,18 @@ function handler(webhook) {
 }
 `;
 
-/** Fills `body` with the editor for endpoint `ep`; `ctx` has `api`, `base`, `catalog`, `example`. */
+/** Fills `body` with the editor for endpoint `ep`; `ctx` has `api`, `base`,
+ * `catalog`, `example` and `readOnly` (then the code is shown, and nothing more). */
 export async function transformation(ep, body, ctx) {
-  const { api, base, catalog, example } = ctx;
+  const { api, base, catalog, example, readOnly } = ctx;
   const epBase = `${base}/endpoint/${seg(ep.id)}`;
   const current = await api("GET", `${epBase}/transformation`);
+  if (readOnly) {
+    show(body, h("h2", {}, "Transformation"),
+      h("p", { class: "muted" }, current.enabled ? "Enabled: this code reshapes every delivery to this endpoint." : "Not enabled."),
+      current.code ? h("pre", {}, current.code) : h("p", { class: "muted" }, "No code."));
+    return;
+  }
   const [codeF, code] = field("Code", { tag: "textarea", rows: 14, spellcheck: "false", class: "code", value: current.code || TEMPLATE },
     "JavaScript defining handler(webhook). It runs before each delivery to this endpoint, with at most 100 ms and 16 MiB.");
   code.value = current.code || TEMPLATE;
@@ -34,7 +41,8 @@ export async function transformation(ep, body, ctx) {
   if (!samples.length) samples.push({ label: "A ping ({\"success\": true})", eventType: "svix.ping", payload: { success: true } });
   const sample = h("select", { id: "tr-sample" }, samples.map((s, i) => h("option", { value: String(i) }, s.label)));
   const tryOut = h("div", { "aria-live": "polite", id: "tr-output" });
-  const tryBtn = h("button", { type: "button" }, "Try it");
+  // Trying runs code on the server, which the operator has not allowed yet.
+  const tryBtn = h("button", { type: "button", disabled: !current.available }, "Try it");
   tryBtn.addEventListener("click", () => act(tryBtn, tryOut, async () => {
     const s = samples[Number(sample.value)];
     const r = await api("POST", `${epBase}/transformation/try`, { code: code.value, eventType: s.eventType, payload: s.payload });
@@ -45,7 +53,8 @@ export async function transformation(ep, body, ctx) {
   const out = h("div", { "aria-live": "polite" });
   const save = h("button", { class: "primary", type: "submit" }, "Save");
   const form = h("form", { class: "stack" },
-    current.available ? null : h("p", { class: "notice" }, "Transformations are not switched on for this service yet: you can write and save code, but not enable it."),
+    current.available ? null : h("p", { class: "warning", role: "note" },
+      "Transformations are not switched on for this service yet, so code cannot be tried or enabled here. You can write and save it; ask the service that sent you this link to switch them on."),
     codeF,
     h("div", {}, h("label", { for: "tr-sample" }, "Try it on"), sample),
     h("div", { class: "actions" }, tryBtn), tryOut,

@@ -111,7 +111,14 @@ struct ExampleIn {
     /// Which of the schema's examples (Svix's `exampleIndex`).
     #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     example_index: usize,
+    /// Hookgate's: the payload to send instead of the example (a JSON object of
+    /// at most 64 KiB), as the portal's test lets a customer edit it.
+    #[schema(value_type = Option<Object>)]
+    payload: Option<serde_json::Value>,
 }
+
+/// The most a test event's own payload may weigh.
+const MOST_TEST_PAYLOAD: usize = 64 * 1024;
 
 /// The event type Svix uses for a test without one.
 const PING: &str = "svix.ping";
@@ -137,13 +144,21 @@ async fn send_example(
     let body: ExampleIn = optional_json(&body)?;
     let event_type = body.event_type.unwrap_or_else(|| PING.to_owned());
     validate::uid("eventType", &event_type)?;
+    let given = match body.payload {
+        None | Some(serde_json::Value::Null) => None,
+        Some(p @ serde_json::Value::Object(_)) if p.to_string().len() <= MOST_TEST_PAYLOAD => Some(p),
+        Some(serde_json::Value::Object(_)) => {
+            return Err(ApiError::Validation(format!("`payload` must be at most {MOST_TEST_PAYLOAD} bytes")))
+        }
+        Some(_) => return Err(ApiError::Validation("`payload` must be a JSON object".into())),
+    };
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
     // A disabled endpoint would take the message and never be sent it.
     if ep.disabled {
         return Err(ApiError::Validation("the endpoint is disabled: enable it to send it a test event".into()));
     }
     let payload = match event_type.as_str() {
-        PING => json!({ "success": true }),
+        PING => given.unwrap_or_else(|| json!({ "success": true })),
         name => {
             let conn = db::conn(&state.db).await?;
             let et = event_types::get_visible(&**conn, &tenant.0, name, flags.0.as_deref())
@@ -152,7 +167,7 @@ async fn send_example(
             if et.archived {
                 return Err(ApiError::Validation(format!("event type `{name}` is archived")));
             }
-            example(et.schemas.as_ref(), body.example_index).unwrap_or_else(|| json!({ "success": true }))
+            given.or_else(|| example(et.schemas.as_ref(), body.example_index)).unwrap_or_else(|| json!({ "success": true }))
         }
     };
     // A test event is a message like any other: it counts against the tenant's

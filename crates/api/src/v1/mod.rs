@@ -17,6 +17,7 @@ mod destinations;
 mod endpoint_activity;
 mod endpoint_auth;
 pub(crate) mod endpoint_extras;
+mod endpoint_health;
 mod endpoint_msgs;
 pub(crate) mod endpoints;
 pub mod environment;
@@ -69,6 +70,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     attempt_stats::configure(cfg);
     endpoints::configure(cfg);
     endpoint_extras::configure(cfg);
+    endpoint_health::configure(cfg);
     endpoint_auth::configure(cfg);
     destinations::configure(cfg);
     destination_ops::configure(cfg);

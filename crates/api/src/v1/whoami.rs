@@ -31,6 +31,9 @@ struct WhoamiOut {
     env_id: Option<String>,
     app_id: Option<String>,
     permission_source: Source,
+    /// Hookgate's: whether an app-portal token may only read (absent for an API key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_only: Option<bool>,
 }
 
 #[utoipa::path(tag = "Authentication", operation_id = "v1.authentication.whoami", responses((status = 200, body = WhoamiOut)))]
@@ -38,12 +41,18 @@ struct WhoamiOut {
 async fn whoami(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let out = match req.extensions().get::<Principal>() {
         Some(Principal::Tenant { tenant, .. }) => {
-            WhoamiOut { env_id: Some(tenant.to_string()), app_id: None, permission_source: Source::GlobalAuthToken }
+            WhoamiOut {
+                env_id: Some(tenant.to_string()),
+                app_id: None,
+                permission_source: Source::GlobalAuthToken,
+                read_only: None,
+            }
         }
-        Some(Principal::Portal { tenant, app_id, .. }) => WhoamiOut {
+        Some(Principal::Portal { tenant, app_id, read_only, .. }) => WhoamiOut {
             env_id: Some(tenant.to_string()),
             app_id: Some(app_id.clone()),
             permission_source: Source::SvixJwt,
+            read_only: Some(*read_only),
         },
         _ => return Err(ApiError::Unauthorized("a tenant API key or an app-portal token is required".into())),
     };

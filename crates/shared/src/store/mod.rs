@@ -32,6 +32,7 @@ pub mod deliveries;
 pub mod delivery_views;
 pub mod destination_ops;
 pub mod endpoint_auth;
+pub mod endpoint_health;
 pub mod endpoints;
 pub mod environment_imports;
 pub mod erasure;

@@ -1,0 +1,74 @@
+//! Each HTTP endpoint's health at a glance, for the portal's first screen: failing
+//! since when, its last success, its next attempt, how many of its last 100
+//! attempts failed, and (while it fails) what its last failure answered. Every
+//! part is one bounded index read per endpoint.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::GenericClient;
+
+use super::StoreError;
+use crate::ids::{AppId, EndpointId, TenantId};
+use crate::status::{DeliveryStatus, EndpointKind};
+
+/// How many of an endpoint's latest attempts the failure rate is taken over.
+pub const RECENT: i64 = 100;
+
+/// One endpoint's health.
+#[derive(Debug, Clone)]
+pub struct Health {
+    pub endpoint_id: EndpointId,
+    pub disabled: bool,
+    /// The first failure since its last success, while it fails.
+    pub failing_since: Option<DateTime<Utc>>,
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// When its next delivery is due (a retry, while it fails).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// Of its latest [`RECENT`] attempts: how many, how many failed.
+    pub recent: i64,
+    pub recent_failed: i64,
+    /// While it fails: its latest failed attempt's time, HTTP status (0: none) and answer.
+    pub last_failure: Option<(DateTime<Utc>, i16, String)>,
+}
+
+/// The health of the application's HTTP endpoints (at most 250, by id).
+pub async fn for_app(db: &impl GenericClient, tenant: &TenantId, app: &AppId) -> Result<Vec<Health>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT e.id, e.disabled, e.failing_since, e.last_success_at,
+                    (SELECT d.next_attempt_at FROM deliveries d
+                      WHERE d.tenant_id = e.tenant_id AND d.app_id = e.app_id AND d.endpoint_id = e.id
+                        AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL
+                      ORDER BY d.next_attempt_at LIMIT 1),
+                    r.n, r.failed, f.created_at, f.response_status_code, left(f.response, 2000)
+             FROM endpoints e
+             CROSS JOIN LATERAL (
+                SELECT count(*) AS n, count(*) FILTER (WHERE a.status <> $3) AS failed FROM (
+                    SELECT status FROM attempts a
+                    WHERE a.tenant_id = e.tenant_id AND a.app_id = e.app_id AND a.endpoint_id = e.id
+                    ORDER BY a.id DESC LIMIT $5) a) r
+             LEFT JOIN LATERAL (
+                SELECT a.created_at, a.response_status_code, a.response FROM attempts a
+                WHERE e.failing_since IS NOT NULL
+                  AND a.tenant_id = e.tenant_id AND a.app_id = e.app_id AND a.endpoint_id = e.id AND a.status <> $3
+                ORDER BY a.id DESC LIMIT 1) f ON true
+             WHERE e.tenant_id = $1 AND e.app_id = $2 AND e.kind = $4
+             ORDER BY e.id LIMIT 250",
+            &[&tenant.as_str(), &app.as_str(), &DeliveryStatus::Success.code(), &EndpointKind::Http.code(), &RECENT],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Health {
+            endpoint_id: EndpointId::from_db(r.get(0)),
+            disabled: r.get(1),
+            failing_since: r.get(2),
+            last_success_at: r.get(3),
+            next_attempt_at: r.get(4),
+            recent: r.get(5),
+            recent_failed: r.get(6),
+            last_failure: r
+                .get::<_, Option<DateTime<Utc>>>(7)
+                .map(|at| (at, r.get(8), r.get::<_, Option<String>>(9).unwrap_or_default())),
+        })
+        .collect())
+}
