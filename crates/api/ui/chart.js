@@ -18,7 +18,7 @@ export function deliveryChart(data, since, until, width) {
   }
   const max = Math.max(1, ...buckets.map((b) => b.success + b.fail));
   const total = buckets.reduce((a, b) => ({ success: a.success + b.success, fail: a.fail + b.fail }), { success: 0, fail: 0 });
-  const W = Math.max(280, Math.min(1100, Math.round(width || 720))), H = 200, top = 12, bottom = 24, left = 44;
+  const W = Math.max(280, Math.min(1100, Math.round(width || 720))), H = 210, top = 24, bottom = 24, left = 44;
   const plot = H - top - bottom;
   const bw = (W - left) / hours;
   const bars = buckets.flatMap((b, i) => {
@@ -50,7 +50,7 @@ export function deliveryChart(data, since, until, width) {
         return [s("line", { class: "grid-line", x1: left, y1: y, x2: W, y2: y }),
           s("text", { x: left - 6, y: y + 4, "text-anchor": "end" }, String(v))];
       }),
-      s("text", { x: 0, y: top - 2, class: "unit" }, "attempts"),
+      s("text", { x: 0, y: 12, class: "unit" }, "attempts"),
       bars, ticks),
     h("figcaption", { class: "legend" },
       h("span", {}, h("span", { class: "swatch ok" }), `Attempts delivered (${total.success})`),

@@ -72,6 +72,11 @@ const ctx = {
   base: `/api/v1/app/${seg(appId)}`,
   catalog: [],
   readOnly: false,
+  // Which view was asked for last: a view that finishes loading after another was
+  // asked for does not show itself over it (`ctx.current(view)`).
+  seq: 0,
+  begin() { ctx.seq += 1; return ctx.seq; },
+  current(view) { return view === ctx.seq; },
   expired(e) {
     if (e instanceof ApiError && e.status === 401) {
       session.drop(storeKey);

@@ -7,6 +7,7 @@ const group = (name) => (name.includes(".") ? name.slice(0, name.indexOf(".")) :
 
 export async function catalogView(ctx) {
   const { main, catalog } = ctx;
+  ctx.begin();
   ctx.sections("catalog");
   const searchIn = h("input", { type: "search", id: "c-search", placeholder: "order, invoice.paid, …" });
   const list = h("div", { "aria-live": "polite" });

@@ -28,6 +28,7 @@ export function health(ep, hl) {
 
 export async function listView(ctx) {
   const { api, base, main } = ctx;
+  const view = ctx.begin();
   ctx.sections("endpoints");
   show(main, h("h1", {}, "Endpoints"), loading("endpoints"));
   const [list, healths] = await Promise.all([api("GET", `${base}/endpoint?limit=250`), api("GET", `${base}/endpoint-health`)]);
@@ -45,6 +46,7 @@ export async function listView(ctx) {
   });
   const add = ctx.readOnly ? null : h("button", { class: "primary", onclick: () => ctx.guarded(() => formView(ctx, null)) }, "Add endpoint");
   const dests = await destinationsList(ctx);
+  if (!ctx.current(view)) return;
   show(main, h("h1", {}, "Endpoints"),
     h("p", { class: "muted" }, "Endpoints are the URLs we send your webhooks to."),
     add ? h("div", { class: "actions" }, add) : null,
@@ -117,6 +119,7 @@ function eventPicker(ctx, selected) {
 export async function formView(ctx, ep) {
   const { api, base, main } = ctx;
   const editing = !!ep;
+  if (!editing) ctx.begin();
   const [urlF, url] = field("Endpoint URL", { type: "url", required: true, value: ep ? ep.url : "", placeholder: "https://example.com/webhooks" }, "Where we POST each event.");
   const [descF, desc] = field("Description", { type: "text", value: ep ? ep.description : "" });
   const [rateF, rate] = field("Rate limit (messages per second)", { type: "number", min: 1, value: ep && ep.throttleRate ? ep.throttleRate : "" }, "Optional. Empty means no limit.");
@@ -150,8 +153,10 @@ const TABS = [["overview", "Overview"], ["messages", "Messages"], ["testing", "T
 
 export async function endpointView(ctx, id, tab, notice) {
   const { api, base, main } = ctx;
+  const view = ctx.begin();
   ctx.sections("endpoints");
   const [ep, healths] = await Promise.all([api("GET", `${base}/endpoint/${seg(id)}`), api("GET", `${base}/endpoint-health`)]);
+  if (!ctx.current(view)) return;
   const hl = healths.data.find((x) => x.endpointId === ep.id);
   const [pill, detail] = health(ep, hl);
   const body = h("div", { id: "tab-body", role: "tabpanel" });

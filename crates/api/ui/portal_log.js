@@ -8,6 +8,7 @@ const PAGE = 25;
 
 export async function logView(ctx) {
   const { api, base, main, catalog } = ctx;
+  ctx.begin();
   ctx.sections("log");
   const searchIn = h("input", { type: "search", id: "l-search", placeholder: "msg_… or your event id" });
   const search = h("form", { class: "actions", role: "search", "aria-label": "Find a message" },
@@ -28,7 +29,9 @@ export async function logView(ctx) {
   let depth = 0;
 
   const iso = (el) => (el.value ? new Date(el.value).toISOString() : "");
-  const load = (iterator) => ctx.guarded(async () => {
+  // `back`: this page was reached going newer, so older ones exist whatever `done` says
+  // (`done` speaks of the direction a page was read in).
+  const load = (iterator, back) => ctx.guarded(async () => {
     show(list, loading("messages"));
     show(pager);
     const page = await api("GET", `${base}/msg${qs({
@@ -41,8 +44,8 @@ export async function logView(ctx) {
       show(list, h("p", { class: "muted small" }, "Newest first. Open a message to see where it went and every attempt."),
         page.data.map((m) => messageRow(ctx, m, null)));
     }
-    const newer = depth > 0 && page.prevIterator ? h("button", { onclick: () => { depth -= 1; load(page.prevIterator); } }, "← Newer") : null;
-    const older = !page.done && page.iterator ? h("button", { onclick: () => { depth += 1; load(page.iterator); } }, "Older →") : null;
+    const newer = depth > 0 && page.prevIterator ? h("button", { onclick: () => { depth -= 1; load(page.prevIterator, true); } }, "← Newer") : null;
+    const older = (back || !page.done) && page.iterator ? h("button", { onclick: () => { depth += 1; load(page.iterator); } }, "Older →") : null;
     show(pager, newer, older);
   });
   filters.addEventListener("submit", (ev) => { ev.preventDefault(); depth = 0; load(""); });
