@@ -155,6 +155,7 @@ def test_a_read_only_link_shows_no_control_that_changes_anything(hookgate, tenan
         page.get_by_role("button", name=sink.url).click()
         for tab in ["Overview", "Messages", "Testing", "Transformation", "Settings"]:
             page.get_by_role("tab", name=tab).click()
+            page.get_by_role("tab", name=tab, selected=True).wait_for()
             page.wait_for_load_state("networkidle")
             if tab == "Messages":
                 page.locator("details.message summary").first.click()
