@@ -167,7 +167,9 @@ async fn send_example(
             if et.archived {
                 return Err(ApiError::Validation(format!("event type `{name}` is archived")));
             }
-            given.or_else(|| example(et.schemas.as_ref(), body.example_index)).unwrap_or_else(|| json!({ "success": true }))
+            given
+                .or_else(|| example(et.schemas.as_ref(), body.example_index))
+                .unwrap_or_else(|| json!({ "success": true }))
         }
     };
     // A test event is a message like any other: it counts against the tenant's

@@ -125,7 +125,8 @@ async fn page(
 ) -> Result<MessageEventsOut, ApiError> {
     let key = state.config.master_key.tenant_key(&tenant.0);
     let (limit, filter, from) = (q.limit()?, q.filter()?, q.from(&key, stream)?);
-    let nothing = |from: StreamPosition| MessageEventsOut { data: Vec::new(), done: true, iterator: sealed(&key, stream, &from) };
+    let nothing =
+        |from: StreamPosition| MessageEventsOut { data: Vec::new(), done: true, iterator: sealed(&key, stream, &from) };
     let Some(app) = app else { return Ok(nothing(from)) };
     let conn = db::conn(&state.db).await?;
     let below = match message_stream::horizon(&**conn).await? {

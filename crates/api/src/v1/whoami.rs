@@ -40,14 +40,12 @@ struct WhoamiOut {
 #[get("/auth/whoami")]
 async fn whoami(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let out = match req.extensions().get::<Principal>() {
-        Some(Principal::Tenant { tenant, .. }) => {
-            WhoamiOut {
-                env_id: Some(tenant.to_string()),
-                app_id: None,
-                permission_source: Source::GlobalAuthToken,
-                read_only: None,
-            }
-        }
+        Some(Principal::Tenant { tenant, .. }) => WhoamiOut {
+            env_id: Some(tenant.to_string()),
+            app_id: None,
+            permission_source: Source::GlobalAuthToken,
+            read_only: None,
+        },
         Some(Principal::Portal { tenant, app_id, read_only, .. }) => WhoamiOut {
             env_id: Some(tenant.to_string()),
             app_id: Some(app_id.clone()),

@@ -155,7 +155,16 @@ pub async fn read(
     let rows = db
         .query(
             &sql,
-            &[&tenant.as_str(), &app.as_str(), &from.at, &from.id, &below, &filter.event_types, &filter.channels, &scan],
+            &[
+                &tenant.as_str(),
+                &app.as_str(),
+                &from.at,
+                &from.id,
+                &below,
+                &filter.event_types,
+                &filter.channels,
+                &scan,
+            ],
         )
         .await?;
     let mut found = Vec::new();
