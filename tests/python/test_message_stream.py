@@ -54,12 +54,21 @@ def test_an_applications_stream_reads_every_message_once_in_order_page_by_page(h
     assert ids == [newer.id]
     ids, _ = read_all(hookgate, key, path, "channels=c1,c9")
     assert ids == [sent[1], sent[3], sent[5]]
+    # A test event (its payload may be a portal customer's) is not one of the tenant's events.
+    ep = svix.endpoint.create(app.id, EndpointIn(url="http://127.0.0.1:9/never"))
+    status, _, test = call(hookgate, "POST", f"/api/v1/app/{app.id}/endpoint/{ep.id}/send-example", key,
+                           {"eventType": "svix.ping", "payload": {"forged": True}})
+    assert status == 202 and test["tags"] == ["hookgate.test-event"], test
+    after_test = svix.message.create(app.id, MessageIn(event_type="order.paid", payload={"n": 100}))
+    page = eventually(lambda: (p := call(hookgate, "GET", f"{path}?iterator={last}", key)[2])
+                      and len(p["data"]) >= 2 and p)
+    assert [x["id"] for x in page["data"]] == [newer.id, after_test.id], "the test event is left out"
     # `after`: only messages created later.
     status, _, page = call(hookgate, "GET", f"{path}?after={m['timestamp'].replace('+', '%2B')}", key)
-    assert status == 200 and page["data"] == []
+    assert status == 200 and [x["id"] for x in page["data"]] == [after_test.id]
     before = (datetime.fromisoformat(m["timestamp"].replace("Z", "+00:00")) - timedelta(microseconds=1)).isoformat()
     status, _, page = call(hookgate, "GET", f"{path}?after={before.replace('+', '%2B')}", key)
-    assert status == 200 and [x["id"] for x in page["data"]] == [newer.id]
+    assert status == 200 and [x["id"] for x in page["data"]] == [newer.id, after_test.id]
 
 
 def test_a_stream_refuses_what_it_did_not_give_out_and_keeps_to_its_tenant(hookgate, tenant, svix):

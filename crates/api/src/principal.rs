@@ -175,9 +175,11 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
         "msg" => method == "GET",
         // The application's messages as a stream: the message list, read in order.
         "events" => method == "GET",
-        // A test attempt publishes a message of any type and payload the caller
-        // chooses: the tenant's (the customer's test is `send-example`, bounded to
-        // the tenant's own types and examples).
+        // A test attempt publishes a message of any type, channels and payload the
+        // caller chooses, to every endpoint it matches: the tenant's. The customer's
+        // test is `send-example`: one of the types it may see, to one of its own
+        // endpoints only, marked as a test (`hookgate.test-event`, which the streams
+        // leave out), with the example or a payload it edits.
         _ if sub.ends_with("/msg/test-attempt") => false,
         // Erasing content is the tenant's (a GDPR request goes to it), not a customer's.
         _ if method == "DELETE" && sub.ends_with("/content") => false,
@@ -335,12 +337,13 @@ mod tests {
     }
 
     #[test]
-    fn a_portal_token_reads_and_tests_its_own_messages_but_never_broadcasts_or_streams_the_tenant() {
+    fn a_portal_token_reads_and_tests_its_own_messages_but_never_broadcasts_or_reads_the_tenants_events() {
         let ok = |m, p| portal_access("app_1", m, p) == PortalAccess::Allowed;
         assert!(ok("GET", "/api/v1/app/app_1/msg/msg_1/raw"));
         assert!(ok("GET", "/api/v1/app/app_1/msg/msg_1/attempt/atmpt_1/headers"));
         assert!(ok("POST", "/api/v1/app/app_1/msg/search"));
-        assert!(!ok("GET", "/api/v1/app/app_1/events"));
+        // Its application's stream is its message list, read in order.
+        assert!(ok("GET", "/api/v1/app/app_1/events"));
         assert!(!ok("POST", "/api/v1/app/app_1/endpoint/ep_1/msg/test-attempt"));
         assert!(ok("POST", "/api/v1/app/app_1/endpoint/ep_1/cancel-msgs"));
         assert!(!ok("GET", "/api/v1/events"));

@@ -50,17 +50,19 @@ function tokenTenant(t) {
   return text.split("\n")[0];
 }
 
-// A key in the fragment replaces the one kept for this tab, then leaves the
-// address bar and the history: a copied URL does not carry it.
+// A key in the fragment replaces the one kept for this tab (only a key of this
+// page's tenant: another's would end a working link and show nothing), then
+// leaves the address bar and the history: a copied URL does not carry it.
 function token() {
   const m = /[#&]key=([^&]+)/.exec(location.hash);
   if (m) {
     let raw = null;
     try { raw = decodeURIComponent(m[1]); } catch (_) { /* a mangled link: treated as no key */ }
-    if (raw) session.set(storeKey, raw);
     history.replaceState(null, "", location.pathname + location.search);
+    if (raw && tokenTenant(raw) === dec(parts[1])) session.set(storeKey, raw);
+    else if (raw) return { refused: true, key: session.get(storeKey) };
   }
-  return session.get(storeKey);
+  return { key: session.get(storeKey) };
 }
 
 /** What every view is given: the API client, the application's base path, the
@@ -77,7 +79,11 @@ const ctx = {
   seq: 0,
   begin() { ctx.seq += 1; return ctx.seq; },
   current(view) { return view === ctx.seq; },
+  // Which start of the page (a new link in the tab starts it again) the client,
+  // and each error it throws, belong to: an old link's answers change nothing.
+  gen: 0,
   expired(e) {
+    if (e instanceof ApiError && e.gen !== undefined && e.gen !== ctx.gen) return true;
     if (e instanceof ApiError && e.status === 401) {
       session.drop(storeKey);
       show(main, h("h1", {}, "This link has expired"),
@@ -86,8 +92,18 @@ const ctx = {
     }
     return false;
   },
+  // Runs a view's work; its error shows only while that view is still the one
+  // asked for. A view begins (`ctx.begin`) before its first wait, so the view is
+  // known once `fn` has been called.
   async guarded(fn) {
-    try { await fn(); } catch (e) { if (!ctx.expired(e)) show(main, errorBox(e)); }
+    let view = ctx.seq;
+    try {
+      const work = fn();
+      view = ctx.seq;
+      await work;
+    } catch (e) {
+      if (!ctx.expired(e) && ctx.current(view)) show(main, errorBox(e));
+    }
   },
   go: {
     endpoints: () => ctx.guarded(() => listView(ctx)),
@@ -108,23 +124,39 @@ function sections(current) {
 ctx.sections = sections;
 
 async function start() {
-  const held = token();
-  const key = held && tokenTenant(held) === dec(parts[1]) ? held : null;
+  const { key, refused } = token();
+  if (refused && ctx.api) {
+    show(main, h("p", { class: "error", role: "alert" }, "That link is for another service's portal: it was not opened here."));
+    return;
+  }
+  ctx.gen += 1;
+  const gen = ctx.gen;
+  ctx.begin();
+  // Nothing of the previous link shows while this one loads.
+  ctx.readOnly = false;
+  banner.hidden = true;
+  document.body.classList.remove("read-only");
   if (!key) {
+    ctx.api = null;
     nav.remove();
     show(main, h("h1", {}, "This link is incomplete"), h("p", {}, `It is missing its access key. Ask ${owner} for a new portal link.`));
     return;
   }
-  ctx.api = client(key);
+  const call = client(key);
+  ctx.api = (...args) => call(...args).catch((e) => { if (e instanceof ApiError) e.gen = gen; throw e; });
   main.before(banner, nav);
+  show(main, h("p", { class: "loading", role: "status" }, "Loading…"));
+  let ready = false;
   await ctx.guarded(async () => {
     const [me, types] = await Promise.all([ctx.api("GET", "/api/v1/auth/whoami"), ctx.api("GET", "/api/v1/event-type?limit=250")]);
+    if (gen !== ctx.gen) return;
     ctx.readOnly = me.readOnly === true;
     document.body.classList.toggle("read-only", ctx.readOnly);
     banner.hidden = !ctx.readOnly;
     ctx.catalog = types.data.filter((t) => !t.archived);
-    await listView(ctx);
+    ready = true;
   });
+  if (ready && gen === ctx.gen) await ctx.go.endpoints();
 }
 
 applyBranding();

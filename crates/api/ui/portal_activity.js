@@ -56,12 +56,15 @@ export async function messages(ctx, ep, body) {
     h("div", {}, h("label", { for: "f-type" }, "Event type"), typeSel),
     h("div", {}, h("label", { for: "f-since" }, "Since"), sinceIn),
     h("div", {}, h("span", { class: "sr-only" }, "Apply"), h("button", { type: "submit" }, "Filter")));
+  let asked = 0;
   const load = () => ctx.guarded(async () => {
+    const mine = ++asked;
     show(list, loading("messages"));
     const page = await api("GET", `${epBase}/msg${qs({
       limit: 50, status: statusSel.value, event_types: typeSel.value,
       after: sinceIn.value ? new Date(sinceIn.value).toISOString() : "", with_content: "true",
     })}`);
+    if (mine !== asked) return;
     if (!page.data.length) { show(list, empty("No messages match. Messages appear here once they are sent to this endpoint.")); return; }
     show(list, page.data.map((m) => messageRow(ctx, m, ep)));
   });

@@ -155,7 +155,7 @@ export async function endpointView(ctx, id, tab, notice) {
   const { api, base, main } = ctx;
   const view = ctx.begin();
   ctx.sections("endpoints");
-  const [ep, healths] = await Promise.all([api("GET", `${base}/endpoint/${seg(id)}`), api("GET", `${base}/endpoint-health`)]);
+  const [ep, healths] = await Promise.all([api("GET", `${base}/endpoint/${seg(id)}`), api("GET", `${base}/endpoint-health${qs({ endpoint_id: id })}`)]);
   if (!ctx.current(view)) return;
   const hl = healths.data.find((x) => x.endpointId === ep.id);
   const [pill, detail] = health(ep, hl);

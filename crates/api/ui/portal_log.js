@@ -27,17 +27,21 @@ export async function logView(ctx) {
   const list = h("div", { "aria-live": "polite" });
   const pager = h("div", { class: "actions pager" });
   let depth = 0;
+  // The last load asked for wins: an older answer arriving late is dropped.
+  let asked = 0;
 
   const iso = (el) => (el.value ? new Date(el.value).toISOString() : "");
   // `back`: this page was reached going newer, so older ones exist whatever `done` says
   // (`done` speaks of the direction a page was read in).
   const load = (iterator, back) => ctx.guarded(async () => {
+    const mine = ++asked;
     show(list, loading("messages"));
     show(pager);
     const page = await api("GET", `${base}/msg${qs({
       limit: PAGE, iterator, event_types: typeSel.value, channel: channelIn.value.trim(),
       after: iso(afterIn), before: iso(beforeIn), with_content: "true",
     })}`);
+    if (mine !== asked) return;
     if (!page.data.length) {
       show(list, empty(depth ? "No more messages this way." : "No messages match."));
     } else {
@@ -53,14 +57,18 @@ export async function logView(ctx) {
     ev.preventDefault();
     const q = searchIn.value.trim();
     if (!q) { depth = 0; load(""); return; }
+    const mine = ++asked;
     show(pager);
+    // Ids and eventIds are made of these: anything else names no message.
+    if (!/^[A-Za-z0-9_.-]{1,256}$/.test(q)) { show(list, empty(`No message has the id or event id “${q}”.`)); return; }
     show(list, loading("the message"));
     api("GET", `${base}/msg/${seg(q)}${qs({ with_content: "true" })}`).then((m) => {
+      if (mine !== asked) return;
       const row = messageRow(ctx, m, null);
       row.open = true;
       show(list, row);
     }, (e) => {
-      if (ctx.expired(e)) return;
+      if (ctx.expired(e) || mine !== asked) return;
       show(list, e instanceof ApiError && e.status === 404 ? empty(`No message has the id or event id “${q}”.`) : errorBox(e));
     });
   });

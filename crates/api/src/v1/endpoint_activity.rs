@@ -181,7 +181,8 @@ async fn send_example(
         event_id: None,
         event_type,
         channels: None,
-        tags: None,
+        // Marked, since its payload may be the caller's: the streams leave it out.
+        tags: Some(vec![hookgate_shared::store::message_stream::TEST_EVENT_TAG.to_owned()]),
         payload: payload.to_string().into_bytes(),
         content_type: "application/json".into(),
         idempotency_key: None,

@@ -6,12 +6,12 @@ use chrono::{DateTime, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
-    ids::{AppId, Ref},
+    ids::{AppId, EndpointId, Ref},
     store::endpoint_health::{self, Health},
     AppState,
 };
-use serde::Serialize;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::applications::find as find_app;
@@ -28,7 +28,7 @@ struct LastFailureOut {
     timestamp: DateTime<Utc>,
     /// 0 when no HTTP answer came (a connection refused, a timeout).
     response_status_code: i16,
-    /// Its answer, or why none came; the first 2,000 characters.
+    /// Its answer, or why none came; the first 500 characters.
     response: String,
 }
 
@@ -43,7 +43,7 @@ struct EndpointHealthOut {
     last_success_at: Option<DateTime<Utc>>,
     /// When its next delivery is due (a retry, while it fails).
     next_attempt: Option<DateTime<Utc>>,
-    /// How many of its latest attempts were looked at (at most 100), and failed.
+    /// How many of its latest attempts of the last 7 days were looked at (at most 100), and failed.
     recent_attempts: i64,
     recent_failures: i64,
     /// While it fails: its latest failure.
@@ -74,16 +74,32 @@ impl From<Health> for EndpointHealthOut {
     }
 }
 
-/// The health of the application's HTTP endpoints (at most 250).
-#[utoipa::path(tag = "Endpoint", operation_id = "hookgate.endpoint.health", responses((status = 200, body = EndpointHealthListOut)))]
+/// `?endpoint_id=`: one endpoint's health only.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct HealthQuery {
+    endpoint_id: Option<String>,
+}
+
+/// The health of the application's HTTP endpoints (at most 250, newest first),
+/// or of one (`endpoint_id`, its id; an unknown one answers an empty list).
+#[utoipa::path(params(HealthQuery), tag = "Endpoint", operation_id = "hookgate.endpoint.health", responses((status = 200, body = EndpointHealthListOut)))]
 #[get("/app/{app_id}/endpoint-health")]
 async fn health(
     tenant: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<Ref<AppId>>,
+    q: web::Query<HealthQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let only = match q.endpoint_id.as_deref() {
+        None => None,
+        Some(id) => Some(
+            EndpointId::parse(id).map_err(|_| ApiError::Validation("`endpoint_id` is not an endpoint id".into()))?,
+        ),
+    };
     let app = find_app(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let found = endpoint_health::for_app(&**conn, &tenant.0, &app.id).await?;
+    let found = endpoint_health::for_app(&**conn, &tenant.0, &app.id, only.as_ref()).await?;
     Ok(HttpResponse::Ok().json(EndpointHealthListOut { data: found.into_iter().map(Into::into).collect() }))
 }

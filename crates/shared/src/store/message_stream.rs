@@ -20,6 +20,10 @@ use super::messages::{from_row_at, Message, COLUMNS};
 use super::StoreError;
 use crate::ids::{AppId, TenantId};
 
+/// The tag of a test event (`send-example`): a customer chooses its payload, so it
+/// is not one of the tenant's events, and the streams leave it out.
+pub const TEST_EVENT_TAG: &str = "hookgate.test-event";
+
 /// A place in a stream: after the message (`at`, `id`). The start is before all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamPosition {
@@ -146,7 +150,8 @@ pub async fn read(
         r#"SELECT hit, {cols} FROM (
             SELECT *, COALESCE(app_id = $2
                       AND ($6::text[] IS NULL OR event_type = ANY ($6))
-                      AND ($7::text[] IS NULL OR channels && $7), false) AS hit
+                      AND ($7::text[] IS NULL OR channels && $7)
+                      AND NOT COALESCE(tags @> ARRAY[$9::text], false), false) AS hit
             FROM messages
             WHERE tenant_id = $1 AND created_at >= $3 AND (created_at, id COLLATE "C") > ($3, $4) AND created_at < $5
             ORDER BY created_at, id COLLATE "C" LIMIT $8) s
@@ -164,6 +169,7 @@ pub async fn read(
                 &filter.event_types,
                 &filter.channels,
                 &scan,
+                &TEST_EVENT_TAG,
             ],
         )
         .await?;

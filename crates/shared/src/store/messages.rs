@@ -163,8 +163,8 @@ pub async fn publish_to_endpoint(
             SELECT tenant_id, app_id, id FROM endpoints
             WHERE tenant_id = $1 AND app_id = $2 AND id = $3 AND NOT disabled
          ), msg AS (
-            INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, traceparent)
-            SELECT $1, $2, $4, $5, $6, $7, $8 FROM ep
+            INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, traceparent, tags)
+            SELECT $1, $2, $4, $5, $6, $7, $8, $9 FROM ep
             RETURNING {COLUMNS}, tenant_id
          ), del AS (
             INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
@@ -187,6 +187,7 @@ pub async fn publish_to_endpoint(
                 &m.payload,
                 &m.content_type,
                 &m.traceparent,
+                &m.tags,
             ],
         )
         .await?;
