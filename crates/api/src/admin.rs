@@ -3,14 +3,14 @@
 use crate::idempotency::{answer, RequestKey};
 use crate::{Maybe, Operator, PageQuery};
 use actix_web::http::StatusCode;
-use actix_web::{delete, get, patch, post, web, HttpResponse};
+use actix_web::{delete, get, patch, post, web, HttpMessage, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::store::page::Page;
 use hookgate_shared::store::StoreError;
 use hookgate_shared::{
     db,
     http::ApiError,
-    ids::{ApiKeyId, AppId, Ref, TenantId},
+    ids::{AppId, Ref, TenantId},
     quota::{self, Limit, Quotas},
     store::{
         api_keys, applications, deliveries, fifo, tenants, tenants::QuotaPatch, tenants::Tenant, tenants::TenantPatch,
@@ -29,10 +29,10 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(get_tenant)
         .service(patch_tenant)
         .service(delete_tenant)
-        .service(erase_app)
-        .service(create_key)
-        .service(revoke_key);
+        .service(erase_app);
+    crate::admin_keys::configure(cfg);
     crate::admin_views::configure(cfg);
+    crate::audit::configure_admin(cfg);
     crate::v1::operational::configure_admin(cfg);
     cfg.service(crate::v1::usage::tenant_usage);
 }
@@ -205,16 +205,6 @@ struct CreatedTenant {
     api_key_id: String,
 }
 
-/// A new API key (shown this once).
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[schema(as = ApiKeyCreatedOut)]
-struct CreatedKey {
-    id: String,
-    api_key: String,
-    created_at: DateTime<Utc>,
-}
-
 fn check_name(name: &str) -> Result<(), ApiError> {
     hookgate_shared::ids::check_tenant_name(name).map_err(ApiError::Validation)
 }
@@ -235,6 +225,7 @@ fn uid_conflict(e: ApiError) -> ApiError {
 #[post("/tenant")]
 async fn create_tenant(
     _: Operator,
+    req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Json<TenantIn>,
     request: Option<web::ReqData<RequestKey>>,
@@ -249,7 +240,7 @@ async fn create_tenant(
     let id = TenantId::generate();
     let tenant =
         tenants::insert(&*tx, &id, body.name.trim(), body.uid.as_deref()).await.map_err(|e| uid_conflict(e.into()))?;
-    let key = api_keys::issue(&*tx, &id, &state.api_keys).await?;
+    let key = api_keys::issue(&*tx, &id, &state.api_keys, None).await?;
     let created = CreatedTenant {
         tenant: TenantOut::new(tenant, &state.config),
         api_key: key.key,
@@ -258,6 +249,7 @@ async fn create_tenant(
     let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &created).await?;
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(tenant = %id, "tenant created");
+    req.extensions_mut().insert(crate::audit::AuditTenant(id.clone()));
     Ok(res)
 }
 
@@ -407,41 +399,5 @@ async fn delete_tenant(
         return Err(ApiError::NotFound("tenant"));
     }
     tracing::info!(tenant = %tenant.id, "tenant deleted");
-    Ok(HttpResponse::NoContent().finish())
-}
-
-/// Issues the tenant another API key.
-#[utoipa::path(tag = "Admin", operation_id = "admin.api-key.create", responses((status = 201, body = CreatedKey)))]
-#[post("/tenant/{tenant_id}/api-key")]
-async fn create_key(
-    _: Operator,
-    state: web::Data<AppState>,
-    id: web::Path<Ref<TenantId>>,
-    request: Option<web::ReqData<RequestKey>>,
-) -> Result<HttpResponse, ApiError> {
-    let tenant = find(&state, &id).await?;
-    let mut conn = db::conn(&state.db).await?;
-    let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let key = api_keys::issue(&*tx, &tenant.id, &state.api_keys).await?;
-    let created = CreatedKey { id: key.id.to_string(), api_key: key.key, created_at: key.created_at };
-    let res = answer(&*tx, &state, request.as_deref(), StatusCode::CREATED, &created).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(res)
-}
-
-/// Revokes one of the tenant's API keys.
-#[utoipa::path(tag = "Admin", operation_id = "admin.api-key.revoke", responses((status = 204, description = "revoked")))]
-#[delete("/tenant/{tenant_id}/api-key/{key_id}")]
-async fn revoke_key(
-    _: Operator,
-    state: web::Data<AppState>,
-    path: web::Path<(Ref<TenantId>, ApiKeyId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (id, key_id) = path.into_inner();
-    let tenant = find(&state, &id).await?;
-    let conn = db::conn(&state.db).await?;
-    if !api_keys::revoke(&**conn, &tenant.id, &key_id, &state.caches).await? {
-        return Err(ApiError::NotFound("API key"));
-    }
     Ok(HttpResponse::NoContent().finish())
 }

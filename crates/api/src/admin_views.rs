@@ -1,4 +1,4 @@
-//! The operator's read views for the console: a tenant's last day, its keys.
+//! The operator's read views for the console: a tenant's last day, the fleet's health.
 
 use actix_web::{get, web, HttpResponse};
 use chrono::{DateTime, Duration, Utc};
@@ -6,7 +6,8 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{Ref, TenantId},
-    store::{api_keys, volume},
+    redis::RedisState,
+    store::{fleet, volume},
     AppState,
 };
 use serde::Serialize;
@@ -16,7 +17,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use crate::{admin::find, Operator};
 
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(stats).service(list_keys);
+    cfg.service(stats).service(fleet_health);
 }
 
 /// A tenant's last 24 hours both ways, and its delivery backlog now (fields in
@@ -38,23 +39,6 @@ struct StatsOut {
     /// Deliveries waiting to be sent (pending or being sent).
     pending_deliveries: i64,
     since: DateTime<Utc>,
-}
-
-/// One of a tenant's API keys: never the key itself.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[schema(as = ApiKeyOut)]
-struct KeyOut {
-    created_at: DateTime<Utc>,
-    id: String,
-    revoked_at: Option<DateTime<Utc>>,
-}
-
-/// A tenant's API keys, newest first (revoked ones too, marked).
-#[derive(Serialize, ToSchema)]
-#[schema(as = ApiKeyListOut)]
-struct KeysOut {
-    data: Vec<KeyOut>,
 }
 
 /// The tenant's last 24 hours both ways, the failure rate of its attempts, and
@@ -87,20 +71,91 @@ async fn stats(
     }))
 }
 
-/// The tenant's API keys, ids and dates only: a key is shown once, when it is issued.
-#[utoipa::path(tag = "Admin", operation_id = "admin.api-key.list", responses((status = 200, body = KeysOut)))]
-#[get("/tenant/{tenant_id}/api-key")]
-async fn list_keys(
-    _: Operator,
-    state: web::Data<AppState>,
-    id: web::Path<Ref<TenantId>>,
-) -> Result<HttpResponse, ApiError> {
-    let tenant = find(&state, &id).await?;
-    let conn = db::conn(&state.db).await?;
-    let keys = api_keys::list(&**conn, &tenant.id).await?;
-    let data = keys
+/// Postgres as this process sees it.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct PostgresHealth {
+    up: bool,
+    /// How long the backlog's query took, in milliseconds.
+    latency_ms: Option<u64>,
+    /// Why it did not answer, when it did not.
+    error: Option<String>,
+    /// Connections of each pool of this process: open and idle.
+    pools: Vec<PoolOut>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct PoolOut {
+    name: &'static str,
+    size: usize,
+    idle: usize,
+    max: usize,
+}
+
+/// The delivery backlog of every tenant.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct BacklogOut {
+    /// Deliveries waiting for an attempt (a retry's time to come, or due) or in flight.
+    waiting: i64,
+    /// Of those, due now or in flight.
+    due: i64,
+    /// When the most overdue delivery was due.
+    oldest_due: Option<DateTime<Utc>>,
+}
+
+/// A delivery worker that reported in the last minute.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct WorkerOut {
+    name: String,
+    /// How long work it could start waited for it, in milliseconds (0: keeping up).
+    pressure_ms: i32,
+    seen_at: DateTime<Utc>,
+}
+
+/// The fleet's health: Postgres and Redis as this process sees them, the
+/// backlog across tenants, and the workers that reported lately.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = FleetHealthOut)]
+struct FleetOut {
+    postgres: PostgresHealth,
+    redis: RedisState,
+    /// `null` when Postgres did not answer.
+    backlog: Option<BacklogOut>,
+    workers: Vec<WorkerOut>,
+    at: DateTime<Utc>,
+}
+
+/// The fleet's health for the console: answers 200 whatever is down, saying what is.
+#[utoipa::path(tag = "Admin", operation_id = "admin.health", responses((status = 200, body = FleetOut)))]
+#[get("/health")]
+async fn fleet_health(_: Operator, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let started = std::time::Instant::now();
+    let read = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        let backlog = fleet::backlog(&**conn).await?;
+        let workers = fleet::workers(&**conn).await?;
+        Ok((backlog, workers))
+    });
+    let (read, redis) = tokio::join!(read, state.redis.state());
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let pools = state
+        .pools()
         .into_iter()
-        .map(|k| KeyOut { id: k.id.to_string(), created_at: k.created_at, revoked_at: k.revoked_at })
+        .map(|(name, p)| {
+            let s = p.status();
+            PoolOut { name, size: s.size, idle: s.available, max: s.max_size }
+        })
         .collect();
-    Ok(HttpResponse::Ok().json(KeysOut { data }))
+    let (postgres, backlog, workers) = match read {
+        Ok((b, w)) => (
+            PostgresHealth { up: true, latency_ms: Some(latency_ms), error: None, pools },
+            Some(BacklogOut { waiting: b.waiting, due: b.due, oldest_due: b.oldest_due }),
+            w.into_iter().map(|w| WorkerOut { name: w.name, pressure_ms: w.pressure_ms, seen_at: w.seen_at }).collect(),
+        ),
+        Err(e) => (PostgresHealth { up: false, latency_ms: None, error: Some(e.to_string()), pools }, None, vec![]),
+    };
+    Ok(HttpResponse::Ok().json(FleetOut { postgres, redis, backlog, workers, at: Utc::now() }))
 }

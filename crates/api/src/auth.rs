@@ -61,6 +61,14 @@ pub async fn require_tenant(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let state = state(&req);
+    if req.headers().contains_key(INSPECT) {
+        let principal = match inspector(&state, &req).await {
+            Ok(p) => p,
+            Err(e) => return reject(req, e),
+        };
+        req.extensions_mut().insert(principal);
+        return Ok(next.call(req).await?.map_into_boxed_body());
+    }
     let principal = match authenticate_tenant(&state, bearer(&req)).await {
         Ok(p) => p,
         Err(e) => return reject(req, e),
@@ -102,6 +110,41 @@ pub async fn require_tenant(
     }
     req.extensions_mut().insert(principal);
     Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// The header with which the operator's admin token reads one tenant's data.
+const INSPECT: &str = "hookgate-tenant";
+
+/// The operator reading a tenant's data: the admin token, a tenant that exists,
+/// `GET` only, and no route that shows a credential (the operator helps a
+/// customer; it does not need the customer's secrets to do so).
+async fn inspector(state: &AppState, req: &ServiceRequest) -> Result<Principal, ApiError> {
+    let Some(expected) = state.config.admin_token.as_deref() else {
+        return Err(ApiError::Unauthorized("the admin API is disabled: HOOKGATE_ADMIN_TOKEN is not set".into()));
+    };
+    match bearer(req) {
+        Some(token) if secrets_equal(token.as_bytes(), expected.as_bytes()) => {}
+        _ => return Err(ApiError::Unauthorized("`Hookgate-Tenant` is for the admin token only".into())),
+    }
+    if req.method() != actix_web::http::Method::GET {
+        return Err(ApiError::Forbidden(crate::principal::INSPECTOR_READS.into()));
+    }
+    let rest = req.path().trim_end_matches('/');
+    if ["/secret", "/headers"].iter().any(|s| rest.ends_with(s)) || rest.contains('%') {
+        return Err(ApiError::Forbidden("a tenant's secrets are not shown to the operator".into()));
+    }
+    let given = req.headers().get(INSPECT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let tenant = TenantId::parse(given.trim())
+        .map_err(|_| ApiError::Validation("`Hookgate-Tenant`: not a tenant id (`tnt_…`)".into()))?;
+    let found = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        hookgate_shared::store::tenants::get(&**conn, &tenant).await
+    })
+    .await?;
+    match found {
+        Some(t) if t.id.as_str() != hookgate_shared::store::tenants::OPERATOR => Ok(Principal::Inspector { tenant }),
+        _ => Err(ApiError::NotFound("tenant")),
+    }
 }
 
 /// Rewrites `/api/v1/app/{uid}/…` to `/api/v1/app/{app_id}/…`; false if the path

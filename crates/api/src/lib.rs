@@ -10,7 +10,9 @@
 //! crate: the arrows run gateway → api → {ingress, egress} → shared.
 
 pub mod admin;
+mod admin_keys;
 mod admin_views;
+mod audit;
 mod auth;
 #[cfg(test)]
 mod counting;
@@ -60,6 +62,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
             // authentication's own queries are bounded where they run.
             .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
+            .wrap(from_fn(audit::record))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(auth::require_operator))
             .configure(admin::configure),
@@ -68,15 +71,18 @@ pub fn configure(cfg: &mut ServiceConfig) {
         scope(API)
             .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
+            .wrap(from_fn(audit::record))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(quota::limit_api))
             .wrap(from_fn(auth::require_tenant))
-            .configure(v1::configure),
+            .configure(v1::configure)
+            .configure(audit::configure),
     );
     cfg.service(
         scope(INGEST)
             .wrap(from_fn(text::reject_nul))
             .wrap(from_fn(deadline::deadline))
+            .wrap(from_fn(audit::record))
             .wrap(from_fn(idempotency::idempotency))
             .wrap(from_fn(quota::limit_api))
             .wrap(from_fn(auth::require_tenant))

@@ -14,6 +14,9 @@ pub enum Principal {
     Operator,
     /// A tenant, with one of its API keys.
     Tenant { tenant: TenantId, key: ApiKeyId },
+    /// The operator reading a tenant's data (the admin token and a
+    /// `Hookgate-Tenant` header): `GET`s only, never a secret, each one audited.
+    Inspector { tenant: TenantId },
     /// A tenant's customer, with an app-portal token for one application.
     Portal {
         tenant: TenantId,
@@ -39,7 +42,7 @@ impl Principal {
     /// key its tenant uses to publish.
     pub fn scope(&self) -> String {
         match self {
-            Principal::Operator => "operator".to_owned(),
+            Principal::Operator | Principal::Inspector { .. } => "operator".to_owned(),
             Principal::Tenant { tenant, .. } => tenant.as_str().to_owned(),
             // A publisher's and a poller's keys must not collide with a customer's either.
             Principal::Portal { tenant, app_id, message_only: true, .. } => format!("{tenant}/msgtoken/{app_id}"),
@@ -71,6 +74,10 @@ impl FromRequest for Operator {
 /// Extracts the calling tenant; every `/api/v1` handler scopes its queries by it.
 /// A portal token yields its tenant too: the auth middleware has already confined
 /// it to its application's routes.
+/// What the operator is told when an inspection tries more than reading.
+pub const INSPECTOR_READS: &str =
+    "the operator reads a tenant's data here but does not act as it: use one of the tenant's API keys";
+
 pub struct TenantAuth(pub TenantId);
 
 impl FromRequest for TenantAuth {
@@ -79,7 +86,9 @@ impl FromRequest for TenantAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(match principal(req) {
-            Some(Principal::Tenant { tenant, .. }) | Some(Principal::Portal { tenant, .. }) => Ok(TenantAuth(tenant)),
+            Some(Principal::Tenant { tenant, .. })
+            | Some(Principal::Portal { tenant, .. })
+            | Some(Principal::Inspector { tenant }) => Ok(TenantAuth(tenant)),
             _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
         })
     }
@@ -112,7 +121,7 @@ impl FromRequest for KeyAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(match principal(req) {
-            Some(Principal::Tenant { tenant, .. }) => Ok(KeyAuth(tenant)),
+            Some(Principal::Tenant { tenant, .. }) | Some(Principal::Inspector { tenant }) => Ok(KeyAuth(tenant)),
             Some(Principal::Portal { .. }) => Err(ApiError::Forbidden("an app-portal token cannot do this".into())),
             _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
         })
@@ -131,6 +140,7 @@ impl FromRequest for KeyHolder {
         ready(match principal(req) {
             Some(Principal::Tenant { tenant, key }) => Ok(KeyHolder(tenant, key)),
             Some(Principal::Portal { .. }) => Err(ApiError::Forbidden("an app-portal token cannot do this".into())),
+            Some(Principal::Inspector { .. }) => Err(ApiError::Forbidden(INSPECTOR_READS.into())),
             _ => Err(ApiError::Unauthorized("a tenant API key is required".into())),
         })
     }

@@ -103,6 +103,12 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("portal_log.js", "text/javascript; charset=utf-8", include_str!("../ui/portal_log.js")),
     ("portal_catalog.js", "text/javascript; charset=utf-8", include_str!("../ui/portal_catalog.js")),
     ("transform.js", "text/javascript; charset=utf-8", include_str!("../ui/transform.js")),
+    ("app_ctx.js", "text/javascript; charset=utf-8", include_str!("../ui/app_ctx.js")),
+    ("console_operator.js", "text/javascript; charset=utf-8", include_str!("../ui/console_operator.js")),
+    ("console_tenant.js", "text/javascript; charset=utf-8", include_str!("../ui/console_tenant.js")),
+    ("console_audit.js", "text/javascript; charset=utf-8", include_str!("../ui/console_audit.js")),
+    ("console_apps.js", "text/javascript; charset=utf-8", include_str!("../ui/console_apps.js")),
+    ("console_more.js", "text/javascript; charset=utf-8", include_str!("../ui/console_more.js")),
     ("console.js", "text/javascript; charset=utf-8", include_str!("../ui/console.js")),
 ];
 

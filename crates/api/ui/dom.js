@@ -63,7 +63,7 @@ function words(status, body) {
 
 /** Calls the API with the credential in the Authorization header: never in a
  * URL, never in a cookie. Resolves to the JSON body (or null). */
-export function client(token) {
+export function client(token, extra = {}) {
   return async function call(method, path, body) {
     let res;
     try {
@@ -71,6 +71,7 @@ export function client(token) {
         method,
         headers: {
           Authorization: `Bearer ${token}`,
+          ...extra,
           ...(body === undefined ? {} : { "Content-Type": "application/json" }),
         },
         body: body === undefined ? undefined : JSON.stringify(body),
@@ -247,4 +248,20 @@ export function example(et) {
     if (ex) return ex;
   }
   return null;
+}
+
+/** Asks before an action that is hard to undo: a modal dialog naming what will
+ * happen; resolves true only if the person chose `confirm`. */
+export function confirmDialog({ title, text, confirm }) {
+  return new Promise((resolve) => {
+    const yes = h("button", { class: "danger", value: "yes" }, confirm);
+    const no = h("button", { value: "no", autofocus: true }, "Cancel");
+    const dialog = h("dialog", { class: "confirm", "aria-labelledby": "confirm-title", "aria-describedby": "confirm-text" },
+      h("form", { method: "dialog", class: "stack" },
+        h("h2", { id: "confirm-title" }, title), h("p", { id: "confirm-text" }, text),
+        h("div", { class: "actions" }, no, yes)));
+    dialog.addEventListener("close", () => { dialog.remove(); resolve(dialog.returnValue === "yes"); });
+    document.body.append(dialog);
+    dialog.showModal();
+  });
 }

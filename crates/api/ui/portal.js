@@ -3,10 +3,8 @@
 // token may do, and shows the application's endpoints, its message log and its
 // event catalog. Every call is to the application's own /api/v1 routes; the
 // server confines the token to that application whatever this page asks.
-import { h, show, client, seg, errorBox, session, ApiError } from "./dom.js";
-import { listView, endpointView } from "./portal_endpoints.js";
-import { logView } from "./portal_log.js";
-import { catalogView } from "./portal_catalog.js";
+import { h, show, client, session, ApiError } from "./dom.js";
+import { appContext, sectionNav } from "./app_ctx.js";
 
 const main = document.getElementById("main");
 const parts = location.pathname.split("/").filter(Boolean); // ["portal", tenant, app]
@@ -67,21 +65,11 @@ function token() {
 
 /** What every view is given: the API client, the application's base path, the
  * catalog, whether the link only reads, and the ways to move between views. */
-const ctx = {
-  main,
+const ctx = appContext(main, {
+  appId,
   owner,
-  api: null,
-  base: `/api/v1/app/${seg(appId)}`,
-  catalog: [],
-  readOnly: false,
-  // Which view was asked for last: a view that finishes loading after another was
-  // asked for does not show itself over it (`ctx.current(view)`).
-  seq: 0,
-  begin() { ctx.seq += 1; return ctx.seq; },
-  current(view) { return view === ctx.seq; },
   // Which start of the page (a new link in the tab starts it again) the client,
   // and each error it throws, belong to: an old link's answers change nothing.
-  gen: 0,
   expired(e) {
     if (e instanceof ApiError && e.gen !== undefined && e.gen !== ctx.gen) return true;
     if (e instanceof ApiError && e.status === 401) {
@@ -92,36 +80,13 @@ const ctx = {
     }
     return false;
   },
-  // Runs a view's work; its error shows only while that view is still the one
-  // asked for. A view begins (`ctx.begin`) before its first wait, so the view is
-  // known once `fn` has been called.
-  async guarded(fn) {
-    let view = ctx.seq;
-    try {
-      const work = fn();
-      view = ctx.seq;
-      await work;
-    } catch (e) {
-      if (!ctx.expired(e) && ctx.current(view)) show(main, errorBox(e));
-    }
-  },
-  go: {
-    endpoints: () => ctx.guarded(() => listView(ctx)),
-    endpoint: (id, tab, notice) => ctx.guarded(() => endpointView(ctx, id, tab, notice)),
-    log: (query) => ctx.guarded(() => logView(ctx, query)),
-    catalog: () => ctx.guarded(() => catalogView(ctx)),
-  },
-};
+});
 
 // The sections, above every view; the current one is marked for screen readers.
-const nav = h("nav", { class: "sections", "aria-label": "Portal sections" });
+const { nav, draw } = sectionNav(ctx, "Portal sections");
+ctx.sections = draw;
 const banner = h("p", { class: "readonly-banner", role: "note", hidden: true },
   "Read-only link: you can look at everything here, but not change anything.");
-function sections(current) {
-  show(nav, [["endpoints", "Endpoints"], ["log", "Messages"], ["catalog", "Event catalog"]].map(([k, label]) =>
-    h("button", { class: "link", "aria-current": k === current ? "page" : null, onclick: () => ctx.go[k]() }, label)));
-}
-ctx.sections = sections;
 
 async function start() {
   const { key, refused } = token();

@@ -3,7 +3,7 @@
 //! past their own `payloadRetentionPeriod`; forgets the request keys of messages
 //! past the Idempotency-Key's lifetime; folds past days' usage shards into one
 //! row each; forgets background tasks that ended longer ago than the message
-//! retention; and finishes the erasures of applications that their request could
+//! retention; keeps the audit log as long as each tenant's messages; and finishes the erasures of applications that their request could
 //! not complete.
 
 use hookgate_shared::{
@@ -11,6 +11,7 @@ use hookgate_shared::{
     ids::{AppId, TenantId},
     prune::{drain, BATCH, ROUND},
     store::{
+        audit,
         erasure::{self, Erasure},
         portal_tokens, retention, sinks, tasks, usage,
     },
@@ -44,6 +45,8 @@ pub async fn run(state: AppState) {
             .await;
         // The FIFO and polling endpoints' log, as long as each tenant's message retention.
         drain(&state, "sink_log", |conn| async move { sinks::prune(&**conn, default_days, BATCH).await }).await;
+        // The audit log, as long as each tenant's message retention.
+        drain(&state, "audit_log", |conn| async move { audit::prune(&**conn, default_days, BATCH).await }).await;
         let pending = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             erasure::pending_erasures(&**conn, 100).await

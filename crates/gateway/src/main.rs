@@ -198,7 +198,7 @@ async fn tenant(cmd: TenantCommand, config: Config) -> anyhow::Result<()> {
             let tx = conn.transaction().await?;
             let id = TenantId::generate();
             let tenant = tenants::insert(&*tx, &id, &name, uid.as_deref()).await?;
-            let key = api_keys::issue(&*tx, &id, &state.api_keys).await?;
+            let key = api_keys::issue(&*tx, &id, &state.api_keys, None).await?;
             tx.commit().await?;
             let out = serde_json::json!({
                 "id": tenant.id, "name": tenant.name, "uid": tenant.uid,

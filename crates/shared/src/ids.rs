@@ -217,6 +217,8 @@ prefixed_id!(/// An application's integration: a named key for a customer's thir
     IntegrationId, "integ");
 prefixed_id!(/// A background task (an endpoint's replay), run by the workers in steps.
     TaskId, "qtask");
+prefixed_id!(/// An entry of a tenant's audit log: one action of the operator or the tenant.
+    AuditId, "aud");
 
 /// A ULID made at `ms` from 80 bits of `seed`'s SHA-256: [`AppId::derived`] and its kin.
 fn derived_ulid(ms: u64, seed: &str) -> Ulid {

@@ -40,6 +40,8 @@ pub struct Metrics {
     /// Hosts of `DATABASE_URL` and `REDIS_URL` that have never resolved: their
     /// ports are refused to tenants at every address that is not public.
     pub own_servers_unresolved: IntGauge,
+    /// Actions done whose audit entry could not be written (each also logged).
+    pub audit_failures: IntCounter,
     tenant_label: bool,
 }
 
@@ -127,6 +129,12 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(own_servers_unresolved.clone())).expect("registered once");
+        let audit_failures = IntCounter::new(
+            "hookgate_audit_failures_total",
+            "Actions of the operator or a tenant that were done but whose audit-log entry could not be written.",
+        )
+        .expect("valid metric");
+        registry.register(Box::new(audit_failures.clone())).expect("registered once");
         registry.register(Box::new(http_requests.clone())).expect("registered once");
         registry.register(Box::new(db_pool_connections.clone())).expect("registered once");
         registry.register(Box::new(redis_errors.clone())).expect("registered once");
@@ -158,6 +166,7 @@ impl Metrics {
             partition_errors,
             partitions_ahead,
             own_servers_unresolved,
+            audit_failures,
             tenant_label,
         }
     }

@@ -5,6 +5,7 @@
 mod admin;
 mod archive;
 mod at_rest;
+mod audit;
 mod bounds;
 mod chaos;
 mod delivery;

@@ -253,6 +253,13 @@ const EXCEPTIONS: &[(&str, &str)] = &[
         "maintenance: the FIFO and polling endpoints' log past each tenant's message retention, of every tenant",
     ),
     ("sinks::horizon_age", "maintenance: the server's oldest open transaction, which holds every tenant's sinks back"),
+    (
+        "message_stream::horizon",
+        "read: the server's oldest open transaction, which bounds every tenant's message stream",
+    ),
+    ("audit::prune", "maintenance: the audit log past each tenant's message retention, of every tenant"),
+    ("fleet::backlog", "the operator's view of the fleet: the delivery backlog of every tenant"),
+    ("fleet::workers", "the operator's view of the fleet: the delivery workers, no tenant's"),
     ("portal_tokens::prune", "maintenance: app-portal token revocations no live token can match, of every tenant"),
     (
         "fifo::pick",

@@ -216,6 +216,8 @@ pub(crate) async fn values_hidden(req: &HttpRequest, state: &AppState, tenant: &
         Some(Principal::Portal { read_only, message_only, poller, .. }) => {
             Some(*read_only || *message_only || poller.is_some())
         }
+        // The operator reading a tenant's data sees no credential of its endpoints.
+        Some(Principal::Inspector { .. }) => Some(true),
         _ => None,
     };
     Ok(match portal {

@@ -98,7 +98,9 @@ impl FromRequest for OpTenant {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(match req.extensions().get::<Principal>() {
-            Some(Principal::Tenant { tenant, .. }) => Ok(OpTenant(tenant.clone())),
+            Some(Principal::Tenant { tenant, .. }) | Some(Principal::Inspector { tenant }) => {
+                Ok(OpTenant(tenant.clone()))
+            }
             Some(Principal::Operator) => Ok(OpTenant(TenantId::from_db(OPERATOR.to_owned()))),
             Some(Principal::Portal { .. }) => Err(ApiError::Forbidden("an app-portal token cannot do this".into())),
             None => Err(ApiError::Unauthorized("a tenant API key is required".into())),

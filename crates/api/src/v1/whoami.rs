@@ -46,6 +46,12 @@ async fn whoami(req: HttpRequest) -> Result<HttpResponse, ApiError> {
             permission_source: Source::GlobalAuthToken,
             read_only: None,
         },
+        Some(Principal::Inspector { tenant }) => WhoamiOut {
+            env_id: Some(tenant.to_string()),
+            app_id: None,
+            permission_source: Source::GlobalAuthToken,
+            read_only: Some(true),
+        },
         Some(Principal::Portal { tenant, app_id, read_only, .. }) => WhoamiOut {
             env_id: Some(tenant.to_string()),
             app_id: Some(app_id.clone()),

@@ -7,7 +7,7 @@ use actix_web::{
     dev::{ServiceRequest, ServiceResponse},
     http::{header::HeaderValue, Method},
     middleware::Next,
-    web, Error,
+    web, Error, HttpMessage,
 };
 use hookgate_shared::{config::LogFormat, trace};
 use tracing::Instrument;
@@ -58,6 +58,7 @@ pub async fn observe(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let request_id = format!("req_{}", ulid::Ulid::new());
+    req.extensions_mut().insert(hookgate_shared::http::RequestId(request_id.clone()));
     // The route's pattern, never the path: a path can be a credential (a source's
     // `/in/src_…` is the whole secret of a source that checks no signature, a
     // portal link's `/portal/…` carries a token), and every log line and exported

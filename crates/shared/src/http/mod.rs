@@ -40,6 +40,10 @@ pub fn source_url(req: &actix_web::HttpRequest, config: &crate::Config, id: &cra
     format!("{}/in/{id}", public_base(req, config))
 }
 
+/// The request's id, in the request's extensions (set by the gateway's outermost middleware).
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
 /// The response header carrying the request's id (set by the gateway's outermost middleware).
 pub const REQUEST_ID: actix_web::http::header::HeaderName =
     actix_web::http::header::HeaderName::from_static("x-request-id");

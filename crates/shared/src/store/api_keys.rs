@@ -39,13 +39,19 @@ pub(super) fn tenant_of(key: &str, prefix: &str) -> Option<TenantId> {
     TenantId::parse(tenant).ok()
 }
 
-pub async fn issue(db: &impl GenericClient, tenant: &TenantId, hasher: &ApiKeyHasher) -> Result<IssuedKey, StoreError> {
+/// Issues a key, with the label that says who holds it (checked by the caller).
+pub async fn issue(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    hasher: &ApiKeyHasher,
+    label: Option<&str>,
+) -> Result<IssuedKey, StoreError> {
     let id = ApiKeyId::generate();
     let key = format!("{KEY_PREFIX}{tenant}_{}", random_hex(32));
     let row = db
         .query_one(
-            "INSERT INTO api_keys (tenant_id, id, key_hash) VALUES ($1, $2, $3) RETURNING created_at",
-            &[&tenant.as_str(), &id.as_str(), &hasher.hash(&key)],
+            "INSERT INTO api_keys (tenant_id, id, key_hash, label) VALUES ($1, $2, $3, $4) RETURNING created_at",
+            &[&tenant.as_str(), &id.as_str(), &hasher.hash(&key), &label],
         )
         .await?;
     Ok(IssuedKey { id, key, created_at: row.get(0) })
@@ -86,6 +92,7 @@ pub async fn is_live(db: &impl GenericClient, tenant: &TenantId, key: &ApiKeyId)
 #[derive(Debug, Clone)]
 pub struct KeyInfo {
     pub id: ApiKeyId,
+    pub label: Option<String>,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
@@ -94,14 +101,35 @@ pub struct KeyInfo {
 pub async fn list(db: &impl GenericClient, tenant: &TenantId) -> Result<Vec<KeyInfo>, StoreError> {
     let rows = db
         .query(
-            "SELECT id, created_at, revoked_at FROM api_keys WHERE tenant_id = $1 ORDER BY id DESC LIMIT 200",
+            "SELECT id, created_at, revoked_at, label FROM api_keys WHERE tenant_id = $1 ORDER BY id DESC LIMIT 200",
             &[&tenant.as_str()],
         )
         .await?;
     Ok(rows
         .iter()
-        .map(|r| KeyInfo { id: ApiKeyId::from_db(r.get(0)), created_at: r.get(1), revoked_at: r.get(2) })
+        .map(|r| KeyInfo {
+            id: ApiKeyId::from_db(r.get(0)),
+            created_at: r.get(1),
+            revoked_at: r.get(2),
+            label: r.get(3),
+        })
         .collect())
+}
+
+/// Sets (or with `None` clears) a key's label; returns whether the tenant has the key.
+pub async fn set_label(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    key: &ApiKeyId,
+    label: Option<&str>,
+) -> Result<bool, StoreError> {
+    let n = db
+        .execute(
+            "UPDATE api_keys SET label = $3 WHERE tenant_id = $1 AND id = $2",
+            &[&tenant.as_str(), &key.as_str(), &label],
+        )
+        .await?;
+    Ok(n == 1)
 }
 
 /// Revokes a key; returns whether a live key of this tenant had that id.

@@ -25,6 +25,7 @@ macro_rules! per_tenant {
 pub mod api_keys;
 pub mod applications;
 pub mod attempts;
+pub mod audit;
 pub mod broadcast;
 pub mod cancel;
 pub mod counts;
@@ -39,6 +40,7 @@ pub mod erasure;
 pub mod event_types;
 mod fanout;
 pub mod fifo;
+pub mod fleet;
 pub mod health;
 pub mod idempotency;
 pub mod inbound_batch;
