@@ -193,3 +193,33 @@ def test_app_portal_access_creates_the_application_alongside_as_svix_does(hookga
     assert svix.application.get(uid).name == "Made here"
     status, _, _ = call(hookgate, "POST", "/api/v1/auth/app-portal-access/missing-" + uid, tenant["apiKey"], {})
     assert status == 404
+
+
+def test_the_message_log_filters_by_the_state_of_a_messages_deliveries(hookgate, tenant, svix, sink):
+    from svix.api import EventTypeIn
+    from conftest import Sink
+    svix.event_type.create(EventTypeIn(name="parcel.lost", description="fails at one endpoint"))
+    svix.event_type.create(EventTypeIn(name="parcel.sent", description="goes to the good one only"))
+    app = svix.application.create(ApplicationIn(name="by-status"))
+    failing = Sink()
+    failing.status = 500
+    try:
+        svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+        svix.endpoint.create(app.id, EndpointIn(url=failing.url, event_types=["parcel.lost"]))
+        lost = svix.message.create(app.id, MessageIn(event_type="parcel.lost", payload={}))
+        sent = [svix.message.create(app.id, MessageIn(event_type="parcel.sent", payload={"n": i})) for i in range(2)]
+        key = tenant["apiKey"]
+
+        def ids(status):
+            code, _, page = call(hookgate, "GET", f"/api/v1/app/{app.id}/msg?status={status}", key)
+            assert code == 200, page
+            return sorted(m["id"] for m in page["data"])
+
+        # The retry schedule (1 s, 1 s) runs out: the lost parcel's delivery to the failing endpoint fails.
+        eventually(lambda: ids(2) == [lost.id], timeout=20)
+        assert ids(0) == sorted([lost.id] + [m.id for m in sent]), "each was delivered to the good endpoint"
+        assert ids(1) == [] and ids(3) == []
+        code, _, body = call(hookgate, "GET", f"/api/v1/app/{app.id}/msg?status=9", key)
+        assert code == 422 and "status" in str(body["detail"]), body
+    finally:
+        failing.server.shutdown()

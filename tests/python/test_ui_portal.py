@@ -108,6 +108,14 @@ def test_the_message_log_pages_filters_and_finds_a_message_by_its_event_id(hookg
     eventually(lambda: page.locator("details.message").count() == 10
                and "loading" not in page.locator("main").inner_text().lower())
     assert all("invoice.created" in t for t in page.locator("details.message summary").all_inner_texts())
+    # By the state of their deliveries: every one was delivered, none failed.
+    page.get_by_label("Status").select_option(label="Failed")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_text("No messages match.").wait_for()
+    page.get_by_label("Status").select_option(label="Delivered")
+    page.get_by_role("button", name="Filter").click()
+    eventually(lambda: page.locator("details.message").count() == 10
+               and "loading" not in page.locator("main").inner_text().lower())
     w.axe("the message log")
     # Found by its eventId, opened to where it went and its attempt.
     page.get_by_label("Message id or event id").fill("evt-findme")

@@ -16,10 +16,14 @@ export async function logView(ctx) {
     h("div", {}, h("span", { class: "sr-only" }, "Find"), h("button", { type: "submit" }, "Find")));
   const typeSel = h("select", { id: "l-type" }, h("option", { value: "" }, "Any event type"), catalog.map((et) => h("option", { value: et.name }, et.name)));
   const channelIn = h("input", { type: "text", id: "l-channel", placeholder: "any" });
+  // A message's state is its deliveries': one that failed to any endpoint shows under "Failed".
+  const statusSel = h("select", { id: "l-status" }, [["", "Any status"], ["0", "Delivered"], ["1", "Waiting or retrying"], ["2", "Failed"]]
+    .map(([v, label]) => h("option", { value: v }, label)));
   const afterIn = h("input", { type: "datetime-local", id: "l-after" });
   const beforeIn = h("input", { type: "datetime-local", id: "l-before" });
   const filters = h("form", { class: "actions filters", role: "search", "aria-label": "Filter messages" },
     h("div", {}, h("label", { for: "l-type" }, "Event type"), typeSel),
+    h("div", {}, h("label", { for: "l-status" }, "Status"), statusSel),
     h("div", {}, h("label", { for: "l-channel" }, "Channel"), channelIn),
     h("div", {}, h("label", { for: "l-after" }, "From"), afterIn),
     h("div", {}, h("label", { for: "l-before" }, "Until"), beforeIn),
@@ -38,7 +42,7 @@ export async function logView(ctx) {
     show(list, loading("messages"));
     show(pager);
     const page = await api("GET", `${base}/msg${qs({
-      limit: PAGE, iterator, event_types: typeSel.value, channel: channelIn.value.trim(),
+      limit: PAGE, iterator, event_types: typeSel.value, status: statusSel.value, channel: channelIn.value.trim(),
       after: iso(afterIn), before: iso(beforeIn), with_content: "true",
     })}`);
     if (mine !== asked) return;

@@ -148,6 +148,7 @@ impl MessageSearchIn {
             before: self.before,
             after: self.after,
             tag: self.tag.clone(),
+            delivery_status: None,
         };
         Ok((page, filter))
     }

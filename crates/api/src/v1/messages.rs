@@ -11,6 +11,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, MessageId, Ref},
+    status::DeliveryStatus,
     store::{
         applications::ApplicationFields,
         erasure,
@@ -198,7 +199,33 @@ impl MessageListQuery {
             before: self.before,
             after: self.after,
             tag: None,
+            delivery_status: None,
         }
+    }
+}
+
+/// `?status=`, Hookgate's own on an application's message list: only messages with
+/// a delivery in this state.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct DeliveryStatusQuery {
+    /// 0 delivered, 1 or 3 waiting or being sent, 2 failed, 4 canceled.
+    status: Option<i16>,
+}
+
+impl DeliveryStatusQuery {
+    /// The stored codes the state asked for covers.
+    fn codes(&self) -> Result<Option<Vec<i16>>, ApiError> {
+        Ok(match self.status.map(|c| (c, DeliveryStatus::from_code(c))) {
+            None => None,
+            Some((_, Some(DeliveryStatus::Pending | DeliveryStatus::Sending))) => {
+                Some(vec![DeliveryStatus::Pending.code(), DeliveryStatus::Sending.code()])
+            }
+            Some((_, Some(s))) => Some(vec![s.code()]),
+            Some((c, None)) => {
+                return Err(ApiError::Validation(format!("`status`: {c} is not a delivery status (0 to 4)")))
+            }
+        })
     }
 }
 
@@ -295,7 +322,7 @@ async fn create(
 }
 
 /// The application's messages, newest first.
-#[utoipa::path(params(PageQuery, MessageListQuery, ContentQuery), tag = "Message", operation_id = "v1.message.list", responses((status = 200, body = Page<MessageOut>)))]
+#[utoipa::path(params(PageQuery, MessageListQuery, DeliveryStatusQuery, ContentQuery), tag = "Message", operation_id = "v1.message.list", responses((status = 200, body = Page<MessageOut>)))]
 #[get("/app/{app_id}/msg")]
 async fn list(
     tenant: TenantAuth,
@@ -303,11 +330,13 @@ async fn list(
     path: web::Path<Ref<AppId>>,
     page: web::Query<PageQuery>,
     q: web::Query<MessageListQuery>,
+    s: web::Query<DeliveryStatusQuery>,
     c: web::Query<ContentQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let filter = MessageFilter { delivery_status: s.codes()?, ..q.filter() };
     let app = find_app(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let found = messages::list(&**conn, &tenant.0, &app.id, &page.page::<MessageId>()?, &q.filter()).await?;
+    let found = messages::list(&**conn, &tenant.0, &app.id, &page.page::<MessageId>()?, &filter).await?;
     Ok(HttpResponse::Ok().json(found.map(|m| MessageOut::new(m, c.with_content()))))
 }
 

@@ -56,6 +56,9 @@ pub struct MessageFilter {
     pub after: Option<DateTime<Utc>>,
     /// Only messages carrying this tag (Svix's search `tag`).
     pub tag: Option<String>,
+    /// Only messages with a delivery in one of these states (codes of
+    /// [`crate::status::DeliveryStatus`]): Hookgate's own filter, for the portal's log.
+    pub delivery_status: Option<Vec<i16>>,
 }
 
 pub(super) const COLUMNS: &str = "id, event_id, event_type, channels, tags, payload, content_type, created_at";
@@ -275,6 +278,8 @@ pub async fn list(
            AND ($6::timestamptz IS NULL OR created_at < $6)
            AND ($7::timestamptz IS NULL OR created_at > $7)
            AND ($9::text IS NULL OR $9 = ANY (tags))
+           AND ($10::smallint[] IS NULL OR EXISTS (SELECT 1 FROM deliveries d
+                 WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = messages.id AND d.status = ANY ($10)))
          ORDER BY id {dir} LIMIT $8"
     );
     let rows = db
@@ -290,6 +295,7 @@ pub async fn list(
                 &f.after,
                 &page.fetch_limit(),
                 &f.tag,
+                &f.delivery_status,
             ],
         )
         .await?;
