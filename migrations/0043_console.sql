@@ -2,6 +2,9 @@
 -- holds it), and an audit log of the operator's and the tenant's actions (who,
 -- what, when), kept as long as the tenant's messages. Only added: a process of
 -- the previous release neither reads nor writes either.
+-- A brief lock on api_keys, waited for at most 10 s: behind a long transaction
+-- the upgrade fails and is run again, rather than every key lookup queueing.
+SET LOCAL lock_timeout = '10s';
 ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS label text;
 
 CREATE TABLE IF NOT EXISTS audit_log (

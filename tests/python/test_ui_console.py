@@ -62,6 +62,15 @@ def test_the_operator_looks_into_a_tenant_sees_its_failing_endpoint_and_log_and_
             card.get_by_text("Failing", exact=True).wait_for()
             assert "server error (HTTP 500)" in card.inner_text()
             assert page.get_by_role("button", name="Add endpoint").count() == 0, "nothing to change here"
+            # An endpoint's settings, read: no secret, no test, no transformation's code.
+            page.get_by_role("button", name=failing.url).click()
+            page.get_by_role("tablist", name="Endpoint sections").get_by_role("tab", name="Settings").click()
+            page.get_by_role("region", name="Endpoint settings").wait_for()
+            assert page.get_by_role("button", name="Reveal secret").count() == 0
+            assert page.get_by_role("tab", name="Testing").count() == 0
+            assert page.get_by_role("tab", name="Transformation").count() == 0
+            page.get_by_role("button", name="← All endpoints").click()
+            card.get_by_text("Failing", exact=True).wait_for()
             w.axe(f"a tenant's endpoints read by the operator at {width} px")
             w.no_sideways(f"a tenant's endpoints read by the operator at {width} px")
             w.shot(f"console-inspect-endpoints-{width}")

@@ -132,15 +132,15 @@ struct FleetOut {
 #[utoipa::path(tag = "Admin", operation_id = "admin.health", responses((status = 200, body = FleetOut)))]
 #[get("/health")]
 async fn fleet_health(_: Operator, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let started = std::time::Instant::now();
     let read = db::bounded(state.db_budget(), async {
+        let started = std::time::Instant::now();
         let conn = db::conn(&state.db).await?;
         let backlog = fleet::backlog(&**conn).await?;
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let workers = fleet::workers(&**conn).await?;
-        Ok((backlog, workers))
+        Ok((backlog, workers, latency_ms))
     });
     let (read, redis) = tokio::join!(read, state.redis.state());
-    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let pools = state
         .pools()
         .into_iter()
@@ -150,7 +150,7 @@ async fn fleet_health(_: Operator, state: web::Data<AppState>) -> Result<HttpRes
         })
         .collect();
     let (postgres, backlog, workers) = match read {
-        Ok((b, w)) => (
+        Ok((b, w, latency_ms)) => (
             PostgresHealth { up: true, latency_ms: Some(latency_ms), error: None, pools },
             Some(BacklogOut { waiting: b.waiting, due: b.due, oldest_due: b.oldest_due }),
             w.into_iter().map(|w| WorkerOut { name: w.name, pressure_ms: w.pressure_ms, seen_at: w.seen_at }).collect(),

@@ -54,7 +54,10 @@ fn changes(method: &str, path: &str) -> bool {
         || rest.ends_with("/msg/search")
         || rest.ends_with("/seek")
         || rest.ends_with("/commit");
-    !data_path
+    // Reads sent as POST: a publisher's precheck (as often as it publishes), a transformation's tries.
+    let reads =
+        rest.ends_with("/precheck/active") || rest.ends_with("/transformation/try") || rest.ends_with("/simulate");
+    !data_path && !reads
 }
 
 /// Who acted, as the entry names them.
@@ -70,19 +73,27 @@ fn actor(p: &Principal) -> String {
 
 /// The tenant an operator's path names (`/admin/v1/tenant/{id or uid}/…`),
 /// looked up before the handler runs: a tenant deleted by the request is found
-/// no more after it.
-async fn admin_tenant(state: &AppState, path: &str) -> Option<TenantId> {
-    let given = path.strip_prefix("/admin/v1/tenant/")?.split('/').next()?;
-    let given = Ref::<TenantId>::parse(given).ok()?;
+/// no more after it. `Err` when the lookup itself failed.
+async fn admin_tenant(state: &AppState, path: &str) -> Result<Option<TenantId>, String> {
+    let Some(given) = path.strip_prefix("/admin/v1/tenant/").and_then(|r| r.split('/').next()) else {
+        return Ok(None);
+    };
+    let Ok(given) = Ref::<TenantId>::parse(given) else { return Ok(None) };
     if let Ref::Id(id) = &given {
-        return Some(id.clone());
+        return Ok(Some(id.clone()));
     }
     let found = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         tenants::find(&**conn, &given).await
     })
     .await;
-    found.ok().flatten().map(|t| t.id)
+    found.map(|t| t.map(|t| t.id)).map_err(|e| e.to_string())
+}
+
+/// An action that may have been done and has no entry: counted and logged once, here.
+fn unrecorded(state: &AppState, method: &str, path: &str, why: &str) {
+    state.metrics.audit_failures.inc();
+    tracing::warn!(%method, %path, %why, "an action may have been done but has no audit entry");
 }
 
 /// Records a successful change, and every read the operator makes as a tenant.
@@ -100,12 +111,28 @@ pub async fn record(
     let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered on the app");
     let named = match principal {
         Principal::Operator => admin_tenant(&state, &path).await,
-        _ => None,
+        _ => Ok(None),
     };
-    let res = next.call(req).await?.map_into_boxed_body();
+    let res = match next.call(req).await {
+        Ok(res) => res.map_into_boxed_body(),
+        Err(e) => {
+            // The deadline's 503: the handler was cut off, perhaps after its commit.
+            if !inspecting {
+                unrecorded(&state, &method, &path, "the request was cut off by its deadline");
+            }
+            return Err(e);
+        }
+    };
     if !res.status().is_success() {
         return Ok(res);
     }
+    let named = match named {
+        Ok(named) => named,
+        Err(e) => {
+            unrecorded(&state, &method, &path, &format!("its tenant could not be looked up: {e}"));
+            None
+        }
+    };
     let tenant = match &principal {
         Principal::Operator => res.request().extensions().get::<AuditTenant>().map(|t| t.0.clone()).or(named),
         Principal::Inspector { tenant } | Principal::Tenant { tenant, .. } | Principal::Portal { tenant, .. } => {
@@ -122,11 +149,20 @@ pub async fn record(
         audit::record(&**conn, &tenant, &who, &method, &path, status, request_id.as_deref()).await
     })
     .await;
-    if let Err(e) = written {
-        state.metrics.audit_failures.inc();
-        tracing::warn!(%tenant, error = %e, "an action was done but its audit entry could not be written");
+    match written {
+        Ok(()) => Ok(res),
+        // A read has done nothing yet: it is answered only once it is recorded.
+        Err(e) if inspecting => {
+            tracing::warn!(%tenant, error = %e, "the operator's read refused: its audit entry could not be written");
+            let (req, _) = res.into_parts();
+            let refused = ApiError::Unavailable;
+            Ok(ServiceResponse::new(req, actix_web::ResponseError::error_response(&refused)))
+        }
+        Err(e) => {
+            unrecorded(&state, &method, &path, &format!("its entry could not be written: {e}"));
+            Ok(res)
+        }
     }
-    Ok(res)
 }
 
 /// One entry of the audit log.

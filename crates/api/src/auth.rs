@@ -129,9 +129,12 @@ async fn inspector(state: &AppState, req: &ServiceRequest) -> Result<Principal, 
     if req.method() != actix_web::http::Method::GET {
         return Err(ApiError::Forbidden(crate::principal::INSPECTOR_READS.into()));
     }
-    let rest = req.path().trim_end_matches('/');
-    if ["/secret", "/headers"].iter().any(|s| rest.ends_with(s)) || rest.contains('%') {
-        return Err(ApiError::Forbidden("a tenant's secrets are not shown to the operator".into()));
+    if !crate::principal::inspector_may_read(req.path()) {
+        return Err(ApiError::Forbidden(
+            "the operator reads a tenant's applications, endpoints, messages, attempts and event types, \
+             and nothing that holds a credential"
+                .into(),
+        ));
     }
     let given = req.headers().get(INSPECT).and_then(|v| v.to_str().ok()).unwrap_or("");
     let tenant = TenantId::parse(given.trim())

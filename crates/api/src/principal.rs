@@ -213,6 +213,40 @@ fn about_itself(method: &str, rest: &str) -> bool {
 
 /// Whether a message token may make this request: creating a message in its
 /// application (and asking what it is), nothing else.
+/// Whether the operator, reading a tenant (`GET` only), may read `path`: the
+/// routes the console's tenant page shows, listed one by one, so that no route
+/// holding a credential (integration keys, source addresses, transformation
+/// code, poller positions that a read would move, exports) is reachable by
+/// forgetting to refuse it. Header values are hidden on the one headers route.
+pub fn inspector_may_read(path: &str) -> bool {
+    if path.contains('%') {
+        return false;
+    }
+    let rest = path.trim_end_matches('/');
+    let Some(after) = rest.strip_prefix("/api/v1/") else { return false };
+    let parts: Vec<&str> = after.split('/').collect();
+    match parts.as_slice() {
+        ["auth", "whoami"] | ["event-type"] | ["event-type", _] | ["app"] | ["app", _] => true,
+        ["app", _, tail @ ..] => matches!(
+            tail,
+            ["endpoint"]
+                | ["endpoint", _]
+                | ["endpoint", _, "headers"]
+                | ["endpoint", _, "stats"]
+                | ["endpoint", _, "stats", "hourly"]
+                | ["endpoint", _, "msg"]
+                | ["endpoint-health"]
+                | ["destination"]
+                | ["msg"]
+                | ["msg", _]
+                | ["msg", _, "endpoint"]
+                | ["attempt", "msg", _]
+                | ["attempt", "endpoint", _]
+        ),
+        _ => false,
+    }
+}
+
 pub fn message_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
     let rest = path.trim_end_matches('/');
     if path.contains('%') {
@@ -260,7 +294,46 @@ pub fn poller_access(app_id: &str, ep: &str, method: &str, path: &str) -> Portal
 
 #[cfg(test)]
 mod tests {
-    use super::{message_access, poller_access, portal_access, PortalAccess};
+    use super::{inspector_may_read, message_access, poller_access, portal_access, PortalAccess};
+
+    #[test]
+    fn the_operator_reads_what_the_tenant_page_shows_and_nothing_that_holds_a_credential() {
+        for p in [
+            "/api/v1/app",
+            "/api/v1/app/app_1",
+            "/api/v1/app/app_1/endpoint",
+            "/api/v1/app/app_1/endpoint/ep_1",
+            "/api/v1/app/app_1/endpoint/ep_1/headers",
+            "/api/v1/app/app_1/endpoint/ep_1/stats/hourly",
+            "/api/v1/app/app_1/endpoint-health",
+            "/api/v1/app/app_1/msg/msg_1/endpoint",
+            "/api/v1/app/app_1/attempt/endpoint/ep_1",
+            "/api/v1/event-type/a.b",
+            "/api/v1/auth/whoami",
+        ] {
+            assert!(inspector_may_read(p), "{p}");
+        }
+        for p in [
+            "/api/v1/app/app_1/endpoint/ep_1/secret",
+            "/api/v1/app/app_1/endpoint/ep_1/transformation",
+            "/api/v1/app/app_1/endpoint/ep_1/oauth",
+            "/api/v1/app/app_1/integration/int_1/key",
+            "/api/v1/app/app_1/poller/ep_1/consumer/c1",
+            "/api/v1/app/app_1/polling-endpoint/ep_1/consumer/c1",
+            "/api/v1/app/app_1/destination/ep_1/secret",
+            "/api/v1/source",
+            "/api/v1/source/src_1",
+            "/ingest/api/v1/source",
+            "/api/v1/environment/export",
+            "/api/v1/search",
+            "/api/v1/audit",
+            "/api/v1/app/app_1/msg/msg_1/raw",
+            "/api/v1/app/app%5F1/endpoint",
+            "/admin/v1/tenant",
+        ] {
+            assert!(!inspector_may_read(p), "{p}");
+        }
+    }
 
     #[test]
     fn a_poller_token_polls_its_own_endpoint_and_does_nothing_else() {

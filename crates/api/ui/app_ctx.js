@@ -17,6 +17,8 @@ export function appContext(main, { appId, owner, expired, sections }) {
     base: `/api/v1/app/${seg(appId)}`,
     catalog: [],
     readOnly: false,
+    // The operator reading a tenant: read only, and fewer tabs (`portal_endpoints.js`).
+    inspecting: false,
     // Which view was asked for last: a view that finishes loading after another
     // was asked for does not show itself over it (`ctx.current(view)`).
     seq: 0,

@@ -11,6 +11,7 @@ export async function openApp(shell, into, api, app, { readOnly, back }) {
   const ctx = appContext(appMain, { appId: app.id, owner: "the tenant", expired: (e) => shell.expired(e) });
   ctx.api = api;
   ctx.readOnly = readOnly;
+  ctx.inspecting = readOnly;
   const { nav, draw } = sectionNav(ctx, `Sections of ${app.name}`,
     h("button", { class: "link", onclick: back }, "← Applications"));
   ctx.sections = draw;

@@ -150,6 +150,8 @@ export async function formView(ctx, ep) {
 // --- one endpoint -----------------------------------------------------------------------------
 
 const TABS = [["overview", "Overview"], ["messages", "Messages"], ["testing", "Testing"], ["transformation", "Transformation"], ["settings", "Settings"]];
+// The operator reading a tenant sees neither: a test sends, and a transformation's code may hold a credential.
+const INSPECTED_TABS = TABS.filter(([k]) => k !== "testing" && k !== "transformation");
 
 export async function endpointView(ctx, id, tab, notice) {
   const { api, base, main } = ctx;
@@ -161,7 +163,7 @@ export async function endpointView(ctx, id, tab, notice) {
   const [pill, detail] = health(ep, hl);
   const body = h("div", { id: "tab-body", role: "tabpanel" });
   const tabs = h("div", { class: "tabs", role: "tablist", "aria-label": "Endpoint sections" },
-    TABS.map(([k, label]) => h("button", { role: "tab", "aria-selected": String(k === tab), id: `tab-${k}`, "aria-controls": "tab-body",
+    (ctx.inspecting ? INSPECTED_TABS : TABS).map(([k, label]) => h("button", { role: "tab", "aria-selected": String(k === tab), id: `tab-${k}`, "aria-controls": "tab-body",
       onclick: () => ctx.go.endpoint(id, k) }, label)));
   show(main, h("button", { class: "link", onclick: () => ctx.go.endpoints() }, "← All endpoints"),
     h("h1", { class: "url" }, ep.url),

@@ -128,12 +128,22 @@ async fn the_operator_reads_a_tenant_only_with_get_never_a_secret_and_each_read_
         (Method::POST, "/api/v1/app".to_owned(), 403),
         (Method::DELETE, format!("/api/v1/app/{a}"), 403),
         (Method::GET, format!("/api/v1/app/{a}/endpoint/{ep}/secret"), 403),
-        (Method::GET, format!("/api/v1/app/{a}/endpoint/{ep}/headers"), 403),
         (Method::GET, format!("/api/v1/app/{a}/endpoint/{ep}/secret/"), 403),
+        (Method::GET, format!("/api/v1/app/{a}/endpoint/{ep}/transformation"), 403),
+        (Method::GET, format!("/api/v1/app/{a}/integration"), 403),
+        (Method::GET, format!("/api/v1/app/{a}/poller/{ep}/consumer/theirs"), 403),
+        (Method::GET, "/api/v1/source".to_owned(), 403),
+        (Method::GET, "/api/v1/environment/export".to_owned(), 403),
+        (Method::GET, "/ingest/api/v1/source".to_owned(), 403),
     ] {
         let res = inspect(method.clone(), &path, &t.id).json(&json!({"name": "x"})).send().await.unwrap();
         assert_eq!(res.status().as_u16(), status, "{method} {path}");
     }
+    // Header names, never their values.
+    let res = inspect(Method::GET, &format!("/api/v1/app/{a}/endpoint/{ep}/headers"), &t.id).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let headers = res.text().await.unwrap();
+    assert!(headers.contains("Authorization") && !headers.contains("customer-secret"), "{headers}");
     let bad = inspect(Method::GET, "/api/v1/app", "acme").send().await.unwrap();
     assert_eq!(bad.status(), 422);
     let unknown = inspect(Method::GET, "/api/v1/app", "tnt_01HZZZZZZZZZZZZZZZZZZZZZZZ").send().await.unwrap();
@@ -152,7 +162,8 @@ async fn the_operator_reads_a_tenant_only_with_get_never_a_secret_and_each_read_
         .filter(|e| e["actor"] == "operator" && e["method"] == "GET")
         .map(|e| e["path"].to_string())
         .collect();
-    assert_eq!(reads, vec!["\"/api/v1/auth/whoami\"", "\"/api/v1/app\""], "{entries:?}");
+    let headers_read = format!("\"/api/v1/app/{a}/endpoint/{ep}/headers\"");
+    assert_eq!(reads, vec![headers_read.as_str(), "\"/api/v1/auth/whoami\"", "\"/api/v1/app\""], "{entries:?}");
     assert!(!entries.iter().any(|e| e["method"] == "DELETE"));
 
     // A deleted tenant is not read.
