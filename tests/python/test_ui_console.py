@@ -203,6 +203,13 @@ def test_a_tenant_creates_an_event_type_an_application_an_endpoint_and_a_read_on
         page.get_by_text(f"Created {et}.").wait_for()
         status, _, got = call(hookgate, "GET", f"/api/v1/event-type/{et}", tenant["apiKey"])
         assert status == 200 and got["schemas"]["1"]["properties"]["amount"]["type"] == "integer"
+        # Its schema edited in its row.
+        page.get_by_role("row", name=et).locator("summary").click()
+        page.get_by_label(f"JSON Schema of {et}").fill('{"type": "object", "required": ["amount"]}')
+        page.get_by_role("row", name=et).get_by_role("button", name="Save schema").click()
+        page.get_by_text(f"The schema of {et} is saved.").wait_for()
+        status, _, got = call(hookgate, "GET", f"/api/v1/event-type/{et}", tenant["apiKey"])
+        assert got["schemas"]["1"] == {"type": "object", "required": ["amount"]}, got
         w.axe(f"event types at {width} px")
         w.no_sideways(f"event types at {width} px")
         # An application, then an endpoint in it through the portal's own form.

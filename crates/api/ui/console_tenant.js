@@ -116,8 +116,21 @@ export function tenantViews(shell) {
         await api("PATCH", `/api/v1/event-type/${seg(et.name)}`, { archived: !et.archived });
         await typesView(body, h("p", { class: "notice", role: "status" }, `${et.name} ${et.archived ? "restored" : "archived"}.`));
       }));
-      return [h("code", {}, et.name), h("div", { class: "actions" }, d, save),
-        et.schemas && Object.keys(et.schemas).length ? "Yes" : "—", et.archived ? h("span", { class: "pill idle" }, "Archived") : h("span", { class: "pill ok" }, "Active"), archive];
+      // The newest version of its schema, edited as text; saved as version 1 as the form above makes it.
+      const versions = Object.keys(et.schemas || {}).sort((a, b) => Number(b) - Number(a));
+      const current = versions.length ? JSON.stringify(et.schemas[versions[0]], null, 2) : "";
+      const schemaIn = h("textarea", { rows: 6, "aria-label": `JSON Schema of ${et.name}` });
+      schemaIn.value = current;
+      const saveSchema = h("button", {}, "Save schema");
+      saveSchema.addEventListener("click", () => {
+        const s = parse(schemaIn.value);
+        if (s.ok && !s.value) { show(out, h("p", { class: "error", role: "alert" }, `Write the schema of ${et.name} as JSON first.`)); return; }
+        if (!s.ok) { show(out, h("p", { class: "error", role: "alert" }, `The schema of ${et.name} is not valid JSON.`)); return; }
+        act(saveSchema, out, () => api("PATCH", `/api/v1/event-type/${seg(et.name)}`, { schemas: s.value }), `The schema of ${et.name} is saved.`);
+      });
+      const schemaBox = h("details", {}, h("summary", {}, versions.length ? "Schema" : "No schema: add one"), schemaIn, h("div", { class: "actions" }, saveSchema));
+      return [h("code", {}, et.name), h("div", { class: "actions" }, d, save), schemaBox,
+        et.archived ? h("span", { class: "pill idle" }, "Archived") : h("span", { class: "pill ok" }, "Active"), archive];
     });
     show(body, h("h1", {}, "Event types"), h("h2", {}, "New event type"), form, out,
       h("h2", {}, "Your event types"),
