@@ -1,5 +1,6 @@
 //! The operator's admin API, `/admin/v1`: tenants and their API keys.
 
+use crate::admin_tenant::find;
 use crate::idempotency::{answer, RequestKey};
 use crate::{Maybe, Operator, PageQuery};
 use actix_web::http::StatusCode;
@@ -264,11 +265,6 @@ async fn list_tenants(
     let conn = db::conn(&state.db).await?;
     let page = tenants::list(&**conn, &q.page::<TenantId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(|t| TenantOut::new(t, &state.config))))
-}
-
-pub(crate) async fn find(state: &AppState, tenant: &Ref<TenantId>) -> Result<Tenant, ApiError> {
-    let conn = db::conn(&state.db).await?;
-    tenants::find(&**conn, tenant).await?.ok_or(ApiError::NotFound("tenant"))
 }
 
 /// The operator's erasure of one of a tenant's customers (an application and

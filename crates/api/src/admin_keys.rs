@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::idempotency::{answer, RequestKey};
-use crate::{admin::find, optional_json, Operator};
+use crate::{admin_tenant::find, optional_json, Operator};
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(create_key).service(list_keys).service(label_key).service(revoke_key);

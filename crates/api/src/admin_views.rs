@@ -14,7 +14,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::{admin::find, Operator};
+use crate::{admin_tenant::find, Operator};
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(stats).service(fleet_health);

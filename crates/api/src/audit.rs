@@ -29,7 +29,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::{admin::find, KeyAuth, Operator, PageQuery, Principal};
+use crate::{admin_tenant::find, KeyAuth, Operator, PageQuery, Principal};
 
 /// The tenant an operator's action was about, where its path does not say
 /// (a tenant just created): set by the handler.

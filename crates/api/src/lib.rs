@@ -11,6 +11,7 @@
 
 pub mod admin;
 mod admin_keys;
+mod admin_tenant;
 mod admin_views;
 mod audit;
 mod auth;

@@ -147,6 +147,6 @@ pub async fn tenant_usage(
     id: web::Path<Ref<TenantId>>,
     q: web::Query<Range>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = crate::admin::find(&state, &id).await?;
+    let tenant = crate::admin_tenant::find(&state, &id).await?;
     answer(&state, &req, &tenant.id, &q).await
 }
