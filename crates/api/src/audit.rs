@@ -101,13 +101,14 @@ pub async fn record(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
+    // Decided before anything is copied: most requests (reads, publishing) pass straight through.
+    let inspecting = matches!(req.extensions().get::<Principal>(), Some(Principal::Inspector { .. }));
+    if !inspecting && !changes(req.method().as_str(), req.path()) {
+        return Ok(next.call(req).await?.map_into_boxed_body());
+    }
     let principal = req.extensions().get::<Principal>().cloned();
     let Some(principal) = principal else { return Ok(next.call(req).await?.map_into_boxed_body()) };
     let (method, path) = (req.method().as_str().to_owned(), req.path().to_owned());
-    let inspecting = matches!(principal, Principal::Inspector { .. });
-    if !inspecting && !changes(&method, &path) {
-        return Ok(next.call(req).await?.map_into_boxed_body());
-    }
     let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered on the app");
     let named = match principal {
         Principal::Operator => admin_tenant(&state, &path).await,
