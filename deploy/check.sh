@@ -120,6 +120,7 @@ DOCUMENTED = {  # the metrics table of docs/operations.md
     "hookgate_partition_maintenance_errors_total", "hookgate_partitions_ahead_seconds",
     "hookgate_quota_rejections_total", "hookgate_destination_publishes_total",
     "hookgate_sink_horizon_age_seconds", "hookgate_own_servers_unresolved", "hookgate_audit_failures_total",
+    "hookgate_replica_lag_seconds", "hookgate_replica_in_use",
 }
 def names(expr):
     return {re.sub(r"_(bucket|sum|count)$", "", m) for m in re.findall(r"\bhookgate_[a-z0-9_]+", expr)}

@@ -24,7 +24,13 @@ fn pg_bin(bin: &str) -> String {
     let dir = DIR.get_or_init(|| {
         let script = crate::stack::root().join("scripts/stack.sh");
         let out = Command::new(script).args(["pgbin", "test"]).output().expect("scripts/stack.sh runs");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        // An `initdb` on PATH may be a link to Debian's directory, which alone has
+        // every tool (`pg_basebackup`): the tools are taken from where it points.
+        match std::fs::canonicalize(std::path::Path::new(&dir).join("initdb")) {
+            Ok(real) if !dir.is_empty() => real.parent().map_or(dir, |p| p.display().to_string()),
+            _ => dir,
+        }
     });
     if dir.is_empty() {
         bin.to_owned()
@@ -136,6 +142,48 @@ impl PgServer {
 
     pub fn url(&self) -> String {
         format!("postgres://hookgate@127.0.0.1:{}/hookgate", self.port)
+    }
+
+    /// A streaming standby of this cluster (`pg_basebackup -R`), started: it
+    /// replays what this one writes and answers reads.
+    pub fn standby(&self) -> Self {
+        let dir = std::env::temp_dir().join(format!("hookgate-pg-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        if is_root() {
+            let mut chown = Command::new("chown");
+            chown.args(["postgres:", dir.to_str().unwrap()]);
+            run(chown, "chown");
+        }
+        let data = dir.join("data");
+        let mut backup = pg_command("pg_basebackup");
+        let port = self.port.to_string();
+        backup.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "hookgate",
+            "-D",
+            data.to_str().unwrap(),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+        ]);
+        run(backup, "pg_basebackup");
+        let standby = PgServer { dir, port: free_port() };
+        standby.start_again();
+        standby
+    }
+
+    /// Runs one statement on this cluster's `hookgate` database (as `psql -c`).
+    pub fn sql(&self, sql: &str) {
+        let mut c = Command::new("psql");
+        let port = self.port.to_string();
+        c.args(["-h", "127.0.0.1", "-p", &port, "-U", "hookgate", "-d", "hookgate", "-qc", sql]);
+        run(c, "psql");
     }
 
     fn data(&self) -> PathBuf {

@@ -52,7 +52,7 @@ async fn stats(
 ) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
     let since = Utc::now() - Duration::hours(24);
-    let conn = db::conn(&state.db).await?;
+    let conn = state.read_conn().await?;
     let v = volume::since(&**conn, &tenant.id, since).await?;
     let failure_rate = match v.attempts {
         0 => 0.0,

@@ -187,7 +187,7 @@ struct EntryOut {
 
 async fn page_of(state: &AppState, tenant: &TenantId, q: &PageQuery) -> Result<HttpResponse, ApiError> {
     let page = q.page::<AuditId>()?;
-    let conn = db::conn(&state.db).await?;
+    let conn = state.read_conn().await?;
     let entries = audit::list(&**conn, tenant, &page).await?;
     Ok(HttpResponse::Ok().json(entries.map(|e| EntryOut {
         id: e.id.to_string(),

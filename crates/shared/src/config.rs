@@ -31,6 +31,8 @@ macro_rules! settings {
 
 settings! {
     "database_url", "DATABASE_URL", None, "Postgres connection string (required); TLS as libpq reads it: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.";
+    "database_replica_url", "HOOKGATE_DATABASE_REPLICA_URL", None, "A streaming replica of DATABASE_URL's database (one or more hosts, as libpq reads them; TLS settings as DATABASE_URL's) for reads that tolerate staleness: message and attempt lists, search, statistics, usage, the portal's and console's lists. Unset, every read is the primary's. A replica behind by more than HOOKGATE_REPLICA_MAX_LAG_MS, or down, is skipped for the primary.";
+    "replica_max_lag_ms", "HOOKGATE_REPLICA_MAX_LAG_MS", Some("5000"), "How far behind the primary the replica may be before its reads go to the primary instead (checked every second).";
     "redis_url", "REDIS_URL", None, "Redis URL (`redis://` or `rediss://` for TLS); with HOOKGATE_REDIS_CLUSTER one or more seed nodes, with HOOKGATE_REDIS_SENTINEL_MASTER one or more Sentinels, separated by commas and all of one scheme; unset runs without Redis (Postgres alone decides).";
     "redis_cluster", "HOOKGATE_REDIS_CLUSTER", Some("false"), "Talk to a Redis Cluster: REDIS_URL names seed nodes, keys carry the tenant as hash tag.";
     "redis_sentinel_master", "HOOKGATE_REDIS_SENTINEL_MASTER", None, "Find Redis through Redis Sentinel: REDIS_URL names one or more Sentinels (comma-separated), this is the name of the master they watch. The first URL's user, password and database are the master's.";
@@ -93,6 +95,9 @@ pub enum LogFormat {
 #[derive(Clone)]
 pub struct Config {
     pub database_url: String,
+    /// Where reads that tolerate staleness go, when set (`crate::replica`).
+    pub database_replica_url: Option<String>,
+    pub replica_max_lag: Duration,
     pub redis_url: Option<String>,
     pub redis_cluster: bool,
     /// The master's name when Redis is found through Sentinel.
@@ -266,6 +271,12 @@ impl Config {
         let (plain_url, _) =
             crate::db::tls::split(&database_url).map_err(|e| Raw::invalid("database_url", e.to_string()))?;
         plain_url.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_url", e.to_string()))?;
+        let database_replica_url = raw.get("database_replica_url").filter(|u| !u.is_empty()).map(str::to_owned);
+        if let Some(url) = &database_replica_url {
+            let (plain, _) =
+                crate::db::tls::split(url).map_err(|e| Raw::invalid("database_replica_url", e.to_string()))?;
+            plain.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_replica_url", e.to_string()))?;
+        }
         let redis_url = raw.get("redis_url").map(str::to_owned);
         let redis_cluster: bool = raw.parse("redis_cluster")?;
         let redis_sentinel_master = raw.get("redis_sentinel_master").filter(|m| !m.is_empty()).map(str::to_owned);
@@ -421,6 +432,8 @@ impl Config {
         }
         Ok(Config {
             database_url,
+            database_replica_url,
+            replica_max_lag: raw.millis("replica_max_lag_ms")?,
             redis_url,
             redis_cluster,
             redis_sentinel_master,

@@ -34,6 +34,7 @@ pub mod prune;
 pub mod quota;
 pub mod ratelimit;
 pub mod redis;
+pub mod replica;
 pub mod source;
 pub mod state;
 pub mod status;

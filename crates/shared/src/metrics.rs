@@ -42,6 +42,10 @@ pub struct Metrics {
     pub own_servers_unresolved: IntGauge,
     /// Actions done whose audit entry could not be written (each also logged).
     pub audit_failures: IntCounter,
+    /// Seconds the replica is behind the primary (0 caught up, -1 unreachable).
+    pub replica_lag: prometheus::Gauge,
+    /// 1 while reads that tolerate staleness go to the replica.
+    pub replica_in_use: IntGauge,
     tenant_label: bool,
 }
 
@@ -135,6 +139,18 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(audit_failures.clone())).expect("registered once");
+        let replica_lag = prometheus::Gauge::new(
+            "hookgate_replica_lag_seconds",
+            "Seconds the read replica is behind the primary as this process last saw it: 0 caught up, -1 unreachable.",
+        )
+        .expect("valid metric");
+        registry.register(Box::new(replica_lag.clone())).expect("registered once");
+        let replica_in_use = IntGauge::new(
+            "hookgate_replica_in_use",
+            "1 while this process sends reads that tolerate staleness to the read replica, 0 while the primary takes them.",
+        )
+        .expect("valid metric");
+        registry.register(Box::new(replica_in_use.clone())).expect("registered once");
         registry.register(Box::new(http_requests.clone())).expect("registered once");
         registry.register(Box::new(db_pool_connections.clone())).expect("registered once");
         registry.register(Box::new(redis_errors.clone())).expect("registered once");
@@ -167,6 +183,8 @@ impl Metrics {
             partitions_ahead,
             own_servers_unresolved,
             audit_failures,
+            replica_lag,
+            replica_in_use,
             tenant_label,
         }
     }

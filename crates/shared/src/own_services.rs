@@ -110,7 +110,10 @@ impl OwnServices {
     /// Hookgate's Postgres (`DATABASE_URL`, every host it lists) and Redis (every
     /// URL of `REDIS_URL`: the node, the Cluster's seeds, the Sentinels).
     pub fn from_config(config: &crate::Config) -> Self {
-        Self::of(&[config.database_url.as_str()], config.redis_url.as_deref().unwrap_or_default())
+        // The replica is Hookgate's database too: no endpoint may reach it either.
+        let mut databases = vec![config.database_url.as_str()];
+        databases.extend(config.database_replica_url.as_deref());
+        Self::of(&databases, config.redis_url.as_deref().unwrap_or_default())
     }
 
     /// From Postgres connection strings and a comma-separated list of Redis URLs.

@@ -39,6 +39,8 @@ pub struct AppState {
     pub inbound_keys: crate::inbound_keys::InboundKeys,
     /// Hookgate's own Postgres and Redis, which no endpoint or destination may reach.
     pub own_services: Arc<crate::own_services::OwnServices>,
+    /// The streaming replica for reads that tolerate staleness, when configured.
+    pub replica: Option<crate::replica::Replica>,
 }
 
 impl AppState {
@@ -46,6 +48,19 @@ impl AppState {
     /// `Unavailable` ([`db::bounded`]): waiting for a connection, then the statement.
     pub fn db_budget(&self) -> std::time::Duration {
         self.config.db_timeout + self.config.db_statement_timeout
+    }
+
+    /// A connection for a read that tolerates staleness: the replica's while it is
+    /// caught up (`crate::replica`), else the primary's. A replica that gives no
+    /// connection is marked behind at once and the primary answers.
+    pub async fn read_conn(&self) -> Result<deadpool_postgres::Client, StoreError> {
+        if let Some(r) = self.replica.as_ref().filter(|r| r.usable()) {
+            match db::conn(r.pool()).await {
+                Ok(c) => return Ok(c),
+                Err(e) => r.unusable(&e.to_string()),
+            }
+        }
+        db::conn(&self.db).await
     }
 
     /// This state with `db` planning each statement once (`db::Plans::Generic`):
@@ -60,6 +75,9 @@ impl AppState {
     /// worker never does).
     pub fn pools(&self) -> Vec<(&'static str, &deadpool_postgres::Pool)> {
         let mut pools = vec![("main", &self.db)];
+        if let Some(r) = &self.replica {
+            pools.push(("replica", r.pool()));
+        }
         if self.generic_db.status().size > 0 {
             pools.push(("worker", &self.generic_db));
         }
@@ -77,6 +95,16 @@ impl AppState {
             db::pool(&config.database_url, config.db_pool_size, config.db_timeout, config.db_statement_timeout, plans)
         };
         let (db, generic_db) = (pool(db::Plans::Chosen)?, pool(db::Plans::Generic)?);
+        let replica = match &config.database_replica_url {
+            Some(url) => Some(crate::replica::Replica::new(db::pool(
+                url,
+                config.db_pool_size,
+                config.db_timeout,
+                config.db_statement_timeout,
+                db::Plans::Chosen,
+            )?)),
+            None => None,
+        };
         let target = config.redis_url.as_ref().map(|url| RedisTarget {
             url: url.clone(),
             cluster: config.redis_cluster,
@@ -113,6 +141,7 @@ impl AppState {
             pre_auth: crate::gate::PreAuthGate::new(config_pool_size),
             inbound_keys,
             own_services,
+            replica,
         })
     }
 }

@@ -37,6 +37,7 @@ mod processes;
 mod quotas;
 mod redis_sentinel;
 mod redis_tls;
+mod replica;
 mod retention;
 mod sandbox;
 mod schema;

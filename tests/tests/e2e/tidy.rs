@@ -257,6 +257,8 @@ const EXCEPTIONS: &[(&str, &str)] = &[
         "message_stream::horizon",
         "read: the server's oldest open transaction, which bounds every tenant's message stream",
     ),
+    ("health::primary_position", "read: where the primary's WAL is, no tenant's (the replica check)"),
+    ("health::replica_state", "read: how far the replica has replayed, no tenant's (the replica check)"),
     ("audit::prune", "maintenance: the audit log past each tenant's message retention, of every tenant"),
     ("fleet::backlog", "the operator's view of the fleet: the delivery backlog of every tenant"),
     ("fleet::workers", "the operator's view of the fleet: the delivery workers, no tenant's"),

@@ -128,7 +128,7 @@ async fn by_endpoint(
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
-    let conn = db::conn(&state.db).await?;
+    let conn = state.read_conn().await?;
     let found =
         attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page::<AttemptId>()?, &q.filter()?)
             .await?;
@@ -157,7 +157,7 @@ async fn count_by_endpoint(
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
-    let conn = db::conn(&state.db).await?;
+    let conn = state.read_conn().await?;
     let (count, approximated) = attempts::count(&**conn, &tenant.0, &app, &ep.id, &q.filter()?, MOST_COUNTED).await?;
     Ok(HttpResponse::Ok().json(CountOut { count, approximated }))
 }
@@ -173,7 +173,7 @@ async fn by_msg(
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find_app(&state, &tenant, &path.0).await?;
-    let conn = db::conn(&state.db).await?;
+    let conn = state.read_conn().await?;
     let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
     let found =
         attempts::list(&**conn, &tenant.0, &app.id, Scope::Message(&msg.id), &page.page::<AttemptId>()?, &q.filter()?)
@@ -230,7 +230,7 @@ async fn destinations(
     page: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find_app(&state, &tenant, &path.0).await?;
-    let conn = db::conn(&state.db).await?;
+    let conn = state.read_conn().await?;
     let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
     let found = delivery_views::destinations(&**conn, &tenant.0, &app.id, &msg.id, &page.page::<EndpointId>()?).await?;
     Ok(HttpResponse::Ok().json(found.map(|(e, d)| DestinationOut {
@@ -295,7 +295,7 @@ async fn attempted_messages(
     c: web::Query<ContentQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
-    let conn = db::conn(&state.db).await?;
+    let conn = state.read_conn().await?;
     let found = delivery_views::attempted_messages(
         &**conn,
         &tenant.0,

@@ -4,7 +4,6 @@
 use actix_web::{get, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use hookgate_shared::{
-    db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref},
     store::endpoint_health::{self, Health},
@@ -99,7 +98,7 @@ async fn health(
         ),
     };
     let app = find_app(&state, &tenant, &path).await?;
-    let conn = db::conn(&state.db).await?;
+    let conn = state.read_conn().await?;
     let found = endpoint_health::for_app(&**conn, &tenant.0, &app.id, only.as_ref()).await?;
     Ok(HttpResponse::Ok().json(EndpointHealthListOut { data: found.into_iter().map(Into::into).collect() }))
 }

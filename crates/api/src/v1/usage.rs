@@ -84,7 +84,7 @@ async fn answer(
 ) -> Result<HttpResponse, ApiError> {
     let (from, to) = range.dates()?;
     let days = db::bounded(state.db_budget(), async {
-        let conn = db::conn(&state.db).await?;
+        let conn = state.read_conn().await?;
         usage::days(&**conn, tenant, from, to).await
     })
     .await?;

@@ -1,0 +1,83 @@
+//! A streaming replica (`HOOKGATE_DATABASE_REPLICA_URL`, made with
+//! `pg_basebackup -R`) serving the reads that tolerate staleness, and the
+//! primary serving them while the replica lags or is gone.
+
+use std::time::{Duration, Instant};
+
+use hookgate_tests::{servers::PgServer, TestApp};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The ids of the application's messages, newest first, as the list answers them.
+async fn listed(app: &TestApp, key: &str, a: &str) -> Vec<String> {
+    let res = app.api(key, Method::GET, &format!("/api/v1/app/{a}/msg")).send().await.unwrap();
+    assert_eq!(res.status(), 200, "a list answers whichever server reads it");
+    let page: Value = res.json().await.unwrap();
+    page["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn gauge(app: &TestApp, name: &str) -> f64 {
+    let text = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
+    let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} missing"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !check().await {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn lists_are_read_on_the_replica_while_it_keeps_up_and_on_the_primary_when_it_lags_or_is_down() {
+    let primary = PgServer::start();
+    let standby = primary.standby();
+    let app = TestApp::spawn_on_server(&primary, "replica", |env| {
+        env.insert("HOOKGATE_DATABASE_REPLICA_URL".into(), standby.url());
+        env.insert("HOOKGATE_REPLICA_MAX_LAG_MS".into(), "4000".into());
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let first = t.message(&a, "a.b", json!({"n": 1})).await["id"].as_str().unwrap().to_owned();
+    until("the replica is read and has the first message", async || {
+        gauge(&app, "hookgate_replica_in_use").await == 1.0 && listed(&app, &t.key, &a).await == [first.clone()]
+    })
+    .await;
+
+    // Replay paused: the replica falls behind. Until it is found too far behind, the
+    // list is the replica's, without the message just made (which the primary has).
+    standby.sql("SELECT pg_wal_replay_pause()");
+    let second = t.message(&a, "a.b", json!({"n": 2})).await["id"].as_str().unwrap().to_owned();
+    let got = t.get(&format!("/api/v1/app/{a}/msg/{second}")).await;
+    assert_eq!(got["id"], second.as_str(), "a GET after a create is the primary's");
+    assert_eq!(listed(&app, &t.key, &a).await, [first.clone()], "the list is read on the replica");
+    // Past the bound, the primary answers, with both.
+    until("the primary takes the reads of a replica too far behind", async || {
+        listed(&app, &t.key, &a).await == [second.clone(), first.clone()]
+    })
+    .await;
+    assert_eq!(gauge(&app, "hookgate_replica_in_use").await, 0.0);
+    assert!(gauge(&app, "hookgate_replica_lag_seconds").await > 4.0);
+
+    // Caught up again, it is read again.
+    standby.sql("SELECT pg_wal_replay_resume()");
+    until("the replica is read again once it has caught up", async || {
+        gauge(&app, "hookgate_replica_in_use").await == 1.0
+    })
+    .await;
+
+    // Gone: every read is still answered, by the primary.
+    standby.stop();
+    for _ in 0..20 {
+        assert_eq!(listed(&app, &t.key, &a).await, [second.clone(), first.clone()]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    until("the replica is set aside", async || gauge(&app, "hookgate_replica_in_use").await == 0.0).await;
+    assert_eq!(gauge(&app, "hookgate_replica_lag_seconds").await, -1.0);
+}
