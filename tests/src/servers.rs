@@ -28,7 +28,9 @@ fn pg_bin(bin: &str) -> String {
         // An `initdb` on PATH may be a link to Debian's directory, which alone has
         // every tool (`pg_basebackup`): the tools are taken from where it points.
         match std::fs::canonicalize(std::path::Path::new(&dir).join("initdb")) {
-            Ok(real) if !dir.is_empty() => real.parent().map_or(dir, |p| p.display().to_string()),
+            Ok(real) if !dir.is_empty() && real.with_file_name("pg_ctl").exists() => {
+                real.parent().map_or(dir, |p| p.display().to_string())
+            }
             _ => dir,
         }
     });

@@ -52,8 +52,7 @@ async fn stats(
 ) -> Result<HttpResponse, ApiError> {
     let tenant = find(&state, &id).await?;
     let since = Utc::now() - Duration::hours(24);
-    let conn = state.read_conn().await?;
-    let v = volume::since(&**conn, &tenant.id, since).await?;
+    let v = state.read(async |c| volume::since(c, &tenant.id, since).await).await?;
     let failure_rate = match v.attempts {
         0 => 0.0,
         n => v.failed_attempts as f64 / n as f64,

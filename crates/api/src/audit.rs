@@ -187,8 +187,7 @@ struct EntryOut {
 
 async fn page_of(state: &AppState, tenant: &TenantId, q: &PageQuery) -> Result<HttpResponse, ApiError> {
     let page = q.page::<AuditId>()?;
-    let conn = state.read_conn().await?;
-    let entries = audit::list(&**conn, tenant, &page).await?;
+    let entries = state.read(async |c| audit::list(c, tenant, &page).await).await?;
     Ok(HttpResponse::Ok().json(entries.map(|e| EntryOut {
         id: e.id.to_string(),
         actor: e.actor,

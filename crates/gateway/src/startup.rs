@@ -151,8 +151,11 @@ impl Application {
         // roles that prune also drop the old ones.
         background.push(tokio::spawn(maintain_partitions(self.state.clone(), role.runs_background())));
         background.push(tokio::spawn(hookgate_shared::limits::flush_loop(self.state.clone())));
-        // Whether reads that tolerate staleness may go to the replica (none without one).
-        background.push(tokio::spawn(hookgate_shared::replica::watch(self.state.clone())));
+        // Whether reads that tolerate staleness may go to the replica (none without
+        // one); only roles that serve the API read there.
+        if role.serves_api() {
+            background.push(tokio::spawn(hookgate_shared::replica::watch(self.state.clone())));
+        }
         if role.serves_ingress() {
             background.push(tokio::spawn(hookgate_ingress::cron::run(self.state.clone(), self.group_commit.clone())));
         }

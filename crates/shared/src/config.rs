@@ -31,7 +31,7 @@ macro_rules! settings {
 
 settings! {
     "database_url", "DATABASE_URL", None, "Postgres connection string (required); TLS as libpq reads it: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.";
-    "database_replica_url", "HOOKGATE_DATABASE_REPLICA_URL", None, "A streaming replica of DATABASE_URL's database (one or more hosts, as libpq reads them; TLS settings as DATABASE_URL's) for reads that tolerate staleness: message and attempt lists, search, statistics, usage, the portal's and console's lists. Unset, every read is the primary's. A replica behind by more than HOOKGATE_REPLICA_MAX_LAG_MS, or down, is skipped for the primary.";
+    "database_replica_url", "HOOKGATE_DATABASE_REPLICA_URL", None, "A streaming replica of DATABASE_URL's database (one host; TLS settings in its own query string, as DATABASE_URL's) for reads that tolerate staleness: message and attempt lists, statistics, health, usage, the console's figures and the audit log. Unset, every read is the primary's. A replica behind by more than HOOKGATE_REPLICA_MAX_LAG_MS, down, promoted or of another database is skipped for the primary.";
     "replica_max_lag_ms", "HOOKGATE_REPLICA_MAX_LAG_MS", Some("5000"), "How far behind the primary the replica may be before its reads go to the primary instead (checked every second).";
     "redis_url", "REDIS_URL", None, "Redis URL (`redis://` or `rediss://` for TLS); with HOOKGATE_REDIS_CLUSTER one or more seed nodes, with HOOKGATE_REDIS_SENTINEL_MASTER one or more Sentinels, separated by commas and all of one scheme; unset runs without Redis (Postgres alone decides).";
     "redis_cluster", "HOOKGATE_REDIS_CLUSTER", Some("false"), "Talk to a Redis Cluster: REDIS_URL names seed nodes, keys carry the tenant as hash tag.";
@@ -273,9 +273,7 @@ impl Config {
         plain_url.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_url", e.to_string()))?;
         let database_replica_url = raw.get("database_replica_url").filter(|u| !u.is_empty()).map(str::to_owned);
         if let Some(url) = &database_replica_url {
-            let (plain, _) =
-                crate::db::tls::split(url).map_err(|e| Raw::invalid("database_replica_url", e.to_string()))?;
-            plain.parse::<tokio_postgres::Config>().map_err(|e| Raw::invalid("database_replica_url", e.to_string()))?;
+            crate::replica::check_url(url).map_err(|e| Raw::invalid("database_replica_url", e))?;
         }
         let redis_url = raw.get("redis_url").map(str::to_owned);
         let redis_cluster: bool = raw.parse("redis_cluster")?;

@@ -1,23 +1,28 @@
 //! The streaming replica (`HOOKGATE_DATABASE_REPLICA_URL`): whether reads that
-//! tolerate staleness may go to it now.
+//! tolerate staleness may go to it now, and reading there with the primary as
+//! the fallback.
 //!
-//! Checked every second against the primary: caught up (it has replayed what the
-//! primary had written when asked) or behind by less than
-//! `HOOKGATE_REPLICA_MAX_LAG_MS` (since the last transaction it replayed was
-//! committed), it serves [`crate::AppState::read_conn`]; behind, down, or no
-//! longer a replica (promoted), the primary does until a check finds it good
-//! again. A replica that gives no connection is set aside at once, by the read
-//! that found it so.
+//! Every second the primary's WAL position is sampled (with this process's
+//! monotonic clock) and the replica asked how far it has replayed. Its lag is
+//! how long ago the primary was where the replica is now: 0 when it has replayed
+//! the newest sample, else the age of the newest sample at or below its replay
+//! position. No server's clock is read, so neither skew nor a quiet primary makes
+//! a lag. The replica is read while its lag is at most `HOOKGATE_REPLICA_MAX_LAG_MS`
+//! and it is a replica of the same cluster and database as `DATABASE_URL` (a
+//! replica of another database is refused, never read); otherwise — behind, down,
+//! promoted, another database — the primary takes its reads until a check finds
+//! it good again. A check that cannot reach the primary decides nothing.
 
+use std::collections::VecDeque;
 use std::sync::{
     atomic::{AtomicBool, Ordering},
     Arc,
 };
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 
-use crate::{db, store::health, AppState};
+use crate::{db, store::health, store::StoreError, AppState};
 
 /// The replica's pool and whether it may be read now.
 #[derive(Clone)]
@@ -54,43 +59,132 @@ impl Replica {
     }
 }
 
-/// How far behind `state`'s replica is, in seconds (0 when caught up), or why it
-/// cannot be read.
-async fn lag(state: &AppState, replica: &Replica) -> Result<f64, String> {
+impl AppState {
+    /// Runs `work`, a read that tolerates staleness, on the replica while it is
+    /// usable, and on the primary otherwise. On the replica it is bounded by
+    /// `HOOKGATE_DB_TIMEOUT_MS`; if it fails there (a replica paused, gone, or its
+    /// query cancelled by replay) it runs again on the primary, and a replica that
+    /// gave no connection or no answer is set aside. A full replica pool sends the
+    /// read to the primary without setting the replica aside.
+    pub async fn read<T>(
+        &self,
+        work: impl AsyncFn(&tokio_postgres::Client) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if let Some(r) = self.replica.as_ref().filter(|r| r.usable()) {
+            let status = r.pool().status();
+            if status.available > 0 || status.size < status.max_size {
+                let tried = db::bounded(self.config.db_timeout, async {
+                    let conn = db::conn(r.pool()).await?;
+                    work(&**conn).await
+                })
+                .await;
+                match tried {
+                    Ok(v) => return Ok(v),
+                    Err(e @ (StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::Pool(_))) => {
+                        r.unusable(&e.to_string())
+                    }
+                    Err(e) => tracing::debug!(error = %e, "a read failed on the replica; the primary answers it"),
+                }
+            }
+        }
+        let conn = db::conn(&self.db).await?;
+        work(&**conn).await
+    }
+}
+
+/// Whether `url` can name the replica: a connection string of one host (each
+/// check reads one connection; with several hosts, the others' would be read unchecked).
+pub fn check_url(url: &str) -> Result<(), String> {
+    let (plain, _) = crate::db::tls::split(url).map_err(|e| e.to_string())?;
+    let parsed = plain.parse::<tokio_postgres::Config>().map_err(|e| e.to_string())?;
+    if parsed.get_hosts().len() > 1 {
+        return Err("one replica host (put several behind one address, such as a load balancer's, if need be)".into());
+    }
+    Ok(())
+}
+
+/// A WAL position (`X/Y`) as a number, to compare.
+fn lsn(text: &str) -> Option<u64> {
+    let (hi, lo) = text.split_once('/')?;
+    Some((u64::from_str_radix(hi, 16).ok()? << 32) | u64::from_str_radix(lo, 16).ok()?)
+}
+
+/// The primary's positions sampled at each check, oldest first, kept as long as
+/// a lag worth telling apart from "too far behind".
+struct Samples {
+    kept: VecDeque<(u64, Instant)>,
+    keep: Duration,
+}
+
+impl Samples {
+    fn add(&mut self, at: u64, now: Instant) {
+        self.kept.push_back((at, now));
+        while self.kept.front().is_some_and(|(_, t)| now.duration_since(*t) > self.keep) {
+            self.kept.pop_front();
+        }
+    }
+
+    /// How long ago the primary was at `replayed`: 0 at or past the newest sample;
+    /// at least the oldest sample's age when behind every one kept.
+    fn lag(&self, replayed: u64, now: Instant) -> Duration {
+        match self.kept.iter().rev().find(|(at, _)| *at <= replayed) {
+            Some((at, _)) if Some(at) == self.kept.back().map(|(a, _)| a) => Duration::ZERO,
+            // The newest sample the replica has reached: it is behind by the age of
+            // the first sample it has not.
+            Some((at, _)) => {
+                let next = self.kept.iter().find(|(a, _)| a > at).map(|(_, t)| *t).unwrap_or(now);
+                now.duration_since(next)
+            }
+            None => self.kept.front().map_or(Duration::MAX, |(_, t)| now.duration_since(*t)),
+        }
+    }
+}
+
+/// One check: the replica's lag, or why it must not be read. `Ok(None)`: the
+/// primary could not be asked, so nothing is decided.
+async fn check(state: &AppState, replica: &Replica, samples: &mut Samples) -> Result<Option<Duration>, String> {
     let budget = state.db_budget();
-    let position = db::bounded(budget, async { health::primary_position(&**db::conn(&state.db).await?).await })
-        .await
-        .map_err(|e| format!("the primary's position: {e}"))?;
-    let at = db::bounded(budget, async { health::replica_state(&**db::conn(replica.pool()).await?, &position).await })
+    let primary = db::bounded(budget, async { health::position(&**db::conn(&state.db).await?).await }).await;
+    let Ok(primary) = primary else { return Ok(None) };
+    let now = Instant::now();
+    if let Some(at) = primary.lsn.as_deref().and_then(lsn) {
+        samples.add(at, now);
+    }
+    let theirs = db::bounded(budget, async { health::position(&**db::conn(replica.pool()).await?).await })
         .await
         .map_err(|e| e.to_string())?;
-    if !at.in_recovery {
+    if (theirs.system, &theirs.database) != (primary.system, &primary.database) {
+        return Err(format!(
+            "it is not a replica of DATABASE_URL's database (cluster {} database {:?}, not {} {:?})",
+            theirs.system, theirs.database, primary.system, primary.database
+        ));
+    }
+    if !theirs.in_recovery {
         return Err("it is not in recovery (promoted?): not a replica of the primary any more".into());
     }
-    Ok(match at.caught_up {
-        true => 0.0,
-        // Never replayed a transaction yet, and behind: as far behind as can be.
-        false => at.since_last_replay.unwrap_or(f64::INFINITY).max(0.0),
-    })
+    let replayed = theirs.lsn.as_deref().and_then(lsn).ok_or("it has replayed nothing yet")?;
+    Ok(Some(samples.lag(replayed, now)))
 }
 
 /// Checks the replica every second for as long as the process runs, and keeps
 /// `hookgate_replica_lag_seconds` and `hookgate_replica_in_use` current.
 pub async fn watch(state: AppState) {
     let Some(replica) = state.replica.clone() else { return };
-    let max = state.config.replica_max_lag.as_secs_f64();
+    let max = state.config.replica_max_lag;
+    let mut samples = Samples { kept: VecDeque::new(), keep: max * 2 + Duration::from_secs(5) };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match lag(&state, &replica).await {
-            Ok(seconds) if seconds <= max => {
-                state.metrics.replica_lag.set(seconds);
+        match check(&state, &replica, &mut samples).await {
+            Ok(None) => {}
+            Ok(Some(lag)) if lag <= max => {
+                state.metrics.replica_lag.set(lag.as_secs_f64());
                 replica.usable_again();
             }
-            Ok(seconds) => {
-                state.metrics.replica_lag.set(seconds.min(1e9));
-                replica.unusable(&format!("{seconds:.1} s behind, more than {max} s"));
+            Ok(Some(lag)) => {
+                state.metrics.replica_lag.set(lag.as_secs_f64().min(86_400.0));
+                replica.unusable(&format!("{:.1} s behind, more than {:?}", lag.as_secs_f64().min(86_400.0), max));
             }
             Err(why) => {
                 state.metrics.replica_lag.set(-1.0);
@@ -98,5 +192,36 @@ pub async fn watch(state: AppState) {
             }
         }
         state.metrics.replica_in_use.set(i64::from(replica.usable()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wal_positions_read_as_numbers_in_order() {
+        assert_eq!(lsn("0/16B3748"), Some(0x16B3748));
+        assert!(lsn("1/0").unwrap() > lsn("0/FFFFFFFF").unwrap());
+        assert_eq!(lsn("junk"), None);
+    }
+
+    #[test]
+    fn the_lag_is_how_long_ago_the_primary_was_where_the_replica_is() {
+        let t0 = Instant::now();
+        let s = |secs| t0 + Duration::from_secs(secs);
+        let mut samples = Samples { kept: VecDeque::new(), keep: Duration::from_secs(30) };
+        for (i, at) in [100, 200, 200, 300].into_iter().enumerate() {
+            samples.add(at, s(i as u64));
+        }
+        let now = s(10);
+        assert_eq!(samples.lag(300, now), Duration::ZERO, "caught up with the newest sample");
+        assert_eq!(samples.lag(400, now), Duration::ZERO, "past it: replayed since");
+        assert_eq!(samples.lag(250, now), Duration::from_secs(7), "behind since the primary passed 250, at 3 s");
+        assert_eq!(samples.lag(200, now), Duration::from_secs(7));
+        assert_eq!(samples.lag(150, now), Duration::from_secs(9), "behind since the primary reached 200, at 1 s");
+        assert_eq!(samples.lag(50, now), Duration::from_secs(10), "behind every sample: at least the oldest's age");
+        let quiet = Samples { kept: [(500, s(0)), (500, s(5))].into_iter().collect(), keep: Duration::from_secs(30) };
+        assert_eq!(quiet.lag(500, s(60)), Duration::ZERO, "a quiet primary makes no lag");
     }
 }

@@ -50,19 +50,6 @@ impl AppState {
         self.config.db_timeout + self.config.db_statement_timeout
     }
 
-    /// A connection for a read that tolerates staleness: the replica's while it is
-    /// caught up (`crate::replica`), else the primary's. A replica that gives no
-    /// connection is marked behind at once and the primary answers.
-    pub async fn read_conn(&self) -> Result<deadpool_postgres::Client, StoreError> {
-        if let Some(r) = self.replica.as_ref().filter(|r| r.usable()) {
-            match db::conn(r.pool()).await {
-                Ok(c) => return Ok(c),
-                Err(e) => r.unusable(&e.to_string()),
-            }
-        }
-        db::conn(&self.db).await
-    }
-
     /// This state with `db` planning each statement once (`db::Plans::Generic`):
     /// the delivery worker's, whose batch statements Postgres would otherwise plan
     /// again on every run.

@@ -81,3 +81,25 @@ async fn lists_are_read_on_the_replica_while_it_keeps_up_and_on_the_primary_when
     until("the replica is set aside", async || gauge(&app, "hookgate_replica_in_use").await == 0.0).await;
     assert_eq!(gauge(&app, "hookgate_replica_lag_seconds").await, -1.0);
 }
+
+#[tokio::test]
+async fn a_replica_url_naming_another_database_is_refused_and_never_read() {
+    let primary = PgServer::start();
+    // Another database on the same cluster, so on its standby too: a staging copy, say.
+    primary.sql("CREATE DATABASE staging");
+    let standby = primary.standby();
+    let elsewhere = standby.url().replace("/hookgate", "/staging");
+    let app = TestApp::spawn_on_server(&primary, "replica", |env| {
+        env.insert("HOOKGATE_DATABASE_REPLICA_URL".into(), elsewhere);
+    })
+    .await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let id = t.message(&a, "a.b", json!({"n": 1})).await["id"].as_str().unwrap().to_owned();
+    until("the check has run", async || gauge(&app, "hookgate_replica_lag_seconds").await == -1.0).await;
+    for _ in 0..10 {
+        assert_eq!(gauge(&app, "hookgate_replica_in_use").await, 0.0);
+        assert_eq!(listed(&app, &t.key, &a).await, [id.clone()], "read on the primary");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

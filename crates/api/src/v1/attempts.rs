@@ -128,10 +128,9 @@ async fn by_endpoint(
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
-    let conn = state.read_conn().await?;
+    let (page, filter) = (page.page::<AttemptId>()?, q.filter()?);
     let found =
-        attempts::list(&**conn, &tenant.0, &app, Scope::Endpoint(&ep.id), &page.page::<AttemptId>()?, &q.filter()?)
-            .await?;
+        state.read(async |c| attempts::list(c, &tenant.0, &app, Scope::Endpoint(&ep.id), &page, &filter).await).await?;
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
 }
 
@@ -157,8 +156,9 @@ async fn count_by_endpoint(
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
-    let conn = state.read_conn().await?;
-    let (count, approximated) = attempts::count(&**conn, &tenant.0, &app, &ep.id, &q.filter()?, MOST_COUNTED).await?;
+    let filter = q.filter()?;
+    let (count, approximated) =
+        state.read(async |c| attempts::count(c, &tenant.0, &app, &ep.id, &filter, MOST_COUNTED).await).await?;
     Ok(HttpResponse::Ok().json(CountOut { count, approximated }))
 }
 
@@ -173,11 +173,15 @@ async fn by_msg(
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find_app(&state, &tenant, &path.0).await?;
-    let conn = state.read_conn().await?;
-    let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    let found =
-        attempts::list(&**conn, &tenant.0, &app.id, Scope::Message(&msg.id), &page.page::<AttemptId>()?, &q.filter()?)
-            .await?;
+    // The message on the primary (it may have been made a moment ago), its attempts where reads go.
+    let msg = {
+        let conn = db::conn(&state.db).await?;
+        messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?
+    };
+    let (page, filter) = (page.page::<AttemptId>()?, q.filter()?);
+    let found = state
+        .read(async |c| attempts::list(c, &tenant.0, &app.id, Scope::Message(&msg.id), &page, &filter).await)
+        .await?;
     Ok(HttpResponse::Ok().json(found.map(AttemptOut::from)))
 }
 
@@ -230,9 +234,12 @@ async fn destinations(
     page: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = find_app(&state, &tenant, &path.0).await?;
-    let conn = state.read_conn().await?;
-    let msg = messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?;
-    let found = delivery_views::destinations(&**conn, &tenant.0, &app.id, &msg.id, &page.page::<EndpointId>()?).await?;
+    let msg = {
+        let conn = db::conn(&state.db).await?;
+        messages::get(&**conn, &tenant.0, &app.id, &path.1).await?.ok_or(ApiError::NotFound("message"))?
+    };
+    let page = page.page::<EndpointId>()?;
+    let found = state.read(async |c| delivery_views::destinations(c, &tenant.0, &app.id, &msg.id, &page).await).await?;
     Ok(HttpResponse::Ok().json(found.map(|(e, d)| DestinationOut {
         endpoint: e.into(),
         status: d.status,
@@ -295,17 +302,10 @@ async fn attempted_messages(
     c: web::Query<ContentQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
-    let conn = state.read_conn().await?;
-    let found = delivery_views::attempted_messages(
-        &**conn,
-        &tenant.0,
-        &app,
-        &ep.id,
-        &page.page::<MessageId>()?,
-        s.status()?,
-        &q.filter(),
-    )
-    .await?;
+    let (page, status, filter) = (page.page::<MessageId>()?, s.status()?, q.filter());
+    let found = state
+        .read(async |c| delivery_views::attempted_messages(c, &tenant.0, &app, &ep.id, &page, status, &filter).await)
+        .await?;
     Ok(HttpResponse::Ok().json(found.map(|(m, d)| EndpointMessageOut {
         message: MessageOut::new(m, c.with_content()),
         status: d.status,

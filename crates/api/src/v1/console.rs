@@ -87,7 +87,7 @@ async fn find(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SearchQuer
     if q.q.len() > 256 {
         return Err(ApiError::Validation("`q` must be at most 256 characters".into()));
     }
-    let conn = state.read_conn().await?;
+    let conn = db::conn(&state.db).await?;
     let keys = inbound_keys(&state, &**conn, &key.0, q.q.trim()).await?;
     let found = search::find(&**conn, &key.0, &q.q, &keys).await?;
     let mut messages = Vec::with_capacity(found.messages.len());

@@ -72,8 +72,7 @@ async fn hourly(
 ) -> Result<HttpResponse, ApiError> {
     let (since, until) = window(&q)?;
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let conn = state.read_conn().await?;
-    let hours = attempts::hourly(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
+    let hours = state.read(async |c| attempts::hourly(c, &tenant.0, &app, &ep.id, since, until).await).await?;
     let data = hours.into_iter().map(|h| EndpointHourOut { fail: h.fail, hour: h.hour, success: h.success }).collect();
     Ok(HttpResponse::Ok().json(EndpointHourlyStatsOut { data, since, until }))
 }
@@ -95,10 +94,13 @@ async fn attempt_stats(
     let hour = |t: DateTime<Utc>| t.duration_trunc(Duration::hours(1)).unwrap_or(t);
     let (since, until) = (hour(since), hour(until - Duration::nanoseconds(1)) + Duration::hours(1));
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let conn = state.read_conn().await?;
-    let hours = attempts::hourly(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
+    let (hours, canceled) = state
+        .read(async |c| {
+            let hours = attempts::hourly(c, &tenant.0, &app, &ep.id, since, until).await?;
+            Ok((hours, attempts::canceled(c, &tenant.0, &app, &ep.id, since, until).await?))
+        })
+        .await?;
     let (success, fail) = hours.iter().fold((0, 0), |(s, f), h| (s + h.success, f + h.fail));
-    let canceled = attempts::canceled(&**conn, &tenant.0, &app, &ep.id, since, until).await?;
     Ok(HttpResponse::Ok().json(EndpointAttemptStatsOut { canceled, fail, success }))
 }
 

@@ -98,7 +98,6 @@ async fn health(
         ),
     };
     let app = find_app(&state, &tenant, &path).await?;
-    let conn = state.read_conn().await?;
-    let found = endpoint_health::for_app(&**conn, &tenant.0, &app.id, only.as_ref()).await?;
+    let found = state.read(async |c| endpoint_health::for_app(c, &tenant.0, &app.id, only.as_ref()).await).await?;
     Ok(HttpResponse::Ok().json(EndpointHealthListOut { data: found.into_iter().map(Into::into).collect() }))
 }

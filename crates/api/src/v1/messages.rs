@@ -335,8 +335,8 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let filter = MessageFilter { delivery_status: s.codes()?, ..q.filter() };
     let app = find_app(&state, &tenant, &path).await?;
-    let conn = state.read_conn().await?;
-    let found = messages::list(&**conn, &tenant.0, &app.id, &page.page::<MessageId>()?, &filter).await?;
+    let page = page.page::<MessageId>()?;
+    let found = state.read(async |c| messages::list(c, &tenant.0, &app.id, &page, &filter).await).await?;
     Ok(HttpResponse::Ok().json(found.map(|m| MessageOut::new(m, c.with_content()))))
 }
 

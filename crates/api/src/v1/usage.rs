@@ -83,11 +83,9 @@ async fn answer(
     range: &Range,
 ) -> Result<HttpResponse, ApiError> {
     let (from, to) = range.dates()?;
-    let days = db::bounded(state.db_budget(), async {
-        let conn = state.read_conn().await?;
-        usage::days(&**conn, tenant, from, to).await
-    })
-    .await?;
+    let days =
+        db::bounded(state.db_budget(), async { state.read(async |c| usage::days(c, tenant, from, to).await).await })
+            .await?;
     let wants_csv = req
         .headers()
         .get(header::ACCEPT)

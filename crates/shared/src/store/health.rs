@@ -17,36 +17,25 @@ pub async fn ping(pool: &Pool, limit: std::time::Duration) -> Result<Option<&'st
     .await
 }
 
-/// Where the primary's WAL is now, as text (`pg_lsn`): what a replica must have
-/// replayed to be caught up.
-pub async fn primary_position(db: &impl tokio_postgres::GenericClient) -> Result<String, StoreError> {
-    let row = db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await?;
-    Ok(row.get(0))
-}
-
-/// How a replica stands against the primary's `position`.
-#[derive(Debug, Clone, Copy)]
-pub struct ReplicaState {
-    /// False for a server that is no replica (one promoted, say).
+/// What a server says of itself for the replica check: which cluster and
+/// database it is, whether it is in recovery, and its WAL position (the primary's
+/// write position, a replica's replay position), as text (`pg_lsn`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    pub system: i64,
+    pub database: String,
     pub in_recovery: bool,
-    /// It has replayed everything the primary had written at `position`.
-    pub caught_up: bool,
-    /// Seconds since the last transaction it replayed was committed on the primary.
-    pub since_last_replay: Option<f64>,
+    pub lsn: Option<String>,
 }
 
-/// The replica's state against the primary's `position`.
-pub async fn replica_state(
-    db: &impl tokio_postgres::GenericClient,
-    position: &str,
-) -> Result<ReplicaState, StoreError> {
+/// The server's identity and WAL position.
+pub async fn position(db: &impl tokio_postgres::GenericClient) -> Result<Position, StoreError> {
     let row = db
         .query_one(
-            "SELECT pg_is_in_recovery(),
-                    COALESCE(pg_last_wal_replay_lsn() >= $1::text::pg_lsn, false),
-                    EXTRACT(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8",
-            &[&position],
+            "SELECT (pg_control_system()).system_identifier, current_database()::text, pg_is_in_recovery(),
+                    (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text",
+            &[],
         )
         .await?;
-    Ok(ReplicaState { in_recovery: row.get(0), caught_up: row.get(1), since_last_replay: row.get(2) })
+    Ok(Position { system: row.get(0), database: row.get(1), in_recovery: row.get(2), lsn: row.get(3) })
 }
