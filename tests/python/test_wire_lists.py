@@ -157,3 +157,18 @@ def test_a_list_filter_given_as_repeated_keys_reads_as_the_comma_separated_list_
     assert status == 200 and [m["id"] for m in joined["data"]] == [m["id"] for m in body["data"]]
     status, _, body = call(hookgate, "GET", f"/api/v1/app/{app}/msg?limit=1&limit=2", key=key)
     assert status == 422, "a repeated scalar is still refused, naming it"
+
+
+def test_a_list_filter_given_as_an_array_key_reads_as_the_bare_key(hookgate, tenant, svix):
+    """Svix's own server tests ask `?event_types[]=…` (the bracket form PHP-style clients send);
+    before, the key was not known and the filter was ignored: every message came back."""
+    app = svix.application.create(ApplicationIn(name="bracketed")).id
+    for t in ("a.one", "b.two", "c.three"):
+        svix.message.create(app, MessageIn(event_type=t, payload={}))
+    key = tenant["apiKey"]
+    for query in ("event_types[]=a.one&event_types[]=c.three", "event_types%5B%5D=a.one&event_types%5B%5D=c.three"):
+        status, _, body = call(hookgate, "GET", f"/api/v1/app/{app}/msg?{query}", key=key)
+        assert status == 200, body
+        assert sorted(m["eventType"] for m in body["data"]) == ["a.one", "c.three"], query
+    status, _, one = call(hookgate, "GET", f"/api/v1/app/{app}/msg?event_types[]=b.two", key=key)
+    assert status == 200 and [m["eventType"] for m in one["data"]] == ["b.two"]

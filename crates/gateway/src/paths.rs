@@ -46,11 +46,21 @@ pub fn normalized(path: &str) -> Option<String> {
 }
 
 /// The query with every repeated key's values joined by commas into one, in the
-/// order the keys first came; `None` when no key repeats (the query is left as sent).
+/// order the keys first came, and a key written as an array (`event_types[]`, as
+/// Svix's own tests and PHP-style clients send it) read as the bare key; `None`
+/// when no key repeats or is so written (the query is left as sent).
 pub fn merged_query(query: &str) -> Option<String> {
     let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let mut bracketed = false;
     let mut merged: Vec<(String, String)> = Vec::with_capacity(pairs.len());
     for (k, v) in pairs {
+        let k = match k.strip_suffix("[]") {
+            Some(bare) => {
+                bracketed = true;
+                bare.to_owned()
+            }
+            None => k,
+        };
         match merged.iter_mut().find(|(mk, _)| *mk == k) {
             Some((_, mv)) => {
                 mv.push(',');
@@ -60,7 +70,7 @@ pub fn merged_query(query: &str) -> Option<String> {
         }
     }
     let repeated = merged.len() < url::form_urlencoded::parse(query.as_bytes()).count();
-    repeated.then(|| url::form_urlencoded::Serializer::new(String::new()).extend_pairs(merged).finish())
+    (repeated || bracketed).then(|| url::form_urlencoded::Serializer::new(String::new()).extend_pairs(merged).finish())
 }
 
 /// Rewrites the request's path and query before routing, where they need it.
@@ -68,7 +78,9 @@ pub async fn normalize(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    let query = Some(req.query_string()).filter(|q| q.contains('&')).and_then(merged_query);
+    let query = Some(req.query_string())
+        .filter(|q| q.contains('&') || q.contains("[]") || q.contains("%5B%5D") || q.contains("%5b%5d"))
+        .and_then(merged_query);
     let path = normalized(req.path());
     if path.is_some() || query.is_some() {
         let path = path.unwrap_or_else(|| req.path().to_owned());
@@ -101,6 +113,15 @@ mod tests {
             Some("event_types=a.b%2Cc&limit=5&channel=x")
         );
         assert_eq!(merged_query("event_types=a,b&limit=5"), None);
+        assert_eq!(
+            merged_query("event_types[]=a.b").as_deref(),
+            Some("event_types=a.b"),
+            "an array key is the bare key"
+        );
+        assert_eq!(
+            merged_query("event_types%5B%5D=a&event_types%5B%5D=c&limit=2").as_deref(),
+            Some("event_types=a%2Cc&limit=2")
+        );
         assert_eq!(merged_query(""), None);
     }
 
