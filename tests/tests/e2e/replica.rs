@@ -46,7 +46,7 @@ async fn lists_are_read_on_the_replica_while_it_keeps_up_and_on_the_primary_when
     let a = t.application().await;
     let first = t.message(&a, "a.b", json!({"n": 1})).await["id"].as_str().unwrap().to_owned();
     until("the replica is read and has the first message", async || {
-        gauge(&app, "hookgate_replica_in_use").await == 1.0 && listed(&app, &t.key, &a).await == [first.clone()]
+        gauge(&app, "hookgate_replica_in_use").await == 1.0 && listed(&app, &t.key, &a).await == vec![first.clone()]
     })
     .await;
 
@@ -56,10 +56,10 @@ async fn lists_are_read_on_the_replica_while_it_keeps_up_and_on_the_primary_when
     let second = t.message(&a, "a.b", json!({"n": 2})).await["id"].as_str().unwrap().to_owned();
     let got = t.get(&format!("/api/v1/app/{a}/msg/{second}")).await;
     assert_eq!(got["id"], second.as_str(), "a GET after a create is the primary's");
-    assert_eq!(listed(&app, &t.key, &a).await, [first.clone()], "the list is read on the replica");
+    assert_eq!(listed(&app, &t.key, &a).await, vec![first.clone()], "the list is read on the replica");
     // Past the bound, the primary answers, with both.
     until("the primary takes the reads of a replica too far behind", async || {
-        listed(&app, &t.key, &a).await == [second.clone(), first.clone()]
+        listed(&app, &t.key, &a).await == vec![second.clone(), first.clone()]
     })
     .await;
     assert_eq!(gauge(&app, "hookgate_replica_in_use").await, 0.0);
@@ -75,7 +75,7 @@ async fn lists_are_read_on_the_replica_while_it_keeps_up_and_on_the_primary_when
     // Gone: every read is still answered, by the primary.
     standby.stop();
     for _ in 0..20 {
-        assert_eq!(listed(&app, &t.key, &a).await, [second.clone(), first.clone()]);
+        assert_eq!(listed(&app, &t.key, &a).await, vec![second.clone(), first.clone()]);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     until("the replica is set aside", async || gauge(&app, "hookgate_replica_in_use").await == 0.0).await;
@@ -99,7 +99,7 @@ async fn a_replica_url_naming_another_database_is_refused_and_never_read() {
     until("the check has run", async || gauge(&app, "hookgate_replica_lag_seconds").await == -1.0).await;
     for _ in 0..10 {
         assert_eq!(gauge(&app, "hookgate_replica_in_use").await, 0.0);
-        assert_eq!(listed(&app, &t.key, &a).await, [id.clone()], "read on the primary");
+        assert_eq!(listed(&app, &t.key, &a).await, vec![id.clone()], "read on the primary");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
