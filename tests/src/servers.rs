@@ -68,6 +68,18 @@ fn run(mut cmd: Command, what: &str) {
     assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A fresh directory for a cluster of a test's own, owned by the user Postgres runs as.
+fn cluster_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hookgate-pg-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    if is_root() {
+        let mut chown = Command::new("chown");
+        chown.args(["postgres:", dir.to_str().unwrap()]);
+        run(chown, "chown");
+    }
+    dir
+}
+
 /// A Postgres cluster of one test's own, so the test may stop and start it.
 pub struct PgServer {
     dir: PathBuf,
@@ -124,13 +136,7 @@ impl PgServer {
     /// Initialises a cluster, lets `configure` change its data directory, starts it
     /// and creates the `hookgate` database.
     fn start_configured(configure: impl FnOnce(&std::path::Path)) -> Self {
-        let dir = std::env::temp_dir().join(format!("hookgate-pg-{}", ulid::Ulid::new()));
-        std::fs::create_dir_all(&dir).unwrap();
-        if is_root() {
-            let mut chown = Command::new("chown");
-            chown.args(["postgres:", dir.to_str().unwrap()]);
-            run(chown, "chown");
-        }
+        let dir = cluster_dir();
         let data = dir.join("data");
         let mut init = pg_command("initdb");
         init.args(["-D", data.to_str().unwrap(), "-U", "hookgate", "--auth=trust", "--no-locale", "-E", "UTF8"]);
@@ -149,13 +155,7 @@ impl PgServer {
     /// A streaming standby of this cluster (`pg_basebackup -R`), started: it
     /// replays what this one writes and answers reads.
     pub fn standby(&self) -> Self {
-        let dir = std::env::temp_dir().join(format!("hookgate-pg-{}", ulid::Ulid::new()));
-        std::fs::create_dir_all(&dir).unwrap();
-        if is_root() {
-            let mut chown = Command::new("chown");
-            chown.args(["postgres:", dir.to_str().unwrap()]);
-            run(chown, "chown");
-        }
+        let dir = cluster_dir();
         let data = dir.join("data");
         let mut backup = pg_command("pg_basebackup");
         let port = self.port.to_string();
