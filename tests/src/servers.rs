@@ -155,6 +155,12 @@ impl PgServer {
     /// A streaming standby of this cluster (`pg_basebackup -R`), started: it
     /// replays what this one writes and answers reads.
     pub fn standby(&self) -> Self {
+        self.standby_on(free_port())
+    }
+
+    /// [`PgServer::standby`] listening on `port`: a failover test puts the new
+    /// standby where the dead primary was, so one host list names both for good.
+    pub fn standby_on(&self, listen: u16) -> Self {
         let dir = cluster_dir();
         let data = dir.join("data");
         let mut backup = pg_command("pg_basebackup");
@@ -175,7 +181,7 @@ impl PgServer {
             "fast",
         ]);
         run(backup, "pg_basebackup");
-        let standby = PgServer { dir, port: free_port() };
+        let standby = PgServer { dir, port: listen };
         standby.start_again();
         standby
     }
@@ -186,6 +192,41 @@ impl PgServer {
         let port = self.port.to_string();
         c.args(["-h", "127.0.0.1", "-p", &port, "-U", "hookgate", "-d", "hookgate", "-qc", sql]);
         run(c, "psql");
+    }
+
+    /// The first column of the first row `sql` answers on the `hookgate`
+    /// database, as text (`psql -tA`).
+    pub fn value(&self, sql: &str) -> String {
+        let port = self.port.to_string();
+        let out = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &port, "-U", "hookgate", "-d", "hookgate", "-tAc", sql])
+            .output()
+            .expect("psql runs");
+        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Makes every commit here wait for a standby to have flushed it
+    /// (`synchronous_standby_names = '*'`), and waits until one streams
+    /// synchronously. Set after the standby's base backup, so that a standby
+    /// promoted later does not wait for a standby of its own.
+    pub fn make_synchronous(&self) {
+        self.sql("ALTER SYSTEM SET synchronous_standby_names = '*'");
+        self.sql("SELECT pg_reload_conf()");
+        for _ in 0..300 {
+            if self.value("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") == "1" {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("no standby became synchronous");
+    }
+
+    /// `pg_ctl promote`: this standby ends recovery and takes writes.
+    pub fn promote(&self) {
+        let mut c = pg_command("pg_ctl");
+        c.args(["-D", self.data().to_str().unwrap(), "-w", "promote"]);
+        run(c, "pg_ctl promote");
     }
 
     fn data(&self) -> PathBuf {

@@ -22,7 +22,11 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio_postgres::GenericClient;
 
-use crate::{auth::reject, Principal};
+use crate::{
+    auth::reject,
+    idempotency_settle::{settle, End, Held},
+    Principal,
+};
 
 const KEY_HEADER: &str = "idempotency-key";
 
@@ -133,15 +137,17 @@ pub async fn idempotency(
         return reject(req, ApiError::Unauthorized("authentication is required".into()));
     };
     let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered");
+    // Taken before the claim is made: the settler then gives up a little early, never late.
+    let claimed = std::time::Instant::now();
     let (body, token) = match claim(&mut req, &state, &scope, &key).await {
-        Ok(Ok(claimed)) => claimed,
+        Ok(Ok(run)) => run,
         Ok(Err(stored)) => return Ok(req.into_response(replay(&state, &scope, &key, stored))),
         Err(e) => return reject(req, e),
     };
     req.set_payload(Payload::from(body));
     // Handlers whose effect can carry the key (message creation) make a retry find it.
     req.extensions_mut().insert(RequestKey { key: key.clone(), scope: scope.clone(), token });
-    let held = Held { scope, key, token };
+    let held = Held { scope, key, token, claimed };
     match next.call(req).await {
         Ok(res) => Ok(remember(&state, &held, res.map_into_boxed_body()).await),
         Err(e) => {
@@ -149,14 +155,6 @@ pub async fn idempotency(
             Err(e)
         }
     }
-}
-
-/// A claimed key and the fencing token of this request's claim: only the holder
-/// may store the response or release the key.
-struct Held {
-    scope: String,
-    key: String,
-    token: i64,
 }
 
 /// Reads the body and claims the key: `Ok(body)` to run the request,
@@ -186,16 +184,7 @@ async fn claim(
 }
 
 async fn forget(state: &AppState, held: &Held) {
-    let released = db::bounded(state.db_budget(), async {
-        let conn = db::conn(&state.db).await?;
-        idempotency::release(&**conn, &held.scope, &held.key, held.token).await
-    })
-    .await;
-    match released {
-        Ok(true) => {}
-        Ok(false) => tracing::info!("an Idempotency-Key was taken over meanwhile; its new holder keeps it"),
-        Err(e) => tracing::warn!(error = %e, "could not release an Idempotency-Key; it is taken over after a minute"),
-    }
+    settle(state, held, End::Release).await;
 }
 
 fn parse_key(raw: &[u8]) -> Result<String, ApiError> {
@@ -298,20 +287,9 @@ async fn remember(state: &AppState, held: &Held, res: ServiceResponse<BoxBody>) 
     // portal token. The purpose binds it to its scope and key.
     let sealed = state.config.master_key.replay_key(scope).seal(&replay_purpose(scope, key), &bytes);
     let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: sealed };
-    let outcome = db::bounded(state.db_budget(), async {
-        let conn = db::conn(&state.db).await?;
-        idempotency::finish(&**conn, scope, key, held.token, &stored).await
-    })
-    .await;
-    match outcome {
-        Ok(true) => {}
-        // Taken over while this request ran (it outlived the takeover delay): the
-        // successor's response is the one kept.
-        Ok(false) => tracing::info!("an Idempotency-Key was taken over meanwhile; this response is not kept"),
-        // The response itself stands; only its replay is lost, and the stale
-        // `running` row is taken over after a minute.
-        Err(e) => tracing::warn!(error = %e, "could not record the idempotent response"),
-    }
+    // The response stands either way; if Postgres cannot keep it now, it is kept
+    // as soon as it can (until then a retry is answered 409, never run twice).
+    settle(state, held, End::Keep(stored)).await;
     ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body())
 }
 

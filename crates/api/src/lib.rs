@@ -19,6 +19,7 @@ mod auth;
 mod counting;
 mod deadline;
 mod idempotency;
+mod idempotency_settle;
 mod ingest;
 pub mod openapi;
 mod patch;

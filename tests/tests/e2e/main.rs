@@ -14,6 +14,7 @@ mod destination_links;
 mod ed25519;
 mod egress_proxy;
 mod engine;
+mod failover;
 mod fairness;
 mod fanout;
 mod fencing;

@@ -32,7 +32,7 @@ pub enum Claim {
 }
 
 /// A `running` row older than this belonged to a process that died; it is taken over.
-const STALE_RUNNING: Duration = Duration::from_secs(60);
+pub const STALE_RUNNING: Duration = Duration::from_secs(60);
 
 /// Claims `key` for the request whose fingerprints are `prints`: the first is
 /// stored; a row holding any of them is the same request (the others are the
