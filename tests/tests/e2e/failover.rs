@@ -31,6 +31,9 @@ const ROUNDS: usize = 3;
 const MESSAGES: usize = 40;
 /// Provider events per round, each sent twice.
 const EVENTS: usize = 25;
+/// Events per round to a source in sync mode (forwarded before the answer),
+/// each sent twice.
+const SYNC_EVENTS: usize = 10;
 /// Messages made before the first round, replayed by a task running across it.
 const PRELOAD: usize = 150;
 const SECRET: &str = "whsec_failover_test_secret";
@@ -146,6 +149,12 @@ async fn a_promoted_standby_takes_over_every_path_with_nothing_lost_or_admitted_
     t.post(&format!("/api/v1/app/{a}/destination"), body, 201).await;
     let body = json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": a});
     let src = t.post("/api/v1/source", body, 201).await["id"].as_str().unwrap().to_owned();
+    // A source in sync mode, forwarding to an application of its own.
+    let forwarded = Sink::start().await;
+    let b = t.application().await;
+    t.endpoint(&b, &forwarded.url, json!({})).await;
+    let body = json!({"name": "s2", "provider": "stripe", "secret": SECRET, "appId": b, "mode": "sync"});
+    let sync_src = t.post("/api/v1/source", body, 201).await["id"].as_str().unwrap().to_owned();
     let key = t.key.clone();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
 
@@ -188,6 +197,23 @@ async fn a_promoted_standby_takes_over_every_path_with_nothing_lost_or_admitted_
                     })
                     .await;
                     ("in", format!("{round}/{e}"), sent)
+                }));
+            }
+        }
+        for e in 0..SYNC_EVENTS {
+            for copy in 0..2 {
+                let (http, bases, src) = (http.clone(), bases.clone(), sync_src.clone());
+                tasks.push(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis((e * 350 + copy * 90) as u64)).await;
+                    let event = format!(r#"{{"id": "evt_sync_r{round}_{e}", "type": "failover.sync"}}"#);
+                    let sent = until_2xx(&http, &bases, e + copy, Duration::from_secs(120), |h, base| {
+                        h.post(format!("{base}/in/{src}"))
+                            .header("content-type", "application/json")
+                            .header("Stripe-Signature", providers::stripe(SECRET, providers::now(), event.as_bytes()))
+                            .body(event.clone())
+                    })
+                    .await;
+                    ("sync", format!("{round}/{e}"), sent)
                 }));
             }
         }
@@ -279,8 +305,11 @@ async fn a_promoted_standby_takes_over_every_path_with_nothing_lost_or_admitted_
     let mut unanswered = Vec::new();
     for (kind, n, sent) in &answers {
         match (*kind, sent) {
-            ("in", Some(v)) => {
-                admitted.entry(n.clone()).or_default().insert(v["eventId"].as_str().unwrap_or_default().to_owned());
+            ("in" | "sync", Some(v)) => {
+                admitted
+                    .entry(format!("{kind} {n}"))
+                    .or_default()
+                    .insert(v["eventId"].as_str().unwrap_or_default().to_owned());
             }
             ("msg" | "probe", Some(v)) => {
                 accepted.insert(v["id"].as_str().unwrap().to_owned());
@@ -299,14 +328,15 @@ async fn a_promoted_standby_takes_over_every_path_with_nothing_lost_or_admitted_
         async move { pg.query(sql, &[]).await.unwrap().iter().map(|r| r.get::<_, String>(0)).collect::<HashSet<_>>() }
     };
     let events = ids("SELECT id FROM inbound_events").await;
-    assert_eq!(events.len(), ROUNDS * EVENTS, "each event admitted once");
+    assert_eq!(events.len(), ROUNDS * (EVENTS + SYNC_EVENTS), "each event admitted once");
     let told: HashSet<String> = admitted.values().flatten().cloned().collect();
     assert!(told.is_subset(&events), "every event answered 2xx is in Postgres");
     let api =
         ids("SELECT id FROM messages WHERE event_type IN ('failover.api', 'failover.probe', 'failover.held')").await;
     assert_eq!(api.len(), ROUNDS * (MESSAGES + 1) + 1, "one message per Idempotency-Key");
     assert!(accepted.is_subset(&api), "every message answered 2xx is in Postgres");
-    let messages = ids("SELECT id FROM messages").await;
+    let messages: HashSet<String> =
+        pg.query("SELECT id FROM messages WHERE app_id = $1", &[&a]).await.unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(messages.len(), PRELOAD + ROUNDS * (MESSAGES + 1 + EVENTS) + 1, "one message per admitted event");
 
     // Every message delivered to both destinations; nothing that is not a message.
@@ -347,6 +377,14 @@ async fn a_promoted_standby_takes_over_every_path_with_nothing_lost_or_admitted_
     for r in plain.received() {
         *times.entry(r.header("webhook-id").unwrap().to_owned()).or_default() += 1;
     }
+    let forwarded: HashSet<String> = forwarded
+        .received()
+        .iter()
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok()?["id"].as_str().map(str::to_owned))
+        .collect();
+    let sync_sent: HashSet<String> =
+        (0..ROUNDS).flat_map(|r| (0..SYNC_EVENTS).map(move |e| format!("evt_sync_r{r}_{e}"))).collect();
+    assert_eq!(forwarded, sync_sent, "every sync-mode event was forwarded before it was answered");
     let short: Vec<_> = preloaded.iter().filter(|id| times[*id] < 2).collect();
     assert!(short.is_empty(), "every preloaded message replayed: {} were not", short.len());
     assert!(unready_seen > 0, "/readyz said not ready while no server took writes");
