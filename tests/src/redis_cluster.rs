@@ -28,6 +28,18 @@ fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Keys on the server on `port` that would never expire (`TTL` -1): Hookgate
+/// writes none, so one left by a failover would be a stuck key.
+pub fn keys_without_expiry(port: u16) -> usize {
+    const SCRIPT: &str = "local n = 0
+        for _, k in ipairs(redis.call('KEYS', '*')) do
+            if redis.call('TTL', k) == -1 then n = n + 1 end
+        end
+        return n";
+    let out = cli(port, &["eval", SCRIPT, "0"]);
+    out.trim().parse().unwrap_or_else(|_| panic!("redis-cli eval on {port}: {out}"))
+}
+
 /// A port for a cluster node whose bus port (10,000 higher) is free too. Below the
 /// ephemeral range: a port from it plus 10,000 may be past 65,535 (the node then
 /// refuses to start) or taken by another test's connection.

@@ -86,10 +86,17 @@ pub async fn count_duplicate(redis: &Redis, tenant: &TenantId, key: &str, retent
     let ttl = window_secs(retention_days);
     let _: Option<()> = redis
         .call(|mut c| async move {
+            // Made with its expiry first, then counted (INCR keeps it): whatever
+            // part of this a failover of Redis loses, the key never lives forever.
             hookgate_shared::redis::pipe()
-                .incr(&k, 1)
+                .cmd("SET")
+                .arg(&k)
+                .arg(0)
+                .arg("EX")
+                .arg(ttl)
+                .arg("NX")
                 .ignore()
-                .expire(&k, ttl as i64)
+                .incr(&k, 1)
                 .ignore()
                 .query_async(&mut c)
                 .await

@@ -1,7 +1,9 @@
 //! The race: 1,000 distinct events, each sent 5 times concurrently, spread over 3
 //! Hookgate processes sharing one Postgres and Redis, under faults in the middle.
 //! Every run: exactly 1,000 events admitted, every copy answered 200 (retried
-//! until it was), each event delivered at least once and recorded once.
+//! until it was), each event delivered at least once and recorded once. Where
+//! Redis fails over (Sentinel, Cluster), API messages through a throttled
+//! endpoint run beside it, and no key is left without an expiry.
 
 use std::{
     collections::HashSet,
@@ -17,7 +19,7 @@ use hookgate_tests::{
     app::default_env,
     process::Served,
     providers,
-    redis_cluster::{RedisCluster, RedisSentinel, SENTINEL_MASTER},
+    redis_cluster::{keys_without_expiry, RedisCluster, RedisSentinel, SENTINEL_MASTER},
     servers::RedisServer,
     sink::Sink,
     TestApp, TestDb,
@@ -28,6 +30,8 @@ use tokio::sync::Semaphore;
 const EVENTS: usize = 1000;
 const COPIES: usize = 5;
 const SECRET: &str = "whsec_race";
+/// API messages sent during a race whose Redis fails over.
+const API_MESSAGES: usize = 200;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Fault {
@@ -78,6 +82,32 @@ async fn race_on(mut redis: Backing, fault: Fault) {
     let source =
         t.post("/api/v1/source", json!({"name": "s", "provider": "stripe", "secret": SECRET, "appId": app}), 201).await;
     let path = format!("/in/{}", source["id"].as_str().unwrap());
+    // With a Redis that fails over: API messages too, to a throttled endpoint
+    // (its spacing is kept in Redis), each retried under its eventId until accepted.
+    let api_load = matches!(fault, Fault::KillClusterMaster | Fault::KillSentinelMaster);
+    let throttled = Sink::start().await;
+    let app2 = t.application().await;
+    t.endpoint(&app2, &throttled.url, json!({"throttleRate": 100})).await;
+    let mut api_tasks = Vec::new();
+    for m in 0..if api_load { API_MESSAGES } else { 0 } {
+        let (http, url, key, app2) = (api.http.clone(), api.url(""), t.key.clone(), app2.clone());
+        api_tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(m as u64 * 40)).await;
+            for _ in 0..400 {
+                let res = http
+                    .post(format!("{url}/api/v1/app/{app2}/msg"))
+                    .bearer_auth(&key)
+                    .json(&json!({"eventType": "race.api", "eventId": format!("api{m}"), "payload": {"m": m}}))
+                    .send()
+                    .await;
+                match res {
+                    Ok(r) if r.status().is_success() || r.status() == 409 => return true,
+                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+            false
+        }));
+    }
 
     let mut procs = Vec::new();
     for _ in 0..3 {
@@ -170,11 +200,15 @@ async fn race_on(mut redis: Backing, fault: Fault) {
         t.await.unwrap();
     }
     assert_eq!(done.load(Ordering::Relaxed), EVENTS * COPIES, "every copy answered 200");
+    for task in api_tasks {
+        assert!(task.await.unwrap(), "an API message was never accepted");
+    }
 
     let client = db.client().await;
     let admitted: i64 = client.query_one("SELECT count(*) FROM inbound_events", &[]).await.unwrap().get(0);
     assert_eq!(admitted, EVENTS as i64, "exactly one admitted per event");
-    let messages: i64 = client.query_one("SELECT count(*) FROM messages", &[]).await.unwrap().get(0);
+    let messages: i64 =
+        client.query_one("SELECT count(*) FROM messages WHERE app_id = $1", &[&app]).await.unwrap().get(0);
     assert_eq!(messages, EVENTS as i64, "recorded once: one message per event");
 
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
@@ -203,6 +237,32 @@ async fn race_on(mut redis: Backing, fault: Fault) {
             panic!("{} of {EVENTS} events delivered; undelivered: {stuck:?}", ids.len());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if api_load {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let ids: HashSet<String> =
+                throttled.received().iter().filter_map(|r| r.header("webhook-id").map(str::to_owned)).collect();
+            if ids.len() == API_MESSAGES {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of {API_MESSAGES} API messages delivered through the throttle across the failover",
+                ids.len()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // No key outlives its purpose: each one Hookgate wrote carries an expiry,
+        // on every master now serving (the promoted replica included).
+        let masters = match &redis {
+            Backing::Cluster(c) => c.masters(),
+            Backing::Sentinel(s) => vec![s.replica_port],
+            Backing::Single(_) => vec![],
+        };
+        for port in masters {
+            assert_eq!(keys_without_expiry(port), 0, "a key without expiry on the master on {port}");
+        }
     }
     if let (Fault::None, Backing::Cluster(c)) = (fault, &redis) {
         // Redis was used: the committed keys are in the cluster, spread by tenant tag.
