@@ -244,7 +244,7 @@ pub async fn migrate(
     config: &Config,
     switch: hookgate_shared::migrate::Switch,
 ) -> anyhow::Result<hookgate_shared::migrate::Outcome> {
-    let (mut client, connection) = hookgate_shared::db::connect(&config.database_url)
+    let (mut client, connection) = hookgate_shared::db::connect(&config.database_url, config.db_timeout)
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {}", error_chain(&e)))?;
     let conn_task = tokio::spawn(connection);
@@ -258,8 +258,8 @@ pub async fn migrate(
 /// release's queries need them); a Postgres that does not answer is no reason to
 /// refuse: the process starts and becomes ready when it does.
 pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
-    let connected = tokio::time::timeout(config.db_timeout, hookgate_shared::db::connect(&config.database_url)).await;
-    let Ok(Ok((client, connection))) = connected else { return Ok(()) };
+    let connected = hookgate_shared::db::connect(&config.database_url, config.db_timeout).await;
+    let Ok((client, connection)) = connected else { return Ok(()) };
     let conn_task = tokio::spawn(connection);
     let pending = hookgate_shared::migrate::pending_switches(&client).await;
     drop(client);
@@ -275,12 +275,11 @@ pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
 /// is a configuration error, not an outage. A Postgres that does not answer at
 /// all is not an error here: the process starts and becomes ready when it does.
 pub async fn check_tls(config: &Config) -> anyhow::Result<()> {
-    let limit = config.db_timeout;
-    match tokio::time::timeout(limit, hookgate_shared::db::connect(&config.database_url)).await {
-        Ok(Err(e)) if is_tls_failure(&e) => {
+    match hookgate_shared::db::connect(&config.database_url, config.db_timeout).await {
+        Err(e) if is_tls_failure(&e) => {
             anyhow::bail!("cannot connect to DATABASE_URL: {}", error_chain(&e))
         }
-        Ok(Err(hookgate_shared::store::StoreError::Tls(e))) => anyhow::bail!("{e}"),
+        Err(hookgate_shared::store::StoreError::Tls(e)) => anyhow::bail!("{e}"),
         _ => Ok(()),
     }
 }

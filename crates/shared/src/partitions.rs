@@ -96,9 +96,7 @@ fn expired(p: &Partition, family: &Family, horizons: (i32, i32), now: DateTime<U
 pub async fn drop_expired(state: &AppState) -> Result<u32, ArchiveError> {
     let c = &state.config;
     let archive = c.archive_url.as_deref().map(Archive::open).transpose()?;
-    let (client, connection) = tokio::time::timeout(c.db_timeout, db::connect(&c.database_url))
-        .await
-        .map_err(|_| StoreError::Unavailable("connecting for partition maintenance timed out".into()))??;
+    let (client, connection) = db::connect(&c.database_url, c.db_timeout).await?;
     let driver = tokio::spawn(connection);
     let result = drop_on(state, &client, archive.as_ref()).await;
     drop(client);

@@ -20,6 +20,7 @@ use hookgate_tests::{
     db::connect,
     process::{hookgate, Served},
     providers,
+    redis_cluster::Blackhole,
     servers::PgServer,
     sink::Sink,
     TestApp, TestDb,
@@ -440,4 +441,103 @@ async fn a_promoted_standby_takes_over_every_path_with_nothing_lost_or_admitted_
         p50(readies.clone()),
         readies.iter().cloned().fold(0.0, f64::max),
     );
+}
+
+/// Polls `check` every 100 ms for up to `within`; how long it took.
+async fn within(within: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < within, "never within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    start.elapsed()
+}
+
+/// A host listed first that takes connections and never answers (a stopped
+/// server, a machine frozen behind a kernel that still answers): each host gets
+/// its own bound, so the second is reached. Before, the first held every
+/// connection until the pool gave up, and the second was never tried.
+#[tokio::test]
+async fn a_first_host_that_takes_connections_and_never_answers_does_not_keep_the_second_from_serving() {
+    let pg = PgServer::start();
+    let silent = Blackhole::start();
+    let app = TestApp::spawn_on_server(&pg, "hookgate", |env| {
+        env.insert(
+            "DATABASE_URL".into(),
+            format!("postgres://hookgate@127.0.0.1:{},127.0.0.1:{}/hookgate", silent.port, pg.port),
+        );
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
+        env.insert("HOOKGATE_WORKER_POLL_MS".into(), "200".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let sink = Sink::start().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    for n in 0..5 {
+        t.message(&a, "hosts.test", json!({ "n": n })).await;
+    }
+    sink.wait_for(5, Duration::from_secs(30)).await;
+    let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+}
+
+/// The primary stops answering but keeps its connections open (SIGSTOP: its
+/// kernel still acknowledges), and the standby is promoted: the connections that
+/// waited on the stopped primary are checked and replaced, new ones go to the
+/// promoted standby, and service is back well within the bound.
+#[tokio::test]
+async fn a_primary_that_stops_answering_with_its_connections_open_is_passed_over_for_the_promoted_standby() {
+    let primary = PgServer::start();
+    let standby = primary.standby();
+    primary.make_synchronous();
+    let url = both([primary.port, standby.port]);
+    let app = TestApp::spawn_on_server(&primary, "hookgate", |env| {
+        env.insert("DATABASE_URL".into(), url.clone());
+        env.insert("HOOKGATE_DB_TIMEOUT_MS".into(), "1000".into());
+        env.insert("HOOKGATE_DB_STATEMENT_TIMEOUT_MS".into(), "2000".into());
+        env.insert("HOOKGATE_WORKER_POLL_MS".into(), "200".into());
+        env.insert("HOOKGATE_DELIVERY_LEASE_SECS".into(), "4".into());
+        env.insert("HOOKGATE_EGRESS_TIMEOUT_SECS".into(), "2".into());
+    })
+    .await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let sink = Sink::start().await;
+    t.endpoint(&a, &sink.url, json!({})).await;
+    // Every pooled connection in use once, so that each is open to the primary.
+    let mut sent = HashSet::new();
+    for n in 0..20 {
+        sent.insert(t.message(&a, "stall.test", json!({ "n": n })).await["id"].as_str().unwrap().to_owned());
+    }
+    sink.wait_for(20, Duration::from_secs(30)).await;
+
+    primary.pause();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    standby.promote();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let bases = vec![app.base.clone()];
+    let (key, app_id) = (t.key.clone(), a.clone());
+    let took = within(BACK_WITHIN, "a message accepted after the promotion", async || {
+        let res = message(&http, &bases[0], &key, &app_id, "after-stall", "stall.test").send().await;
+        match res {
+            Ok(r) if r.status().is_success() => {
+                sent.insert(r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned());
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    eprintln!("failover from a stopped primary: accepting {:.2} s after the promotion", took.as_secs_f64());
+    within(BACK_WITHIN, "ready", async || {
+        http.get(format!("{}/readyz", bases[0])).send().await.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    within(BACK_WITHIN, "every message delivered", async || {
+        let got: HashSet<String> =
+            sink.received().iter().filter_map(|r| r.header("webhook-id").map(str::to_owned)).collect();
+        sent.is_subset(&got)
+    })
+    .await;
 }

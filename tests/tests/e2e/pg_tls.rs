@@ -31,7 +31,7 @@ async fn verify_full_against_the_test_ca_connects_and_every_connection_is_encryp
     let t = app.tenant().await;
     t.application().await;
 
-    let (client, conn) = hookgate_shared::db::connect(&url).await.unwrap();
+    let (client, conn) = hookgate_shared::db::connect(&url, std::time::Duration::from_secs(5)).await.unwrap();
     tokio::spawn(conn);
     let rows = client
         .query(
@@ -128,7 +128,7 @@ async fn a_postgres_destination_verifies_its_servers_certificate_against_the_ca_
     }
 
     let reader_url = format!("{url}&sslrootcert={}", certs.path("ca.crt"));
-    let (reader, conn) = hookgate_shared::db::connect(&reader_url).await.unwrap();
+    let (reader, conn) = hookgate_shared::db::connect(&reader_url, std::time::Duration::from_secs(5)).await.unwrap();
     tokio::spawn(conn);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {

@@ -153,6 +153,7 @@ impl Worker {
         let _helpers = AbortOnDrop(vec![
             tokio::spawn(hookgate_shared::store::notify::listen(
                 this.state.config.database_url.clone(),
+                this.state.config.db_timeout,
                 this.state.wake.clone(),
             )),
             tokio::spawn(sample_pending(this.state.clone(), this.metrics.clone())),

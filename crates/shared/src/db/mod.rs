@@ -1,7 +1,14 @@
 //! The Postgres connection pool, and the bounds on every wait for Postgres: a down
 //! or stalled database answers fast instead of hanging requests.
 
-use std::{future::Future, time::Duration};
+use std::{
+    future::Future,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        OnceLock,
+    },
+    time::{Duration, Instant},
+};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::tls::MakeTlsConnect;
@@ -11,6 +18,7 @@ pub use deadpool_postgres::{Client, Transaction};
 
 use crate::store::StoreError;
 
+pub mod hosts;
 pub mod tls;
 
 /// A single connection's driver, as [`connect`] returns it.
@@ -28,10 +36,16 @@ pub fn target(url: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), 
 }
 
 /// One connection outside the pool (migrations' advisory lock, the worker's
-/// LISTEN), with the same TLS as the pool's.
-pub async fn connect(url: &str) -> Result<(tokio_postgres::Client, Connection), StoreError> {
-    let (pg, tls) = target(url)?;
-    pg.connect(tls).await.map_err(StoreError::from)
+/// LISTEN, partition maintenance), with the same TLS as the pool's, within
+/// `timeout` for each host of the URL.
+pub async fn connect(url: &str, timeout: Duration) -> Result<(tokio_postgres::Client, Connection), StoreError> {
+    let (mut pg, tls) = target(url)?;
+    pg.connect_timeout(timeout);
+    let hosts = hosts::Hosts::new(url, &pg, timeout);
+    match tokio::time::timeout(timeout * hosts.len() as u32, hosts.connect(&tls)).await {
+        Ok(connected) => connected.map_err(StoreError::from),
+        Err(_) => Err(StoreError::TimedOut(format!("no Postgres host answered within {timeout:?}"))),
+    }
 }
 
 /// How a pool's connections plan the statements they run.
@@ -91,15 +105,52 @@ pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration, plan
     pg.options(options);
     pg.keepalives(true).keepalives_idle(Duration::from_secs(15)).keepalives_interval(Duration::from_secs(5));
     pg.keepalives_retries(3).tcp_user_timeout(timeout.max(Duration::from_secs(10)));
-    let manager = Manager::from_config(pg, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let hosts = hosts::Hosts::new(url, &pg, timeout);
+    // Every host gets its turn within the bound on making a connection.
+    let create = timeout * hosts.len() as u32;
+    let connect = Failover { hosts, tls };
+    let manager = Manager::from_connect(pg, connect, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(size)
         .runtime(Runtime::Tokio1)
+        .pre_recycle(deadpool_postgres::Hook::async_fn(move |client, metrics| {
+            Box::pin(async move { verify_after_stall(client, metrics, timeout).await })
+        }))
         .wait_timeout(Some(timeout))
-        .create_timeout(Some(timeout))
+        .create_timeout(Some(create))
         .recycle_timeout(Some(timeout))
         .build()
         .map_err(|e| StoreError::Pool(e.to_string()))
+}
+
+/// The pool's way to connect: to whichever host of the URL takes writes, the
+/// one that last did first ([`hosts`]).
+struct Failover {
+    hosts: hosts::Hosts,
+    tls: MakeRustlsConnect,
+}
+
+impl deadpool_postgres::Connect for Failover {
+    fn connect(
+        &self,
+        _: &tokio_postgres::Config,
+    ) -> std::pin::Pin<
+        Box<
+            dyn Future<Output = Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>>
+                + Send
+                + '_,
+        >,
+    > {
+        Box::pin(async move {
+            let (client, connection) = self.hosts.connect(&self.tls).await?;
+            let driver = tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "a Postgres connection ended");
+                }
+            });
+            Ok((client, driver))
+        })
+    }
 }
 
 /// Forgets every connection's prepared statements when `e` says one went stale.
@@ -131,6 +182,42 @@ pub async fn conn(pool: &Pool) -> Result<Client, StoreError> {
 pub async fn bounded<T>(limit: Duration, work: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
     match tokio::time::timeout(limit, work).await {
         Ok(done) => done,
-        Err(_) => Err(StoreError::TimedOut(format!("no answer from Postgres within {limit:?}"))),
+        Err(_) => {
+            STALLED.store(since_start(Instant::now()), Ordering::Relaxed);
+            Err(StoreError::TimedOut(format!("no answer from Postgres within {limit:?}")))
+        }
+    }
+}
+
+/// When a bounded wait last gave up (ms after [`since_start`]'s origin; 0:
+/// never). A connection last handed out before then may be the one that waited:
+/// to a server that stopped answering but keeps its connections open (a stopped
+/// process, whose kernel still acknowledges), it never closes, so the pool would
+/// hand it out again and again, each time to wait out its bound.
+static STALLED: AtomicU64 = AtomicU64::new(0);
+
+fn since_start(at: Instant) -> u64 {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    at.saturating_duration_since(origin).as_millis() as u64 + 1
+}
+
+/// The pool's check before it hands out an idle connection: none, unless a wait
+/// gave up since the connection was last handed out; then one empty query within
+/// `limit`, and a connection that does not answer is dropped for a new one
+/// (made on whichever host answers: [`hosts`]).
+async fn verify_after_stall(
+    client: &mut deadpool_postgres::ClientWrapper,
+    metrics: &deadpool_postgres::Metrics,
+    limit: Duration,
+) -> Result<(), deadpool_postgres::HookError> {
+    let stalled = STALLED.load(Ordering::Relaxed);
+    if stalled == 0 || since_start(metrics.recycled.unwrap_or(metrics.created)) > stalled {
+        return Ok(());
+    }
+    match tokio::time::timeout(limit, client.simple_query("")).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(deadpool_postgres::HookError::Backend(e)),
+        Err(_) => Err(deadpool_postgres::HookError::message("a connection gave no answer after a stall; replaced")),
     }
 }

@@ -262,17 +262,17 @@ fn decode(me: u64, payload: &str) -> Option<Vec<Hint>> {
 /// Wakes `wake` whenever a commit anywhere adds deliveries, with its hints in
 /// `hints`; reconnects forever. The wakes remain, so a lost notification only
 /// costs latency.
-pub async fn listen(url: String, wake: Wake) {
+pub async fn listen(url: String, timeout: Duration, wake: Wake) {
     loop {
-        if let Err(e) = listen_once(&url, &wake).await {
+        if let Err(e) = listen_once(&url, timeout, &wake).await {
             tracing::debug!(error = %e, "delivery LISTEN connection lost; polling until it is back");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
-async fn listen_once(url: &str, wake: &Wake) -> Result<(), crate::store::StoreError> {
-    let (client, mut connection) = crate::db::connect(url).await?;
+async fn listen_once(url: &str, timeout: Duration, wake: &Wake) -> Result<(), crate::store::StoreError> {
+    let (client, mut connection) = crate::db::connect(url, timeout).await?;
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     // The connection must be polled for the LISTEN to complete and for
     // notifications to arrive; a task drives it and forwards notifications.
