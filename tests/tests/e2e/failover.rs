@@ -516,7 +516,7 @@ async fn a_primary_that_stops_answering_with_its_connections_open_is_passed_over
     tokio::time::sleep(Duration::from_secs(1)).await;
     standby.promote();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
-    let bases = vec![app.base.clone()];
+    let bases = [app.base.clone()];
     let (key, app_id) = (t.key.clone(), a.clone());
     let took = within(BACK_WITHIN, "a message accepted after the promotion", async || {
         let res = message(&http, &bases[0], &key, &app_id, "after-stall", "stall.test").send().await;
