@@ -43,9 +43,9 @@ pub struct Metrics {
     /// Actions done whose audit entry could not be written (each also logged).
     pub audit_failures: IntCounter,
     /// Seconds the replica is behind the primary (0 caught up, -1 unreachable).
-    pub replica_lag: prometheus::Gauge,
+    pub replica_lag: GaugeVec,
     /// 1 while reads that tolerate staleness go to the replica.
-    pub replica_in_use: IntGauge,
+    pub replica_in_use: IntGaugeVec,
     tenant_label: bool,
 }
 
@@ -139,15 +139,23 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(audit_failures.clone())).expect("registered once");
-        let replica_lag = prometheus::Gauge::new(
-            "hookgate_replica_lag_seconds",
-            "Seconds the read replica is behind the primary as this process last saw it: 0 caught up, -1 unreachable.",
+        let replica_lag = GaugeVec::new(
+            Opts::new(
+                "hookgate_replica_lag_seconds",
+                "Seconds a read replica (label replica: its host and port) is behind the primary as this process last \
+                 saw it: 0 caught up, -1 unreachable or refused.",
+            ),
+            &["replica"],
         )
         .expect("valid metric");
         registry.register(Box::new(replica_lag.clone())).expect("registered once");
-        let replica_in_use = IntGauge::new(
-            "hookgate_replica_in_use",
-            "1 while this process sends reads that tolerate staleness to the read replica, 0 while the primary takes them.",
+        let replica_in_use = IntGaugeVec::new(
+            Opts::new(
+                "hookgate_replica_in_use",
+                "1 while this process sends reads that tolerate staleness to a read replica (label replica), 0 while \
+                 it is set aside.",
+            ),
+            &["replica"],
         )
         .expect("valid metric");
         registry.register(Box::new(replica_in_use.clone())).expect("registered once");
@@ -200,12 +208,20 @@ impl Metrics {
 
     /// Samples the pool gauges, one set per named pool; called at scrape time.
     pub fn observe_pools(&self, pools: &[(&str, &deadpool_postgres::Pool)]) {
+        // Pools of one name (a replica per host) are counted together.
+        let mut sums: Vec<(&str, [i64; 3])> = Vec::new();
         for (name, pool) in pools {
             let s = pool.status();
-            let idle = s.available as i64;
+            let (idle, size, max) = (s.available as i64, s.size as i64, s.max_size as i64);
+            match sums.iter_mut().find(|(n, _)| n == name) {
+                Some((_, sum)) => *sum = [sum[0] + idle, sum[1] + size - idle, sum[2] + max],
+                None => sums.push((name, [idle, size - idle, max])),
+            }
+        }
+        for (name, [idle, in_use, max]) in sums {
             self.db_pool_connections.with_label_values(&[name, "idle"]).set(idle);
-            self.db_pool_connections.with_label_values(&[name, "in_use"]).set(s.size as i64 - idle);
-            self.db_pool_connections.with_label_values(&[name, "max"]).set(s.max_size as i64);
+            self.db_pool_connections.with_label_values(&[name, "in_use"]).set(in_use);
+            self.db_pool_connections.with_label_values(&[name, "max"]).set(max);
         }
     }
 

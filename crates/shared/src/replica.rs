@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{
-    atomic::{AtomicBool, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering},
     Arc,
 };
 use std::time::{Duration, Instant};
@@ -24,19 +24,23 @@ use deadpool_postgres::Pool;
 
 use crate::{db, store::health, store::StoreError, AppState};
 
-/// The replica's pool and whether it may be read now.
+/// The replicas (one per host of the URL), read in turn while usable.
 #[derive(Clone)]
 pub struct Replica {
-    pool: Pool,
-    usable: Arc<AtomicBool>,
+    members: Arc<Vec<Member>>,
+    /// Where the next read starts looking, so reads spread over the usable ones.
+    next: Arc<AtomicUsize>,
 }
 
-impl Replica {
-    /// Not used until a first check finds it caught up.
-    pub fn new(pool: Pool) -> Self {
-        Replica { pool, usable: Arc::new(AtomicBool::new(false)) }
-    }
+/// One replica host: its pool and whether it may be read now.
+pub struct Member {
+    /// Its host and port, for logs and the metrics' `replica` label.
+    pub name: String,
+    pool: Pool,
+    usable: AtomicBool,
+}
 
+impl Member {
     pub fn pool(&self) -> &Pool {
         &self.pool
     }
@@ -48,42 +52,70 @@ impl Replica {
     /// Sets the replica aside until a check finds it good again; logged once per change.
     pub fn unusable(&self, why: &str) {
         if self.usable.swap(false, Ordering::Relaxed) {
-            tracing::warn!(%why, "replica set aside: reads go to the primary");
+            tracing::warn!(replica = %self.name, %why, "replica set aside: its reads go elsewhere");
         }
     }
 
     fn usable_again(&self) {
         if !self.usable.swap(true, Ordering::Relaxed) {
-            tracing::info!("replica caught up: reads that tolerate staleness go to it");
+            tracing::info!(replica = %self.name, "replica caught up: reads that tolerate staleness go to it");
         }
     }
 }
 
+impl Replica {
+    /// None is read until a first check finds it caught up.
+    pub fn new(pools: Vec<(String, Pool)>) -> Self {
+        let members =
+            pools.into_iter().map(|(name, pool)| Member { name, pool, usable: AtomicBool::new(false) }).collect();
+        Replica { members: Arc::new(members), next: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The next usable replica in turn, if any.
+    fn pick(&self) -> Option<&Member> {
+        let n = self.members.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..n).map(|i| &self.members[(start + i) % n]).find(|m| m.usable())
+    }
+}
+
 impl AppState {
-    /// Runs `work`, a read that tolerates staleness, on the replica while it is
-    /// usable, and on the primary otherwise. On the replica it is bounded by
-    /// `HOOKGATE_DB_TIMEOUT_MS`; if it fails there (a replica paused, gone, or its
-    /// query cancelled by replay) it runs again on the primary, and a replica that
-    /// gave no connection or no answer is set aside. A full replica pool sends the
-    /// read to the primary without setting the replica aside.
+    /// Runs `work`, a read that tolerates staleness, on a usable replica (each in
+    /// turn), and on the primary when none is. On a replica it is bounded by
+    /// `HOOKGATE_DB_TIMEOUT_MS`. A replica that gave no connection or no answer
+    /// (paused, gone) is set aside and the next usable one is tried; a read that
+    /// failed otherwise there (its query cancelled by replay, say) runs again on
+    /// the primary. A full replica pool sends the read to the primary without
+    /// setting the replica aside.
     pub async fn read<T>(
         &self,
         work: impl AsyncFn(&tokio_postgres::Client) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        if let Some(r) = self.replica.as_ref().filter(|r| r.usable()) {
+        let members = self.replica.as_ref().map_or(0, |r| r.members().len());
+        for _ in 0..members {
+            let Some(r) = self.replica.as_ref().and_then(Replica::pick) else { break };
             let status = r.pool().status();
-            if status.available > 0 || status.size < status.max_size {
-                let tried = db::bounded(self.config.db_timeout, async {
-                    let conn = db::conn(r.pool()).await?;
-                    work(&**conn).await
-                })
-                .await;
-                match tried {
-                    Ok(v) => return Ok(v),
-                    Err(e @ (StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::Pool(_))) => {
-                        r.unusable(&e.to_string())
-                    }
-                    Err(e) => tracing::debug!(error = %e, "a read failed on the replica; the primary answers it"),
+            if status.available == 0 && status.size >= status.max_size {
+                break;
+            }
+            let tried = db::bounded(self.config.db_timeout, async {
+                let conn = db::conn(r.pool()).await?;
+                work(&**conn).await
+            })
+            .await;
+            match tried {
+                Ok(v) => return Ok(v),
+                // Gone or stalled: set aside, and the next usable replica is tried.
+                Err(e @ (StoreError::Unavailable(_) | StoreError::TimedOut(_) | StoreError::Pool(_))) => {
+                    r.unusable(&e.to_string())
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "a read failed on the replica; the primary answers it");
+                    break;
                 }
             }
         }
@@ -92,14 +124,11 @@ impl AppState {
     }
 }
 
-/// Whether `url` can name the replica: a connection string of one host (each
-/// check reads one connection; with several hosts, the others' would be read unchecked).
+/// Whether `url` can name the replicas: a connection string tokio-postgres
+/// reads, with one host or several (each then read and checked on its own).
 pub fn check_url(url: &str) -> Result<(), String> {
     let (plain, _) = crate::db::tls::split(url).map_err(|e| e.to_string())?;
-    let parsed = plain.parse::<tokio_postgres::Config>().map_err(|e| e.to_string())?;
-    if parsed.get_hosts().len() > 1 {
-        return Err("one replica host (put several behind one address, such as a load balancer's, if need be)".into());
-    }
+    plain.parse::<tokio_postgres::Config>().map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -140,16 +169,16 @@ impl Samples {
     }
 }
 
-/// One check: the replica's lag, or why it must not be read. `Ok(None)`: the
-/// primary could not be asked, so nothing is decided.
-async fn check(state: &AppState, replica: &Replica, samples: &mut Samples) -> Result<Option<Duration>, String> {
+/// One check of one replica against the primary's position just read: its lag,
+/// or why it must not be read.
+async fn check(
+    state: &AppState,
+    replica: &Member,
+    primary: &health::Position,
+    samples: &Samples,
+) -> Result<Duration, String> {
     let budget = state.db_budget();
-    let primary = db::bounded(budget, async { health::position(&**db::conn(&state.db).await?).await }).await;
-    let Ok(primary) = primary else { return Ok(None) };
     let now = Instant::now();
-    if let Some(at) = primary.lsn.as_deref().and_then(lsn) {
-        samples.add(at, now);
-    }
     let theirs = db::bounded(budget, async { health::position(&**db::conn(replica.pool()).await?).await })
         .await
         .map_err(|e| e.to_string())?;
@@ -163,11 +192,12 @@ async fn check(state: &AppState, replica: &Replica, samples: &mut Samples) -> Re
         return Err("it is not in recovery (promoted?): not a replica of the primary any more".into());
     }
     let replayed = theirs.lsn.as_deref().and_then(lsn).ok_or("it has replayed nothing yet")?;
-    Ok(Some(samples.lag(replayed, now)))
+    Ok(samples.lag(replayed, now))
 }
 
-/// Checks the replica every second for as long as the process runs, and keeps
-/// `hookgate_replica_lag_seconds` and `hookgate_replica_in_use` current.
+/// Checks every replica every second for as long as the process runs, and
+/// keeps `hookgate_replica_lag_seconds` and `hookgate_replica_in_use` current.
+/// A round that cannot ask the primary where it is decides nothing.
 pub async fn watch(state: AppState) {
     let Some(replica) = state.replica.clone() else { return };
     let max = state.config.replica_max_lag;
@@ -176,22 +206,31 @@ pub async fn watch(state: AppState) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match check(&state, &replica, &mut samples).await {
-            Ok(None) => {}
-            Ok(Some(lag)) if lag <= max => {
-                state.metrics.replica_lag.set(lag.as_secs_f64());
-                replica.usable_again();
-            }
-            Ok(Some(lag)) => {
-                state.metrics.replica_lag.set(lag.as_secs_f64().min(86_400.0));
-                replica.unusable(&format!("{:.1} s behind, more than {:?}", lag.as_secs_f64().min(86_400.0), max));
-            }
-            Err(why) => {
-                state.metrics.replica_lag.set(-1.0);
-                replica.unusable(&why);
-            }
+        let primary =
+            db::bounded(state.db_budget(), async { health::position(&**db::conn(&state.db).await?).await }).await;
+        let Ok(primary) = primary else { continue };
+        if let Some(at) = primary.lsn.as_deref().and_then(lsn) {
+            samples.add(at, Instant::now());
         }
-        state.metrics.replica_in_use.set(i64::from(replica.usable()));
+        for member in replica.members() {
+            let lag = state.metrics.replica_lag.with_label_values(&[&member.name]);
+            match check(&state, member, &primary, &samples).await {
+                Ok(behind) if behind <= max => {
+                    lag.set(behind.as_secs_f64());
+                    member.usable_again();
+                }
+                Ok(behind) => {
+                    let secs = behind.as_secs_f64().min(86_400.0);
+                    lag.set(secs);
+                    member.unusable(&format!("{secs:.1} s behind, more than {max:?}"));
+                }
+                Err(why) => {
+                    lag.set(-1.0);
+                    member.unusable(&why);
+                }
+            }
+            state.metrics.replica_in_use.with_label_values(&[&member.name]).set(i64::from(member.usable()));
+        }
     }
 }
 

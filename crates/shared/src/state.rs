@@ -63,7 +63,7 @@ impl AppState {
     pub fn pools(&self) -> Vec<(&'static str, &deadpool_postgres::Pool)> {
         let mut pools = vec![("main", &self.db)];
         if let Some(r) = &self.replica {
-            pools.push(("replica", r.pool()));
+            pools.extend(r.members().iter().map(|m| ("replica", m.pool())));
         }
         if self.generic_db.status().size > 0 {
             pools.push(("worker", &self.generic_db));
@@ -83,12 +83,11 @@ impl AppState {
         };
         let (db, generic_db) = (pool(db::Plans::Chosen)?, pool(db::Plans::Generic)?);
         let replica = match &config.database_replica_url {
-            Some(url) => Some(crate::replica::Replica::new(db::pool(
+            Some(url) => Some(crate::replica::Replica::new(db::pools_per_host(
                 url,
                 config.db_pool_size,
                 config.db_timeout,
                 config.db_statement_timeout,
-                db::Plans::Chosen,
             )?)),
             None => None,
         };

@@ -167,7 +167,7 @@ async fn search(
     let body: MessageSearchIn = crate::optional_json(&body)?;
     let (page, filter) = body.checked()?;
     let app = find_app(&state, &tenant, &path).await?;
-    let conn = db::conn(&state.db).await?;
-    let found = messages::list(&**conn, &tenant.0, &app.id, &page, &filter).await?;
+    // A list like `GET …/msg`: the replica's while it keeps up.
+    let found = state.read(async |c| messages::list(c, &tenant.0, &app.id, &page, &filter).await).await?;
     Ok(HttpResponse::Ok().json(found.map(|m| MessageOut::new(m, body.with_content))))
 }

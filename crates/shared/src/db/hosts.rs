@@ -38,9 +38,7 @@ impl Hosts {
     /// `config`'s hosts, each tried within `per_host`; `url` names the
     /// configuration for the memory of which host answered last.
     pub fn new(url: &str, config: &Config, per_host: Duration) -> Self {
-        let n = config.get_hosts().len().max(config.get_hostaddrs().len()).max(1);
-        let configs = if n == 1 { vec![config.clone()] } else { (0..n).map(|i| one_host(config, i)).collect() };
-        Hosts { configs, last_good: remembered(url), per_host }
+        Hosts { configs: each(config), last_good: remembered(url), per_host }
     }
 
     /// How many hosts there are: the caller bounds a connect by this many times the bound.
@@ -92,6 +90,27 @@ impl Hosts {
         }
         Err(error.expect("the last host's attempt is awaited to its end"))
     }
+}
+
+/// `config`'s hosts as one-host configurations, in order.
+pub fn each(config: &Config) -> Vec<Config> {
+    let n = config.get_hosts().len().max(config.get_hostaddrs().len()).max(1);
+    if n == 1 {
+        return vec![config.clone()];
+    }
+    (0..n).map(|i| one_host(config, i)).collect()
+}
+
+/// A one-host configuration's host and port, to name it in logs and metrics.
+pub fn describe(config: &Config) -> String {
+    let host = match (config.get_hostaddrs().first(), config.get_hosts().first()) {
+        (Some(a), _) => a.to_string(),
+        (None, Some(Host::Tcp(h))) => h.clone(),
+        #[cfg(unix)]
+        (None, Some(Host::Unix(p))) => p.display().to_string(),
+        (None, None) => "localhost".into(),
+    };
+    format!("{host}:{}", config.get_ports().first().copied().unwrap_or(5432))
 }
 
 /// The last host that answered for `url`, shared in this process.

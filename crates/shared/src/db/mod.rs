@@ -76,7 +76,37 @@ pub enum Plans {
 /// is sent as `statement_timeout` (a query stuck on a lock ends), and TCP
 /// keepalives and a user timeout drop a connection whose peer vanished.
 pub fn pool(url: &str, size: usize, timeout: Duration, statement: Duration, plans: Plans) -> Result<Pool, StoreError> {
-    let (mut pg, tls) = target(url)?;
+    let (pg, tls) = target(url)?;
+    pool_of(url, pg, tls, size, timeout, statement, plans)
+}
+
+/// One pool per host of `url`, each named by its host and port: for replicas,
+/// each read and checked on its own (a pool over several hosts would read
+/// whichever it reached, unchecked).
+pub fn pools_per_host(
+    url: &str,
+    size: usize,
+    timeout: Duration,
+    statement: Duration,
+) -> Result<Vec<(String, Pool)>, StoreError> {
+    let (pg, tls) = target(url)?;
+    let mut pools = Vec::new();
+    for (i, one) in hosts::each(&pg).into_iter().enumerate() {
+        let name = hosts::describe(&one);
+        pools.push((name, pool_of(&format!("{url}#{i}"), one, tls.clone(), size, timeout, statement, Plans::Chosen)?));
+    }
+    Ok(pools)
+}
+
+fn pool_of(
+    url: &str,
+    mut pg: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+    size: usize,
+    timeout: Duration,
+    statement: Duration,
+    plans: Plans,
+) -> Result<Pool, StoreError> {
     pg.connect_timeout(timeout);
     if pg.get_application_name().is_none() {
         pg.application_name("hookgate");
