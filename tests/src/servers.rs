@@ -161,10 +161,16 @@ impl PgServer {
     /// [`PgServer::standby`] listening on `port`: a failover test puts the new
     /// standby where the dead primary was, so one host list names both for good.
     pub fn standby_on(&self, listen: u16) -> Self {
+        Self::standby_of(self.port, listen)
+    }
+
+    /// A streaming standby of the cluster on 127.0.0.1:`primary` (one this test
+    /// did not start: the bench's), listening on `listen`.
+    pub fn standby_of(primary: u16, listen: u16) -> Self {
         let dir = cluster_dir();
         let data = dir.join("data");
         let mut backup = pg_command("pg_basebackup");
-        let port = self.port.to_string();
+        let port = primary.to_string();
         backup.args([
             "-h",
             "127.0.0.1",
@@ -181,6 +187,18 @@ impl PgServer {
             "fast",
         ]);
         run(backup, "pg_basebackup");
+        // A hot standby needs at least the primary's connection slots (the bench's
+        // runs with 400), which were given on its command line, not in the files copied.
+        let out = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &port, "-U", "hookgate", "-d", "postgres", "-tAc", "SHOW max_connections"])
+            .output()
+            .expect("psql runs");
+        let slots = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if !slots.is_empty() {
+            use std::io::Write;
+            let mut conf = std::fs::OpenOptions::new().append(true).open(data.join("postgresql.auto.conf")).unwrap();
+            writeln!(conf, "max_connections = {slots}").unwrap();
+        }
         let standby = PgServer { dir, port: listen };
         standby.start_again();
         standby

@@ -13,6 +13,7 @@ mod pace;
 mod pgbench;
 mod profile;
 mod pruning;
+mod reads;
 mod report;
 mod scenarios;
 mod sink;

@@ -260,6 +260,9 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     if only("backoff") {
         rows.push(crate::engine::backoff(&bed, s).await?);
     }
+    if only("reads") {
+        rows.extend(crate::reads::run(&bed, &tenant, &app1, s).await?);
+    }
 
     let mut worker = bed.start_worker().await;
     for p in [&bed.api, &bed.ingress, &worker] {
@@ -282,7 +285,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
 }
 
 /// Whether a group of scenarios runs: `BENCH_ONLY` (comma-separated: ingress,
-/// transform, destination, burst, lag, sustained, noisy, backoff, prune) picks some; unset runs all. The baselines,
+/// transform, destination, burst, lag, sustained, noisy, backoff, reads, prune) picks some; unset runs all. The baselines,
 /// creation and delivery always run (the others' rates derive from them).
 fn only(group: &str) -> bool {
     std::env::var("BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
