@@ -41,6 +41,8 @@ pub async fn deadline(
         Err(_) => {
             // Inside the request's span, which names the route (never the path).
             tracing::warn!(?limit, "request timed out waiting for Postgres");
+            // The connection it held may be one that will never answer.
+            hookgate_shared::db::note_stall();
             Err(ApiError::Unavailable.into())
         }
     }

@@ -15,7 +15,7 @@ use actix_web::{
 use hookgate_shared::{
     db,
     http::{ApiError, REQUEST_ID},
-    store::idempotency::{self, Claim, StoredResponse},
+    store::idempotency::{self, Claim, Server, StoredResponse},
     AppState,
 };
 use serde::Serialize;
@@ -56,6 +56,11 @@ impl RequestKey {
 /// transaction: the middleware does not store it again.
 #[derive(Debug, Clone, Copy)]
 struct Kept;
+
+/// Set on a response whose effect stores its request's key (message creation):
+/// a retry finds the effect by the key, so releasing the key is always safe.
+#[derive(Debug, Clone, Copy)]
+pub struct CarriesKey;
 
 /// A handler's JSON answer, kept under its `Idempotency-Key` (if the request has
 /// one) by `tx`, the handler's own transaction, before it commits. The effect and
@@ -108,7 +113,9 @@ async fn keep(
         headers,
         body: state.config.master_key.replay_key(&k.scope).seal(&replay_purpose(&k.scope, &k.key), body),
     };
-    if !idempotency::finish(tx, &k.scope, &k.key, k.token, &stored).await? {
+    // In the handler's own transaction: the answer commits with its effect, on
+    // whichever server that is.
+    if !idempotency::finish(tx, &k.scope, &k.key, k.token, None, &stored).await? {
         return Err(ApiError::Conflict(
             "this request outlived its Idempotency-Key, which a retry has taken over; its effect was rolled back"
                 .into(),
@@ -139,7 +146,7 @@ pub async fn idempotency(
     let state = req.app_data::<web::Data<AppState>>().cloned().expect("AppState is registered");
     // Taken before the claim is made: the settler then gives up a little early, never late.
     let claimed = std::time::Instant::now();
-    let (body, token) = match claim(&mut req, &state, &scope, &key).await {
+    let (body, token, server) = match claim(&mut req, &state, &scope, &key).await {
         Ok(Ok(run)) => run,
         Ok(Err(stored)) => return Ok(req.into_response(replay(&state, &scope, &key, stored))),
         Err(e) => return reject(req, e),
@@ -147,7 +154,7 @@ pub async fn idempotency(
     req.set_payload(Payload::from(body));
     // Handlers whose effect can carry the key (message creation) make a retry find it.
     req.extensions_mut().insert(RequestKey { key: key.clone(), scope: scope.clone(), token });
-    let held = Held { scope, key, token, claimed };
+    let held = Held { scope, key, token, claimed, server };
     match next.call(req).await {
         Ok(res) => Ok(remember(&state, &held, res.map_into_boxed_body()).await),
         Err(e) => {
@@ -164,7 +171,7 @@ async fn claim(
     state: &AppState,
     scope: &str,
     key: &str,
-) -> Result<Result<(web::Bytes, i64), StoredResponse>, ApiError> {
+) -> Result<Result<(web::Bytes, i64, Server), StoredResponse>, ApiError> {
     let body = read_body(req, state.config.max_body).await?;
     let target = req.uri().path_and_query().map_or("", |p| p.as_str());
     let prints =
@@ -176,7 +183,7 @@ async fn claim(
     })
     .await?;
     match claim {
-        Claim::Run(token) => Ok(Ok((body, token))),
+        Claim::Run(token, server) => Ok(Ok((body, token, server))),
         Claim::Replay(stored) => Ok(Err(stored)),
         Claim::Mismatch => Err(ApiError::IdempotencyMismatch),
         Claim::Running => Err(ApiError::IdempotencyInFlight),
@@ -288,8 +295,12 @@ async fn remember(state: &AppState, held: &Held, res: ServiceResponse<BoxBody>) 
     let sealed = state.config.master_key.replay_key(scope).seal(&replay_purpose(scope, key), &bytes);
     let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(&head), body: sealed };
     // The response stands either way; if Postgres cannot keep it now, it is kept
-    // as soon as it can (until then a retry is answered 409, never run twice).
-    settle(state, held, End::Keep(stored)).await;
+    // as soon as it can, by the server that took the claim (until then a retry
+    // is answered 409, up to the takeover age). On another (a standby promoted meanwhile, which may lack
+    // the effect), an answer whose effect carries the key (a message) releases it
+    // instead: the retry then finds the effect, or makes it if it was lost.
+    let carries_key = head.extensions().get::<CarriesKey>().is_some();
+    settle(state, held, End::Keep { stored, else_release: carries_key }).await;
     ServiceResponse::new(http_req, head.set_body(bytes).map_into_boxed_body())
 }
 

@@ -275,13 +275,26 @@ pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
 /// is a configuration error, not an outage. A Postgres that does not answer at
 /// all is not an error here: the process starts and becomes ready when it does.
 pub async fn check_tls(config: &Config) -> anyhow::Result<()> {
-    match hookgate_shared::db::connect(&config.database_url, config.db_timeout).await {
-        Err(e) if is_tls_failure(&e) => {
-            anyhow::bail!("cannot connect to DATABASE_URL: {}", error_chain(&e))
-        }
+    // Each host on its own: a standby whose certificate the settings refuse is
+    // found now, not at the failover.
+    let answers = match hookgate_shared::db::try_each_host(&config.database_url, config.db_timeout).await {
         Err(hookgate_shared::store::StoreError::Tls(e)) => anyhow::bail!("{e}"),
-        _ => Ok(()),
+        // Anything else (no answer at all) is not a reason to refuse the start.
+        Err(_) => return Ok(()),
+        Ok(answers) => answers,
+    };
+    let many = answers.len() > 1;
+    for (host, answer) in answers {
+        match answer {
+            Err(e) if is_tls_failure(&e) && many => {
+                anyhow::bail!("cannot connect to DATABASE_URL's host {host}: {}", error_chain(&e))
+            }
+            Err(e) if is_tls_failure(&e) => anyhow::bail!("cannot connect to DATABASE_URL: {}", error_chain(&e)),
+            Err(hookgate_shared::store::StoreError::Tls(e)) => anyhow::bail!("{e}"),
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 fn is_tls_failure(e: &hookgate_shared::store::StoreError) -> bool {

@@ -10,7 +10,7 @@ use hookgate_shared::status::InboundStatus;
 use hookgate_shared::{
     db,
     ids::{InboundEventId, TenantId},
-    redis::Redis,
+    redis::{Redis, Script},
     store::{
         inbound_events::{self, Lease, NewInbound},
         sources::Source,
@@ -82,27 +82,20 @@ pub async fn seen(redis: &Redis, tenant: &TenantId, key: &str) -> Option<Inbound
 /// Counts a duplicate that Redis answered; the events API adds these counts to
 /// Postgres's. Informational: a Redis flush loses them.
 pub async fn count_duplicate(redis: &Redis, tenant: &TenantId, key: &str, retention_days: i32) {
+    static COUNT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| Script::new(COUNTED));
     let k = duplicates_key(redis, tenant, key);
     let ttl = window_secs(retention_days);
-    let _: Option<()> = redis
-        .call(|mut c| async move {
-            // Made with its expiry first, then counted (INCR keeps it): whatever
-            // part of this a failover of Redis loses, the key never lives forever.
-            hookgate_shared::redis::pipe()
-                .cmd("SET")
-                .arg(&k)
-                .arg(0)
-                .arg("EX")
-                .arg(ttl)
-                .arg("NX")
-                .ignore()
-                .incr(&k, 1)
-                .ignore()
-                .query_async(&mut c)
-                .await
-        })
-        .await;
+    let _: Option<i64> = redis.call(|mut c| async move { COUNT.key(k).arg(ttl).invoke_async(&mut c).await }).await;
 }
+
+/// Counts one and gives the counter its expiry if it has none, in one step
+/// (a script runs whole): no failover, expiry or older release's partial write
+/// leaves a counter that lives forever.
+const COUNTED: &str = r"
+local n = redis.call('INCR', KEYS[1])
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return n
+";
 
 /// The duplicate counts Redis holds for these keys of one tenant (0 where it holds none).
 pub async fn redis_duplicates(redis: &Redis, tenant: &TenantId, keys: &[String]) -> Vec<i64> {

@@ -353,13 +353,13 @@ async fn a_slow_request_can_neither_release_nor_answer_for_the_key_its_successor
     let pool = db::pool(&db.url, 2, Duration::from_secs(2), Duration::from_secs(5), db::Plans::Chosen).unwrap();
     let conn = db::conn(&pool).await.unwrap();
     let ttl = Duration::from_secs(3600);
-    let Claim::Run(first) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
+    let Claim::Run(first, _) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
         panic!("the first request runs")
     };
     // It runs past the takeover delay: the client's retry takes the key over.
     let client = db.client().await;
     client.execute("UPDATE idempotency_keys SET created_at = now() - interval '2 minutes'", &[]).await.unwrap();
-    let Claim::Run(second) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
+    let Claim::Run(second, _) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
         panic!("the retry takes the key over")
     };
     assert_ne!(first, second);
@@ -367,13 +367,41 @@ async fn a_slow_request_can_neither_release_nor_answer_for_the_key_its_successor
     assert!(!idempotency::release(&**conn, "tnt_x", "k", first).await.unwrap());
     // ...nor does its late answer become the key's.
     let late = StoredResponse { status: 500, headers: vec![], body: b"late".to_vec() };
-    assert!(!idempotency::finish(&**conn, "tnt_x", "k", first, &late).await.unwrap());
+    assert!(!idempotency::finish(&**conn, "tnt_x", "k", first, None, &late).await.unwrap());
     let own = StoredResponse { status: 201, headers: vec![], body: b"own".to_vec() };
-    assert!(idempotency::finish(&**conn, "tnt_x", "k", second, &own).await.unwrap());
+    assert!(idempotency::finish(&**conn, "tnt_x", "k", second, None, &own).await.unwrap());
     let Claim::Replay(kept) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
         panic!("the key replays")
     };
     assert_eq!((kept.status, kept.body), (201, b"own".to_vec()));
+}
+
+/// An answer kept after its request ended (the database was failing over) is
+/// kept only by the server that took the claim: another (a standby promoted
+/// meanwhile, which may lack the effect) refuses it, and the key can still be
+/// released by its holder.
+#[tokio::test]
+async fn an_answer_kept_late_is_kept_only_by_the_server_that_took_the_claim() {
+    use hookgate_shared::store::idempotency::{self, Claim, Server, StoredResponse};
+    let db = TestDb::new().await;
+    let pool = db::pool(&db.url, 2, Duration::from_secs(2), Duration::from_secs(5), db::Plans::Chosen).unwrap();
+    let conn = db::conn(&pool).await.unwrap();
+    let ttl = Duration::from_secs(3600);
+    let Claim::Run(token, server) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap()
+    else {
+        panic!("the request runs")
+    };
+    let answer = StoredResponse { status: 202, headers: vec![], body: b"msg".to_vec() };
+    let elsewhere = Server("2001-01-01 00:00:00+00".into());
+    assert!(!idempotency::finish(&**conn, "tnt_x", "k", token, Some(&elsewhere), &answer).await.unwrap());
+    let Claim::Running = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
+        panic!("another server kept nothing: the key is still running")
+    };
+    assert!(idempotency::finish(&**conn, "tnt_x", "k", token, Some(&server), &answer).await.unwrap());
+    let Claim::Replay(kept) = idempotency::claim(&**conn, "tnt_x", "k", &[b"fp".to_vec()], ttl).await.unwrap() else {
+        panic!("the claim's own server kept it")
+    };
+    assert_eq!((kept.status, kept.body), (202, b"msg".to_vec()));
 }
 
 /// Time spent between a claim and its request (here a throttle check waiting on

@@ -318,7 +318,10 @@ async fn create(
         PublishError::Invalid(detail) => ApiError::Validation(detail),
         PublishError::Internal(detail) => ApiError::Internal(detail),
     })?;
-    Ok(HttpResponse::Accepted().json(MessageOut::new(message, q.with_content())))
+    let mut res = HttpResponse::Accepted().json(MessageOut::new(message, q.with_content()));
+    // The message stores its request's key: a retry finds it by the key.
+    res.extensions_mut().insert(crate::idempotency::CarriesKey);
+    Ok(res)
 }
 
 /// The application's messages, newest first.

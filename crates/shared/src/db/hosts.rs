@@ -7,8 +7,10 @@
 //! machine whose kernel still answers) holds the whole connect until the pool
 //! gives up, and one that drops packets takes the whole bound, so a dead first
 //! host kept Hookgate from ever reaching the promoted second. Here each host but
-//! the last has the bound alone; the last is bounded by the caller, who allows
-//! every host its turn ([`Hosts::len`] times the bound).
+//! the last has the bound alone; the last is bounded by the caller (the pool
+//! allows every host its turn: [`Hosts::len`] times the bound). A host that
+//! fails is passed for the next at once, for later connects too, so a caller
+//! that allows only one turn (`/readyz`) reaches the next host on its next try.
 
 use std::{
     collections::HashMap,
@@ -32,13 +34,16 @@ pub struct Hosts {
     /// one finds the new primary, the others go to it first.
     last_good: Arc<AtomicUsize>,
     per_host: Duration,
+    /// `load_balance_hosts=random`: each connect starts at a host drawn at random.
+    random: bool,
 }
 
 impl Hosts {
     /// `config`'s hosts, each tried within `per_host`; `url` names the
     /// configuration for the memory of which host answered last.
     pub fn new(url: &str, config: &Config, per_host: Duration) -> Self {
-        Hosts { configs: each(config), last_good: remembered(url), per_host }
+        let random = config.get_load_balance_hosts() == tokio_postgres::config::LoadBalanceHosts::Random;
+        Hosts { configs: each(config), last_good: remembered(url), per_host, random }
     }
 
     /// How many hosts there are: the caller bounds a connect by this many times the bound.
@@ -52,6 +57,10 @@ impl Hosts {
 
     /// A connection to the first host that takes one, starting with the one that
     /// did last. The last host tried is not bounded here (the caller's bound is).
+    ///
+    /// A host that fails or does not answer is passed for the next at once, here
+    /// and for every later connect: a caller whose bound allows only one host's
+    /// turn (`/readyz`) reaches the next host on its next try, not never.
     pub async fn connect<T>(&self, tls: &T) -> Result<(Client, Connection<Socket, T::Stream>), tokio_postgres::Error>
     where
         T: MakeTlsConnect<Socket> + Clone,
@@ -60,7 +69,10 @@ impl Hosts {
         <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
     {
         let n = self.configs.len();
-        let first = self.last_good.load(Ordering::Relaxed) % n;
+        let first = match self.random {
+            true => rand::random::<u32>() as usize % n,
+            false => self.last_good.load(Ordering::Relaxed) % n,
+        };
         let mut error = None;
         for step in 0..n {
             let at = (first + step) % n;
@@ -70,10 +82,12 @@ impl Hosts {
                     Ok(outcome) => outcome,
                     Err(_) => {
                         tracing::debug!(host = at, "a Postgres host did not answer in time; trying the next");
+                        self.pass(at);
                         continue;
                     }
                 }
             } else {
+                self.pass(at);
                 attempt.await
             };
             match outcome {
@@ -81,21 +95,35 @@ impl Hosts {
                     self.last_good.store(at, Ordering::Relaxed);
                     return Ok(connected);
                 }
-                Err(e) if step + 1 < n => {
-                    tracing::debug!(host = at, error = %e, "a Postgres host refused; trying the next");
+                Err(e) => {
+                    tracing::debug!(host = at, error = %e, "a Postgres host refused");
+                    self.pass(at);
                     error = Some(e);
                 }
-                Err(e) => error = Some(e),
             }
         }
         Err(error.expect("the last host's attempt is awaited to its end"))
     }
+
+    /// The next connect starts after `at`, unless another has moved on already.
+    fn pass(&self, at: usize) {
+        if self.configs.len() > 1 {
+            let next = (at + 1) % self.configs.len();
+            let _ = self.last_good.compare_exchange(at, next, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
 }
 
 /// `config`'s hosts as one-host configurations, in order.
+///
+/// Lists that do not match (as many addresses as hosts, one port or one per
+/// host) are left whole, for tokio-postgres to refuse when it connects, as it
+/// always has.
 pub fn each(config: &Config) -> Vec<Config> {
-    let n = config.get_hosts().len().max(config.get_hostaddrs().len()).max(1);
-    if n == 1 {
+    let (hosts, addrs, ports) = (config.get_hosts().len(), config.get_hostaddrs().len(), config.get_ports().len());
+    let n = hosts.max(addrs).max(1);
+    let matched = (hosts == 0 || addrs == 0 || hosts == addrs) && (ports <= 1 || ports == n);
+    if n == 1 || !matched {
         return vec![config.clone()];
     }
     (0..n).map(|i| one_host(config, i)).collect()
@@ -153,8 +181,8 @@ fn one_host(c: &Config, i: usize) -> Config {
     if let Some(a) = c.get_hostaddrs().get(i) {
         one.hostaddr(*a);
     }
-    // One port for all hosts, or one each (libpq's rule).
-    if let Some(p) = c.get_ports().get(i).or_else(|| c.get_ports().first().filter(|_| c.get_ports().len() == 1)) {
+    // One port for all hosts, or one each (libpq's rule; `each` checked which).
+    if let Some(p) = c.get_ports().get(i).or_else(|| c.get_ports().first()) {
         one.port(*p);
     }
     if let Some(v) = c.get_connect_timeout() {
@@ -189,9 +217,22 @@ mod tests {
         let many: Config = format!("host=h1,h2 hostaddr=10.0.0.1,10.0.0.2 port=5001,5002 {SETTINGS}").parse().unwrap();
         for (i, (h, a, p)) in [("h1", "10.0.0.1", "5001"), ("h2", "10.0.0.2", "5002")].into_iter().enumerate() {
             let alone: Config = format!("host={h} hostaddr={a} port={p} {SETTINGS}").parse().unwrap();
-            // Debug prints every field: a setting one_host forgot would differ here.
-            assert_eq!(format!("{:?}", one_host(&many, i)), format!("{alone:?}"));
+            // Debug prints every field but these two: a setting one_host forgot
+            // would differ here.
+            let one = one_host(&many, i);
+            assert_eq!(format!("{one:?}"), format!("{alone:?}"));
+            assert_eq!(one.get_password(), alone.get_password());
+            assert_eq!(one.get_ssl_negotiation(), alone.get_ssl_negotiation());
         }
+    }
+
+    #[test]
+    fn lists_that_do_not_match_are_left_whole_for_tokio_postgres_to_refuse() {
+        let two_ports_three_hosts: Config = "host=a,b,c port=1,2 user=u".parse().unwrap();
+        assert_eq!(each(&two_ports_three_hosts).len(), 1);
+        let three_addrs_two_hosts: Config = "host=a,b hostaddr=127.0.0.1,127.0.0.2,127.0.0.3 user=u".parse().unwrap();
+        assert_eq!(each(&three_addrs_two_hosts).len(), 1);
+        assert_eq!(each(&"host=a,b,c port=1,2,3 user=u".parse().unwrap()).len(), 3);
     }
 
     #[test]

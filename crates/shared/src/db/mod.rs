@@ -41,11 +41,31 @@ pub fn target(url: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), 
 pub async fn connect(url: &str, timeout: Duration) -> Result<(tokio_postgres::Client, Connection), StoreError> {
     let (mut pg, tls) = target(url)?;
     pg.connect_timeout(timeout);
+    // As the pool's: a connection whose server vanished ends, rather than waits for hours.
+    keepalives(&mut pg, timeout);
     let hosts = hosts::Hosts::new(url, &pg, timeout);
     match tokio::time::timeout(timeout * hosts.len() as u32, hosts.connect(&tls)).await {
         Ok(connected) => connected.map_err(StoreError::from),
         Err(_) => Err(StoreError::TimedOut(format!("no Postgres host answered within {timeout:?}"))),
     }
+}
+
+/// Connects to each host of `url` on its own, within `timeout` each, and lets
+/// go again: what each answered, by host and port, for the checks at start (a
+/// TLS setting one standby refuses must not wait for the failover to show).
+pub async fn try_each_host(url: &str, timeout: Duration) -> Result<Vec<(String, Result<(), StoreError>)>, StoreError> {
+    let (mut pg, tls) = target(url)?;
+    pg.connect_timeout(timeout);
+    let mut answers = Vec::new();
+    for one in hosts::each(&pg) {
+        let answer = match tokio::time::timeout(timeout, one.connect(tls.clone())).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(StoreError::from(e)),
+            Err(_) => Err(StoreError::TimedOut(format!("no answer within {timeout:?}"))),
+        };
+        answers.push((hosts::describe(&one), answer));
+    }
+    Ok(answers)
 }
 
 /// How a pool's connections plan the statements they run.
@@ -133,8 +153,7 @@ fn pool_of(
         None => options,
     };
     pg.options(options);
-    pg.keepalives(true).keepalives_idle(Duration::from_secs(15)).keepalives_interval(Duration::from_secs(5));
-    pg.keepalives_retries(3).tcp_user_timeout(timeout.max(Duration::from_secs(10)));
+    keepalives(&mut pg, timeout);
     let hosts = hosts::Hosts::new(url, &pg, timeout);
     // Every host gets its turn within the bound on making a connection.
     let create = timeout * hosts.len() as u32;
@@ -151,6 +170,13 @@ fn pool_of(
         .recycle_timeout(Some(timeout))
         .build()
         .map_err(|e| StoreError::Pool(e.to_string()))
+}
+
+/// TCP keepalives and a user timeout: a connection whose peer vanished (a
+/// machine gone, a network cut) ends within about half a minute.
+fn keepalives(pg: &mut tokio_postgres::Config, timeout: Duration) {
+    pg.keepalives(true).keepalives_idle(Duration::from_secs(15)).keepalives_interval(Duration::from_secs(5));
+    pg.keepalives_retries(3).tcp_user_timeout(timeout.max(Duration::from_secs(10)));
 }
 
 /// The pool's way to connect: to whichever host of the URL takes writes, the
@@ -175,7 +201,7 @@ impl deadpool_postgres::Connect for Failover {
             let (client, connection) = self.hosts.connect(&self.tls).await?;
             let driver = tokio::spawn(async move {
                 if let Err(e) = connection.await {
-                    tracing::debug!(error = %e, "a Postgres connection ended");
+                    tracing::warn!(error = %e, "a Postgres connection ended");
                 }
             });
             Ok((client, driver))
@@ -213,7 +239,7 @@ pub async fn bounded<T>(limit: Duration, work: impl Future<Output = Result<T, St
     match tokio::time::timeout(limit, work).await {
         Ok(done) => done,
         Err(_) => {
-            STALLED.store(since_start(Instant::now()), Ordering::Relaxed);
+            note_stall();
             Err(StoreError::TimedOut(format!("no answer from Postgres within {limit:?}")))
         }
     }
@@ -226,6 +252,12 @@ pub async fn bounded<T>(limit: Duration, work: impl Future<Output = Result<T, St
 /// hand it out again and again, each time to wait out its bound.
 static STALLED: AtomicU64 = AtomicU64::new(0);
 
+/// Records that a wait on Postgres gave up now ([`bounded`] does; so does any
+/// other bound on database work, such as the API's deadline).
+pub fn note_stall() {
+    STALLED.fetch_max(since_start(Instant::now()), Ordering::Relaxed);
+}
+
 fn since_start(at: Instant) -> u64 {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     let origin = *ORIGIN.get_or_init(Instant::now);
@@ -234,8 +266,10 @@ fn since_start(at: Instant) -> u64 {
 
 /// The pool's check before it hands out an idle connection: none, unless a wait
 /// gave up since the connection was last handed out; then one empty query within
-/// `limit`, and a connection that does not answer is dropped for a new one
-/// (made on whichever host answers: [`hosts`]).
+/// `limit` (at most a second: a healthy server answers it in a millisecond, and
+/// the pool checks idle connections one after another), and a connection that
+/// does not answer is dropped for a new one (made on whichever host answers:
+/// [`hosts`]).
 async fn verify_after_stall(
     client: &mut deadpool_postgres::ClientWrapper,
     metrics: &deadpool_postgres::Metrics,
@@ -245,7 +279,7 @@ async fn verify_after_stall(
     if stalled == 0 || since_start(metrics.recycled.unwrap_or(metrics.created)) > stalled {
         return Ok(());
     }
-    match tokio::time::timeout(limit, client.simple_query("")).await {
+    match tokio::time::timeout(limit.min(Duration::from_secs(1)), client.simple_query("")).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(deadpool_postgres::HookError::Backend(e)),
         Err(_) => Err(deadpool_postgres::HookError::message("a connection gave no answer after a stall; replaced")),

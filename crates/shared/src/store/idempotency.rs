@@ -21,8 +21,9 @@ pub struct StoredResponse {
 #[derive(Debug)]
 pub enum Claim {
     /// This request owns the key, under this fencing token, and must run, then
-    /// [`finish`] or [`release`] with the token.
-    Run(i64),
+    /// [`finish`] or [`release`] with the token. With it, the server that took the
+    /// claim ([`Server`]), for a finish written later.
+    Run(i64, Server),
     /// The same request already ran: replay its response.
     Replay(StoredResponse),
     /// The key was used for another method or path.
@@ -62,12 +63,12 @@ pub async fn claim(
                 WHERE k.created_at < now() - make_interval(secs => $4)
                    OR (k.state = 'running' AND k.created_at < now() - make_interval(secs => $5)
                        AND k.fingerprint = ANY ($7))
-             RETURNING 1",
+             RETURNING pg_postmaster_start_time()::text",
             &[&scope, &key, &fingerprint, &ttl_secs, &stale_secs, &token, &prints],
         )
         .await?;
-    if claimed.is_some() {
-        return Ok(Claim::Run(token));
+    if let Some(row) = claimed {
+        return Ok(Claim::Run(token, Server(row.get(0))));
     }
     let row = db
         .query_opt(
@@ -94,21 +95,34 @@ pub async fn claim(
     Ok(Claim::Replay(StoredResponse { status: status as u16, headers, body: row.get(4) }))
 }
 
+/// Which server instance took a claim: its postmaster's start time, which a
+/// restart changes and a promoted standby does not share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server(pub String);
+
 /// Stores the response of a claimed key for later replays, if `token` still
 /// holds the claim; false when it was taken over (the successor's stands).
+///
+/// With `on`, only on that server: a response stored outside the transaction of
+/// the effect it answers must not be kept by a server that may lack the effect
+/// (a standby promoted after the primary committed it, when replication was not
+/// synchronous). False there too.
 pub async fn finish(
     db: &impl GenericClient,
     scope: &str,
     key: &str,
     token: i64,
+    on: Option<&Server>,
     response: &StoredResponse,
 ) -> Result<bool, StoreError> {
     let headers = serde_json::to_value(&response.headers).expect("string pairs serialise");
+    let server = on.map(|s| s.0.as_str());
     let n = db
         .execute(
             "UPDATE idempotency_keys SET state = 'done', status = $4, headers = $5, body = $6
-             WHERE tenant_id = $1 AND key = $2 AND state = 'running' AND claim_token = $3",
-            &[&scope, &key, &token, &(response.status as i16), &headers, &response.body],
+             WHERE tenant_id = $1 AND key = $2 AND state = 'running' AND claim_token = $3
+               AND ($7::text IS NULL OR pg_postmaster_start_time()::text = $7)",
+            &[&scope, &key, &token, &(response.status as i16), &headers, &response.body, &server],
         )
         .await?;
     Ok(n == 1)

@@ -259,6 +259,9 @@ fn decode(me: u64, payload: &str) -> Option<Vec<Hint>> {
     Some(hints)
 }
 
+/// How often the LISTEN connection is asked whether it still answers.
+const PING_EVERY: Duration = Duration::from_secs(10);
+
 /// Wakes `wake` whenever a commit anywhere adds deliveries, with its hints in
 /// `hints`; reconnects forever. The wakes remain, so a lost notification only
 /// costs latency.
@@ -284,10 +287,28 @@ async fn listen_once(url: &str, timeout: Duration, wake: &Wake) -> Result<(), cr
             }
         }
     });
-    client.batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}")).await?;
+    let stalled = || crate::store::StoreError::TimedOut("the LISTEN connection gave no answer".into());
+    tokio::time::timeout(timeout, client.batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}")))
+        .await
+        .map_err(|_| stalled())??;
     // Catch up on anything committed before LISTEN took effect.
     wake.inner.local.notify_one();
-    while let Some(payload) = rx.recv().await {
+    // Asked now and then whether it still answers: to a server that stopped
+    // answering but keeps the connection open (or one failed over behind a moved
+    // address), it would otherwise wait for notifications that never come.
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    loop {
+        let payload = tokio::select! {
+            got = rx.recv() => match got {
+                Some(p) => p,
+                None => break,
+            },
+            _ = ping.tick() => {
+                tokio::time::timeout(timeout, client.simple_query("")).await.map_err(|_| stalled())??;
+                continue;
+            }
+        };
         if payload.is_empty() {
             wake.inner.plain.store(true, Ordering::Release);
         }
