@@ -154,6 +154,9 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 if let Some(version) = outcome.stopped_at {
                     anyhow::bail!("{}", startup::switch_message(version, outcome.switch_by));
                 }
+                if let Some(version) = outcome.contract_pending {
+                    startup::contract_pending(version)?;
+                }
             } else {
                 startup::check_tls(&config).await?;
                 startup::check_schema(&config).await?;
@@ -172,6 +175,9 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             }
             if let Some(version) = outcome.stopped_at {
                 anyhow::bail!("{}", startup::switch_message(version, outcome.switch_by));
+            }
+            if let Some(version) = outcome.contract_pending {
+                startup::contract_pending(version)?;
             }
         }
         Command::Tenant(cmd) => tenant(cmd, config).await?,

@@ -161,6 +161,8 @@ impl Application {
         }
         if role.runs_background() {
             background.push(tokio::spawn(prune_idempotency_keys(self.state.clone())));
+            // The last step of an expand/contract upgrade, once the previous release has gone.
+            background.push(tokio::spawn(hookgate_shared::contract::run(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::secrets::seal_stored_headers(self.state.clone())));
             background.push(tokio::spawn(Worker::new(self.state.clone(), self.egress_metrics.clone()).run()));
             background.push(tokio::spawn(hookgate_ingress::prune::run(self.state.clone())));
@@ -252,6 +254,27 @@ pub async fn migrate(
     drop(client);
     let _ = conn_task.await;
     Ok(outcome)
+}
+
+/// A run stopped before a contract migration. This release's own last contract
+/// is not an error: the workers apply it once the previous release has gone. One
+/// with this release's migrations after it is: the previous upgrade's contract
+/// has not run yet, and this release must not serve without the migrations it
+/// holds back.
+pub fn contract_pending(version: &str) -> anyhow::Result<()> {
+    let last = hookgate_shared::migrate::MIGRATIONS.last().map(|(v, _)| *v);
+    if last == Some(version) {
+        println!(
+            "contract migration {version} pending: the workers apply it by themselves once no process of an older \
+             release has been connected for HOOKGATE_CONTRACT_GRACE_SECS"
+        );
+        return Ok(());
+    }
+    anyhow::bail!(
+        "contract migration {version}, the last step of the previous upgrade, has not run yet, and this release's \
+         migrations come after it: let the previous release's workers apply it (they do once no older process has \
+         been connected for HOOKGATE_CONTRACT_GRACE_SECS), then run `hookgate migrate` again"
+    )
 }
 
 /// Refuses to serve on a database whose switch migrations are not applied (this

@@ -60,6 +60,7 @@ settings! {
     "partition_ahead_days", "HOOKGATE_PARTITION_AHEAD_DAYS", Some("7"), "Days (2-90) of partitions kept made ahead of time, so that a row never finds no partition for its day.";
     "archive_url", "HOOKGATE_ARCHIVE_URL", None, "Where a partition's rows are archived before it is dropped (JSON Lines, zstd, with a manifest): file:///absolute/dir or s3://bucket/prefix (credentials and endpoint from the standard AWS_* variables); unset archives nothing.";
     "prune_interval_secs", "HOOKGATE_PRUNE_INTERVAL_SECS", Some("60"), "How often the pruners look for rows past their retention.";
+    "contract_grace_secs", "HOOKGATE_CONTRACT_GRACE_SECS", Some("300"), "How long no process of an older release must have been connected (as pg_stat_activity shows them) before a worker applies a pending contract migration, the last step of an upgrade.";
     "shutdown_timeout_secs", "HOOKGATE_SHUTDOWN_TIMEOUT_SECS", Some("30"), "How long in-flight requests may finish after SIGTERM.";
     "retry_schedule", "HOOKGATE_RETRY_SCHEDULE", Some("5,300,1800,7200,18000,36000,36000"), "Delays in seconds between delivery attempts.";
     "sync_lease_secs", "HOOKGATE_SYNC_LEASE_SECS", Some("60"), "Age after which a `processing` inbound event may be taken over.";
@@ -127,6 +128,8 @@ pub struct Config {
     /// Where dropped partitions are archived first, if anywhere.
     pub archive_url: Option<String>,
     pub prune_interval: Duration,
+    /// How long the previous release must have been gone before a contract runs.
+    pub contract_grace: Duration,
     pub shutdown_timeout: Duration,
     pub retry_schedule: Vec<Duration>,
     pub sync_lease: Duration,
@@ -417,6 +420,7 @@ impl Config {
             return Err(Raw::invalid("partition_ahead_days", "must be 2 to 90 days"));
         }
         let prune_interval = raw.secs("prune_interval_secs")?;
+        let contract_grace = raw.secs("contract_grace_secs")?;
         if prune_interval.is_zero() {
             return Err(Raw::invalid("prune_interval_secs", "must be at least 1"));
         }
@@ -459,6 +463,7 @@ impl Config {
             partition_ahead_days,
             archive_url,
             prune_interval,
+            contract_grace,
             shutdown_timeout: raw.secs("shutdown_timeout_secs")?,
             retry_schedule,
             sync_lease: raw.secs("sync_lease_secs")?,

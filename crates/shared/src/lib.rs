@@ -13,6 +13,7 @@ pub mod archive;
 pub mod batch;
 pub mod cache;
 pub mod config;
+pub mod contract;
 pub mod cron_schedule;
 pub mod crypto;
 pub mod db;

@@ -34,6 +34,8 @@ pub struct Outcome {
     /// When it stopped: the instant until which the previous release may go on
     /// writing (the partitioning cutover), moved on by each such run.
     pub switch_by: Option<chrono::DateTime<chrono::Utc>>,
+    /// A contract migration the run stopped before (see [`CONTRACT`]).
+    pub contract_pending: Option<&'static str>,
 }
 
 /// The first line of a migration that must run outside a transaction.
@@ -46,6 +48,30 @@ pub const NO_TRANSACTION: &str = "-- hookgate:no-transaction";
 /// otherwise. A new installation has no previous release and goes straight
 /// through.
 pub const SWITCH: &str = "-- hookgate:switch";
+
+/// The first line of a *contract*: a migration that takes away what the previous
+/// release still uses (a column it reads, a table it writes), which this release
+/// no longer needs. A run on a database in use stops before it unless told to
+/// ([`Contracts::Apply`]): the workers apply it by themselves once no process of
+/// an older release is connected ([`crate::contract`]). It runs in a
+/// transaction, and this release works before it and after it.
+pub const CONTRACT: &str = "-- hookgate:contract";
+
+/// Whether a run may apply a pending contract migration on a database in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contracts {
+    /// Stop before it: a process of the previous release may still run.
+    Hold,
+    /// Apply it: no process of an older release is connected.
+    Apply,
+}
+
+/// The schema level this binary knows: the number of its last migration. Each
+/// process announces it in its connections' `application_name`
+/// (`hookgate/0044`), which is how a contract knows when the previous release has gone.
+pub fn level() -> &'static str {
+    MIGRATIONS.last().map_or("0000", |(v, _)| &v[..4.min(v.len())])
+}
 
 /// The partitioning switch: while a run holds before it, the previous release
 /// writes below a cutover that each holding run moves on ([`extend_cutover`]).
@@ -86,6 +112,18 @@ pub async fn run(client: &mut Client, switch: Switch) -> Result<Outcome, StoreEr
 /// `"0014"`; all with `None`): a database as an older release left it, for
 /// upgrade tests.
 pub async fn run_until(client: &mut Client, last: Option<&str>, switch: Switch) -> Result<Outcome, StoreError> {
+    run_list(client, MIGRATIONS, last, switch, Contracts::Hold).await
+}
+
+/// Runs the pending migrations of `list` (the embedded ones, or a test's), up to
+/// `last`, holding before switches and contracts as told.
+pub async fn run_list(
+    client: &mut Client,
+    list: &'static [(&'static str, &'static str)],
+    last: Option<&str>,
+    switch: Switch,
+    contracts: Contracts,
+) -> Result<Outcome, StoreError> {
     // Polled, not waited for: a session blocked in `pg_advisory_lock` is a running
     // statement, which `CREATE INDEX CONCURRENTLY` in the holder would wait for.
     let started = Instant::now();
@@ -101,7 +139,7 @@ pub async fn run_until(client: &mut Client, last: Option<&str>, switch: Switch) 
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let result = apply_pending(client, last, switch).await;
+    let result = apply_pending(client, list, last, switch, contracts).await;
     // Unlock even when a migration failed; the connection may be reused.
     let unlock = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await;
     let outcome = result?;
@@ -109,7 +147,13 @@ pub async fn run_until(client: &mut Client, last: Option<&str>, switch: Switch) 
     Ok(outcome)
 }
 
-async fn apply_pending(client: &mut Client, last: Option<&str>, switch: Switch) -> Result<Outcome, StoreError> {
+async fn apply_pending(
+    client: &mut Client,
+    list: &'static [(&'static str, &'static str)],
+    last: Option<&str>,
+    switch: Switch,
+    contracts: Contracts,
+) -> Result<Outcome, StoreError> {
     client
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS hookgate_migrations (
@@ -121,11 +165,12 @@ async fn apply_pending(client: &mut Client, last: Option<&str>, switch: Switch) 
         .await?;
     let rows = client.query("SELECT version, checksum FROM hookgate_migrations", &[]).await?;
     let done: std::collections::HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let mut outcome = Outcome { applied: Vec::new(), already: 0, stopped_at: None, switch_by: None };
+    let mut outcome =
+        Outcome { applied: Vec::new(), already: 0, stopped_at: None, switch_by: None, contract_pending: None };
     // Migrated before this run: a previous release may be serving it.
     let in_use = !done.is_empty();
     // `last` names a version by its number ("0014") or whole stem.
-    let upto = MIGRATIONS.iter().take_while(|(v, _)| last.is_none_or(|l| &v[..l.len().min(v.len())] <= l));
+    let upto = list.iter().take_while(|(v, _)| last.is_none_or(|l| &v[..l.len().min(v.len())] <= l));
     for (version, sql) in upto {
         let checksum = hex::encode(Sha256::digest(sql.as_bytes()));
         if !done.contains_key(*version) && sql.starts_with(SWITCH) && switch == Switch::Hold && in_use {
@@ -134,6 +179,10 @@ async fn apply_pending(client: &mut Client, last: Option<&str>, switch: Switch) 
             if *version == PARTITIONING_SWITCH {
                 outcome.switch_by = extend_cutover(client).await?;
             }
+            return Ok(outcome);
+        }
+        if !done.contains_key(*version) && sql.starts_with(CONTRACT) && contracts == Contracts::Hold && in_use {
+            outcome.contract_pending = Some(version);
             return Ok(outcome);
         }
         match done.get(*version) {
@@ -260,6 +309,32 @@ fn has_code(chunk: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The last migration before expand/contract: those after it never take away
+    /// in an expand step, and are never switches.
+    const LAST_BEFORE_CONTRACTS: &str = "0043";
+
+    #[test]
+    fn every_migration_after_0043_only_adds_unless_it_is_a_contract() {
+        const TAKES_AWAY: [&str; 6] =
+            ["DROP TABLE", "DROP COLUMN", "RENAME", "ALTER COLUMN", "DROP CONSTRAINT", "DROP VIEW"];
+        for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| &v[..4] > LAST_BEFORE_CONTRACTS) {
+            assert!(!sql.starts_with(SWITCH), "{version}: no more switches; split it into expand and contract");
+            if sql.starts_with(CONTRACT) {
+                continue;
+            }
+            let upper = sql.to_uppercase();
+            for words in TAKES_AWAY {
+                assert!(!upper.contains(words), "{version} is an expand step but has `{words}`: move it to a contract");
+            }
+        }
+    }
+
+    #[test]
+    fn the_level_is_the_last_migrations_number() {
+        assert_eq!(level(), &MIGRATIONS.last().unwrap().0[..4]);
+        assert!(level() >= LAST_BEFORE_CONTRACTS);
+    }
 
     #[test]
     fn a_no_transaction_migration_splits_into_its_statements() {

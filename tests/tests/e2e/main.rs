@@ -8,6 +8,7 @@ mod at_rest;
 mod audit;
 mod bounds;
 mod chaos;
+mod contract;
 mod delivery;
 mod delivery_faults;
 mod destination_links;

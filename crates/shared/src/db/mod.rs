@@ -41,6 +41,7 @@ pub fn target(url: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), 
 pub async fn connect(url: &str, timeout: Duration) -> Result<(tokio_postgres::Client, Connection), StoreError> {
     let (mut pg, tls) = target(url)?;
     pg.connect_timeout(timeout);
+    pg.application_name(crate::contract::application_name(pg.get_application_name()));
     // As the pool's: a connection whose server vanished ends, rather than waits for hours.
     keepalives(&mut pg, timeout);
     let hosts = hosts::Hosts::new(url, &pg, timeout);
@@ -128,9 +129,8 @@ fn pool_of(
     plans: Plans,
 ) -> Result<Pool, StoreError> {
     pg.connect_timeout(timeout);
-    if pg.get_application_name().is_none() {
-        pg.application_name("hookgate");
-    }
+    // The schema level this release knows, for a contract to see who is connected.
+    pg.application_name(crate::contract::application_name(pg.get_application_name()));
     // A session idle in a transaction past twice the statement bound is ended by
     // Postgres: a client cut off mid-transaction cannot hold its locks for hours.
     let ms = statement.as_millis();

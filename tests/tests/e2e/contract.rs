@@ -1,0 +1,106 @@
+//! Contract migrations, the last step of an expand/contract upgrade: applied by
+//! the workers once no process of an older release is connected (as
+//! `pg_stat_activity` names them), never while one is, and straight through on a
+//! new installation. Every process announces the level it knows.
+
+use std::time::{Duration, Instant};
+
+use hookgate_gateway::Role;
+use hookgate_shared::{
+    contract::{self, Watch},
+    migrate::{self, Contracts, Switch},
+};
+use hookgate_tests::{app::default_env, db::connect, TestApp, TestDb};
+
+/// The embedded migrations and a contract after them, numbered at this
+/// release's level (so that this release's processes know it).
+fn with_contract() -> (&'static [(&'static str, &'static str)], &'static str) {
+    let version: &'static str = Box::leak(format!("{}_zz_test_contract", migrate::level()).into_boxed_str());
+    let mut list = migrate::MIGRATIONS.to_vec();
+    list.push((version, "-- hookgate:contract\nCREATE TABLE contracted (x int);"));
+    (Box::leak(list.into_boxed_slice()), version)
+}
+
+/// `url` with an `application_name`: a connection as a process announcing `name` makes.
+fn named(url: &str, name: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}application_name={name}")
+}
+
+async fn contracted(db: &tokio_postgres::Client) -> bool {
+    db.query_one("SELECT to_regclass('contracted') IS NOT NULL", &[]).await.unwrap().get(0)
+}
+
+/// Waits until Postgres no longer lists a connection named `name` (a closed
+/// connection's backend ends a moment after the client lets go).
+async fn gone(db: &tokio_postgres::Client, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = db
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", &[&name])
+            .await
+            .unwrap()
+            .get(0);
+        if n == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} still connected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_contract_waits_while_a_process_of_an_older_release_is_connected_and_runs_by_itself_after() {
+    let db = TestDb::new().await;
+    let (list, version) = with_contract();
+    // A process of this release, serving: its connections name its level.
+    let app = TestApp::spawn_role(db.clone(), default_env(&db), Role::Api).await;
+    let t = app.tenant().await;
+    t.application().await;
+    let mut me = connect(&named(&db.url, "the-test")).await;
+    let ours = format!("hookgate/{}", migrate::level());
+    let n: i64 = me
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", &[&ours])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(n > 0, "this release's connections announce {ours}");
+    assert!(contract::older_connected(&me, version).await.unwrap().is_empty(), "this release knows the contract");
+
+    // A process of the release before levels, and one of an older level.
+    for old in ["hookgate", "hookgate/0001"] {
+        let held = connect(&named(&db.url, old)).await;
+        assert_eq!(contract::older_connected(&me, version).await.unwrap(), vec![old.to_owned()]);
+        let mut watch = Watch::default();
+        assert!(contract::step(&mut me, list, &mut watch, Duration::ZERO).await.unwrap().is_empty());
+        assert!(!contracted(&me).await, "no contract while {old} is connected");
+        drop(held);
+        gone(&me, old).await;
+    }
+    // `hookgate migrate` stops before it on a database in use, and says so.
+    let outcome = migrate::run_list(&mut me, list, None, Switch::Hold, Contracts::Hold).await.unwrap();
+    assert_eq!(outcome.contract_pending, Some(version));
+    assert!(!contracted(&me).await);
+
+    // Gone: after the grace, it runs by itself; not before.
+    let mut watch = Watch::default();
+    let grace = Duration::from_millis(600);
+    assert!(contract::step(&mut me, list, &mut watch, grace).await.unwrap().is_empty(), "the grace starts");
+    assert!(!contracted(&me).await);
+    tokio::time::sleep(grace).await;
+    assert_eq!(contract::step(&mut me, list, &mut watch, grace).await.unwrap(), vec![version]);
+    assert!(contracted(&me).await);
+    // Done once: later looks find nothing to do.
+    assert!(contract::step(&mut me, list, &mut watch, Duration::ZERO).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_new_installation_goes_straight_through_its_contracts() {
+    let db = TestDb::empty().await;
+    let (list, version) = with_contract();
+    let mut me = connect(&db.url).await;
+    let outcome = migrate::run_list(&mut me, list, None, Switch::Hold, Contracts::Hold).await.unwrap();
+    assert_eq!(outcome.contract_pending, None);
+    assert_eq!(outcome.applied.last(), Some(&version));
+    assert!(contracted(&me).await);
+}
