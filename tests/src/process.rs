@@ -25,6 +25,12 @@ pub fn hookgate(env: &[(&str, &str)]) -> tokio::process::Command {
     command(&hookgate_bin(), env)
 }
 
+/// A command of the binary at `bin` (another release's, say) with a clean
+/// environment holding only `env`.
+pub fn hookgate_at(bin: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
+    command(bin, env)
+}
+
 fn command(bin: &Path, env: &[(&str, &str)]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(bin);
     cmd.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("RUST_LOG", "warn");

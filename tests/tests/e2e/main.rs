@@ -41,6 +41,7 @@ mod redis_sentinel;
 mod redis_tls;
 mod replica;
 mod retention;
+mod rolling;
 mod sandbox;
 mod schema;
 mod sinks;
