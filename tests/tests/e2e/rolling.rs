@@ -74,7 +74,7 @@ async fn a_rolling_upgrade_under_load_answers_no_error_and_loses_nothing() {
         assert!(out.status.success(), "migrate: {}", String::from_utf8_lossy(&out.stderr));
     };
     migrate(base.clone(), env.clone()).await;
-    let mut old = vec![Served::start_bin(&base, &env, "all").await, Served::start_bin(&base, &env, "all").await];
+    let mut old = [Served::start_bin(&base, &env, "all").await, Served::start_bin(&base, &env, "all").await];
     let live: Live = Arc::new(Mutex::new(old.iter().map(|p| p.url("")).collect()));
     let admin = TestApp {
         base: old[0].url(""),
