@@ -3,6 +3,7 @@
 # rolling-upgrade test, once per commit, into target/upgrade-base/<commit>/hookgate.
 # It builds in this target directory, so the dependencies this release builds are
 # shared (only the workspace's own crates are compiled again). Prints the path.
+# Exits 3 when the commit is not in this clone (a shallow one), 1 on any other failure.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -11,7 +12,7 @@ out="target/upgrade-base/$base/hookgate"
 if [ ! -x "$out" ]; then
   git cat-file -e "$base^{commit}" 2>/dev/null || {
     echo "the previous release's commit $base is not in this clone's history" >&2
-    exit 1
+    exit 3
   }
   src="target/upgrade-src/$base"
   rm -rf "$src" && mkdir -p "$src"

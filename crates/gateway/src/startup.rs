@@ -256,14 +256,16 @@ pub async fn migrate(
     Ok(outcome)
 }
 
-/// A run stopped before a contract migration. This release's own last contract
-/// is not an error: the workers apply it once the previous release has gone. One
+/// A run stopped before a contract migration. This release's own contracts (the
+/// last of its migrations) are not an error: the workers apply it once the previous release has gone. One
 /// with this release's migrations after it is: the previous upgrade's contract
 /// has not run yet, and this release must not serve without the migrations it
 /// holds back.
 pub fn contract_pending(version: &str) -> anyhow::Result<()> {
-    let last = hookgate_shared::migrate::MIGRATIONS.last().map(|(v, _)| *v);
-    if last == Some(version) {
+    use hookgate_shared::migrate::{CONTRACT, MIGRATIONS};
+    // A release's contracts come after all its expand steps: only contracts may follow.
+    let mut after = MIGRATIONS.iter().skip_while(|(v, _)| *v != version).skip(1);
+    if after.all(|(_, sql)| sql.starts_with(CONTRACT)) {
         println!(
             "contract migration {version} pending: the workers apply it by themselves once no process of an older \
              release has been connected for HOOKGATE_CONTRACT_GRACE_SECS"
@@ -322,7 +324,9 @@ pub async fn check_tls(config: &Config) -> anyhow::Result<()> {
 
 fn is_tls_failure(e: &hookgate_shared::store::StoreError) -> bool {
     let text = error_chain(e);
-    text.contains("TLS") || text.contains("certificate") || text.contains("SSL")
+    // A server without a pg_hba.conf line for us says "SSL encryption" too: that is
+    // an access rule (a standby's, say), not TLS that cannot be set up.
+    !text.contains("pg_hba.conf") && (text.contains("TLS") || text.contains("certificate") || text.contains("SSL"))
 }
 
 /// An error with its causes, for messages at start: a TLS failure's reason (a

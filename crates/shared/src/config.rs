@@ -128,7 +128,6 @@ pub struct Config {
     /// Where dropped partitions are archived first, if anywhere.
     pub archive_url: Option<String>,
     pub prune_interval: Duration,
-    /// How long the previous release must have been gone before a contract runs.
     pub contract_grace: Duration,
     pub shutdown_timeout: Duration,
     pub retry_schedule: Vec<Duration>,

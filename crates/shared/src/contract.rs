@@ -2,14 +2,16 @@
 //! has gone: the last step of an expand/contract upgrade, with no operator step.
 //!
 //! Every process announces the schema level it knows in its connections'
-//! `application_name` (`hookgate/0044`; a release before this announced plain
-//! `hookgate`). A pending contract (`-- hookgate:contract`) is applied by a
+//! `application_name` (`hookgate/0044`; the releases before this gave plain
+//! `hookgate`, or the operator's own name from `DATABASE_URL`, read as level 0). A pending contract (`-- hookgate:contract`) is applied by a
 //! worker when, for `HOOKGATE_CONTRACT_GRACE_SECS` on end, no connection to this
 //! database names a Hookgate that knows less than the contract: Postgres itself
 //! says who is connected, so a process that crashed without a goodbye is gone
-//! when its connections are. The grace covers a process of the previous release
-//! that holds no connection at the moment it is looked for (pools keep theirs,
-//! and a worker its LISTEN, so such a moment is short).
+//! when its connections are. The looks are samples (one a prune interval), so
+//! the grace covers a process of the previous release that holds no connection
+//! at the moment of a look (pools keep theirs, and a worker its LISTEN, so such
+//! a moment is short). Only the first pending contract is applied at a time; a
+//! release's contracts come after all its expand steps.
 
 use std::time::{Duration, Instant};
 
@@ -22,49 +24,54 @@ use crate::{
     AppState,
 };
 
-/// How long no older process has been seen, as one worker watched.
+/// How long no older process has been seen before one contract, as one worker watched.
 #[derive(Debug, Default)]
 pub struct Watch {
+    contract: Option<&'static str>,
     clear_since: Option<Instant>,
 }
 
 /// The `application_name` a process of this release gives its connections:
-/// `given` (the operator's, from `DATABASE_URL`) with Hookgate's level after it.
+/// Hookgate's level first (Postgres cuts names at 63 bytes: the tag survives),
+/// then `given`, the operator's own from `DATABASE_URL`.
 pub fn application_name(given: Option<&str>) -> String {
     let tag = format!("hookgate/{}", migrate::level());
     match given {
-        Some(g) => format!("{g} {tag}"),
+        Some(g) => format!("{tag} {g}"),
         None => tag,
     }
 }
 
-/// The level an `application_name` announces: `Some("0000")` for a release
-/// before levels (plain `hookgate`), `None` for what is not Hookgate's.
-fn announced(name: &str) -> Option<&str> {
-    if name == "hookgate" {
+/// The level an `application_name` announces: a `hookgate/NNNN` word anywhere
+/// in it (a pooler may add to the name); `0000` for one of `bare`, the names the
+/// releases before levels gave (`hookgate`, or the operator's own from
+/// `DATABASE_URL`); `None` for what is not Hookgate's.
+fn announced<'a>(name: &'a str, bare: &[&str]) -> Option<&'a str> {
+    if bare.contains(&name) {
         return Some("0000");
     }
-    let level = name.rsplit(' ').next()?.strip_prefix("hookgate/")?;
-    (level.len() == 4 && level.bytes().all(|b| b.is_ascii_digit())).then_some(level)
+    name.split_whitespace()
+        .filter_map(|w| w.strip_prefix("hookgate/"))
+        .find(|level| level.len() == 4 && level.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The connections to this database (other than `client`'s) of Hookgate
 /// processes that know fewer migrations than `version` (`"0045_…"`): their
-/// `application_name`s.
-pub async fn older_connected(client: &Client, version: &str) -> Result<Vec<String>, StoreError> {
-    let rows = client
-        .query(
-            "SELECT application_name FROM pg_stat_activity
-             WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name LIKE '%hookgate%'",
-            &[],
-        )
-        .await?;
+/// `application_name`s. `bare`: the names the releases before levels gave.
+pub async fn older_connected(client: &Client, version: &str, bare: &[&str]) -> Result<Vec<String>, StoreError> {
     let needed = &version[..4.min(version.len())];
-    Ok(rows
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .filter(|name| announced(name).is_some_and(|level| level < needed))
-        .collect())
+    let names = migrate::connected_names(client).await?;
+    Ok(names.into_iter().filter(|name| announced(name, bare).is_some_and(|level| level < needed)).collect())
+}
+
+/// The names the releases before levels gave their connections: `hookgate`,
+/// or the operator's own name from `url`.
+pub fn bare_names(url: &str) -> Vec<String> {
+    let mut names = vec!["hookgate".to_owned()];
+    if let Some(given) = db::target(url).ok().and_then(|(c, _)| c.get_application_name().map(str::to_owned)) {
+        names.push(given);
+    }
+    names
 }
 
 /// The first migration of `list` not yet applied, if it is a contract: what a
@@ -73,47 +80,70 @@ async fn pending_contract(
     client: &Client,
     list: &'static [(&'static str, &'static str)],
 ) -> Result<Option<&'static str>, StoreError> {
-    let table: bool = client.query_one("SELECT to_regclass('hookgate_migrations') IS NOT NULL", &[]).await?.get(0);
-    if !table {
+    let done = migrate::applied(client).await?;
+    if done.is_empty() {
         return Ok(None);
     }
-    let done: std::collections::HashSet<String> =
-        client.query("SELECT version FROM hookgate_migrations", &[]).await?.iter().map(|r| r.get(0)).collect();
     Ok(list.iter().find(|(v, _)| !done.contains(*v)).filter(|(_, sql)| sql.starts_with(CONTRACT)).map(|(v, _)| *v))
 }
 
-/// One look: applies the pending contracts of `list` if no older process has
-/// been connected for `grace` (as `watch` has seen it); what it applied.
+/// One look: applies the first pending contract of `list` (only it: the next
+/// is looked at on its own) once no older process has been connected for
+/// `grace`, as `watch` has seen it; what it applied. The check is made again
+/// under the migration lock, and the contract's statements wait at most 5 s for
+/// a lock (a long transaction on its table makes it wait for the next look, not
+/// every query on that table behind it).
 pub async fn step(
     client: &mut Client,
     list: &'static [(&'static str, &'static str)],
+    bare: &[&str],
     watch: &mut Watch,
     grace: Duration,
 ) -> Result<Vec<&'static str>, StoreError> {
     let Some(contract) = pending_contract(client, list).await? else {
-        watch.clear_since = None;
+        *watch = Watch::default();
         return Ok(Vec::new());
     };
-    let older = older_connected(client, contract).await?;
+    if watch.contract != Some(contract) {
+        *watch = Watch { contract: Some(contract), clear_since: None };
+    }
+    let older = older_connected(client, contract, bare).await?;
     if !older.is_empty() {
         watch.clear_since = None;
-        tracing::debug!(contract, connected = ?older, "a contract waits for the previous release to go");
+        tracing::info!(contract, connected = ?older, "a contract migration waits for the previous release to go");
         return Ok(Vec::new());
     }
     let since = *watch.clear_since.get_or_insert_with(Instant::now);
     if since.elapsed() < grace {
         return Ok(Vec::new());
     }
-    let outcome = migrate::run_list(client, list, None, Switch::Hold, Contracts::Apply).await?;
-    for v in &outcome.applied {
+    if !migrate::try_lock(client).await? {
+        return Ok(Vec::new());
+    }
+    let applied = async {
+        if !older_connected(client, contract, bare).await?.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The session's lock is taken again inside (advisory locks stack).
+        let outcome = migrate::run_list(client, list, Some(contract), Switch::Hold, Contracts::Apply).await?;
+        Ok::<_, StoreError>(outcome.applied)
+    }
+    .await;
+    let unlocked = migrate::unlock(client).await;
+    let applied = applied?;
+    unlocked?;
+    for v in &applied {
         tracing::info!(version = v, "applied a contract migration: no process of an older release is connected");
     }
-    Ok(outcome.applied)
+    *watch = Watch::default();
+    Ok(applied)
 }
 
 /// The workers' loop: a look every prune interval for as long as the process runs.
 pub async fn run(state: AppState) {
     let grace = state.config.contract_grace;
+    let bare = bare_names(&state.config.database_url);
+    let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
     let mut watch = Watch::default();
     let mut tick = crate::prune::ticks(&state);
     loop {
@@ -121,7 +151,7 @@ pub async fn run(state: AppState) {
         let looked = async {
             let (mut client, connection) = db::connect(&state.config.database_url, state.config.db_timeout).await?;
             let driver = tokio::spawn(connection);
-            let applied = step(&mut client, migrate::MIGRATIONS, &mut watch, grace).await;
+            let applied = step(&mut client, migrate::MIGRATIONS, &bare, &mut watch, grace).await;
             drop(client);
             let _ = driver.await;
             applied
@@ -138,13 +168,16 @@ mod tests {
 
     #[test]
     fn a_name_announces_its_level_or_is_not_hookgates() {
-        assert_eq!(announced("hookgate"), Some("0000"), "a release before levels");
-        assert_eq!(announced("hookgate/0044"), Some("0044"));
-        assert_eq!(announced("billing-db hookgate/0044"), Some("0044"), "after the operator's own name");
-        assert_eq!(announced("hookgate-destination"), None);
-        assert_eq!(announced("psql"), None);
-        assert_eq!(announced("hookgate/44"), None);
+        let bare = ["hookgate", "billing"];
+        assert_eq!(announced("hookgate", &bare), Some("0000"), "a release before levels");
+        assert_eq!(announced("billing", &bare), Some("0000"), "one before levels, named by the operator");
+        assert_eq!(announced("hookgate/0044", &bare), Some("0044"));
+        assert_eq!(announced("hookgate/0044 billing", &bare), Some("0044"), "before the operator's own name");
+        assert_eq!(announced("hookgate/0044 - 10.0.0.5:41234", &bare), Some("0044"), "a pooler's suffix");
+        assert_eq!(announced("hookgate-destination", &bare), None);
+        assert_eq!(announced("psql", &bare), None);
+        assert_eq!(announced("hookgate/44", &bare), None);
         assert_eq!(application_name(None), format!("hookgate/{}", migrate::level()));
-        assert_eq!(application_name(Some("x")), format!("x hookgate/{}", migrate::level()));
+        assert_eq!(application_name(Some("x")), format!("hookgate/{} x", migrate::level()));
     }
 }

@@ -12,6 +12,9 @@ use hookgate_shared::{
 };
 use hookgate_tests::{app::default_env, db::connect, TestApp, TestDb};
 
+/// The names the releases before levels gave: `hookgate`, or the operator's own.
+const BARE: &[&str] = &["hookgate", "billing"];
+
 /// The embedded migrations and a contract after them, numbered at this
 /// release's level (so that this release's processes know it).
 fn with_contract() -> (&'static [(&'static str, &'static str)], &'static str) {
@@ -24,7 +27,7 @@ fn with_contract() -> (&'static [(&'static str, &'static str)], &'static str) {
 /// `url` with an `application_name`: a connection as a process announcing `name` makes.
 fn named(url: &str, name: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}application_name={name}")
+    format!("{url}{sep}application_name={}", name.replace(' ', "%20").replace(':', "%3A"))
 }
 
 async fn contracted(db: &tokio_postgres::Client) -> bool {
@@ -65,14 +68,16 @@ async fn a_contract_waits_while_a_process_of_an_older_release_is_connected_and_r
         .unwrap()
         .get(0);
     assert!(n > 0, "this release's connections announce {ours}");
-    assert!(contract::older_connected(&me, version).await.unwrap().is_empty(), "this release knows the contract");
+    assert!(contract::older_connected(&me, version, BARE).await.unwrap().is_empty(), "this release knows the contract");
 
-    // A process of the release before levels, and one of an older level.
-    for old in ["hookgate", "hookgate/0001"] {
+    // A process of a release before levels (by default, or named by the operator,
+    // as its DATABASE_URL still names it), one of an older level, one behind a
+    // pooler that adds to the name.
+    for old in ["hookgate", "billing", "hookgate/0001", "hookgate/0001 - 127.0.0.1:5000"] {
         let held = connect(&named(&db.url, old)).await;
-        assert_eq!(contract::older_connected(&me, version).await.unwrap(), vec![old.to_owned()]);
+        assert_eq!(contract::older_connected(&me, version, BARE).await.unwrap(), vec![old.to_owned()]);
         let mut watch = Watch::default();
-        assert!(contract::step(&mut me, list, &mut watch, Duration::ZERO).await.unwrap().is_empty());
+        assert!(contract::step(&mut me, list, BARE, &mut watch, Duration::ZERO).await.unwrap().is_empty());
         assert!(!contracted(&me).await, "no contract while {old} is connected");
         drop(held);
         gone(&me, old).await;
@@ -85,13 +90,13 @@ async fn a_contract_waits_while_a_process_of_an_older_release_is_connected_and_r
     // Gone: after the grace, it runs by itself; not before.
     let mut watch = Watch::default();
     let grace = Duration::from_millis(600);
-    assert!(contract::step(&mut me, list, &mut watch, grace).await.unwrap().is_empty(), "the grace starts");
+    assert!(contract::step(&mut me, list, BARE, &mut watch, grace).await.unwrap().is_empty(), "the grace starts");
     assert!(!contracted(&me).await);
     tokio::time::sleep(grace).await;
-    assert_eq!(contract::step(&mut me, list, &mut watch, grace).await.unwrap(), vec![version]);
+    assert_eq!(contract::step(&mut me, list, BARE, &mut watch, grace).await.unwrap(), vec![version]);
     assert!(contracted(&me).await);
     // Done once: later looks find nothing to do.
-    assert!(contract::step(&mut me, list, &mut watch, Duration::ZERO).await.unwrap().is_empty());
+    assert!(contract::step(&mut me, list, BARE, &mut watch, Duration::ZERO).await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -36,7 +36,7 @@ async fn verify_full_against_the_test_ca_connects_and_every_connection_is_encryp
     let rows = client
         .query(
             "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
-             WHERE a.application_name = 'hookgate' OR a.pid = pg_backend_pid()",
+             WHERE a.application_name LIKE 'hookgate/%' OR a.pid = pg_backend_pid()",
             &[],
         )
         .await

@@ -29,6 +29,8 @@ const SECRET: &str = "whsec_rolling_test_secret";
 
 /// The processes taking traffic now; a client picks one per try.
 type Live = Arc<Mutex<Vec<String>>>;
+/// Which process answered 2xx, and when.
+type Served2xx = Arc<Mutex<Vec<(String, Instant)>>>;
 
 /// Sends until a 2xx; a refused connection (a process going away) is tried on
 /// another, an answer that is not a 2xx is recorded as an error and tried again.
@@ -36,6 +38,7 @@ async fn send(
     http: &reqwest::Client,
     live: &Live,
     errors: &Arc<Mutex<Vec<String>>>,
+    served: &Served2xx,
     n: usize,
     request: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
 ) -> Option<Value> {
@@ -45,7 +48,10 @@ async fn send(
             l[(n + attempt) % l.len()].clone()
         };
         match request(http, &base).send().await {
-            Ok(res) if res.status().is_success() => return Some(res.json().await.unwrap_or(Value::Null)),
+            Ok(res) if res.status().is_success() => {
+                served.lock().unwrap().push((base, Instant::now()));
+                return Some(res.json().await.unwrap_or(Value::Null));
+            }
             Ok(res) => {
                 let status = res.status();
                 let body = res.text().await.unwrap_or_default();
@@ -94,13 +100,15 @@ async fn a_rolling_upgrade_under_load_answers_no_error_and_loses_nothing() {
 
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     let errors = Arc::new(Mutex::new(Vec::new()));
+    let served: Served2xx = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for m in 0..MESSAGES {
-        let (http, live, errors, a, key) = (http.clone(), live.clone(), errors.clone(), a.clone(), key.clone());
+        let (http, live, errors, served, a, key) =
+            (http.clone(), live.clone(), errors.clone(), served.clone(), a.clone(), key.clone());
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(m as u64 * 60)).await;
             let idem = format!("roll-{m}");
-            let sent = send(&http, &live, &errors, m, |h, base| {
+            let sent = send(&http, &live, &errors, &served, m, |h, base| {
                 h.post(format!("{base}/api/v1/app/{a}/msg"))
                     .bearer_auth(&key)
                     .header("Idempotency-Key", &idem)
@@ -112,11 +120,12 @@ async fn a_rolling_upgrade_under_load_answers_no_error_and_loses_nothing() {
     }
     for e in 0..EVENTS {
         for copy in 0..2 {
-            let (http, live, errors, src) = (http.clone(), live.clone(), errors.clone(), src.clone());
+            let (http, live, errors, served, src) =
+                (http.clone(), live.clone(), errors.clone(), served.clone(), src.clone());
             tasks.push(tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis((e * 120 + copy * 50) as u64)).await;
                 let event = format!(r#"{{"id": "evt_roll_{e}", "type": "rolling.in"}}"#);
-                let sent = send(&http, &live, &errors, e + copy, |h, base| {
+                let sent = send(&http, &live, &errors, &served, e + copy, |h, base| {
                     h.post(format!("{base}/in/{src}"))
                         .header("content-type", "application/json")
                         .header("Stripe-Signature", providers::stripe(SECRET, providers::now(), event.as_bytes()))
@@ -133,12 +142,32 @@ async fn a_rolling_upgrade_under_load_answers_no_error_and_loses_nothing() {
     migrate(hookgate_bin(), env.clone()).await;
     let new = [Served::start(&env, "all").await, Served::start(&env, "all").await];
     live.lock().unwrap().extend(new.iter().map(|p| p.url("")));
+    let joined = Instant::now();
+    let mut stopping = None;
     for p in old.iter_mut() {
         tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(p.child.try_wait().unwrap().is_none(), "a process of the previous release died beside this one");
         let url = p.url("");
         live.lock().unwrap().retain(|u| *u != url);
-        p.stop().await;
+        stopping.get_or_insert_with(Instant::now);
+        let pid = p.child.id().unwrap().to_string();
+        tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
+        let status = p.child.wait().await.unwrap();
+        assert!(status.success(), "a process of the previous release stopped with {status}");
     }
+    // Both releases answered while the other was up.
+    let (olds, news): (Vec<String>, Vec<String>) =
+        (old.iter().map(|p| p.url("")).collect(), new.iter().map(|p| p.url("")).collect());
+    let stopping = stopping.unwrap();
+    let answered = served.lock().unwrap().clone();
+    assert!(
+        answered.iter().any(|(b, at)| olds.contains(b) && *at > joined),
+        "the previous release served beside this one"
+    );
+    assert!(
+        answered.iter().any(|(b, at)| news.contains(b) && *at < stopping),
+        "this release served beside the previous one"
+    );
 
     let mut admitted: HashMap<usize, HashSet<String>> = HashMap::new();
     let mut accepted = HashSet::new();

@@ -258,6 +258,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
         "read: the server's oldest open transaction, which bounds every tenant's message stream",
     ),
     ("health::position", "read: a server's identity and WAL position, no tenant's (the replica check)"),
+    ("health::answers", "an empty query: whether a connection still answers (the pool's check), no tenant's"),
     ("audit::prune", "maintenance: the audit log past each tenant's message retention, of every tenant"),
     ("fleet::backlog", "the operator's view of the fleet: the delivery backlog of every tenant"),
     ("fleet::workers", "the operator's view of the fleet: the delivery workers, no tenant's"),

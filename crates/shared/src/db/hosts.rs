@@ -77,27 +77,28 @@ impl Hosts {
         for step in 0..n {
             let at = (first + step) % n;
             let attempt = self.configs[at].connect(tls.clone());
+            // Passed if this attempt ends without a connection, also when the
+            // caller's bound drops it unfinished (the last host's is the caller's).
+            let mut guard = PassUnlessDone { hosts: self, at, done: false };
             let outcome = if step + 1 < n {
                 match tokio::time::timeout(self.per_host, attempt).await {
                     Ok(outcome) => outcome,
                     Err(_) => {
                         tracing::debug!(host = at, "a Postgres host did not answer in time; trying the next");
-                        self.pass(at);
                         continue;
                     }
                 }
             } else {
-                self.pass(at);
                 attempt.await
             };
             match outcome {
                 Ok(connected) => {
+                    guard.done = true;
                     self.last_good.store(at, Ordering::Relaxed);
                     return Ok(connected);
                 }
                 Err(e) => {
                     tracing::debug!(host = at, error = %e, "a Postgres host refused");
-                    self.pass(at);
                     error = Some(e);
                 }
             }
@@ -110,6 +111,21 @@ impl Hosts {
         if self.configs.len() > 1 {
             let next = (at + 1) % self.configs.len();
             let _ = self.last_good.compare_exchange(at, next, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Passes `at` for the next host when dropped before a connection was made.
+struct PassUnlessDone<'a> {
+    hosts: &'a Hosts,
+    at: usize,
+    done: bool,
+}
+
+impl Drop for PassUnlessDone<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.hosts.pass(self.at);
         }
     }
 }

@@ -279,9 +279,9 @@ async fn verify_after_stall(
     if stalled == 0 || since_start(metrics.recycled.unwrap_or(metrics.created)) > stalled {
         return Ok(());
     }
-    match tokio::time::timeout(limit.min(Duration::from_secs(1)), client.simple_query("")).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(deadpool_postgres::HookError::Backend(e)),
+    match tokio::time::timeout(limit.min(Duration::from_secs(1)), crate::store::health::answers(client)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(deadpool_postgres::HookError::message(format!("a connection failed its check: {e}"))),
         Err(_) => Err(deadpool_postgres::HookError::message("a connection gave no answer after a stall; replaced")),
     }
 }

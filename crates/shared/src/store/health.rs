@@ -28,6 +28,12 @@ pub struct Position {
     pub lsn: Option<String>,
 }
 
+/// An empty query: whether a connection still answers (the pool's check after a stall).
+pub async fn answers(db: &tokio_postgres::Client) -> Result<(), StoreError> {
+    db.simple_query("").await?;
+    Ok(())
+}
+
 /// The server's identity and WAL position.
 pub async fn position(db: &impl tokio_postgres::GenericClient) -> Result<Position, StoreError> {
     let row = db

@@ -63,7 +63,7 @@ pub async fn claim(
                 WHERE k.created_at < now() - make_interval(secs => $4)
                    OR (k.state = 'running' AND k.created_at < now() - make_interval(secs => $5)
                        AND k.fingerprint = ANY ($7))
-             RETURNING pg_postmaster_start_time()::text",
+             RETURNING (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint::text",
             &[&scope, &key, &fingerprint, &ttl_secs, &stale_secs, &token, &prints],
         )
         .await?;
@@ -95,8 +95,11 @@ pub async fn claim(
     Ok(Claim::Replay(StoredResponse { status: status as u16, headers, body: row.get(4) }))
 }
 
-/// Which server instance took a claim: its postmaster's start time, which a
-/// restart changes and a promoted standby does not share.
+/// Which server instance took a claim: its postmaster's start time (in µs since
+/// the epoch, whatever the session's time zone), which a promoted standby does
+/// not share. A crash restart keeps it: the answer is then kept there, which is
+/// right as long as the server's commits are durable (`fsync`, `synchronous_commit`
+/// on), as Hookgate requires.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Server(pub String);
 
@@ -121,7 +124,8 @@ pub async fn finish(
         .execute(
             "UPDATE idempotency_keys SET state = 'done', status = $4, headers = $5, body = $6
              WHERE tenant_id = $1 AND key = $2 AND state = 'running' AND claim_token = $3
-               AND ($7::text IS NULL OR pg_postmaster_start_time()::text = $7)",
+               AND ($7::text IS NULL
+                    OR (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint::text = $7)",
             &[&scope, &key, &token, &(response.status as i16), &headers, &response.body, &server],
         )
         .await?;

@@ -279,14 +279,15 @@ async fn listen_once(url: &str, timeout: Duration, wake: &Wake) -> Result<(), cr
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     // The connection must be polled for the LISTEN to complete and for
     // notifications to arrive; a task drives it and forwards notifications.
-    let driver = tokio::spawn(async move {
+    // Ended on every way out: a connection to a stopped server never ends by itself.
+    let _driver = AbortOnDrop(tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(Ok(m)) = messages.next().await {
             if let AsyncMessage::Notification(n) = m {
                 let _ = tx.send(n.payload().to_owned());
             }
         }
-    });
+    }));
     let stalled = || crate::store::StoreError::TimedOut("the LISTEN connection gave no answer".into());
     tokio::time::timeout(timeout, client.batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}")))
         .await
@@ -323,8 +324,16 @@ async fn listen_once(url: &str, timeout: Duration, wake: &Wake) -> Result<(), cr
         }
         wake.inner.local.notify_one();
     }
-    driver.abort();
     Ok(())
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 #[cfg(test)]
