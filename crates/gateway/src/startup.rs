@@ -279,18 +279,29 @@ pub fn contract_pending(version: &str) -> anyhow::Result<()> {
     )
 }
 
-/// Refuses to serve on a database whose switch migrations are not applied (this
-/// release's queries need them); a Postgres that does not answer is no reason to
+/// Refuses to serve on a database whose switch migrations, or any of this
+/// release's other migrations but its contracts, are not applied (this release's
+/// queries need them); a Postgres that does not answer is no reason to
 /// refuse: the process starts and becomes ready when it does.
 pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
     let connected = hookgate_shared::db::connect(&config.database_url, config.db_timeout).await;
     let Ok((client, connection)) = connected else { return Ok(()) };
     let conn_task = tokio::spawn(connection);
-    let pending = hookgate_shared::migrate::pending_switches(&client).await;
+    let switches = hookgate_shared::migrate::pending_switches(&client).await;
+    let expands = hookgate_shared::migrate::pending_expands(&client).await;
     drop(client);
     let _ = conn_task.await;
-    match pending {
-        Ok(p) if !p.is_empty() => anyhow::bail!("{}", switch_message(p[0], None)),
+    if let Ok(p) = switches.as_deref() {
+        if let Some(first) = p.first() {
+            anyhow::bail!("{}", switch_message(first, None));
+        }
+    }
+    match expands {
+        Ok(p) if !p.is_empty() => anyhow::bail!(
+            "migration {} of this release is not applied: run `hookgate migrate` with this release first \
+             (docs/operations.md, Upgrades and migrations)",
+            p[0]
+        ),
         _ => Ok(()),
     }
 }
@@ -300,23 +311,29 @@ pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
 /// is a configuration error, not an outage. A Postgres that does not answer at
 /// all is not an error here: the process starts and becomes ready when it does.
 pub async fn check_tls(config: &Config) -> anyhow::Result<()> {
-    // Each host on its own: a standby whose certificate the settings refuse is
-    // found now, not at the failover.
-    let answers = match hookgate_shared::db::try_each_host(&config.database_url, config.db_timeout).await {
-        Err(hookgate_shared::store::StoreError::Tls(e)) => anyhow::bail!("{e}"),
-        // Anything else (no answer at all) is not a reason to refuse the start.
-        Err(_) => return Ok(()),
-        Ok(answers) => answers,
-    };
-    let many = answers.len() > 1;
-    for (host, answer) in answers {
-        match answer {
-            Err(e) if is_tls_failure(&e) && many => {
-                anyhow::bail!("cannot connect to DATABASE_URL's host {host}: {}", error_chain(&e))
-            }
-            Err(e) if is_tls_failure(&e) => anyhow::bail!("cannot connect to DATABASE_URL: {}", error_chain(&e)),
+    // Each host on its own, the replicas' too: a standby whose certificate the
+    // settings refuse is found now, not at the failover.
+    let urls = [
+        Some(("DATABASE_URL", &config.database_url)),
+        config.database_replica_url.as_ref().map(|u| ("HOOKGATE_DATABASE_REPLICA_URL", u)),
+    ];
+    for (setting, url) in urls.into_iter().flatten() {
+        let answers = match hookgate_shared::db::try_each_host(url, config.db_timeout).await {
             Err(hookgate_shared::store::StoreError::Tls(e)) => anyhow::bail!("{e}"),
-            _ => {}
+            // Anything else (no answer at all) is not a reason to refuse the start.
+            Err(_) => continue,
+            Ok(answers) => answers,
+        };
+        let many = answers.len() > 1;
+        for (host, answer) in answers {
+            match answer {
+                Err(e) if is_tls_failure(&e) && many => {
+                    anyhow::bail!("cannot connect to {setting}'s host {host}: {}", error_chain(&e))
+                }
+                Err(e) if is_tls_failure(&e) => anyhow::bail!("cannot connect to {setting}: {}", error_chain(&e)),
+                Err(hookgate_shared::store::StoreError::Tls(e)) => anyhow::bail!("{e}"),
+                _ => {}
+            }
         }
     }
     Ok(())

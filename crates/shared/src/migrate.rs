@@ -137,6 +137,14 @@ pub async fn pending_switches(client: &Client) -> Result<Vec<&'static str>, Stor
     Ok(MIGRATIONS.iter().filter(|(v, sql)| sql.starts_with(SWITCH) && !done.contains(*v)).map(|(v, _)| *v).collect())
 }
 
+/// This release's migrations not yet applied that are not contracts: a release
+/// serves only once they are (its contracts may wait for the previous release
+/// to go).
+pub async fn pending_expands(client: &Client) -> Result<Vec<&'static str>, StoreError> {
+    let done = applied(client).await?;
+    Ok(MIGRATIONS.iter().filter(|(v, sql)| !sql.starts_with(CONTRACT) && !done.contains(*v)).map(|(v, _)| *v).collect())
+}
+
 /// How long a runner waits for another one to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(3600);
 

@@ -34,6 +34,31 @@ async fn on_a_database_in_use_migrate_stops_before_the_switch_and_serve_refuses_
     assert!(migrate::pending_switches(&client).await.unwrap().is_empty());
 }
 
+/// A process of a new release started before its `hookgate migrate` (an
+/// orchestrator that starts both at once) refuses to serve, naming the
+/// migration it needs, rather than serve on a schema it was not built for.
+#[tokio::test]
+async fn serve_refuses_a_database_without_this_releases_migrations_and_names_the_first() {
+    use hookgate_shared::migrate::{self, Switch, MIGRATIONS};
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    let (last, _) = MIGRATIONS.last().unwrap();
+    let (before, _) = MIGRATIONS[MIGRATIONS.len() - 2];
+    migrate::run_until(&mut client, Some(before), Switch::Apply).await.unwrap();
+    let key = MasterKey::generate_base64();
+    let env =
+        [("DATABASE_URL", db.url.as_str()), ("HOOKGATE_MASTER_KEY", key.as_str()), ("HOOKGATE_LISTEN", "127.0.0.1:0")];
+    let serve = tokio::time::timeout(std::time::Duration::from_secs(30), hookgate(&env).arg("serve").output())
+        .await
+        .expect("serve refuses at once, it does not serve")
+        .unwrap();
+    let said = String::from_utf8_lossy(&serve.stderr).into_owned();
+    assert!(!serve.status.success() && said.contains(last) && said.contains("hookgate migrate"), "{said}");
+    let migrated = hookgate(&env).arg("migrate").output().await.unwrap();
+    assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    assert!(migrate::pending_expands(&client).await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn migrate_run_twice_at_once_applies_once_and_then_changes_nothing() {
     let db = TestDb::empty().await;
