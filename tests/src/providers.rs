@@ -16,6 +16,14 @@ pub fn stripe(secret: &str, ts: i64, body: &[u8]) -> String {
     format!("t={ts},v1={}", hex::encode(mac(secret.as_bytes(), &[ts.to_string().as_bytes(), b".", body])))
 }
 
+/// A POST of `body` (JSON) to `url`, signed now as Stripe signs it with `secret`.
+pub fn stripe_post(http: &reqwest::Client, url: &str, secret: &str, body: &str) -> reqwest::RequestBuilder {
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("Stripe-Signature", stripe(secret, now(), body.as_bytes()))
+        .body(body.to_owned())
+}
+
 /// `X-Hub-Signature-256`.
 pub fn github(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac(secret.as_bytes(), &[body])))

@@ -69,7 +69,7 @@ pub(crate) async fn settle(state: &AppState, held: &Held, end: End) -> bool {
             true
         }
         // A refusal that a retry cannot change (a broken statement) is not retried.
-        Err(e) if !(e.is_unavailable() || matches!(e, StoreError::Pool(_))) => {
+        Err(e) if !passing(&e) => {
             tracing::warn!(error = %e, "an Idempotency-Key claim could not be ended; it is taken over after a minute");
             false
         }
@@ -104,7 +104,7 @@ async fn later(state: &AppState, held: &Held, end: &End) {
         }
         match write(state, held, end).await {
             Ok(_) => return,
-            Err(e) if e.is_unavailable() || matches!(e, StoreError::Pool(_)) => {}
+            Err(e) if passing(&e) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "an Idempotency-Key claim could not be ended; it is taken over after a minute");
                 return;
@@ -112,6 +112,11 @@ async fn later(state: &AppState, held: &Held, end: &End) {
         }
         pause = (pause * 2).min(Duration::from_secs(4));
     }
+}
+
+/// Whether `e` is an outage that trying again can outlast (not a broken statement).
+fn passing(e: &StoreError) -> bool {
+    e.is_unavailable() || matches!(e, StoreError::Pool(_))
 }
 
 /// One fenced write of `end`: Ok(false) when the claim was taken over meanwhile

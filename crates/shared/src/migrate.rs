@@ -127,13 +127,7 @@ pub enum Switch {
 /// The switch migrations not yet applied to this database, oldest first: a
 /// release that needs them must not serve on it.
 pub async fn pending_switches(client: &Client) -> Result<Vec<&'static str>, StoreError> {
-    let applied = client.query_opt("SELECT to_regclass('hookgate_migrations') IS NOT NULL", &[]).await?;
-    let done: std::collections::HashSet<String> = match applied.map(|r| r.get::<_, bool>(0)) {
-        Some(true) => {
-            client.query("SELECT version FROM hookgate_migrations", &[]).await?.iter().map(|r| r.get(0)).collect()
-        }
-        _ => Default::default(),
-    };
+    let done = applied(client).await?;
     Ok(MIGRATIONS.iter().filter(|(v, sql)| sql.starts_with(SWITCH) && !done.contains(*v)).map(|(v, _)| *v).collect())
 }
 

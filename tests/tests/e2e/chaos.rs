@@ -99,10 +99,7 @@ async fn under_kills_stalls_and_a_lost_redis_nothing_is_lost_or_doubled() {
                 tokio::time::sleep(Duration::from_millis((e * 60 + c * 7) as u64)).await;
                 let event = format!(r#"{{"id": "evt_chaos_{e}", "type": "chaos.in"}}"#);
                 let sent = until_2xx(&http, &bases, e + c, |h, base| {
-                    h.post(format!("{base}/in/{src}"))
-                        .header("content-type", "application/json")
-                        .header("Stripe-Signature", providers::stripe(SECRET, providers::now(), event.as_bytes()))
-                        .body(event.clone())
+                    providers::stripe_post(h, &format!("{base}/in/{src}"), SECRET, &event)
                 })
                 .await;
                 ("in", e, sent)

@@ -191,10 +191,7 @@ async fn a_promoted_standby_takes_over_every_path_with_nothing_lost_or_admitted_
                     tokio::time::sleep(Duration::from_millis((e * 160 + copy * 70) as u64)).await;
                     let event = format!(r#"{{"id": "evt_r{round}_{e}", "type": "failover.in"}}"#);
                     let sent = until_2xx(&http, &bases, e + copy, Duration::from_secs(120), |h, base| {
-                        h.post(format!("{base}/in/{src}"))
-                            .header("content-type", "application/json")
-                            .header("Stripe-Signature", providers::stripe(SECRET, providers::now(), event.as_bytes()))
-                            .body(event.clone())
+                        providers::stripe_post(h, &format!("{base}/in/{src}"), SECRET, &event)
                     })
                     .await;
                     ("in", format!("{round}/{e}"), sent)
@@ -208,10 +205,7 @@ async fn a_promoted_standby_takes_over_every_path_with_nothing_lost_or_admitted_
                     tokio::time::sleep(Duration::from_millis((e * 350 + copy * 90) as u64)).await;
                     let event = format!(r#"{{"id": "evt_sync_r{round}_{e}", "type": "failover.sync"}}"#);
                     let sent = until_2xx(&http, &bases, e + copy, Duration::from_secs(120), |h, base| {
-                        h.post(format!("{base}/in/{src}"))
-                            .header("content-type", "application/json")
-                            .header("Stripe-Signature", providers::stripe(SECRET, providers::now(), event.as_bytes()))
-                            .body(event.clone())
+                        providers::stripe_post(h, &format!("{base}/in/{src}"), SECRET, &event)
                     })
                     .await;
                     ("sync", format!("{round}/{e}"), sent)

@@ -126,10 +126,7 @@ async fn a_rolling_upgrade_under_load_answers_no_error_and_loses_nothing() {
                 tokio::time::sleep(Duration::from_millis((e * 120 + copy * 50) as u64)).await;
                 let event = format!(r#"{{"id": "evt_roll_{e}", "type": "rolling.in"}}"#);
                 let sent = send(&http, &live, &errors, &served, e + copy, |h, base| {
-                    h.post(format!("{base}/in/{src}"))
-                        .header("content-type", "application/json")
-                        .header("Stripe-Signature", providers::stripe(SECRET, providers::now(), event.as_bytes()))
-                        .body(event.clone())
+                    providers::stripe_post(h, &format!("{base}/in/{src}"), SECRET, &event)
                 })
                 .await;
                 ("in", e, sent)
