@@ -136,3 +136,32 @@ impl Drop for Dropper {
         }
     }
 }
+
+/// Makes the inbound events that `filter` (an SQL condition on `inbound_events`)
+/// selects `days` old, as if received then: their ids too, which retention reads
+/// (ids are made when an event is received), and their keys. Makes that day's
+/// partition if there is none.
+pub async fn age_inbound_events(db: &Client, filter: &str, days: i64) {
+    use hookgate_shared::store::partitions;
+    let at = chrono::Utc::now() - chrono::Duration::days(days);
+    let family = partitions::family("inbound_events").expect("inbound_events is partitioned");
+    let list = partitions::list(db).await.expect("partitions listed");
+    let covered = list.iter().any(|p| p.family == family.table && p.from.is_none_or(|f| f <= at) && at < p.to);
+    if !covered {
+        let day = partitions::day_of(at);
+        partitions::create(db, family, day, day + chrono::Duration::days(1)).await.expect("partition made");
+    }
+    let sql = format!(
+        "WITH old AS (
+            SELECT tenant_id, source_id, id, row_number() OVER () AS n FROM inbound_events WHERE {filter}
+         ), moved AS (
+            UPDATE inbound_events e SET received_at = $1::timestamptz,
+                id = hookgate_id_floor('evt', $1::timestamptz - old.n * interval '1 ms')
+            FROM old WHERE e.tenant_id = old.tenant_id AND e.source_id = old.source_id AND e.id = old.id
+            RETURNING old.id AS was, e.id AS id
+         )
+         UPDATE inbound_keys k SET received_at = $1, event_id = moved.id
+         FROM moved WHERE k.event_id = moved.was"
+    );
+    db.execute(&sql, &[&at]).await.expect("inbound events aged");
+}

@@ -74,7 +74,40 @@ fn pids() -> impl Iterator<Item = u32> {
     fs::read_dir("/proc").into_iter().flatten().flatten().filter_map(|e| e.file_name().to_str()?.parse().ok())
 }
 
+/// The tables that grow with each message, admitted or created, and its
+/// deliveries: what a day of retained messages holds on disk.
+pub const RETAINED: [&str; 7] = [
+    "messages",
+    "deliveries",
+    "attempts",
+    "inbound_events",
+    "inbound_keys",
+    "message_event_ids",
+    "message_request_keys",
+];
+
 impl Meter {
+    /// The current WAL position, as Postgres prints it (for `pg_waldump -s/-e`).
+    pub async fn lsn(&self) -> anyhow::Result<String> {
+        Ok(self.db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await?.get(0))
+    }
+
+    /// Bytes on disk of each of [`RETAINED`] (every partition, with its indexes
+    /// and TOAST), in that order.
+    pub async fn retained_bytes(&self) -> anyhow::Result<Vec<i64>> {
+        let rows = self
+            .db
+            .query(
+                // A plain table has no partition tree: its own size.
+                "SELECT COALESCE((SELECT sum(pg_total_relation_size(p.relid)) FROM pg_partition_tree(t.name::regclass) p),
+                                 pg_total_relation_size(t.name::regclass))::int8
+                 FROM unnest($1::text[]) WITH ORDINALITY AS t(name, n) ORDER BY t.n",
+                &[&RETAINED.as_slice()],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     /// Finds the postmaster (from its data directory's `postmaster.pid`) and the
     /// Redis server listening on `redis_port`.
     pub async fn find(database_url: &str, redis_port: u16) -> anyhow::Result<Self> {

@@ -53,6 +53,9 @@ pub async fn run(
     s: Settings,
 ) -> anyhow::Result<Vec<Row>> {
     bed.truncate()?;
+    let sizes_before = bed.meter.retained_bytes().await?;
+    let wal_from = bed.meter.lsn().await?;
+    let mut made = 0u64;
     let mut worker = bed.start_worker().await;
     let window = (s.duration / 2).max(Duration::from_secs(1));
     let mut rate = (p * 0.02).max(20.0);
@@ -60,6 +63,7 @@ pub async fn run(
     for step in 0..steps() {
         eprintln!("sustained: {rate:.0}/s for {} s", window.as_secs());
         let measured = one_step(bed, &worker, tenant, app, in_url, rate, window, step).await?;
+        made += measured.messages;
         if measured.holds() {
             best = Some(measured);
             rate *= 1.3;
@@ -69,16 +73,22 @@ pub async fn run(
         }
     }
     worker.stop().await;
+    let disk = retained(bed, &sizes_before, made).await?;
+    // Where its WAL is, to read by record type: `pg_waldump --stats=record -s … -e …`.
+    eprintln!("sustained: WAL from {wal_from} to {}", bed.meter.lsn().await?);
     let miss = first_miss
         .map(|m| format!("; at {:.0}/s: p99 {:.0} ms, backlog {}", m.rate, m.p99_ms, m.backlog))
         .unwrap_or_else(|| "; the ramp ended before a miss".into());
     let Some(b) = best else {
-        return Ok(vec![Row {
-            name: "sustained: ingress + API, lag p99 < 100 ms".into(),
-            bar: Some((">= 0.2 x P".into(), false)),
-            note: format!("no rate held{miss}"),
-            ..Row::default()
-        }]);
+        return Ok(vec![
+            disk,
+            Row {
+                name: "sustained: ingress + API, lag p99 < 100 ms".into(),
+                bar: Some((">= 0.2 x P".into(), false)),
+                note: format!("no rate held{miss}"),
+                ..Row::default()
+            },
+        ]);
     };
     Ok(vec![
         Row {
@@ -105,7 +115,36 @@ pub async fn run(
             ),
             ..Row::default()
         },
+        Row {
+            name: "WAL per message end to end (sustained)".into(),
+            rate: b.rate,
+            bar: b.cpu.wal.map(|(bytes, _)| ("<= 2500 B".into(), bytes <= 2500.0)),
+            cpu: Some(b.cpu),
+            note: b.cpu.wal.map(|(bytes, _)| format!("{bytes:.0} bytes of WAL per message")).unwrap_or_default(),
+            ..Row::default()
+        },
+        disk,
     ])
+}
+
+/// The disk the sustained row's messages hold once delivered: what the tables
+/// that grow per message ([`crate::cpu::RETAINED`]) grew by over the whole ramp,
+/// per message made in it; the largest parts in the note.
+async fn retained(bed: &Bed, before: &[i64], made: u64) -> anyhow::Result<Row> {
+    let after = bed.meter.retained_bytes().await?;
+    let per = |i: usize| (after[i] - before[i]).max(0) as f64 / made.max(1) as f64;
+    let total: f64 = (0..after.len()).map(per).sum();
+    let parts: Vec<String> = crate::cpu::RETAINED
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| per(*i) >= 1.0)
+        .map(|(i, name)| format!("{name} {:.0}", per(i)))
+        .collect();
+    Ok(Row {
+        name: "disk per retained message (sustained)".into(),
+        note: format!("{total:.0} bytes per message of {made} ({})", parts.join(", ")),
+        ..Row::default()
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

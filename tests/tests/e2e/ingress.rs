@@ -402,16 +402,7 @@ async fn inbound_events_past_retention_are_pruned_in_batches() {
     }
     s.stripe(&event("evt_new")).await;
     let mut db = app.db.client().await;
-    db.execute("UPDATE inbound_events SET received_at = now() - interval '2 days' WHERE convert_from(payload, 'UTF8') NOT LIKE '%evt_new%'", &[])
-        .await
-        .unwrap();
-    db.execute(
-        "UPDATE inbound_keys k SET received_at = e.received_at FROM inbound_events e
-         WHERE e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id",
-        &[],
-    )
-    .await
-    .unwrap();
+    hookgate_tests::db::age_inbound_events(&db, "convert_from(payload, 'UTF8') NOT LIKE '%evt_new%'", 2).await;
     use hookgate_shared::store::retention;
     // A source's one day is shorter than the longest window (30): its events go row by row.
     let first = retention::prune_inbound_events(&mut db, 30, 30, 2).await.unwrap();

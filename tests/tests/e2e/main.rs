@@ -30,6 +30,7 @@ mod limits;
 mod modes;
 mod otel;
 mod own_servers;
+mod parents;
 mod partitions;
 mod paths;
 mod pg_tls;

@@ -160,8 +160,7 @@ async fn inbound_retention_follows_the_source_then_the_tenant_then_the_default()
         assert_eq!(res.status(), 200);
     }
     let mut db = app.db.client().await;
-    db.execute("UPDATE inbound_events SET received_at = now() - interval '3 days'", &[]).await.unwrap();
-    db.execute("UPDATE inbound_keys SET received_at = now() - interval '3 days'", &[]).await.unwrap();
+    hookgate_tests::db::age_inbound_events(&db, "true", 3).await;
     // A sync forward in flight stays while its lease runs; abandoned, it goes too.
     let inherits_id = inherits["id"].as_str().unwrap().to_owned();
     let lease = "UPDATE inbound_events SET status = 'processing', lease_until = now() + $2 * interval '1 minute'

@@ -344,8 +344,8 @@ async fn delete_one(
         // An ingest source goes with its own application, as the ingest API deletes it.
         return super::applications::erase(&state, &key.0, &s.app_id).await;
     }
-    let conn = db::conn(&state.db).await?;
-    if !sources::delete(&**conn, &key.0, &s.id, &state.caches).await? {
+    let mut conn = db::conn(&state.db).await?;
+    if !sources::delete(&mut **conn, &key.0, &s.id, &state.caches).await? {
         return Err(ApiError::NotFound("source"));
     }
     Ok(HttpResponse::NoContent().finish())

@@ -307,20 +307,23 @@ pub async fn resend(
 ) -> Result<bool, StoreError> {
     // The message is held (FOR KEY SHARE) while the delivery is written: a pruner
     // deleting it waits, or has deleted it already and nothing is written; no
-    // delivery outlives its message (no foreign key says so any more).
+    // delivery outlives its message (no foreign key says so any more). Its
+    // application too (`store::parents`), for an erasure's last step.
     let row = db
         .query_one(
             &format!(
-                "WITH resent AS (
+                "WITH input AS (SELECT $2::text AS a), {}, resent AS (
                     INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, status, next_attempt_at, trigger)
                     SELECT $1, $2, $3, $4, 1, now(), 1 FROM messages
-                    WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR KEY SHARE
+                    WHERE tenant_id = $1 AND app_id = $2 AND id = $3 AND EXISTS (SELECT 1 FROM locked_apps)
+                    FOR KEY SHARE
                     ON CONFLICT (tenant_id, app_id, msg_id, endpoint_id) DO UPDATE
                         SET status = 1, next_attempt_at = now(), lease_token = NULL, leased_until = NULL,
                             trigger = CASE WHEN deliveries.status IN (1, 3) THEN deliveries.trigger ELSE 1 END
                     RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
                  ), {}
                  SELECT count(*) FROM resent",
+                super::parents::lock_apps("$1", "input", "a"),
                 wakes::lower("resent")
             ),
             &[&tenant.as_str(), &app.as_str(), &msg.as_str(), &endpoint.as_str()],

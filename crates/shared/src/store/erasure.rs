@@ -99,8 +99,8 @@ pub async fn request_erasure(
 /// (with their deliveries, attempts and eventIds), then up to `batch` of its
 /// inbound events with their keys (whichever source admitted them); when a step
 /// finds less than a batch of either, the application itself goes (its
-/// endpoints, sources, deliveries and the rest, by cascade) with its erasure
-/// record.
+/// endpoints by cascade; its sources, what is left under both, and its erasure
+/// record explicitly).
 pub async fn erase_step(
     db: &mut impl GenericClient,
     tenant: &TenantId,
@@ -149,19 +149,43 @@ pub async fn erase_step(
     if messages == batch as u64 || inbound == batch as u64 {
         return Ok(Erasure::Progress(messages + inbound));
     }
-    // Less than a batch is left (even if more trickles in): one statement takes it.
-    db.execute(
-        "WITH app AS (DELETE FROM applications WHERE tenant_id = $1 AND id = $2),
-              inbound AS (DELETE FROM inbound_events WHERE tenant_id = $1 AND app_id = $2
+    // Less than a batch is left (even if more trickles in). The application goes
+    // first, with its sources (in id order, as admissions lock them): that waits
+    // for every writer that locked them (`store::parents`), and none writes under
+    // them after. The second statement, with a later snapshot, sees every row
+    // those writers wrote and takes what is left: the messages, deliveries and
+    // attempts, the inbound events admitted for it, and every key and event of
+    // its sources (whichever application they were admitted for).
+    let tx = db.transaction().await?;
+    let sources: Vec<String> = tx
+        .query(
+            "WITH src AS (
+                DELETE FROM sources WHERE tenant_id = $1 AND id IN (
+                    SELECT id FROM sources WHERE tenant_id = $1 AND app_id = $2 ORDER BY id FOR UPDATE)
+                RETURNING id
+             ), app AS (DELETE FROM applications WHERE tenant_id = $1 AND id = $2)
+             SELECT id FROM src",
+            &[&t, &a],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    tx.execute(
+        "WITH m AS (DELETE FROM messages WHERE tenant_id = $1 AND app_id = $2),
+              d AS (DELETE FROM deliveries WHERE tenant_id = $1 AND app_id = $2),
+              att AS (DELETE FROM attempts WHERE tenant_id = $1 AND app_id = $2),
+              inbound AS (DELETE FROM inbound_events WHERE tenant_id = $1 AND (app_id = $2 OR source_id = ANY ($3))
                           RETURNING tenant_id, source_id, key, id),
-              keys AS (DELETE FROM inbound_keys k USING inbound i WHERE k.tenant_id = i.tenant_id
-                          AND k.source_id = i.source_id AND k.key = i.key AND k.event_id = i.id)
+              keys AS (DELETE FROM inbound_keys k WHERE k.tenant_id = $1 AND (k.source_id = ANY ($3)
+                          OR (k.source_id, k.key, k.event_id) IN (SELECT source_id, key, id FROM inbound)))
          DELETE FROM erasures WHERE tenant_id = $1 AND app_id = $2",
-        &[&t, &a],
+        &[&t, &a, &sources],
     )
     .await?;
-    // Its deliveries went with it (cascade), so nothing of it waits: its wakes
-    // go too, in a statement of their own (no lock held with the application's).
+    tx.commit().await?;
+    // Nothing of it waits now: its wakes go too, in a statement of their own (no
+    // lock held with the application's).
     db.execute("DELETE FROM endpoint_wakes WHERE tenant_id = $1 AND app_id = $2", &[&t, &a]).await?;
     // Its sources went with it.
     caches.forget_sources();

@@ -308,18 +308,19 @@ pub async fn end(
     // One attempt per message of the batch, counted in the tenant's usage as any
     // attempt is (the request's bytes once, on its first message).
     let sql = format!(
-        "WITH ins AS (
+        "WITH input AS (SELECT $2::text AS a), {}, ins AS (
             INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
                 response_status_code, response, response_duration_ms, request_headers)
             SELECT $1, $2, u.id, u.msg_id, $3, $6, $7, 0, $8, $9, $10, $11::text::jsonb
             FROM unnest($4::text[], $5::text[]) AS u(id, msg_id)
-            WHERE EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = u.msg_id)
+            WHERE EXISTS (SELECT 1 FROM locked_apps) AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = u.msg_id)
             ON CONFLICT DO NOTHING
             RETURNING tenant_id, status, msg_id
          ), counted AS (
             SELECT tenant_id, status, CASE WHEN msg_id = $13 THEN $12::bigint ELSE 0 END AS bytes FROM ins
          ), {}
          SELECT 1",
+        super::parents::lock_apps("$1", "input", "a"),
         usage::bump("usage", "counted", usage::ATTEMPTS)
     );
     tx.execute(

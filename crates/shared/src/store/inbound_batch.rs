@@ -105,9 +105,10 @@ pub async fn admit_batch(
                 SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                     $7::text[], $8::text[], $9::bytea[], $10::text[], $11::text[])
                     WITH ORDINALITY AS u(s, k, i, a, m, e, c, p, tp, pk, n)
-             ), won AS (
+             ), {}, {}, won AS (
                 INSERT INTO inbound_keys (tenant_id, source_id, key, event_id, keyed)
                 SELECT $1, s, k, i, true FROM input
+                JOIN locked_sources ls ON ls.id = input.s JOIN locked_apps la ON la.id = input.a
                 -- Keys are only ever written keyed now: a plain one found here was
                 -- committed before the switch and stays. A lookup per row, and none
                 -- for a row without a plain form (LIMIT keeps the planner from
@@ -131,6 +132,8 @@ pub async fn admit_batch(
              SELECT i.id, COALESCE(d.eps, '{{}}') FROM ins i
              LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d
                 ON d.msg_id = i.msg_id",
+            super::parents::lock_sources("$1", "input", "s"),
+            super::parents::lock_apps("$1", "input", "a"),
             messages_of_admitted()
         ))
         .await?;
@@ -233,17 +236,19 @@ pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<
     let found = db
         .query_opt(
             &format!(
-                "WITH ins AS (
+                "WITH input AS (SELECT $5::text AS a), {}, ins AS (
                     UPDATE inbound_events e SET status = 'accepted', msg_id = $4, app_id = $5, event_type = $6,
                         content_type = $7, payload = $8, traceparent = $9, lease_until = NULL, lease_token = NULL
                     FROM inbound_keys k
                     WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = ANY(ARRAY[$3, $10])
                       AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
                       AND e.status = 'processing' AND e.lease_until < now()
+                      AND EXISTS (SELECT 1 FROM locked_apps)
                     RETURNING e.id, e.tenant_id, e.app_id, e.msg_id, e.key, e.event_type, e.content_type, e.payload,
                         e.traceparent
                  ), {}
                  SELECT id FROM ins",
+                super::parents::lock_apps("$1", "input", "a"),
                 messages_of_admitted()
             ),
             &[

@@ -127,12 +127,13 @@ pub async fn admit(
     let lease_secs = lease.map(|l| l.length.as_secs_f64());
     let token = lease.map(|l| l.token);
     let sql = format!(
-        "WITH won AS (
+        "WITH input AS (SELECT $2::text AS s, $6::text AS a), {}, {}, won AS (
             INSERT INTO inbound_keys (tenant_id, source_id, key, event_id, keyed)
             SELECT $1, $2, $3, $4, true
             -- Keys are only ever written keyed now (every plain key was written
             -- before the switch): a plain one found here is committed and stays.
-            WHERE NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = $2 AND o.key = $13)
+            -- Nothing under a source or application deleted meanwhile (`store::parents`).
+            WHERE EXISTS (SELECT 1 FROM locked_sources) AND EXISTS (SELECT 1 FROM locked_apps) AND NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = $2 AND o.key = $13)
             ON CONFLICT (tenant_id, source_id, key) DO NOTHING
             RETURNING event_id
          ), ins AS (
@@ -142,6 +143,8 @@ pub async fn admit(
             RETURNING tenant_id, status, payload
          ), {}
          SELECT count(*) FROM ins",
+        super::parents::lock_sources("$1", "input", "s"),
+        super::parents::lock_apps("$1", "input", "a"),
         // A `processing` row is counted when it completes.
         accepted_usage("ins WHERE status = 'accepted'")
     );

@@ -104,8 +104,10 @@ pub async fn publish(
     let cols = COLUMNS.split(',').map(|c| format!("msg.{}", c.trim())).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "WITH app AS (
+            -- Locked as a foreign key's check would (`store::parents`): its
+            -- erasure waits for this statement.
             SELECT id FROM applications WHERE tenant_id = $1 AND (id = $2 OR uid = $2) AND NOT operational
-            ORDER BY (id = $2) DESC LIMIT 1
+            ORDER BY (id = $2) DESC LIMIT 1 FOR KEY SHARE
          ), event_id AS (
             -- The eventId's and the request key's uniqueness: a repeat fails the
             -- whole statement (a unique violation names which), nothing is written.
@@ -162,9 +164,9 @@ pub async fn publish_to_endpoint(
     m: &NewMessage,
 ) -> Result<Option<Message>, StoreError> {
     let sql = format!(
-        "WITH ep AS (
-            SELECT tenant_id, app_id, id FROM endpoints
-            WHERE tenant_id = $1 AND app_id = $2 AND id = $3 AND NOT disabled
+        "WITH input AS (SELECT $2::text AS a), {}, ep AS (
+            SELECT e.tenant_id, e.app_id, e.id FROM endpoints e JOIN locked_apps la ON la.id = e.app_id
+            WHERE e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3 AND NOT e.disabled
          ), msg AS (
             INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, traceparent, tags)
             SELECT $1, $2, $4, $5, $6, $7, $8, $9 FROM ep
@@ -175,6 +177,7 @@ pub async fn publish_to_endpoint(
             RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
          ), {}, {}
          SELECT {COLUMNS} FROM msg",
+        super::parents::lock_apps("$1", "input", "a"),
         super::wakes::lower("del"),
         created_usage("msg"),
     );

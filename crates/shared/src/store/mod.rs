@@ -52,6 +52,7 @@ pub mod messages;
 pub mod notify;
 pub mod operational;
 pub mod page;
+mod parents;
 pub mod partition_export;
 pub mod partitions;
 pub mod poller_tokens;

@@ -156,13 +156,15 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
             WHERE EXISTS (SELECT 1 FROM endpoints x
                 WHERE x.tenant_id = o.tenant_id AND x.app_id = o.id AND NOT x.disabled
                   AND (x.event_types IS NULL OR b.typ = ANY (x.event_types)) AND x.channels IS NULL)
-         ), msg AS (
+         ), {}, msg AS (
             -- Tagged with the application it is about (for finding them again).
             INSERT INTO messages (tenant_id, app_id, id, event_type, payload, content_type, tags)
-            SELECT ot, oapp, mid, typ, convert_to(body::text, 'UTF8'), 'application/json', ARRAY[about] FROM targets
+            SELECT ot, oapp, mid, typ, convert_to(body::text, 'UTF8'), 'application/json', ARRAY[about]
+            FROM targets JOIN locked_apps la ON la.tenant_id = targets.ot AND la.id = targets.oapp
             RETURNING tenant_id, app_id, id, event_type, channels, payload
          ), {}
          SELECT count(*) FROM dels",
+        super::parents::lock_apps_of_tenants("targets", "ot", "oapp"),
         fanout::insert_deliveries("msg")
     );
     let row = db

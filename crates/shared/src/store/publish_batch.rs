@@ -81,22 +81,27 @@ pub async fn publish_batch(
                 SELECT DISTINCT ON (i.n) i.*, a.id AS app FROM input i
                 JOIN applications a ON a.tenant_id = $1 AND (a.id = i.aref OR a.uid = i.aref) AND NOT a.operational
                 ORDER BY i.n, (a.id = i.aref) DESC
+             ), {}, live AS (
+                -- Rows under an application erased meanwhile write nothing (`store::parents`).
+                SELECT r.* FROM resolved r JOIN locked_apps la ON la.id = r.app
              ), event_ids AS (
                 -- An eventId is the message's only if its row here is new.
                 INSERT INTO message_event_ids (tenant_id, app_id, event_id, msg_id)
-                SELECT $1, app, eid, m FROM resolved WHERE eid IS NOT NULL ORDER BY n
+                SELECT $1, app, eid, m FROM live WHERE eid IS NOT NULL ORDER BY n
                 ON CONFLICT (tenant_id, app_id, event_id) DO NOTHING
                 RETURNING msg_id
              ), msg AS (
                 INSERT INTO messages (tenant_id, app_id, id, event_id, event_type, payload, content_type, traceparent,
                     payload_expires_at)
-                SELECT $1, app, m, eid, et, p, 'application/json', tp, px FROM resolved
+                SELECT $1, app, m, eid, et, p, 'application/json', tp, px FROM live
                 WHERE eid IS NULL OR m IN (SELECT msg_id FROM event_ids) ORDER BY n
                 RETURNING tenant_id, app_id, id, event_type, channels, created_at, payload
              ), {}, {}
              SELECT r.m, r.app, msg.created_at, COALESCE(d.eps, '{{}}')
-             FROM resolved r LEFT JOIN msg ON msg.id = r.m
+             -- A row under an application erased meanwhile is not here: no application.
+             FROM live r LEFT JOIN msg ON msg.id = r.m
              LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d ON d.msg_id = r.m",
+            super::parents::lock_apps("$1", "resolved", "app"),
             fanout::insert_deliveries("msg"),
             super::messages::created_usage("msg"),
         ))

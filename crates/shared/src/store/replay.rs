@@ -268,7 +268,7 @@ async fn missing_batch(
     let row = tx
         .query_one(
             &format!(
-                "WITH scanned AS (
+                "WITH input AS (SELECT $2::text AS a), {}, scanned AS (
                     SELECT m.id, m.event_type, m.channels, m.created_at, m.payload IS NOT NULL AS live
                     FROM messages m
                     WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id > $4 AND m.id >= $5 AND m.id < $6
@@ -279,7 +279,7 @@ async fn missing_batch(
                     JOIN endpoints e ON e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3
                         AND (e.event_types IS NULL OR s.event_type = ANY (e.event_types))
                         AND (e.channels IS NULL OR e.channels && s.channels)
-                    WHERE s.live AND s.created_at >= $8 AND s.created_at < $9
+                    WHERE s.live AND s.created_at >= $8 AND s.created_at < $9 AND EXISTS (SELECT 1 FROM locked_apps)
                  ), dels AS (
                     INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
                     SELECT $1, $2, w.id, $3, now() FROM wanted w
@@ -289,6 +289,7 @@ async fn missing_batch(
                     RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
                  ), {}
                  SELECT (SELECT max(id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)",
+                super::parents::lock_apps("$1", "input", "a"),
                 wakes::lower("dels")
             ),
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &w.after, &lo, &hi, &batch, &w.since, &w.until],

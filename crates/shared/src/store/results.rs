@@ -111,8 +111,8 @@ pub async fn record_tenant(
 
 /// Inserts the attempts. Idempotent (a commit whose acknowledgement was lost is
 /// retried with the same attempt ids: usage counts only the attempts this
-/// statement inserted), and an attempt of a message deleted meanwhile is dropped
-/// rather than failing the batch on its foreign key.
+/// statement inserted), and an attempt of a message deleted meanwhile, or of an
+/// application erased meanwhile, is dropped rather than failing the batch.
 async fn attempts(
     tx: &deadpool_postgres::Transaction<'_>,
     tenant: &TenantId,
@@ -132,12 +132,12 @@ async fn attempts(
                     $6::text[], $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[],
                     $12::text[], $15::bigint[])
                     AS u(app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms, headers, bytes)
-             ), ins AS (
+             ), {}, ins AS (
                 INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
                     response_status_code, response, response_duration_ms, request_headers)
                 SELECT u.tenant_id, u.app_id, u.id, u.msg_id, u.endpoint_id, u.url, u.status, u.trigger_type, u.code,
                     u.response, u.ms, u.headers::jsonb
-                FROM u
+                FROM u JOIN locked_apps la ON la.id = u.app_id
                 WHERE EXISTS (SELECT 1 FROM messages m
                     WHERE m.tenant_id = $1 AND m.id BETWEEN $13 AND $14
                       AND m.app_id = u.app_id AND m.id = u.msg_id)
@@ -149,6 +149,7 @@ async fn attempts(
              -- loop over both lists: 110 ms for a batch of 1,000 against 15).
              counted AS (SELECT u.tenant_id, u.status, u.bytes FROM u WHERE (u.id IN (SELECT id FROM ins)) IS TRUE), {}
              SELECT 1",
+            super::parents::lock_apps("$1", "u", "app_id"),
             usage::bump("usage", "counted", usage::ATTEMPTS)
         ))
         .await?;

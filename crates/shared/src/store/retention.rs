@@ -68,7 +68,9 @@ pub async fn prune_inbound_events(
              CROSS JOIN LATERAL (
                  SELECT e.tenant_id, e.source_id, e.id FROM inbound_events e
                  WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
-                   AND e.received_at < now() - make_interval(days => COALESCE(s.retention_days, t.inbound_days, $2))
+                   -- By the id (made when the event was received): the primary key's
+                   -- order, and whole partitions skipped.
+                   AND e.id < hookgate_id_floor('evt', now() - make_interval(days => COALESCE(s.retention_days, t.inbound_days, $2)))
                    AND (e.status <> 'processing' OR e.lease_until < now())
                  LIMIT $1 FOR UPDATE OF e SKIP LOCKED
              ) x

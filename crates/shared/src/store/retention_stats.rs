@@ -66,7 +66,7 @@ pub async fn stats(db: &impl GenericClient, h: &Horizons<'_>) -> Result<Vec<Fami
                 SELECT x.o, COALESCE(s.retention_days, t.inbound_days, $1) AS days
                 FROM sources s JOIN tenants t ON t.id = s.tenant_id CROSS JOIN LATERAL (
                     SELECT e.received_at AS o FROM inbound_events e WHERE e.tenant_id = s.tenant_id AND e.source_id = s.id
-                    ORDER BY e.received_at LIMIT 1) x
+                    ORDER BY e.id LIMIT 1) x
              ), inbound_rows AS (
                 SELECT o + make_interval(days => days) AS due FROM inbound_o WHERE days < $3
              ), key_o AS (

@@ -276,14 +276,24 @@ pub async fn replace(
     row.as_ref().map(from_row).transpose()
 }
 
+/// Deletes a source with its dedupe keys and inbound events. The source goes
+/// first: that waits for every admission that locked it (`store::parents`), and
+/// none writes under it after, so the statements after it, each with a later
+/// snapshot, see every key and event written under it.
 pub async fn delete(
-    db: &impl GenericClient,
+    db: &mut impl GenericClient,
     tenant: &TenantId,
     id: &SourceId,
     caches: &Caches,
 ) -> Result<bool, StoreError> {
-    let n =
-        db.execute("DELETE FROM sources WHERE tenant_id = $1 AND id = $2", &[&tenant.as_str(), &id.as_str()]).await?;
+    let tx = db.transaction().await?;
+    let args: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&tenant.as_str(), &id.as_str()];
+    let n = tx.execute("DELETE FROM sources WHERE tenant_id = $1 AND id = $2", &args).await?;
+    if n == 1 {
+        tx.execute("DELETE FROM inbound_keys WHERE tenant_id = $1 AND source_id = $2", &args).await?;
+        tx.execute("DELETE FROM inbound_events WHERE tenant_id = $1 AND source_id = $2", &args).await?;
+    }
+    tx.commit().await?;
     caches.forget_source(id);
     Ok(n == 1)
 }
