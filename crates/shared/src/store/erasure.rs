@@ -149,14 +149,17 @@ pub async fn erase_step(
     if messages == batch as u64 || inbound == batch as u64 {
         return Ok(Erasure::Progress(messages + inbound));
     }
-    // Less than a batch is left (even if more trickles in). The application goes
-    // first, with its sources (in id order, as admissions lock them): that waits
-    // for every writer that locked them (`store::parents`), and none writes under
-    // them after. The second statement, with a later snapshot, sees every row
-    // those writers wrote and takes what is left: the messages, deliveries and
-    // attempts, the inbound events admitted for it, and every key and event of
-    // its sources (whichever application they were admitted for).
+    // Less than a batch is left (even if more trickles in). The application is
+    // locked first: that waits for every writer that locked it (`store::parents`;
+    // they lock applications before sources, as this does) and for a source being
+    // moved into it, and none locks it after. Then, seeing them all, its sources
+    // (in id order) and the application go. The last statement, with a later
+    // snapshot still, sees every row those writers wrote and takes what is left:
+    // the messages, deliveries and attempts, the inbound events admitted for it,
+    // and every key and event of its sources (whichever application they were
+    // admitted for).
     let tx = db.transaction().await?;
+    tx.execute("SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2 FOR UPDATE", &[&t, &a]).await?;
     let sources: Vec<String> = tx
         .query(
             "WITH src AS (
@@ -171,14 +174,18 @@ pub async fn erase_step(
         .iter()
         .map(|r| r.get(0))
         .collect();
+    // Keys in two parts, each by an index: those of the sources, and those of the
+    // events admitted for it under other sources (an `OR` of the two would read
+    // every key of the tenant).
     tx.execute(
         "WITH m AS (DELETE FROM messages WHERE tenant_id = $1 AND app_id = $2),
               d AS (DELETE FROM deliveries WHERE tenant_id = $1 AND app_id = $2),
               att AS (DELETE FROM attempts WHERE tenant_id = $1 AND app_id = $2),
               inbound AS (DELETE FROM inbound_events WHERE tenant_id = $1 AND (app_id = $2 OR source_id = ANY ($3))
                           RETURNING tenant_id, source_id, key, id),
-              keys AS (DELETE FROM inbound_keys k WHERE k.tenant_id = $1 AND (k.source_id = ANY ($3)
-                          OR (k.source_id, k.key, k.event_id) IN (SELECT source_id, key, id FROM inbound)))
+              source_keys AS (DELETE FROM inbound_keys WHERE tenant_id = $1 AND source_id = ANY ($3)),
+              event_keys AS (DELETE FROM inbound_keys k USING inbound i WHERE k.tenant_id = i.tenant_id
+                          AND k.source_id = i.source_id AND k.key = i.key AND k.event_id = i.id)
          DELETE FROM erasures WHERE tenant_id = $1 AND app_id = $2",
         &[&t, &a, &sources],
     )

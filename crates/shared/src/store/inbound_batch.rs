@@ -132,8 +132,8 @@ pub async fn admit_batch(
              SELECT i.id, COALESCE(d.eps, '{{}}') FROM ins i
              LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d
                 ON d.msg_id = i.msg_id",
-            super::parents::lock_sources("$1", "input", "s"),
             super::parents::lock_apps("$1", "input", "a"),
+            super::parents::lock_sources("$1", "input", "s"),
             messages_of_admitted()
         ))
         .await?;

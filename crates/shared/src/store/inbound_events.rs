@@ -133,7 +133,8 @@ pub async fn admit(
             -- Keys are only ever written keyed now (every plain key was written
             -- before the switch): a plain one found here is committed and stays.
             -- Nothing under a source or application deleted meanwhile (`store::parents`).
-            WHERE EXISTS (SELECT 1 FROM locked_sources) AND EXISTS (SELECT 1 FROM locked_apps) AND NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = $2 AND o.key = $13)
+            WHERE EXISTS (SELECT 1 FROM locked_apps) AND EXISTS (SELECT 1 FROM locked_sources)
+              AND NOT EXISTS (SELECT 1 FROM inbound_keys o WHERE o.tenant_id = $1 AND o.source_id = $2 AND o.key = $13)
             ON CONFLICT (tenant_id, source_id, key) DO NOTHING
             RETURNING event_id
          ), ins AS (
@@ -143,8 +144,8 @@ pub async fn admit(
             RETURNING tenant_id, status, payload
          ), {}
          SELECT count(*) FROM ins",
-        super::parents::lock_sources("$1", "input", "s"),
         super::parents::lock_apps("$1", "input", "a"),
+        super::parents::lock_sources("$1", "input", "s"),
         // A `processing` row is counted when it completes.
         accepted_usage("ins WHERE status = 'accepted'")
     );

@@ -24,11 +24,17 @@ pub(super) fn lock_apps(tenant: &str, rel: &str, col: &str) -> String {
 }
 
 /// The CTE `locked_sources` (column `id`): the sources of the tenant `tenant`
-/// that column `col` of `rel` names, locked in id order.
+/// that column `col` of `rel` names, locked in id order, after every application
+/// of [`lock_apps`]'s CTE (which the statement must define first): applications
+/// before sources, whatever order the planner joins them in, as an erasure takes
+/// them (`erasure::erase_step`), so the two cannot deadlock.
 pub(super) fn lock_sources(tenant: &str, rel: &str, col: &str) -> String {
     format!(
         "locked_sources AS (
+            -- An uncorrelated scalar subquery runs once, before the scan: every
+            -- application is locked before the first source is.
             SELECT s.id FROM sources s WHERE s.tenant_id = {tenant} AND s.id IN (SELECT {col} FROM {rel})
+              AND (SELECT count(*) FROM locked_apps) >= 0
             ORDER BY s.id FOR KEY SHARE
          )"
     )

@@ -16,6 +16,11 @@ const FRAGMENTS: [(&str, &str); 2] = [
     ("inbound_batch.rs: messages_of_admitted", "messages of events admit_batch and take_over_async wrote under locks"),
 ];
 
+/// Functions that lock their parent in a CTE of their own rather than through
+/// `store::parents`, each with where.
+const INLINE: [(&str, &str); 1] =
+    [("messages.rs: publish", "its `app` CTE, which resolves the application by id or uid, is `FOR KEY SHARE`")];
+
 /// The store's functions, each as (file: name, its text up to the next function).
 fn functions() -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -56,10 +61,18 @@ fn every_insert_into_a_hot_table_locks_its_parents() {
     let found = functions();
     for (name, body) in &found {
         let Some(table) = inserts_into_hot(body) else { continue };
-        let locks = body.contains("parents::lock_") || body.contains("FOR KEY SHARE");
-        if !locks && !FRAGMENTS.iter().any(|(f, _)| f == name) {
+        // The lock made, and used: a CTE no part of the statement reads is never run.
+        let used = |cte: &str| body.matches(cte).count() >= 1;
+        let locks = body.contains("parents::lock_") && (used("locked_apps") || used("locked_sources"));
+        let listed = FRAGMENTS.iter().chain(INLINE.iter()).any(|(f, _)| f == name);
+        if !locks && !listed {
             problems
                 .push(format!("crates/shared/src/store/{name}: inserts into `{table}` without locking its parents"));
+        }
+    }
+    for (f, _) in INLINE {
+        if !found.iter().any(|(name, body)| name == f && body.contains("FOR KEY SHARE")) {
+            problems.push(format!("tests/tests/e2e/tidy/parents.rs: INLINE names `{f}`, which locks nothing"));
         }
     }
     for (f, _) in FRAGMENTS {
