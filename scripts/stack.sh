@@ -114,9 +114,13 @@ up() {
     # Each test database is cloned from a template through the WAL (about 12 MB each):
     # a small WAL ceiling recycles it instead of keeping a gigabyte of it on disk.
     [ "$profile" = test ] && opts="$opts -c max_wal_size=128MB -c min_wal_size=32MB"
-    # Benchmarks keep Postgres durable (fsync, synchronous commit): the baseline and
-    # Hookgate pay the same commit cost. Memory settings suit the 24 GiB machine.
-    [ "$profile" = bench ] && opts="$opts -c shared_buffers=1GB -c max_wal_size=4GB -c checkpoint_timeout=15min"
+    # Benchmarks run the settings recommended for production (deploy/postgres.conf):
+    # durable (fsync, synchronous commit), so the baseline and Hookgate pay the same
+    # commit cost.
+    if [ "$profile" = bench ]; then
+      opts="$opts $(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]*=[[:space:]]*/=/' \
+        -e 's/^[[:space:]]*/-c /' "$root/deploy/postgres.conf" | tr '\n' ' ')"
+    fi
     # Profiling settings of one's own, such as preloading pg_stat_statements.
     [ "$profile" = bench ] && opts="$opts ${HOOKGATE_BENCH_PG_OPTIONS:-}"
     as_pg pg_ctl -D "$pgd" -l "$(dirname "$pgd")/postgres.log" -o "$opts" -w start >/dev/null
