@@ -87,6 +87,25 @@ pub const RETAINED: [&str; 7] = [
 ];
 
 impl Meter {
+    /// What Postgres is doing besides the statements of the moment: autovacuum
+    /// workers and statements running for over 50 ms, each as one short line.
+    pub async fn busy(&self) -> Vec<String> {
+        let rows = self
+            .db
+            .query(
+                "SELECT backend_type || ': ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 90)
+                    || ' (' || round(extract(epoch FROM now() - query_start) * 1000) || ' ms)'
+                 FROM pg_stat_activity
+                 WHERE state = 'active' AND pid <> pg_backend_pid()
+                   AND (backend_type = 'autovacuum worker'
+                        OR (backend_type = 'client backend' AND now() - query_start > interval '50 ms'
+                            AND wait_event IS DISTINCT FROM 'ClientRead'))",
+                &[],
+            )
+            .await;
+        rows.map(|rows| rows.iter().map(|r| r.get(0)).collect()).unwrap_or_default()
+    }
+
     /// The current WAL position, as Postgres prints it (for `pg_waldump -s/-e`).
     pub async fn lsn(&self) -> anyhow::Result<String> {
         Ok(self.db.query_one("SELECT pg_current_wal_lsn()::text", &[]).await?.get(0))

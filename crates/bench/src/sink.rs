@@ -25,6 +25,9 @@ pub struct Sink {
     /// Of those, the payloads stamped with `t` (whose lag is recorded).
     pub stamped: Arc<AtomicU64>,
     pub lag: Arc<Mutex<Histogram<u64>>>,
+    /// When each stamped payload that arrived more than 100 ms after it was sent
+    /// was sent (microseconds since the epoch), and its lag: where a step's p99 went.
+    pub late: Arc<Mutex<Vec<(u64, u64)>>>,
 }
 
 /// Microseconds since the epoch: payloads carry it as `t` when lag is measured.
@@ -42,6 +45,7 @@ impl Sink {
             failed: Arc::new(AtomicU64::new(0)),
             stamped: Arc::new(AtomicU64::new(0)),
             lag: Arc::new(Mutex::new(crate::load::histogram())),
+            late: Arc::default(),
         };
         let data = web::Data::new(sink.clone());
         let server = HttpServer::new(move || {
@@ -57,7 +61,11 @@ impl Sink {
                     s.received.fetch_add(1, Ordering::Relaxed);
                     if let Some(t) = stamp(&body) {
                         s.stamped.fetch_add(1, Ordering::Relaxed);
-                        let _ = s.lag.lock().expect("lag lock").record(now_micros().saturating_sub(t).max(1));
+                        let lag = now_micros().saturating_sub(t).max(1);
+                        let _ = s.lag.lock().expect("lag lock").record(lag);
+                        if lag > 100_000 {
+                            s.late.lock().expect("late lock").push((t, lag));
+                        }
                     }
                     HttpResponse::Ok().finish()
                 },
@@ -85,6 +93,7 @@ impl Sink {
 
     pub fn reset_lag(&self) {
         self.lag.lock().expect("lag lock").reset();
+        self.late.lock().expect("late lock").clear();
     }
 }
 

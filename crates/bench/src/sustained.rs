@@ -19,7 +19,7 @@ use crate::{
 const LAG_P99_MS: f64 = 100.0;
 
 /// One step of the ramp.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Step {
     /// Messages per second offered (half by ingress, half by the API).
     pub rate: f64,
@@ -31,6 +31,9 @@ pub struct Step {
     pub cpu: PerUnit,
     /// Wall time from the first send until the last delivery.
     pub busy: f64,
+    /// Where the lag went: the deliveries over 100 ms (when sent, seconds into
+    /// the step, and the worst lag) and what Postgres was busy with meanwhile.
+    pub late: String,
 }
 
 impl Step {
@@ -68,6 +71,7 @@ pub async fn run(
             best = Some(measured);
             rate *= 1.3;
         } else {
+            eprintln!("sustained: missed at {rate:.0}/s: {}", measured.late);
             first_miss = Some(measured);
             break;
         }
@@ -162,6 +166,18 @@ pub async fn one_step(
     let base = bed.sink.count();
     let before = bed.cpu(Some(worker)).await;
     let started = std::time::Instant::now();
+    let step_start = now_micros();
+    // What Postgres is busy with, every 200 ms while the step runs.
+    let watch = async {
+        let mut seen = Vec::new();
+        while started.elapsed() < window {
+            for line in bed.meter.busy().await {
+                seen.push((started.elapsed().as_secs_f64(), line));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        seen
+    };
     let ingress = {
         let (http, url) = (bed.http.clone(), in_url.to_owned());
         paced(rate / 2.0, window, 2048, move |n| {
@@ -177,7 +193,7 @@ pub async fn one_step(
             async move { req.send().await.is_ok_and(|r| r.status() == 202) }
         })
     };
-    let (a, b) = tokio::join!(ingress, api);
+    let ((a, b), seen) = tokio::join!(async { tokio::join!(ingress, api) }, watch);
     let accepted = a.accepted + b.accepted;
     let backlog = accepted.saturating_sub(bed.sink.count() - base);
     // A rate that builds a backlog is already a miss: give it a bounded time to drain.
@@ -189,7 +205,28 @@ pub async fn one_step(
     if drained.is_err() {
         p99_ms = f64::INFINITY;
     }
+    let late = bed.sink.late.lock().expect("late lock").clone();
+    let late = match late.iter().map(|(t, _)| *t).min().zip(late.iter().map(|(t, _)| *t).max()) {
+        None => String::new(),
+        Some((first, last)) => {
+            let at = |t: u64| t.saturating_sub(step_start) as f64 / 1e6;
+            let worst = late.iter().map(|(_, l)| *l).max().unwrap_or(0) as f64 / 1000.0;
+            let during: Vec<String> = seen
+                .iter()
+                .filter(|(s, _)| *s >= at(first) - 1.0 && *s <= at(last) + 0.5)
+                .map(|(s, line)| format!("{s:.1} s {line}"))
+                .collect();
+            format!(
+                "{} deliveries over 100 ms, sent {:.1}-{:.1} s into the step (worst {worst:.0} ms); Postgres meanwhile: {}",
+                late.len(),
+                at(first),
+                at(last),
+                if during.is_empty() { "nothing long".to_owned() } else { during.join("; ") }
+            )
+        }
+    };
     Ok(Step {
+        late,
         rate: a.rate + b.rate,
         p50_ms: lag.value_at_quantile(0.5) as f64 / 1000.0,
         p99_ms,

@@ -36,6 +36,11 @@ pub struct BatchRow {
     pub traceparent: Option<String>,
 }
 
+/// Whether an admitted event's body is stored only in its message: once the
+/// previous release, which reads the event's own copy, has gone (its contract,
+/// 0044, applied). One lookup per statement (an uncorrelated subquery).
+const ONE_COPY: &str = "EXISTS (SELECT 1 FROM hookgate_migrations WHERE version = '0044_lean_checks')";
+
 /// The CTEs that turn the admitted inbound rows of a CTE `ins` (returning `id,
 /// tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent`) into their
 /// messages and deliveries: the message's eventId is the inbound event's id, its
@@ -123,11 +128,18 @@ pub async fn admit_batch(
                 ORDER BY n
                 ON CONFLICT (tenant_id, source_id, key) DO NOTHING
                 RETURNING event_id
-             ), ins AS (
+             ), stored AS (
+                -- The body is stored once, in the message the event becomes: the
+                -- event's own copy stays empty and is read from the message.
                 INSERT INTO inbound_events (tenant_id, source_id, key, id, status, app_id, msg_id, event_type,
                     content_type, payload, traceparent)
-                SELECT $1, s, k, i, 'accepted', a, m, e, c, p, tp FROM input JOIN won ON won.event_id = input.i
-                RETURNING id, tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent
+                SELECT $1, s, k, i, 'accepted', a, m, e, c, CASE WHEN {ONE_COPY} THEN NULL ELSE p END, tp
+                FROM input JOIN won ON won.event_id = input.i
+                RETURNING id
+             ), ins AS (
+                SELECT i AS id, $1::text AS tenant_id, a AS app_id, m AS msg_id, k AS key, e AS event_type,
+                    c AS content_type, p AS payload, tp AS traceparent
+                FROM input JOIN stored ON stored.id = input.i
              ), {}
              SELECT i.id, COALESCE(d.eps, '{{}}') FROM ins i
              LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d
@@ -237,15 +249,17 @@ pub async fn take_over_async(db: &impl GenericClient, row: &BatchRow) -> Result<
         .query_opt(
             &format!(
                 "WITH input AS (SELECT $5::text AS a), {}, ins AS (
+                    -- The body goes to the message only (see `admit_batch`).
                     UPDATE inbound_events e SET status = 'accepted', msg_id = $4, app_id = $5, event_type = $6,
-                        content_type = $7, payload = $8, traceparent = $9, lease_until = NULL, lease_token = NULL
+                        content_type = $7, payload = CASE WHEN {ONE_COPY} THEN NULL ELSE $8 END, traceparent = $9,
+                        lease_until = NULL, lease_token = NULL
                     FROM inbound_keys k
                     WHERE k.tenant_id = $1 AND k.source_id = $2 AND k.key = ANY(ARRAY[$3, $10])
                       AND e.tenant_id = k.tenant_id AND e.source_id = k.source_id AND e.id = k.event_id
                       AND e.status = 'processing' AND e.lease_until < now()
                       AND EXISTS (SELECT 1 FROM locked_apps)
-                    RETURNING e.id, e.tenant_id, e.app_id, e.msg_id, e.key, e.event_type, e.content_type, e.payload,
-                        e.traceparent
+                    RETURNING e.id, e.tenant_id, e.app_id, e.msg_id, e.key, e.event_type, e.content_type,
+                        $8::bytea AS payload, e.traceparent
                  ), {}
                  SELECT id FROM ins",
                 super::parents::lock_apps("$1", "input", "a"),

@@ -67,8 +67,13 @@ pub struct Existing {
     pub age_secs: i64,
 }
 
-pub(super) const COLUMNS: &str =
-    "id, key, status, app_id, msg_id, event_type, content_type, payload, duplicates, received_at";
+/// The columns of an event, read from `inbound_events` named as such (no alias).
+/// An event forwarded as a message keeps no copy of its body: the message holds
+/// it (`inbound_batch`), and it is read from there, for as long as the message
+/// keeps it.
+pub(super) const COLUMNS: &str = "id, key, status, app_id, msg_id, event_type, content_type,
+    COALESCE(payload, (SELECT m.payload FROM messages m WHERE m.tenant_id = inbound_events.tenant_id
+        AND m.app_id = inbound_events.app_id AND m.id = inbound_events.msg_id)), duplicates, received_at";
 
 pub(super) fn from_row(r: &Row) -> InboundEvent {
     from_row_at(r, 0)
