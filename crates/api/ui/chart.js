@@ -38,7 +38,9 @@ export function deliveryChart(data, since, until, width) {
   const ticks = buckets
     .map((b, i) => ({ b, i }))
     .filter(({ b }) => new Date(b.at).getHours() % every === 0)
-    .map(({ b, i }) => s("text", { x: left + i * bw, y: H - 6 },
+    // A label too close to the right edge ends there instead of running past it
+    // (which scrolled a phone's page sideways when the hour it marks was recent).
+    .map(({ b, i }) => s("text", left + i * bw > W - 48 ? { x: W, y: H - 6, "text-anchor": "end" } : { x: left + i * bw, y: H - 6 },
       !day ? new Date(b.at).toLocaleDateString(undefined, { month: "short", day: "numeric" })
         : new Date(b.at).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" })));
   const summary = `${day ? "Last 24 hours" : `Last ${Math.round(hours / 24)} days`}: ${total.success} attempts delivered, ${total.fail} failed`;
