@@ -120,6 +120,11 @@ impl TestApp {
         self.http.request(method, self.url(path)).bearer_auth(key)
     }
 
+    /// The one number a query with one text parameter (`$1 = id`) answers, such as a `count(*)`.
+    pub async fn count(&self, sql: &str, id: &str) -> i64 {
+        self.db.client().await.query_one(sql, &[&id]).await.unwrap().get(0)
+    }
+
     /// POSTs `body` to `/in/{source}` as Stripe signs it now.
     pub async fn send_stripe(&self, source: &str, secret: &str, body: &str) -> reqwest::Response {
         self.http

@@ -12,10 +12,6 @@ use serde_json::json;
 
 const SECRET: &str = "whsec_parents";
 
-async fn count(app: &TestApp, sql: &str, id: &str) -> i64 {
-    app.db.client().await.query_one(sql, &[&id]).await.unwrap().get(0)
-}
-
 #[tokio::test]
 async fn a_source_deleted_while_events_arrive_leaves_no_key_or_event_behind() {
     let app = TestApp::spawn().await;
@@ -50,10 +46,10 @@ async fn a_source_deleted_while_events_arrive_leaves_no_key_or_event_behind() {
     // Late requests are refused; nothing is left under the source.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(app.send_stripe(&source, SECRET, r#"{"id":"evt_late","type":"t"}"#).await.status(), 404);
-    assert_eq!(count(&app, "SELECT count(*) FROM inbound_keys WHERE source_id = $1", &source).await, 0);
-    assert_eq!(count(&app, "SELECT count(*) FROM inbound_events WHERE source_id = $1", &source).await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM inbound_keys WHERE source_id = $1", &source).await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM inbound_events WHERE source_id = $1", &source).await, 0);
     // The messages admitted before were the application's, and stay.
-    assert!(count(&app, "SELECT count(*) FROM messages WHERE app_id = $1", &a).await >= accepted as i64);
+    assert!(app.count("SELECT count(*) FROM messages WHERE app_id = $1", &a).await >= accepted as i64);
 }
 
 #[tokio::test]
@@ -98,7 +94,7 @@ async fn an_application_erased_while_messages_arrive_leaves_no_row_behind() {
     };
     tokio::join!(join_all(publishers), join_all(admissions), erase);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while count(&app, "SELECT count(*) FROM applications WHERE id = $1", &a).await > 0 {
+    while app.count("SELECT count(*) FROM applications WHERE id = $1", &a).await > 0 {
         assert!(Instant::now() < deadline, "the erasure did not finish");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -106,7 +102,7 @@ async fn an_application_erased_while_messages_arrive_leaves_no_row_behind() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for table in ["messages", "deliveries", "attempts", "inbound_events"] {
         let sql = format!("SELECT count(*) FROM {table} WHERE app_id = $1");
-        assert_eq!(count(&app, &sql, &a).await, 0, "{table} of the erased application");
+        assert_eq!(app.count(&sql, &a).await, 0, "{table} of the erased application");
     }
-    assert_eq!(count(&app, "SELECT count(*) FROM inbound_keys WHERE source_id = $1", &source).await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM inbound_keys WHERE source_id = $1", &source).await, 0);
 }

@@ -12,10 +12,6 @@ use serde_json::{json, Value};
 
 const SECRET: &str = "whsec_retention";
 
-async fn count(app: &TestApp, sql: &str, id: &str) -> i64 {
-    app.db.client().await.query_one(sql, &[&id]).await.unwrap().get(0)
-}
-
 async fn set_retention(app: &TestApp, tenant: &str, retention: Value) -> Value {
     let res = app
         .admin(Method::PATCH, &format!("/admin/v1/tenant/{tenant}"))
@@ -69,10 +65,10 @@ async fn messages_past_their_tenants_retention_go_with_their_deliveries_and_atte
     assert_eq!(retention::prune_messages(&mut db, 90, 90, 500).await.unwrap(), 1);
     assert_eq!(retention::prune_messages(&mut db, 90, 90, 500).await.unwrap(), 0, "nothing else is due");
     for table in ["messages WHERE id", "deliveries WHERE msg_id", "attempts WHERE msg_id"] {
-        assert_eq!(count(&app, &format!("SELECT count(*) FROM {table} = $1"), &old).await, 0, "{table}: gone");
-        assert_eq!(count(&app, &format!("SELECT count(*) FROM {table} = $1"), &fresh).await, 1, "{table}: kept");
+        assert_eq!(app.count(&format!("SELECT count(*) FROM {table} = $1"), &old).await, 0, "{table}: gone");
+        assert_eq!(app.count(&format!("SELECT count(*) FROM {table} = $1"), &fresh).await, 1, "{table}: kept");
         assert_eq!(
-            count(&app, &format!("SELECT count(*) FROM {table} = $1"), &other).await,
+            app.count(&format!("SELECT count(*) FROM {table} = $1"), &other).await,
             1,
             "{table}: other tenant's default"
         );
@@ -124,12 +120,12 @@ async fn a_payload_past_its_payload_retention_reads_expired_and_cannot_be_resent
         .unwrap();
     assert_eq!(retention::expire_payloads(&mut db, 500).await.unwrap(), 1);
     assert_eq!(
-        count(&app, "SELECT count(*) FROM messages WHERE id = $1 AND payload IS NULL", &id).await,
+        app.count("SELECT count(*) FROM messages WHERE id = $1 AND payload IS NULL", &id).await,
         1,
         "the row stays, its payload is gone"
     );
     let kept_id = kept["id"].as_str().unwrap();
-    assert_eq!(count(&app, "SELECT count(*) FROM messages WHERE id = $1 AND payload IS NOT NULL", kept_id).await, 1);
+    assert_eq!(app.count("SELECT count(*) FROM messages WHERE id = $1 AND payload IS NOT NULL", kept_id).await, 1);
     assert_eq!(t.get(&format!("/api/v1/app/{a}/msg/{id}")).await["payload"], json!({"expired": true}));
     let res = t.req(Method::POST, &format!("/api/v1/app/{a}/msg/{id}/endpoint/{ep}/resend")).send().await.unwrap();
     assert_eq!(res.status(), 409, "an expired payload cannot be resent");
@@ -178,7 +174,7 @@ async fn inbound_retention_follows_the_source_then_the_tenant_then_the_default()
     assert_eq!(retention::prune_inbound_events(&mut db, 30, 30, 500).await.unwrap(), 1);
     assert_eq!(retention::prune_inbound_keys(&db, 30, 500).await.unwrap(), 1, "the window of its key ended");
     assert_eq!(
-        count(&app, "SELECT count(*) FROM inbound_events WHERE source_id = $1", &own_id).await,
+        app.count("SELECT count(*) FROM inbound_events WHERE source_id = $1", &own_id).await,
         1,
         "10 days: kept"
     );
@@ -225,7 +221,7 @@ async fn expunged_content_is_gone_from_the_database_so_that_pg_dump_holds_no_byt
     let dump = String::from_utf8_lossy(&pg_dump(&app.db.url)).into_owned();
     assert!(holds(&dump, &api_marker) && holds(&dump, &in_marker), "the dump sees payloads before the expunge");
     let in_msg =
-        count(&app, "SELECT count(*) FROM messages WHERE event_id = $1", event["eventId"].as_str().unwrap()).await;
+        app.count("SELECT count(*) FROM messages WHERE event_id = $1", event["eventId"].as_str().unwrap()).await;
     assert_eq!(in_msg, 1);
     let in_msg: String = app
         .db
@@ -277,7 +273,7 @@ async fn the_pruners_run_on_their_interval_and_count_what_they_remove() {
     let db = app.db.client().await;
     db.execute("UPDATE messages SET created_at = now() - interval '2 days' WHERE id = $1", &[&id]).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while count(&app, "SELECT count(*) FROM messages WHERE id = $1", &id).await > 0 {
+    while app.count("SELECT count(*) FROM messages WHERE id = $1", &id).await > 0 {
         assert!(std::time::Instant::now() < deadline, "the pruner did not remove the message");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -356,13 +352,13 @@ async fn erasing_a_customer_removes_its_application_and_everything_under_it() {
     let res = t.req(Method::DELETE, &format!("/api/v1/app/{erased}")).send().await.unwrap();
     assert_eq!(res.status(), 204);
     for table in ["messages", "deliveries", "attempts", "endpoints", "sources", "inbound_events"] {
-        let n = count(&app, &format!("SELECT count(*) FROM {table} WHERE app_id = $1"), &erased).await;
+        let n = app.count(&format!("SELECT count(*) FROM {table} WHERE app_id = $1"), &erased).await;
         assert_eq!(n, 0, "{table} of the erased application");
-        let n = count(&app, &format!("SELECT count(*) FROM {table} WHERE app_id = $1"), &kept).await;
+        let n = app.count(&format!("SELECT count(*) FROM {table} WHERE app_id = $1"), &kept).await;
         assert!(n > 0 || table == "sources" || table == "inbound_events", "{table} of the other application");
     }
-    assert_eq!(count(&app, "SELECT count(*) FROM applications WHERE id = $1", &erased).await, 0);
-    assert_eq!(count(&app, "SELECT count(*) FROM erasures WHERE app_id = $1", &erased).await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM applications WHERE id = $1", &erased).await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM erasures WHERE app_id = $1", &erased).await, 0);
     let dump = String::from_utf8_lossy(&pg_dump(&app.db.url)).into_owned();
     assert!(!dump.contains(&marker) && !dump.contains(&hex::encode(&marker)), "no byte of the customer's payloads");
     // The operator's call does the same, for the tenant's application it names.
@@ -371,7 +367,7 @@ async fn erasing_a_customer_removes_its_application_and_everything_under_it() {
     assert_eq!(res.status(), 404, "another tenant's application is not found");
     let res = app.admin(Method::DELETE, &format!("/admin/v1/tenant/{}/app/{kept}", t.id)).send().await.unwrap();
     assert_eq!(res.status(), 204);
-    assert_eq!(count(&app, "SELECT count(*) FROM messages WHERE app_id = $1", &kept).await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM messages WHERE app_id = $1", &kept).await, 0);
 }
 
 #[tokio::test]
@@ -406,19 +402,19 @@ async fn an_erasure_proceeds_in_bounded_steps_and_the_pruners_finish_it() {
         assert!(steps.len() < 10);
     }
     assert_eq!(steps, vec![2, 2], "at most a batch per step; the short last one ends it");
-    assert_eq!(count(&app, "SELECT count(*) FROM applications WHERE id = $1", &stepped).await, 0);
-    let successors = count(&app, "SELECT count(*) FROM applications WHERE uid = $1", "customer-1").await;
+    assert_eq!(app.count("SELECT count(*) FROM applications WHERE id = $1", &stepped).await, 0);
+    let successors = app.count("SELECT count(*) FROM applications WHERE uid = $1", "customer-1").await;
     assert_eq!(successors, 1, "the successor stays");
     // Requested and left: the pruners finish it.
     erasure::request_erasure(&db, &tenant, &hookgate_shared::ids::AppId::from_db(background.clone()), &caches)
         .await
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while count(&app, "SELECT count(*) FROM applications WHERE id = $1", &background).await > 0 {
+    while app.count("SELECT count(*) FROM applications WHERE id = $1", &background).await > 0 {
         assert!(std::time::Instant::now() < deadline, "the pruners did not finish the erasure");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(count(&app, "SELECT count(*) FROM messages WHERE app_id = $1", &background).await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM messages WHERE app_id = $1", &background).await, 0);
 }
 
 /// The FIFO and polling endpoints' log is kept as long as each tenant keeps its

@@ -61,9 +61,10 @@ fn every_insert_into_a_hot_table_locks_its_parents() {
     let found = functions();
     for (name, body) in &found {
         let Some(table) = inserts_into_hot(body) else { continue };
-        // The lock made, and used: a CTE no part of the statement reads is never run.
-        let used = |cte: &str| body.matches(cte).count() >= 1;
-        let locks = body.contains("parents::lock_") && (used("locked_apps") || used("locked_sources"));
+        // The lock made, and used (the CTE is defined in `parents.rs`, so its name here
+        // is a read of it): a CTE no part of the statement reads is never run.
+        let locks =
+            body.contains("parents::lock_") && (body.contains("locked_apps") || body.contains("locked_sources"));
         let listed = FRAGMENTS.iter().chain(INLINE.iter()).any(|(f, _)| f == name);
         if !locks && !listed {
             problems
