@@ -202,6 +202,11 @@ pub async fn watch(state: AppState) {
     let Some(replica) = state.replica.clone() else { return };
     let max = state.config.replica_max_lag;
     let mut samples = Samples { kept: VecDeque::new(), keep: max * 2 + Duration::from_secs(5) };
+    // Every member has its gauge from the start, so a dashboard (or a test)
+    // reading before the first round ends sees each replica, not some of them.
+    for member in replica.members() {
+        state.metrics.replica_in_use.with_label_values(&[&member.name]).set(i64::from(member.usable()));
+    }
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

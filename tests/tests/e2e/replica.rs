@@ -32,16 +32,19 @@ async fn gauge(app: &TestApp, name: &str) -> f64 {
 }
 
 async fn gauge_of(app: &TestApp, name: &str, port: Option<u16>) -> f64 {
+    found(app, name, port).await.unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// A replica gauge's value, or `None` while the process has not reported it
+/// yet (the watcher's first round runs a moment after the server starts).
+async fn found(app: &TestApp, name: &str, port: Option<u16>) -> Option<f64> {
     let text = app.http.get(app.metrics_url()).send().await.unwrap().text().await.unwrap();
     let label = port.map(|p| format!("{name}{{replica=\"127.0.0.1:{p}\"}} "));
-    let line = text
-        .lines()
-        .find(|l| match &label {
-            Some(label) => l.starts_with(label.as_str()),
-            None => l.starts_with(&format!("{name}{{")),
-        })
-        .unwrap_or_else(|| panic!("{name} missing"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
+    let line = text.lines().find(|l| match &label {
+        Some(label) => l.starts_with(label.as_str()),
+        None => l.starts_with(&format!("{name}{{")),
+    })?;
+    Some(line.rsplit(' ').next().unwrap().parse().unwrap())
 }
 
 async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
@@ -66,7 +69,7 @@ async fn lists_are_read_on_the_replica_while_it_keeps_up_and_on_the_primary_when
     let a = t.application().await;
     let first = t.message(&a, "a.b", json!({"n": 1})).await["id"].as_str().unwrap().to_owned();
     until("the replica is read and has the first message", async || {
-        gauge(&app, "hookgate_replica_in_use").await == 1.0 && listed(&app, &t.key, &a).await == vec![first.clone()]
+        found(&app, "hookgate_replica_in_use", None).await == Some(1.0) && listed(&app, &t.key, &a).await == vec![first.clone()]
     })
     .await;
 
@@ -118,7 +121,7 @@ async fn a_replica_url_naming_another_database_is_refused_and_never_read() {
     let t = app.tenant().await;
     let a = t.application().await;
     let id = t.message(&a, "a.b", json!({"n": 1})).await["id"].as_str().unwrap().to_owned();
-    until("the check has run", async || gauge(&app, "hookgate_replica_lag_seconds").await == -1.0).await;
+    until("the check has run", async || found(&app, "hookgate_replica_lag_seconds", None).await == Some(-1.0)).await;
     for _ in 0..10 {
         assert_eq!(gauge(&app, "hookgate_replica_in_use").await, 0.0);
         assert_eq!(listed(&app, &t.key, &a).await, vec![id.clone()], "read on the primary");
@@ -144,8 +147,8 @@ async fn with_two_replicas_one_stopped_the_other_serves_the_reads() {
     let a = t.application().await;
     let first = t.message(&a, "a.b", json!({"n": 1})).await["id"].as_str().unwrap().to_owned();
     until("both replicas are read and have the first message", async || {
-        gauge_of(&app, "hookgate_replica_in_use", Some(one.port)).await == 1.0
-            && gauge_of(&app, "hookgate_replica_in_use", Some(two.port)).await == 1.0
+        found(&app, "hookgate_replica_in_use", Some(one.port)).await == Some(1.0)
+            && found(&app, "hookgate_replica_in_use", Some(two.port)).await == Some(1.0)
             && listed(&app, &t.key, &a).await == vec![first.clone()]
     })
     .await;
