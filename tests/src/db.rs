@@ -81,10 +81,12 @@ async fn ensure_template(admin: &Client, base: &str) {
         admin.batch_execute(&format!("CREATE DATABASE {TEMPLATE}")).await.unwrap();
     }
     // Migrating each time is cheap when nothing is pending, and keeps a template
-    // left by an earlier run up to date.
+    // left by an earlier run up to date, its contracts included: no process of an
+    // older release ever uses the template.
     let (mut client, conn) = tokio_postgres::connect(&with_database(base, TEMPLATE), NoTls).await.unwrap();
     let task = tokio::spawn(conn);
-    hookgate_shared::migrate::run(&mut client, hookgate_shared::migrate::Switch::Hold)
+    use hookgate_shared::migrate::{self, Contracts, Switch};
+    migrate::run_list(&mut client, migrate::MIGRATIONS, None, Switch::Hold, Contracts::Apply)
         .await
         .expect("migrations apply to the template");
     drop(client);

@@ -31,6 +31,7 @@ mod modes;
 mod otel;
 mod own_servers;
 mod parents;
+mod partition_indexes;
 mod partitions;
 mod paths;
 mod pg_tls;

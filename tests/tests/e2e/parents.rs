@@ -1,4 +1,4 @@
-//! The hot tables have no foreign keys (migration 0044): deleting a source or
+//! The hot tables have no foreign keys (migration 0045): deleting a source or
 //! erasing an application under load still leaves no row of theirs behind, since
 //! every writer locks the parents it writes under and the deletions take the
 //! parent first, then what is under it.

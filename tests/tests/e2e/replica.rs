@@ -69,7 +69,8 @@ async fn lists_are_read_on_the_replica_while_it_keeps_up_and_on_the_primary_when
     let a = t.application().await;
     let first = t.message(&a, "a.b", json!({"n": 1})).await["id"].as_str().unwrap().to_owned();
     until("the replica is read and has the first message", async || {
-        found(&app, "hookgate_replica_in_use", None).await == Some(1.0) && listed(&app, &t.key, &a).await == vec![first.clone()]
+        found(&app, "hookgate_replica_in_use", None).await == Some(1.0)
+            && listed(&app, &t.key, &a).await == vec![first.clone()]
     })
     .await;
 

@@ -275,6 +275,8 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("erasure::pending_erasures", "maintenance: the pruners finish the erasures every tenant requested"),
     ("erasure::erasures_pending", "the pending-erasures gauge is one operator metric over all tenants"),
     ("retention_stats::stats", "the retention gauges are operator metrics over all tenants"),
+    ("partition_indexes::is_partitioned", "the migration runner's: a table of the schema, not a tenant's"),
+    ("partition_indexes::build", "the migration runner's: an index of the schema, over every tenant's rows"),
     ("partitions::list", "a partition holds the rows of every tenant; partitions are the schema's, not a tenant's"),
     ("partitions::ensure", "a partition holds the rows of every tenant; partitions are the schema's, not a tenant's"),
     ("partitions::create", "a partition holds the rows of every tenant; partitions are the schema's, not a tenant's"),

@@ -24,7 +24,7 @@ pub struct Canceled {
 }
 
 /// Cancels up to `limit` pending deliveries to the endpoint of messages with ids
-/// in `(after, before)`, in message id order (the `deliveries_endpoint` index).
+/// in `(after, before)`, in message id order (the `deliveries_by_endpoint` index).
 /// `before` is the id floor of the request's `createdBefore`.
 pub async fn cancel_batch(
     db: &impl GenericClient,

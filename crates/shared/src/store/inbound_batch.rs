@@ -38,8 +38,8 @@ pub struct BatchRow {
 
 /// Whether an admitted event's body is stored only in its message: once the
 /// previous release, which reads the event's own copy, has gone (its contract,
-/// 0044, applied). One lookup per statement (an uncorrelated subquery).
-const ONE_COPY: &str = "EXISTS (SELECT 1 FROM hookgate_migrations WHERE version = '0044_lean_checks')";
+/// 0045, applied). One lookup per statement (an uncorrelated subquery).
+const ONE_COPY: &str = "EXISTS (SELECT 1 FROM hookgate_migrations WHERE version = '0045_lean_checks')";
 
 /// The CTEs that turn the admitted inbound rows of a CTE `ins` (returning `id,
 /// tenant_id, app_id, msg_id, key, event_type, content_type, payload, traceparent`) into their

@@ -54,6 +54,7 @@ pub mod operational;
 pub mod page;
 mod parents;
 pub mod partition_export;
+pub mod partition_indexes;
 pub mod partitions;
 pub mod poller_tokens;
 pub mod poller_v2;

@@ -1,5 +1,5 @@
 //! The parent rows a statement writes under, locked once per statement: what the
-//! hot tables' foreign keys held, before migration 0044 took them away.
+//! hot tables' foreign keys held, before migration 0045 took them away.
 //!
 //! A statement that inserts into `messages`, `deliveries`, `attempts`,
 //! `inbound_events` or `inbound_keys` locks the applications (or sources) it

@@ -3,7 +3,7 @@
 
 use super::{report, rust_files};
 
-/// The tables whose foreign keys migration 0044 took away.
+/// The tables whose foreign keys migration 0045 took away.
 const HOT: [&str; 5] = ["messages", "deliveries", "attempts", "inbound_events", "inbound_keys"];
 
 /// Functions that return a part of a statement (a CTE's text), not a statement:

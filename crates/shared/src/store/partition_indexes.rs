@@ -1,0 +1,104 @@
+//! An index on a partitioned table built without blocking writes, for the
+//! migration runner: Postgres has no `CREATE INDEX CONCURRENTLY` on a
+//! partitioned table, so the parent's index is made empty (`ON ONLY`, invalid
+//! until every partition has its own), each partition's is built concurrently
+//! and attached, and the parent's turns valid with the last.
+
+use std::time::Duration;
+
+use tokio_postgres::{error::SqlState, Client};
+
+use super::{partitions, StoreError};
+
+/// Whether `table` (in the current schema) is partitioned: the runner builds its
+/// `CREATE INDEX CONCURRENTLY` with [`build`].
+pub async fn is_partitioned(client: &Client, table: &str) -> Result<bool, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT c.relkind = 'p' FROM pg_class c
+             WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace",
+            &[&table],
+        )
+        .await?;
+    Ok(row.is_some_and(|r| r.get(0)))
+}
+
+/// Builds index `name` on partitioned `table` with `definition` (what follows
+/// the table in `CREATE INDEX`: the columns, a `WHERE`). Re-runnable from any
+/// point it stopped at: an invalid partition index left by a failed build is
+/// dropped and built again, a valid one is attached, and partitions made while
+/// it runs are found by the next round (a partition made after the parent's
+/// index exists gets its own when attached), and one being detached or dropped
+/// (past retention) is left alone. Fails if the parent's index is not valid at
+/// the end, so the migration is not recorded as done and is run again.
+pub async fn build(client: &Client, name: &str, table: &str, definition: &str) -> Result<(), StoreError> {
+    let (name, table) = (partitions::checked(name)?, partitions::checked(table)?);
+    let suffix = name.strip_prefix(table).and_then(|s| s.strip_prefix('_')).unwrap_or(name);
+    // Instant: an empty index on the parent alone. Its lock (SHARE, on the parent
+    // only) waits for the writes in flight, and writers queue behind it meanwhile.
+    briefly(client, &format!("CREATE INDEX IF NOT EXISTS {name} ON ONLY {table} {definition}")).await?;
+    for _round in 0..8 {
+        // Partitions without an index attached to `name`, and whether one of the
+        // name this build gives them is there already (valid or not).
+        let missing = client
+            .query(
+                "SELECT c.relname::text, x.indisvalid
+                 FROM pg_inherits i
+                 JOIN pg_class c ON c.oid = i.inhrelid
+                 LEFT JOIN pg_class xi ON xi.relname = c.relname || '_' || $3
+                      AND xi.relnamespace = c.relnamespace AND xi.relkind = 'i'
+                 LEFT JOIN pg_index x ON x.indexrelid = xi.oid
+                 WHERE i.inhparent = $1::text::regclass AND NOT i.inhdetachpending
+                   AND NOT EXISTS (
+                       SELECT 1 FROM pg_index ci JOIN pg_inherits ii ON ii.inhrelid = ci.indexrelid
+                       WHERE ci.indrelid = c.oid AND ii.inhparent = $2::text::regclass)",
+                &[&table, &name, &suffix],
+            )
+            .await?;
+        if missing.is_empty() {
+            break;
+        }
+        for row in &missing {
+            let partition = partitions::checked(row.get(0))?.to_owned();
+            let own = format!("{partition}_{suffix}");
+            if row.get::<_, Option<bool>>(1) == Some(false) {
+                client.batch_execute(&format!("DROP INDEX CONCURRENTLY IF EXISTS {own}")).await?;
+            }
+            let build = format!("CREATE INDEX CONCURRENTLY IF NOT EXISTS {own} ON {partition} {definition}");
+            match client.batch_execute(&build).await {
+                // Dropped meanwhile (past retention): nothing to attach.
+                Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => continue,
+                done => done?,
+            }
+            briefly(client, &format!("ALTER INDEX {name} ATTACH PARTITION {own}")).await?;
+        }
+    }
+    let valid: bool = client
+        .query_one("SELECT indisvalid FROM pg_index WHERE indexrelid = $1::text::regclass", &[&name])
+        .await?
+        .get(0);
+    match valid {
+        true => Ok(()),
+        false => Err(StoreError::Corrupt(format!("index {name} on {table} is not valid after its build"))),
+    }
+}
+
+/// Runs a statement whose lock is instant once granted, waiting at most a second
+/// for it (so writers queue behind it no longer than that) and trying again a
+/// little later, up to a minute in all, when the wait runs out.
+async fn briefly(client: &Client, statement: &str) -> Result<(), StoreError> {
+    let mut tries = 0;
+    loop {
+        client.batch_execute("SET lock_timeout = '1s'").await?;
+        let done = client.batch_execute(statement).await;
+        // Reset whatever happened: the concurrent builds must wait as long as they need.
+        client.batch_execute("RESET lock_timeout").await?;
+        match done {
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) && tries < 30 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            other => return Ok(other?),
+        }
+    }
+}
