@@ -19,6 +19,10 @@
 -- `inbound_events_source_received` served the pruning of a source's events by
 -- age and the oldest event's age; both read the primary key now (ids are
 -- ordered by time, and a bound on the id also skips whole partitions).
+-- Each drop locks its table and every partition for an instant; writers queue
+-- behind the request while it waits, so it waits at most a second, and a
+-- contract that times out is tried again at the workers' next look.
+SET LOCAL lock_timeout = '1s';
 ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_app_fkey;
 ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_app_fkey;
 ALTER TABLE attempts DROP CONSTRAINT IF EXISTS attempts_app_fkey;

@@ -6,7 +6,7 @@
 use chrono::{Duration, Utc};
 use hookgate_shared::{
     migrate::{self, Contracts, Switch, MIGRATIONS},
-    store::partitions,
+    store::{partition_indexes, partitions},
 };
 use hookgate_tests::TestDb;
 use tokio_postgres::Client;
@@ -41,6 +41,8 @@ async fn an_index_on_a_partitioned_table_is_built_on_every_partition_and_a_faile
     let db = TestDb::empty().await;
     let mut client = db.client().await;
     migrate::run_until(&mut client, Some("0043"), Switch::Apply).await.unwrap();
+    assert!(partition_indexes::is_partitioned(&client, "deliveries").await.unwrap());
+    assert!(!partition_indexes::is_partitioned(&client, "inbound_keys").await.unwrap(), "built the usual way");
     let parts = attached(&client, "deliveries", "deliveries_endpoint").await;
     assert!(parts.len() >= 3, "partitions are there to build on: {parts:?}");
     // A build that died midway: one partition's index left behind invalid.
@@ -63,10 +65,9 @@ async fn an_index_on_a_partitioned_table_is_built_on_every_partition_and_a_faile
     }
     let rebuilt: String =
         client.query_one("SELECT pg_get_indexdef($1::text::regclass)", &[&broken]).await.unwrap().get(0);
-    assert!(rebuilt.contains("(endpoint_id, msg_id)"), "the leftover was built again, not kept: {rebuilt}");
-    assert_eq!(valid(&client, "inbound_events_by_app").await, Some(true));
+    assert!(rebuilt.contains("(tenant_id, endpoint_id, msg_id)"), "the leftover was built again, not kept: {rebuilt}");
     assert_eq!(valid(&client, "inbound_keys_by_source").await, Some(true));
-    for wide in ["deliveries_endpoint", "inbound_events_app", "inbound_keys_received"] {
+    for wide in ["deliveries_endpoint", "inbound_keys_received"] {
         assert_eq!(valid(&client, wide).await, None, "{wide} is dropped by the contract");
     }
 
@@ -93,4 +94,37 @@ async fn an_index_on_a_partitioned_table_is_built_on_every_partition_and_a_faile
         .map(|r| r.get(0))
         .collect();
     assert!(plan.iter().any(|l| l.contains("_by_endpoint")), "{plan:#?}");
+}
+
+/// Postgres checks a partitioned index's validity only when a partition's index
+/// is attached: a build that stopped with one partition left, which retention
+/// then dropped, left nothing to attach, and the parent invalid for good.
+#[tokio::test]
+async fn a_build_whose_last_unindexed_partition_was_dropped_meanwhile_ends_valid() {
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run_until(&mut client, Some("0043"), Switch::Apply).await.unwrap();
+    let parts = attached(&client, "deliveries", "deliveries_endpoint").await;
+    let (last, rest) = parts.split_last().unwrap();
+    client
+        .batch_execute("CREATE INDEX deliveries_by_endpoint ON ONLY deliveries (tenant_id, endpoint_id, msg_id)")
+        .await
+        .unwrap();
+    for (partition, _, _) in rest {
+        client
+            .batch_execute(&format!(
+                "CREATE INDEX {partition}_by_endpoint ON {partition} (tenant_id, endpoint_id, msg_id);
+                 ALTER INDEX deliveries_by_endpoint ATTACH PARTITION {partition}_by_endpoint"
+            ))
+            .await
+            .unwrap();
+    }
+    client
+        .batch_execute(&format!("ALTER TABLE deliveries DETACH PARTITION {0}; DROP TABLE {0}", last.0))
+        .await
+        .unwrap();
+    assert_eq!(valid(&client, "deliveries_by_endpoint").await, Some(false), "the state a re-run meets");
+
+    migrate::run_list(&mut client, MIGRATIONS, None, Switch::Apply, Contracts::Apply).await.unwrap();
+    assert_eq!(valid(&client, "deliveries_by_endpoint").await, Some(true));
 }

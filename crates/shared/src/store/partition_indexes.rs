@@ -25,12 +25,12 @@ pub async fn is_partitioned(client: &Client, table: &str) -> Result<bool, StoreE
 
 /// Builds index `name` on partitioned `table` with `definition` (what follows
 /// the table in `CREATE INDEX`: the columns, a `WHERE`). Re-runnable from any
-/// point it stopped at: an invalid partition index left by a failed build is
-/// dropped and built again, a valid one is attached, and partitions made while
-/// it runs are found by the next round (a partition made after the parent's
-/// index exists gets its own when attached), and one being detached or dropped
-/// (past retention) is left alone. Fails if the parent's index is not valid at
-/// the end, so the migration is not recorded as done and is run again.
+/// point it stopped at: a partition's index of the name this build gives it but
+/// not attached (a failed build's, valid or not) is dropped and built again;
+/// partitions made while it runs are found by the next round (one made after the
+/// parent's index exists gets its own when attached); one being detached, or
+/// dropped meanwhile (past retention), is left alone. Fails if the parent's index
+/// is not valid at the end, so the migration is not recorded and is run again.
 pub async fn build(client: &Client, name: &str, table: &str, definition: &str) -> Result<(), StoreError> {
     let (name, table) = (partitions::checked(name)?, partitions::checked(table)?);
     let suffix = name.strip_prefix(table).and_then(|s| s.strip_prefix('_')).unwrap_or(name);
@@ -38,21 +38,16 @@ pub async fn build(client: &Client, name: &str, table: &str, definition: &str) -
     // only) waits for the writes in flight, and writers queue behind it meanwhile.
     briefly(client, &format!("CREATE INDEX IF NOT EXISTS {name} ON ONLY {table} {definition}")).await?;
     for _round in 0..8 {
-        // Partitions without an index attached to `name`, and whether one of the
-        // name this build gives them is there already (valid or not).
+        // Partitions without an index attached to `name`.
         let missing = client
             .query(
-                "SELECT c.relname::text, x.indisvalid
-                 FROM pg_inherits i
-                 JOIN pg_class c ON c.oid = i.inhrelid
-                 LEFT JOIN pg_class xi ON xi.relname = c.relname || '_' || $3
-                      AND xi.relnamespace = c.relnamespace AND xi.relkind = 'i'
-                 LEFT JOIN pg_index x ON x.indexrelid = xi.oid
+                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                  WHERE i.inhparent = $1::text::regclass AND NOT i.inhdetachpending
                    AND NOT EXISTS (
                        SELECT 1 FROM pg_index ci JOIN pg_inherits ii ON ii.inhrelid = ci.indexrelid
-                       WHERE ci.indrelid = c.oid AND ii.inhparent = $2::text::regclass)",
-                &[&table, &name, &suffix],
+                       WHERE ci.indrelid = c.oid AND ii.inhparent = $2::text::regclass)
+                 ORDER BY 1",
+                &[&table, &name],
             )
             .await?;
         if missing.is_empty() {
@@ -61,10 +56,13 @@ pub async fn build(client: &Client, name: &str, table: &str, definition: &str) -
         for row in &missing {
             let partition = partitions::checked(row.get(0))?.to_owned();
             let own = format!("{partition}_{suffix}");
-            if row.get::<_, Option<bool>>(1) == Some(false) {
-                client.batch_execute(&format!("DROP INDEX CONCURRENTLY IF EXISTS {own}")).await?;
+            // Postgres would cut a longer name, and find another index by it.
+            if own.len() > 63 {
+                return Err(StoreError::Corrupt(format!("index name {own} is longer than Postgres keeps")));
             }
-            let build = format!("CREATE INDEX CONCURRENTLY IF NOT EXISTS {own} ON {partition} {definition}");
+            // Each its own statement: a string of two would run as one transaction.
+            client.batch_execute(&format!("DROP INDEX CONCURRENTLY IF EXISTS {own}")).await?;
+            let build = format!("CREATE INDEX CONCURRENTLY {own} ON {partition} {definition}");
             match client.batch_execute(&build).await {
                 // Dropped meanwhile (past retention): nothing to attach.
                 Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => continue,
@@ -73,19 +71,37 @@ pub async fn build(client: &Client, name: &str, table: &str, definition: &str) -
             briefly(client, &format!("ALTER INDEX {name} ATTACH PARTITION {own}")).await?;
         }
     }
-    let valid: bool = client
-        .query_one("SELECT indisvalid FROM pg_index WHERE indexrelid = $1::text::regclass", &[&name])
-        .await?
-        .get(0);
-    match valid {
+    if !valid(client, name).await? {
+        // Postgres checks the parent's validity only when a partition's index is
+        // attached: after the last partition without one was dropped instead,
+        // attaching one already attached checks it again.
+        let attached = client
+            .query_opt(
+                "SELECT ci.relname::text FROM pg_inherits ii JOIN pg_class ci ON ci.oid = ii.inhrelid
+                 WHERE ii.inhparent = $1::text::regclass ORDER BY 1 LIMIT 1",
+                &[&name],
+            )
+            .await?;
+        if let Some(row) = attached {
+            let own = partitions::checked(row.get(0))?.to_owned();
+            briefly(client, &format!("ALTER INDEX {name} ATTACH PARTITION {own}")).await?;
+        }
+    }
+    match valid(client, name).await? {
         true => Ok(()),
         false => Err(StoreError::Corrupt(format!("index {name} on {table} is not valid after its build"))),
     }
 }
 
+async fn valid(client: &Client, index: &str) -> Result<bool, StoreError> {
+    let sql = "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::text::regclass";
+    Ok(client.query_one(sql, &[&index]).await?.get(0))
+}
+
 /// Runs a statement whose lock is instant once granted, waiting at most a second
-/// for it (so writers queue behind it no longer than that) and trying again a
-/// little later, up to a minute in all, when the wait runs out.
+/// for it (so writers queue behind it no longer than that) and trying again two
+/// seconds later, up to 20 times, when the wait runs out (a long transaction on
+/// the table: the migration then fails, to be run again, rather than stall on).
 async fn briefly(client: &Client, statement: &str) -> Result<(), StoreError> {
     let mut tries = 0;
     loop {
@@ -94,9 +110,9 @@ async fn briefly(client: &Client, statement: &str) -> Result<(), StoreError> {
         // Reset whatever happened: the concurrent builds must wait as long as they need.
         client.batch_execute("RESET lock_timeout").await?;
         match done {
-            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) && tries < 30 => {
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) && tries < 20 => {
                 tries += 1;
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
             }
             other => return Ok(other?),
         }
