@@ -34,6 +34,7 @@ mod parents;
 mod partition_indexes;
 mod partitions;
 mod paths;
+mod payload_once;
 mod pg_tls;
 mod poison;
 mod portal;
