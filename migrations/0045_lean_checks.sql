@@ -20,9 +20,11 @@
 -- age and the oldest event's age; both read the primary key now (ids are
 -- ordered by time, and a bound on the id also skips whole partitions).
 -- Each drop locks its table and every partition for an instant; writers queue
--- behind the request while it waits, so it waits at most a second, and a
--- contract that times out is tried again at the workers' next look.
+-- behind the request while it waits, so each lock is waited for at most a
+-- second and each statement at most two, and a contract that times out is
+-- tried again at the workers' next look.
 SET LOCAL lock_timeout = '1s';
+SET LOCAL statement_timeout = '2s';
 ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_app_fkey;
 ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_app_fkey;
 ALTER TABLE attempts DROP CONSTRAINT IF EXISTS attempts_app_fkey;
