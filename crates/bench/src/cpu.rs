@@ -88,18 +88,25 @@ pub const RETAINED: [&str; 7] = [
 
 impl Meter {
     /// What Postgres is doing besides the statements of the moment: autovacuum
-    /// workers and statements running for over 50 ms, each as one short line.
+    /// workers, statements running for over 50 ms and background writes to disk
+    /// in progress, each as one short line with what it waits on.
     pub async fn busy(&self) -> Vec<String> {
         let rows = self
             .db
             .query(
-                "SELECT backend_type || ': ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 90)
-                    || ' (' || round(extract(epoch FROM now() - query_start) * 1000) || ' ms)'
+                // What each waits on too: a stall of the disk shows as statements
+                // (and their COMMITs) waiting on WAL I/O at once, not as work.
+                "SELECT backend_type || COALESCE(': ' || left(regexp_replace(NULLIF(query, ''), '\\s+', ' ', 'g'), 90), '')
+                    || ' (' || concat_ws(', ', round(extract(epoch FROM now() - query_start) * 1000) || ' ms',
+                                         'waiting ' || wait_event_type || ':' || wait_event) || ')'
                  FROM pg_stat_activity
-                 WHERE state = 'active' AND pid <> pg_backend_pid()
-                   AND (backend_type = 'autovacuum worker'
+                 WHERE pid <> pg_backend_pid()
+                   AND ((state = 'active' AND (backend_type = 'autovacuum worker'
                         OR (backend_type = 'client backend' AND now() - query_start > interval '50 ms'
-                            AND wait_event IS DISTINCT FROM 'ClientRead'))",
+                            AND wait_event IS DISTINCT FROM 'ClientRead')))
+                     -- The WAL writer or checkpointer in the middle of a write or a flush.
+                     OR (backend_type IN ('walwriter', 'checkpointer', 'background writer')
+                         AND wait_event_type = 'IO'))",
                 &[],
             )
             .await;

@@ -232,11 +232,11 @@ async fn apply_pending(
                 let statements =
                     statements(sql).map_err(|e| StoreError::Corrupt(format!("migration {version}: {e}")))?;
                 for statement in &statements {
-                    let on_partitioned = match concurrent_index(statement) {
+                    let on_partitioned = match partition_indexes::concurrent_index(statement) {
                         Some((_, table, _)) => partition_indexes::is_partitioned(client, table).await?,
                         None => false,
                     };
-                    match concurrent_index(statement) {
+                    match partition_indexes::concurrent_index(statement) {
                         Some((name, table, definition)) if on_partitioned => {
                             partition_indexes::build(client, name, table, definition).await?
                         }
@@ -316,21 +316,6 @@ async fn extend_cutover(client: &Client) -> Result<Option<chrono::DateTime<chron
         tracing::info!("the partitioning cutover moved on while the switch waits");
     }
     Ok(client.query_opt("SELECT below FROM hookgate_partition_cutover", &[]).await?.map(|r| r.get(0)))
-}
-
-/// `CREATE INDEX CONCURRENTLY name ON table rest;` as its name, table and the
-/// rest (without the `;`), comments dropped; `None` for any other statement.
-/// On a partitioned table the runner builds it partition by partition
-/// ([`partition_indexes::build`]), as Postgres cannot.
-fn concurrent_index(statement: &str) -> Option<(&str, &str, &str)> {
-    let code = statement.lines().find(|l| !l.trim_start().starts_with("--") && !l.trim().is_empty())?;
-    let at = statement.find(code)?;
-    let rest = statement[at..].trim().strip_suffix(';')?;
-    let rest = rest.strip_prefix("CREATE INDEX CONCURRENTLY ")?;
-    let (name, rest) = rest.split_once(" ON ")?;
-    let (table, definition) = rest.trim_start().split_once(' ')?;
-    let plain = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    (plain(name.trim()) && plain(table)).then(|| (name.trim(), table, definition.trim()))
 }
 
 /// A no-transaction migration's statements: each ends with `;` as the last
@@ -450,16 +435,6 @@ mod tests {
     }
 
     #[test]
-    fn a_concurrent_index_statement_reads_as_its_name_table_and_definition() {
-        let st = "-- why\nCREATE INDEX CONCURRENTLY deliveries_by_endpoint ON deliveries (endpoint_id, msg_id);";
-        assert_eq!(concurrent_index(st), Some(("deliveries_by_endpoint", "deliveries", "(endpoint_id, msg_id)")));
-        let st = "CREATE INDEX CONCURRENTLY q ON deliveries (a)\n    WHERE status IN (1, 3);";
-        assert_eq!(concurrent_index(st), Some(("q", "deliveries", "(a)\n    WHERE status IN (1, 3)")));
-        assert_eq!(concurrent_index("DROP INDEX CONCURRENTLY IF EXISTS q;"), None);
-        assert_eq!(concurrent_index("CREATE INDEX CONCURRENTLY \"Q\" ON t (a);"), None, "only plain names");
-    }
-
-    #[test]
     fn every_no_transaction_migration_splits_and_is_rerunnable() {
         for (version, sql) in MIGRATIONS.iter().filter(|(_, s)| s.starts_with(NO_TRANSACTION)) {
             let all = statements(sql).unwrap_or_else(|e| panic!("{version}: {e}"));
@@ -473,8 +448,8 @@ mod tests {
                     .to_uppercase();
                 assert!(!code.contains("CREATE INDEX") || code.contains("CONCURRENTLY"), "{version}: {st}");
                 // On a partitioned table the runner's own build drops what a failed one left.
-                let partitioned =
-                    concurrent_index(st).is_some_and(|(_, t, _)| crate::store::partitions::family(t).is_some());
+                let partitioned = crate::store::partition_indexes::concurrent_index(st)
+                    .is_some_and(|(_, t, _)| crate::store::partitions::family(t).is_some());
                 if code.contains("CREATE INDEX") && !partitioned {
                     let name = code.split_whitespace().skip_while(|w| *w != "CONCURRENTLY").nth(1).unwrap_or_default();
                     let dropped = all

@@ -10,6 +10,21 @@ use tokio_postgres::{error::SqlState, Client};
 
 use super::{partitions, StoreError};
 
+/// `CREATE INDEX CONCURRENTLY name ON table rest;` as its name, table and the
+/// rest (without the `;`), comments dropped; `None` for any other statement.
+/// On a partitioned table the runner builds it partition by partition
+/// ([`build`]), as Postgres cannot.
+pub fn concurrent_index(statement: &str) -> Option<(&str, &str, &str)> {
+    let code = statement.lines().find(|l| !l.trim_start().starts_with("--") && !l.trim().is_empty())?;
+    let at = statement.find(code)?;
+    let rest = statement[at..].trim().strip_suffix(';')?;
+    let rest = rest.strip_prefix("CREATE INDEX CONCURRENTLY ")?;
+    let (name, rest) = rest.split_once(" ON ")?;
+    let (table, definition) = rest.trim_start().split_once(' ')?;
+    let plain = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    (plain(name.trim()) && plain(table)).then(|| (name.trim(), table, definition.trim()))
+}
+
 /// Whether `table` (in the current schema) is partitioned: the runner builds its
 /// `CREATE INDEX CONCURRENTLY` with [`build`].
 pub async fn is_partitioned(client: &Client, table: &str) -> Result<bool, StoreError> {
@@ -116,5 +131,20 @@ async fn briefly(client: &Client, statement: &str) -> Result<(), StoreError> {
             }
             other => return Ok(other?),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_concurrent_index_statement_reads_as_its_name_table_and_definition() {
+        let st = "-- why\nCREATE INDEX CONCURRENTLY deliveries_by_endpoint ON deliveries (endpoint_id, msg_id);";
+        assert_eq!(concurrent_index(st), Some(("deliveries_by_endpoint", "deliveries", "(endpoint_id, msg_id)")));
+        let st = "CREATE INDEX CONCURRENTLY q ON deliveries (a)\n    WHERE status IN (1, 3);";
+        assert_eq!(concurrent_index(st), Some(("q", "deliveries", "(a)\n    WHERE status IN (1, 3)")));
+        assert_eq!(concurrent_index("DROP INDEX CONCURRENTLY IF EXISTS q;"), None);
+        assert_eq!(concurrent_index("CREATE INDEX CONCURRENTLY \"Q\" ON t (a);"), None, "only plain names");
     }
 }
