@@ -14,7 +14,7 @@ use hookgate_shared::{
     store::{
         inbound_batch::{self, BatchRow},
         queues::{Hint, Queue},
-        StoreError,
+        sources, StoreError,
     },
     trace, AppState,
 };
@@ -31,16 +31,24 @@ const COMMITTERS: usize = 4;
 /// than that (`shared::batch`).
 const GATHER: std::time::Duration = std::time::Duration::from_millis(4);
 
-/// Why a batched admission failed; `unavailable` maps to 503.
+/// Why a batched admission failed; `unavailable` maps to 503, `source_gone`
+/// (the source was deleted while the request was in flight) to 404.
 #[derive(Debug, Clone)]
 pub struct CommitError {
     pub unavailable: bool,
+    pub source_gone: bool,
     pub detail: String,
+}
+
+impl CommitError {
+    fn unavailable(detail: impl Into<String>) -> Self {
+        CommitError { unavailable: true, source_gone: false, detail: detail.into() }
+    }
 }
 
 impl From<StoreError> for CommitError {
     fn from(e: StoreError) -> Self {
-        CommitError { unavailable: e.is_unavailable(), detail: e.to_string() }
+        CommitError { unavailable: e.is_unavailable(), source_gone: false, detail: e.to_string() }
     }
 }
 
@@ -70,7 +78,7 @@ impl GroupCommit {
         // While workers fall behind, admission waits its turn (refused as busy,
         // 503, if that is more than a moment away: the provider retries).
         if self.state.admission.wait(&c.source.tenant_id).await.is_err() {
-            return Err(CommitError { unavailable: true, detail: "delivery is behind; retry shortly".into() });
+            return Err(CommitError::unavailable("delivery is behind; retry shortly"));
         }
         let row = BatchRow {
             tenant_id: c.source.tenant_id.clone(),
@@ -89,7 +97,7 @@ impl GroupCommit {
         self.batcher
             .submit((row, c.retention_days))
             .await
-            .unwrap_or_else(|| Err(CommitError { unavailable: true, detail: "committers stopped".into() }))
+            .unwrap_or_else(|| Err(CommitError::unavailable("committers stopped")))
     }
 }
 
@@ -218,8 +226,9 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
                 // A repeat of a key this batch admitted: its original is this batch's row.
                 None if admitted[i] => Ok(Admitted::Duplicate(Some(rows[i].id.clone()), Layer::Postgres)),
                 // The original could not be read (the lookup failed, or it was pruned
-                // since the insert lost): never a 2xx without the event it repeats.
-                None => Err(unreadable_original(lookup_failed)),
+                // since the insert lost, or its source was deleted meanwhile): never a
+                // 2xx without the event it repeats.
+                None => Err(unexplained(state, &row, lookup_failed).await),
             }
         };
         answers.push(answer);
@@ -264,13 +273,30 @@ async fn duplicate_of(state: &AppState, row: &BatchRow) -> Result<Admitted, Comm
     match ids.into_iter().next().flatten() {
         Some(e) if e.status == InboundStatus::Processing => Ok(Admitted::InFlight),
         Some(e) => Ok(Admitted::Duplicate(Some(e.id), Layer::Postgres)),
-        None => Err(unreadable_original(false)),
+        None => Err(unexplained(state, row, false).await),
     }
+}
+
+/// A row neither admitted nor answered by an original: its source was deleted
+/// while the request was in flight (its parents' lock found no source: 404, as
+/// the request's retry would answer), or the original is unreadable (503).
+async fn unexplained(state: &AppState, row: &BatchRow, lookup_failed: bool) -> CommitError {
+    if !lookup_failed {
+        let found = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            sources::get(&**conn, &row.tenant_id, &row.source_id).await
+        })
+        .await;
+        if let Ok(None) = found {
+            return CommitError { unavailable: false, source_gone: true, detail: "the source was deleted".into() };
+        }
+    }
+    unreadable_original(lookup_failed)
 }
 
 /// The answer to a copy whose original could not be read: 503, so the provider
 /// retries and is then told the event's id (or, if it was pruned meanwhile, admitted).
 fn unreadable_original(lookup_failed: bool) -> CommitError {
     let why = if lookup_failed { "could not be read" } else { "is gone" };
-    CommitError { unavailable: true, detail: format!("the event this copy repeats {why}; retry") }
+    CommitError::unavailable(format!("the event this copy repeats {why}; retry"))
 }

@@ -37,6 +37,8 @@ enum Refusal {
     KeyMissing(String),
     BadRequest(String),
     Unavailable,
+    /// The source was deleted while the request was in flight: 404, as its retry gets.
+    SourceGone,
     Internal(String),
 }
 
@@ -48,6 +50,7 @@ impl Refusal {
             Refusal::Signature(_) => "invalid_signature",
             Refusal::KeyMissing(_) | Refusal::BadRequest(_) => "bad_request",
             Refusal::Unavailable | Refusal::CertificateUnavailable(_) => "unavailable",
+            Refusal::SourceGone => "not_found",
             Refusal::Internal(_) => "error",
         }
     }
@@ -58,7 +61,9 @@ impl Refusal {
             Refusal::Signature(_) => Some(Counter::RejectedSignature),
             Refusal::TooLarge(_) | Refusal::KeyMissing(_) | Refusal::BadRequest(_) => Some(Counter::RejectedInvalid),
             Refusal::Quota(_) => Some(Counter::RejectedQuota),
-            Refusal::Unavailable | Refusal::CertificateUnavailable(_) | Refusal::Internal(_) => None,
+            Refusal::Unavailable | Refusal::CertificateUnavailable(_) | Refusal::Internal(_) | Refusal::SourceGone => {
+                None
+            }
         }
     }
 
@@ -77,6 +82,7 @@ impl Refusal {
             }
             Refusal::BadRequest(detail) => ApiError::BadRequest(detail),
             Refusal::Unavailable => ApiError::Unavailable,
+            Refusal::SourceGone => ApiError::NotFound("source"),
             Refusal::Internal(e) => ApiError::Internal(e),
         }
     }
@@ -385,12 +391,10 @@ async fn handle(
         if source.mode == Mode::Sync {
             Ok(admit::admit_sync(state, forwarder, candidate).await?)
         } else {
-            group.admit(candidate).await.map_err(|e| {
-                if e.unavailable {
-                    Refusal::Unavailable
-                } else {
-                    Refusal::Internal(e.detail)
-                }
+            group.admit(candidate).await.map_err(|e| match e {
+                _ if e.source_gone => Refusal::SourceGone,
+                _ if e.unavailable => Refusal::Unavailable,
+                _ => Refusal::Internal(e.detail),
             })
         }
     }
