@@ -13,7 +13,7 @@ use hookgate_shared::{
     redis::{Redis, Script},
     store::{
         inbound_events::{self, Lease, NewInbound},
-        sources::Source,
+        sources::{self, Source},
         StoreError,
     },
     AppState,
@@ -44,6 +44,9 @@ pub enum Admitted {
     InFlight,
     /// Sync mode: an endpoint did not take it; the row is released for the retry.
     ForwardFailed,
+    /// The source was deleted while the request was in flight: nothing was
+    /// admitted, and the answer is the 404 its retry would get.
+    SourceGone,
 }
 
 /// A keyed event ready to admit.
@@ -223,6 +226,11 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
         }
     })
     .await?;
+    // Not the owner any more because the source was deleted meanwhile (its events
+    // with it): the answer is the 404 the retry would get.
+    if !still_owner && source_gone(state, src).await {
+        return Ok(Admitted::SourceGone);
+    }
     match (ok, still_owner) {
         (true, true) => {
             remember_for(&state.redis, &src.tenant_id, &c.key, &evt, window_secs(c.retention_days)).await;
@@ -236,6 +244,16 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
         }
         (false, _) => Ok(Admitted::ForwardFailed),
     }
+}
+
+/// Whether `src` is deleted (false when that cannot be read now).
+async fn source_gone(state: &AppState, src: &Source) -> bool {
+    let found = db::bounded(state.db_budget(), async {
+        let conn = db::conn(&state.db).await?;
+        sources::get(&**conn, &src.tenant_id, &src.id).await
+    })
+    .await;
+    matches!(found, Ok(None))
 }
 
 /// Takes the event's `processing` row: `Ok((id, the key it is stored under))`
@@ -285,6 +303,12 @@ async fn claim_sync(
             }
             Some(_) => return Ok(Err(Admitted::InFlight)),
         }
+    }
+    // Neither admitted nor a copy of another twice: the insert finds no source to
+    // lock once the source is deleted.
+    let conn = db::conn(pool).await?;
+    if sources::get(&**conn, &src.tenant_id, &src.id).await?.is_none() {
+        return Ok(Err(Admitted::SourceGone));
     }
     Ok(Err(Admitted::InFlight))
 }

@@ -31,24 +31,22 @@ const COMMITTERS: usize = 4;
 /// than that (`shared::batch`).
 const GATHER: std::time::Duration = std::time::Duration::from_millis(4);
 
-/// Why a batched admission failed; `unavailable` maps to 503, `source_gone`
-/// (the source was deleted while the request was in flight) to 404.
+/// Why a batched admission failed; `unavailable` maps to 503.
 #[derive(Debug, Clone)]
 pub struct CommitError {
     pub unavailable: bool,
-    pub source_gone: bool,
     pub detail: String,
 }
 
 impl CommitError {
     fn unavailable(detail: impl Into<String>) -> Self {
-        CommitError { unavailable: true, source_gone: false, detail: detail.into() }
+        CommitError { unavailable: true, detail: detail.into() }
     }
 }
 
 impl From<StoreError> for CommitError {
     fn from(e: StoreError) -> Self {
-        CommitError { unavailable: e.is_unavailable(), source_gone: false, detail: e.to_string() }
+        CommitError { unavailable: e.is_unavailable(), detail: e.to_string() }
     }
 }
 
@@ -201,6 +199,7 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
     };
     let mut winners = Vec::new();
     let mut answers = Vec::with_capacity(jobs.len());
+    let mut gone = Gone::new();
     // Keys a sync-mode request left `processing` (the source switched to async):
     // in flight while its lease runs, then taken over and admitted here.
     let mut abandoned = Vec::new();
@@ -228,7 +227,7 @@ async fn commit_jobs(state: &AppState, metrics: &EgressMetrics, jobs: Vec<Job>) 
                 // The original could not be read (the lookup failed, or it was pruned
                 // since the insert lost, or its source was deleted meanwhile): never a
                 // 2xx without the event it repeats.
-                None => Err(unexplained(state, &row, lookup_failed).await),
+                None => unexplained(state, &row, lookup_failed, &mut gone).await,
             }
         };
         answers.push(answer);
@@ -273,25 +272,38 @@ async fn duplicate_of(state: &AppState, row: &BatchRow) -> Result<Admitted, Comm
     match ids.into_iter().next().flatten() {
         Some(e) if e.status == InboundStatus::Processing => Ok(Admitted::InFlight),
         Some(e) => Ok(Admitted::Duplicate(Some(e.id), Layer::Postgres)),
-        None => Err(unexplained(state, row, false).await),
+        None => unexplained(state, row, false, &mut HashMap::new()).await,
     }
 }
 
+/// Whether each source a batch looked up is gone (looked up once per batch).
+type Gone = HashMap<(TenantId, SourceId), bool>;
+
 /// A row neither admitted nor answered by an original: its source was deleted
-/// while the request was in flight (its parents' lock found no source: 404, as
-/// the request's retry would answer), or the original is unreadable (503).
-async fn unexplained(state: &AppState, row: &BatchRow, lookup_failed: bool) -> CommitError {
-    if !lookup_failed {
+/// while the request was in flight (its parents' lock found no source: the 404
+/// the request's retry would get), or the original is unreadable (503).
+async fn unexplained(
+    state: &AppState,
+    row: &BatchRow,
+    lookup_failed: bool,
+    gone: &mut Gone,
+) -> Result<Admitted, CommitError> {
+    if lookup_failed {
+        return Err(unreadable_original(true));
+    }
+    let k = (row.tenant_id.clone(), row.source_id.clone());
+    if !gone.contains_key(&k) {
         let found = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             sources::get(&**conn, &row.tenant_id, &row.source_id).await
         })
         .await;
-        if let Ok(None) = found {
-            return CommitError { unavailable: false, source_gone: true, detail: "the source was deleted".into() };
-        }
+        gone.insert(k.clone(), matches!(found, Ok(None)));
     }
-    unreadable_original(lookup_failed)
+    match gone[&k] {
+        true => Ok(Admitted::SourceGone),
+        false => Err(unreadable_original(false)),
+    }
 }
 
 /// The answer to a copy whose original could not be read: 503, so the provider

@@ -159,6 +159,7 @@ async fn emit(
     };
     match group.admit(candidate).await {
         Ok(Admitted::Accepted(_) | Admitted::Duplicate(..)) => Ok(()),
+        Ok(Admitted::SourceGone) => Err(Emit::Failed("the source was deleted".into())),
         Ok(_) => Err(Emit::Failed("in flight".into())),
         Err(e) => Err(Emit::Failed(e.detail)),
     }

@@ -37,8 +37,6 @@ enum Refusal {
     KeyMissing(String),
     BadRequest(String),
     Unavailable,
-    /// The source was deleted while the request was in flight: 404, as its retry gets.
-    SourceGone,
     Internal(String),
 }
 
@@ -50,7 +48,6 @@ impl Refusal {
             Refusal::Signature(_) => "invalid_signature",
             Refusal::KeyMissing(_) | Refusal::BadRequest(_) => "bad_request",
             Refusal::Unavailable | Refusal::CertificateUnavailable(_) => "unavailable",
-            Refusal::SourceGone => "not_found",
             Refusal::Internal(_) => "error",
         }
     }
@@ -61,9 +58,7 @@ impl Refusal {
             Refusal::Signature(_) => Some(Counter::RejectedSignature),
             Refusal::TooLarge(_) | Refusal::KeyMissing(_) | Refusal::BadRequest(_) => Some(Counter::RejectedInvalid),
             Refusal::Quota(_) => Some(Counter::RejectedQuota),
-            Refusal::Unavailable | Refusal::CertificateUnavailable(_) | Refusal::Internal(_) | Refusal::SourceGone => {
-                None
-            }
+            Refusal::Unavailable | Refusal::CertificateUnavailable(_) | Refusal::Internal(_) => None,
         }
     }
 
@@ -82,7 +77,6 @@ impl Refusal {
             }
             Refusal::BadRequest(detail) => ApiError::BadRequest(detail),
             Refusal::Unavailable => ApiError::Unavailable,
-            Refusal::SourceGone => ApiError::NotFound("source"),
             Refusal::Internal(e) => ApiError::Internal(e),
         }
     }
@@ -256,6 +250,8 @@ async fn receive_at(
                         detail: "this event is being processed by another request; retry later".into(),
                     });
                 }
+                // Counted as the 404 of an unknown source is: by the HTTP metrics only.
+                Admitted::SourceGone => return Err(ApiError::NotFound("source")),
                 Admitted::ForwardFailed => {
                     metrics.request(tenant, "forward_failed");
                     return Err(ApiError::Coded {
@@ -391,10 +387,12 @@ async fn handle(
         if source.mode == Mode::Sync {
             Ok(admit::admit_sync(state, forwarder, candidate).await?)
         } else {
-            group.admit(candidate).await.map_err(|e| match e {
-                _ if e.source_gone => Refusal::SourceGone,
-                _ if e.unavailable => Refusal::Unavailable,
-                _ => Refusal::Internal(e.detail),
+            group.admit(candidate).await.map_err(|e| {
+                if e.unavailable {
+                    Refusal::Unavailable
+                } else {
+                    Refusal::Internal(e.detail)
+                }
             })
         }
     }
