@@ -9,7 +9,7 @@ use hookgate_egress::deliver::forward::{Event, Forwarder};
 use hookgate_shared::status::InboundStatus;
 use hookgate_shared::{
     db,
-    ids::{InboundEventId, TenantId},
+    ids::{InboundEventId, SourceId, TenantId},
     redis::{Redis, Script},
     store::{
         inbound_events::{self, Lease, NewInbound},
@@ -228,7 +228,7 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
     .await?;
     // Not the owner any more because the source was deleted meanwhile (its events
     // with it): the answer is the 404 the retry would get.
-    if !still_owner && source_gone(state, src).await {
+    if !still_owner && source_gone(state, &src.tenant_id, &src.id).await {
         return Ok(Admitted::SourceGone);
     }
     match (ok, still_owner) {
@@ -246,11 +246,11 @@ pub async fn admit_sync(state: &AppState, forwarder: &Forwarder, c: Candidate<'_
     }
 }
 
-/// Whether `src` is deleted (false when that cannot be read now).
-async fn source_gone(state: &AppState, src: &Source) -> bool {
+/// Whether the tenant's source is deleted (false when that cannot be read now).
+pub(crate) async fn source_gone(state: &AppState, tenant: &TenantId, source: &SourceId) -> bool {
     let found = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
-        sources::get(&**conn, &src.tenant_id, &src.id).await
+        sources::get(&**conn, tenant, source).await
     })
     .await;
     matches!(found, Ok(None))

@@ -14,7 +14,7 @@ use hookgate_shared::{
     store::{
         inbound_batch::{self, BatchRow},
         queues::{Hint, Queue},
-        sources, StoreError,
+        StoreError,
     },
     trace, AppState,
 };
@@ -293,12 +293,7 @@ async fn unexplained(
     }
     let k = (row.tenant_id.clone(), row.source_id.clone());
     if !gone.contains_key(&k) {
-        let found = db::bounded(state.db_budget(), async {
-            let conn = db::conn(&state.db).await?;
-            sources::get(&**conn, &row.tenant_id, &row.source_id).await
-        })
-        .await;
-        gone.insert(k.clone(), matches!(found, Ok(None)));
+        gone.insert(k.clone(), admit::source_gone(state, &row.tenant_id, &row.source_id).await);
     }
     match gone[&k] {
         true => Ok(Admitted::SourceGone),

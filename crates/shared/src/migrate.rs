@@ -232,15 +232,15 @@ async fn apply_pending(
                 let statements =
                     statements(sql).map_err(|e| StoreError::Corrupt(format!("migration {version}: {e}")))?;
                 for statement in &statements {
-                    let on_partitioned = match partition_indexes::concurrent_index(statement) {
-                        Some((_, table, _)) => partition_indexes::is_partitioned(client, table).await?,
-                        None => false,
+                    let partitioned = match partition_indexes::concurrent_index(statement) {
+                        Some(index) if partition_indexes::is_partitioned(client, index.1).await? => Some(index),
+                        _ => None,
                     };
-                    match partition_indexes::concurrent_index(statement) {
-                        Some((name, table, definition)) if on_partitioned => {
+                    match partitioned {
+                        Some((name, table, definition)) => {
                             partition_indexes::build(client, name, table, definition).await?
                         }
-                        _ => client
+                        None => client
                             .batch_execute(statement)
                             .await
                             .map_err(|e| StoreError::Migration { version: version.to_string(), source: e })?,

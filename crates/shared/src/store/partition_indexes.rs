@@ -21,8 +21,7 @@ pub fn concurrent_index(statement: &str) -> Option<(&str, &str, &str)> {
     let rest = rest.strip_prefix("CREATE INDEX CONCURRENTLY ")?;
     let (name, rest) = rest.split_once(" ON ")?;
     let (table, definition) = rest.trim_start().split_once(' ')?;
-    let plain = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    (plain(name.trim()) && plain(table)).then(|| (name.trim(), table, definition.trim()))
+    Some((partitions::checked(name.trim()).ok()?, partitions::checked(table).ok()?, definition.trim()))
 }
 
 /// Whether `table` (in the current schema) is partitioned: the runner builds its
