@@ -5,6 +5,7 @@
 mod admin;
 mod archive;
 mod at_rest;
+mod attempt_headers;
 mod audit;
 mod bounds;
 mod chaos;

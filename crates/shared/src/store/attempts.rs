@@ -59,7 +59,9 @@ fn from_row(r: &Row) -> Attempt {
         response: r.get(7),
         response_duration_ms: r.get(8),
         created_at: r.get(9),
-        request_headers: r.get(10),
+        request_headers: r
+            .get::<_, Option<serde_json::Value>>(10)
+            .map(|h| super::attempt_headers::read(h, r.get::<_, &str>(1))),
     }
 }
 

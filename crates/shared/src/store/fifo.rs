@@ -305,6 +305,9 @@ pub async fn end(
     .await?;
     let Some(a) = attempt else { return Ok(true) };
     let ids: Vec<String> = a.msg_ids.iter().map(|_| AttemptId::generate().to_string()).collect();
+    // One request for several messages: its ids are not each row's, so kept as sent.
+    let headers =
+        super::attempt_headers::stored(&a.request_headers, None, super::attempt_headers::compact_allowed(tx).await?);
     // One attempt per message of the batch, counted in the tenant's usage as any
     // attempt is (the request's bytes once, on its first message).
     let sql = format!(
@@ -336,7 +339,7 @@ pub async fn end(
             &a.status_code,
             &a.response,
             &a.duration_ms,
-            &a.request_headers,
+            &headers,
             &a.bytes,
             &a.msg_ids.first().cloned().unwrap_or_default(),
         ],

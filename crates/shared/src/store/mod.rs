@@ -24,6 +24,7 @@ macro_rules! per_tenant {
 
 pub mod api_keys;
 pub mod applications;
+mod attempt_headers;
 pub mod attempts;
 pub mod audit;
 pub mod broadcast;

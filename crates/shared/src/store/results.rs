@@ -125,6 +125,11 @@ async fn attempts(
     }
     let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
     let a = |o: &Outcome| o.attempt.clone().expect("filtered");
+    let compact = super::attempt_headers::compact_allowed(&**tx).await?;
+    let headers: Vec<String> = attempted
+        .iter()
+        .map(|o| super::attempt_headers::stored(&a(o).request_headers, Some(o.msg_id.as_str()), compact))
+        .collect();
     let statement = tx
         .prepare_cached(&format!(
             "WITH u AS (
@@ -170,7 +175,7 @@ async fn attempts(
             &attempted.iter().map(|o| a(o).status_code).collect::<Vec<i16>>(),
             &attempted.iter().map(|o| a(o).response).collect::<Vec<_>>(),
             &attempted.iter().map(|o| a(o).duration_ms).collect::<Vec<i64>>(),
-            &attempted.iter().map(|o| a(o).request_headers).collect::<Vec<_>>(),
+            &headers,
             &lo,
             &hi,
             &attempted.iter().map(|o| a(o).bytes).collect::<Vec<i64>>(),
