@@ -1,6 +1,9 @@
 //! The send side's metrics (listed in `docs/operations.md`), registered into the process registry.
 
-use hookgate_shared::metrics::Metrics;
+use hookgate_shared::{
+    metrics::Metrics,
+    status::{Delivery, EndpointKind},
+};
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts};
 
 #[derive(Clone)]
@@ -86,7 +89,8 @@ impl EgressMetrics {
         r.register(Box::new(m.destinations.clone())).expect("registered once");
         // Present from the start (at 0), so a dashboard or an alert reading it
         // finds the series before the first hand-over.
-        for kind in ["rabbitMq", "postgres", "sqs", "sns", "eventBridge", "amazonS3", "fifoEndpoint"] {
+        let sent = |k: &EndpointKind| matches!(k.delivery(), Delivery::HandOver | Delivery::Batches);
+        for kind in EndpointKind::ALL.iter().filter(|k| sent(k)).filter_map(|k| k.type_name()) {
             m.destinations.with_label_values(&[kind, "success"]);
         }
         m

@@ -173,61 +173,76 @@ impl Serialize for InboundStatus {
     }
 }
 
-/// What an endpoint row delivers to: an HTTP receiver, or a destination of
-/// another kind (stored as `endpoints.kind`; Svix's destination `type` names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EndpointKind {
-    Http,
-    RabbitMq,
-    Postgres,
-    Sqs,
-    Sns,
-    EventBridge,
-    AmazonS3,
-    FifoEndpoint,
-    PollingEndpoint,
+/// How an endpoint of a kind gets its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// One HTTP request per delivery, signed.
+    Request,
+    /// One delivery at a time, handed to a broker, a database or a cloud service.
+    HandOver,
+    /// Read in order from the endpoint's log (`sink_log`), sent in batches.
+    Batches,
+    /// Read in order from the endpoint's log by the customer (`/poller`); never sent.
+    Polled,
+}
+
+/// The kinds table: each kind of endpoint row, its stored code (`endpoints.kind`,
+/// never reused), Svix's destination `type` for it and how it is delivered.
+/// Adding a kind is a row here and its file in the egress crate's
+/// `destinations/` (whose own table a test holds to this one).
+macro_rules! endpoint_kinds {
+    ($($(#[$doc:meta])* $kind:ident = $code:literal, $name:expr, $delivery:ident;)*) => {
+        /// What an endpoint row delivers to: an HTTP receiver, or a destination of
+        /// another kind.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EndpointKind {
+            $($(#[$doc])* $kind = $code,)*
+        }
+
+        impl EndpointKind {
+            pub const ALL: &'static [EndpointKind] = &[$(EndpointKind::$kind),*];
+
+            /// Svix's destination `type`; `None` for a plain HTTP endpoint.
+            pub fn type_name(self) -> Option<&'static str> {
+                match self {
+                    $(EndpointKind::$kind => $name,)*
+                }
+            }
+
+            pub fn delivery(self) -> Delivery {
+                match self {
+                    $(EndpointKind::$kind => Delivery::$delivery,)*
+                }
+            }
+        }
+    };
+}
+
+endpoint_kinds! {
+    Http = 0, None, Request;
+    RabbitMq = 1, Some("rabbitMq"), HandOver;
+    Postgres = 2, Some("postgres"), HandOver;
+    Sqs = 3, Some("sqs"), HandOver;
+    Sns = 4, Some("sns"), HandOver;
+    EventBridge = 5, Some("eventBridge"), HandOver;
+    AmazonS3 = 6, Some("amazonS3"), HandOver;
+    FifoEndpoint = 7, Some("fifoEndpoint"), Batches;
+    PollingEndpoint = 8, Some("pollingEndpoint"), Polled;
 }
 
 impl EndpointKind {
-    const ALL: [EndpointKind; 9] = [
-        EndpointKind::Http,
-        EndpointKind::RabbitMq,
-        EndpointKind::Postgres,
-        EndpointKind::Sqs,
-        EndpointKind::Sns,
-        EndpointKind::EventBridge,
-        EndpointKind::AmazonS3,
-        EndpointKind::FifoEndpoint,
-        EndpointKind::PollingEndpoint,
-    ];
-
     pub const fn code(self) -> i16 {
         self as i16
     }
 
     /// A stored kind; the table's CHECK admits only these codes.
     pub fn from_db(code: i16) -> Self {
-        Self::ALL.get(code as usize).copied().unwrap_or(EndpointKind::Http)
-    }
-
-    /// Svix's destination `type`; `None` for a plain HTTP endpoint.
-    pub fn type_name(self) -> Option<&'static str> {
-        Some(match self {
-            EndpointKind::Http => return None,
-            EndpointKind::RabbitMq => "rabbitMq",
-            EndpointKind::Postgres => "postgres",
-            EndpointKind::Sqs => "sqs",
-            EndpointKind::Sns => "sns",
-            EndpointKind::EventBridge => "eventBridge",
-            EndpointKind::AmazonS3 => "amazonS3",
-            EndpointKind::FifoEndpoint => "fifoEndpoint",
-            EndpointKind::PollingEndpoint => "pollingEndpoint",
-        })
+        Self::ALL.iter().copied().find(|k| k.code() == code).unwrap_or(EndpointKind::Http)
     }
 
     /// The kind a destination `type` names, if Hookgate knows it.
     pub fn from_type_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.type_name() == Some(name))
+        Self::ALL.iter().copied().find(|k| k.type_name() == Some(name))
     }
 
     pub fn is_destination(self) -> bool {
@@ -235,9 +250,17 @@ impl EndpointKind {
     }
 
     /// Read in order from a log (`sink_log`) rather than sent one delivery at a
-    /// time: FIFO and polling endpoints. The fan-out's SQL says the same (`kind >= 7`).
+    /// time: FIFO and polling endpoints.
     pub fn is_sink(self) -> bool {
-        matches!(self, EndpointKind::FifoEndpoint | EndpointKind::PollingEndpoint)
+        matches!(self.delivery(), Delivery::Batches | Delivery::Polled)
+    }
+
+    /// The codes of the kinds `which` picks, as SQL's `(…)` list for `kind IN …`:
+    /// the only way SQL names kinds (a tidy test holds it), so a new kind is
+    /// never taken for another by a comparison of numbers.
+    pub fn sql_set(which: impl Fn(EndpointKind) -> bool) -> String {
+        let codes: Vec<String> = Self::ALL.iter().filter(|k| which(**k)).map(|k| k.code().to_string()).collect();
+        format!("({})", codes.join(", "))
     }
 }
 
@@ -247,13 +270,15 @@ mod tests {
 
     #[test]
     fn every_endpoint_kind_reads_back_from_its_code_and_its_type_name() {
-        for k in EndpointKind::ALL {
+        for &k in EndpointKind::ALL {
             assert_eq!(EndpointKind::from_db(k.code()), k);
             if let Some(name) = k.type_name() {
                 assert_eq!(EndpointKind::from_type_name(name), Some(k));
             }
         }
         assert_eq!(EndpointKind::from_type_name("clickhouse"), None);
+        assert_eq!(EndpointKind::sql_set(EndpointKind::is_sink), "(7, 8)");
+        assert_eq!(EndpointKind::sql_set(|k| k == EndpointKind::Http), "(0)");
     }
 
     #[test]

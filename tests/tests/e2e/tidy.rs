@@ -5,6 +5,7 @@
 //! rewording that line or by the exception list next to the rule, never by deleting the rule.
 //! `TIDY_ROOT` points them at another checkout (a scratch copy to try a rule on).
 
+mod kinds;
 mod parents;
 mod routes;
 

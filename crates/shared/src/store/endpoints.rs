@@ -233,7 +233,8 @@ pub async fn matching(
     let sql = format!(
         "SELECT {cols} FROM endpoints e,
             (SELECT $1::text AS tenant_id, $2::text AS app_id, $3::text AS event_type, NULL::text[] AS channels) m
-         WHERE e.kind = 0 AND {}",
+         WHERE e.kind IN {} AND {}",
+        EndpointKind::sql_set(|k| k == EndpointKind::Http),
         fanout::MATCHES
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &event_type]).await?;
@@ -271,8 +272,9 @@ pub async fn list(
     let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let sql = format!(
         "SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND ($3::text IS NULL OR id {cmp} $3)
-            AND (kind <> 0) = $5
-         ORDER BY id {dir} LIMIT $4"
+            AND (kind NOT IN {http}) = $5
+         ORDER BY id {dir} LIMIT $4",
+        http = EndpointKind::sql_set(|k| k == EndpointKind::Http)
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &key, &page.fetch_limit(), &destinations]).await?;
     Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |e| e.id.to_string()))
@@ -455,7 +457,8 @@ pub async fn all_http(
     let cols = COLUMNS.split(',').map(|c| format!("e.{}", c.trim())).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "SELECT e.app_id, {cols} FROM endpoints e JOIN applications a ON a.tenant_id = e.tenant_id AND a.id = e.app_id
-         WHERE e.tenant_id = $1 AND e.kind = 0 AND NOT a.operational ORDER BY e.app_id, e.id LIMIT $2"
+         WHERE e.tenant_id = $1 AND e.kind IN {http} AND NOT a.operational ORDER BY e.app_id, e.id LIMIT $2",
+        http = EndpointKind::sql_set(|k| k == EndpointKind::Http)
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &limit]).await?;
     Ok(rows.iter().map(|r| (AppId::from_db(r.get(0)), from_row_at(r, 1))).collect())

@@ -3,6 +3,8 @@
 //! ingress admission) inserts its deliveries with [`insert_deliveries`], and sync
 //! forwarding selects its targets with [`MATCHES`], so the rule is written once.
 
+use crate::status::{Delivery, EndpointKind};
+
 /// An endpoint `e` is subscribed to a message `m` (a row with `tenant_id`,
 /// `app_id`, `event_type` and `channels`): of its application, subscribed to the
 /// event type (or to all), and sharing a channel with the message (or taking
@@ -31,20 +33,22 @@ const LOGS: &str = subscribed!();
 /// endpoint_id, next_attempt_at`), and wake their endpoints in the same
 /// statement (`wakes::lower`).
 ///
-/// Sinks (FIFO and polling endpoints, `kind` 7 and 8) take the message in their
-/// log (`sink_log`, in message-id order within the statement) instead, enabled
-/// or not ([`LOGS`]).
+/// Sinks (FIFO and polling endpoints: [`EndpointKind::is_sink`]) take the
+/// message in their log (`sink_log`, in message-id order within the statement)
+/// instead, enabled or not ([`LOGS`]).
 pub(super) fn insert_deliveries(messages: &str) -> String {
+    let sinks = EndpointKind::sql_set(EndpointKind::is_sink);
+    let batched = EndpointKind::sql_set(|k| k.delivery() == Delivery::Batches);
     format!(
         "dels AS (
             INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
             SELECT e.tenant_id, e.app_id, m.id, e.id, now() FROM {messages} m JOIN endpoints e ON {MATCHES}
-                AND e.kind < 7
+                AND e.kind NOT IN {sinks}
             RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
          ), sunk AS (
             SELECT e.tenant_id, e.app_id, e.id AS endpoint_id, m.id AS msg_id, e.kind,
                 CASE WHEN e.fifo_key IS NULL THEN '' ELSE hookgate_fifo_key(m.payload, e.fifo_key) END AS key
-            FROM {messages} m JOIN endpoints e ON {LOGS} AND e.kind >= 7
+            FROM {messages} m JOIN endpoints e ON {LOGS} AND e.kind IN {sinks}
          ), logged AS (
             INSERT INTO sink_log (tenant_id, app_id, endpoint_id, key, msg_id)
             SELECT tenant_id, app_id, endpoint_id, key, msg_id FROM sunk ORDER BY msg_id
@@ -59,7 +63,7 @@ pub(super) fn insert_deliveries(messages: &str) -> String {
             -- that. Judged by the row, not by the endpoint as this statement's
             -- snapshot reads it, which may predate an enable whose wake has passed.
             INSERT INTO fifo_state AS f (tenant_id, app_id, endpoint_id, key)
-            SELECT DISTINCT tenant_id, app_id, endpoint_id, key FROM sunk WHERE kind = 7
+            SELECT DISTINCT tenant_id, app_id, endpoint_id, key FROM sunk WHERE kind IN {batched}
             ORDER BY tenant_id, app_id, endpoint_id, key
             ON CONFLICT (tenant_id, app_id, endpoint_id, key) DO UPDATE SET next_at = now()
             WHERE f.batch_xid IS NULL AND NOT f.parked AND f.next_at > now()

@@ -44,13 +44,14 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
     let tx = db.transaction().await?;
     let Some(row) = tx
         .query_opt(
+            // A broadcast has a runner of its own (store::broadcast).
             "SELECT t.tenant_id, t.id, t.kind, t.app_id, t.endpoint_id, t.since, t.until, t.filter, t.cursor
              FROM background_tasks t
-             WHERE t.status = 0 AND t.kind <> 6 -- a broadcast has a runner of its own (store::broadcast)
+             WHERE t.status = 0 AND t.kind <> $1
              ORDER BY t.updated_at
              LIMIT 1
              FOR UPDATE OF t SKIP LOCKED",
-            &[],
+            &[&TaskKind::Broadcast.code()],
         )
         .await?
     else {

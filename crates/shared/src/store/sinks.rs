@@ -7,7 +7,10 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Row};
 
 use super::StoreError;
-use crate::ids::{AppId, EndpointId, MessageId, TenantId};
+use crate::{
+    ids::{AppId, EndpointId, MessageId, TenantId},
+    status::EndpointKind,
+};
 
 /// A place in a sink's log: after the row (xid, seq). `ZERO` is before every row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -345,18 +348,19 @@ pub async fn set_consumer(
 /// going (a read joins them and skips what is missing). A tenant that keeps its
 /// messages longer than the default keeps its log as long.
 pub async fn prune(db: &impl GenericClient, default_days: i32, limit: i64) -> Result<u64, StoreError> {
+    let sinks = EndpointKind::sql_set(EndpointKind::is_sink);
     Ok(db
         .execute(
-            "DELETE FROM sink_log WHERE ctid = ANY (ARRAY(
+            &format!("DELETE FROM sink_log WHERE ctid = ANY (ARRAY(
                 SELECT x.ctid FROM tenants t
                 -- Only tenants with a sink have a log (a sink's rows go with it).
-                CROSS JOIN LATERAL (SELECT 1 FROM endpoints e WHERE e.tenant_id = t.id AND e.kind >= 7 LIMIT 1) has
+                CROSS JOIN LATERAL (SELECT 1 FROM endpoints e WHERE e.tenant_id = t.id AND e.kind IN {sinks} LIMIT 1) has
                 CROSS JOIN LATERAL (
                     SELECT l.ctid FROM sink_log l
                     WHERE l.tenant_id = t.id
                       AND l.created_at < now() - make_interval(days => COALESCE(t.message_days, $1))
                     ORDER BY l.created_at LIMIT $2) x
-                LIMIT $2))",
+                LIMIT $2))"),
             &[&default_days, &limit],
         )
         .await?)
