@@ -1,5 +1,6 @@
-//! The AWS destinations, `sqs`, `sns` and `eventBridge`, through the AWS SDK for
-//! Rust. The SDK's requests go out through Hookgate's guarded HTTP client (a
+//! What the AWS destinations share (`sqs`, `sns`, `eventBridge`, `amazonS3`):
+//! their credentials and region, the checks of both, and for the first three the
+//! AWS SDK for Rust set up to send through Hookgate's guarded HTTP client (a
 //! bridge below), so the SSRF guard, the proxy and the attempt's bound hold for
 //! them as for a webhook; the SDK's own retries are off (the schedule retries).
 
@@ -15,19 +16,16 @@ use aws_smithy_runtime_api::{
     },
     http::StatusCode,
 };
-use aws_smithy_types::{body::SdkBody, retry::RetryConfig};
+use aws_smithy_types::body::SdkBody;
 use aws_types::region::Region;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::{
-    config::{AwsAccess, EventBridge, Sns, Sqs},
-    Failure, Outbound, Reached,
-};
+use super::{Failure, Outbound, Reached};
 use crate::deliver::send::{Outcome, Sender};
 
 /// The SDK's HTTP client: each request through the guarded [`Sender`], within `bound`.
 #[derive(Clone)]
-struct Bridge {
+pub(super) struct Bridge {
     sender: Sender,
     bound: Duration,
     /// Where the answers came from: a private network's are kept only if the operator says.
@@ -95,7 +93,7 @@ impl HttpClient for Bridge {
 
 /// What an SDK error becomes: the bridge's own failure when it had one, else the
 /// service's answer (a refusal).
-fn failure<E: StdError + 'static>(
+pub(super) fn failure<E: StdError + 'static>(
     service: &str,
     e: aws_smithy_runtime_api::client::result::SdkError<E, HttpResponse>,
 ) -> Failure {
@@ -129,14 +127,14 @@ fn chain(e: &(dyn StdError + 'static)) -> String {
 }
 
 /// The settings every AWS client is built with.
-struct Setup {
-    credentials: Credentials,
-    region: Region,
-    endpoint_url: Option<String>,
-    bridge: Bridge,
+pub(super) struct Setup {
+    pub credentials: Credentials,
+    pub region: Region,
+    pub endpoint_url: Option<String>,
+    pub bridge: Bridge,
 }
 
-fn setup(access: &AwsAccess, region: &str, sender: &Sender, bound: Duration, reached: &Reached) -> Setup {
+pub(super) fn setup(access: &AwsAccess, region: &str, sender: &Sender, bound: Duration, reached: &Reached) -> Setup {
     Setup {
         credentials: Credentials::new(&access.access_key_id, &access.secret_access_key, None, None, "hookgate"),
         region: Region::new(region.to_owned()),
@@ -146,12 +144,12 @@ fn setup(access: &AwsAccess, region: &str, sender: &Sender, bound: Duration, rea
 }
 
 /// The message's attributes: a consumer verifies it as a webhook receiver would.
-fn attributes<'a>(out: &'a Outbound<'a>) -> impl Iterator<Item = (&'a str, &'a str)> {
+pub(super) fn attributes<'a>(out: &'a Outbound<'a>) -> impl Iterator<Item = (&'a str, &'a str)> {
     out.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain([("content-type", out.content_type)])
 }
 
 /// The payload as text: as sent when it is UTF-8, else base64 (said by an attribute).
-fn text_body(out: &Outbound<'_>) -> (String, bool) {
+pub(super) fn text_body(out: &Outbound<'_>) -> (String, bool) {
     match std::str::from_utf8(out.payload) {
         Ok(s) => (s.to_owned(), false),
         Err(_) => {
@@ -161,121 +159,90 @@ fn text_body(out: &Outbound<'_>) -> (String, bool) {
     }
 }
 
-pub(super) async fn sqs(
-    cfg: &Sqs,
-    sender: &Sender,
-    out: &Outbound<'_>,
-    bound: Duration,
-    reached: &Reached,
-) -> Result<String, Failure> {
-    use aws_sdk_sqs::types::MessageAttributeValue;
-    let s = setup(&cfg.access(), &cfg.region(), sender, bound, reached);
-    let mut conf = aws_sdk_sqs::Config::builder()
-        .behavior_version_latest()
-        .credentials_provider(s.credentials)
-        .region(s.region)
-        .retry_config(RetryConfig::disabled())
-        .http_client(s.bridge);
-    if let Some(url) = s.endpoint_url {
-        conf = conf.endpoint_url(url);
-    }
-    let client = aws_sdk_sqs::Client::from_conf(conf.build());
-    let (body, base64) = text_body(out);
-    let mut send = client.send_message().queue_url(&cfg.queue_url).message_body(body);
-    let attr = |v: &str| MessageAttributeValue::builder().data_type("String").string_value(v).build();
-    for (name, value) in attributes(out).chain(base64.then_some(("content-transfer-encoding", "base64"))) {
-        send = send.message_attributes(name, attr(value).map_err(|e| Failure::refused(e.to_string()))?);
-    }
-    // A FIFO queue: one group per application (its order), and the message id as the
-    // deduplication id, so SQS itself drops a copy sent again within five minutes.
-    if cfg.queue_url.ends_with(".fifo") {
-        send = send.message_group_id(out.app_id).message_deduplication_id(out.msg_id);
-    }
-    let sent = send.send().await.map_err(|e| failure("SQS", e))?;
-    Ok(format!("accepted by SQS as {}", sent.message_id().unwrap_or("(no id)")))
+/// How an AWS destination signs in and where it sends.
+#[derive(Debug, Clone)]
+pub struct AwsAccess {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub endpoint_url: Option<String>,
 }
 
-pub(super) async fn sns(
-    cfg: &Sns,
-    sender: &Sender,
-    out: &Outbound<'_>,
-    bound: Duration,
-    reached: &Reached,
-) -> Result<String, Failure> {
-    use aws_sdk_sns::types::MessageAttributeValue;
-    let s = setup(&cfg.access(), &cfg.region(), sender, bound, reached);
-    let mut conf = aws_sdk_sns::Config::builder()
-        .behavior_version_latest()
-        .credentials_provider(s.credentials)
-        .region(s.region)
-        .retry_config(RetryConfig::disabled())
-        .http_client(s.bridge);
-    if let Some(url) = s.endpoint_url {
-        conf = conf.endpoint_url(url);
-    }
-    let client = aws_sdk_sns::Client::from_conf(conf.build());
-    let (body, base64) = text_body(out);
-    let mut publish = client.publish().topic_arn(&cfg.topic_arn).message(body);
-    let attr = |v: &str| MessageAttributeValue::builder().data_type("String").string_value(v).build();
-    for (name, value) in attributes(out).chain(base64.then_some(("content-transfer-encoding", "base64"))) {
-        publish = publish.message_attributes(name, attr(value).map_err(|e| Failure::refused(e.to_string()))?);
-    }
-    if cfg.topic_arn.ends_with(".fifo") {
-        publish = publish.message_group_id(out.app_id).message_deduplication_id(out.msg_id);
-    }
-    let sent = publish.send().await.map_err(|e| failure("SNS", e))?;
-    Ok(format!("accepted by SNS as {}", sent.message_id().unwrap_or("(no id)")))
+/// The region an AWS destination names or its queue URL or ARN implies.
+pub(super) fn region_of(given: &Option<String>, implied: Option<String>) -> Option<String> {
+    given.clone().filter(|r| !r.is_empty()).or(implied)
 }
 
-pub(super) async fn event_bridge(
-    cfg: &EventBridge,
-    sender: &Sender,
-    out: &Outbound<'_>,
-    bound: Duration,
-    reached: &Reached,
-) -> Result<String, Failure> {
-    use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-    let s = setup(&cfg.access(), &cfg.region(), sender, bound, reached);
-    let mut conf = aws_sdk_eventbridge::Config::builder()
-        .behavior_version_latest()
-        .credentials_provider(s.credentials)
-        .region(s.region)
-        .retry_config(RetryConfig::disabled())
-        .http_client(s.bridge);
-    if let Some(url) = s.endpoint_url {
-        conf = conf.endpoint_url(url);
+/// `us-east-1` from `https://sqs.us-east-1.amazonaws.com/…` (or `us-east-1.queue.amazonaws.com`).
+pub(super) fn region_in_queue_url(url: &str) -> Option<String> {
+    let host = url::Url::parse(url).ok()?.host_str()?.to_owned();
+    let parts: Vec<&str> = host.split('.').collect();
+    match parts.as_slice() {
+        ["sqs", region, "amazonaws", ..] => Some(region.to_string()),
+        [region, "queue", "amazonaws", ..] => Some(region.to_string()),
+        _ => None,
     }
-    let client = aws_sdk_eventbridge::Client::from_conf(conf.build());
-    let entry = PutEventsRequestEntry::builder()
-        .event_bus_name(&cfg.event_bus_name)
-        .source("hookgate")
-        .detail_type(cfg.detail_type.as_deref().unwrap_or(out.event_type))
-        .detail(detail(out).to_string())
-        .build();
-    let put = client.put_events().entries(entry).send().await.map_err(|e| failure("EventBridge", e))?;
-    match put.entries().first() {
-        Some(e) if e.error_code().is_none() => {
-            Ok(format!("accepted by EventBridge as {}", e.event_id().unwrap_or("(no id)")))
+}
+
+/// `us-east-1` from `arn:aws:sns:us-east-1:123456789012:topic`.
+pub(super) fn region_in_arn(arn: &str) -> Option<String> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    (parts.len() >= 6 && parts[0] == "arn").then(|| parts[3].to_owned()).filter(|r| !r.is_empty())
+}
+
+/// An AWS destination's `access()`, `region()` (given, or implied by `$implied`)
+/// and `check_aws()`, for a configuration with the usual AWS fields.
+macro_rules! aws_access {
+    ($t:ty, $implied:expr) => {
+        impl $t {
+            pub fn access(&self) -> super::aws::AwsAccess {
+                super::aws::AwsAccess {
+                    access_key_id: self.access_key_id.clone().unwrap_or_default(),
+                    secret_access_key: self.secret_access_key.clone().unwrap_or_default(),
+                    endpoint_url: self.endpoint_url.clone(),
+                }
+            }
+
+            pub fn region(&self) -> String {
+                let implied: fn(&Self) -> Option<String> = $implied;
+                super::aws::region_of(&self.region, implied(self)).unwrap_or_default()
+            }
+
+            pub(super) fn check_aws(&self, guard: &crate::ssrf::Guard) -> Result<(), super::kind::Invalid> {
+                use super::kind::invalid;
+                if self.role_arn.is_some() || self.external_id.is_some() {
+                    return Err(invalid(
+                        "`roleArn` and `externalId` are not supported (assuming a role needs STS): \
+                         give `accessKeyId` and `secretAccessKey`",
+                    ));
+                }
+                if self.access_key_id.as_deref().unwrap_or_default().is_empty()
+                    || self.secret_access_key.as_deref().unwrap_or_default().is_empty()
+                {
+                    return Err(invalid("`accessKeyId` and `secretAccessKey` are required"));
+                }
+                let region = self.region();
+                let well_formed = region.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+                if region.is_empty() || region.len() > 32 || !well_formed {
+                    // It becomes part of the service's host name.
+                    return Err(invalid("`region` is required: an AWS region name such as `eu-west-1`"));
+                }
+                if let Some(e) = &self.endpoint_url {
+                    super::kind::check_http_url(guard, e, "endpointUrl")?;
+                }
+                Ok(())
+            }
         }
-        Some(e) => Err(Failure::refused(format!(
-            "EventBridge refused it: {} {}",
-            e.error_code().unwrap_or_default(),
-            e.error_message().unwrap_or_default()
-        ))),
-        None => Err(Failure::refused("EventBridge answered no entry")),
-    }
+    };
 }
+pub(super) use aws_access;
 
-/// An EventBridge event's `detail`: the message's id, type and payload (JSON as
-/// it is, other bodies as text). Documented in docs/destinations.md.
-fn detail(out: &Outbound<'_>) -> serde_json::Value {
-    let payload = serde_json::from_slice::<serde_json::Value>(out.payload)
-        .unwrap_or_else(|_| serde_json::Value::String(text_body(out).0));
-    serde_json::json!({
-        "id": out.msg_id,
-        "eventType": out.event_type,
-        "eventId": out.event_id,
-        "timestamp": out.timestamp,
-        "payload": payload,
-    })
+/// Where a secret key is used: the key id, the endpoint URL and the region.
+pub(super) type Where = (Option<String>, Option<String>, String);
+
+/// A secret key left out (it is never shown) stays as stored while the key id,
+/// the endpoint URL and the region are the same.
+pub(super) fn keep_secret_key(new: &mut Option<String>, new_at: Where, old: &Option<String>, old_at: Where) {
+    if new.as_deref().is_none_or(|s| s.is_empty() || s == super::kind::REDACTED) && new_at == old_at {
+        new.clone_from(old);
+    }
 }

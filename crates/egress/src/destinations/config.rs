@@ -1,5 +1,9 @@
-//! A destination's configuration: parsed and checked at the API's edge, sealed at
-//! rest (it carries credentials), shown back with every credential redacted.
+//! A destination's configuration: one of the kinds' own (each in its file, with
+//! its behaviour: [`Kind`]), parsed and checked at the API's edge, sealed at rest
+//! (it carries credentials), shown back with every credential redacted.
+//!
+//! The kinds are named once below (`kinds!`), each with the type that owns it;
+//! a test holds that list to the kinds table of `hookgate_shared::status`.
 
 use hookgate_shared::{
     ids::{AppId, EndpointId, TenantId},
@@ -9,126 +13,146 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::aws_config::check_http_url;
-pub use super::aws_config::{AwsAccess, EventBridge, Sns, Sqs, S3};
+pub use super::kind::{Invalid, REDACTED};
+pub use super::{
+    event_bridge::EventBridge, fifo::key_path, fifo::Fifo, polling::Polling, postgres::Postgres, rabbitmq::RabbitMq,
+    s3::S3, sns::Sns, sqs::Sqs,
+};
+use super::{
+    kind::{invalid, parsed, Kind},
+    Failure, HandOver, Outbound,
+};
 use crate::ssrf::Guard;
 
-/// What a shown credential is replaced by.
-pub const REDACTED: &str = "[redacted]";
+/// The destination kinds: each variant with the type (and file) that owns its
+/// configuration and behaviour. Adding a kind is a row here, its file, and its
+/// row in the kinds table.
+macro_rules! kinds {
+    ($($variant:ident($ty:ty),)*) => {
+        /// A destination's configuration, of one of the kinds Hookgate publishes to.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Config {
+            $($variant($ty),)*
+        }
 
-/// `rabbitMq`: publish to RabbitMQ's default exchange with a routing key (a
-/// queue's name, or a binding of the default exchange), with publisher confirms.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RabbitMq {
-    /// `amqp://user:pass@host:port/vhost` (the vhost percent-escaped: `%2F` for `/`).
-    pub uri: String,
-    pub routing_key: String,
-    /// Refused by the broker when no queue takes it (a failed attempt), rather
-    /// than dropped: Svix's default.
-    #[serde(default = "yes")]
-    pub mandatory: bool,
+        impl Config {
+            /// The kinds, in this list's order.
+            pub const KINDS: &'static [EndpointKind] = &[$(<$ty as Kind>::KIND),*];
+
+            pub fn kind(&self) -> EndpointKind {
+                match self {
+                    $(Config::$variant(_) => <$ty as Kind>::KIND,)*
+                }
+            }
+
+            /// A configuration of `kind` from its `config` object, unchecked;
+            /// `None` for a kind that is not a destination.
+            fn of_kind(kind: EndpointKind, config: Value) -> Option<Result<Config, Invalid>> {
+                $(if kind == <$ty as Kind>::KIND {
+                    return Some(parsed::<$ty>(config).map(Config::$variant));
+                })*
+                None
+            }
+
+            fn check(&self, guard: &Guard) -> Result<(), Invalid> {
+                match self {
+                    $(Config::$variant(c) => c.check(guard),)*
+                }
+            }
+
+            /// Where it delivers, with no credential: what the attempt log and the
+            /// console show in place of an endpoint's URL.
+            pub fn locator(&self) -> String {
+                match self {
+                    $(Config::$variant(c) => c.locator(),)*
+                }
+            }
+
+            /// The configuration as the API shows it: credentials replaced by
+            /// `[redacted]`, a password field left out (Svix's `…ConfigOut`).
+            /// `names_only`: a FIFO endpoint's headers by name only, every one of
+            /// them (a portal link not shown header values, as `…/headers` answers it).
+            pub fn shown(&self, names_only: bool) -> Value {
+                match self {
+                    $(Config::$variant(c) => c.shown(names_only),)*
+                }
+            }
+
+            /// The hosts and ports a hand-over dials, with the field that names each.
+            pub fn dialled(&self) -> Vec<(&'static str, String, u16)> {
+                match self {
+                    $(Config::$variant(c) => c.dialled(),)*
+                }
+            }
+
+            /// The stored secrets of `stored` kept where this one, of the same
+            /// kind, carries them redacted or leaves them out ([`Kind::keep_redacted`]).
+            fn keep_redacted(&mut self, stored: &Config) -> Result<(), Invalid> {
+                match (self, stored) {
+                    $((Config::$variant(new), Config::$variant(old)) => new.keep_redacted(old),)*
+                    // Of another kind: nothing of it is this one's to keep.
+                    _ => Ok(()),
+                }
+            }
+
+            pub(super) async fn publish(&self, at: &HandOver<'_>, out: &Outbound<'_>) -> Result<String, Failure> {
+                match self {
+                    $(Config::$variant(c) => c.publish(at, out).await,)*
+                }
+            }
+
+            fn inner(&self) -> Value {
+                match self {
+                    $(Config::$variant(c) => serde_json::to_value(c).expect("a configuration serialises"),)*
+                }
+            }
+        }
+    };
 }
 
-/// `postgres`: one row per message in a table of a tenant's database.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Postgres {
-    /// `postgres://user@host:port/dbname?sslmode=…`.
-    pub url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
-    /// `table` or `schema.table`; each part is quoted as given.
-    pub table_name: String,
-    /// PEM text of the CA that signs the server's certificate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ssl_root_cert: Option<String>,
-}
-
-/// `fifoEndpoint`: an HTTP receiver given batches in strict order (`crate::fifo`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Fifo {
-    pub url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub headers: Option<std::collections::BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-}
-
-/// `pollingEndpoint`: the customer reads its messages (`/poller/{sink}`); nothing to configure.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Polling {}
-
-fn yes() -> bool {
-    true
-}
-
-/// A destination's configuration, of one of the kinds Hookgate publishes to.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "type", content = "config")]
-pub enum Config {
-    #[serde(rename = "rabbitMq")]
+kinds! {
     RabbitMq(RabbitMq),
-    #[serde(rename = "postgres")]
     Postgres(Postgres),
-    #[serde(rename = "sqs")]
     Sqs(Sqs),
-    #[serde(rename = "sns")]
     Sns(Sns),
-    #[serde(rename = "eventBridge")]
     EventBridge(EventBridge),
-    #[serde(rename = "amazonS3")]
     AmazonS3(S3),
-    #[serde(rename = "fifoEndpoint")]
     FifoEndpoint(Fifo),
-    #[serde(rename = "pollingEndpoint")]
     PollingEndpoint(Polling),
 }
 
-/// What is wrong with a configuration, said to the caller (a 422).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Invalid(pub String);
-
-pub(super) fn invalid(s: impl Into<String>) -> Invalid {
-    Invalid(s.into())
-}
-
-fn of<T: serde::de::DeserializeOwned>(kind: &str, config: Value) -> Result<T, Invalid> {
-    serde_json::from_value(config).map_err(|e| invalid(format!("`config` of a {kind} destination: {e}")))
-}
-
-/// A FIFO endpoint's `key` as a path into the payload: `customer.id` is
-/// `["customer", "id"]`; 1 to 5 parts of 1 to 64 letters, digits, `_` or `-`.
-pub fn key_path(key: &str) -> Result<Vec<String>, Invalid> {
-    let parts: Vec<String> = key.split('.').map(str::to_owned).collect();
-    let ok = |p: &String| {
-        (1..=64).contains(&p.len()) && p.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
-    };
-    match parts.len() <= 5 && parts.iter().all(ok) {
-        true => Ok(parts),
-        false => Err(invalid("`key` must be a path into the payload such as `customer.id`: 1 to 5 parts of 1 to 64 letters, digits, `_` or `-`")),
+/// Stored (sealed) and compared as `{"type": …, "config": {…}}`, the API's shape.
+impl Serialize for Config {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Stored { kind: self.kind().type_name().unwrap_or_default().to_owned(), config: self.inner() }.serialize(s)
     }
 }
 
-impl Config {
-    /// A keyed FIFO endpoint's key path, for the fan-out.
-    pub fn fifo_key(&self) -> Option<Vec<String>> {
-        match self {
-            Config::FifoEndpoint(Fifo { key: Some(k), .. }) => key_path(k).ok(),
-            _ => None,
-        }
+impl<'de> Deserialize<'de> for Config {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let stored = Stored::deserialize(d)?;
+        let kind = EndpointKind::from_type_name(&stored.kind)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown destination type `{}`", stored.kind)))?;
+        Config::of_kind(kind, stored.config)
+            .ok_or_else(|| serde::de::Error::custom(format!("`{}` is not a destination type", stored.kind)))?
+            .map_err(|e| serde::de::Error::custom(e.0))
     }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    #[serde(rename = "type")]
+    kind: String,
+    config: Value,
 }
 
 fn not_served(kind: &str) -> Invalid {
-    invalid(format!("destinations of type `{kind}` are not served by Hookgate; the types served are {SERVED}"))
+    let served: Vec<&str> = Config::KINDS.iter().filter_map(|k| k.type_name()).collect();
+    invalid(format!(
+        "destinations of type `{kind}` are not served by Hookgate; the types served are {}",
+        served.join(", ")
+    ))
 }
-
-/// The `type`s Hookgate publishes to, for messages.
-const SERVED: &str = "rabbitMq, postgres, sqs, sns, eventBridge, amazonS3, fifoEndpoint and pollingEndpoint";
 
 /// The `type`s Svix lists that Hookgate does not publish to (yet), for the message.
 pub const NOT_SERVED: &[&str] = &[
@@ -160,164 +184,17 @@ impl Config {
                 }
             }
         }
-        let mut c = match kind {
-            "rabbitMq" => Config::RabbitMq(
-                serde_json::from_value(config)
-                    .map_err(|e| invalid(format!("`config` of a rabbitMq destination: {e}")))?,
-            ),
-            "postgres" => Config::Postgres(
-                serde_json::from_value(config)
-                    .map_err(|e| invalid(format!("`config` of a postgres destination: {e}")))?,
-            ),
-            "sqs" => Config::Sqs(of("sqs", config)?),
-            "sns" => Config::Sns(of("sns", config)?),
-            "eventBridge" => Config::EventBridge(of("eventBridge", config)?),
-            "amazonS3" => Config::AmazonS3(of("amazonS3", config)?),
-            "fifoEndpoint" => Config::FifoEndpoint(of("fifoEndpoint", config)?),
-            "pollingEndpoint" => Config::PollingEndpoint(of("pollingEndpoint", config)?),
-            other if NOT_SERVED.contains(&other) => return Err(not_served(other)),
-            other => return Err(invalid(format!("`type` `{other}` is not a destination type"))),
+        let parsed = EndpointKind::from_type_name(kind).and_then(|k| Config::of_kind(k, config));
+        let mut c = match parsed {
+            Some(c) => c?,
+            None if NOT_SERVED.contains(&kind) => return Err(not_served(kind)),
+            None => return Err(invalid(format!("`type` `{kind}` is not a destination type"))),
         };
         if let Some(stored) = stored {
             c.keep_redacted(stored)?;
         }
         c.check(guard)?;
         Ok(c)
-    }
-
-    pub fn kind(&self) -> EndpointKind {
-        match self {
-            Config::RabbitMq(_) => EndpointKind::RabbitMq,
-            Config::Postgres(_) => EndpointKind::Postgres,
-            Config::Sqs(_) => EndpointKind::Sqs,
-            Config::Sns(_) => EndpointKind::Sns,
-            Config::EventBridge(_) => EndpointKind::EventBridge,
-            Config::AmazonS3(_) => EndpointKind::AmazonS3,
-            Config::FifoEndpoint(_) => EndpointKind::FifoEndpoint,
-            Config::PollingEndpoint(_) => EndpointKind::PollingEndpoint,
-        }
-    }
-
-    fn check(&self, guard: &Guard) -> Result<(), Invalid> {
-        match self {
-            Config::RabbitMq(r) => {
-                let uri = super::rabbitmq::parse_uri(&r.uri).map_err(invalid)?;
-                check_host(guard, &uri.authority.host, "uri")?;
-                if r.routing_key.len() > 255 || r.routing_key.contains('\0') {
-                    return Err(invalid("`routingKey` must be at most 255 bytes, without NUL"));
-                }
-            }
-            Config::Postgres(p) => {
-                let target = super::postgres::parse_url(&p.url).map_err(invalid)?;
-                check_host(guard, &target.host, "url")?;
-                super::postgres::table_name(&p.table_name).map_err(invalid)?;
-                if p.ssl_root_cert.as_deref().is_some_and(|pem| pem.len() > 64 * 1024) {
-                    return Err(invalid("`sslRootCert` is longer than 64 KiB"));
-                }
-                // Made now, so a certificate that does not parse is refused here, not at every attempt.
-                hookgate_shared::db::tls::tenant_connector(&target.tls, p.ssl_root_cert.as_deref())
-                    .map_err(|e| invalid(format!("`sslRootCert`: {e}")))?;
-            }
-            Config::Sqs(q) => {
-                check_http_url(guard, &q.queue_url, "queueUrl")?;
-                q.check_aws(guard)?;
-            }
-            Config::Sns(t) => {
-                if !t.topic_arn.starts_with("arn:") {
-                    return Err(invalid("`topicArn` must be an ARN (`arn:aws:sns:region:account:name`)"));
-                }
-                t.check_aws(guard)?;
-            }
-            Config::EventBridge(b) => {
-                if b.event_bus_name.is_empty() || b.event_bus_name.len() > 1600 {
-                    return Err(invalid("`eventBusName` must be 1 to 1600 characters"));
-                }
-                b.check_aws(guard)?;
-            }
-            Config::AmazonS3(b) => {
-                let ok = (3..=63).contains(&b.bucket.len())
-                    && b.bucket.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.');
-                if !ok {
-                    return Err(invalid("`bucket` must be an S3 bucket name (3 to 63 of a-z, 0-9, `-`, `.`)"));
-                }
-                b.check_aws(guard)?;
-            }
-            Config::FifoEndpoint(f) => {
-                check_http_url(guard, &f.url, "url")?;
-                if let Some(h) = &f.headers {
-                    if h.len() > 20 || h.iter().any(|(k, v)| k.is_empty() || k.len() > 256 || v.len() > 4096) {
-                        return Err(invalid("`headers`: at most 20, names of 1 to 256 bytes, values up to 4 KiB"));
-                    }
-                }
-                if let Some(k) = &f.key {
-                    key_path(k)?;
-                }
-            }
-            Config::PollingEndpoint(_) => {}
-        }
-        Ok(())
-    }
-
-    /// Where it delivers, with no credential: what the attempt log and the console
-    /// show in place of an endpoint's URL.
-    pub fn locator(&self) -> String {
-        match self {
-            Config::RabbitMq(r) => format!("{}#{}", without_password(&r.uri, false), r.routing_key),
-            Config::Postgres(p) => format!("{}#{}", without_password(&p.url, false), p.table_name),
-            Config::Sqs(q) => without_password(&q.queue_url, false),
-            Config::Sns(t) => t.topic_arn.clone(),
-            Config::EventBridge(b) => format!("eventbridge:{}:{}", b.region(), b.event_bus_name),
-            Config::AmazonS3(b) => format!("s3://{}", b.bucket),
-            Config::FifoEndpoint(f) => f.url.clone(),
-            Config::PollingEndpoint(_) => "poller".to_owned(),
-        }
-    }
-
-    /// The configuration as the API shows it: credentials replaced by
-    /// `[redacted]`, a password field left out (Svix's `…ConfigOut`).
-    /// `names_only`: a FIFO endpoint's headers by name only, every one of them
-    /// (a portal link not shown header values, as `…/headers` answers it).
-    pub fn shown(&self, names_only: bool) -> Value {
-        match self {
-            Config::RabbitMq(r) => {
-                let r = RabbitMq { uri: without_password(&r.uri, true), ..r.clone() };
-                serde_json::to_value(r).expect("a configuration serialises")
-            }
-            Config::Postgres(p) => {
-                let p = Postgres { url: without_password(&p.url, true), password: None, ..p.clone() };
-                serde_json::to_value(p).expect("a configuration serialises")
-            }
-            // Svix's `…ConfigOut`: the secret key left out, the region as used.
-            Config::Sqs(q) => {
-                let q = Sqs { secret_access_key: None, region: Some(q.region()), ..q.clone() };
-                serde_json::to_value(q).expect("a configuration serialises")
-            }
-            Config::Sns(t) => {
-                let t = Sns { secret_access_key: None, region: Some(t.region()), ..t.clone() };
-                serde_json::to_value(t).expect("a configuration serialises")
-            }
-            Config::EventBridge(b) => {
-                let b = EventBridge { secret_access_key: None, region: Some(b.region()), ..b.clone() };
-                serde_json::to_value(b).expect("a configuration serialises")
-            }
-            Config::AmazonS3(b) => {
-                let b = S3 { secret_access_key: None, region: Some(b.region()), ..b.clone() };
-                serde_json::to_value(b).expect("a configuration serialises")
-            }
-            // Svix's `SinkHttpConfigOut`: headers as an endpoint's are shown, the
-            // credential-like ones by name only.
-            Config::FifoEndpoint(f) => {
-                let (mut shown, mut sensitive) = (serde_json::Map::new(), Vec::new());
-                for (k, v) in f.headers.iter().flatten() {
-                    match names_only || crate::secrets::SENSITIVE_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
-                        true => sensitive.push(k.clone()),
-                        false => drop(shown.insert(k.clone(), Value::String(v.clone()))),
-                    }
-                }
-                serde_json::json!({"url": f.url, "headers": {"headers": shown, "sensitive": sensitive}, "key": f.key})
-            }
-            Config::PollingEndpoint(_) => serde_json::json!({}),
-        }
     }
 
     /// Applies a PATCH's `config` object: its fields replace the stored ones; a
@@ -350,61 +227,6 @@ impl Config {
         Config::parse_keeping(&kind, merged, guard, Some(self))
     }
 
-    /// Where this configuration carries a redacted value or leaves a secret out
-    /// (it was read and sent back), the stored secret stays, but only while
-    /// everything else about where it goes is the same: a secret is never carried
-    /// to another host, port, user, database or TLS setting.
-    fn keep_redacted(&mut self, stored: &Config) -> Result<(), Invalid> {
-        match (self, stored) {
-            (Config::RabbitMq(new), Config::RabbitMq(old)) => new.uri = keep_password(&new.uri, &old.uri, "uri")?,
-            (Config::Postgres(new), Config::Postgres(old)) => {
-                new.url = keep_password(&new.url, &old.url, "url")?;
-                let same = same_target(&new.url, &old.url) && new.ssl_root_cert == old.ssl_root_cert;
-                match new.password.as_deref() {
-                    Some(REDACTED) if !same => {
-                        return Err(invalid("`password`: give it again, since `url` or `sslRootCert` changed"))
-                    }
-                    Some(REDACTED) | None if same => new.password.clone_from(&old.password),
-                    _ => {}
-                }
-            }
-            (Config::Sqs(new), Config::Sqs(old)) => {
-                let at = (new.access_key_id.clone(), new.endpoint_url.clone(), new.region());
-                let was = (old.access_key_id.clone(), old.endpoint_url.clone(), old.region());
-                keep_secret_key(&mut new.secret_access_key, at, &old.secret_access_key, was)
-            }
-            (Config::Sns(new), Config::Sns(old)) => {
-                let at = (new.access_key_id.clone(), new.endpoint_url.clone(), new.region());
-                let was = (old.access_key_id.clone(), old.endpoint_url.clone(), old.region());
-                keep_secret_key(&mut new.secret_access_key, at, &old.secret_access_key, was)
-            }
-            (Config::EventBridge(new), Config::EventBridge(old)) => {
-                let at = (new.access_key_id.clone(), new.endpoint_url.clone(), new.region());
-                let was = (old.access_key_id.clone(), old.endpoint_url.clone(), old.region());
-                keep_secret_key(&mut new.secret_access_key, at, &old.secret_access_key, was)
-            }
-            (Config::AmazonS3(new), Config::AmazonS3(old)) => {
-                let at = (new.access_key_id.clone(), new.endpoint_url.clone(), new.region());
-                let was = (old.access_key_id.clone(), old.endpoint_url.clone(), old.region());
-                keep_secret_key(&mut new.secret_access_key, at, &old.secret_access_key, was)
-            }
-            (Config::FifoEndpoint(new), Config::FifoEndpoint(old)) => {
-                // A sensitive header sent back redacted keeps its value, for the same URL only.
-                let same = new.url == old.url;
-                for (k, v) in new.headers.iter_mut().flatten() {
-                    if v == REDACTED {
-                        match old.headers.as_ref().and_then(|o| o.get(k)).filter(|_| same) {
-                            Some(kept) => v.clone_from(kept),
-                            None => return Err(invalid(format!("`headers`: give `{k}` again"))),
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
     /// The sealed form stored in `endpoints.destination`.
     pub fn seal(&self, state: &AppState, tenant: &TenantId, app: &AppId, ep: &EndpointId) -> Vec<u8> {
         let text = serde_json::to_vec(self).expect("a configuration serialises");
@@ -425,77 +247,9 @@ impl Config {
     }
 }
 
-/// A secret key left out (it is never shown) stays as stored while the key id,
-/// the endpoint URL and the region are the same.
-type Where = (Option<String>, Option<String>, String);
-
-fn keep_secret_key(new: &mut Option<String>, new_at: Where, old: &Option<String>, old_at: Where) {
-    if new.as_deref().is_none_or(|s| s.is_empty() || s == REDACTED) && new_at == old_at {
-        new.clone_from(old);
-    }
-}
-
 /// The associated data that binds a sealed configuration to its destination.
 fn purpose(app: &AppId, ep: &EndpointId) -> String {
     format!("destination-config:{app}:{ep}")
-}
-
-/// A host a tenant names must be one it may reach: an address literal (or
-/// `localhost`) is checked now; a name is checked again, resolved, at connect time.
-fn check_host(guard: &Guard, host: &str, field: &str) -> Result<(), Invalid> {
-    let url = url::Url::parse(&format!("http://{}/", bracketed(host)))
-        .map_err(|_| invalid(format!("`{field}` has no valid host")))?;
-    guard.check_url(&url).map_err(|b| invalid(format!("`{field}` is refused: {b}")))
-}
-
-/// An IPv6 literal as a URL's host wants it.
-fn bracketed(host: &str) -> String {
-    match host.parse::<std::net::Ipv6Addr>() {
-        Ok(_) => format!("[{host}]"),
-        Err(_) => host.to_owned(),
-    }
-}
-
-/// A URL with its password replaced by `[redacted]` (`mark`) or with its user
-/// information left out; text that is not a URL is shown as `[redacted]`.
-fn without_password(raw: &str, mark: bool) -> String {
-    let Ok(mut url) = url::Url::parse(raw) else { return REDACTED.to_owned() };
-    if url.password().is_some() {
-        let _ = match mark {
-            true => url.set_password(Some(REDACTED)),
-            false => url.set_password(None),
-        };
-    }
-    if !mark {
-        let _ = url.set_username("");
-    }
-    url.to_string()
-}
-
-/// `new`, or `new` with `old`'s password where `new` carries the redacted mark.
-fn keep_password(new: &str, old: &str, field: &str) -> Result<String, Invalid> {
-    let (Ok(mut n), Ok(o)) = (url::Url::parse(new), url::Url::parse(old)) else { return Ok(new.to_owned()) };
-    let marked = n.password().is_some_and(|p| p == REDACTED || p == "%5Bredacted%5D");
-    if !marked {
-        return Ok(new.to_owned());
-    }
-    if !same_target(new, old) {
-        return Err(invalid(format!("`{field}`: give the password again, since where it connects changed")));
-    }
-    let _ = n.set_password(o.password());
-    Ok(n.to_string())
-}
-
-/// Two URLs that differ at most in their password: the same scheme, user, host,
-/// port, path and query.
-fn same_target(a: &str, b: &str) -> bool {
-    let strip = |s: &str| {
-        url::Url::parse(s).ok().map(|mut u| {
-            let _ = u.set_password(None);
-            u.to_string()
-        })
-    };
-    strip(a).is_some() && strip(a) == strip(b)
 }
 
 #[cfg(test)]
@@ -505,6 +259,37 @@ mod tests {
 
     fn open_guard() -> Guard {
         Guard::new(vec!["127.0.0.0/8".parse().unwrap()])
+    }
+
+    #[test]
+    fn every_destination_kind_of_the_kinds_table_has_its_type_here_once() {
+        let table: Vec<EndpointKind> = EndpointKind::ALL.iter().copied().filter(|k| k.is_destination()).collect();
+        assert_eq!(Config::KINDS, table.as_slice(), "the kinds here, in the table's order");
+        for &k in Config::KINDS {
+            let name = k.type_name().expect("a destination has a type name");
+            let stored = json!({"type": name, "config": {}});
+            // Each parses as itself (or says what its own config lacks), never as another.
+            match serde_json::from_value::<Config>(stored) {
+                Ok(c) => assert_eq!(c.kind(), k),
+                Err(e) => assert!(e.to_string().contains(name) || e.to_string().contains("missing field"), "{e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_stored_configuration_reads_back_as_it_was_sealed() {
+        let c = Config::parse(
+            "rabbitMq",
+            json!({"uri": "amqp://app:s3cret@127.0.0.1:5672/%2F", "routingKey": "orders"}),
+            &open_guard(),
+        )
+        .unwrap();
+        let text = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            text,
+            json!({"type": "rabbitMq", "config": {"uri": "amqp://app:s3cret@127.0.0.1:5672/%2F", "routingKey": "orders", "mandatory": true}})
+        );
+        assert_eq!(serde_json::from_value::<Config>(text).unwrap(), c);
     }
 
     #[test]

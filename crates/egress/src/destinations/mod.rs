@@ -11,15 +11,22 @@
 //! Whether an answer came from a private network (and so is kept only if the
 //! operator says) is told from the addresses actually dialled (`Reached`), never
 //! from a name resolved again afterwards, which could answer otherwise.
+//!
+//! Each kind owns its configuration and behaviour in its own file
+//! (`kind::Kind`); `config` names the kinds once and dispatches to them.
 
 mod aws;
-mod aws_config;
 pub mod config;
-mod pg_wire;
+mod event_bridge;
+mod fifo;
+mod kind;
+mod polling;
 mod postgres;
 mod rabbitmq;
 mod reach;
 mod s3;
+mod sns;
+mod sqs;
 
 pub use reach::refuse_own;
 
@@ -185,23 +192,17 @@ impl Publishers {
         hide_private: bool,
     ) -> Sent {
         let started = Instant::now();
-        let fingerprint = sealed;
         let reached = Reached::default();
-        let dial = Dial { guard, lookup: &self.lookup, reached: &reached };
-        let work = async {
-            match cfg {
-                Config::RabbitMq(r) => self.rabbitmq.publish(key, fingerprint, r, &dial, out).await,
-                Config::Postgres(p) => self.postgres.publish(key, fingerprint, p, &dial, out).await,
-                Config::Sqs(q) => aws::sqs(q, sender, out, bound, &reached).await,
-                Config::Sns(t) => aws::sns(t, sender, out, bound, &reached).await,
-                Config::EventBridge(b) => aws::event_bridge(b, sender, out, bound, &reached).await,
-                Config::AmazonS3(b) => s3::put(b, sender, out, bound, &reached).await,
-                // Read in order from their log, never handed over one delivery at a time.
-                Config::FifoEndpoint(_) | Config::PollingEndpoint(_) => {
-                    Err(Failure::refused("this destination reads its log in order; it takes no single deliveries"))
-                }
-            }
+        let at = HandOver {
+            key,
+            fingerprint: sealed,
+            dial: Dial { guard, lookup: &self.lookup, reached: &reached },
+            sender,
+            bound,
+            reached: &reached,
+            links: self,
         };
+        let work = cfg.publish(&at, out);
         let (outcome, body) = match tokio::time::timeout(bound, work).await {
             Ok(Ok(answer)) => (Outcome::Success, answer),
             Ok(Err(f)) => (f.outcome, f.text),
@@ -227,6 +228,21 @@ impl Publishers {
         let kept = &body.as_bytes()[..body.len().min(KEEP_RESPONSE)];
         Sent { outcome, status: 0, body: response_text(kept), duration: started.elapsed(), retry_after: None }
     }
+}
+
+/// What one hand-over has to work with, whatever its kind: the destination's
+/// key and the fingerprint of its stored configuration (a kept connection is
+/// used only while it is the same), how to dial, the guarded HTTP client, the
+/// attempt's bound, where to note a private network reached, and the kept
+/// connections.
+pub(crate) struct HandOver<'a> {
+    key: &'a Key,
+    fingerprint: &'a [u8],
+    dial: Dial<'a>,
+    sender: &'a Sender,
+    bound: Duration,
+    reached: &'a Reached,
+    links: &'a Publishers,
 }
 
 /// What a RabbitMQ or Postgres connect needs to dial: the guard, the resolver,

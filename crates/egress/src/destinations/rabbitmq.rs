@@ -12,8 +12,67 @@ use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties,
 };
 
-use super::{config::RabbitMq, Dial, Failure, Kept, Key, Outbound};
-use crate::deliver::send::Outcome;
+use hookgate_shared::status::EndpointKind;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    kind::{as_value, check_host, invalid, keep_password, without_password, Invalid, Kind},
+    Dial, Failure, HandOver, Kept, Key, Outbound,
+};
+use crate::{deliver::send::Outcome, ssrf::Guard};
+
+/// `rabbitMq`: publish to RabbitMQ's default exchange with a routing key (a
+/// queue's name, or a binding of the default exchange), with publisher confirms.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RabbitMq {
+    /// `amqp://user:pass@host:port/vhost` (the vhost percent-escaped: `%2F` for `/`).
+    pub uri: String,
+    pub routing_key: String,
+    /// Refused by the broker when no queue takes it (a failed attempt), rather
+    /// than dropped: Svix's default.
+    #[serde(default = "yes")]
+    pub mandatory: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Kind for RabbitMq {
+    const KIND: EndpointKind = EndpointKind::RabbitMq;
+
+    fn check(&self, guard: &Guard) -> Result<(), Invalid> {
+        let uri = parse_uri(&self.uri).map_err(invalid)?;
+        check_host(guard, &uri.authority.host, "uri")?;
+        if self.routing_key.len() > 255 || self.routing_key.contains('\0') {
+            return Err(invalid("`routingKey` must be at most 255 bytes, without NUL"));
+        }
+        Ok(())
+    }
+
+    fn locator(&self) -> String {
+        format!("{}#{}", without_password(&self.uri, false), self.routing_key)
+    }
+
+    fn shown(&self, _names_only: bool) -> Value {
+        as_value(&RabbitMq { uri: without_password(&self.uri, true), ..self.clone() })
+    }
+
+    fn keep_redacted(&mut self, stored: &Self) -> Result<(), Invalid> {
+        self.uri = keep_password(&self.uri, &stored.uri, "uri")?;
+        Ok(())
+    }
+
+    fn dialled(&self) -> Vec<(&'static str, String, u16)> {
+        parse_uri(&self.uri).map(|u| vec![("uri", u.authority.host, u.authority.port)]).unwrap_or_default()
+    }
+
+    async fn publish(&self, at: &HandOver<'_>, out: &Outbound<'_>) -> Result<String, Failure> {
+        at.links.rabbitmq.publish(at.key, at.fingerprint, self, &at.dial, out).await
+    }
+}
 
 /// Parses an `amqp://` or `amqps://` URI.
 pub(super) fn parse_uri(raw: &str) -> Result<AMQPUri, String> {

@@ -12,45 +12,15 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use super::config::{invalid, Config, Invalid};
+use super::{
+    config::Config,
+    kind::{invalid, Invalid},
+};
 use crate::ssrf::Guard;
 
 /// How long a name is given to resolve when a destination is saved; one that does
 /// not is left to the check at connect time.
 const RESOLVE_WITHIN: Duration = Duration::from_secs(2);
-
-impl Config {
-    /// The hosts and ports a hand-over dials, with the field that names each
-    /// (AWS's own hosts, when no `endpointUrl` is given, are left out).
-    pub fn dialled(&self) -> Vec<(&'static str, String, u16)> {
-        let http = |field: &'static str, u: &str| {
-            let url = url::Url::parse(u).ok()?;
-            let host = url.host_str()?.trim_matches(['[', ']']).to_owned();
-            Some((field, host, url.port_or_known_default()?))
-        };
-        match self {
-            Config::RabbitMq(r) => super::rabbitmq::parse_uri(&r.uri)
-                .map(|u| vec![("uri", u.authority.host, u.authority.port)])
-                .unwrap_or_default(),
-            Config::Postgres(p) => {
-                super::postgres::parse_url(&p.url).map(|t| vec![("url", t.host, t.port)]).unwrap_or_default()
-            }
-            Config::Sqs(q) => {
-                [http("queueUrl", &q.queue_url), q.endpoint_url.as_deref().and_then(|u| http("endpointUrl", u))]
-                    .into_iter()
-                    .flatten()
-                    .collect()
-            }
-            Config::Sns(t) => t.endpoint_url.as_deref().and_then(|u| http("endpointUrl", u)).into_iter().collect(),
-            Config::EventBridge(b) => {
-                b.endpoint_url.as_deref().and_then(|u| http("endpointUrl", u)).into_iter().collect()
-            }
-            Config::AmazonS3(b) => b.endpoint_url.as_deref().and_then(|u| http("endpointUrl", u)).into_iter().collect(),
-            Config::FifoEndpoint(f) => http("url", &f.url).into_iter().collect(),
-            Config::PollingEndpoint(_) => Vec::new(),
-        }
-    }
-}
 
 /// Refuses a destination that would reach Hookgate's own database or Redis (host
 /// and port, names resolved within two seconds) at an address the tenant's lists

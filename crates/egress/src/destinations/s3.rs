@@ -12,8 +12,76 @@ use object_store::{
     Attribute, Attributes, ClientOptions, ObjectStore, PutOptions, RetryConfig,
 };
 
-use super::{config::S3, Failure, Outbound, Reached};
-use crate::deliver::send::Sender;
+use hookgate_shared::status::EndpointKind;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    aws::aws_access,
+    kind::{as_value, http_dialled, invalid, Invalid, Kind},
+    Failure, HandOver, Outbound, Reached,
+};
+use crate::{deliver::send::Sender, ssrf::Guard};
+
+/// `amazonS3`: one object per message in `bucket`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct S3 {
+    pub bucket: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+}
+
+aws_access!(S3, |_| None);
+
+impl Kind for S3 {
+    const KIND: EndpointKind = EndpointKind::AmazonS3;
+
+    fn check(&self, guard: &Guard) -> Result<(), Invalid> {
+        let ok = (3..=63).contains(&self.bucket.len())
+            && self.bucket.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.');
+        if !ok {
+            return Err(invalid("`bucket` must be an S3 bucket name (3 to 63 of a-z, 0-9, `-`, `.`)"));
+        }
+        self.check_aws(guard)
+    }
+
+    fn locator(&self) -> String {
+        format!("s3://{}", self.bucket)
+    }
+
+    /// Svix's `…ConfigOut`: the secret key left out, the region as used.
+    fn shown(&self, _names_only: bool) -> Value {
+        as_value(&S3 { secret_access_key: None, region: Some(self.region()), ..self.clone() })
+    }
+
+    /// The secret key, left out (it is never shown), stays as stored while the
+    /// key id, the endpoint URL and the region are the same.
+    fn keep_redacted(&mut self, stored: &Self) -> Result<(), Invalid> {
+        let at = (self.access_key_id.clone(), self.endpoint_url.clone(), self.region());
+        let was = (stored.access_key_id.clone(), stored.endpoint_url.clone(), stored.region());
+        super::aws::keep_secret_key(&mut self.secret_access_key, at, &stored.secret_access_key, was);
+        Ok(())
+    }
+
+    fn dialled(&self) -> Vec<(&'static str, String, u16)> {
+        self.endpoint_url.as_deref().and_then(|u| http_dialled("endpointUrl", u)).into_iter().collect()
+    }
+
+    async fn publish(&self, at: &HandOver<'_>, out: &Outbound<'_>) -> Result<String, Failure> {
+        put(self, at.sender, out, at.bound, at.reached).await
+    }
+}
 
 /// Gives `object_store` the guarded client: the SSRF guard's resolver and the
 /// proxy hold for its requests as for a webhook's.
@@ -90,7 +158,7 @@ pub(super) fn object_key(out: &Outbound<'_>) -> String {
     format!("{}/{}/{}", out.app_id, out.created_at.format("%Y-%m-%d"), out.msg_id)
 }
 
-pub(super) async fn put(
+async fn put(
     cfg: &S3,
     sender: &Sender,
     out: &Outbound<'_>,

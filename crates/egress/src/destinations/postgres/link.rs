@@ -1,100 +1,19 @@
-//! The `postgres` destination: one row per message in a table of the tenant's
-//! database, made if missing. The message id is the table's key, so a message
-//! delivered twice (a lost answer, a replay) is one row.
-//!
-//! Hookgate dials the address the guard allowed itself and speaks through
-//! `pg_wire`, which holds each message the server sends to 64 KiB.
+//! A `postgres` destination's connections, kept per destination, and the row
+//! each message is written as.
 
 use std::{net::SocketAddr, time::Duration};
 
 use hookgate_shared::db::tls;
-use tokio_postgres::{
-    config::{Host, SslMode},
-    tls::MakeTlsConnect,
-    Client, Statement,
-};
+use tokio_postgres::{config::SslMode, tls::MakeTlsConnect, Client, Statement};
 
 use tokio::sync::oneshot;
 
 use super::{
-    config::Postgres,
-    pg_wire::{CapTls, Capped},
-    Dial, Failure, Kept, Key, Outbound,
+    parse_url, table_name,
+    wire::{CapTls, Capped},
+    Postgres, Target,
 };
-
-/// What a destination's URL may set in its query, besides `sslmode`: where and
-/// how to connect. The rest of what libpq and tokio-postgres read is refused:
-/// `options` sets any server setting for the session (`-c …`), and
-/// `application_name`, `replication` and the like change what the server does
-/// or shows; the client's own settings (keepalives, `tcp_user_timeout`,
-/// `target_session_attrs`, `load_balance_hosts`, `sslnegotiation`) are
-/// Hookgate's to choose, since it dials the address itself.
-const URL_PARAMETERS: &[&str] = &["dbname", "host", "port", "connect_timeout", "channel_binding"];
-
-/// A tenant's database as its URL names it.
-pub(super) struct Target {
-    pub config: tokio_postgres::Config,
-    pub tls: tls::TlsSettings,
-    pub host: String,
-    pub port: u16,
-}
-
-/// Parses a `postgres://` URL a tenant gives: one TCP host, TLS as libpq's
-/// `sslmode`, and nothing that reads a file of this host or dials elsewhere.
-pub(super) fn parse_url(raw: &str) -> Result<Target, String> {
-    if !(raw.starts_with("postgres://") || raw.starts_with("postgresql://")) {
-        return Err("`url` must be a postgres:// URL".into());
-    }
-    let (url, settings) =
-        tls::split(raw).map_err(|e| format!("`url`: {}", e.to_string().replace("DATABASE_URL: ", "")))?;
-    for (name, given) in
-        [("sslrootcert", &settings.root_cert), ("sslcert", &settings.client_cert), ("sslkey", &settings.client_key)]
-    {
-        if given.is_some() {
-            return Err(format!(
-                "`url` may not name {name} (a file of Hookgate's host); give `sslRootCert` as PEM text"
-            ));
-        }
-    }
-    // A password is given in `password`, where it is never shown back; a user in the URL's user part.
-    if let Some((_, query)) = url.split_once('?') {
-        for (k, _) in url::form_urlencoded::parse(query.as_bytes()) {
-            if matches!(k.as_ref(), "password" | "user") {
-                return Err(format!(
-                    "`url` may not set `{k}` in its query: give the user before `@`, the password in `password`"
-                ));
-            }
-            if !URL_PARAMETERS.contains(&k.as_ref()) {
-                return Err(format!(
-                    "`url` may not set `{k}`: a destination's URL sets only {} (and sslmode); server settings such as `options` are refused",
-                    URL_PARAMETERS.join(", ")
-                ));
-            }
-        }
-    }
-    let config: tokio_postgres::Config = url.parse().map_err(|e| format!("`url` is not a valid Postgres URL: {e}"))?;
-    if !config.get_hostaddrs().is_empty() {
-        return Err("`url` may not set hostaddr".into());
-    }
-    let host = match config.get_hosts() {
-        [Host::Tcp(h)] => h.clone(),
-        [] => return Err("`url` names no host".into()),
-        [_] => return Err("`url` must name a TCP host, not a socket directory".into()),
-        _ => return Err("`url` must name one host".into()),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    Ok(Target { config, tls: settings, host, port })
-}
-
-/// `table` or `schema.table`, each part quoted as given.
-pub(super) fn table_name(raw: &str) -> Result<String, String> {
-    let parts: Vec<&str> = raw.split('.').collect();
-    let bad = |p: &&str| p.is_empty() || p.len() > 63 || p.contains(['"', '\0']);
-    if parts.len() > 2 || parts.iter().any(bad) {
-        return Err("`tableName` must be `table` or `schema.table`, each part 1 to 63 bytes without quotes".into());
-    }
-    Ok(parts.iter().map(|p| format!("\"{p}\"")).collect::<Vec<_>>().join("."))
-}
+use crate::destinations::{Dial, Failure, Kept, Key, Outbound};
 
 /// The table a destination writes, made if missing. Documented in docs/destinations.md.
 fn create_sql(table: &str) -> String {
@@ -120,7 +39,7 @@ fn insert_sql(table: &str) -> String {
     )
 }
 
-pub(super) struct Link {
+pub(crate) struct Link {
     fingerprint: Vec<u8>,
     /// The address dialled: whether the server's answers come from a private network.
     addr: SocketAddr,
@@ -132,11 +51,11 @@ pub(super) struct Link {
 }
 
 /// Connections kept per destination, as for RabbitMQ.
-pub(super) type Links = Kept<Link, 256>;
+pub(crate) type Links = Kept<Link, 256>;
 
 impl Links {
     /// Inserts one message's row.
-    pub(super) async fn publish(
+    pub(crate) async fn publish(
         &self,
         key: &Key,
         fingerprint: &[u8],
@@ -300,35 +219,6 @@ async fn reason(e: &tokio_postgres::Error, link: &mut Option<Link>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_table_name_is_quoted_part_by_part_and_quotes_are_refused() {
-        assert_eq!(table_name("public.events").unwrap(), "\"public\".\"events\"");
-        assert_eq!(table_name("Events").unwrap(), "\"Events\"");
-        for bad in ["", "a.b.c", "x\"; DROP TABLE y; --", "a..b", &"t".repeat(64)] {
-            assert!(table_name(bad).is_err(), "{bad:?} was taken");
-        }
-    }
-
-    #[test]
-    fn a_url_that_reads_a_local_file_or_a_socket_is_refused() {
-        assert!(parse_url("postgres://u@127.0.0.1:5433/db?sslmode=require").is_ok());
-        for bad in [
-            "postgres://u@127.0.0.1/db?sslrootcert=/etc/ssl/x.pem",
-            "postgres://u@127.0.0.1/db?sslkey=/k&sslcert=/c",
-            "postgres://u@%2Fvar%2Frun%2Fpostgresql/db",
-            "postgres://u@127.0.0.1/db?hostaddr=127.0.0.2",
-            "postgres://u@a,b/db",
-            "mysql://u@127.0.0.1/db",
-            "postgres://u@127.0.0.1/db?options=-c%20search_path%3Dpublic",
-            "postgres://u@127.0.0.1/db?%6Fptions=-c%20default_transaction_read_only%3Doff",
-            "postgres://u@127.0.0.1/db?application_name=x",
-            "postgres://u@127.0.0.1/db?sslnegotiation=direct&sslmode=require",
-            "postgres://u@127.0.0.1/db?keepalives=0",
-        ] {
-            assert!(parse_url(bad).is_err(), "{bad} was taken");
-        }
-    }
 
     /// A Postgres backend on 127.0.0.1 that speaks just enough of the protocol: it
     /// takes the startup message, says the password is fine, sends `startup` (its
