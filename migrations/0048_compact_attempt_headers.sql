@@ -5,6 +5,8 @@
 -- the timestamp and signature kept once, the rest as sent (see
 -- `store/attempt_headers.rs`). The previous release reads only the full form,
 -- so the new one is written once this contract has run, that is once no
--- process of that release is connected. Nothing in the schema changes: this
--- migration is the mark the writers look for.
+-- process of that release is connected (a process of it started after this, a
+-- rollback past the grace, shows such headers by their compact keys; nothing is
+-- lost). Nothing in the schema changes: this migration is the mark the writers
+-- look for, once per statement.
 SELECT 1;

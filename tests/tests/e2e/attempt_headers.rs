@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use futures_util::TryStreamExt;
 use hookgate_shared::migrate::{self, Contracts, Switch, MIGRATIONS};
 use hookgate_tests::{app::default_env, Sink, TestApp, TestDb};
 use serde_json::{json, Value};
@@ -76,4 +77,24 @@ async fn an_attempts_headers_are_stored_compactly_only_after_the_contract_and_sh
         assert_eq!(headers["x-token"], "[redacted]", "{msg}: {headers}");
         assert!(!stored(&app, msg).await.contains("secret-value"), "a custom value is never kept");
     }
+
+    // The cold archive is read without a database: it keeps the full form.
+    let client = app.db.client().await;
+    let partition: String = client
+        .query_one("SELECT tableoid::regclass::text FROM attempts WHERE msg_id = $1", &[&after])
+        .await
+        .unwrap()
+        .get(0);
+    let rows: Vec<String> = hookgate_shared::store::partition_export::rows(&client, "attempts", &partition)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let archived =
+        rows.iter().map(|r| serde_json::from_str::<Value>(r).unwrap()).find(|r| r["msg_id"] == after.as_str());
+    let headers = &archived.expect("the attempt is archived")["request_headers"];
+    assert_eq!(headers["webhook-id"], after.as_str(), "{headers}");
+    assert_eq!(headers["svix-id"], after.as_str(), "{headers}");
+    assert!(headers.get(":n").is_none(), "{headers}");
 }

@@ -1,6 +1,6 @@
 //! An attempt's recorded request headers, stored without what its row already says.
 //!
-//! Every delivery carries the same seven headers: the message id three times
+//! Every delivery carries the same eight headers: the message id three times
 //! (`svix-id`, `webhook-id`, `idempotency-key`), its timestamp and signature
 //! twice each (the `svix-*` and `webhook-*` names), and `content-type`. Written
 //! out as a JSON object they were 415 of an attempt row's ~700 bytes, and the
@@ -16,17 +16,16 @@
 //!
 //! The previous release reads only the full form, so the compact one is written
 //! once the contract `0048_compact_attempt_headers` has run, that is once no
-//! process of that release is left.
-
-use std::sync::atomic::{AtomicBool, Ordering};
+//! process of that release is left. The writers pass both forms and the
+//! statement picks ([`COMPACT`]): a look at the migrations table once per
+//! statement, no round trip of its own and nothing cached in the process (which
+//! may talk to more than one database, as the tests do).
 
 use serde_json::{Map, Value};
-use tokio_postgres::GenericClient;
 
-use super::StoreError;
-
-/// The contract after which the compact form may be written.
-const CONTRACT: &str = "0048_compact_attempt_headers";
+/// SQL: whether a statement stores the compact form (the contract has run).
+pub(super) const COMPACT: &str =
+    "EXISTS (SELECT 1 FROM hookgate_migrations WHERE version = '0048_compact_attempt_headers')";
 
 /// The marker of the compact form: which of [`USUAL`] were sent as implied.
 const SENT: &str = ":n";
@@ -57,32 +56,10 @@ const USUAL: [(&str, Implied); 8] = [
     ("content-type", Implied::Json),
 ];
 
-/// Once seen, the contract stays applied: a process talks to one database.
-static APPLIED: AtomicBool = AtomicBool::new(false);
-
-/// Whether the compact form may be written: one lookup per call until the
-/// contract has run, none after.
-pub(super) async fn compact_allowed(db: &impl GenericClient) -> Result<bool, StoreError> {
-    if APPLIED.load(Ordering::Relaxed) {
-        return Ok(true);
-    }
-    let applied: bool = db
-        .query_one("SELECT EXISTS (SELECT 1 FROM hookgate_migrations WHERE version = $1)", &[&CONTRACT])
-        .await?
-        .get(0);
-    if applied {
-        APPLIED.store(true, Ordering::Relaxed);
-    }
-    Ok(applied)
-}
-
-/// The recorded headers (`recorded`, a JSON object's text) as they are stored
+/// The recorded headers (`recorded`, a JSON object's text) in the compact form,
 /// for an attempt of message `msg_id` (`None`: a request that carried several,
-/// such as a FIFO batch): compact when `allowed`, and when they are an object.
-pub(super) fn stored(recorded: &str, msg_id: Option<&str>, allowed: bool) -> String {
-    if !allowed {
-        return recorded.to_owned();
-    }
+/// such as a FIFO batch); as they are when they are not an object.
+pub(super) fn compact_text(recorded: &str, msg_id: Option<&str>) -> String {
     match serde_json::from_str::<Value>(recorded) {
         Ok(Value::Object(map)) => Value::Object(compact(map, msg_id)).to_string(),
         _ => recorded.to_owned(),
@@ -90,8 +67,8 @@ pub(super) fn stored(recorded: &str, msg_id: Option<&str>, allowed: bool) -> Str
 }
 
 fn compact(mut map: Map<String, Value>, msg_id: Option<&str>) -> Map<String, Value> {
-    if map.keys().any(|k| k.starts_with(':')) {
-        return map; // not headers: kept as they are
+    if map.is_empty() || map.keys().any(|k| k.starts_with(':')) {
+        return map; // nothing to spare, or not headers: kept as they are
     }
     let (mut sent, mut stamp, mut signature) = (0u64, None::<String>, None::<String>);
     for (bit, (name, implied)) in USUAL.iter().enumerate() {
@@ -118,8 +95,8 @@ fn compact(mut map: Map<String, Value>, msg_id: Option<&str>) -> Map<String, Val
 }
 
 /// The headers an attempt of message `msg_id` recorded, from what was stored
-/// (either form).
-pub(super) fn read(stored: Value, msg_id: &str) -> Value {
+/// (either form). Also for the cold archive, which keeps the full form.
+pub(crate) fn read(stored: Value, msg_id: &str) -> Value {
     let Value::Object(mut map) = stored else { return stored };
     let Some(sent) = map.remove(SENT).and_then(|n| n.as_u64()) else { return Value::Object(map) };
     let stamp = map.remove(STAMP);
@@ -156,7 +133,7 @@ mod tests {
     }
 
     fn round_trip(headers: &Value, msg_id: Option<&str>) -> (String, Value) {
-        let stored = stored(&headers.to_string(), msg_id, true);
+        let stored = compact_text(&headers.to_string(), msg_id);
         let back = read(serde_json::from_str(&stored).unwrap(), msg_id.unwrap_or(MSG));
         (stored, back)
     }
@@ -220,7 +197,7 @@ mod tests {
     fn the_full_form_and_what_is_not_an_object_read_as_stored() {
         assert_eq!(read(usual(), MSG), usual());
         assert_eq!(read(Value::Null, MSG), Value::Null);
-        assert_eq!(stored("not json", Some(MSG), true), "not json");
-        assert_eq!(stored(&usual().to_string(), Some(MSG), false), usual().to_string());
+        assert_eq!(compact_text("not json", Some(MSG)), "not json");
+        assert_eq!(compact_text("{}", Some(MSG)), "{}");
     }
 }

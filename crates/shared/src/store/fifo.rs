@@ -305,16 +305,17 @@ pub async fn end(
     .await?;
     let Some(a) = attempt else { return Ok(true) };
     let ids: Vec<String> = a.msg_ids.iter().map(|_| AttemptId::generate().to_string()).collect();
-    // One request for several messages: its ids are not each row's, so kept as sent.
-    let headers =
-        super::attempt_headers::stored(&a.request_headers, None, super::attempt_headers::compact_allowed(tx).await?);
+    // One request for several messages: its ids are not each row's, so kept as
+    // sent; the compact form stored once the contract allowing it has run.
+    let compact = super::attempt_headers::compact_text(&a.request_headers, None);
     // One attempt per message of the batch, counted in the tenant's usage as any
     // attempt is (the request's bytes once, on its first message).
     let sql = format!(
         "WITH input AS (SELECT $2::text AS a), {}, ins AS (
             INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
                 response_status_code, response, response_duration_ms, request_headers)
-            SELECT $1, $2, u.id, u.msg_id, $3, $6, $7, 0, $8, $9, $10, $11::text::jsonb
+            SELECT $1, $2, u.id, u.msg_id, $3, $6, $7, 0, $8, $9, $10,
+                (CASE WHEN {} THEN $14::text ELSE $11::text END)::jsonb
             FROM unnest($4::text[], $5::text[]) AS u(id, msg_id)
             WHERE EXISTS (SELECT 1 FROM locked_apps) AND EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id = u.msg_id)
             ON CONFLICT DO NOTHING
@@ -324,6 +325,7 @@ pub async fn end(
          ), {}
          SELECT 1",
         super::parents::lock_apps("$1", "input", "a"),
+        super::attempt_headers::COMPACT,
         usage::bump("usage", "counted", usage::ATTEMPTS)
     );
     tx.execute(
@@ -339,9 +341,10 @@ pub async fn end(
             &a.status_code,
             &a.response,
             &a.duration_ms,
-            &headers,
+            &a.request_headers,
             &a.bytes,
             &a.msg_ids.first().cloned().unwrap_or_default(),
+            &compact,
         ],
     )
     .await?;

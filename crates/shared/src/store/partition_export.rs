@@ -1,7 +1,8 @@
 //! A detached partition's rows as JSON, one object per row, for the cold
 //! archive; and the bounds a partition carries with it once detached.
 //!
-//! Byte columns (`payload`) are base64. Rows of an application whose erasure is
+//! Byte columns (`payload`) are base64; an attempt's recorded headers are in
+//! their full form (`attempt_headers`). Rows of an application whose erasure is
 //! requested, or done (its application row is gone), are left out: an erased
 //! customer is in no archive written after the request, even from a table that
 //! a failed archive kept detached while the erasure finished. Expunged content is already gone from the rows
@@ -40,7 +41,25 @@ pub async fn rows(
         checked(name)?
     );
     let stream = db.query_raw(&sql, std::iter::empty::<&str>()).await?;
-    Ok(stream.map(|r| r.map(|row| row.get::<_, String>(0)).map_err(StoreError::from)))
+    let attempts = family == "attempts";
+    Ok(stream.map(move |r| {
+        r.map(|row| row.get::<_, String>(0))
+            .map(|text| if attempts { full_headers(text) } else { text })
+            .map_err(StoreError::from)
+    }))
+}
+
+/// An attempt's row with its recorded headers in the full form, as the API shows
+/// them: the archive is read without a database (`hookgate archive show`), so it
+/// keeps no form only the store can read back.
+fn full_headers(text: String) -> String {
+    let Ok(serde_json::Value::Object(mut row)) = serde_json::from_str::<serde_json::Value>(&text) else { return text };
+    let (Some(headers), Some(msg)) = (row.remove("request_headers"), row.get("msg_id").and_then(|m| m.as_str())) else {
+        return text;
+    };
+    let full = super::attempt_headers::read(headers, msg);
+    row.insert("request_headers".into(), full);
+    serde_json::Value::Object(row).to_string()
 }
 
 /// Writes a partition's family and bounds on its table, where they stay once it

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::deliveries::{Outcome, Recorded};
 use super::operational::{self, AttemptNotice, Notice};
 use super::usage;
-use super::{wakes, StoreError};
+use super::{attempt_headers, wakes, StoreError};
 use crate::{
     ids::{AppId, EndpointId, TenantId},
     status::{DeliveryStatus, Trigger},
@@ -125,23 +125,28 @@ async fn attempts(
     }
     let col = |f: fn(&Outcome) -> String| attempted.iter().map(|o| f(o)).collect::<Vec<String>>();
     let a = |o: &Outcome| o.attempt.clone().expect("filtered");
-    let compact = super::attempt_headers::compact_allowed(&**tx).await?;
-    let headers: Vec<String> = attempted
+    // Both forms of the recorded headers: the statement stores the compact one
+    // once the contract allowing it has run.
+    let compact: Vec<String> = attempted
         .iter()
-        .map(|o| super::attempt_headers::stored(&a(o).request_headers, Some(o.msg_id.as_str()), compact))
+        .map(|o| {
+            let recorded = &o.attempt.as_ref().expect("filtered").request_headers;
+            attempt_headers::compact_text(recorded, Some(o.msg_id.as_str()))
+        })
         .collect();
     let statement = tx
         .prepare_cached(&format!(
             "WITH u AS (
                 SELECT $1::text AS tenant_id, u.* FROM unnest($2::text[], $3::text[], $4::text[], $5::text[],
                     $6::text[], $7::smallint[], $8::smallint[], $9::smallint[], $10::text[], $11::bigint[],
-                    $12::text[], $15::bigint[])
-                    AS u(app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms, headers, bytes)
+                    $12::text[], $15::bigint[], $16::text[])
+                    AS u(app_id, id, msg_id, endpoint_id, url, status, trigger_type, code, response, ms, headers, bytes,
+                        compact)
              ), {}, ins AS (
                 INSERT INTO attempts (tenant_id, app_id, id, msg_id, endpoint_id, url, status, trigger_type,
                     response_status_code, response, response_duration_ms, request_headers)
                 SELECT u.tenant_id, u.app_id, u.id, u.msg_id, u.endpoint_id, u.url, u.status, u.trigger_type, u.code,
-                    u.response, u.ms, u.headers::jsonb
+                    u.response, u.ms, (CASE WHEN {} THEN u.compact ELSE u.headers END)::jsonb
                 FROM u JOIN locked_apps la ON la.id = u.app_id
                 WHERE EXISTS (SELECT 1 FROM messages m
                     WHERE m.tenant_id = $1 AND m.id BETWEEN $13 AND $14
@@ -155,6 +160,7 @@ async fn attempts(
              counted AS (SELECT u.tenant_id, u.status, u.bytes FROM u WHERE (u.id IN (SELECT id FROM ins)) IS TRUE), {}
              SELECT 1",
             super::parents::lock_apps("$1", "u", "app_id"),
+            attempt_headers::COMPACT,
             usage::bump("usage", "counted", usage::ATTEMPTS)
         ))
         .await?;
@@ -175,10 +181,11 @@ async fn attempts(
             &attempted.iter().map(|o| a(o).status_code).collect::<Vec<i16>>(),
             &attempted.iter().map(|o| a(o).response).collect::<Vec<_>>(),
             &attempted.iter().map(|o| a(o).duration_ms).collect::<Vec<i64>>(),
-            &headers,
+            &attempted.iter().map(|o| a(o).request_headers).collect::<Vec<_>>(),
             &lo,
             &hi,
             &attempted.iter().map(|o| a(o).bytes).collect::<Vec<i64>>(),
+            &compact,
         ],
     )
     .await?;

@@ -3,7 +3,7 @@
 //! delivered twice (a lost answer, a replay) is one row.
 //!
 //! Hookgate dials the address the guard allowed itself and speaks through
-//! `pg_wire`, which holds each message the server sends to 64 KiB.
+//! `wire`, which holds each message the server sends to 64 KiB.
 
 mod link;
 mod wire;
