@@ -7,7 +7,7 @@ use chrono::Utc;
 use hookgate_shared::store::deliveries::{Claimed, ClaimedEndpoint, Outcome};
 
 use super::{
-    prepare::{due_again, finish, room_in_lease, untried, Envelope, Room},
+    attempt::{due_again, finish, room_in_lease, untried, Envelope, Room},
     Worker,
 };
 use crate::{
@@ -84,6 +84,6 @@ pub(super) async fn deliver(
         "content-type": envelope.content_type,
     })
     .to_string();
-    let own = super::prepare::own_schedule(w, c, sent.outcome == super::send::Outcome::Success).await;
+    let own = super::attempt::own_schedule(w, c, sent.outcome == super::send::Outcome::Success).await;
     finish(w, c, ep.url.clone(), sent, recorded, payload.len() as i64, own.as_deref())
 }

@@ -10,8 +10,8 @@ use hookgate_shared::{
 };
 
 use super::{
+    attempt::{signed_request, Envelope},
     authorized::{answered, authorize, with_bearer, Authorized},
-    prepare::{signed_request, Envelope},
     send::{self, Outcome},
     senders::Senders,
 };

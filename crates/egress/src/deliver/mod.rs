@@ -11,6 +11,7 @@
 //! taken to claim, returned, and taken again by the recorder. A delivery whose
 //! worker dies mid-send becomes due again when its lease runs out.
 
+mod attempt;
 pub(crate) mod authorized;
 mod destined;
 pub mod forward;

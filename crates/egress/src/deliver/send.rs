@@ -121,7 +121,7 @@ struct GuardedResolver {
     guard: Guard,
     proxy_host: Option<String>,
     /// The system's resolver unless a test gives its own ([`Sender::resolving_with`]).
-    lookup: Option<crate::destinations::Lookup>,
+    lookup: Option<hookgate_shared::own_services::Lookup>,
 }
 
 impl Resolve for GuardedResolver {
@@ -161,7 +161,7 @@ impl Sender {
         guard: Guard,
         connect_timeout: Duration,
         timeout: Duration,
-        lookup: crate::destinations::Lookup,
+        lookup: hookgate_shared::own_services::Lookup,
     ) -> Self {
         Self::build(guard, connect_timeout, timeout, None, true, Some(lookup), None)
             .expect("the HTTP client builds with static settings")
@@ -173,7 +173,7 @@ impl Sender {
         timeout: Duration,
         proxy: Option<&str>,
         record_private: bool,
-        lookup: Option<crate::destinations::Lookup>,
+        lookup: Option<hookgate_shared::own_services::Lookup>,
         tls: Option<&crate::auth::tls::Tls>,
     ) -> Result<Self, String> {
         let proxy_host = proxy.and_then(|p| url::Url::parse(p).ok()?.host_str().map(str::to_owned));

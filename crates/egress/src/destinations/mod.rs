@@ -39,8 +39,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures_util::future::BoxFuture;
-
 use chrono::{DateTime, Utc};
 use hookgate_shared::ids::{AppId, EndpointId, TenantId};
 
@@ -127,7 +125,7 @@ impl<L, const MOST: usize> Kept<L, MOST> {
 
 /// How a destination's host name becomes addresses: the system's resolver (a
 /// test gives its own, to make a name answer as it chooses).
-pub type Lookup = Arc<dyn Fn(String, u16) -> BoxFuture<'static, std::io::Result<Vec<SocketAddr>>> + Send + Sync>;
+pub use hookgate_shared::own_services::Lookup;
 
 fn system_lookup() -> Lookup {
     Arc::new(|host, port| Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), port)).await?.collect()) }))
