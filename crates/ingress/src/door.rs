@@ -11,13 +11,18 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::SourceId,
-    source::Provider,
     store::{sources, sources::Source, StoreError},
     AppState,
 };
 use serde::Deserialize;
 
-use crate::{alerts::Alerts, commit::GroupCommit, metrics::IngressMetrics, secrets, verify};
+use crate::{
+    alerts::Alerts,
+    commit::GroupCommit,
+    metrics::IngressMetrics,
+    secrets,
+    verify::{self, UrlAnswer, UrlCheck, UrlRefused},
+};
 
 /// The services the door uses, as actix hands them to a route.
 pub struct Door {
@@ -96,17 +101,18 @@ fn opens(state: &AppState, source: &Source, token: Option<&str>) -> bool {
     }
 }
 
-/// The client id to echo to Adobe Sign: the request's, once checked.
-pub(crate) fn adobe_sign_echo(req: &HttpRequest, source: &Source) -> Option<String> {
-    if source.provider != Provider::AdobeSign {
-        return None;
-    }
-    req.headers().get("x-adobesign-clientid").and_then(|v| v.to_str().ok()).map(str::to_owned)
+/// The header a source's provider echoes on an admitted event's answer (Adobe
+/// Sign's client id), with the request's value; the request was verified.
+pub(crate) fn echoed(req: &HttpRequest, source: &Source) -> Option<(&'static str, String)> {
+    let name = verify::preset(&source.provider).door.echo_header?;
+    req.headers().get(name).and_then(|v| v.to_str().ok()).map(|v| (name, v.to_owned()))
 }
 
-/// Meta's check of a URL (`hub.mode=subscribe`, its verify token, a challenge to echo).
+/// Meta's check of a URL (`hub.mode=subscribe`, its verify token, a challenge to
+/// echo), as the OpenAPI document shows the query; read by `verify::meta`.
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[allow(dead_code)]
 struct Subscribe {
     #[serde(rename = "hub.mode")]
     mode: Option<String>,
@@ -116,7 +122,7 @@ struct Subscribe {
     challenge: Option<String>,
 }
 
-/// Adobe Sign's check, answered: its client id, echoed.
+/// Adobe Sign's check, answered: its client id, echoed (as `verify::token` makes it).
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct AdobeSignEcho {
     #[serde(rename = "xAdobeSignClientId")]
@@ -149,39 +155,23 @@ pub async fn subscribe(
         Ok(None) => return Err(ApiError::NotFound("source")),
         Err(e) => return Err(e.into()),
     };
-    match source.provider {
-        Provider::Meta => {
-            let q = web::Query::<Subscribe>::from_query(req.query_string())
-                .map_err(|e| ApiError::BadRequest(format!("the query: {e}")))?;
-            // Meta's challenge is digits; nothing else is reflected.
-            let challenge = q.challenge.as_deref().filter(|c| {
-                !c.is_empty() && c.len() <= 64 && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            });
-            let (Some("subscribe"), Some(presented), Some(challenge)) =
-                (q.mode.as_deref(), q.verify_token.as_deref(), challenge)
-            else {
-                return Err(ApiError::BadRequest(
-                    "`hub.mode=subscribe`, `hub.verify_token` and `hub.challenge` are needed".into(),
-                ));
-            };
-            if !secrets::verify_token_accepted(&state, &source, presented) {
-                return Err(ApiError::Forbidden("the verify token does not match".into()));
-            }
-            Ok(HttpResponse::Ok()
-                .content_type("text/plain; charset=utf-8")
-                .insert_header(("X-Content-Type-Options", "nosniff"))
-                .body(challenge.to_owned()))
-        }
-        Provider::AdobeSign => {
-            let valid = secrets::valid_secrets(&state, &source).map_err(ApiError::Internal)?;
-            let presented = req.headers().get("x-adobesign-clientid").and_then(|v| v.to_str().ok()).unwrap_or_default();
-            if verify::token_matches(&valid, Some(presented), "x-adobesign-clientid").is_err() {
-                return Err(ApiError::Forbidden("`X-AdobeSign-ClientId` is not this source's client id".into()));
-            }
-            Ok(HttpResponse::Ok()
-                .insert_header(("X-AdobeSign-ClientId", presented.to_owned()))
-                .json(AdobeSignEcho { x_adobe_sign_client_id: presented.to_owned() }))
-        }
-        _ => Err(ApiError::NotFound("route")),
+    let Some(check) = verify::preset(&source.provider).door.url_check else {
+        return Err(ApiError::NotFound("route"));
+    };
+    let valid = secrets::valid_secrets(&state, &source).map_err(ApiError::Internal)?;
+    let answer = check(&UrlCheck {
+        query: req.query_string(),
+        headers: req.headers(),
+        verify_token: &|presented| secrets::verify_token_accepted(&state, &source, presented),
+        secret: &|presented| verify::token_matches(&valid, Some(presented), "secret").is_ok(),
+    });
+    match answer {
+        Ok(UrlAnswer::Text(text)) => Ok(HttpResponse::Ok()
+            .content_type("text/plain; charset=utf-8")
+            .insert_header(("X-Content-Type-Options", "nosniff"))
+            .body(text)),
+        Ok(UrlAnswer::Json { header, body }) => Ok(HttpResponse::Ok().insert_header(header).json(body)),
+        Err(UrlRefused::Malformed(why)) => Err(ApiError::BadRequest(why)),
+        Err(UrlRefused::NotOurs(why)) => Err(ApiError::Forbidden(why)),
     }
 }

@@ -46,10 +46,11 @@ fn header_value(headers: &dyn Headers, name: &str) -> Result<Vec<u8>, KeyMissing
 /// The idempotency value and its kind; `None` when the source admits every request.
 pub fn key_value(spec: &KeySpec, req: &Request) -> Result<Option<(KeyKind, Vec<u8>)>, KeyMissing> {
     let (headers, body) = (req.headers, req.body);
-    // PayPal covers the body by a CRC32 only, which anyone can match: its key is
-    // always the signed transmission id, whatever a source was configured with
-    // (a rule over the body would admit forged bodies as new events).
-    let spec = if matches!(req.provider, crate::verify::Provider::Paypal) { &KeySpec::Provider } else { spec };
+    // A provider whose key is its own only (PayPal, whose body a CRC32 alone
+    // covers) is keyed so whatever a source was configured with: a rule over the
+    // body would admit forged bodies as new events.
+    let own_only = crate::verify::preset(req.provider).door.own_key_only.is_some();
+    let spec = if own_only { &KeySpec::Provider } else { spec };
     let value = match spec {
         KeySpec::Disabled(_) => return Ok(None),
         KeySpec::Header(name) => (KeyKind::Header, header_value(headers, name)?),

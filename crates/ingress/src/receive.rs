@@ -265,8 +265,8 @@ async fn receive_at(
             let mut res = HttpResponse::build(status);
             res.insert_header(("Hookgate-Duplicate", if duplicate { "true" } else { "false" }));
             // Adobe Sign takes a notification as delivered only with its client id echoed.
-            if let Some(id) = crate::door::adobe_sign_echo(&req, &source) {
-                res.insert_header(("X-AdobeSign-ClientId", id));
+            if let Some(echo) = crate::door::echoed(&req, &source) {
+                res.insert_header(echo);
             }
             Ok(res.json(Answer::Admitted(Received { status: body_status, event_id: id, key })))
         }

@@ -38,60 +38,93 @@ pub enum Encoding {
     Base64,
 }
 
-/// A source's provider, with what its verification needs. Each has one file
-/// in the ingress crate's `verify` module (its signature check, stable id, event type
-/// and handshake); `docs/receiving.md` has a row for each.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Provider {
-    Stripe,
-    Github,
-    Shopify,
-    Slack,
+/// The providers table: each provider whose name alone says how it verifies,
+/// with the name the API and the database use. Adding one is a row here and its
+/// file in the ingress crate's `verify` module (see ARCHITECTURE.md).
+macro_rules! providers {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
+        /// A source's provider, with what its verification needs. Each has one file
+        /// in the ingress crate's `verify` module (its signature check, stable id, event type
+        /// and handshake); `docs/receiving.md` has a row for each.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Provider {
+            $($(#[$doc])* $variant,)*
+            Hmac(HmacSpec),
+            /// No verification: only with the source's explicit flag.
+            None,
+        }
+
+        impl Provider {
+            pub const NAMES: &'static [&'static str] = &[$($name,)* "hmac", "none"];
+
+            /// A provider its name alone makes (not `hmac`, which needs its spec).
+            fn named(name: &str) -> Option<Self> {
+                match name {
+                    $($name => Some(Provider::$variant),)*
+                    "none" => Some(Provider::None),
+                    _ => None,
+                }
+            }
+
+            /// The name the API and the database use.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Provider::$variant => $name,)*
+                    Provider::Hmac(_) => "hmac",
+                    Provider::None => "none",
+                }
+            }
+        }
+    };
+}
+
+providers! {
+    Stripe = "stripe",
+    Github = "github",
+    Shopify = "shopify",
+    Slack = "slack",
     /// Symmetric (`whsec_`) or asymmetric (`whpk_`, the `v1a` Ed25519 form).
-    StandardWebhooks,
+    StandardWebhooks = "standard-webhooks",
     /// Svix-signed senders (Clerk, Resend, …): `svix-*` headers.
-    Svix,
-    Twilio,
-    Square,
-    Paddle,
-    Paypal,
-    Sendgrid,
-    Discord,
-    Mailgun,
+    Svix = "svix",
+    Twilio = "twilio",
+    Square = "square",
+    Paddle = "paddle",
+    Paypal = "paypal",
+    Sendgrid = "sendgrid",
+    Discord = "discord",
+    Mailgun = "mailgun",
     /// Postmark and any sender that authenticates with `Authorization: Basic`.
-    BasicAuth,
-    Gitlab,
-    Bitbucket,
-    Hubspot,
-    Intercom,
-    Zoom,
-    Linear,
-    Typeform,
-    Calendly,
-    Woocommerce,
+    BasicAuth = "basic-auth",
+    Gitlab = "gitlab",
+    Bitbucket = "bitbucket",
+    Hubspot = "hubspot",
+    Intercom = "intercom",
+    Zoom = "zoom",
+    Linear = "linear",
+    Typeform = "typeform",
+    Calendly = "calendly",
+    Woocommerce = "woocommerce",
     /// Ed25519 over `<timestamp>|<body>`, the account's public key in base64.
-    Telnyx,
+    Telnyx = "telnyx",
     /// Orum: RSA over the body and its `created_at`, Orum's public key.
-    OrumIo,
-    Checkbook,
-    Tailscale,
-    Airwallex,
+    OrumIo = "orum",
+    Checkbook = "checkbook",
+    Tailscale = "tailscale",
+    Airwallex = "airwallex",
     /// Port (port.io).
-    Port,
-    Merge,
-    Segment,
+    Port = "port",
+    Merge = "merge",
+    Segment = "segment",
     /// A shared token sent as is (OpenClaw's gateway hooks).
-    Openclaw,
+    Openclaw = "openclaw",
     /// Vapi's server URL secret, sent as is.
-    Vapi,
-    Meta,
+    Vapi = "vapi",
+    Meta = "meta",
     /// Adobe Acrobat Sign: its client id, sent as is and echoed.
-    AdobeSign,
+    AdobeSign = "adobe-sign",
     /// The signature is in the URL's query.
-    PandaDoc,
-    Hmac(HmacSpec),
-    /// No verification: only with the source's explicit flag.
-    None,
+    PandaDoc = "pandadoc",
 }
 
 /// What a provider's `secret` is, which decides how it is checked and whether
@@ -122,86 +155,12 @@ pub enum SecretKind {
 }
 
 impl Provider {
-    pub const NAMES: &'static [&'static str] = &[
-        "stripe",
-        "github",
-        "shopify",
-        "slack",
-        "standard-webhooks",
-        "svix",
-        "twilio",
-        "square",
-        "paddle",
-        "paypal",
-        "sendgrid",
-        "discord",
-        "mailgun",
-        "basic-auth",
-        "gitlab",
-        "bitbucket",
-        "hubspot",
-        "intercom",
-        "zoom",
-        "linear",
-        "typeform",
-        "calendly",
-        "woocommerce",
-        "telnyx",
-        "orum",
-        "checkbook",
-        "tailscale",
-        "airwallex",
-        "port",
-        "merge",
-        "segment",
-        "openclaw",
-        "vapi",
-        "meta",
-        "adobe-sign",
-        "pandadoc",
-        "hmac",
-        "none",
-    ];
-
     /// The provider of a `provider` name and its options (`hmac` needs its spec).
     pub fn parse(name: &str, hmac: Option<&Value>) -> Result<Self, String> {
+        if let Some(p) = Self::named(name) {
+            return Ok(p);
+        }
         Ok(match name {
-            "stripe" => Provider::Stripe,
-            "github" => Provider::Github,
-            "shopify" => Provider::Shopify,
-            "slack" => Provider::Slack,
-            "standard-webhooks" => Provider::StandardWebhooks,
-            "svix" => Provider::Svix,
-            "twilio" => Provider::Twilio,
-            "square" => Provider::Square,
-            "paddle" => Provider::Paddle,
-            "paypal" => Provider::Paypal,
-            "sendgrid" => Provider::Sendgrid,
-            "discord" => Provider::Discord,
-            "mailgun" => Provider::Mailgun,
-            "basic-auth" => Provider::BasicAuth,
-            "gitlab" => Provider::Gitlab,
-            "bitbucket" => Provider::Bitbucket,
-            "hubspot" => Provider::Hubspot,
-            "intercom" => Provider::Intercom,
-            "zoom" => Provider::Zoom,
-            "linear" => Provider::Linear,
-            "typeform" => Provider::Typeform,
-            "calendly" => Provider::Calendly,
-            "woocommerce" => Provider::Woocommerce,
-            "telnyx" => Provider::Telnyx,
-            "orum" => Provider::OrumIo,
-            "checkbook" => Provider::Checkbook,
-            "tailscale" => Provider::Tailscale,
-            "airwallex" => Provider::Airwallex,
-            "port" => Provider::Port,
-            "merge" => Provider::Merge,
-            "segment" => Provider::Segment,
-            "openclaw" => Provider::Openclaw,
-            "vapi" => Provider::Vapi,
-            "meta" => Provider::Meta,
-            "adobe-sign" => Provider::AdobeSign,
-            "pandadoc" => Provider::PandaDoc,
             "hmac" => {
                 let spec: HmacSpec = serde_json::from_value(hmac.cloned().unwrap_or_default())
                     .map_err(|e| format!("`hmac` needs {{header, algorithm?, encoding?, prefix?}}: {e}"))?;
@@ -211,53 +170,8 @@ impl Provider {
                 // Kept as the tenant wrote it (and shown so); verification lower-cases it.
                 Provider::Hmac(spec)
             }
-            "none" => Provider::None,
             other => return Err(format!("unknown provider `{other}`; expected one of {}", Self::NAMES.join(", "))),
         })
-    }
-
-    /// The name the API and the database use.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Provider::Stripe => "stripe",
-            Provider::Github => "github",
-            Provider::Shopify => "shopify",
-            Provider::Slack => "slack",
-            Provider::StandardWebhooks => "standard-webhooks",
-            Provider::Svix => "svix",
-            Provider::Twilio => "twilio",
-            Provider::Square => "square",
-            Provider::Paddle => "paddle",
-            Provider::Paypal => "paypal",
-            Provider::Sendgrid => "sendgrid",
-            Provider::Discord => "discord",
-            Provider::Mailgun => "mailgun",
-            Provider::BasicAuth => "basic-auth",
-            Provider::Gitlab => "gitlab",
-            Provider::Bitbucket => "bitbucket",
-            Provider::Hubspot => "hubspot",
-            Provider::Intercom => "intercom",
-            Provider::Zoom => "zoom",
-            Provider::Linear => "linear",
-            Provider::Typeform => "typeform",
-            Provider::Calendly => "calendly",
-            Provider::Woocommerce => "woocommerce",
-            Provider::Telnyx => "telnyx",
-            Provider::OrumIo => "orum",
-            Provider::Checkbook => "checkbook",
-            Provider::Tailscale => "tailscale",
-            Provider::Airwallex => "airwallex",
-            Provider::Port => "port",
-            Provider::Merge => "merge",
-            Provider::Segment => "segment",
-            Provider::Openclaw => "openclaw",
-            Provider::Vapi => "vapi",
-            Provider::Meta => "meta",
-            Provider::AdobeSign => "adobe-sign",
-            Provider::PandaDoc => "pandadoc",
-            Provider::Hmac(_) => "hmac",
-            Provider::None => "none",
-        }
     }
 
     pub fn hmac(&self) -> Option<&HmacSpec> {

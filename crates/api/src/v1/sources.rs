@@ -23,7 +23,7 @@ use tokio_postgres::GenericClient;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use hookgate_ingress::secrets;
+use hookgate_ingress::{secrets, verify};
 
 use super::validate::RotateIn;
 
@@ -172,12 +172,10 @@ async fn fields(db: &impl GenericClient, tenant: &TenantId, b: &SourceIn) -> Res
         }
     };
     let idempotency = KeySpec::parse(b.idempotency.as_ref()).map_err(ApiError::Validation)?;
-    if provider == Provider::Paypal && !matches!(idempotency, KeySpec::Provider) {
-        return Err(ApiError::Validation(
-            "`idempotency`: a paypal source is keyed by its signed transmission id and takes no other rule \
-             (PayPal covers the body by a CRC32, which anyone can match)"
-                .into(),
-        ));
+    if let Some(why) = verify::preset(&provider).door.own_key_only {
+        if !matches!(idempotency, KeySpec::Provider) {
+            return Err(ApiError::Validation(format!("`idempotency`: a {} source {why}", provider.name())));
+        }
     }
     let mode = b.mode.as_deref().map(Mode::parse).transpose().map_err(ApiError::Validation)?.unwrap_or_default();
     if let Some(p) = &b.event_type_path {
@@ -227,7 +225,7 @@ async fn create(
     };
     // Their senders check the URL with a GET before they send, which only an
     // ingest source's URL answers.
-    if matches!(f.provider, Provider::Meta | Provider::AdobeSign) {
+    if verify::preset(&f.provider).door.url_check.is_some() {
         return Err(ApiError::Validation(format!(
             "provider `{}`: its sender checks the URL before it sends; create it as an ingest source \
              (`POST /ingest/api/v1/source`, docs/ingest.md)",
@@ -309,11 +307,13 @@ async fn patch_one(
         name: p.name.unwrap_or(s.name),
         provider: s.provider.name().to_owned(),
         secret: None,
-        // A paypal source stored with a rule of its own (before paypal took no
-        // other) is patched back to the provider's key unless the patch names one.
-        idempotency: p.idempotency.into_update().unwrap_or_else(|| match s.provider {
-            Provider::Paypal => None,
-            _ => s.idempotency.to_json(),
+        // A source stored with a rule of its own where its provider now takes only
+        // its own key (paypal) is patched back to it unless the patch names one.
+        idempotency: p.idempotency.into_update().unwrap_or_else(|| {
+            match verify::preset(&s.provider).door.own_key_only {
+                Some(_) => None,
+                None => s.idempotency.to_json(),
+            }
         }),
         mode: Some(p.mode.unwrap_or_else(|| s.mode.as_str().to_owned())),
         app_id: p.app_id.unwrap_or_else(|| s.app_id.to_string()),

@@ -3,7 +3,7 @@
 //! none); the event's `id` is the key, `name` its type.
 
 use super::scheme::{any_matches, check_timestamp, header, mac, Hash};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError, TOLERANCE_SECS};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError, TOLERANCE_SECS};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -11,6 +11,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/name"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const SIG: &str = "x-signature";

@@ -4,7 +4,7 @@
 //! request be replayed as new events.
 
 use super::scheme::{BodyHmac, Hash};
-use super::{Check, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -12,6 +12,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Header("x-event-key"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

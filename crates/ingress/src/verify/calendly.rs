@@ -3,7 +3,7 @@
 //! payloads carry no event id: the body is the key, `event` the type.
 
 use super::scheme::TimestampedList;
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -11,6 +11,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/event"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const NAME: &str = "calendly-webhook-signature";

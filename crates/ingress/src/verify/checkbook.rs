@@ -10,7 +10,7 @@
 //! closes, so the signed bytes split one way only.
 
 use super::scheme::{any_matches, header, mac, Hash};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -18,6 +18,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const SIG: &str = "signature";

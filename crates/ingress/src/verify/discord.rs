@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::scheme::header;
-use super::{Check, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
 use crate::{extract::KeyMissing, key::KeyKind};
 
 pub const PRESET: Preset = Preset {
@@ -16,6 +16,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Custom(event_type),
     handshake: Some(handshake),
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const SIG: &str = "x-signature-ed25519";

@@ -3,7 +3,7 @@
 //! body is the key unless the source sets one.
 
 use super::scheme::BodyHmac;
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -11,6 +11,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::None,
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 /// Provider `none`: nothing is checked (only with the source's explicit flag).
@@ -20,6 +21,7 @@ pub const NONE: Preset = Preset {
     event_type: TypeRule::None,
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

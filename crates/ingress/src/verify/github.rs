@@ -2,7 +2,7 @@
 //! and delivery ids together are the event's id, `X-GitHub-Event` its type.
 
 use super::scheme::{header, BodyHmac, Hash};
-use super::{Check, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
 use crate::{extract::KeyMissing, key::KeyKind};
 
 pub const PRESET: Preset = Preset {
@@ -11,6 +11,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Header("x-github-event"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

@@ -3,7 +3,7 @@
 //! `X-Gitlab-Event-UUID` is the event's id; the body's `object_kind` its type.
 
 use super::scheme::header;
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 use crate::{extract::KeyMissing, key::KeyKind};
 
 pub const PRESET: Preset = Preset {
@@ -12,6 +12,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Custom(event_type),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const NAME: &str = "x-gitlab-token";

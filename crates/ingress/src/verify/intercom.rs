@@ -2,7 +2,7 @@
 //! notification's `id` is the event's id, its `topic` the type.
 
 use super::scheme::{BodyHmac, Hash};
-use super::{Check, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -10,6 +10,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/topic"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::scheme::{check_timestamp, BodyHmac, Hash};
-use super::{Check, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -14,6 +14,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Custom(event_type),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const TOLERANCE_SECS: i64 = 60;

@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use super::scheme::{any_matches, check_timestamp, mac, Hash};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 use crate::{extract::KeyMissing, key::KeyKind};
 
 pub const PRESET: Preset = Preset {
@@ -19,6 +19,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Custom(event_type),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const WHERE: &str = "body `signature`";

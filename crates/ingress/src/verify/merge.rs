@@ -7,7 +7,7 @@ use base64::{
 };
 
 use super::scheme::{any_matches, header, mac, Hash};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -15,6 +15,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/hook/event"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const SIG: &str = "x-merge-webhook-signature";

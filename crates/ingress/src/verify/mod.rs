@@ -181,7 +181,57 @@ pub struct Preset {
     /// An unsigned ping the provider sends once to test the URL (WooCommerce),
     /// answered 200 before verification; it carries nothing and admits nothing.
     pub unsigned_ping: Option<fn(&Request) -> bool>,
+    /// What it needs of Hookgate's door beyond a signed `POST`.
+    pub door: DoorRules,
 }
+
+/// What a provider needs of Hookgate's door beyond a signed `POST`: each its own,
+/// set in the provider's file, read by the door and the API.
+pub struct DoorRules {
+    /// The only key its sources may have, and why: its own ([`KeyRule`]), when a
+    /// rule over the body would admit forged events (PayPal).
+    pub own_key_only: Option<&'static str>,
+    /// Its sender checks the URL with a `GET` before it sends (Meta's
+    /// `hub.challenge`, Adobe Sign's client id), answered by `door::subscribe`;
+    /// only an ingest source's URL answers it.
+    pub url_check: Option<UrlCheckFn>,
+    /// A request header echoed on the answer of each admitted event (Adobe
+    /// Sign takes a notification as delivered only with its client id echoed).
+    pub echo_header: Option<&'static str>,
+}
+
+impl DoorRules {
+    /// A signed `POST`, and nothing more.
+    pub const PLAIN: DoorRules = DoorRules { own_key_only: None, url_check: None, echo_header: None };
+}
+
+/// A sender's check of a URL before it sends: the request's query and headers,
+/// and whether a value presented is the source's verify token or its secret.
+pub struct UrlCheck<'a> {
+    pub query: &'a str,
+    pub headers: &'a dyn Headers,
+    pub verify_token: &'a dyn Fn(&str) -> bool,
+    pub secret: &'a dyn Fn(&str) -> bool,
+}
+
+/// The answer to a sender's check of the URL.
+pub enum UrlAnswer {
+    /// Echoed as text (`text/plain`, not sniffed).
+    Text(String),
+    /// A JSON body, with a header echoed.
+    Json { header: (&'static str, String), body: serde_json::Value },
+}
+
+/// Why a sender's check of the URL is refused.
+pub enum UrlRefused {
+    /// The check is malformed (a 400, saying what is missing).
+    Malformed(String),
+    /// The token or id presented is not the source's (a 403).
+    NotOurs(String),
+}
+
+/// A provider's answer to a sender's check of the URL.
+pub type UrlCheckFn = fn(&UrlCheck<'_>) -> Result<UrlAnswer, UrlRefused>;
 
 /// The table of providers.
 pub fn preset(p: &Provider) -> &'static Preset {

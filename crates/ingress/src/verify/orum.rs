@@ -10,7 +10,7 @@
 use base64::{engine::general_purpose::STANDARD, Engine};
 
 use super::scheme::header;
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -18,6 +18,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/event_type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const SIG: &str = "signature";

@@ -3,7 +3,7 @@
 //! event's id, `event_type` its type.
 
 use super::scheme::{TimestampedList, TOLERANCE_SECS};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -11,6 +11,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/event_type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const NAME: &str = "paddle-signature";

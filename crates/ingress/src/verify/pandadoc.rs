@@ -3,7 +3,7 @@
 //! (the body is the key), the first one's `event` the type.
 
 use super::scheme::{any_matches, mac, Hash};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -11,6 +11,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/0/event"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const PARAM: &str = "signature";

@@ -27,7 +27,7 @@ use hookgate_egress::fetch::{FetchError, Fetcher};
 use rustls_pki_types::{pem::PemObject, CertificateDer};
 
 use super::scheme::{check_timestamp, header, TOLERANCE_SECS};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Certificate,
@@ -35,6 +35,15 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/event_type"),
     handshake: None,
     unsigned_ping: None,
+    // PayPal covers the body by a CRC32 only, which anyone can match: a rule over
+    // the body would admit forged bodies as new events.
+    door: DoorRules {
+        own_key_only: Some(
+            "is keyed by its signed transmission id and takes no other rule \
+             (PayPal covers the body by a CRC32, which anyone can match)",
+        ),
+        ..DoorRules::PLAIN
+    },
 };
 
 const SIG: &str = "paypal-transmission-sig";

@@ -3,7 +3,7 @@
 //! `type` (`track`, `identify`) its type.
 
 use super::scheme::{BodyHmac, Hash};
-use super::{Check, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -11,6 +11,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

@@ -6,7 +6,7 @@
 use base64::{engine::general_purpose::STANDARD, Engine};
 
 use super::scheme::header;
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -14,6 +14,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/0/event"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const SIG: &str = "x-twilio-email-event-webhook-signature";

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::scheme::v0_signed;
-use super::{Check, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -13,6 +13,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Custom(event_type),
     handshake: Some(handshake),
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

@@ -5,7 +5,7 @@
 use base64::{engine::general_purpose::STANDARD, Engine};
 
 use super::scheme::{any_matches, header, mac, Hash};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -13,6 +13,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const NAME: &str = "x-square-hmacsha256-signature";

@@ -6,7 +6,7 @@
 use base64::{engine::general_purpose::STANDARD, Engine};
 
 use super::scheme::{check_timestamp, ct_eq, header, mac, Hash, TOLERANCE_SECS};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -14,6 +14,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

@@ -2,7 +2,7 @@
 //! the body's `id` is the event's, its `type` the event type.
 
 use super::scheme::{any_matches, check_timestamp, header, mac, pairs, Hash, TOLERANCE_SECS};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -10,6 +10,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

@@ -1,7 +1,7 @@
 //! Svix-signed senders (Clerk, Resend and every Svix customer): Standard Webhooks
 //! under `svix-id`, `svix-timestamp` and `svix-signature`, with a `whsec_` secret.
 
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -9,6 +9,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

@@ -4,7 +4,7 @@
 //! the key.
 
 use super::scheme::TimestampedList;
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError, TOLERANCE_SECS};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError, TOLERANCE_SECS};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -12,6 +12,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/0/type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

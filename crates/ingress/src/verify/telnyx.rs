@@ -6,7 +6,7 @@
 use base64::{engine::general_purpose::STANDARD, Engine};
 
 use super::scheme::{check_timestamp, header};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError, TOLERANCE_SECS};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError, TOLERANCE_SECS};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -14,6 +14,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/data/event_type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const SIG: &str = "telnyx-signature-ed25519";

@@ -3,7 +3,7 @@
 //! Vapi (`x-vapi-secret`, its server URL secret) and Adobe Sign (`X-AdobeSign-ClientId`,
 //! the application's client id, which the answer echoes). Nothing is signed.
 
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, UrlAnswer, UrlCheck, UrlRefused, VerifyError};
 
 pub const OPENCLAW: Preset = Preset {
     check: Check::Sync(openclaw),
@@ -11,6 +11,7 @@ pub const OPENCLAW: Preset = Preset {
     event_type: TypeRule::None,
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 pub const VAPI: Preset = Preset {
@@ -19,6 +20,7 @@ pub const VAPI: Preset = Preset {
     event_type: TypeRule::Pointer("/message/type"),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 pub const ADOBE_SIGN: Preset = Preset {
@@ -27,7 +29,25 @@ pub const ADOBE_SIGN: Preset = Preset {
     event_type: TypeRule::Pointer("/event"),
     handshake: None,
     unsigned_ping: None,
+    // Adobe Sign takes a notification as delivered only with its client id echoed,
+    // and checks the URL the same way before it sends.
+    door: DoorRules { url_check: Some(adobe_sign_url), echo_header: Some(ADOBE_SIGN_ID), ..DoorRules::PLAIN },
 };
+
+const ADOBE_SIGN_ID: &str = "x-adobesign-clientid";
+
+/// Adobe Sign's check of a URL: its client id (the source's secret), echoed in
+/// the header and as JSON.
+fn adobe_sign_url(c: &UrlCheck<'_>) -> Result<UrlAnswer, UrlRefused> {
+    let presented = c.headers.get(ADOBE_SIGN_ID).unwrap_or_default();
+    if !(c.secret)(presented) {
+        return Err(UrlRefused::NotOurs("`X-AdobeSign-ClientId` is not this source's client id".into()));
+    }
+    Ok(UrlAnswer::Json {
+        header: ("X-AdobeSign-ClientId", presented.to_owned()),
+        body: serde_json::json!({ "xAdobeSignClientId": presented }),
+    })
+}
 
 /// Whether `presented` is one of the secrets (the check of every sender here,
 /// and of Adobe Sign's `GET` in `door.rs`).

@@ -12,7 +12,7 @@ use base64::{engine::general_purpose::STANDARD, Engine};
 use sha2::{Digest, Sha256};
 
 use super::scheme::{any_matches, header, mac, Hash};
-use super::{Check, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
 use crate::{extract::KeyMissing, key::KeyKind};
 
 pub const PRESET: Preset = Preset {
@@ -21,6 +21,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Custom(event_type),
     handshake: None,
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const NAME: &str = "x-twilio-signature";

@@ -6,7 +6,7 @@
 //! ping is answered and admits nothing.
 
 use super::scheme::{BodyHmac, Hash};
-use super::{Check, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -14,6 +14,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Header("x-wc-webhook-topic"),
     handshake: None,
     unsigned_ping: Some(ping),
+    door: DoorRules::PLAIN,
 };
 
 fn check(req: &Request, secrets: &[String]) -> Result<(), VerifyError> {

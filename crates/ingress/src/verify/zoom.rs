@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::scheme::{mac, v0_signed, Hash};
-use super::{Check, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
+use super::{Check, DoorRules, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
@@ -16,6 +16,7 @@ pub const PRESET: Preset = Preset {
     event_type: TypeRule::Pointer("/event"),
     handshake: Some(handshake),
     unsigned_ping: None,
+    door: DoorRules::PLAIN,
 };
 
 const SIG: &str = "x-zm-signature";
