@@ -6,20 +6,9 @@ use serde_json::Value;
 pub use hookgate_shared::source::KeySpec;
 
 use crate::{
-    key::{fields_value, KeyKind},
+    key::{fields_value, KeyKind, KeyMissing},
     verify::{preset, Headers, KeyRule, Request, TypeRule},
 };
-
-/// Why no key could be derived: names the missing field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct KeyMissing(pub String);
-
-impl KeyMissing {
-    pub fn header(name: &str) -> Self {
-        KeyMissing(format!("header `{name}` is missing"))
-    }
-}
 
 fn json(body: &[u8], why: &str) -> Result<Value, KeyMissing> {
     serde_json::from_slice(body).map_err(|_| KeyMissing(format!("the body is not JSON, but {why} needs a JSON body")))

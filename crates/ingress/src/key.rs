@@ -62,6 +62,17 @@ pub fn fields_value(values: &[&serde_json::Value]) -> Vec<u8> {
     out
 }
 
+/// Why no key could be derived: names the missing field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct KeyMissing(pub String);
+
+impl KeyMissing {
+    pub fn header(name: &str) -> Self {
+        KeyMissing(format!("header `{name}` is missing"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,6 +71,15 @@ impl EndpointSecret {
         Ok(Self::hmac_text(&whsec::normalise_secret(given)?))
     }
 
+    /// The secret a caller gave ([`Self::parse`]), or a new one of `kind` (the
+    /// operator's default) when none was given.
+    pub fn given_or_new(given: Option<&str>, kind: SignatureType) -> Result<Self, SecretError> {
+        match given {
+            Some(k) => Self::parse(k),
+            None => Ok(Self::generate(kind)),
+        }
+    }
+
     /// A secret as it was stored (its text, opened). A `whsec_` one is read as
     /// the signer always read it, without the length rule a given one is held
     /// to, so that no secret stored before that rule stops signing.

@@ -55,8 +55,13 @@ async fn a_provider_keyed_by_its_own_id_only_refuses_another_rule_and_a_provider
             .contains("`idempotency`: a paypal source is keyed by its signed transmission id"),
         "{body}"
     );
-    let s =
-        t.post("/api/v1/source", json!({"name": "p", "provider": "paypal", "secret": "8PT597110X687430LKGECATA", "appId": a}), 201).await;
+    let s = t
+        .post(
+            "/api/v1/source",
+            json!({"name": "p", "provider": "paypal", "secret": "8PT597110X687430LKGECATA", "appId": a}),
+            201,
+        )
+        .await;
     assert_eq!(s["idempotency"], Value::Null, "{s}");
     // Meta and Adobe Sign check the URL with a GET first: only an ingest source's URL answers it.
     for provider in ["meta", "adobe-sign"] {

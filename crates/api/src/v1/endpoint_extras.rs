@@ -89,18 +89,11 @@ pub(crate) fn secret_answer(
     Ok(HttpResponse::Ok().json(EndpointSecretOut { key: secret.shown() }))
 }
 
-/// The secret a caller gave (`whsec_…` or `whsk_…`; 422 saying what is wrong
-/// with it), or a new one of the operator's default kind.
-pub(crate) fn given_or_new_secret(state: &AppState, given: Option<&str>) -> Result<EndpointSecret, ApiError> {
-    match given {
-        Some(k) => EndpointSecret::parse(k).map_err(|e| ApiError::Validation(e.to_string())),
-        None => Ok(EndpointSecret::generate(state.config.default_signature_type)),
-    }
-}
-
-/// The secret a rotation sets: the body's key, or a new one.
+/// The secret a rotation sets: the body's key (422 saying what is wrong with
+/// it), or a new one of the operator's default kind.
 pub(crate) fn rotated_secret(state: &AppState, body: &RotateIn) -> Result<EndpointSecret, ApiError> {
-    given_or_new_secret(state, body.key.as_deref())
+    EndpointSecret::given_or_new(body.key.as_deref(), state.config.default_signature_type)
+        .map_err(|e| ApiError::Validation(e.to_string()))
 }
 
 /// The old secret keeps signing, beside the new one, for the grace period (24 h by default).

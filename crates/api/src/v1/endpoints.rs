@@ -23,7 +23,7 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 
 use super::{applications, validate};
-use hookgate_egress::{secrets, ssrf::Guard};
+use hookgate_egress::{secrets, signing::EndpointSecret, ssrf::Guard};
 use hookgate_shared::store::page::Page;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -275,7 +275,10 @@ pub(crate) async fn insert(
     key: Option<&RequestKey>,
     notify: Notify,
 ) -> Result<HttpResponse, ApiError> {
-    let secret = super::endpoint_extras::given_or_new_secret(state, made.secret)?;
+    // The secret given (`whsec_…` or `whsk_…`; 422 saying what is wrong with it),
+    // or a new one of the operator's default kind.
+    let secret = EndpointSecret::given_or_new(made.secret, state.config.default_signature_type)
+        .map_err(|e| ApiError::Validation(e.to_string()))?;
     let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
     let id = EndpointId::generate();
     let sealed = secrets::seal(state, tenant, app, &id, &secret);

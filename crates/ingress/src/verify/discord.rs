@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::scheme::header;
 use super::{Check, DoorRules, Handshake, HandshakeBody, KeyRule, Preset, Request, TypeRule, VerifyError};
-use crate::{extract::KeyMissing, key::KeyKind};
+use crate::key::{KeyKind, KeyMissing};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),

@@ -3,7 +3,7 @@
 
 use super::scheme::{header, BodyHmac, Hash};
 use super::{Check, DoorRules, Encoding, KeyRule, Preset, Request, TypeRule, VerifyError};
-use crate::{extract::KeyMissing, key::KeyKind};
+use crate::key::{KeyKind, KeyMissing};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),

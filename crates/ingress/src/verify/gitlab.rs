@@ -4,7 +4,7 @@
 
 use super::scheme::header;
 use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
-use crate::{extract::KeyMissing, key::KeyKind};
+use crate::key::{KeyKind, KeyMissing};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),

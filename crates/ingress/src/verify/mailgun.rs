@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::scheme::{any_matches, check_timestamp, mac, Hash};
 use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
-use crate::{extract::KeyMissing, key::KeyKind};
+use crate::key::{KeyKind, KeyMissing};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),

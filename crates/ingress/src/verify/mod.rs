@@ -48,7 +48,7 @@ pub use scheme::{ed25519_key_ok, TOLERANCE_SECS};
 pub use sendgrid::p256_key_ok;
 pub(crate) use token::matches as token_matches;
 
-use crate::{extract::KeyMissing, key::KeyKind};
+use crate::key::{KeyKind, KeyMissing};
 
 /// Where a verifier reads headers from; lower-case names.
 pub trait Headers {

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::scheme::{any_matches, header, mac, Hash};
 use super::{Check, DoorRules, KeyRule, Preset, Request, TypeRule, VerifyError};
-use crate::{extract::KeyMissing, key::KeyKind};
+use crate::key::{KeyKind, KeyMissing};
 
 pub const PRESET: Preset = Preset {
     check: Check::Sync(check),
