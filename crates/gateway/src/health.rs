@@ -1,7 +1,6 @@
 //! `/healthz` (the process lives), `/readyz` (Postgres reachable, Redis reported), `/metrics`.
 
 use actix_web::{get, web, HttpResponse};
-use hookgate_shared::store;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -45,7 +44,7 @@ pub async fn healthz() -> HttpResponse {
 )]
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let (pg, redis) = tokio::join!(store::health::ping(&state.db, state.config.db_timeout), state.redis.state());
+    let (pg, redis) = tokio::join!(hookgate_shared::db::ping(&state.db, state.config.db_timeout), state.redis.state());
     let mut body = Ready { postgres: if pg.is_ok() { "up" } else { "down" }, redis, schema: None };
     match pg {
         Ok(None) => HttpResponse::Ok().json(body),

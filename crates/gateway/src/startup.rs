@@ -12,7 +12,8 @@ use actix_web::{
 };
 use hookgate_shared::{
     http::ApiError,
-    prune::{drain, observe, BATCH},
+    prune::{drain, BATCH},
+    retention_gauges,
     store::idempotency,
     Config,
 };
@@ -227,7 +228,7 @@ async fn prune_idempotency_keys(state: AppState) {
     loop {
         tick.tick().await;
         drain(&state, "idempotency_keys", |conn| async move { idempotency::prune(&**conn, ttl, BATCH).await }).await;
-        observe(&state).await;
+        retention_gauges::observe(&state).await;
     }
 }
 

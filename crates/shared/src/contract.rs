@@ -31,17 +31,6 @@ pub struct Watch {
     clear_since: Option<Instant>,
 }
 
-/// The `application_name` a process of this release gives its connections:
-/// Hookgate's level first (Postgres cuts names at 63 bytes: the tag survives),
-/// then `given`, the operator's own from `DATABASE_URL`.
-pub fn application_name(given: Option<&str>) -> String {
-    let tag = format!("hookgate/{}", migrate::level());
-    match given {
-        Some(g) => format!("{tag} {g}"),
-        None => tag,
-    }
-}
-
 /// The level an `application_name` announces: a `hookgate/NNNN` word anywhere
 /// in it (a pooler may add to the name); `0000` for one of `bare`, the names the
 /// releases before levels gave (`hookgate`, or the operator's own from
@@ -177,7 +166,7 @@ mod tests {
         assert_eq!(announced("hookgate-destination", &bare), None);
         assert_eq!(announced("psql", &bare), None);
         assert_eq!(announced("hookgate/44", &bare), None);
-        assert_eq!(application_name(None), format!("hookgate/{}", migrate::level()));
-        assert_eq!(application_name(Some("x")), format!("hookgate/{} x", migrate::level()));
+        assert_eq!(migrate::application_name(None), format!("hookgate/{}", migrate::level()));
+        assert_eq!(migrate::application_name(Some("x")), format!("hookgate/{} x", migrate::level()));
     }
 }

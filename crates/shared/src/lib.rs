@@ -36,6 +36,7 @@ pub mod quota;
 pub mod ratelimit;
 pub mod redis;
 pub mod replica;
+pub mod retention_gauges;
 pub mod source;
 pub mod state;
 pub mod status;

@@ -95,6 +95,17 @@ pub async fn applied(client: &Client) -> Result<std::collections::HashSet<String
     Ok(client.query("SELECT version FROM hookgate_migrations", &[]).await?.iter().map(|r| r.get(0)).collect())
 }
 
+/// The `application_name` a process of this release gives its connections:
+/// Hookgate's level first (Postgres cuts names at 63 bytes: the tag survives),
+/// then `given`, the operator's own from `DATABASE_URL`.
+pub fn application_name(given: Option<&str>) -> String {
+    let tag = format!("hookgate/{}", level());
+    match given {
+        Some(g) => format!("{tag} {g}"),
+        None => tag,
+    }
+}
+
 /// Takes the runner's lock if it is free (true), for a contract's last look;
 /// [`unlock`] gives it back. Statements on this session then wait at most 5 s
 /// for a table's lock.

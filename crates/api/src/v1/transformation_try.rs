@@ -23,13 +23,22 @@ use hookgate_egress::{
     sandbox::{Sandbox, Scope},
     secrets, transform,
 };
-use hookgate_shared::ids::TenantId;
+use hookgate_shared::ids::{AppId, EndpointId, Ref, TenantId};
 use hookgate_shared::store::{tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
 
 use super::endpoints::find;
-use super::transformations::{EpPath, MOST_CODE, OFF};
 use crate::{Principal, TenantAuth};
+
+/// Longest code a transformation may have (saved or tried).
+pub(crate) const MOST_CODE: usize = 64 * 1024;
+
+/// An endpoint's path: its application and itself, by id or uid.
+pub(crate) type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
+
+/// Why a tenant's transformations neither run nor save.
+pub(crate) const OFF: &str = "transformations are off for this tenant: the operator allows them (`transformations` on the \
+                   tenant), and the tenant's own switch (`PUT /api/v1/settings/transformations`) is on unless turned off";
 
 /// Tries a tenant may run in a minute, in one process.
 const TRIES_PER_MINUTE: u32 = 60;

@@ -20,6 +20,7 @@ use hookgate_shared::store::{tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
 
 use super::endpoints::find;
+use super::transformation_try::{EpPath, MOST_CODE, OFF};
 use crate::{KeyAuth, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -33,14 +34,10 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(patch_destination);
 }
 
-/// Longest code a transformation may have.
-pub(crate) const MOST_CODE: usize = 64 * 1024;
 /// Variables a transformation may have, and the longest name and value.
 const MOST_VARIABLES: usize = 32;
 const MOST_NAME: usize = 128;
 const MOST_VALUE: usize = 4096;
-
-pub(crate) type EpPath = web::Path<(Ref<AppId>, Ref<EndpointId>)>;
 
 /// What a transformation's PATCH sets; what it leaves out is kept.
 #[derive(Deserialize, ToSchema)]
@@ -157,9 +154,6 @@ pub(crate) async fn get_of(
         variables,
     }))
 }
-
-pub(crate) const OFF: &str = "transformations are off for this tenant: the operator allows them (`transformations` on the \
-                   tenant), and the tenant's own switch (`PUT /api/v1/settings/transformations`) is on unless turned off";
 
 /// Sets what the body gives and keeps the rest. Enabling needs the tenant's
 /// transformations switched on (by the operator), and code that runs and

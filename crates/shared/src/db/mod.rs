@@ -41,7 +41,7 @@ pub fn target(url: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), 
 pub async fn connect(url: &str, timeout: Duration) -> Result<(tokio_postgres::Client, Connection), StoreError> {
     let (mut pg, tls) = target(url)?;
     pg.connect_timeout(timeout);
-    pg.application_name(crate::contract::application_name(pg.get_application_name()));
+    pg.application_name(crate::migrate::application_name(pg.get_application_name()));
     // As the pool's: a connection whose server vanished ends, rather than waits for hours.
     keepalives(&mut pg, timeout);
     let hosts = hosts::Hosts::new(url, &pg, timeout);
@@ -130,7 +130,7 @@ fn pool_of(
 ) -> Result<Pool, StoreError> {
     pg.connect_timeout(timeout);
     // The schema level this release knows, for a contract to see who is connected.
-    pg.application_name(crate::contract::application_name(pg.get_application_name()));
+    pg.application_name(crate::migrate::application_name(pg.get_application_name()));
     // A session idle in a transaction past twice the statement bound is ended by
     // Postgres: a client cut off mid-transaction cannot hold its locks for hours.
     let ms = statement.as_millis();
@@ -284,4 +284,15 @@ async fn verify_after_stall(
         Ok(Err(e)) => Err(deadpool_postgres::HookError::message(format!("a connection failed its check: {e}"))),
         Err(_) => Err(deadpool_postgres::HookError::message("a connection gave no answer after a stall; replaced")),
     }
+}
+
+/// The readiness probe: whether Postgres answers within `limit`; `Ok(Some(version))` when it does but
+/// a switch migration this release needs is not applied yet (a process started
+/// while Postgres was away could not refuse at start).
+pub async fn ping(pool: &Pool, limit: std::time::Duration) -> Result<Option<&'static str>, StoreError> {
+    bounded(limit, async {
+        let client = conn(pool).await?;
+        Ok(crate::migrate::pending_switches(&client).await?.first().copied())
+    })
+    .await
 }
