@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::{
     cpu::{Meter, Sample},
+    report::Row,
     sink::Sink,
     stack::{self, Hookgate, Stack, ADMIN_TOKEN},
 };
@@ -109,6 +110,29 @@ impl Bed {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         Ok(started.elapsed())
+    }
+
+    /// Starts a worker on the outbox as it stands, times it delivering `n`, and adds
+    /// the row; the rate delivered per second.
+    pub(crate) async fn drain(&self, n: usize, name: &str, h: f64, rows: &mut Vec<Row>) -> anyhow::Result<f64> {
+        let before_count = self.sink.count();
+        let before: Sample = self.cpu(None).await;
+        let mut worker = self.start_worker().await;
+        let took = self.wait_for(before_count + n as u64, Duration::from_secs(600)).await?;
+        let cpu = before.per(&self.cpu(Some(&worker)).await, n as u64);
+        worker.stop().await;
+        let rate = n as f64 / took.as_secs_f64();
+        rows.push(Row {
+            name: name.into(),
+            concurrency: 128,
+            rate,
+            ratio: Some((rate / h, "H".into())),
+            bar: Some((">= 0.5 x".into(), rate / h >= 0.5)),
+            cpu: Some(cpu),
+            note: "delivered/s, worker concurrency 128".into(),
+            ..Row::default()
+        });
+        Ok(rate)
     }
 }
 

@@ -16,7 +16,7 @@ use crate::{
     load::closed_loop,
     pace::paced,
     report::Row,
-    scenarios::timed_message,
+    requests::timed_message,
     stack, Settings,
 };
 

@@ -15,6 +15,7 @@ mod profile;
 mod pruning;
 mod reads;
 mod report;
+mod requests;
 mod scenarios;
 mod sink;
 mod stack;

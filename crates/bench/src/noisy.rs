@@ -9,7 +9,7 @@ use crate::{
     bed::{publish, Bed},
     pace::paced,
     report::Row,
-    scenarios::timed_message,
+    requests::timed_message,
     Settings,
 };
 

@@ -3,49 +3,19 @@
 use std::time::Duration;
 
 use base64::Engine;
-use hmac::{Hmac, Mac};
 use serde_json::json;
-use sha2::Sha256;
 
 use crate::{
     bed::{publish, Bed},
-    cpu::Sample,
     load::{closed_loop, Measured},
     pace::paced,
     pgbench,
     report::Row,
-    sink::{now_micros, Sink},
+    requests::{stripe_post, timed_message, STRIPE_SECRET},
+    sink::Sink,
     stack::{self, Stack},
     Settings,
 };
-
-pub const STRIPE_SECRET: &str = "whsec_bench";
-
-pub fn stripe_sig(body: &[u8]) -> String {
-    let ts = chrono::Utc::now().timestamp();
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(STRIPE_SECRET.as_bytes()).unwrap();
-    m.update(ts.to_string().as_bytes());
-    m.update(b".");
-    m.update(body);
-    format!("t={ts},v1={}", hex::encode(m.finalize().into_bytes()))
-}
-
-/// `body` POSTed to a source's URL, signed as Stripe signs it now.
-pub fn stripe_post(http: &reqwest::Client, url: &str, body: String) -> reqwest::RequestBuilder {
-    http.post(url)
-        .header("content-type", "application/json")
-        .header("stripe-signature", stripe_sig(body.as_bytes()))
-        .body(body)
-}
-
-/// A message whose payload carries the time it was sent (`t`, in µs), from
-/// which the sink measures its lag.
-pub fn timed_message(http: &reqwest::Client, url: &str, key: &str) -> reqwest::RequestBuilder {
-    http.post(url)
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(format!(r#"{{"eventType":"bench","payload":{{"t":{},"k":1}}}}"#, now_micros()))
-}
 
 fn row(name: &str, c: usize, m: &Measured, ratio: Option<(f64, &str)>, bar: Option<(f64, f64)>, note: &str) -> Row {
     Row {
@@ -187,7 +157,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     bed.truncate()?;
     eprintln!("egress: {n} messages to 1 endpoint");
     publish(&tenant, &app1, n, c).await?;
-    let one = drain(&bed, n, &format!("egress: deliver {n} messages to 1 endpoint"), h.rate(), &mut rows).await?;
+    let one = bed.drain(n, &format!("egress: deliver {n} messages to 1 endpoint"), h.rate(), &mut rows).await?;
     let plain_us = rows.last().and_then(|r| r.cpu.as_ref()).map_or(0.0, |c| c.total_us);
     if only("transform") {
         rows.extend(crate::transforms::run(&bed, &tenant, n, c, h.rate(), plain_us).await?);
@@ -205,7 +175,7 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     bed.truncate()?;
     eprintln!("egress: {} messages to 10 endpoints", n / 10);
     publish(&tenant, &app10, n / 10, c).await?;
-    drain(&bed, n, &format!("egress: deliver {} messages to 10 endpoints", n / 10), h.rate(), &mut rows).await?;
+    bed.drain(n, &format!("egress: deliver {} messages to 10 endpoints", n / 10), h.rate(), &mut rows).await?;
 
     // The end-to-end peak: created and delivered at once, counted until the last
     // is delivered (the `burst` row); the lag row runs at half of it.
@@ -289,27 +259,4 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
 /// creation and delivery always run (the others' rates derive from them).
 fn only(group: &str) -> bool {
     std::env::var("BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
-}
-
-/// Starts a worker on the outbox as it stands, times it delivering `n`, and adds
-/// the row; the rate delivered per second.
-pub(crate) async fn drain(bed: &Bed, n: usize, name: &str, h: f64, rows: &mut Vec<Row>) -> anyhow::Result<f64> {
-    let before_count = bed.sink.count();
-    let before: Sample = bed.cpu(None).await;
-    let mut worker = bed.start_worker().await;
-    let took = bed.wait_for(before_count + n as u64, Duration::from_secs(600)).await?;
-    let cpu = before.per(&bed.cpu(Some(&worker)).await, n as u64);
-    worker.stop().await;
-    let rate = n as f64 / took.as_secs_f64();
-    rows.push(Row {
-        name: name.into(),
-        concurrency: 128,
-        rate,
-        ratio: Some((rate / h, "H".into())),
-        bar: Some((">= 0.5 x".into(), rate / h >= 0.5)),
-        cpu: Some(cpu),
-        note: "delivered/s, worker concurrency 128".into(),
-        ..Row::default()
-    });
-    Ok(rate)
 }

@@ -10,7 +10,7 @@ use crate::{
     cpu::PerUnit,
     pace::paced,
     report::Row,
-    scenarios::{stripe_post, timed_message},
+    requests::{stripe_post, timed_message},
     sink::now_micros,
     Settings,
 };

@@ -45,8 +45,7 @@ pub async fn run(
     eprintln!("egress: {n} messages through a transformation");
     publish(tenant, &app, n, clients).await?;
     let mut rows = Vec::new();
-    crate::scenarios::drain(bed, n, &format!("egress: deliver {n} messages through a transformation"), h, &mut rows)
-        .await?;
+    bed.drain(n, &format!("egress: deliver {n} messages through a transformation"), h, &mut rows).await?;
     if let Some(cpu) = rows.last().and_then(|r| r.cpu.as_ref()) {
         let extra = cpu.total_us - plain_us;
         rows.push(Row {
