@@ -146,34 +146,34 @@ impl Default for Caches {
 }
 
 /// What the stores forget; only they call these.
-impl Caches {
-    pub(crate) fn forget_source(&self, id: &SourceId) {
+impl crate::store::Forget for Caches {
+    fn forget_source(&self, id: &SourceId) {
         self.sources.remove(id);
     }
 
     /// An application's deletion takes its sources with it.
-    pub(crate) fn forget_sources(&self) {
+    fn forget_sources(&self) {
         self.sources.clear();
     }
 
     /// Keys are cached by hash, not id: a revocation forgets them all.
-    pub(crate) fn forget_keys(&self) {
+    fn forget_keys(&self) {
         self.keys.clear();
         self.portal_keys.clear();
         // Integration keys live while the API key that made them does.
         self.integration_keys.clear();
     }
 
-    pub(crate) fn forget_integration_keys(&self) {
+    fn forget_integration_keys(&self) {
         self.integration_keys.clear();
     }
 
-    pub(crate) fn forget_portal_tokens(&self) {
+    fn forget_portal_tokens(&self) {
         self.portal_tokens.clear();
     }
 
     /// A tenant's change (disabled, deleted) reaches its sources and its keys.
-    pub(crate) fn forget_tenant(&self) {
+    fn forget_tenant(&self) {
         self.sources.clear();
         self.keys.clear();
         self.portal_keys.clear();

@@ -8,7 +8,6 @@ use tokio_postgres::GenericClient;
 
 use super::StoreError;
 use crate::{
-    cache::Caches,
     crypto::{random_hex, ApiKeyHasher},
     ids::{ApiKeyId, TenantId},
 };
@@ -137,7 +136,7 @@ pub async fn revoke(
     db: &impl GenericClient,
     tenant: &TenantId,
     key: &ApiKeyId,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(

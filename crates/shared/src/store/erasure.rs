@@ -8,10 +8,7 @@ use super::{
     retention::{self, column},
     StoreError,
 };
-use crate::{
-    cache::Caches,
-    ids::{AppId, AttemptId, MessageId, TenantId},
-};
+use crate::ids::{AppId, AttemptId, MessageId, TenantId};
 
 /// Erases a message's payload, and the inbound event's copy of it when ingress
 /// created the message. The rows stay (the message reads `{"expired": true}`).
@@ -77,7 +74,7 @@ pub async fn request_erasure(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<(), StoreError> {
     db.execute(
         "WITH app AS (
@@ -106,7 +103,7 @@ pub async fn erase_step(
     tenant: &TenantId,
     app: &AppId,
     batch: i64,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<Erasure, StoreError> {
     let (t, a) = (tenant.as_str(), app.as_str());
     let tx = db.transaction().await?;

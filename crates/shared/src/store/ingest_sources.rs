@@ -10,10 +10,7 @@ use super::{
     sources::{columns, from_row, OldToken, Source, SourceFields},
     StoreError,
 };
-use crate::{
-    cache::Caches,
-    ids::{Ref, SourceId, TenantId},
-};
+use crate::ids::{Ref, SourceId, TenantId};
 
 /// What an ingest source has besides a source's fields, as written.
 pub struct IngestFields<'a> {
@@ -113,7 +110,7 @@ pub async fn replace(
     f: &SourceFields,
     ingest: &IngestFields<'_>,
     sealed_secret: Option<&[u8]>,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<Option<Source>, StoreError> {
     let sql = format!(
         "UPDATE sources SET name = $3, provider = $4, verify = $5, idempotency = $6, mode = $7,
@@ -159,7 +156,7 @@ pub async fn rotate_token(
     id: &SourceId,
     token: &NewToken<'_>,
     old: &[OldToken],
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<bool, StoreError> {
     let old = serde_json::to_value(old).expect("old tokens serialise");
     let n = db

@@ -11,7 +11,6 @@ use super::{
     StoreError,
 };
 use crate::{
-    cache::Caches,
     crypto::random_hex,
     ids::{ApiKeyId, AppId, IntegrationId, TenantId},
 };
@@ -134,7 +133,7 @@ pub async fn update(
     app: &AppId,
     id: &IntegrationId,
     f: &Fields<'_>,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<Option<Integration>, StoreError> {
     let row = db
         .query_opt(
@@ -159,7 +158,7 @@ pub async fn set_key(
     key_sealed: &[u8],
     key_hash: &[u8],
     minted_by: &ApiKeyId,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(
@@ -177,7 +176,7 @@ pub async fn delete(
     tenant: &TenantId,
     app: &AppId,
     id: &IntegrationId,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(

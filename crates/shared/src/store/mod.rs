@@ -22,6 +22,21 @@ macro_rules! per_tenant {
     }};
 }
 
+/// What a store's write tells the process's caches it made stale. The caches
+/// (`crate::cache::Caches`) implement it; the stores never read them, so the
+/// arrow runs from the caches to the stores whose rows they keep.
+pub trait Forget {
+    fn forget_source(&self, id: &crate::ids::SourceId);
+    /// An application's deletion takes its sources with it.
+    fn forget_sources(&self);
+    /// Keys are cached by hash, not id: a revocation forgets them all.
+    fn forget_keys(&self);
+    fn forget_integration_keys(&self);
+    fn forget_portal_tokens(&self);
+    /// A tenant's change (disabled, deleted) reaches its sources and its keys.
+    fn forget_tenant(&self);
+}
+
 pub mod api_keys;
 pub mod applications;
 mod attempt_headers;

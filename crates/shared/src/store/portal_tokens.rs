@@ -5,10 +5,7 @@
 use tokio_postgres::GenericClient;
 
 use super::StoreError;
-use crate::{
-    cache::Caches,
-    ids::{AppId, TenantId},
-};
+use crate::ids::{AppId, TenantId};
 
 /// The longest a token of an application lives (a message token's five years;
 /// portal links' 30 days, poller tokens' year): a revocation older than this
@@ -31,7 +28,7 @@ pub async fn revoke(
     sessions: &[String],
     issued_before_ms: i64,
     effective_at_ms: i64,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<(), StoreError> {
     db.execute(
         "WITH app AS (SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2 FOR KEY SHARE)

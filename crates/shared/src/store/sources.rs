@@ -9,7 +9,6 @@ use super::{
     StoreError,
 };
 use crate::{
-    cache::Caches,
     ids::{AppId, SourceId, TenantId},
     source::{verify_json, KeySpec, Mode, Provider},
 };
@@ -245,7 +244,7 @@ pub async fn replace(
     tenant: &TenantId,
     id: &SourceId,
     f: &SourceFields,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<Option<Source>, StoreError> {
     let sql = format!(
         "UPDATE sources SET name = $3, provider = $4, verify = $5, idempotency = $6, mode = $7, app_id = $8,
@@ -284,7 +283,7 @@ pub async fn delete(
     db: &mut impl GenericClient,
     tenant: &TenantId,
     id: &SourceId,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<bool, StoreError> {
     let tx = db.transaction().await?;
     let args: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&tenant.as_str(), &id.as_str()];
@@ -305,7 +304,7 @@ pub async fn rotate_secret(
     id: &SourceId,
     new_secret: &[u8],
     old_until: DateTime<Utc>,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<bool, StoreError> {
     let n = db
         .execute(

@@ -8,7 +8,6 @@ use super::{
     StoreError,
 };
 use crate::{
-    cache::Caches,
     ids::{Ref, TenantId},
     quota::Quotas,
 };
@@ -128,7 +127,7 @@ pub async fn update(
     db: &impl GenericClient,
     tenant: &TenantId,
     patch: &TenantPatch,
-    caches: &Caches,
+    caches: &impl super::Forget,
 ) -> Result<Option<Tenant>, StoreError> {
     let sql = format!(
         "UPDATE tenants SET
@@ -189,7 +188,11 @@ pub async fn quotas(db: &impl GenericClient, tenant: &TenantId) -> Result<Option
 }
 
 /// Marks a tenant deleted; its keys stop working at once. Returns whether it existed.
-pub async fn delete(db: &impl GenericClient, tenant: &TenantId, caches: &Caches) -> Result<bool, StoreError> {
+pub async fn delete(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    caches: &impl super::Forget,
+) -> Result<bool, StoreError> {
     let n = db
         .execute(
             "UPDATE tenants SET deleted_at = now(), updated_at = now()
