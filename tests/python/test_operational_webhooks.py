@@ -234,3 +234,28 @@ def test_a_burst_of_bad_signatures_and_a_quota_refusal_on_a_source_are_told_once
     }
     time.sleep(1.5)
     assert len(sink.received) == 2, "one notice each per window"
+
+
+def test_a_destination_is_told_as_an_endpoint_is_when_created_updated_and_deleted(hookgate, tenant, svix, sink):
+    """A destination is an endpoint row: its changes reach the operational webhooks
+    as an endpoint's do (before, only its rotation and its disabling did)."""
+    told = ["endpoint.created", "endpoint.updated", "endpoint.deleted"]
+    op = svix.operational_webhook.endpoint.create(OperationalWebhookEndpointIn(url=sink.url, event_types=told))
+    secret = svix.operational_webhook.endpoint.get_secret(op.id).key
+    app = svix.application.create(ApplicationIn(name="D"))
+    key = tenant["apiKey"]
+    base = f"/api/v1/app/{app.id}/destination"
+    status, _, dest = call(hookgate, "POST", base, key, {"type": "pollingEndpoint", "config": {}, "uid": "poll-1"})
+    assert status == 201, dest
+    status, _, patched = call(hookgate, "PATCH", f"{base}/{dest['id']}", key,
+                              {"type": "pollingEndpoint", "config": {}, "eventTypes": ["order.paid"]})
+    assert status == 200, patched
+    status, _, _ = call(hookgate, "DELETE", f"{base}/{dest['id']}", key)
+    assert status == 204
+    got = eventually(lambda: (lambda e: e if len(e) >= 3 else None)(events_of(sink, secret)))
+    # Three messages, each delivered on its own: in any order.
+    assert sorted(e["type"] for e in got) == sorted(told), got
+    for e in got:
+        assert e["data"]["endpointId"] == dest["id"] and e["data"]["appId"] == app.id, e
+    deleted = next(e for e in got if e["type"] == "endpoint.deleted")
+    assert deleted["data"]["endpointUid"] == "poll-1", deleted

@@ -113,7 +113,14 @@ async fn a_partition_is_archived_before_its_drop_and_reads_back_row_for_row() {
     // The customer's erasure, requested (the pruners carry it out meanwhile).
     let tenant = hookgate_shared::TenantId::parse(&t.id).unwrap();
     let erased_app = hookgate_shared::ids::AppId::parse(&erased).unwrap();
-    hookgate_shared::store::erasure::request_erasure(&db, &tenant, &erased_app, &hookgate_shared::cache::Caches::default()).await.unwrap();
+    hookgate_shared::store::erasure::request_erasure(
+        &db,
+        &tenant,
+        &erased_app,
+        &hookgate_shared::cache::Caches::default(),
+    )
+    .await
+    .unwrap();
     let res = t
         .req(Method::PATCH, &format!("/api/v1/source/{}", holder["id"].as_str().unwrap()))
         .json(&json!({"retention": null}))

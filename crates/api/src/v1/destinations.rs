@@ -5,32 +5,30 @@
 use std::collections::HashMap;
 
 use actix_web::{delete, get, http::StatusCode, patch, post, put, web, HttpRequest, HttpResponse};
-use chrono::{DateTime, Utc};
 use hookgate_egress::{destinations::config::Config, secrets, signing::EndpointSecret, ssrf::Guard};
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
-    limits,
-    quota::{Exceeded, Limit},
-    status::{DeliveryStatus, EndpointKind},
+    status::EndpointKind,
     store::{
-        attempts::{self, AttemptFilter, Scope},
         endpoints::{self, DestinationFields, Endpoint, EndpointFields},
         fifo,
-        page::PageRequest,
+        operational::Notice,
         StoreError,
     },
     AppState,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
+use super::destination_out::{failure_reason, open, shown, DestinationOut};
 use super::endpoint_extras::{values_hidden, EndpointSecretOut};
 use super::validate::RotateIn;
 use super::{
     applications,
     endpoint_extras::{rotate, Rotated, Rotation},
+    endpoint_rows::{commit, notice, room_for_one_more, Notify},
     endpoints::{allowed, check_list, find_any},
     validate,
 };
@@ -96,30 +94,6 @@ struct DestinationPatch {
     #[serde(default)]
     channels: Maybe<Vec<String>>,
     metadata: Option<HashMap<String, String>>,
-}
-
-/// Svix's `DestinationOut`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct DestinationOut {
-    id: String,
-    uid: Option<String>,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    config: Value,
-    /// `enabled`, `disabled`, or `retrying` while its attempts fail.
-    status: &'static str,
-    /// Queue destinations are pushed to one message at a time: no iterator is kept.
-    current_iterator: String,
-    failure_reason: Option<String>,
-    next_retry_at: Option<DateTime<Utc>>,
-    batch_size: i32,
-    max_wait_secs: i32,
-    event_types: Option<Vec<String>>,
-    channels: Option<Vec<String>>,
-    metadata: Value,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
 }
 
 /// Everything a create or a replace writes, checked.
@@ -210,65 +184,6 @@ pub(super) async fn find(
     }
 }
 
-fn open(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoint) -> Result<Config, ApiError> {
-    let sealed = ep.destination.as_deref().ok_or(ApiError::NotFound("destination"))?;
-    Config::open(state, tenant, app, &ep.id, sealed)
-        .map_err(|e| ApiError::Internal(format!("a destination's configuration cannot be opened: {e}")))
-}
-
-/// The destination as the API shows it; `reason`: why it fails, if it does;
-/// `names_only`: header values hidden (see `endpoint_extras::values_hidden`;
-/// only reads pass `true`: a portal link may not write a destination).
-fn shown(
-    state: &AppState,
-    tenant: &TenantId,
-    app: &AppId,
-    ep: Endpoint,
-    reason: Option<String>,
-    names_only: bool,
-) -> Result<DestinationOut, ApiError> {
-    let config = open(state, tenant, app, &ep)?;
-    let status = match (ep.disabled, ep.failing_since) {
-        (true, _) => "disabled",
-        (false, Some(_)) => "retrying",
-        (false, None) => "enabled",
-    };
-    Ok(DestinationOut {
-        id: ep.id.to_string(),
-        uid: ep.uid,
-        kind: ep.kind.type_name().unwrap_or("http"),
-        config: config.shown(names_only),
-        status,
-        current_iterator: String::new(),
-        failure_reason: reason,
-        next_retry_at: None,
-        batch_size: ep.batch_size.unwrap_or(1),
-        max_wait_secs: ep.max_wait_secs.unwrap_or(0),
-        event_types: ep.event_types,
-        channels: ep.channels,
-        metadata: ep.metadata,
-        created_at: ep.created_at,
-        updated_at: ep.updated_at,
-    })
-}
-
-/// The answer of its last failed attempt, for a destination that fails or was disabled.
-async fn failure_reason(
-    state: &AppState,
-    tenant: &TenantId,
-    app: &AppId,
-    ep: &Endpoint,
-) -> Result<Option<String>, ApiError> {
-    if ep.failing_since.is_none() {
-        return Ok(None);
-    }
-    let conn = db::conn(&state.db).await?;
-    let filter = AttemptFilter { status: Some(DeliveryStatus::Failed), ..AttemptFilter::default() };
-    let page = attempts::list(&**conn, tenant, app, Scope::Endpoint(&ep.id), &PageRequest::new(Some(1), None), &filter)
-        .await?;
-    Ok(page.data.into_iter().next().map(|a| a.response))
-}
-
 /// The application's destinations (RabbitMQ, Postgres, FIFO and polling endpoints, …).
 #[utoipa::path(params(PageQuery), tag = "Destination", operation_id = "hookgate.destination.list", responses((status = 200, body = Page<DestinationOut>)))]
 #[get("/app/{app_id}/destination")]
@@ -321,29 +236,19 @@ async fn insert(
     c: Checked,
     key: Option<&RequestKey>,
 ) -> Result<HttpResponse, ApiError> {
-    let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
     let id = EndpointId::generate();
     let secret = secrets::seal(state, tenant, app, &id, &EndpointSecret::generate(state.config.default_signature_type));
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let n = endpoints::lock_and_count(&*tx, tenant, app).await?;
-    if let Some(cap) = cap.filter(|cap| n as u64 >= *cap) {
-        limits::refused(
-            state,
-            tenant,
-            Exceeded { limit: Limit::EndpointsPerApp, value: cap, retry_after: Default::default() },
-        );
-        return Err(ApiError::Validation(format!(
-            "the application has {n} endpoints and destinations, the most the tenant's quota `endpointsPerApp` allows ({cap})"
-        )));
-    }
+    room_for_one_more(&tx, state, tenant, app).await?;
     endpoints::insert(&*tx, tenant, app, &id, &c.fields, &secret)
         .await
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?;
     let ep = write_destination(&*tx, state, tenant, app, &id, &c).await?;
+    let woke = notice(&*tx, Notify::Yes, Notice::endpoint(tenant, "endpoint.created", app, &id)).await?;
     let out = shown(state, tenant, app, ep, None, false)?;
     let res = answer(&*tx, state, key, StatusCode::CREATED, &out).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    commit(tx, state, woke).await?;
     Ok(res)
 }
 
@@ -466,8 +371,10 @@ async fn save_in(
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?
         .ok_or(ApiError::NotFound("destination"))?;
     let ep = write_destination(&*tx, state, tenant, app, id, &c).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(HttpResponse::Ok().json(shown(state, tenant, app, ep, None, false)?))
+    let woke = notice(&*tx, Notify::Yes, Notice::endpoint(tenant, "endpoint.updated", app, id)).await?;
+    let out = shown(state, tenant, app, ep, None, false)?;
+    commit(tx, state, woke).await?;
+    Ok(HttpResponse::Ok().json(out))
 }
 
 /// Makes the endpoint row `id` (just inserted or replaced, in `tx`) the checked
@@ -509,10 +416,16 @@ async fn delete_one(
     path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let conn = db::conn(&state.db).await?;
-    if !endpoints::delete(&**conn, &tenant.0, &app, &ep.id).await? {
+    let mut conn = db::conn(&state.db).await?;
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let mut n = Notice::endpoint(&tenant.0, "endpoint.deleted", &app, &ep.id);
+    n.endpoint_uid = ep.uid.clone();
+    // Written first: the payload is built while the row still exists.
+    let woke = notice(&*tx, Notify::Yes, n).await?;
+    if !endpoints::delete(&*tx, &tenant.0, &app, &ep.id).await? {
         return Err(ApiError::NotFound("destination"));
     }
+    commit(tx, &state, woke).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -156,17 +156,14 @@ pub(crate) async fn rotate(
     }
     // Svix tells a rotation as `endpoint.updated`.
     let notice = Notice::endpoint(tenant, "endpoint.updated", app, ep);
-    let woke = super::endpoints::notice(&*tx, Notify::Yes, notice).await?;
+    let woke = super::endpoint_rows::notice(&*tx, Notify::Yes, notice).await?;
     let res = match answered {
         Rotated::ShowKey => {
             answer(&*tx, state, key, StatusCode::OK, &EndpointSecretOut { key: secret.shown() }).await?
         }
         Rotated::NoContent => answer_empty(&*tx, state, key, StatusCode::NO_CONTENT).await?,
     };
-    tx.commit().await.map_err(StoreError::from)?;
-    if woke {
-        state.wake.poke();
-    }
+    super::endpoint_rows::commit(tx, state, woke).await?;
     Ok(res)
 }
 

@@ -11,17 +11,17 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, Ref, TenantId},
-    limits,
-    quota::{Exceeded, Limit},
     store::{
         endpoints::{self, Endpoint, EndpointFields},
-        operational::{self, Notice},
+        operational::Notice,
         StoreError,
     },
     AppState,
 };
 use serde::{Deserialize, Serialize};
 
+pub(crate) use super::endpoint_rows::Notify;
+use super::endpoint_rows::{commit, notice, room_for_one_more};
 use super::{applications, validate};
 use hookgate_egress::{secrets, signing::EndpointSecret, ssrf::Guard};
 use hookgate_shared::store::page::Page;
@@ -250,13 +250,6 @@ async fn create(
     insert(&state, &tenant.0, &app.id, made, key.as_deref(), Notify::Yes).await
 }
 
-/// Whether a change is told to the operational webhooks (not for their own endpoints).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Notify {
-    Yes,
-    No,
-}
-
 /// An endpoint to create: its fields, its secret if the caller chose one, and
 /// custom headers (already checked) if it comes with some.
 pub(crate) struct NewEndpoint<'a> {
@@ -279,23 +272,11 @@ pub(crate) async fn insert(
     // or a new one of the operator's default kind.
     let secret = EndpointSecret::given_or_new(made.secret, state.config.default_signature_type)
         .map_err(|e| ApiError::Validation(e.to_string()))?;
-    let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
     let id = EndpointId::generate();
     let sealed = secrets::seal(state, tenant, app, &id, &secret);
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let n = endpoints::lock_and_count(&*tx, tenant, app).await?;
-    if let Some(cap) = cap.filter(|cap| n as u64 >= *cap) {
-        limits::refused(
-            state,
-            tenant,
-            Exceeded { limit: Limit::EndpointsPerApp, value: cap, retry_after: Default::default() },
-        );
-        return Err(ApiError::Validation(format!(
-            "the application has {n} endpoints, the most the tenant's quota `endpointsPerApp` allows ({cap}; \
-             the operator's default is HOOKGATE_MAX_ENDPOINTS_PER_APP)"
-        )));
-    }
+    room_for_one_more(&tx, state, tenant, app).await?;
     let mut ep = endpoints::insert(&*tx, tenant, app, &id, made.fields, &sealed)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?;
@@ -306,23 +287,8 @@ pub(crate) async fn insert(
     }
     let woke = notice(&*tx, notify, Notice::endpoint(tenant, "endpoint.created", app, &id)).await?;
     let res = answer(&*tx, state, key, StatusCode::CREATED, &EndpointOut::from(ep)).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    if woke {
-        state.wake.poke();
-    }
+    commit(tx, state, woke).await?;
     Ok(res)
-}
-
-/// Writes an operational notice in the caller's transaction; whether it made deliveries.
-pub(crate) async fn notice(
-    tx: &impl tokio_postgres::GenericClient,
-    notify: Notify,
-    n: Notice,
-) -> Result<bool, ApiError> {
-    if notify == Notify::No {
-        return Ok(false);
-    }
-    Ok(operational::emit(tx, std::slice::from_ref(&n)).await? > 0)
 }
 
 /// The endpoint, by id or uid.
@@ -435,10 +401,7 @@ async fn save_in(
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?
         .ok_or(ApiError::NotFound("endpoint"))?;
     let woke = notice(&*tx, notify, Notice::endpoint(tenant, "endpoint.updated", app, id)).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    if woke {
-        state.wake.poke();
-    }
+    commit(tx, state, woke).await?;
     Ok(HttpResponse::Ok().json(EndpointOut::from(saved)))
 }
 
@@ -472,9 +435,6 @@ pub(crate) async fn remove(
     if !endpoints::delete(&*tx, tenant, app, &ep.id).await? {
         return Err(ApiError::NotFound("endpoint"));
     }
-    tx.commit().await.map_err(StoreError::from)?;
-    if woke {
-        state.wake.poke();
-    }
+    commit(tx, state, woke).await?;
     Ok(HttpResponse::NoContent().finish())
 }
