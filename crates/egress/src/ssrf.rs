@@ -165,6 +165,32 @@ fn is_localhost(name: &str) -> bool {
     name == "localhost" || name.ends_with(".localhost")
 }
 
+/// Resolves names and drops the addresses the guard refuses, so the check holds
+/// for the very address that is dialled. The operator's proxy is exempt: it is
+/// usually on a private network by design.
+pub(crate) struct GuardedResolver {
+    pub(crate) guard: Guard,
+    pub(crate) proxy_host: Option<String>,
+    /// The system's resolver unless a test gives its own (`Sender::resolving_with`).
+    pub(crate) lookup: Option<hookgate_shared::own_services::Lookup>,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let guard = self.guard.clone();
+        let exempt = self.proxy_host.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(name.as_str()));
+        let lookup = self.lookup.clone();
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> = match lookup {
+                Some(lookup) => lookup(name.as_str().to_owned(), 0).await?,
+                None => tokio::net::lookup_host((name.as_str(), 0)).await?.collect(),
+            };
+            let allowed = if exempt { addrs } else { guard.filter(addrs)? };
+            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,21 @@ use super::{
 };
 use crate::signing;
 
+/// The span of one delivery attempt (a client span; a child of what the caller
+/// makes its parent), while tracing is on. Never the URL: an endpoint's URL may carry a token.
+pub(crate) fn attempt_span(msg: &str, endpoint: &str, attempt: i32) -> tracing::Span {
+    hookgate_shared::otel_span!(
+        "delivery.attempt",
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        msg,
+        endpoint,
+        attempt,
+        http.response.status_code = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    )
+}
+
 pub(super) fn untried(c: &Claimed) -> Outcome {
     Outcome {
         tenant_id: c.tenant_id.clone(),

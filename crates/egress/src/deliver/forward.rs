@@ -112,7 +112,7 @@ impl Forwarder {
                 }
             };
             with_bearer(&mut req, bearer.as_ref());
-            let span = send::attempt_span(e.webhook_id, ep.id.as_str(), 1);
+            let span = super::attempt::attempt_span(e.webhook_id, ep.id.as_str(), 1);
             // One timeout for the token and the request together: the provider is waiting.
             let Some(left) = sender.timeout().checked_sub(started.elapsed()).filter(|l| !l.is_zero()) else {
                 return false;

@@ -14,6 +14,7 @@
 mod attempt;
 pub(crate) mod authorized;
 mod destined;
+pub mod exchange;
 pub mod forward;
 mod plan;
 mod prepare;

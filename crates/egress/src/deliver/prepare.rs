@@ -127,7 +127,7 @@ pub(super) async fn deliver(w: &Worker, c: Claimed, claim: Option<Arc<str>>) -> 
     w.metrics.lag.observe(lag.as_secs_f64());
     // The attempt continues the trace of the request that created the message, and
     // links to the claim that picked it up.
-    let span = send::attempt_span(c.msg_id.as_str(), c.endpoint_id.as_str(), c.attempts + 1);
+    let span = super::attempt::attempt_span(c.msg_id.as_str(), c.endpoint_id.as_str(), c.attempts + 1);
     trace::set_parent(&span, c.traceparent.as_deref());
     trace::add_link(&span, claim.as_deref());
     // The operator's networks and the tenant's own; if they cannot be read now,

@@ -8,29 +8,13 @@ use std::{
 };
 
 use reqwest::{
-    dns::{Addrs, Name, Resolve, Resolving},
     header::{HeaderMap, HeaderName, HeaderValue},
     redirect, StatusCode,
 };
 
 use tracing::Instrument;
 
-use crate::ssrf::{classify, Blocked, Guard};
-
-/// The span of one delivery attempt (a client span; a child of what the caller
-/// makes its parent), while tracing is on. Never the URL: an endpoint's URL may carry a token.
-pub fn attempt_span(msg: &str, endpoint: &str, attempt: i32) -> tracing::Span {
-    hookgate_shared::otel_span!(
-        "delivery.attempt",
-        otel.kind = "client",
-        otel.status_code = tracing::field::Empty,
-        msg,
-        endpoint,
-        attempt,
-        http.response.status_code = tracing::field::Empty,
-        outcome = tracing::field::Empty,
-    )
-}
+use crate::ssrf::{classify, Blocked, Guard, GuardedResolver};
 
 /// Response bytes kept per attempt.
 pub const KEEP_RESPONSE: usize = 4096;
@@ -101,43 +85,17 @@ pub struct Request {
 /// The shared HTTP client: one connection pool for every delivery of the process.
 #[derive(Clone)]
 pub struct Sender {
-    client: reqwest::Client,
+    pub(super) client: reqwest::Client,
     /// The whole attempt's bound, a retry on a fresh connection included.
     timeout: Duration,
-    guard: Guard,
+    pub(super) guard: Guard,
     /// Deliveries go through the operator's proxy, which resolves the target's
     /// name itself: the guard then checks the name's addresses before sending.
-    proxied: bool,
+    pub(super) proxied: bool,
     /// Whether the body of a response from a private address (one an allow-list
     /// opened) is kept: off, a portal link pointed at an internal service reads
     /// its status, never what it says.
     record_private: bool,
-}
-
-/// Resolves names and drops the addresses the guard refuses, so the check holds
-/// for the very address that is dialled. The operator's proxy is exempt: it is
-/// usually on a private network by design.
-struct GuardedResolver {
-    guard: Guard,
-    proxy_host: Option<String>,
-    /// The system's resolver unless a test gives its own ([`Sender::resolving_with`]).
-    lookup: Option<hookgate_shared::own_services::Lookup>,
-}
-
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let guard = self.guard.clone();
-        let exempt = self.proxy_host.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(name.as_str()));
-        let lookup = self.lookup.clone();
-        Box::pin(async move {
-            let addrs: Vec<SocketAddr> = match lookup {
-                Some(lookup) => lookup(name.as_str().to_owned(), 0).await?,
-                None => tokio::net::lookup_host((name.as_str(), 0)).await?.collect(),
-            };
-            let allowed = if exempt { addrs } else { guard.filter(addrs)? };
-            Ok(Box::new(allowed.into_iter()) as Addrs)
-        })
-    }
 }
 
 impl Sender {
@@ -213,7 +171,7 @@ impl Sender {
     /// With a proxy, the target's name is resolved here and checked; the proxy may
     /// resolve it again (a rebinding window this side cannot close).
     /// Returns whether the target is on a private network (an allowed one).
-    async fn check_proxied_target(&self, url: &url::Url) -> Result<bool, Sent> {
+    pub(super) async fn check_proxied_target(&self, url: &url::Url) -> Result<bool, Sent> {
         let Some(url::Host::Domain(name)) = url.host() else { return Ok(literal_private(url)) };
         let started = Instant::now();
         let port = url.port_or_known_default().unwrap_or(80);
@@ -243,7 +201,7 @@ impl Sender {
         }
     }
 
-    /// [`send_within`](Self::send_within) inside `span` (from [`attempt_span`]),
+    /// [`send_within`](Self::send_within) inside `span` (from `attempt::attempt_span`),
     /// which records the outcome.
     pub async fn send_traced(&self, req: Request, span: tracing::Span, bound: Duration) -> Sent {
         let sent = self.send_within(req, bound).instrument(span.clone()).await;
@@ -365,93 +323,6 @@ impl Sender {
     }
 }
 
-/// A response read whole (up to [`MOST_EXCHANGED`]), for a client that parses it
-/// (the AWS SDK through `destinations::aws`).
-pub struct Exchanged {
-    pub status: u16,
-    pub headers: HeaderMap,
-    pub body: bytes::Bytes,
-    /// The answer came from a private network: the address dialled, or through
-    /// the operator's proxy, what the target's name resolved to.
-    pub private: bool,
-}
-
-/// The most of a response [`Sender::exchange`] reads.
-pub const MOST_EXCHANGED: usize = 1 << 20;
-
-impl Sender {
-    /// The guarded client itself, for a library that sends its own requests
-    /// (`object_store`): its resolver checks names; check an address literal
-    /// first with [`Sender::allows_url`].
-    pub fn client(&self) -> reqwest::Client {
-        self.client.clone()
-    }
-
-    /// Whether a request to this URL may go, as an attempt checks it before
-    /// sending: an address literal against the guard, and through the operator's
-    /// proxy (which resolves names itself) every address the name has. `Ok(true)`
-    /// when, through the proxy, the target is on a private network.
-    pub async fn allows_target(&self, raw: &str) -> Result<bool, String> {
-        let url = url::Url::parse(raw).map_err(|e| format!("invalid URL: {e}"))?;
-        self.guard.refresh_own().await;
-        self.guard.check_url(&url).map_err(|b| b.to_string())?;
-        match self.proxied {
-            true => self.check_proxied_target(&url).await.map_err(|sent| sent.body),
-            false => Ok(false),
-        }
-    }
-
-    /// Whether requests go through the operator's proxy (the connection's address is then the proxy's).
-    pub fn proxied(&self) -> bool {
-        self.proxied
-    }
-
-    /// One request of any method through the guarded client, within `bound`: the
-    /// same checks as an attempt (an address literal, the proxy's target), no
-    /// retry, and the response read whole. The error says why, as an attempt would.
-    pub async fn exchange(
-        &self,
-        method: reqwest::Method,
-        url: &str,
-        headers: HeaderMap,
-        body: bytes::Bytes,
-        bound: Duration,
-    ) -> Result<Exchanged, Sent> {
-        let started = Instant::now();
-        let url =
-            url::Url::parse(url).map_err(|e| failed(Outcome::ConnectError, format!("invalid URL: {e}"), started))?;
-        self.guard.refresh_own().await;
-        self.guard.check_url(&url).map_err(|b| failed(Outcome::Blocked, b.to_string(), started))?;
-        let mut private = false;
-        if self.proxied {
-            private = match tokio::time::timeout(bound, self.check_proxied_target(&url)).await {
-                Ok(checked) => checked?,
-                Err(_) => return Err(failed(Outcome::Timeout, "timed out resolving the host".into(), started)),
-            };
-        }
-        let Some(bound) = bound.checked_sub(started.elapsed()).filter(|b| !b.is_zero()) else {
-            return Err(failed(Outcome::Timeout, "timed out resolving the host".into(), started));
-        };
-        let sent = self.client.request(method, url).headers(headers).body(body).timeout(bound).send().await;
-        let mut res = sent.map_err(|e| match find_blocked(&e) {
-            Some(b) => failed(Outcome::Blocked, b.to_string(), started),
-            None if e.is_timeout() => failed(Outcome::Timeout, describe(&e), started),
-            None => failed(Outcome::ConnectError, describe(&e), started),
-        })?;
-        let status = res.status().as_u16();
-        let headers = res.headers().clone();
-        private = private || (!self.proxied && res.remote_addr().is_some_and(|a| classify(a.ip()).is_some()));
-        let mut body = Vec::new();
-        while let Some(chunk) = res.chunk().await.map_err(|e| failed(Outcome::ConnectError, describe(&e), started))? {
-            if body.len() + chunk.len() > MOST_EXCHANGED {
-                return Err(failed(Outcome::ConnectError, "the response is larger than 1 MiB".into(), started));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(Exchanged { status, headers, body: body.into(), private })
-    }
-}
-
 /// What the attempt log keeps of a response from a private network, unless the
 /// operator set `HOOKGATE_EGRESS_RECORD_PRIVATE_RESPONSES`.
 pub const PRIVATE_NOT_KEPT: &str = "(the response of a private network is not kept)";
@@ -470,7 +341,7 @@ pub fn response_text(body: &[u8]) -> String {
     String::from_utf8_lossy(body).replace('\0', "\u{FFFD}")
 }
 
-fn failed(outcome: Outcome, body: String, started: Instant) -> Sent {
+pub(super) fn failed(outcome: Outcome, body: String, started: Instant) -> Sent {
     Sent { outcome, status: 0, body, duration: started.elapsed(), retry_after: None }
 }
 
@@ -485,12 +356,12 @@ fn closed_before_answer(e: &reqwest::Error) -> bool {
     chain(e).any(|err| err.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message))
 }
 
-fn find_blocked(e: &(dyn std::error::Error + 'static)) -> Option<Blocked> {
+pub(super) fn find_blocked(e: &(dyn std::error::Error + 'static)) -> Option<Blocked> {
     chain(e).find_map(|err| err.downcast_ref::<Blocked>().cloned())
 }
 
 /// The error and its causes in one line, for the attempt's `response`.
-fn describe(e: &reqwest::Error) -> String {
+pub(super) fn describe(e: &reqwest::Error) -> String {
     let mut text = if e.is_timeout() { "timed out".to_owned() } else { "connection failed".to_owned() };
     for err in chain(e).skip(1) {
         text.push_str(": ");
