@@ -189,6 +189,36 @@ pub(super) fn region_in_arn(arn: &str) -> Option<String> {
     (parts.len() >= 6 && parts[0] == "arn").then(|| parts[3].to_owned()).filter(|r| !r.is_empty())
 }
 
+/// An AWS destination's configuration: its own fields, then the ones every AWS
+/// destination has (as Svix names them, in this order), and its `access()`,
+/// `region()` (given, or implied as `implied by` says) and checks.
+macro_rules! aws_config {
+    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $field:ident: $ty:ty,)* }
+     region implied by $implied:expr;) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$fm])* pub $field: $ty,)*
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub region: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub access_key_id: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub secret_access_key: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub role_arn: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub external_id: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub endpoint_url: Option<String>,
+        }
+
+        super::aws::aws_access!($name, $implied);
+    };
+}
+pub(super) use aws_config;
+
 /// An AWS destination's `access()`, `region()` (given, or implied by `$implied`)
 /// and `check_aws()`, for a configuration with the usual AWS fields.
 macro_rules! aws_access {
@@ -205,6 +235,20 @@ macro_rules! aws_access {
             pub fn region(&self) -> String {
                 let implied: fn(&Self) -> Option<String> = $implied;
                 super::aws::region_of(&self.region, implied(self)).unwrap_or_default()
+            }
+
+            /// Svix's `…ConfigOut`: the secret key left out, the region as used.
+            pub(super) fn shown_aws(&self) -> serde_json::Value {
+                let shown = Self { secret_access_key: None, region: Some(self.region()), ..self.clone() };
+                serde_json::to_value(shown).expect("a configuration serialises")
+            }
+
+            /// The secret key, left out (it is never shown), stays as stored while
+            /// the key id, the endpoint URL and the region are the same.
+            pub(super) fn keep_aws(&mut self, stored: &Self) {
+                let at = (self.access_key_id.clone(), self.endpoint_url.clone(), self.region());
+                let was = (stored.access_key_id.clone(), stored.endpoint_url.clone(), stored.region());
+                super::aws::keep_secret_key(&mut self.secret_access_key, at, &stored.secret_access_key, was);
             }
 
             pub(super) fn check_aws(&self, guard: &crate::ssrf::Guard) -> Result<(), super::kind::Invalid> {
@@ -246,3 +290,24 @@ pub(super) fn keep_secret_key(new: &mut Option<String>, new_at: Where, old: &Opt
         new.clone_from(old);
     }
 }
+
+/// A client of an AWS SDK crate (`aws_sdk_sqs`, …) set up as every AWS
+/// destination's is: the destination's credentials and region, no SDK retries
+/// (the schedule retries), requests through the guarded client, and the
+/// destination's `endpointUrl` if it gives one.
+macro_rules! sdk_client {
+    ($sdk:ident, $setup:expr) => {{
+        let s = $setup;
+        let mut conf = $sdk::Config::builder()
+            .behavior_version_latest()
+            .credentials_provider(s.credentials)
+            .region(s.region)
+            .retry_config(aws_smithy_types::retry::RetryConfig::disabled())
+            .http_client(s.bridge);
+        if let Some(url) = s.endpoint_url {
+            conf = conf.endpoint_url(url);
+        }
+        $sdk::Client::from_conf(conf.build())
+    }};
+}
+pub(super) use sdk_client;

@@ -292,6 +292,12 @@ mod tests {
         let before = r#"{"type":"rabbitMq","config":{"uri":"amqp://app:s3cret@127.0.0.1:5672/%2F","routingKey":"orders","mandatory":true}}"#;
         assert_eq!(text, before);
         assert_eq!(serde_json::from_str::<Config>(&text).unwrap(), c);
+        // An AWS kind: its own fields, then the ones every AWS destination has.
+        let sqs = json!({"queueUrl": "https://sqs.eu-west-3.amazonaws.com/1/q", "accessKeyId": "AK",
+                         "secretAccessKey": "SK", "region": "eu-west-3"});
+        let text = serde_json::to_string(&Config::parse("sqs", sqs, &open_guard()).unwrap()).unwrap();
+        let before = r#"{"type":"sqs","config":{"queueUrl":"https://sqs.eu-west-3.amazonaws.com/1/q","region":"eu-west-3","accessKeyId":"AK","secretAccessKey":"SK"}}"#;
+        assert_eq!(text, before);
     }
 
     #[test]

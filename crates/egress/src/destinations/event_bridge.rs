@@ -1,40 +1,25 @@
 //! The `eventBridge` destination: one event per message on a bus, through the AWS SDK.
 
-use aws_smithy_types::retry::RetryConfig;
 use hookgate_shared::status::EndpointKind;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    aws::{aws_access, failure, setup, text_body},
-    kind::{as_value, http_dialled, invalid, Invalid, Kind},
+    aws::{aws_config, failure, sdk_client, setup, text_body},
+    kind::{http_dialled, invalid, Invalid, Kind},
     Failure, HandOver, Outbound,
 };
 use crate::ssrf::Guard;
 
-/// `eventBridge`: one event per message on `eventBusName`. `endpointUrl` is
-/// Hookgate's own addition (Svix's type has none), for compatible servers.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EventBridge {
-    pub event_bus_name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_key_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_access_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role_arn: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_url: Option<String>,
+aws_config! {
+    /// `eventBridge`: one event per message on `eventBusName`. `endpointUrl` is
+    /// Hookgate's own addition (Svix's type has none), for compatible servers.
+    pub struct EventBridge {
+        pub event_bus_name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub detail_type: Option<String>,
+    }
+    region implied by |c| super::aws::region_in_arn(&c.event_bus_name);
 }
-
-aws_access!(EventBridge, |c| super::aws::region_in_arn(&c.event_bus_name));
 
 impl Kind for EventBridge {
     const KIND: EndpointKind = EndpointKind::EventBridge;
@@ -50,17 +35,12 @@ impl Kind for EventBridge {
         format!("eventbridge:{}:{}", self.region(), self.event_bus_name)
     }
 
-    /// Svix's `…ConfigOut`: the secret key left out, the region as used.
     fn shown(&self, _names_only: bool) -> Value {
-        as_value(&EventBridge { secret_access_key: None, region: Some(self.region()), ..self.clone() })
+        self.shown_aws()
     }
 
-    /// The secret key, left out (it is never shown), stays as stored while the
-    /// key id, the endpoint URL and the region are the same.
     fn keep_redacted(&mut self, stored: &Self) -> Result<(), Invalid> {
-        let at = (self.access_key_id.clone(), self.endpoint_url.clone(), self.region());
-        let was = (stored.access_key_id.clone(), stored.endpoint_url.clone(), stored.region());
-        super::aws::keep_secret_key(&mut self.secret_access_key, at, &stored.secret_access_key, was);
+        self.keep_aws(stored);
         Ok(())
     }
 
@@ -75,17 +55,7 @@ impl Kind for EventBridge {
 
 async fn send(cfg: &EventBridge, at: &HandOver<'_>, out: &Outbound<'_>) -> Result<String, Failure> {
     use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-    let s = setup(&cfg.access(), &cfg.region(), at.sender, at.bound, at.reached);
-    let mut conf = aws_sdk_eventbridge::Config::builder()
-        .behavior_version_latest()
-        .credentials_provider(s.credentials)
-        .region(s.region)
-        .retry_config(RetryConfig::disabled())
-        .http_client(s.bridge);
-    if let Some(url) = s.endpoint_url {
-        conf = conf.endpoint_url(url);
-    }
-    let client = aws_sdk_eventbridge::Client::from_conf(conf.build());
+    let client = sdk_client!(aws_sdk_eventbridge, setup(&cfg.access(), &cfg.region(), at.sender, at.bound, at.reached));
     let entry = PutEventsRequestEntry::builder()
         .event_bus_name(&cfg.event_bus_name)
         .source("hookgate")

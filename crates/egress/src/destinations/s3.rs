@@ -13,36 +13,22 @@ use object_store::{
 };
 
 use hookgate_shared::status::EndpointKind;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    aws::aws_access,
-    kind::{as_value, http_dialled, invalid, Invalid, Kind},
+    aws::aws_config,
+    kind::{http_dialled, invalid, Invalid, Kind},
     Failure, HandOver, Outbound, Reached,
 };
 use crate::{deliver::send::Sender, ssrf::Guard};
 
-/// `amazonS3`: one object per message in `bucket`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct S3 {
-    pub bucket: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_key_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_access_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role_arn: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_url: Option<String>,
+aws_config! {
+    /// `amazonS3`: one object per message in `bucket`.
+    pub struct S3 {
+        pub bucket: String,
+    }
+    region implied by |_| None;
 }
-
-aws_access!(S3, |_| None);
 
 impl Kind for S3 {
     const KIND: EndpointKind = EndpointKind::AmazonS3;
@@ -60,17 +46,12 @@ impl Kind for S3 {
         format!("s3://{}", self.bucket)
     }
 
-    /// Svix's `…ConfigOut`: the secret key left out, the region as used.
     fn shown(&self, _names_only: bool) -> Value {
-        as_value(&S3 { secret_access_key: None, region: Some(self.region()), ..self.clone() })
+        self.shown_aws()
     }
 
-    /// The secret key, left out (it is never shown), stays as stored while the
-    /// key id, the endpoint URL and the region are the same.
     fn keep_redacted(&mut self, stored: &Self) -> Result<(), Invalid> {
-        let at = (self.access_key_id.clone(), self.endpoint_url.clone(), self.region());
-        let was = (stored.access_key_id.clone(), stored.endpoint_url.clone(), stored.region());
-        super::aws::keep_secret_key(&mut self.secret_access_key, at, &stored.secret_access_key, was);
+        self.keep_aws(stored);
         Ok(())
     }
 

@@ -1,37 +1,22 @@
 //! The `sns` destination: one SNS publish per message to a topic, through the AWS SDK.
 
-use aws_smithy_types::retry::RetryConfig;
 use hookgate_shared::status::EndpointKind;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    aws::{attributes, aws_access, failure, setup, text_body},
-    kind::{as_value, http_dialled, invalid, Invalid, Kind},
+    aws::{attributes, aws_config, failure, sdk_client, setup, text_body},
+    kind::{http_dialled, invalid, Invalid, Kind},
     Failure, HandOver, Outbound,
 };
 use crate::ssrf::Guard;
 
-/// `sns`: one SNS publish per message to `topicArn`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Sns {
-    pub topic_arn: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_key_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_access_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role_arn: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_url: Option<String>,
+aws_config! {
+    /// `sns`: one SNS publish per message to `topicArn`.
+    pub struct Sns {
+        pub topic_arn: String,
+    }
+    region implied by |c| super::aws::region_in_arn(&c.topic_arn);
 }
-
-aws_access!(Sns, |c| super::aws::region_in_arn(&c.topic_arn));
 
 impl Kind for Sns {
     const KIND: EndpointKind = EndpointKind::Sns;
@@ -47,17 +32,12 @@ impl Kind for Sns {
         self.topic_arn.clone()
     }
 
-    /// Svix's `…ConfigOut`: the secret key left out, the region as used.
     fn shown(&self, _names_only: bool) -> Value {
-        as_value(&Sns { secret_access_key: None, region: Some(self.region()), ..self.clone() })
+        self.shown_aws()
     }
 
-    /// The secret key, left out (it is never shown), stays as stored while the
-    /// key id, the endpoint URL and the region are the same.
     fn keep_redacted(&mut self, stored: &Self) -> Result<(), Invalid> {
-        let at = (self.access_key_id.clone(), self.endpoint_url.clone(), self.region());
-        let was = (stored.access_key_id.clone(), stored.endpoint_url.clone(), stored.region());
-        super::aws::keep_secret_key(&mut self.secret_access_key, at, &stored.secret_access_key, was);
+        self.keep_aws(stored);
         Ok(())
     }
 
@@ -72,17 +52,7 @@ impl Kind for Sns {
 
 async fn send(cfg: &Sns, at: &HandOver<'_>, out: &Outbound<'_>) -> Result<String, Failure> {
     use aws_sdk_sns::types::MessageAttributeValue;
-    let s = setup(&cfg.access(), &cfg.region(), at.sender, at.bound, at.reached);
-    let mut conf = aws_sdk_sns::Config::builder()
-        .behavior_version_latest()
-        .credentials_provider(s.credentials)
-        .region(s.region)
-        .retry_config(RetryConfig::disabled())
-        .http_client(s.bridge);
-    if let Some(url) = s.endpoint_url {
-        conf = conf.endpoint_url(url);
-    }
-    let client = aws_sdk_sns::Client::from_conf(conf.build());
+    let client = sdk_client!(aws_sdk_sns, setup(&cfg.access(), &cfg.region(), at.sender, at.bound, at.reached));
     let (body, base64) = text_body(out);
     let mut publish = client.publish().topic_arn(&cfg.topic_arn).message(body);
     let attr = |v: &str| MessageAttributeValue::builder().data_type("String").string_value(v).build();

@@ -1,38 +1,23 @@
 //! The `sqs` destination: one SQS message per message, through the AWS SDK.
 
-use aws_smithy_types::retry::RetryConfig;
 use hookgate_shared::status::EndpointKind;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    aws::{attributes, aws_access, failure, setup, text_body},
-    kind::{as_value, http_dialled, Invalid, Kind},
+    aws::{attributes, aws_config, failure, sdk_client, setup, text_body},
+    kind::{http_dialled, Invalid, Kind},
     Failure, HandOver, Outbound,
 };
 use crate::ssrf::Guard;
 
-/// `sqs`: one SQS message per message (`queueUrl`; a `.fifo` queue keeps the
-/// application's order and dedupes by message id).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Sqs {
-    pub queue_url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_key_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_access_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role_arn: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_url: Option<String>,
+aws_config! {
+    /// `sqs`: one SQS message per message (`queueUrl`; a `.fifo` queue keeps the
+    /// application's order and dedupes by message id).
+    pub struct Sqs {
+        pub queue_url: String,
+    }
+    region implied by |c| super::aws::region_in_queue_url(&c.queue_url);
 }
-
-aws_access!(Sqs, |c| super::aws::region_in_queue_url(&c.queue_url));
 
 impl Kind for Sqs {
     const KIND: EndpointKind = EndpointKind::Sqs;
@@ -46,17 +31,12 @@ impl Kind for Sqs {
         super::kind::without_password(&self.queue_url, false)
     }
 
-    /// Svix's `…ConfigOut`: the secret key left out, the region as used.
     fn shown(&self, _names_only: bool) -> Value {
-        as_value(&Sqs { secret_access_key: None, region: Some(self.region()), ..self.clone() })
+        self.shown_aws()
     }
 
-    /// The secret key, left out (it is never shown), stays as stored while the
-    /// key id, the endpoint URL and the region are the same.
     fn keep_redacted(&mut self, stored: &Self) -> Result<(), Invalid> {
-        let at = (self.access_key_id.clone(), self.endpoint_url.clone(), self.region());
-        let was = (stored.access_key_id.clone(), stored.endpoint_url.clone(), stored.region());
-        super::aws::keep_secret_key(&mut self.secret_access_key, at, &stored.secret_access_key, was);
+        self.keep_aws(stored);
         Ok(())
     }
 
@@ -77,17 +57,7 @@ impl Kind for Sqs {
 
 async fn send(cfg: &Sqs, at: &HandOver<'_>, out: &Outbound<'_>) -> Result<String, Failure> {
     use aws_sdk_sqs::types::MessageAttributeValue;
-    let s = setup(&cfg.access(), &cfg.region(), at.sender, at.bound, at.reached);
-    let mut conf = aws_sdk_sqs::Config::builder()
-        .behavior_version_latest()
-        .credentials_provider(s.credentials)
-        .region(s.region)
-        .retry_config(RetryConfig::disabled())
-        .http_client(s.bridge);
-    if let Some(url) = s.endpoint_url {
-        conf = conf.endpoint_url(url);
-    }
-    let client = aws_sdk_sqs::Client::from_conf(conf.build());
+    let client = sdk_client!(aws_sdk_sqs, setup(&cfg.access(), &cfg.region(), at.sender, at.bound, at.reached));
     let (body, base64) = text_body(out);
     let mut send = client.send_message().queue_url(&cfg.queue_url).message_body(body);
     let attr = |v: &str| MessageAttributeValue::builder().data_type("String").string_value(v).build();
