@@ -109,7 +109,8 @@ pub(crate) fn echoed(req: &HttpRequest, source: &Source) -> Option<(&'static str
 }
 
 /// Meta's check of a URL (`hub.mode=subscribe`, its verify token, a challenge to
-/// echo), as the OpenAPI document shows the query; read by `verify::meta`.
+/// echo), as the OpenAPI document shows the query (`verify::meta` reads the
+/// query itself: keep the two alike).
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
@@ -158,12 +159,14 @@ pub async fn subscribe(
     let Some(check) = verify::preset(&source.provider).door.url_check else {
         return Err(ApiError::NotFound("route"));
     };
-    let valid = secrets::valid_secrets(&state, &source).map_err(ApiError::Internal)?;
     let answer = check(&UrlCheck {
         query: req.query_string(),
         headers: req.headers(),
         verify_token: &|presented| secrets::verify_token_accepted(&state, &source, presented),
-        secret: &|presented| verify::token_matches(&valid, Some(presented), "secret").is_ok(),
+        secret: &|presented| {
+            let valid = secrets::valid_secrets(&state, &source)?;
+            Ok(verify::token_matches(&valid, Some(presented), "secret").is_ok())
+        },
     });
     match answer {
         Ok(UrlAnswer::Text(text)) => Ok(HttpResponse::Ok()
@@ -173,5 +176,6 @@ pub async fn subscribe(
         Ok(UrlAnswer::Json { header, body }) => Ok(HttpResponse::Ok().insert_header(header).json(body)),
         Err(UrlRefused::Malformed(why)) => Err(ApiError::BadRequest(why)),
         Err(UrlRefused::NotOurs(why)) => Err(ApiError::Forbidden(why)),
+        Err(UrlRefused::Broken(why)) => Err(ApiError::Internal(why)),
     }
 }

@@ -145,7 +145,7 @@ impl Default for Caches {
     }
 }
 
-/// What the stores forget; only they call these.
+/// What the stores forget (`store::Forget`): only the stores call these.
 impl crate::store::Forget for Caches {
     fn forget_source(&self, id: &SourceId) {
         self.sources.remove(id);

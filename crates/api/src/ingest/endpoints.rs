@@ -69,7 +69,7 @@ impl IngestEndpointIn {
 /// The application holding the ingest source's endpoints.
 pub(super) async fn source_app(state: &AppState, tenant: &TenantId, source: &Ref<SourceId>) -> Result<AppId, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let s = ingest_sources::get(&**conn, tenant, source, false).await?.ok_or(ApiError::NotFound("ingest source"))?;
+    let s = ingest_sources::get(&**conn, tenant, source).await?.ok_or(ApiError::NotFound("ingest source"))?;
     Ok(s.app_id)
 }
 

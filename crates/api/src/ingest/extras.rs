@@ -64,7 +64,7 @@ async fn patch_source(
     }
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let s = ingest_sources::get(&*tx, &key.0, &id, true).await?.ok_or(ApiError::NotFound("ingest source"))?;
+    let s = ingest_sources::get_for_update(&*tx, &key.0, &id).await?.ok_or(ApiError::NotFound("ingest source"))?;
     let facet = s.ingest.clone().ok_or(ApiError::NotFound("ingest source"))?;
     let uid = uid.unwrap_or(facet.uid);
     let metadata = match p.metadata {

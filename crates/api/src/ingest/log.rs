@@ -49,8 +49,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let page = q.checked(source_refusals::is_log_id)?;
     let conn = db::conn(&state.db).await?;
-    let source =
-        ingest_sources::get(&**conn, &key.0, &path, false).await?.ok_or(ApiError::NotFound("ingest source"))?;
+    let source = ingest_sources::get(&**conn, &key.0, &path).await?.ok_or(ApiError::NotFound("ingest source"))?;
     let refused = source_refusals::list(&**conn, &key.0, &source.id, &page).await?;
     Ok(HttpResponse::Ok().json(refused.map(|r| LogOut {
         id: r.id,

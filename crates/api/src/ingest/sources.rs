@@ -206,7 +206,7 @@ fn fields(c: &Checked, app: &AppId) -> SourceFields {
 
 async fn find(state: &AppState, tenant: &TenantId, id: &Ref<SourceId>) -> Result<Source, ApiError> {
     let conn = db::conn(&state.db).await?;
-    ingest_sources::get(&**conn, tenant, id, false).await?.ok_or(ApiError::NotFound("ingest source"))
+    ingest_sources::get(&**conn, tenant, id).await?.ok_or(ApiError::NotFound("ingest source"))
 }
 
 /// Lists the tenant's ingest sources.
@@ -311,7 +311,7 @@ async fn upsert(
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let Some(s) = ingest_sources::get(&*tx, &key.0, &id, true).await? else {
+    let Some(s) = ingest_sources::get_for_update(&*tx, &key.0, &id).await? else {
         drop(tx);
         let mut c = check(&body)?;
         let Some(uid) = id.creatable_uid() else { return Err(ApiError::NotFound("ingest source")) };
@@ -391,7 +391,7 @@ async fn rotate_token(
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let s = ingest_sources::get(&*tx, &key.0, &id, true).await?.ok_or(ApiError::NotFound("ingest source"))?;
+    let s = ingest_sources::get_for_update(&*tx, &key.0, &id).await?.ok_or(ApiError::NotFound("ingest source"))?;
     let ingest = s.ingest.as_ref().ok_or(ApiError::NotFound("ingest source"))?;
     let now = Utc::now();
     if ingest.old_tokens.iter().filter(|t| t.until > now).count() >= MOST_OLD_TOKENS {

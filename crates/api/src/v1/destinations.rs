@@ -28,7 +28,7 @@ use super::validate::RotateIn;
 use super::{
     applications,
     endpoint_extras::{rotate, Rotated, Rotation},
-    endpoint_rows::{commit, notice, room_for_one_more, Notify},
+    endpoint_rows::{commit, endpoints_cap, notice, room_for_one_more, Notify},
     endpoints::{allowed, check_list, find_any},
     validate,
 };
@@ -238,9 +238,10 @@ async fn insert(
 ) -> Result<HttpResponse, ApiError> {
     let id = EndpointId::generate();
     let secret = secrets::seal(state, tenant, app, &id, &EndpointSecret::generate(state.config.default_signature_type));
+    let cap = endpoints_cap(state, tenant).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    room_for_one_more(&tx, state, tenant, app).await?;
+    room_for_one_more(&tx, state, tenant, app, cap).await?;
     endpoints::insert(&*tx, tenant, app, &id, &c.fields, &secret)
         .await
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?;

@@ -24,16 +24,23 @@ pub(crate) enum Notify {
     No,
 }
 
+/// The tenant's `endpointsPerApp` quota, read before the creation's transaction
+/// opens: a read that misses the cache takes a connection of its own, which must
+/// not wait behind one held idle in a transaction.
+pub(crate) async fn endpoints_cap(state: &AppState, tenant: &TenantId) -> Result<Option<u64>, ApiError> {
+    Ok(limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp))
+}
+
 /// Checks, in `tx` and under the application's lock (so two creations cannot
-/// both take the last place), that `app` has room for one more row within the
-/// tenant's `endpointsPerApp` quota; HTTP endpoints and destinations count alike.
+/// both take the last place), that `app` has room for one more row within
+/// `cap` ([`endpoints_cap`]); HTTP endpoints and destinations count alike.
 pub(crate) async fn room_for_one_more(
     tx: &db::Transaction<'_>,
     state: &AppState,
     tenant: &TenantId,
     app: &AppId,
+    cap: Option<u64>,
 ) -> Result<(), ApiError> {
-    let cap = limits::quotas(state, tenant).await?.limit(Limit::EndpointsPerApp);
     let n = endpoints::lock_and_count(&**tx, tenant, app).await?;
     if let Some(cap) = cap.filter(|cap| n as u64 >= *cap) {
         limits::refused(

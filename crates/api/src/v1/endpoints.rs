@@ -21,7 +21,7 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 
 pub(crate) use super::endpoint_rows::Notify;
-use super::endpoint_rows::{commit, notice, room_for_one_more};
+use super::endpoint_rows::{commit, endpoints_cap, notice, room_for_one_more};
 use super::{applications, validate};
 use hookgate_egress::{secrets, signing::EndpointSecret, ssrf::Guard};
 use hookgate_shared::store::page::Page;
@@ -274,9 +274,10 @@ pub(crate) async fn insert(
         .map_err(|e| ApiError::Validation(e.to_string()))?;
     let id = EndpointId::generate();
     let sealed = secrets::seal(state, tenant, app, &id, &secret);
+    let cap = endpoints_cap(state, tenant).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    room_for_one_more(&tx, state, tenant, app).await?;
+    room_for_one_more(&tx, state, tenant, app, cap).await?;
     let mut ep = endpoints::insert(&*tx, tenant, app, &id, made.fields, &sealed)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?;

@@ -26,7 +26,7 @@ pub const MOST_EXCHANGED: usize = 1 << 20;
 impl Sender {
     /// The guarded client itself, for a library that sends its own requests
     /// (`object_store`): its resolver checks names; check an address literal
-    /// first with [`Sender::allows_url`].
+    /// first with [`Sender::allows_target`].
     pub fn client(&self) -> reqwest::Client {
         self.client.clone()
     }

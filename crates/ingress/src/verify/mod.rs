@@ -211,7 +211,8 @@ pub struct UrlCheck<'a> {
     pub query: &'a str,
     pub headers: &'a dyn Headers,
     pub verify_token: &'a dyn Fn(&str) -> bool,
-    pub secret: &'a dyn Fn(&str) -> bool,
+    /// Opens the source's secrets only when asked (an error: they cannot be opened).
+    pub secret: &'a dyn Fn(&str) -> Result<bool, String>,
 }
 
 /// The answer to a sender's check of the URL.
@@ -228,6 +229,8 @@ pub enum UrlRefused {
     Malformed(String),
     /// The token or id presented is not the source's (a 403).
     NotOurs(String),
+    /// The source's secrets could not be opened (a 500).
+    Broken(String),
 }
 
 /// A provider's answer to a sender's check of the URL.

@@ -40,7 +40,7 @@ const ADOBE_SIGN_ID: &str = "x-adobesign-clientid";
 /// the header and as JSON.
 fn adobe_sign_url(c: &UrlCheck<'_>) -> Result<UrlAnswer, UrlRefused> {
     let presented = c.headers.get(ADOBE_SIGN_ID).unwrap_or_default();
-    if !(c.secret)(presented) {
+    if !(c.secret)(presented).map_err(UrlRefused::Broken)? {
         return Err(UrlRefused::NotOurs("`X-AdobeSign-ClientId` is not this source's client id".into()));
     }
     Ok(UrlAnswer::Json {

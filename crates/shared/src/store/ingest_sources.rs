@@ -27,6 +27,7 @@ pub struct NewToken<'a> {
     pub hash: &'a [u8],
 }
 
+/// Inserts an ingest source: a source's row with what an ingest source adds.
 pub async fn insert(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -36,51 +37,31 @@ pub async fn insert(
     sealed_secret: Option<&[u8]>,
     token: &NewToken<'_>,
 ) -> Result<Source, StoreError> {
-    let sql = format!(
-        "INSERT INTO sources (tenant_id, id, name, provider, secret, verify, idempotency, mode, app_id,
-            event_type_path, retention_days, disabled, ingest_type, uid, metadata, ingest_token, ingest_token_hash,
-            ingest_config)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING {}",
-        columns("sources")
-    );
-    let (provider, verify, idempotency, mode) = super::sources::stored(f);
-    let row = db
-        .query_one(
-            &sql,
-            &[
-                &tenant.as_str(),
-                &id.as_str(),
-                &f.name,
-                &provider,
-                &sealed_secret,
-                &verify,
-                &idempotency,
-                &mode,
-                &f.app_id.as_str(),
-                &f.event_type_path,
-                &f.retention_days,
-                &f.disabled,
-                &ingest.type_name,
-                &ingest.uid,
-                ingest.metadata,
-                &token.sealed,
-                &token.hash,
-                ingest.config,
-            ],
-        )
-        .await?;
-    from_row(&row)
+    super::sources::insert_row(db, tenant, id, f, sealed_secret, Some((ingest, token))).await
 }
 
-/// An ingest source by id or `uid`; `lock` holds its row until the caller's
-/// transaction ends (an upsert's or a rotation's read and write).
-pub async fn get(
+/// An ingest source by id or `uid`.
+pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &Ref<SourceId>) -> Result<Option<Source>, StoreError> {
+    by_ref(db, tenant, id, "").await
+}
+
+/// [`get`], its row held until the caller's transaction ends (an upsert's or a
+/// rotation's read and write).
+pub async fn get_for_update(
     db: &impl GenericClient,
     tenant: &TenantId,
     id: &Ref<SourceId>,
-    lock: bool,
 ) -> Result<Option<Source>, StoreError> {
-    let (by, lock) = (if matches!(id, Ref::Id(_)) { "id" } else { "uid" }, if lock { "FOR NO KEY UPDATE" } else { "" });
+    by_ref(db, tenant, id, "FOR NO KEY UPDATE").await
+}
+
+async fn by_ref(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &Ref<SourceId>,
+    lock: &str,
+) -> Result<Option<Source>, StoreError> {
+    let by = if matches!(id, Ref::Id(_)) { "id" } else { "uid" };
     let sql = format!(
         "SELECT {} FROM sources WHERE tenant_id = $1 AND {by} = $2 AND ingest_type IS NOT NULL {lock}",
         columns("sources")

@@ -172,13 +172,30 @@ pub async fn insert(
     f: &SourceFields,
     sealed_secret: Option<&[u8]>,
 ) -> Result<Source, StoreError> {
+    insert_row(db, tenant, id, f, sealed_secret, None).await
+}
+
+/// A source's row, with what an ingest source adds (`store::ingest_sources`) or
+/// without (a plain source: no ingest type, uid, token or settings).
+pub(super) async fn insert_row(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &SourceId,
+    f: &SourceFields,
+    sealed_secret: Option<&[u8]>,
+    ingest: Option<(&super::ingest_sources::IngestFields<'_>, &super::ingest_sources::NewToken<'_>)>,
+) -> Result<Source, StoreError> {
     let sql = format!(
         "INSERT INTO sources (tenant_id, id, name, provider, secret, verify, idempotency, mode, app_id,
-            event_type_path, retention_days, disabled)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {}",
+            event_type_path, retention_days, disabled, ingest_type, uid, metadata, ingest_token, ingest_token_hash,
+            ingest_config)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, COALESCE($15, '{{}}'::jsonb), $16, $17,
+            COALESCE($18, '{{}}'::jsonb))
+         RETURNING {}",
         columns("sources")
     );
     let (provider, verify, idempotency, mode) = stored(f);
+    let (fields, token) = (ingest.map(|i| i.0), ingest.map(|i| i.1));
     let row = db
         .query_one(
             &sql,
@@ -195,6 +212,12 @@ pub async fn insert(
                 &f.event_type_path,
                 &f.retention_days,
                 &f.disabled,
+                &fields.map(|i| i.type_name),
+                &fields.and_then(|i| i.uid),
+                &fields.map(|i| i.metadata),
+                &token.map(|t| t.sealed),
+                &token.map(|t| t.hash),
+                &fields.map(|i| i.config),
             ],
         )
         .await?;
