@@ -100,7 +100,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let app = source_app(&state, &key.0, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let page = endpoints::list(&**conn, &key.0, &app, false, &q.page::<EndpointId>()?).await?;
+    let page = endpoints::list_http(&**conn, &key.0, &app, &q.page::<EndpointId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(EndpointOut::from)))
 }
 

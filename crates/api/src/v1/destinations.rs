@@ -197,7 +197,7 @@ async fn list(
     let app = applications::find(&state, &tenant, &path).await?;
     let names_only = values_hidden(&req, &state, &tenant.0).await?;
     let conn = db::conn(&state.db).await?;
-    let page = endpoints::list(&**conn, &tenant.0, &app.id, true, &q.page::<EndpointId>()?).await?;
+    let page = endpoints::list_destinations(&**conn, &tenant.0, &app.id, &q.page::<EndpointId>()?).await?;
     drop(conn);
     let mut data = Vec::with_capacity(page.data.len());
     for ep in page.data {

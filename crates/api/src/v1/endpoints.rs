@@ -227,7 +227,7 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let app = applications::find(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let page = endpoints::list(&**conn, &tenant.0, &app.id, false, &q.page::<EndpointId>()?).await?;
+    let page = endpoints::list_http(&**conn, &tenant.0, &app.id, &q.page::<EndpointId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(EndpointOut::from)))
 }
 

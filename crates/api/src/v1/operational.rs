@@ -149,7 +149,7 @@ async fn list(who: OpTenant, state: web::Data<AppState>, q: web::Query<PageQuery
         return Ok(HttpResponse::Ok().json(none));
     };
     let conn = db::conn(&state.db).await?;
-    let page = endpoints::list(&**conn, &who.0, &app, false, &q.page::<EndpointId>()?).await?;
+    let page = endpoints::list_http(&**conn, &who.0, &app, &q.page::<EndpointId>()?).await?;
     Ok(HttpResponse::Ok().json(page.map(EndpointOut::from)))
 }
 

@@ -261,13 +261,32 @@ pub async fn any_matching(
     Ok(row.get(0))
 }
 
-/// A page of the application's HTTP endpoints, or of its destinations.
-pub async fn list(
+/// A page of the application's HTTP endpoints.
+pub async fn list_http(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
-    destinations: bool,
     page: &PageRequest,
+) -> Result<Page<Endpoint>, StoreError> {
+    list_of(db, tenant, app, page, false).await
+}
+
+/// A page of the application's destinations (endpoint rows of another kind).
+pub async fn list_destinations(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    page: &PageRequest,
+) -> Result<Page<Endpoint>, StoreError> {
+    list_of(db, tenant, app, page, true).await
+}
+
+async fn list_of(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    app: &AppId,
+    page: &PageRequest,
+    destinations: bool,
 ) -> Result<Page<Endpoint>, StoreError> {
     let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let sql = format!(
