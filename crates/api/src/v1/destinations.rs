@@ -241,7 +241,7 @@ async fn insert(
     let cap = endpoints_cap(state, tenant).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    room_for_one_more(&tx, state, tenant, app, cap).await?;
+    room_for_one_more(&*tx, state, tenant, app, cap).await?;
     endpoints::insert(&*tx, tenant, app, &id, &c.fields, &secret)
         .await
         .map_err(|e| validate::conflict("an endpoint or destination with this uid")(e.into()))?;

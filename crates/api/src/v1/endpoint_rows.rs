@@ -35,13 +35,13 @@ pub(crate) async fn endpoints_cap(state: &AppState, tenant: &TenantId) -> Result
 /// both take the last place), that `app` has room for one more row within
 /// `cap` ([`endpoints_cap`]); HTTP endpoints and destinations count alike.
 pub(crate) async fn room_for_one_more(
-    tx: &db::Transaction<'_>,
+    tx: &impl tokio_postgres::GenericClient,
     state: &AppState,
     tenant: &TenantId,
     app: &AppId,
     cap: Option<u64>,
 ) -> Result<(), ApiError> {
-    let n = endpoints::lock_and_count(&**tx, tenant, app).await?;
+    let n = endpoints::lock_and_count(tx, tenant, app).await?;
     if let Some(cap) = cap.filter(|cap| n as u64 >= *cap) {
         limits::refused(
             state,

@@ -277,7 +277,7 @@ pub(crate) async fn insert(
     let cap = endpoints_cap(state, tenant).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    room_for_one_more(&tx, state, tenant, app, cap).await?;
+    room_for_one_more(&*tx, state, tenant, app, cap).await?;
     let mut ep = endpoints::insert(&*tx, tenant, app, &id, made.fields, &sealed)
         .await
         .map_err(|e| validate::conflict("an endpoint with this uid")(e.into()))?;

@@ -325,12 +325,7 @@ async fn upsert_endpoint(
             ep.id
         }
         None => {
-            let n = endpoints::lock_and_count(tx, ctx.tenant, app).await?;
-            if let Some(cap) = ctx.ep_cap.filter(|cap| n as u64 >= *cap) {
-                return Err(at(ApiError::Validation(format!(
-                    "the application has {n} endpoints, the most the tenant's quota `endpointsPerApp` allows ({cap})"
-                ))));
-            }
+            super::endpoint_rows::room_for_one_more(tx, ctx.state, ctx.tenant, app, ctx.ep_cap).await.map_err(at)?;
             // A document's id taken by another application's endpoint is not
             // reused; one derived from it and the application is, the same on
             // every run, so a second import finds what the first made.

@@ -177,20 +177,31 @@ async fn start(
     }
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    // Counted under the tenant's row lock, so two requests cannot both be the twentieth.
-    let (running, in_app) = tasks::running(&*tx, &tenant.0, &app).await?;
-    if running >= MOST_RUNNING || in_app >= MOST_RUNNING_PER_APP {
-        return Err(ApiError::Conflict(format!(
-            "{running} background tasks are running ({in_app} of this application's): at most {MOST_RUNNING} at once, \
-             {MOST_RUNNING_PER_APP} per application; wait for one to end"
-        )));
-    }
+    room_for_a_task(&tx, &tenant.0, &app).await?;
     let new = NewTask { kind, app: &app, endpoint: &ep.id, since, until, filter };
     let task = tasks::create(&*tx, &tenant.0, &new).await?;
     let res = answer(&*tx, state, key.as_deref(), StatusCode::ACCEPTED, &replay_out(&task)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(task = %task.id, kind = task.kind.name(), endpoint = %ep.id, "background task started");
     Ok(res)
+}
+
+/// Refuses (409) a task past the tenant's caps on running tasks: counted under the
+/// tenant's row lock, in the task's transaction, so two requests cannot both be
+/// the one that fills a cap.
+async fn room_for_a_task(
+    tx: &db::Transaction<'_>,
+    tenant: &hookgate_shared::ids::TenantId,
+    app: &AppId,
+) -> Result<(), ApiError> {
+    let (running, in_app) = tasks::running(&**tx, tenant, app).await?;
+    if running >= MOST_RUNNING || in_app >= MOST_RUNNING_PER_APP {
+        return Err(ApiError::Conflict(format!(
+            "{running} background tasks are running ({in_app} of this application's): at most {MOST_RUNNING} at once, \
+             {MOST_RUNNING_PER_APP} per application; wait for one to end"
+        )));
+    }
+    Ok(())
 }
 
 /// Starts a task of the application (a content purge) under the same caps as a
@@ -206,13 +217,7 @@ pub(super) async fn start_app_task(
     debug_assert_eq!(kind, TaskKind::PurgeContent);
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
-    let (running, in_app) = tasks::running(&*tx, &tenant.0, app).await?;
-    if running >= MOST_RUNNING || in_app >= MOST_RUNNING_PER_APP {
-        return Err(ApiError::Conflict(format!(
-            "{running} background tasks are running ({in_app} of this application's): at most {MOST_RUNNING} at once, \
-             {MOST_RUNNING_PER_APP} per application; wait for one to end"
-        )));
-    }
+    room_for_a_task(&tx, &tenant.0, app).await?;
     let task = tasks::create_purge(&*tx, &tenant.0, app).await?;
     let res = answer(&*tx, state, key, StatusCode::ACCEPTED, &replay_out(&task)).await?;
     tx.commit().await.map_err(StoreError::from)?;
