@@ -99,6 +99,6 @@ impl Kind for Fifo {
 
     /// Read in order from its log, never handed over one delivery at a time.
     async fn publish(&self, _: &HandOver<'_>, _: &Outbound<'_>) -> Result<String, Failure> {
-        Err(Failure::refused("this destination reads its log in order; it takes no single deliveries"))
+        Err(Failure::reads_its_log())
     }
 }

@@ -85,6 +85,11 @@ impl Failure {
     fn connect(text: impl Into<String>) -> Self {
         Failure { outcome: Outcome::ConnectError, text: text.into() }
     }
+
+    /// A kind read in order from its log (FIFO, polling), handed a single delivery.
+    fn reads_its_log() -> Self {
+        Failure::refused("this destination reads its log in order; it takes no single deliveries")
+    }
 }
 
 /// Connections kept per destination, of one kind: each destination's in a slot

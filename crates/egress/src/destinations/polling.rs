@@ -43,6 +43,6 @@ impl Kind for Polling {
 
     /// Read by the customer, never handed over.
     async fn publish(&self, _: &HandOver<'_>, _: &Outbound<'_>) -> Result<String, Failure> {
-        Err(Failure::refused("this destination reads its log in order; it takes no single deliveries"))
+        Err(Failure::reads_its_log())
     }
 }
