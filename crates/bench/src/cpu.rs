@@ -158,9 +158,13 @@ impl Meter {
     pub async fn sample(&self, hookgate: &[&Hookgate]) -> Sample {
         let wal = self
             .db
-            .query_one("SELECT (pg_current_wal_lsn() - '0/0')::float8, wal_sync::float8 FROM pg_stat_wal", &[])
+            .query_one(
+                "SELECT (pg_current_wal_lsn() - '0/0')::float8 AS wal_bytes, wal_sync::float8 AS wal_syncs
+                 FROM pg_stat_wal",
+                &[],
+            )
             .await;
-        let wal = wal.ok().map(|r| (r.get(0), r.get(1)));
+        let wal = wal.ok().map(|r| (r.get("wal_bytes"), r.get("wal_syncs")));
         let secs = |ticks: u64| ticks as f64 / TICKS;
         // A Hookgate process's own CPU, and its children's: the transformation
         // sandboxes it runs (those still alive, and those it has reaped).

@@ -72,7 +72,7 @@ pub async fn run(
             "SELECT calls, total_exec_time, mean_exec_time, rows,
                 CASE WHEN query LIKE '%BETWEEN w.lo AND w.hi%' THEN 'claim by hint: '
                      WHEN query LIKE '%ORDER BY d.next_attempt_at LIMIT w.room%' THEN 'claim of due queues: ' ELSE '' END
-                || left(regexp_replace(query, '\\s+', ' ', 'g'), 100)
+                || left(regexp_replace(query, '\\s+', ' ', 'g'), 100) AS shown_query
              FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
              ORDER BY total_exec_time DESC LIMIT 20",
             &[],
@@ -82,7 +82,7 @@ pub async fn run(
     println!("{:>8} {:>10} {:>9} {:>9} {:>10}  statement", "calls", "total ms", "mean ms", "rows", "us/msg");
     for r in rows {
         let (calls, total, mean, n, q): (i64, f64, f64, i64, String) =
-            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+            (r.get("calls"), r.get("total_exec_time"), r.get("mean_exec_time"), r.get("rows"), r.get("shown_query"));
         println!("{calls:>8} {total:>10.1} {mean:>9.3} {n:>9} {:>10.1}  {q}", per(total));
     }
     Ok(())

@@ -190,7 +190,12 @@ pub async fn run_list(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let result = apply_pending(client, list, last, switch, contracts).await;
+    let mut result = apply_pending(client, list, last, switch, contracts).await;
+    if result.is_ok() {
+        if let Err(e) = crate::store::endpoint_kinds::admit(client).await {
+            result = Err(e);
+        }
+    }
     // Unlock even when a migration failed; the connection may be reused.
     let unlock = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await;
     let outcome = result?;
@@ -215,7 +220,8 @@ async fn apply_pending(
         )
         .await?;
     let rows = client.query("SELECT version, checksum FROM hookgate_migrations", &[]).await?;
-    let done: std::collections::HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let done: std::collections::HashMap<String, String> =
+        rows.iter().map(|r| (r.get("version"), r.get("checksum"))).collect();
     let mut outcome =
         Outcome { applied: Vec::new(), already: 0, stopped_at: None, switch_by: None, contract_pending: None };
     // Migrated before this run: a previous release may be serving it.

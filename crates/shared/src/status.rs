@@ -187,30 +187,61 @@ pub enum Delivery {
 }
 
 /// The kinds table: each kind of endpoint row, its stored code (`endpoints.kind`,
-/// never reused), Svix's destination `type` for it and how it is delivered.
-/// Adding a kind is a row here and its file in the egress crate's
-/// `destinations/` (whose own table a test holds to this one).
+/// never reused), Svix's destination `type` for it, how it is delivered, and the
+/// type (in the egress crate's `destinations/`, one file each) that owns its
+/// configuration and behaviour. Adding a kind is a row here and its file: this
+/// table makes [`EndpointKind`] here, and the destination modules and their
+/// `Config` enum there (each a macro handed to this one), and `hookgate migrate`
+/// writes its code into the schema's `endpoint_kinds`.
+///
+/// `$callback` is a macro taking the rows: the HTTP kind first, then the
+/// destinations as `Variant = code, "type", Delivery, module::Type;`.
+#[macro_export]
+macro_rules! endpoint_kind_table {
+    ($callback:ident) => {
+        $callback! {
+            http: Http = 0, Request;
+            destinations:
+            RabbitMq = 1, "rabbitMq", HandOver, rabbitmq::RabbitMq;
+            Postgres = 2, "postgres", HandOver, postgres::Postgres;
+            Sqs = 3, "sqs", HandOver, sqs::Sqs;
+            Sns = 4, "sns", HandOver, sns::Sns;
+            EventBridge = 5, "eventBridge", HandOver, event_bridge::EventBridge;
+            AmazonS3 = 6, "amazonS3", HandOver, s3::S3;
+            FifoEndpoint = 7, "fifoEndpoint", Batches, fifo::Fifo;
+            PollingEndpoint = 8, "pollingEndpoint", Polled, polling::Polling;
+        }
+    };
+}
+
+/// [`EndpointKind`] from the kinds table.
 macro_rules! endpoint_kinds {
-    ($($(#[$doc:meta])* $kind:ident = $code:literal, $name:expr, $delivery:ident;)*) => {
+    (
+        http: $http:ident = $http_code:literal, $http_delivery:ident;
+        destinations: $($kind:ident = $code:literal, $name:literal, $delivery:ident, $module:ident :: $ty:ident;)*
+    ) => {
         /// What an endpoint row delivers to: an HTTP receiver, or a destination of
         /// another kind.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum EndpointKind {
-            $($(#[$doc])* $kind = $code,)*
+            $http = $http_code,
+            $($kind = $code,)*
         }
 
         impl EndpointKind {
-            pub const ALL: &'static [EndpointKind] = &[$(EndpointKind::$kind),*];
+            pub const ALL: &'static [EndpointKind] = &[EndpointKind::$http, $(EndpointKind::$kind),*];
 
             /// Svix's destination `type`; `None` for a plain HTTP endpoint.
             pub fn type_name(self) -> Option<&'static str> {
                 match self {
-                    $(EndpointKind::$kind => $name,)*
+                    EndpointKind::$http => None,
+                    $(EndpointKind::$kind => Some($name),)*
                 }
             }
 
             pub fn delivery(self) -> Delivery {
                 match self {
+                    EndpointKind::$http => Delivery::$http_delivery,
                     $(EndpointKind::$kind => Delivery::$delivery,)*
                 }
             }
@@ -218,24 +249,16 @@ macro_rules! endpoint_kinds {
     };
 }
 
-endpoint_kinds! {
-    Http = 0, None, Request;
-    RabbitMq = 1, Some("rabbitMq"), HandOver;
-    Postgres = 2, Some("postgres"), HandOver;
-    Sqs = 3, Some("sqs"), HandOver;
-    Sns = 4, Some("sns"), HandOver;
-    EventBridge = 5, Some("eventBridge"), HandOver;
-    AmazonS3 = 6, Some("amazonS3"), HandOver;
-    FifoEndpoint = 7, Some("fifoEndpoint"), Batches;
-    PollingEndpoint = 8, Some("pollingEndpoint"), Polled;
-}
+crate::endpoint_kind_table!(endpoint_kinds);
 
 impl EndpointKind {
     pub const fn code(self) -> i16 {
         self as i16
     }
 
-    /// A stored kind; the table's CHECK admits only these codes.
+    /// A stored kind: `endpoints.kind` references `endpoint_kinds`, whose rows are
+    /// the kinds of this table (`hookgate migrate` adds them), and a release's own
+    /// rows are of its own kinds.
     pub fn from_db(code: i16) -> Self {
         Self::ALL.iter().copied().find(|k| k.code() == code).unwrap_or(EndpointKind::Http)
     }

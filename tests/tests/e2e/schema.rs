@@ -16,6 +16,7 @@ const NOT_DISTRIBUTED: &[(&str, &str)] = &[
     ("delivery_pressure", "the delivery workers' own state (how far behind each is), unlogged; on the coordinator only"),
     ("usage_flushes", "the ids of a process's usage-tally batches, which span tenants: a reference table"),
     ("inbound_key_form", "one row: since when inbound keys are stored keyed; a reference table"),
+    ("endpoint_kinds", "the kinds an endpoint row may be of, written by `hookgate migrate`: a reference table"),
 ];
 
 #[tokio::test]
@@ -110,4 +111,50 @@ async fn every_key_and_unique_index_of_a_distributed_table_holds_the_tenant_id()
     for (t, _) in NOT_DISTRIBUTED {
         assert!(tables.iter().any(|x| x == t), "NOT_DISTRIBUTED names `{t}`, which is no table: remove it");
     }
+}
+
+/// The kinds an endpoint may be of are rows `hookgate migrate` writes from the
+/// kinds table, not a range in a CHECK: a release with a new kind needs no
+/// migration of its own, and the schema still refuses a kind no release knows.
+#[tokio::test]
+async fn the_schema_admits_the_kinds_of_the_kinds_table_and_refuses_any_other() {
+    use hookgate_shared::{
+        migrate::{self, Switch},
+        status::EndpointKind,
+    };
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run(&mut client, Switch::Apply).await.unwrap();
+    let codes = |rows: Vec<tokio_postgres::Row>| rows.iter().map(|r| r.get::<_, i16>(0)).collect::<Vec<_>>();
+    let table: Vec<i16> = EndpointKind::ALL.iter().map(|k| k.code()).collect();
+    let stored = codes(client.query("SELECT code FROM endpoint_kinds ORDER BY code", &[]).await.unwrap());
+    assert_eq!(stored, table);
+    // As a release with a kind the schema has not seen finds it: the run writes it.
+    client.execute("DELETE FROM endpoint_kinds WHERE code = $1", &[&EndpointKind::AmazonS3.code()]).await.unwrap();
+    migrate::run(&mut client, Switch::Apply).await.unwrap();
+    let stored = codes(client.query("SELECT code FROM endpoint_kinds ORDER BY code", &[]).await.unwrap());
+    assert_eq!(stored, table, "the run wrote the missing kind back");
+    client
+        .batch_execute(
+            "INSERT INTO tenants (id, name) VALUES ('tnt_a', 'a');
+             INSERT INTO applications (tenant_id, id, name) VALUES ('tnt_a', 'app_a', 'a');",
+        )
+        .await
+        .unwrap();
+    let insert = |kind: i16| {
+        let client = &client;
+        async move {
+            client
+                .execute(
+                    "INSERT INTO endpoints (tenant_id, app_id, id, url, secret, kind, destination)
+                     VALUES ('tnt_a', 'app_a', $2, 'http://127.0.0.1:9/', '\\x00', $1, '\\x00')",
+                    &[&kind, &format!("ep_{kind}")],
+                )
+                .await
+        }
+    };
+    insert(EndpointKind::Sqs.code()).await.expect("a kind of the table is admitted");
+    let refused = insert(99).await.expect_err("a kind no release knows is refused");
+    let refused = refused.as_db_error().map(|e| e.constraint().unwrap_or_default().to_owned());
+    assert_eq!(refused.as_deref(), Some("endpoints_kind_is_a_kind"));
 }

@@ -13,22 +13,27 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use super::fifo::key_path;
 pub use super::kind::{Invalid, REDACTED};
-pub use super::{
-    event_bridge::EventBridge, fifo::key_path, fifo::Fifo, polling::Polling, postgres::Postgres, rabbitmq::RabbitMq,
-    s3::S3, sns::Sns, sqs::Sqs,
-};
 use super::{
     kind::{invalid, parsed, Kind},
     Failure, HandOver, Outbound,
 };
 use crate::ssrf::Guard;
 
-/// The destination kinds: each variant with the type (and file) that owns its
-/// configuration and behaviour. Adding a kind is a row here, its file, and its
-/// row in the kinds table.
+/// [`Config`] from the kinds table (`hookgate_shared::endpoint_kind_table`): a
+/// variant for each destination kind, holding the type (and file) that owns its
+/// configuration and behaviour, which this enum only dispatches to.
 macro_rules! kinds {
-    ($($variant:ident($ty:ty),)*) => {
+    (
+        http: $http:ident = $http_code:literal, $http_delivery:ident;
+        destinations: $($variant:ident = $code:literal, $name:literal, $delivery:ident, $module:ident :: $ty:ident;)*
+    ) => {
+        $(pub use super::$module::$ty;)*
+
+        // Each kind's own `KIND` is its row's: checked as the crate compiles.
+        $(const _: () = assert!(<$ty as Kind>::KIND as i16 == EndpointKind::$variant as i16);)*
+
         /// A destination's configuration, of one of the kinds Hookgate publishes to.
         #[derive(Debug, Clone, PartialEq)]
         pub enum Config {
@@ -119,16 +124,7 @@ macro_rules! kinds {
     };
 }
 
-kinds! {
-    RabbitMq(RabbitMq),
-    Postgres(Postgres),
-    Sqs(Sqs),
-    Sns(Sns),
-    EventBridge(EventBridge),
-    AmazonS3(S3),
-    FifoEndpoint(Fifo),
-    PollingEndpoint(Polling),
-}
+hookgate_shared::endpoint_kind_table!(kinds);
 
 impl<'de> Deserialize<'de> for Config {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -107,10 +107,10 @@ pub async fn list(db: &impl GenericClient, tenant: &TenantId) -> Result<Vec<KeyI
     Ok(rows
         .iter()
         .map(|r| KeyInfo {
-            id: ApiKeyId::from_db(r.get(0)),
-            created_at: r.get(1),
-            revoked_at: r.get(2),
-            label: r.get(3),
+            id: ApiKeyId::from_db(r.get("id")),
+            created_at: r.get("created_at"),
+            revoked_at: r.get("revoked_at"),
+            label: r.get("label"),
         })
         .collect())
 }

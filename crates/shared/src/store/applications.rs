@@ -34,13 +34,13 @@ const COLUMNS: &str = "id, uid, name, throttle_rate, metadata, created_at, updat
 
 fn from_row(r: &Row) -> Application {
     Application {
-        id: AppId::from_db(r.get(0)),
-        uid: r.get(1),
-        name: r.get(2),
-        throttle_rate: r.get(3),
-        metadata: r.get(4),
-        created_at: r.get(5),
-        updated_at: r.get(6),
+        id: AppId::from_db(r.get("id")),
+        uid: r.get("uid"),
+        name: r.get("name"),
+        throttle_rate: r.get("throttle_rate"),
+        metadata: r.get("metadata"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
     }
 }
 

@@ -49,19 +49,19 @@ const COLUMNS: &str = "id, msg_id, endpoint_id, url, status, trigger_type, respo
 
 fn from_row(r: &Row) -> Attempt {
     Attempt {
-        id: AttemptId::from_db(r.get(0)),
-        msg_id: MessageId::from_db(r.get(1)),
-        endpoint_id: EndpointId::from_db(r.get(2)),
-        url: r.get(3),
-        status: DeliveryStatus::from_db(r.get(4)),
-        trigger_type: Trigger::from_db(r.get(5)),
-        response_status_code: r.get(6),
-        response: r.get(7),
-        response_duration_ms: r.get(8),
-        created_at: r.get(9),
+        id: AttemptId::from_db(r.get("id")),
+        msg_id: MessageId::from_db(r.get("msg_id")),
+        endpoint_id: EndpointId::from_db(r.get("endpoint_id")),
+        url: r.get("url"),
+        status: DeliveryStatus::from_db(r.get("status")),
+        trigger_type: Trigger::from_db(r.get("trigger_type")),
+        response_status_code: r.get("response_status_code"),
+        response: r.get("response"),
+        response_duration_ms: r.get("response_duration_ms"),
+        created_at: r.get("created_at"),
         request_headers: r
-            .get::<_, Option<serde_json::Value>>(10)
-            .map(|h| super::attempt_headers::read(h, r.get::<_, &str>(1))),
+            .get::<_, Option<serde_json::Value>>("request_headers")
+            .map(|h| super::attempt_headers::read(h, r.get::<_, &str>("msg_id"))),
     }
 }
 
@@ -225,7 +225,7 @@ pub async fn hourly(
     let rows = db
         .query(
             "SELECT date_trunc('hour', created_at) AS hour,
-                    count(*) FILTER (WHERE status = $6), count(*) FILTER (WHERE status <> $6)
+                    count(*) FILTER (WHERE status = $6) AS success, count(*) FILTER (WHERE status <> $6) AS fail
              FROM attempts
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
                AND id >= hookgate_id_floor('atmpt', $4) AND id < hookgate_id_floor('atmpt', $5)
@@ -234,7 +234,7 @@ pub async fn hourly(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until, &DeliveryStatus::Success.code()],
         )
         .await?;
-    Ok(rows.iter().map(|r| HourCount { hour: r.get(0), success: r.get(1), fail: r.get(2) }).collect())
+    Ok(rows.iter().map(|r| HourCount { hour: r.get("hour"), success: r.get("success"), fail: r.get("fail") }).collect())
 }
 
 /// The endpoint's deliveries of messages made in `[since, until)` that ended
@@ -272,7 +272,7 @@ pub async fn per_message(
 ) -> Result<(i64, i64), StoreError> {
     let row = db
         .query_one(
-            "SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok) FROM (
+            "SELECT count(*) FILTER (WHERE ok) AS succeeded, count(*) FILTER (WHERE NOT ok) AS failed FROM (
                 SELECT bool_or(status = $6) AS ok FROM attempts
                 WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
                   AND ($4::timestamptz IS NULL OR (id >= hookgate_id_floor('atmpt', $4) AND created_at >= $4))
@@ -281,5 +281,5 @@ pub async fn per_message(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until, &DeliveryStatus::Success.code()],
         )
         .await?;
-    Ok((row.get(0), row.get(1)))
+    Ok((row.get("succeeded"), row.get("failed")))
 }

@@ -63,14 +63,14 @@ pub async fn list(db: &impl GenericClient, tenant: &TenantId, page: &PageRequest
     let entries = rows
         .iter()
         .map(|r| Entry {
-            id: AuditId::from_db(r.get(0)),
-            actor: r.get(1),
-            actor_label: r.get(2),
-            method: r.get(3),
-            path: r.get(4),
-            status_code: r.get(5),
-            request_id: r.get(6),
-            created_at: r.get(7),
+            id: AuditId::from_db(r.get("id")),
+            actor: r.get("actor"),
+            actor_label: r.get("label"),
+            method: r.get("method"),
+            path: r.get("path"),
+            status_code: r.get("status_code"),
+            request_id: r.get("request_id"),
+            created_at: r.get("created_at"),
         })
         .collect();
     Ok(Page::from_rows(entries, page, |e| e.id.to_string()))

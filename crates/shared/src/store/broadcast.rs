@@ -92,12 +92,13 @@ pub async fn pick(db: &impl GenericClient) -> Result<Option<Held>, StoreError> {
     else {
         return Ok(None);
     };
-    let message = serde_json::from_value(row.get(2)).map_err(|e| StoreError::Corrupt(format!("a broadcast: {e}")))?;
+    let message =
+        serde_json::from_value(row.get("filter")).map_err(|e| StoreError::Corrupt(format!("a broadcast: {e}")))?;
     Ok(Some(Held {
-        tenant: TenantId::from_db(row.get(0)),
-        task: TaskId::from_db(row.get(1)),
+        tenant: TenantId::from_db(row.get("tenant_id")),
+        task: TaskId::from_db(row.get("id")),
         message,
-        cursor: row.get(3),
+        cursor: row.get("cursor"),
     }))
 }
 

@@ -50,7 +50,8 @@ pub async fn cancel_batch(
                   AND d.status = 1 AND d.lease_token IS NULL
                 RETURNING d.msg_id
              )
-             SELECT (SELECT count(*) FROM picked), (SELECT count(*) FROM canceled), (SELECT max(msg_id) FROM picked)",
+             SELECT (SELECT count(*) FROM picked) AS picked_count, (SELECT count(*) FROM canceled) AS canceled_count,
+                 (SELECT max(msg_id) FROM picked) AS last_msg_id",
             &[
                 &tenant.as_str(),
                 &app.as_str(),
@@ -62,5 +63,5 @@ pub async fn cancel_batch(
             ],
         )
         .await?;
-    Ok(Canceled { picked: row.get(0), canceled: row.get(1), last: row.get(2) })
+    Ok(Canceled { picked: row.get("picked_count"), canceled: row.get("canceled_count"), last: row.get("last_msg_id") })
 }

@@ -23,11 +23,12 @@ pub async fn active_apps(db: &impl GenericClient, tenant: &TenantId) -> Result<i
 pub async fn endpoints(db: &impl GenericClient, tenant: &TenantId) -> Result<(i64, i64), StoreError> {
     let row = db
         .query_one(
-            "SELECT count(*) FILTER (WHERE NOT e.disabled), count(*) FILTER (WHERE e.disabled)
+            "SELECT count(*) FILTER (WHERE NOT e.disabled) AS enabled_count,
+                    count(*) FILTER (WHERE e.disabled) AS disabled_count
              FROM endpoints e JOIN applications a ON a.tenant_id = e.tenant_id AND a.id = e.app_id
              WHERE e.tenant_id = $1 AND NOT a.operational",
             &[&tenant.as_str()],
         )
         .await?;
-    Ok((row.get(0), row.get(1)))
+    Ok((row.get("enabled_count"), row.get("disabled_count")))
 }

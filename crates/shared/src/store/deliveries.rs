@@ -101,11 +101,11 @@ pub struct ClaimedEndpoint {
 pub(super) fn claimed_rows(messages: &str) -> String {
     format!(
         "SELECT c.tenant_id, c.app_id, c.msg_id, c.endpoint_id, c.attempts, c.trigger,
-        m.payload, COALESCE(m.content_type, 'application/json'),
+        m.payload, COALESCE(m.content_type, 'application/json') AS content_type,
         e.url, e.disabled, e.throttle_rate, e.headers, e.secret, e.old_secret, e.old_secret_until, c.due_at,
-        a.throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent,
-        CASE WHEN t.transformations AND NOT t.transformations_off THEN e.transformation_at END,
-        COALESCE(m.event_type, ''), e.kind, e.destination, m.event_id, m.channels, m.created_at,
+        a.throttle_rate AS app_throttle_rate, m.idempotency_key, t.svix_headers, m.traceparent,
+        CASE WHEN t.transformations AND NOT t.transformations_off THEN e.transformation_at END AS transformation_at,
+        COALESCE(m.event_type, '') AS event_type, e.kind, e.destination, m.event_id, m.channels, m.created_at,
         e.auth_at
      FROM claimed c
      JOIN tenants t ON t.id = c.tenant_id
@@ -117,40 +117,40 @@ pub(super) fn claimed_rows(messages: &str) -> String {
 
 /// A claimed delivery from a row of [`claimed_rows`].
 pub(super) fn claimed_from_row(r: &tokio_postgres::Row, token: i64, lease_ends: std::time::Instant) -> Claimed {
-    let url: Option<String> = r.get(8);
+    let url: Option<String> = r.get("url");
     Claimed {
-        tenant_id: TenantId::from_db(r.get(0)),
-        app_id: AppId::from_db(r.get(1)),
-        msg_id: MessageId::from_db(r.get(2)),
-        endpoint_id: EndpointId::from_db(r.get(3)),
+        tenant_id: TenantId::from_db(r.get("tenant_id")),
+        app_id: AppId::from_db(r.get("app_id")),
+        msg_id: MessageId::from_db(r.get("msg_id")),
+        endpoint_id: EndpointId::from_db(r.get("endpoint_id")),
         lease: token,
         lease_ends,
-        attempts: r.get(4),
-        trigger: Trigger::from_db(r.get(5)),
-        due_at: r.get(15),
-        app_throttle_rate: r.get(16),
-        idempotency_key: r.get(17),
-        svix_headers: r.get(18),
-        traceparent: r.get(19),
-        event_type: r.get(21),
-        event_id: r.get(24),
-        channels: r.get(25),
-        created_at: r.get(26),
-        payload: r.get(6),
-        content_type: r.get(7),
+        attempts: r.get("attempts"),
+        trigger: Trigger::from_db(r.get("trigger")),
+        due_at: r.get("due_at"),
+        app_throttle_rate: r.get("app_throttle_rate"),
+        idempotency_key: r.get("idempotency_key"),
+        svix_headers: r.get("svix_headers"),
+        traceparent: r.get("traceparent"),
+        event_type: r.get("event_type"),
+        event_id: r.get("event_id"),
+        channels: r.get("channels"),
+        created_at: r.get("created_at"),
+        payload: r.get("payload"),
+        content_type: r.get("content_type"),
         by_hint: false,
         endpoint: url.map(|url| ClaimedEndpoint {
             url,
-            disabled: r.get(9),
-            throttle_rate: r.get(10),
-            headers: r.get(11),
-            secret: r.get(12),
-            old_secret: r.get(13),
-            old_secret_until: r.get(14),
-            transformation_at: r.get(20),
-            kind: EndpointKind::from_db(r.get(22)),
-            destination: r.get(23),
-            auth_at: r.get(27),
+            disabled: r.get("disabled"),
+            throttle_rate: r.get("throttle_rate"),
+            headers: r.get("headers"),
+            secret: r.get("secret"),
+            old_secret: r.get("old_secret"),
+            old_secret_until: r.get("old_secret_until"),
+            transformation_at: r.get("transformation_at"),
+            kind: EndpointKind::from_db(r.get("kind")),
+            destination: r.get("destination"),
+            auth_at: r.get("auth_at"),
         }),
     }
 }
@@ -373,7 +373,7 @@ pub async fn stats(
     let rows = db
         .query(
             &format!(
-                "SELECT {SHOWN_STATUS}, count(*) FROM deliveries d
+                "SELECT {SHOWN_STATUS} AS shown_status, count(*) AS n FROM deliveries d
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3
                AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
              GROUP BY 1"
@@ -381,5 +381,5 @@ pub async fn stats(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &since, &until],
         )
         .await?;
-    Ok(rows.iter().map(|r| (DeliveryStatus::from_db(r.get(0)), r.get(1))).collect())
+    Ok(rows.iter().map(|r| (DeliveryStatus::from_db(r.get("shown_status")), r.get("n"))).collect())
 }

@@ -22,6 +22,14 @@ pub struct DeliveryState {
     pub next_attempt_at: Option<DateTime<Utc>>,
 }
 
+/// A delivery's state from a row carrying `shown_status` and `shown_next_attempt_at`.
+fn state(r: &tokio_postgres::Row) -> DeliveryState {
+    DeliveryState {
+        status: DeliveryStatus::from_db(r.get("shown_status")),
+        next_attempt_at: r.get("shown_next_attempt_at"),
+    }
+}
+
 fn prefixed(columns: &str, alias: &str) -> String {
     columns.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
 }
@@ -37,15 +45,15 @@ pub async fn destinations(
     page: &PageRequest,
 ) -> Result<Page<(Endpoint, DeliveryState)>, StoreError> {
     let cols = prefixed(endpoints::COLUMNS, "e");
-    let n = endpoints::COLUMNS.split(',').count();
     let Walk { key, cmp, dir } = page.walk(Order::Ascending);
     // The last attempt's URL is read only for an endpoint that is gone.
     let sql = format!(
-        "SELECT {cols}, {SHOWN_STATUS}, {SHOWN_NEXT_ATTEMPT}, d.endpoint_id, d.created_at,
+        "SELECT {cols}, {SHOWN_STATUS} AS shown_status, {SHOWN_NEXT_ATTEMPT} AS shown_next_attempt_at,
+                d.endpoint_id AS delivered_to, d.created_at AS delivered_at,
                 CASE WHEN e.id IS NULL THEN
                     (SELECT a.url FROM attempts a WHERE a.tenant_id = d.tenant_id AND a.app_id = d.app_id
                         AND a.msg_id = d.msg_id AND a.endpoint_id = d.endpoint_id ORDER BY a.id DESC LIMIT 1)
-                END
+                END AS last_url
          FROM deliveries d
          LEFT JOIN endpoints e ON e.tenant_id = d.tenant_id AND e.app_id = d.app_id AND e.id = d.endpoint_id
          WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.msg_id = $3 AND ($4::text IS NULL OR d.endpoint_id {cmp} $4)
@@ -55,15 +63,15 @@ pub async fn destinations(
     let items = rows
         .iter()
         .map(|r| {
-            let endpoint = match r.get::<_, Option<String>>(0) {
+            let endpoint = match r.get::<_, Option<String>>("id") {
                 Some(_) => endpoints::from_row(r),
                 None => Endpoint::gone(
-                    EndpointId::from_db(r.get(n + 2)),
-                    r.get::<_, Option<String>>(n + 4).unwrap_or_default(),
-                    r.get(n + 3),
+                    EndpointId::from_db(r.get("delivered_to")),
+                    r.get::<_, Option<String>>("last_url").unwrap_or_default(),
+                    r.get("delivered_at"),
                 ),
             };
-            (endpoint, DeliveryState { status: DeliveryStatus::from_db(r.get(n)), next_attempt_at: r.get(n + 1) })
+            (endpoint, state(r))
         })
         .collect();
     Ok(Page::from_rows(items, page, |(e, _)| e.id.to_string()))
@@ -80,10 +88,10 @@ pub async fn attempted_messages(
     f: &MessageFilter,
 ) -> Result<Page<(Message, DeliveryState)>, StoreError> {
     let cols = prefixed(messages::COLUMNS, "m");
-    let n = messages::COLUMNS.split(',').count();
     let Walk { key, cmp, dir } = page.walk(Order::Descending);
     let sql = format!(
-        "SELECT {cols}, {SHOWN_STATUS}, {SHOWN_NEXT_ATTEMPT} FROM deliveries d
+        "SELECT {cols}, {SHOWN_STATUS} AS shown_status, {SHOWN_NEXT_ATTEMPT} AS shown_next_attempt_at
+         FROM deliveries d
          JOIN messages m ON m.tenant_id = d.tenant_id AND m.app_id = d.app_id AND m.id = d.msg_id
          WHERE d.tenant_id = $1 AND d.app_id = $2 AND d.endpoint_id = $3
            AND ($4::text IS NULL OR d.msg_id {cmp} $4)
@@ -111,14 +119,6 @@ pub async fn attempted_messages(
             ],
         )
         .await?;
-    let items = rows
-        .iter()
-        .map(|r| {
-            (
-                messages::from_row(r),
-                DeliveryState { status: DeliveryStatus::from_db(r.get(n)), next_attempt_at: r.get(n + 1) },
-            )
-        })
-        .collect();
+    let items = rows.iter().map(|r| (messages::from_row(r), state(r))).collect();
     Ok(Page::from_rows(items, page, |(m, _)| m.id.to_string()))
 }

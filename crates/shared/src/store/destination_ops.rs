@@ -12,8 +12,8 @@ use super::{
 use crate::ids::{AppId, EndpointId, MessageId, TenantId};
 
 /// The columns [`sinks::logged`] reads, from a log row `l` and its message `m`.
-const LOGGED: &str = "l.xid::text, l.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
-    COALESCE(m.content_type, 'application/json'), m.created_at, l.created_at";
+const LOGGED: &str = "l.xid::text AS xid, l.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
+    COALESCE(m.content_type, 'application/json') AS content_type, m.created_at, l.created_at AS logged_at";
 
 /// A FIFO endpoint's next message: of every key's next log row (below the
 /// horizon, its message still kept), the first in log order; what its runner
@@ -163,7 +163,7 @@ pub async fn fifo_skip(
             // after the key's position: a walk of the primary key over what waits.
             let row = tx
                 .query_opt(
-                    "SELECT l.key, l.xid::text, l.seq, l.xid < pg_snapshot_xmin(pg_current_snapshot())
+                    "SELECT l.key, l.xid::text AS xid, l.seq, l.xid < pg_snapshot_xmin(pg_current_snapshot()) AS settled
                      FROM messages m
                      JOIN fifo_state s ON s.tenant_id = m.tenant_id AND s.app_id = m.app_id AND s.endpoint_id = $3
                         AND s.key = CASE WHEN $5::text[] IS NULL THEN '' ELSE hookgate_fifo_key(m.payload, $5) END
@@ -176,27 +176,27 @@ pub async fn fifo_skip(
                 )
                 .await?;
             let Some(row) = row else { return Ok(Skipped::NotWaiting) };
-            if !row.get::<_, bool>(3) {
+            if !row.get::<_, bool>("settled") {
                 return Ok(Skipped::TooNew);
             }
-            let at = Position { xid: row.get::<_, String>(1).parse().unwrap_or(0), seq: row.get(2) };
-            Some((row.get(0), at))
+            let at = Position { xid: row.get::<_, String>("xid").parse().unwrap_or(0), seq: row.get("seq") };
+            Some((row.get("key"), at))
         }
     };
     // The rows to move, locked; none may be held by a runner.
     let keys: Vec<String> = one.iter().map(|(k, _)| k.clone()).collect();
     let locked = tx
         .query(
-            "SELECT key, lease_token IS NOT NULL AND lease_until > now() FROM fifo_state
+            "SELECT key, lease_token IS NOT NULL AND lease_until > now() AS held FROM fifo_state
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND ($4::text[] IS NULL OR key = ANY ($4))
              ORDER BY key FOR UPDATE",
             &[&t, &a, &e, &one.as_ref().map(|_| keys)],
         )
         .await?;
-    if locked.iter().any(|r| r.get::<_, bool>(1)) {
+    if locked.iter().any(|r| r.get::<_, bool>("held")) {
         return Ok(Skipped::Sending);
     }
-    let locked: Vec<String> = locked.iter().map(|r| r.get(0)).collect();
+    let locked: Vec<String> = locked.iter().map(|r| r.get("key")).collect();
     // (key, position) targets of the locked keys: one per key for `All`, else the one found.
     let (target, p5, p6) = match &one {
         None => (
@@ -282,7 +282,7 @@ pub async fn due_backlog(
 ) -> Result<(i64, Option<chrono::DateTime<chrono::Utc>>), StoreError> {
     let row = db
         .query_one(
-            "SELECT count(*), min(next_attempt_at) FROM (
+            "SELECT count(*) AS n, min(next_attempt_at) AS oldest FROM (
                 SELECT next_attempt_at FROM deliveries
                 WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND status IN (1, 3)
                   AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
@@ -290,5 +290,5 @@ pub async fn due_backlog(
             &[&tenant.as_str(), &app.as_str(), &ep.as_str(), &most],
         )
         .await?;
-    Ok((row.get(0), row.get(1)))
+    Ok((row.get("n"), row.get("oldest")))
 }

@@ -48,12 +48,12 @@ pub async fn get(
         )
         .await?;
     Ok(row.map(|r| AuthRow {
-        oauth: r.get(0),
-        oauth_secrets: r.get(1),
-        mtls_identity: r.get(2),
-        server_ca: r.get(3),
-        changed_at: r.get(4),
-        oauth_at: r.get(5),
+        oauth: r.get("oauth"),
+        oauth_secrets: r.get("oauth_secrets"),
+        mtls_identity: r.get("mtls_identity"),
+        server_ca: r.get("server_ca"),
+        changed_at: r.get("changed_at"),
+        oauth_at: r.get("oauth_at"),
     }))
 }
 
@@ -86,7 +86,8 @@ pub async fn change(
     const RESET: &str = "token = NULL, token_fetched_at = NULL, token_expires_at = NULL, token_fetching_until = NULL,
         token_error = NULL, token_error_at = NULL,
         oauth_at = GREATEST(clock_timestamp(), endpoint_auth.oauth_at + interval '1 microsecond')";
-    const DONE: &str = "RETURNING changed_at, (oauth IS NULL AND mtls_identity IS NULL AND server_ca IS NULL)";
+    const DONE: &str =
+        "RETURNING changed_at, (oauth IS NULL AND mtls_identity IS NULL AND server_ca IS NULL) AS is_empty";
     let row = match change {
         Change::Oauth(v) => {
             let (oauth, secrets) = (v.map(|v| v.0), v.map(|v| v.1));
@@ -117,7 +118,7 @@ pub async fn change(
             db.query_one(&sql, &[&t, &a, &e, &ca]).await?
         }
     };
-    let (at, empty): (DateTime<Utc>, bool) = (row.get(0), row.get(1));
+    let (at, empty): (DateTime<Utc>, bool) = (row.get("changed_at"), row.get("is_empty"));
     if empty {
         db.execute(
             "DELETE FROM endpoint_auth WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3",
@@ -160,21 +161,22 @@ pub async fn token_state(
     let (t, a, e) = (tenant.as_str(), app.as_str(), ep.as_str());
     let row = db
         .query_opt(
-            "SELECT token, token_fetched_at, token_expires_at, COALESCE(token_fetching_until > now(), false), token_error,
-                    oauth_secrets
+            "SELECT token, token_fetched_at, token_expires_at,
+                    COALESCE(token_fetching_until > now(), false) AS fetching, token_error, oauth_secrets
              FROM endpoint_auth WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND oauth_at = $4",
             &[&t, &a, &e, &at],
         )
         .await?;
     Ok(row.map(|r| {
-        let token: Option<Vec<u8>> = r.get(0);
-        let (fetched, expires): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = (r.get(1), r.get(2));
-        let fetching: bool = r.get(3);
+        let token: Option<Vec<u8>> = r.get("token");
+        let (fetched, expires): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) =
+            (r.get("token_fetched_at"), r.get("token_expires_at"));
+        let fetching: bool = r.get("fetching");
         TokenState {
             token: token.zip(fetched).zip(expires).map(|((t, f), e)| (t, f, e)),
             fetching,
-            error: if fetching { r.get(4) } else { None },
-            secrets: r.get(5),
+            error: if fetching { r.get("token_error") } else { None },
+            secrets: r.get("oauth_secrets"),
         }
     }))
 }
@@ -204,13 +206,14 @@ pub async fn take_fetch(
         )
         .await?;
     Ok(row.map(|r| {
-        let token: Option<Vec<u8>> = r.get(0);
-        let (fetched, expires): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = (r.get(1), r.get(2));
+        let token: Option<Vec<u8>> = r.get("token");
+        let (fetched, expires): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) =
+            (r.get("token_fetched_at"), r.get("token_expires_at"));
         TokenState {
             token: token.zip(fetched).zip(expires).map(|((t, f), e)| (t, f, e)),
             fetching: false,
             error: None,
-            secrets: r.get(3),
+            secrets: r.get("oauth_secrets"),
         }
     }))
 }

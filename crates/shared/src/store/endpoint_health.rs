@@ -48,8 +48,8 @@ pub async fn for_app(
                     (SELECT d.next_attempt_at FROM deliveries d
                       WHERE d.tenant_id = e.tenant_id AND d.app_id = e.app_id AND d.endpoint_id = e.id
                         AND d.status IN (1, 3) AND d.next_attempt_at IS NOT NULL
-                      ORDER BY d.next_attempt_at LIMIT 1),
-                    r.n, r.failed, f.created_at, f.response_status_code, left(f.response, $6)
+                      ORDER BY d.next_attempt_at LIMIT 1) AS next_attempt_at,
+                    r.n, r.failed, f.created_at, f.response_status_code, left(f.response, $6) AS failure_response
              FROM endpoints e
              CROSS JOIN LATERAL (
                 SELECT count(*) AS n, count(*) FILTER (WHERE a.status <> $3) AS failed FROM (
@@ -79,16 +79,16 @@ pub async fn for_app(
     Ok(rows
         .iter()
         .map(|r| Health {
-            endpoint_id: EndpointId::from_db(r.get(0)),
-            disabled: r.get(1),
-            failing_since: r.get(2),
-            last_success_at: r.get(3),
-            next_attempt_at: r.get(4),
-            recent: r.get(5),
-            recent_failed: r.get(6),
-            last_failure: r
-                .get::<_, Option<DateTime<Utc>>>(7)
-                .map(|at| (at, r.get(8), r.get::<_, Option<String>>(9).unwrap_or_default())),
+            endpoint_id: EndpointId::from_db(r.get("id")),
+            disabled: r.get("disabled"),
+            failing_since: r.get("failing_since"),
+            last_success_at: r.get("last_success_at"),
+            next_attempt_at: r.get("next_attempt_at"),
+            recent: r.get("n"),
+            recent_failed: r.get("failed"),
+            last_failure: r.get::<_, Option<DateTime<Utc>>>("created_at").map(|at| {
+                (at, r.get("response_status_code"), r.get::<_, Option<String>>("failure_response").unwrap_or_default())
+            }),
         })
         .collect())
 }

@@ -106,36 +106,33 @@ pub(super) const COLUMNS: &str = "id, uid, url, description, version, disabled, 
     metadata, headers, secret, old_secret, old_secret_until, created_at, updated_at, kind, destination,
     batch_size, max_wait_secs, failing_since, fifo_key, auth_at";
 
+/// An endpoint from a row holding [`COLUMNS`], read by name: a row may hold other
+/// columns too, none named as one of these.
 pub(super) fn from_row(r: &Row) -> Endpoint {
-    from_row_at(r, 0)
-}
-
-/// An endpoint from the row's columns `at..`, as [`COLUMNS`] lists them.
-fn from_row_at(r: &Row, at: usize) -> Endpoint {
     Endpoint {
-        id: EndpointId::from_db(r.get(at)),
-        uid: r.get(at + 1),
-        url: r.get(at + 2),
-        description: r.get(at + 3),
-        version: r.get(at + 4),
-        disabled: r.get(at + 5),
-        event_types: r.get(at + 6),
-        channels: r.get(at + 7),
-        throttle_rate: r.get(at + 8),
-        metadata: r.get(at + 9),
-        headers: r.get(at + 10),
-        secret: r.get(at + 11),
-        old_secret: r.get(at + 12),
-        old_secret_until: r.get(at + 13),
-        created_at: r.get(at + 14),
-        updated_at: r.get(at + 15),
-        kind: EndpointKind::from_db(r.get(at + 16)),
-        destination: r.get(at + 17),
-        batch_size: r.get(at + 18),
-        max_wait_secs: r.get(at + 19),
-        failing_since: r.get(at + 20),
-        fifo_key: r.get(at + 21),
-        auth_at: r.get(at + 22),
+        id: EndpointId::from_db(r.get("id")),
+        uid: r.get("uid"),
+        url: r.get("url"),
+        description: r.get("description"),
+        version: r.get("version"),
+        disabled: r.get("disabled"),
+        event_types: r.get("event_types"),
+        channels: r.get("channels"),
+        throttle_rate: r.get("throttle_rate"),
+        metadata: r.get("metadata"),
+        headers: r.get("headers"),
+        secret: r.get("secret"),
+        old_secret: r.get("old_secret"),
+        old_secret_until: r.get("old_secret_until"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
+        kind: EndpointKind::from_db(r.get("kind")),
+        destination: r.get("destination"),
+        batch_size: r.get("batch_size"),
+        max_wait_secs: r.get("max_wait_secs"),
+        failing_since: r.get("failing_since"),
+        fifo_key: r.get("fifo_key"),
+        auth_at: r.get("auth_at"),
     }
 }
 
@@ -443,7 +440,14 @@ pub async fn unsealed_headers(
         .await?;
     Ok(rows
         .iter()
-        .map(|r| (TenantId::from_db(r.get(0)), AppId::from_db(r.get(1)), EndpointId::from_db(r.get(2)), r.get(3)))
+        .map(|r| {
+            (
+                TenantId::from_db(r.get("tenant_id")),
+                AppId::from_db(r.get("app_id")),
+                EndpointId::from_db(r.get("id")),
+                r.get("headers"),
+            )
+        })
         .collect())
 }
 
@@ -480,7 +484,7 @@ pub async fn all_http(
         http = EndpointKind::sql_set(|k| k == EndpointKind::Http)
     );
     let rows = db.query(&sql, &[&tenant.as_str(), &limit]).await?;
-    Ok(rows.iter().map(|r| (AppId::from_db(r.get(0)), from_row_at(r, 1))).collect())
+    Ok(rows.iter().map(|r| (AppId::from_db(r.get("app_id")), from_row(r))).collect())
 }
 
 /// Whether no endpoint of the tenant has this id (an import keeps a document's

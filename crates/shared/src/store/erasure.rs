@@ -117,7 +117,8 @@ pub async fn erase_step(
     let messages = if rows.is_empty() {
         0
     } else {
-        retention::delete_messages(&tx, &column(&rows, 0), &column(&rows, 1), &column(&rows, 2)).await?
+        retention::delete_messages(&tx, &column(&rows, "tenant_id"), &column(&rows, "app_id"), &column(&rows, "id"))
+            .await?
     };
     let rows = tx
         .query(
@@ -138,7 +139,7 @@ pub async fn erase_step(
              )
              DELETE FROM inbound_events x USING doomed
              WHERE x.id = ANY ($3) AND x.tenant_id = doomed.t AND x.source_id = doomed.s AND x.id = doomed.i",
-            &[&column(&rows, 0), &column(&rows, 1), &column(&rows, 2), &column(&rows, 3)],
+            &[&column(&rows, "tenant_id"), &column(&rows, "source_id"), &column(&rows, "id"), &column(&rows, "key")],
         )
         .await?
     };
@@ -204,5 +205,5 @@ pub async fn erasures_pending(db: &impl GenericClient) -> Result<i64, StoreError
 /// Erasures requested and not finished, oldest first, for the pruners.
 pub async fn pending_erasures(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, AppId)>, StoreError> {
     let rows = db.query("SELECT tenant_id, app_id FROM erasures ORDER BY requested_at LIMIT $1", &[&limit]).await?;
-    Ok(rows.iter().map(|r| (TenantId::from_db(r.get(0)), AppId::from_db(r.get(1)))).collect())
+    Ok(rows.iter().map(|r| (TenantId::from_db(r.get("tenant_id")), AppId::from_db(r.get("app_id")))).collect())
 }

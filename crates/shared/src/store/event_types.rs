@@ -26,14 +26,14 @@ const COLUMNS: &str = "name, description, archived, deprecated, schemas, feature
 
 fn from_row(r: &Row) -> EventType {
     EventType {
-        name: r.get(0),
-        description: r.get(1),
-        archived: r.get(2),
-        deprecated: r.get(3),
-        schemas: r.get(4),
-        feature_flag: r.get(5),
-        created_at: r.get(6),
-        updated_at: r.get(7),
+        name: r.get("name"),
+        description: r.get("description"),
+        archived: r.get("archived"),
+        deprecated: r.get("deprecated"),
+        schemas: r.get("schemas"),
+        feature_flag: r.get("feature_flag"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
     }
 }
 
@@ -63,7 +63,7 @@ pub async fn upsert(
          ON CONFLICT (tenant_id, name) DO UPDATE SET description = EXCLUDED.description,
             archived = EXCLUDED.archived, deprecated = EXCLUDED.deprecated, schemas = EXCLUDED.schemas,
             feature_flag = EXCLUDED.feature_flag, updated_at = now()
-         RETURNING {COLUMNS}, (xmax = 0)"
+         RETURNING {COLUMNS}, (xmax = 0) AS created"
     );
     let row = db
         .query_one(
@@ -71,7 +71,7 @@ pub async fn upsert(
             &[&tenant.as_str(), &e.name, &e.description, &e.archived, &e.deprecated, &e.schemas, &e.feature_flag],
         )
         .await?;
-    Ok((from_row(&row), row.get(8)))
+    Ok((from_row(&row), row.get("created")))
 }
 
 pub async fn get(db: &impl GenericClient, tenant: &TenantId, name: &str) -> Result<Option<EventType>, StoreError> {

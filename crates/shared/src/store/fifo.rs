@@ -65,25 +65,25 @@ pub const PICK: &str = "WITH c AS (
          next_at = now() + $2 * interval '1 second'
      FROM c WHERE s.tenant_id = c.tenant_id AND s.app_id = c.app_id AND s.endpoint_id = c.endpoint_id
          AND s.key = c.key
-     RETURNING s.tenant_id, s.app_id, s.endpoint_id, s.pos_xid::text, s.pos_seq,
-         s.batch_xid::text, s.batch_seq, s.tries, s.key";
+     RETURNING s.tenant_id, s.app_id, s.endpoint_id, s.pos_xid::text AS pos_xid, s.pos_seq,
+         s.batch_xid::text AS batch_xid, s.batch_seq, s.tries, s.key";
 
 /// Holds the due FIFO row (an endpoint, or one key of it) of any tenant whose
 /// turn came longest ago, for `lease_secs`; `None` if none is due.
 pub async fn pick(db: &impl GenericClient, token: i64, lease_secs: f64) -> Result<Option<Held>, StoreError> {
     let row = db.query_opt(PICK, &[&token, &lease_secs]).await?;
     Ok(row.map(|r| {
-        let batch_xid: Option<String> = r.get(5);
-        let batch_seq: Option<i64> = r.get(6);
+        let batch_xid: Option<String> = r.get("batch_xid");
+        let batch_seq: Option<i64> = r.get("batch_seq");
         Held {
-            tenant_id: TenantId::from_db(r.get(0)),
-            app_id: AppId::from_db(r.get(1)),
-            endpoint_id: EndpointId::from_db(r.get(2)),
-            key: r.get(8),
+            tenant_id: TenantId::from_db(r.get("tenant_id")),
+            app_id: AppId::from_db(r.get("app_id")),
+            endpoint_id: EndpointId::from_db(r.get("endpoint_id")),
+            key: r.get("key"),
             token,
-            pos: Position { xid: r.get::<_, String>(3).parse().unwrap_or(0), seq: r.get(4) },
+            pos: Position { xid: r.get::<_, String>("pos_xid").parse().unwrap_or(0), seq: r.get("pos_seq") },
             batch_end: batch_xid.zip(batch_seq).map(|(x, s)| Position { xid: x.parse().unwrap_or(0), seq: s }),
-            tries: r.get(7),
+            tries: r.get("tries"),
         }
     }))
 }
@@ -143,7 +143,7 @@ pub async fn renew(
                   AND EXISTS (SELECT 1 FROM taking)
                 RETURNING 1
              )
-             SELECT EXISTS (SELECT 1 FROM renewed), EXISTS (SELECT 1 FROM taking)",
+             SELECT EXISTS (SELECT 1 FROM renewed) AS renewed, EXISTS (SELECT 1 FROM taking) AS taking",
             &[
                 &tenant.as_str(),
                 &h.app_id.as_str(),
@@ -156,7 +156,7 @@ pub async fn renew(
             ],
         )
         .await?;
-    Ok(match (row.get::<_, bool>(0), row.get::<_, bool>(1)) {
+    Ok(match (row.get::<_, bool>("renewed"), row.get::<_, bool>("taking")) {
         (true, _) => Renewed::Held,
         (false, true) => Renewed::Lost,
         (false, false) => Renewed::Shut,
@@ -478,7 +478,7 @@ pub async fn sweep(
                   AND s.key = c.key
                 RETURNING 1
              )
-             SELECT (SELECT count(*) FROM woken), (SELECT count(*) FROM walked),
+             SELECT (SELECT count(*) FROM woken) AS woken_n, (SELECT count(*) FROM walked) AS walked_n,
                  l.tenant_id, l.app_id, l.endpoint_id, l.key
              FROM (SELECT 1) one LEFT JOIN LATERAL (
                 SELECT tenant_id, app_id, endpoint_id, key FROM walked
@@ -486,13 +486,13 @@ pub async fn sweep(
             &[&t, &a, &e, &k, &limit],
         )
         .await?;
-    let woken = row.get::<_, i64>(0) as u64;
-    let next = match row.get::<_, i64>(1) == limit {
-        true => row.get::<_, Option<String>>(2).map(|tenant| RowKey {
+    let woken = row.get::<_, i64>("woken_n") as u64;
+    let next = match row.get::<_, i64>("walked_n") == limit {
+        true => row.get::<_, Option<String>>("tenant_id").map(|tenant| RowKey {
             tenant_id: TenantId::from_db(tenant),
-            app_id: AppId::from_db(row.get(3)),
-            endpoint_id: EndpointId::from_db(row.get(4)),
-            key: row.get(5),
+            app_id: AppId::from_db(row.get("app_id")),
+            endpoint_id: EndpointId::from_db(row.get("endpoint_id")),
+            key: row.get("key"),
         }),
         false => None,
     };

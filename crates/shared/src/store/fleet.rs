@@ -23,13 +23,13 @@ pub struct Backlog {
 pub async fn backlog(db: &impl GenericClient) -> Result<Backlog, StoreError> {
     let row = db
         .query_one(
-            "SELECT count(*), count(*) FILTER (WHERE next_attempt_at <= now()),
-                    min(next_attempt_at) FILTER (WHERE next_attempt_at <= now())
+            "SELECT count(*) AS waiting, count(*) FILTER (WHERE next_attempt_at <= now()) AS due,
+                    min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()) AS oldest_due
              FROM deliveries WHERE status IN (1, 3) AND next_attempt_at IS NOT NULL",
             &[],
         )
         .await?;
-    Ok(Backlog { waiting: row.get(0), due: row.get(1), oldest_due: row.get(2) })
+    Ok(Backlog { waiting: row.get("waiting"), due: row.get("due"), oldest_due: row.get("oldest_due") })
 }
 
 /// A delivery worker that reported in the last minute.
@@ -50,5 +50,8 @@ pub async fn workers(db: &impl GenericClient) -> Result<Vec<Worker>, StoreError>
             &[],
         )
         .await?;
-    Ok(rows.iter().map(|r| Worker { name: r.get(0), pressure_ms: r.get(1), seen_at: r.get(2) }).collect())
+    Ok(rows
+        .iter()
+        .map(|r| Worker { name: r.get("worker"), pressure_ms: r.get("pressure_ms"), seen_at: r.get("at") })
+        .collect())
 }

@@ -24,10 +24,17 @@ pub async fn answers(db: &tokio_postgres::Client) -> Result<(), StoreError> {
 pub async fn position(db: &impl tokio_postgres::GenericClient) -> Result<Position, StoreError> {
     let row = db
         .query_one(
-            "SELECT (pg_control_system()).system_identifier, current_database()::text, pg_is_in_recovery(),
-                    (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text",
+            "SELECT (pg_control_system()).system_identifier AS system, current_database()::text AS database,
+                    pg_is_in_recovery() AS in_recovery,
+                    (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text
+                        AS lsn",
             &[],
         )
         .await?;
-    Ok(Position { system: row.get(0), database: row.get(1), in_recovery: row.get(2), lsn: row.get(3) })
+    Ok(Position {
+        system: row.get("system"),
+        database: row.get("database"),
+        in_recovery: row.get("in_recovery"),
+        lsn: row.get("lsn"),
+    })
 }

@@ -81,18 +81,18 @@ pub async fn claim(
         // Released between our insert and select: the caller may simply retry.
         return Ok(Claim::Running);
     };
-    let stored_fp: Vec<u8> = row.get(0);
+    let stored_fp: Vec<u8> = row.get("fingerprint");
     if !prints.iter().any(|p| crate::crypto::secrets_equal(&stored_fp, p)) {
         return Ok(Claim::Mismatch);
     }
-    let state: String = row.get(1);
+    let state: String = row.get("state");
     if state == "running" {
         return Ok(Claim::Running);
     }
-    let status: i16 = row.get(2);
-    let headers: serde_json::Value = row.get(3);
+    let status: i16 = row.get("status");
+    let headers: serde_json::Value = row.get("headers");
     let headers = serde_json::from_value(headers).unwrap_or_default();
-    Ok(Claim::Replay(StoredResponse { status: status as u16, headers, body: row.get(4) }))
+    Ok(Claim::Replay(StoredResponse { status: status as u16, headers, body: row.get("body") }))
 }
 
 /// Which server instance took a claim: its postmaster's start time (in µs since

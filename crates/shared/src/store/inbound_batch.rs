@@ -141,7 +141,7 @@ pub async fn admit_batch(
                     c AS content_type, p AS payload, tp AS traceparent
                 FROM input JOIN stored ON stored.id = input.i
              ), {}
-             SELECT i.id, COALESCE(d.eps, '{{}}') FROM ins i
+             SELECT i.id, COALESCE(d.eps, '{{}}') AS eps FROM ins i
              LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d
                 ON d.msg_id = i.msg_id",
             super::parents::lock_apps("$1", "input", "a"),
@@ -169,7 +169,7 @@ pub async fn admit_batch(
         .await?;
     let mut won: std::collections::HashMap<String, Vec<EndpointId>> = inserted
         .iter()
-        .map(|r| (r.get(0), r.get::<_, Vec<String>>(1).into_iter().map(EndpointId::from_db).collect()))
+        .map(|r| (r.get("id"), r.get::<_, Vec<String>>("eps").into_iter().map(EndpointId::from_db).collect()))
         .collect();
     Ok(rows.iter().map(|r| won.remove(r.id.as_str())).collect())
 }
@@ -228,13 +228,13 @@ pub async fn duplicates_batch(
         .iter()
         .map(|r| {
             let existing = Existing {
-                id: InboundEventId::from_db(r.get(2)),
-                key: r.get(6),
-                status: InboundStatus::from_db(r.get(3)),
-                lease_expired: r.get(4),
-                age_secs: r.get(5),
+                id: InboundEventId::from_db(r.get("id")),
+                key: r.get("key"),
+                status: InboundStatus::from_db(r.get("status")),
+                lease_expired: r.get("x"),
+                age_secs: r.get("age"),
             };
-            ((r.get(0), r.get(1)), existing)
+            ((r.get("source_id"), r.get("asked")), existing)
         })
         .collect();
     Ok(rows.iter().map(|r| found.get(&(r.source_id.to_string(), r.key.clone())).cloned()).collect())

@@ -73,26 +73,22 @@ pub struct Existing {
 /// keeps it.
 pub(super) const COLUMNS: &str = "id, key, status, app_id, msg_id, event_type, content_type,
     COALESCE(payload, (SELECT m.payload FROM messages m WHERE m.tenant_id = inbound_events.tenant_id
-        AND m.app_id = inbound_events.app_id AND m.id = inbound_events.msg_id)), duplicates, received_at";
+        AND m.app_id = inbound_events.app_id AND m.id = inbound_events.msg_id)) AS payload, duplicates, received_at";
 
+/// The event of a row holding [`COLUMNS`] (read by name: other columns may come with them).
 pub(super) fn from_row(r: &Row) -> InboundEvent {
-    from_row_at(r, 0)
-}
-
-/// The event whose [`COLUMNS`] start at column `at`.
-pub(super) fn from_row_at(r: &Row, at: usize) -> InboundEvent {
-    let msg: Option<String> = r.get(at + 4);
+    let msg: Option<String> = r.get("msg_id");
     InboundEvent {
-        id: InboundEventId::from_db(r.get(at)),
-        key: r.get(at + 1),
-        status: InboundStatus::from_db(r.get(at + 2)),
-        app_id: AppId::from_db(r.get(at + 3)),
+        id: InboundEventId::from_db(r.get("id")),
+        key: r.get("key"),
+        status: InboundStatus::from_db(r.get("status")),
+        app_id: AppId::from_db(r.get("app_id")),
         msg_id: msg.map(MessageId::from_db),
-        event_type: r.get(at + 5),
-        content_type: r.get(at + 6),
-        payload: r.get(at + 7),
-        duplicates: r.get(at + 8),
-        received_at: r.get(at + 9),
+        event_type: r.get("event_type"),
+        content_type: r.get("content_type"),
+        payload: r.get("payload"),
+        duplicates: r.get("duplicates"),
+        received_at: r.get("received_at"),
     }
 }
 
@@ -202,11 +198,11 @@ pub async fn duplicate(
     );
     let row = db.query_opt(&sql, &[&tenant.as_str(), &source.as_str(), &key, &plain]).await?;
     Ok(row.map(|r| Existing {
-        id: InboundEventId::from_db(r.get(0)),
-        key: r.get(4),
-        status: InboundStatus::from_db(r.get(1)),
-        lease_expired: r.get(2),
-        age_secs: r.get(3),
+        id: InboundEventId::from_db(r.get("id")),
+        key: r.get("key"),
+        status: InboundStatus::from_db(r.get("status")),
+        lease_expired: r.get("expired"),
+        age_secs: r.get("age"),
     }))
 }
 

@@ -42,13 +42,13 @@ const COLUMNS: &str = "id, app_id, name, feature_flags, key_sealed, created_at, 
 
 fn from_row(r: &Row) -> Integration {
     Integration {
-        id: IntegrationId::from_db(r.get(0)),
-        app_id: AppId::from_db(r.get(1)),
-        name: r.get(2),
-        feature_flags: r.get(3),
-        key_sealed: r.get(4),
-        created_at: r.get(5),
-        updated_at: r.get(6),
+        id: IntegrationId::from_db(r.get("id")),
+        app_id: AppId::from_db(r.get("app_id")),
+        name: r.get("name"),
+        feature_flags: r.get("feature_flags"),
+        key_sealed: r.get("key_sealed"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
     }
 }
 
@@ -215,7 +215,11 @@ pub async fn authenticate(
             &[&tenant.as_str(), &key_hash],
         )
         .await?;
-    Ok(row.map(|r| KeyHolder { app_id: AppId::from_db(r.get(0)), app_uid: r.get(1), feature_flags: r.get(2) }))
+    Ok(row.map(|r| KeyHolder {
+        app_id: AppId::from_db(r.get("app_id")),
+        app_uid: r.get("uid"),
+        feature_flags: r.get("feature_flags"),
+    }))
 }
 
 /// How many integrations the application has.

@@ -16,7 +16,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use tokio_postgres::GenericClient;
 
-use super::messages::{from_row_at, Message, COLUMNS};
+use super::messages::{from_row, Message, COLUMNS};
 use super::StoreError;
 use crate::ids::{AppId, TenantId};
 
@@ -93,22 +93,22 @@ pub async fn horizon(db: &impl GenericClient) -> Result<Horizon, StoreError> {
     let row = db
         .query_one(
             "SELECT least(clock_timestamp(), min(a.xact_start) FILTER (WHERE a.backend_type = 'client backend'))
-                        - make_interval(secs => $1::float8 / 1000),
-                    current_setting('track_activities')::bool,
+                        - make_interval(secs => $1::float8 / 1000) AS below,
+                    current_setting('track_activities')::bool AS tracked,
                     count(*) FILTER (WHERE a.usesysid IS NOT NULL AND a.xact_start IS NULL
                         AND (a.state IS NULL OR a.state = 'disabled')
                         AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'virtualxid'))
-                    + (SELECT count(*) FROM pg_prepared_xacts p WHERE p.database = current_database())
+                    + (SELECT count(*) FROM pg_prepared_xacts p WHERE p.database = current_database()) AS unseen
              FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()",
             &[&(STAMP_MARGIN_MS as f64)],
         )
         .await?;
-    Ok(if !row.get::<_, bool>(1) {
+    Ok(if !row.get::<_, bool>("tracked") {
         Horizon::Untracked
-    } else if row.get::<_, i64>(2) > 0 {
+    } else if row.get::<_, i64>("unseen") > 0 {
         Horizon::Unseen
     } else {
-        Horizon::Below(row.get(0))
+        Horizon::Below(row.get("below"))
     })
 }
 
@@ -145,7 +145,7 @@ pub async fn read(
     scan: i64,
 ) -> Result<StreamPage, StoreError> {
     // Payloads are read only for the messages answered (`hit`).
-    let cols = COLUMNS.replace("payload", "CASE WHEN hit THEN payload END");
+    let cols = COLUMNS.replace("payload", "CASE WHEN hit THEN payload END AS payload");
     let sql = format!(
         r#"SELECT hit, {cols} FROM (
             SELECT *, COALESCE(app_id = $2
@@ -181,9 +181,9 @@ pub async fn read(
             break;
         }
         consumed += 1;
-        let m = from_row_at(r, 1);
+        let m = from_row(r);
         next = StreamPosition { at: m.created_at, id: m.id.to_string() };
-        if r.get::<_, bool>(0) {
+        if r.get::<_, bool>("hit") {
             found.push(m);
         }
     }

@@ -63,21 +63,17 @@ pub struct MessageFilter {
 
 pub(super) const COLUMNS: &str = "id, event_id, event_type, channels, tags, payload, content_type, created_at";
 
+/// A message from a row carrying [`COLUMNS`] by their names (among others).
 pub(super) fn from_row(r: &Row) -> Message {
-    from_row_at(r, 0)
-}
-
-/// The message whose [`COLUMNS`] start at column `at`.
-pub(super) fn from_row_at(r: &Row, at: usize) -> Message {
     Message {
-        id: MessageId::from_db(r.get(at)),
-        event_id: r.get(at + 1),
-        event_type: r.get(at + 2),
-        channels: r.get(at + 3),
-        tags: r.get(at + 4),
-        payload: r.get(at + 5),
-        content_type: r.get(at + 6),
-        created_at: r.get(at + 7),
+        id: MessageId::from_db(r.get("id")),
+        event_id: r.get("event_id"),
+        event_type: r.get("event_type"),
+        channels: r.get("channels"),
+        tags: r.get("tags"),
+        payload: r.get("payload"),
+        content_type: r.get("content_type"),
+        created_at: r.get("created_at"),
     }
 }
 

@@ -50,6 +50,7 @@ pub mod delivery_views;
 pub mod destination_ops;
 pub mod endpoint_auth;
 pub mod endpoint_health;
+pub mod endpoint_kinds;
 pub mod endpoints;
 pub mod environment_imports;
 pub mod erasure;

@@ -91,7 +91,8 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Partition>, StoreError>
         .query(
             // `pg_get_expr(…, 0)`: with the partition's oid it would open the partition,
             // and queue behind a detach's ACCESS EXCLUSIVE request on it.
-            "SELECT p.relname::text, c.relname::text, pg_get_expr(c.relpartbound, 0), i.inhdetachpending
+            "SELECT p.relname::text AS parent, c.relname::text AS partition, pg_get_expr(c.relpartbound, 0) AS bound,
+                 i.inhdetachpending
              FROM pg_inherits i
              JOIN pg_class c ON c.oid = i.inhrelid
              JOIN pg_class p ON p.oid = i.inhparent
@@ -102,16 +103,22 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Partition>, StoreError>
         .await?;
     let mut out = Vec::new();
     for r in rows {
-        let parent: String = r.get(0);
+        let parent: String = r.get("parent");
         let Some(family) = family(&parent) else { continue };
-        let expr: String = r.get(2);
+        let expr: String = r.get("bound");
         let Some((from, to)) = parse_bounds(&expr) else {
             return Err(StoreError::Corrupt(format!(
                 "partition {} has a bound not of Hookgate's: {expr}",
-                r.get::<_, String>(1)
+                r.get::<_, String>("partition")
             )));
         };
-        out.push(Partition { family: family.table, name: r.get(1), from, to, detach_pending: r.get(3) });
+        out.push(Partition {
+            family: family.table,
+            name: r.get("partition"),
+            from,
+            to,
+            detach_pending: r.get("inhdetachpending"),
+        });
     }
     out.sort_by(|a, b| (a.family, a.to).cmp(&(b.family, b.to)));
     Ok(out)
@@ -291,12 +298,12 @@ pub async fn horizons(
     let row = db
         .query_one(
             "SELECT GREATEST($1, (SELECT max(COALESCE(s.retention_days, t.inbound_days, $1))
-                                  FROM sources s JOIN tenants t ON t.id = s.tenant_id)),
-                    GREATEST($2, (SELECT max(t.message_days) FROM tenants t))",
+                                  FROM sources s JOIN tenants t ON t.id = s.tenant_id)) AS inbound_days,
+                    GREATEST($2, (SELECT max(t.message_days) FROM tenants t)) AS message_days",
             &[&inbound_default, &message_default],
         )
         .await?;
-    Ok((row.get(0), row.get(1)))
+    Ok((row.get("inbound_days"), row.get("message_days")))
 }
 
 /// Analyzes the tables whose statistics say far fewer rows than they hold: the

@@ -32,10 +32,10 @@ pub async fn get(
         )
         .await?;
     Ok(row.map(|r| PollerToken {
-        generation: r.get(0),
-        key: ApiKeyId::from_db(r.get(1)),
-        issued_ms: r.get(2),
-        expires_at: r.get(3),
+        generation: r.get("generation"),
+        key: ApiKeyId::from_db(r.get("key_id")),
+        issued_ms: r.get("issued_ms"),
+        expires_at: r.get("expires_at"),
     }))
 }
 

@@ -35,7 +35,9 @@ pub async fn consumer(
 ) -> Result<Option<(Consumer, DateTime<Utc>)>, StoreError> {
     let row = tx
         .query_opt(
-            "SELECT pos_xid::text, pos_seq, lease_xid::text, lease_seq, lease_until, now() FROM sink_consumers
+            "SELECT pos_xid::text AS pos_xid, pos_seq, lease_xid::text AS lease_xid, lease_seq, lease_until,
+                 now() AS db_now
+             FROM sink_consumers
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND consumer = $4 FOR UPDATE",
             &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &row_name(name)],
         )
@@ -45,12 +47,15 @@ pub async fn consumer(
             xid: xid.and_then(|x| x.parse().ok()).unwrap_or(0),
             seq: seq.unwrap_or(0),
         };
-        let leased =
-            match (r.get::<_, Option<String>>(2), r.get::<_, Option<i64>>(3), r.get::<_, Option<DateTime<Utc>>>(4)) {
-                (Some(xid), Some(seq), Some(until)) => Some((at(Some(xid), Some(seq)), until)),
-                _ => None,
-            };
-        (Consumer { committed: at(r.get(0), r.get(1)), leased }, r.get(5))
+        let leased = match (
+            r.get::<_, Option<String>>("lease_xid"),
+            r.get::<_, Option<i64>>("lease_seq"),
+            r.get::<_, Option<DateTime<Utc>>>("lease_until"),
+        ) {
+            (Some(xid), Some(seq), Some(until)) => Some((at(Some(xid), Some(seq)), until)),
+            _ => None,
+        };
+        (Consumer { committed: at(r.get("pos_xid"), r.get("pos_seq")), leased }, r.get("db_now"))
     }))
 }
 
@@ -160,7 +165,7 @@ pub async fn handed_out(
 ) -> Result<Option<Position>, StoreError> {
     let row = tx
         .query_opt(
-            "SELECT xid::text, seq FROM sink_log
+            "SELECT xid::text AS xid, seq FROM sink_log
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND key = ''
                AND (xid, seq) > ($4::text::xid8, $5::bigint) AND (xid, seq) <= ($6::text::xid8, $7::bigint)
                AND seq = $8",
@@ -176,5 +181,5 @@ pub async fn handed_out(
             ],
         )
         .await?;
-    Ok(row.map(|r| Position { xid: r.get::<_, String>(0).parse().unwrap_or(0), seq: r.get(1) }))
+    Ok(row.map(|r| Position { xid: r.get::<_, String>("xid").parse().unwrap_or(0), seq: r.get("seq") }))
 }

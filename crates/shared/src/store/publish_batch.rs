@@ -97,7 +97,7 @@ pub async fn publish_batch(
                 WHERE eid IS NULL OR m IN (SELECT msg_id FROM event_ids) ORDER BY n
                 RETURNING tenant_id, app_id, id, event_type, channels, created_at, payload
              ), {}, {}
-             SELECT r.m, r.app, msg.created_at, COALESCE(d.eps, '{{}}')
+             SELECT r.m AS msg_id, r.app AS app_id, msg.created_at, COALESCE(d.eps, '{{}}') AS endpoint_ids
              -- A row under an application erased meanwhile is not here: no application.
              FROM live r LEFT JOIN msg ON msg.id = r.m
              LEFT JOIN (SELECT msg_id, array_agg(endpoint_id) AS eps FROM dels GROUP BY msg_id) d ON d.msg_id = r.m",
@@ -124,16 +124,16 @@ pub async fn publish_batch(
     let by_id: std::collections::HashMap<String, Published> = found
         .iter()
         .map(|r| {
-            let created: Option<DateTime<Utc>> = r.get(2);
+            let created: Option<DateTime<Utc>> = r.get("created_at");
             let p = match created {
                 Some(created_at) => Published::Created {
-                    app_id: AppId::from_db(r.get(1)),
+                    app_id: AppId::from_db(r.get("app_id")),
                     created_at,
-                    endpoints: r.get::<_, Vec<String>>(3).into_iter().map(EndpointId::from_db).collect(),
+                    endpoints: r.get::<_, Vec<String>>("endpoint_ids").into_iter().map(EndpointId::from_db).collect(),
                 },
                 None => Published::Conflict,
             };
-            (r.get::<_, String>(0), p)
+            (r.get::<_, String>("msg_id"), p)
         })
         .collect();
     Ok(rows.iter().map(|r| by_id.get(r.msg_id.as_str()).cloned().unwrap_or(Published::NoApplication)).collect())

@@ -75,7 +75,7 @@ pub async fn list(
                     ORDER BY tenant_id, app_id, endpoint_id LIMIT 1) x
                 WHERE q.n < $4::bigint
              )
-             SELECT q.t, q.a, q.e,
+             SELECT q.t AS tenant_id, q.a AS app_id, q.e AS endpoint_id,
                  EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = q.t AND d.app_id = q.a
                      AND d.endpoint_id = q.e AND d.status IN (1, 3) AND d.next_attempt_at <= now()
                      AND (d.leased_until IS NULL OR d.leased_until <= now())) AS due
@@ -84,12 +84,12 @@ pub async fn list(
         .await?;
     let rows = db.query(&statement, &[&at, &aa, &ae, &limit]).await?;
     let queue = |r: &tokio_postgres::Row| Queue {
-        tenant_id: TenantId::from_db(r.get(0)),
-        app_id: AppId::from_db(r.get(1)),
-        endpoint_id: EndpointId::from_db(r.get(2)),
+        tenant_id: TenantId::from_db(r.get("tenant_id")),
+        app_id: AppId::from_db(r.get("app_id")),
+        endpoint_id: EndpointId::from_db(r.get("endpoint_id")),
     };
     let last = if rows.len() as i64 == limit { rows.last().map(queue) } else { None };
-    Ok((rows.iter().filter(|r| r.get::<_, bool>(3)).map(queue).collect(), last))
+    Ok((rows.iter().filter(|r| r.get::<_, bool>("due")).map(queue).collect(), last))
 }
 
 /// Not in flight: never leased, or its lease has run out (its worker died or

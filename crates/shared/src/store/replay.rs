@@ -57,18 +57,18 @@ pub async fn step(db: &mut deadpool_postgres::Client, batch: i64) -> Result<Opti
     else {
         return Ok(None);
     };
-    let tenant = TenantId::from_db(row.get(0));
-    let task = TaskId::from_db(row.get(1));
-    let kind = TaskKind::from_db(row.get(2));
+    let tenant = TenantId::from_db(row.get("tenant_id"));
+    let task = TaskId::from_db(row.get("id"));
+    let kind = TaskKind::from_db(row.get("kind"));
     // Every running task names its application: only statistics (recorded
     // finished) are the whole tenant's.
-    let app = AppId::from_db(row.get::<_, Option<String>>(3).unwrap_or_default());
+    let app = AppId::from_db(row.get::<_, Option<String>>("app_id").unwrap_or_default());
     // A purge names no endpoint: '' (not NULL, so a runner of the release
     // before it reads the row, finds no such endpoint and fails the task rather
     // than its own loop).
-    let endpoint = row.get::<_, Option<String>>(4).filter(|e| !e.is_empty()).map(EndpointId::from_db);
-    let window = Window { since: row.get(5), until: row.get(6), after: row.get(8) };
-    let filter: serde_json::Value = row.get(7);
+    let endpoint = row.get::<_, Option<String>>("endpoint_id").filter(|e| !e.is_empty()).map(EndpointId::from_db);
+    let window = Window { since: row.get("since"), until: row.get("until"), after: row.get("cursor") };
+    let filter: serde_json::Value = row.get("filter");
 
     // The step's work runs under a savepoint: a step that fails (a statement
     // timing out on a heavy batch, a value Postgres refuses) is undone alone, and
@@ -214,8 +214,8 @@ const SCANNED_DELIVERIES: &str = "scanned AS (
 
 /// A step's answer, from `scanned` and `dels`: the last id looked at, how many,
 /// and how many deliveries were made due.
-const SCANNED_AND_DUE: &str =
-    "SELECT (SELECT max(msg_id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)";
+const SCANNED_AND_DUE: &str = "SELECT (SELECT max(msg_id) FROM scanned) AS last_id,
+    (SELECT count(*) FROM scanned) AS scanned_count, (SELECT count(*) FROM dels) AS due_count";
 
 /// A content purge: the next `batch` messages of the application in id order,
 /// made before the task, lose their payloads (and the inbound events' copies),
@@ -245,11 +245,12 @@ async fn purge_batch(
                 WHERE e.tenant_id = p.tenant_id AND e.msg_id = p.id AND e.id = p.event_id
                   AND e.source_id IN (SELECT src.id FROM sources src WHERE src.tenant_id = $1)
              )
-             SELECT (SELECT max(id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM purged)",
+             SELECT (SELECT max(id) FROM scanned) AS last_id, (SELECT count(*) FROM scanned) AS scanned_count,
+                    (SELECT count(*) FROM purged) AS purged_count",
             &[&tenant.as_str(), &app.as_str(), &w.after, &hi, &batch, &w.until],
         )
         .await?;
-    Ok((row.get(0), row.get(1), row.get(2)))
+    Ok((row.get("last_id"), row.get("scanned_count"), row.get("purged_count")))
 }
 
 /// Replay-missing: the next `batch` messages of the application in id order; of
@@ -289,14 +290,15 @@ async fn missing_batch(
                         WHERE deliveries.status = 2 AND deliveries.attempts = 0
                     RETURNING tenant_id, app_id, msg_id, endpoint_id, next_attempt_at
                  ), {}
-                 SELECT (SELECT max(id) FROM scanned), (SELECT count(*) FROM scanned), (SELECT count(*) FROM dels)",
+                 SELECT (SELECT max(id) FROM scanned) AS last_id, (SELECT count(*) FROM scanned) AS scanned_count,
+                        (SELECT count(*) FROM dels) AS due_count",
                 super::parents::lock_apps("$1", "input", "a"),
                 wakes::lower("dels")
             ),
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &w.after, &lo, &hi, &batch, &w.since, &w.until],
         )
         .await?;
-    Ok((row.get(0), row.get(1), row.get(2)))
+    Ok((row.get("last_id"), row.get("scanned_count"), row.get("due_count")))
 }
 
 /// Bulk replay: the next `batch` deliveries to the endpoint in message order; each
@@ -361,7 +363,7 @@ async fn again_batch(
             ],
         )
         .await?;
-    Ok((row.get(0), row.get(1), row.get(2)))
+    Ok((row.get("last_id"), row.get("scanned_count"), row.get("due_count")))
 }
 
 /// Recover: the next `batch` deliveries to the endpoint in message order; each
@@ -398,5 +400,5 @@ async fn recover_batch(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &w.after, &lo, &hi, &batch, &w.since, &w.until],
         )
         .await?;
-    Ok((row.get(0), row.get(1), row.get(2)))
+    Ok((row.get("last_id"), row.get("scanned_count"), row.get("due_count")))
 }

@@ -221,7 +221,9 @@ async fn states(
              ), again AS (
                 SELECT tenant_id, app_id, msg_id, endpoint_id, next_attempt_at FROM applied WHERE status = 1
              ), {}
-             SELECT count(*), array_agg(msg_id || ' ' || endpoint_id) FILTER (WHERE noticed) FROM applied",
+             SELECT count(*) AS applied_count,
+                 array_agg(msg_id || ' ' || endpoint_id) FILTER (WHERE noticed) AS noticed_keys
+             FROM applied",
             wakes::lower("again")
         ))
         .await?;
@@ -243,9 +245,9 @@ async fn states(
             ],
         )
         .await?;
-    let applied: i64 = row.get(0);
+    let applied: i64 = row.get("applied_count");
     let noticed = row
-        .get::<_, Option<Vec<String>>>(1)
+        .get::<_, Option<Vec<String>>>("noticed_keys")
         .unwrap_or_default()
         .into_iter()
         .filter_map(|k| k.split_once(' ').map(|(m, e)| (m.to_owned(), e.to_owned())))
@@ -322,7 +324,7 @@ async fn health(
                     OR (n.goes_on AND n.failing_since < now() - make_interval(secs => $6))
              FROM next n
              WHERE e.tenant_id = $1 AND e.app_id = n.app_id AND e.id = n.id
-             RETURNING e.disabled AND NOT n.disabled, e.app_id, e.id, e.failing_since",
+             RETURNING e.disabled AND NOT n.disabled AS newly_disabled, e.app_id, e.id, e.failing_since",
         )
         .await?;
     let rows = tx
@@ -342,8 +344,8 @@ async fn health(
         .await?;
     Ok(rows
         .iter()
-        .filter(|r| r.get::<_, bool>(0))
-        .map(|r| (AppId::from_db(r.get(1)), EndpointId::from_db(r.get(2)), r.get(3)))
+        .filter(|r| r.get::<_, bool>("newly_disabled"))
+        .map(|r| (AppId::from_db(r.get("app_id")), EndpointId::from_db(r.get("id")), r.get("failing_since")))
         .collect())
 }
 

@@ -19,10 +19,10 @@ use tokio_postgres::{GenericClient, Row};
 
 use super::StoreError;
 
-/// Column `i` of `rows`, as text: the keys a first statement chose, for the
+/// Column `name` of `rows`, as text: the keys a first statement chose, for the
 /// statement that removes them.
-pub(super) fn column(rows: &[Row], i: usize) -> Vec<String> {
-    rows.iter().map(|r| r.get::<_, String>(i)).collect()
+pub(super) fn column(rows: &[Row], name: &str) -> Vec<String> {
+    rows.iter().map(|r| r.get::<_, String>(name)).collect()
 }
 
 /// Inbound keys past their dedupe window (their source's retention, else their
@@ -82,7 +82,7 @@ pub async fn prune_inbound_events(
     if rows.is_empty() {
         return Ok(0);
     }
-    let (tenants, sources, ids) = (column(&rows, 0), column(&rows, 1), column(&rows, 2));
+    let (tenants, sources, ids) = (column(&rows, "tenant_id"), column(&rows, "source_id"), column(&rows, "id"));
     let n = tx
         .execute(
             "DELETE FROM inbound_events e USING unnest($1::text[], $2::text[], $3::text[]) AS d(t, s, i)
@@ -124,7 +124,7 @@ pub async fn prune_messages(
     if rows.is_empty() {
         return Ok(0);
     }
-    let n = delete_messages(&tx, &column(&rows, 0), &column(&rows, 1), &column(&rows, 2)).await?;
+    let n = delete_messages(&tx, &column(&rows, "tenant_id"), &column(&rows, "app_id"), &column(&rows, "id")).await?;
     tx.commit().await?;
     Ok(n)
 }
@@ -185,7 +185,7 @@ pub async fn expire_payloads(db: &mut impl GenericClient, batch: i64) -> Result<
         .execute(
             "UPDATE messages m SET payload = NULL FROM unnest($1::text[], $2::text[], $3::text[]) AS d(t, a, i)
              WHERE m.id = ANY ($3) AND m.tenant_id = d.t AND m.app_id = d.a AND m.id = d.i",
-            &[&column(&rows, 0), &column(&rows, 1), &column(&rows, 2)],
+            &[&column(&rows, "tenant_id"), &column(&rows, "app_id"), &column(&rows, "id")],
         )
         .await?;
     tx.commit().await?;

@@ -84,28 +84,32 @@ pub async fn stats(db: &impl GenericClient, h: &Horizons<'_>) -> Result<Vec<Fami
              ), request_o AS (
                 SELECT min(created_at) AS o FROM message_request_keys
              )
-             SELECT extract(epoch FROM (SELECT min(o) FROM inbound_o))::float8,
-                    COALESCE(extract(epoch FROM now() - (SELECT min(due) FROM inbound_rows))::float8, 0),
-                    extract(epoch FROM (SELECT min(o) FROM key_o))::float8,
-                    COALESCE(extract(epoch FROM now() - (SELECT min(due) FROM key_o))::float8, 0),
-                    extract(epoch FROM (SELECT min(o) FROM message_o))::float8,
-                    COALESCE(extract(epoch FROM now() - (SELECT min(due) FROM message_rows))::float8, 0),
-                    extract(epoch FROM (SELECT o FROM idem_o))::float8,
-                    COALESCE(extract(epoch FROM now() - (SELECT o FROM idem_o) - make_interval(secs => $5))::float8, 0),
-                    extract(epoch FROM (SELECT o FROM request_o))::float8,
-                    COALESCE(extract(epoch FROM now() - (SELECT o FROM request_o) - make_interval(secs => $5))::float8, 0),
-                    now()",
+             SELECT extract(epoch FROM (SELECT min(o) FROM inbound_o))::float8 AS inbound_oldest,
+                    COALESCE(extract(epoch FROM now() - (SELECT min(due) FROM inbound_rows))::float8, 0)
+                        AS inbound_overdue,
+                    extract(epoch FROM (SELECT min(o) FROM key_o))::float8 AS key_oldest,
+                    COALESCE(extract(epoch FROM now() - (SELECT min(due) FROM key_o))::float8, 0) AS key_overdue,
+                    extract(epoch FROM (SELECT min(o) FROM message_o))::float8 AS message_oldest,
+                    COALESCE(extract(epoch FROM now() - (SELECT min(due) FROM message_rows))::float8, 0)
+                        AS message_overdue,
+                    extract(epoch FROM (SELECT o FROM idem_o))::float8 AS idem_oldest,
+                    COALESCE(extract(epoch FROM now() - (SELECT o FROM idem_o) - make_interval(secs => $5))::float8, 0)
+                        AS idem_overdue,
+                    extract(epoch FROM (SELECT o FROM request_o))::float8 AS request_oldest,
+                    COALESCE(extract(epoch FROM now() - (SELECT o FROM request_o) - make_interval(secs => $5))::float8, 0)
+                        AS request_overdue,
+                    now() AS db_now",
             &[&h.inbound_default, &h.message_default, &h.inbound_horizon, &h.message_horizon, &h.idempotency_ttl.as_secs_f64()],
         )
         .await?;
-    let now: DateTime<Utc> = row.get(10);
+    let now: DateTime<Utc> = row.get("db_now");
     let names: Vec<&str> = SIZED.to_vec();
     let sizes = db
         .query(
             // A table, or a partitioned table's partitions, but not one being detached:
             // sizing opens a relation, and would queue behind the detach's lock.
-            "SELECT f.name, COALESCE(sum(c.reltuples) FILTER (WHERE c.reltuples >= 0), -1)::int8,
-                    COALESCE(sum(pg_total_relation_size(c.oid)), 0)::int8
+            "SELECT f.name, COALESCE(sum(c.reltuples) FILTER (WHERE c.reltuples >= 0), -1)::int8 AS row_estimate,
+                    COALESCE(sum(pg_total_relation_size(c.oid)), 0)::int8 AS total_bytes
              FROM unnest($1::text[]) AS f(name)
              LEFT JOIN pg_class t ON t.relname = f.name AND t.relnamespace = current_schema()::regnamespace
              LEFT JOIN LATERAL (
@@ -121,8 +125,8 @@ pub async fn stats(db: &impl GenericClient, h: &Horizons<'_>) -> Result<Vec<Fami
     let size = |name: &str| {
         sizes
             .iter()
-            .find(|r| r.get::<_, String>(0) == name)
-            .map(|r| (r.get::<_, i64>(1), r.get::<_, i64>(2)))
+            .find(|r| r.get::<_, String>("name") == name)
+            .map(|r| (r.get::<_, i64>("row_estimate"), r.get::<_, i64>("total_bytes")))
             .unwrap_or((0, 0))
     };
     let family = |family: &'static str, oldest: Option<f64>, overdue: f64| {
@@ -130,17 +134,17 @@ pub async fn stats(db: &impl GenericClient, h: &Horizons<'_>) -> Result<Vec<Fami
         FamilyStats { family, rows, bytes, oldest, overdue: overdue.max(0.0) }
     };
     let dropped = |f: &str, days: i32| drop_overdue(h.partitions, f, days, now);
-    let inbound_overdue = row.get::<_, f64>(1).max(dropped("inbound_events", h.inbound_horizon));
-    let message_overdue = row.get::<_, f64>(5).max(dropped("messages", h.message_horizon));
+    let inbound_overdue = row.get::<_, f64>("inbound_overdue").max(dropped("inbound_events", h.inbound_horizon));
+    let message_overdue = row.get::<_, f64>("message_overdue").max(dropped("messages", h.message_horizon));
     Ok(vec![
-        family("inbound_events", row.get(0), inbound_overdue),
-        family("inbound_keys", row.get(2), row.get(3)),
-        family("messages", row.get(4), message_overdue),
+        family("inbound_events", row.get("inbound_oldest"), inbound_overdue),
+        family("inbound_keys", row.get("key_oldest"), row.get("key_overdue")),
+        family("messages", row.get("message_oldest"), message_overdue),
         family("deliveries", None, dropped("deliveries", h.message_horizon)),
         family("attempts", None, dropped("attempts", h.message_horizon)),
         family("message_event_ids", None, 0.0),
-        family("message_request_keys", row.get(8), row.get(9)),
-        family("idempotency_keys", row.get(6), row.get(7)),
+        family("message_request_keys", row.get("request_oldest"), row.get("request_overdue")),
+        family("idempotency_keys", row.get("idem_oldest"), row.get("idem_overdue")),
     ])
 }
 

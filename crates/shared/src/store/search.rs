@@ -87,7 +87,7 @@ pub async fn find(
     let rows = db.query(&message_sql, &[&tenant.as_str(), &ids, &LIMIT]).await?;
     let found: Vec<FoundMessage> = rows
         .iter()
-        .map(|r| FoundMessage { app_id: AppId::from_db(r.get(0)), message: messages::from_row_at(r, 1) })
+        .map(|r| FoundMessage { app_id: AppId::from_db(r.get("app_id")), message: messages::from_row(r) })
         .collect();
 
     // An ingress message's eventId is its inbound event's id.
@@ -116,5 +116,5 @@ async fn inbound_by_id(
 }
 
 fn inbound_of(r: &tokio_postgres::Row) -> FoundInbound {
-    FoundInbound { source_id: SourceId::from_db(r.get(0)), event: inbound_events::from_row_at(r, 1) }
+    FoundInbound { source_id: SourceId::from_db(r.get("source_id")), event: inbound_events::from_row(r) }
 }

@@ -35,9 +35,10 @@ impl Position {
         Some(Position { xid: xid.parse().ok()?, seq: seq.parse().ok().filter(|s: &i64| *s >= 0)? })
     }
 
-    fn from_row(r: &Row, at: usize) -> Position {
-        let xid: String = r.get(at);
-        Position { xid: xid.parse().unwrap_or(0), seq: r.get(at + 1) }
+    /// From a row's `xid` (as text) and `seq` columns.
+    fn from_row(r: &Row) -> Position {
+        let xid: String = r.get("xid");
+        Position { xid: xid.parse().unwrap_or(0), seq: r.get("seq") }
     }
 }
 
@@ -97,8 +98,8 @@ pub async fn scan(
                   AND l.xid < pg_snapshot_xmin(pg_current_snapshot())
                 ORDER BY l.xid, l.seq LIMIT $9
              )
-             SELECT s.xid::text, s.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
-                 COALESCE(m.content_type, 'application/json'), m.created_at, s.created_at
+             SELECT s.xid::text AS xid, s.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
+                 COALESCE(m.content_type, 'application/json') AS content_type, m.created_at, s.created_at AS logged_at
              FROM scanned s
              LEFT JOIN messages m ON m.tenant_id = s.tenant_id AND m.app_id = s.app_id AND m.id = s.msg_id
              ORDER BY s.xid, s.seq",
@@ -115,15 +116,15 @@ pub async fn scan(
             ],
         )
         .await?;
-    let looked_to = rows.last().map(|r| Position::from_row(r, 0));
-    let found = rows.iter().filter(|r| r.get::<_, Option<String>>(2).is_some()).map(logged).collect();
+    let looked_to = rows.last().map(Position::from_row);
+    let found = rows.iter().filter(|r| r.get::<_, Option<String>>("id").is_some()).map(logged).collect();
     Ok(Scanned { found, looked_to, looked_at: rows.len() as i64 })
 }
 
 /// The rows of one sink after `after`, below the horizon, joined with their
 /// messages (a message pruned since is left out). `$1..$3` name the sink.
-const READ: &str = "SELECT l.xid::text, l.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
-        COALESCE(m.content_type, 'application/json'), m.created_at, l.created_at
+const READ: &str = "SELECT l.xid::text AS xid, l.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
+        COALESCE(m.content_type, 'application/json') AS content_type, m.created_at, l.created_at AS logged_at
     FROM sink_log l
     JOIN messages m ON m.tenant_id = l.tenant_id AND m.app_id = l.app_id AND m.id = l.msg_id
     WHERE l.tenant_id = $1 AND l.app_id = $2 AND l.endpoint_id = $3 AND l.key = $9
@@ -132,16 +133,16 @@ const READ: &str = "SELECT l.xid::text, l.seq, m.id, m.event_id, m.event_type, m
 
 pub(super) fn logged(r: &Row) -> Logged {
     Logged {
-        at: Position::from_row(r, 0),
-        msg_id: MessageId::from_db(r.get(2)),
-        event_id: r.get(3),
-        event_type: r.get(4),
-        channels: r.get(5),
-        tags: r.get(6),
-        payload: r.get(7),
-        content_type: r.get(8),
-        created_at: r.get(9),
-        logged_at: r.get(10),
+        at: Position::from_row(r),
+        msg_id: MessageId::from_db(r.get("id")),
+        event_id: r.get("event_id"),
+        event_type: r.get("event_type"),
+        channels: r.get("channels"),
+        tags: r.get("tags"),
+        payload: r.get("payload"),
+        content_type: r.get("content_type"),
+        created_at: r.get("created_at"),
+        logged_at: r.get("logged_at"),
     }
 }
 
@@ -210,10 +211,10 @@ pub async fn read_filtered(
                   AND l.xid < pg_snapshot_xmin(pg_current_snapshot())
                 ORDER BY l.xid, l.seq LIMIT $6
              )
-             SELECT s.xid::text, s.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
-                 COALESCE(m.content_type, 'application/json'), m.created_at, s.created_at,
+             SELECT s.xid::text AS xid, s.seq, m.id, m.event_id, m.event_type, m.channels, m.tags, m.payload,
+                 COALESCE(m.content_type, 'application/json') AS content_type, m.created_at, s.created_at AS logged_at,
                  COALESCE(m.id IS NOT NULL AND ($7::text IS NULL OR m.event_type = $7)
-                     AND ($8::text IS NULL OR $8 = ANY (m.channels)), false)
+                     AND ($8::text IS NULL OR $8 = ANY (m.channels)), false) AS matched
              FROM scanned s
              LEFT JOIN messages m ON m.tenant_id = s.tenant_id AND m.app_id = s.app_id AND m.id = s.msg_id
              ORDER BY s.xid, s.seq",
@@ -237,9 +238,9 @@ pub async fn read_filtered(
             // Full: go on from the last one found; more may follow.
             return Ok(Filtered { found, next: looked_to, done: false });
         }
-        looked_to = Position::from_row(r, 0);
+        looked_to = Position::from_row(r);
         // A message gone (pruned) matches nothing.
-        if r.get::<_, Option<bool>>(11).unwrap_or(false) {
+        if r.get::<_, Option<bool>>("matched").unwrap_or(false) {
             found.push(logged(r));
         }
     }
@@ -283,7 +284,7 @@ pub async fn position_at(
 ) -> Result<Position, StoreError> {
     let row = db
         .query_one(
-            "SELECT f.xid::text, f.seq, pg_snapshot_xmin(pg_current_snapshot())::text
+            "SELECT f.xid::text AS xid, f.seq, pg_snapshot_xmin(pg_current_snapshot())::text AS horizon
              FROM (SELECT 1) one
              LEFT JOIN LATERAL (
                 SELECT l.xid, l.seq FROM sink_log l
@@ -293,12 +294,12 @@ pub async fn position_at(
             &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &at],
         )
         .await?;
-    let horizon = Position { xid: row.get::<_, String>(2).parse().unwrap_or(0), seq: 0 };
+    let horizon = Position { xid: row.get::<_, String>("horizon").parse().unwrap_or(0), seq: 0 };
     // Just before the first later row: (xid, seq - 1) holds no row of this sink
     // (a row of the same transaction has the same `created_at`, so it would be first).
     let first_later = row
-        .get::<_, Option<String>>(0)
-        .map(|xid| Position { xid: xid.parse().unwrap_or(0), seq: row.get::<_, i64>(1) - 1 });
+        .get::<_, Option<String>>("xid")
+        .map(|xid| Position { xid: xid.parse().unwrap_or(0), seq: row.get::<_, i64>("seq") - 1 });
     Ok(first_later.map_or(horizon, |p| p.min(horizon)))
 }
 
@@ -314,12 +315,12 @@ pub async fn consumer(
 ) -> Result<Option<Position>, StoreError> {
     let row = db
         .query_opt(
-            "SELECT pos_xid::text, pos_seq FROM sink_consumers
+            "SELECT pos_xid::text AS xid, pos_seq AS seq FROM sink_consumers
              WHERE tenant_id = $1 AND app_id = $2 AND endpoint_id = $3 AND consumer = $4 FOR UPDATE",
             &[&tenant.as_str(), &app.as_str(), &sink.as_str(), &name],
         )
         .await?;
-    Ok(row.map(|r| Position::from_row(&r, 0)))
+    Ok(row.map(|r| Position::from_row(&r)))
 }
 
 /// Moves a named consumer to `to` (made if new).

@@ -77,13 +77,13 @@ pub async fn list(
     let refused = rows
         .iter()
         .map(|r| Refused {
-            id: r.get(0),
-            source_id: SourceId::from_db(r.get(1)),
-            status_code: r.get(2),
-            error_text: r.get(3),
-            headers: r.get(4),
-            payload: r.get(5),
-            created_at: r.get(6),
+            id: r.get("id"),
+            source_id: SourceId::from_db(r.get("source_id")),
+            status_code: r.get("status_code"),
+            error_text: r.get("error_text"),
+            headers: r.get("headers"),
+            payload: r.get("payload"),
+            created_at: r.get("created_at"),
         })
         .collect();
     Ok(Page::from_rows(refused, page, |r| r.id.clone()))

@@ -90,7 +90,7 @@ const COLUMNS: &str = "tenant_id, id, name, provider, secret, old_secret, old_se
 /// inbound retention.
 pub(super) fn columns(table: &str) -> String {
     let cols = COLUMNS.split(',').map(|c| format!("{table}.{}", c.trim())).collect::<Vec<_>>().join(", ");
-    format!("{cols}, (SELECT ti.inbound_days FROM tenants ti WHERE ti.id = {table}.tenant_id)")
+    format!("{cols}, (SELECT ti.inbound_days FROM tenants ti WHERE ti.id = {table}.tenant_id) AS tenant_inbound_days")
 }
 
 impl Source {
@@ -103,14 +103,14 @@ impl Source {
 
 /// Parses a stored row; the API validated every value before it was written.
 pub(super) fn from_row(r: &Row) -> Result<Source, StoreError> {
-    let id = SourceId::from_db(r.get(1));
+    let id = SourceId::from_db(r.get("id"));
     let corrupt = |e: String| StoreError::Corrupt(format!("source {id}: {e}"));
-    let verify: Value = r.get(7);
-    let provider = Provider::parse(r.get(3), verify.get("hmac")).map_err(corrupt)?;
-    let idempotency: Option<Value> = r.get(8);
+    let verify: Value = r.get("verify");
+    let provider = Provider::parse(r.get("provider"), verify.get("hmac")).map_err(corrupt)?;
+    let idempotency: Option<Value> = r.get("idempotency");
     Ok(Source {
-        tenant_id: TenantId::from_db(r.get(0)),
-        name: r.get(2),
+        tenant_id: TenantId::from_db(r.get("tenant_id")),
+        name: r.get("name"),
         provider,
         allow_unverified: verify.get("allowUnverified").and_then(Value::as_bool).unwrap_or(false),
         // Written without query or fragment (parse_public_url); cut here too, so a value
@@ -120,18 +120,18 @@ pub(super) fn from_row(r: &Row) -> Result<Source, StoreError> {
             .and_then(Value::as_str)
             .and_then(|u| u.split(['?', '#']).next())
             .map(str::to_owned),
-        secret: r.get(4),
-        old_secret: r.get(5),
-        old_secret_until: r.get(6),
+        secret: r.get("secret"),
+        old_secret: r.get("old_secret"),
+        old_secret_until: r.get("old_secret_until"),
         idempotency: KeySpec::parse(idempotency.as_ref()).map_err(corrupt)?,
-        mode: Mode::parse(r.get(9)).map_err(corrupt)?,
-        app_id: AppId::from_db(r.get(10)),
-        event_type_path: r.get(11),
-        retention_days: r.get(12),
-        tenant_inbound_days: r.get(23),
-        disabled: r.get(13),
-        created_at: r.get(14),
-        updated_at: r.get(15),
+        mode: Mode::parse(r.get("mode")).map_err(corrupt)?,
+        app_id: AppId::from_db(r.get("app_id")),
+        event_type_path: r.get("event_type_path"),
+        retention_days: r.get("retention_days"),
+        tenant_inbound_days: r.get("tenant_inbound_days"),
+        disabled: r.get("disabled"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
         ingest: ingest_from_row(r).map_err(corrupt)?,
         id,
     })
@@ -139,16 +139,16 @@ pub(super) fn from_row(r: &Row) -> Result<Source, StoreError> {
 
 /// The ingest facet of a row, if it is an ingest source's.
 fn ingest_from_row(r: &Row) -> Result<Option<IngestFacet>, String> {
-    let Some(type_name) = r.get::<_, Option<String>>(16) else { return Ok(None) };
-    let (Some(token), Some(token_hash)) = (r.get(19), r.get(20)) else {
+    let Some(type_name) = r.get::<_, Option<String>>("ingest_type") else { return Ok(None) };
+    let (Some(token), Some(token_hash)) = (r.get("ingest_token"), r.get("ingest_token_hash")) else {
         return Err("an ingest source without its token".into());
     };
-    let old: Value = r.get(21);
+    let old: Value = r.get("ingest_old_tokens");
     Ok(Some(IngestFacet {
         type_name,
-        uid: r.get(17),
-        metadata: r.get(18),
-        config: r.get(22),
+        uid: r.get("uid"),
+        metadata: r.get("metadata"),
+        config: r.get("ingest_config"),
         token,
         token_hash,
         old_tokens: serde_json::from_value(old).map_err(|e| format!("old ingest tokens: {e}"))?,

@@ -53,13 +53,21 @@ pub async fn app_usage(
             "SELECT a.id, a.uid,
                 (SELECT count(*) FROM deliveries d
                  WHERE d.tenant_id = $1 AND d.app_id = a.id AND d.msg_id >= $3 AND d.msg_id < $4)
+                 AS message_destinations
              FROM applications a
              WHERE a.tenant_id = $1 AND NOT a.operational AND ($2::text[] IS NULL OR a.id = ANY ($2))
              ORDER BY a.id LIMIT $5",
             &[&tenant.as_str(), &apps, &lo, &hi, &MOST_APPS],
         )
         .await?;
-    Ok(rows.iter().map(|r| AppUsage { app_id: r.get(0), app_uid: r.get(1), message_destinations: r.get(2) }).collect())
+    Ok(rows
+        .iter()
+        .map(|r| AppUsage {
+            app_id: r.get("id"),
+            app_uid: r.get("uid"),
+            message_destinations: r.get("message_destinations"),
+        })
+        .collect())
 }
 
 /// Per application, the event types its endpoints and destinations name
@@ -72,8 +80,9 @@ pub async fn subscribed_event_types(
     let rows = db
         .query(
             "SELECT a.id,
-                COALESCE(array_agg(DISTINCT t.name ORDER BY t.name) FILTER (WHERE t.name IS NOT NULL), '{}'),
-                COALESCE(bool_or(e.id IS NOT NULL AND e.event_types IS NULL), false)
+                COALESCE(array_agg(DISTINCT t.name ORDER BY t.name) FILTER (WHERE t.name IS NOT NULL), '{}')
+                    AS event_types,
+                COALESCE(bool_or(e.id IS NOT NULL AND e.event_types IS NULL), false) AS catch_all
              FROM applications a
              LEFT JOIN endpoints e ON e.tenant_id = a.tenant_id AND e.app_id = a.id
              LEFT JOIN LATERAL unnest(e.event_types) AS t(name) ON true
@@ -85,9 +94,9 @@ pub async fn subscribed_event_types(
     Ok(rows
         .iter()
         .map(|r| AppEventTypes {
-            app_id: r.get(0),
-            explicitly_subscribed_event_types: r.get(1),
-            has_catch_all_endpoint: r.get(2),
+            app_id: r.get("id"),
+            explicitly_subscribed_event_types: r.get("event_types"),
+            has_catch_all_endpoint: r.get("catch_all"),
         })
         .collect())
 }
@@ -136,8 +145,8 @@ pub async fn app_attempts(
                         ORDER BY a.endpoint_id LIMIT 1)
                 FROM eps WHERE eps.id IS NOT NULL
              )
-             SELECT COALESCE(floor(EXTRACT(epoch FROM a.created_at - $3) / $5::bigint)::bigint, 0),
-                 m.event_type, a.status, count(*)
+             SELECT COALESCE(floor(EXTRACT(epoch FROM a.created_at - $3) / $5::bigint)::bigint, 0) AS period_no,
+                 m.event_type, a.status, count(*) AS n
              FROM eps
              JOIN attempts a ON a.tenant_id = $1 AND a.app_id = $2 AND a.endpoint_id = eps.id
                 AND a.id >= $6 AND a.id < $7
@@ -150,6 +159,11 @@ pub async fn app_attempts(
         .await?;
     Ok(rows
         .iter()
-        .map(|r| AttemptCount { period: r.get(0), event_type: r.get(1), status: r.get(2), count: r.get(3) })
+        .map(|r| AttemptCount {
+            period: r.get("period_no"),
+            event_type: r.get("event_type"),
+            status: r.get("status"),
+            count: r.get("n"),
+        })
         .collect())
 }

@@ -171,16 +171,16 @@ pub(super) const COLUMNS: &str = "id, kind, status, app_id, endpoint_id, scanned
 
 pub(super) fn from_row(r: &Row) -> Task {
     Task {
-        id: TaskId::from_db(r.get(0)),
-        kind: TaskKind::from_db(r.get(1)),
-        status: TaskStatus::from_db(r.get(2)),
-        app_id: r.get::<_, Option<String>>(3).map(AppId::from_db),
-        endpoint_id: r.get::<_, Option<String>>(4).filter(|e| !e.is_empty()).map(EndpointId::from_db),
-        scanned: r.get(5),
-        sent: r.get(6),
-        failure: r.get(7),
-        updated_at: r.get(8),
-        data: r.get(9),
+        id: TaskId::from_db(r.get("id")),
+        kind: TaskKind::from_db(r.get("kind")),
+        status: TaskStatus::from_db(r.get("status")),
+        app_id: r.get::<_, Option<String>>("app_id").map(AppId::from_db),
+        endpoint_id: r.get::<_, Option<String>>("endpoint_id").filter(|e| !e.is_empty()).map(EndpointId::from_db),
+        scanned: r.get("scanned"),
+        sent: r.get("sent"),
+        failure: r.get("failure"),
+        updated_at: r.get("updated_at"),
+        data: r.get("data"),
     }
 }
 
@@ -294,12 +294,12 @@ pub async fn running(db: &impl GenericClient, tenant: &TenantId, app: &AppId) ->
     db.execute("SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", &[&tenant.as_str()]).await?;
     let row = db
         .query_one(
-            "SELECT count(*), count(*) FILTER (WHERE app_id = $2) FROM background_tasks
+            "SELECT count(*) AS tenant_running, count(*) FILTER (WHERE app_id = $2) AS app_running FROM background_tasks
              WHERE tenant_id = $1 AND status = 0",
             &[&tenant.as_str(), &app.as_str()],
         )
         .await?;
-    Ok((row.get(0), row.get(1)))
+    Ok((row.get("tenant_running"), row.get("app_running")))
 }
 
 pub async fn get(db: &impl GenericClient, tenant: &TenantId, id: &TaskId) -> Result<Option<Task>, StoreError> {

@@ -70,20 +70,20 @@ pub const OPERATOR: &str = "tnt_00000000000000000000000000";
 
 fn from_row(r: &Row) -> Tenant {
     Tenant {
-        id: TenantId::from_db(r.get(0)),
-        name: r.get(1),
-        uid: r.get(2),
-        disabled: r.get(3),
-        created_at: r.get(4),
-        updated_at: r.get(5),
-        svix_headers: r.get(6),
-        inbound_days: r.get(7),
-        message_days: r.get(8),
+        id: TenantId::from_db(r.get("id")),
+        name: r.get("name"),
+        uid: r.get("uid"),
+        disabled: r.get("disabled"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
+        svix_headers: r.get("svix_headers"),
+        inbound_days: r.get("inbound_days"),
+        message_days: r.get("message_days"),
         // Written only from a checked `Quotas`; anything else reads as no override.
-        quotas: serde_json::from_value(r.get(9)).unwrap_or_default(),
-        egress_allow_networks: r.get(10),
-        transformations: r.get(11),
-        transformations_off: r.get(12),
+        quotas: serde_json::from_value(r.get("quotas")).unwrap_or_default(),
+        egress_allow_networks: r.get("egress_allow_networks"),
+        transformations: r.get("transformations"),
+        transformations_off: r.get("transformations_off"),
     }
 }
 

@@ -30,7 +30,12 @@ pub async fn get(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str()],
         )
         .await?;
-    Ok(row.map(|r| Transformation { code: r.get(0), enabled: r.get(1), variables: r.get(2), updated_at: r.get(3) }))
+    Ok(row.map(|r| Transformation {
+        code: r.get("code"),
+        enabled: r.get("enabled"),
+        variables: r.get("variables"),
+        updated_at: r.get("updated_at"),
+    }))
 }
 
 /// Writes the endpoint's transformation whole, and in the same statement its
@@ -60,5 +65,10 @@ pub async fn set(
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &code, &enabled, &variables],
         )
         .await?;
-    Ok(Transformation { code: row.get(0), enabled: row.get(1), variables: row.get(2), updated_at: row.get(3) })
+    Ok(Transformation {
+        code: row.get("code"),
+        enabled: row.get("enabled"),
+        variables: row.get("variables"),
+        updated_at: row.get("updated_at"),
+    })
 }

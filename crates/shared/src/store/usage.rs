@@ -223,10 +223,14 @@ pub async fn days(
 ) -> Result<Vec<UsageDay>, StoreError> {
     let rows = db
         .query(
-            "SELECT day, sum(inbound_accepted)::bigint, sum(inbound_duplicates)::bigint,
-                sum(rejected_signature)::bigint, sum(rejected_invalid)::bigint, sum(rejected_quota)::bigint,
-                sum(messages_created)::bigint, sum(attempts_succeeded)::bigint, sum(attempts_failed)::bigint,
-                sum(bytes_in)::bigint, sum(bytes_out)::bigint
+            "SELECT day, sum(inbound_accepted)::bigint AS inbound_accepted,
+                sum(inbound_duplicates)::bigint AS inbound_duplicates,
+                sum(rejected_signature)::bigint AS rejected_signature,
+                sum(rejected_invalid)::bigint AS rejected_invalid, sum(rejected_quota)::bigint AS rejected_quota,
+                sum(messages_created)::bigint AS messages_created,
+                sum(attempts_succeeded)::bigint AS attempts_succeeded,
+                sum(attempts_failed)::bigint AS attempts_failed,
+                sum(bytes_in)::bigint AS bytes_in, sum(bytes_out)::bigint AS bytes_out
              FROM usage_days WHERE tenant_id = $1 AND day BETWEEN $2 AND $3
              GROUP BY day ORDER BY day",
             &[&tenant.as_str(), &from, &to],
@@ -235,18 +239,22 @@ pub async fn days(
     Ok(rows
         .iter()
         .map(|r| {
-            let by_cause = RejectedByCause { signature: r.get(3), invalid: r.get(4), quota: r.get(5) };
+            let by_cause = RejectedByCause {
+                signature: r.get("rejected_signature"),
+                invalid: r.get("rejected_invalid"),
+                quota: r.get("rejected_quota"),
+            };
             UsageDay {
-                date: r.get(0),
-                inbound_accepted: r.get(1),
-                inbound_duplicates: r.get(2),
+                date: r.get("day"),
+                inbound_accepted: r.get("inbound_accepted"),
+                inbound_duplicates: r.get("inbound_duplicates"),
                 inbound_rejected: by_cause.signature + by_cause.invalid + by_cause.quota,
                 inbound_rejected_by_cause: by_cause,
-                messages_created: r.get(6),
-                attempts_succeeded: r.get(7),
-                attempts_failed: r.get(8),
-                bytes_in: r.get(9),
-                bytes_out: r.get(10),
+                messages_created: r.get("messages_created"),
+                attempts_succeeded: r.get("attempts_succeeded"),
+                attempts_failed: r.get("attempts_failed"),
+                bytes_in: r.get("bytes_in"),
+                bytes_out: r.get("bytes_out"),
             }
         })
         .collect())

@@ -27,25 +27,27 @@ pub async fn since(db: &impl GenericClient, tenant: &TenantId, since: DateTime<U
     let row = db
         .query_one(
             "SELECT
-               (SELECT count(*) FROM messages WHERE tenant_id = $1 AND id >= hookgate_id_floor('msg', $2)),
-               (SELECT count(*) FROM inbound_events WHERE tenant_id = $1 AND id >= hookgate_id_floor('evt', $2)),
+               (SELECT count(*) FROM messages WHERE tenant_id = $1 AND id >= hookgate_id_floor('msg', $2)) AS messages,
+               (SELECT count(*) FROM inbound_events WHERE tenant_id = $1 AND id >= hookgate_id_floor('evt', $2))
+                 AS inbound,
                (SELECT coalesce(sum(duplicates), 0)::bigint FROM inbound_events
-                 WHERE tenant_id = $1 AND id >= hookgate_id_floor('evt', $2)),
-               (SELECT count(*) FROM attempts WHERE tenant_id = $1 AND id >= hookgate_id_floor('atmpt', $2)),
+                 WHERE tenant_id = $1 AND id >= hookgate_id_floor('evt', $2)) AS duplicates,
+               (SELECT count(*) FROM attempts WHERE tenant_id = $1 AND id >= hookgate_id_floor('atmpt', $2))
+                 AS attempts,
                (SELECT count(*) FROM attempts WHERE tenant_id = $1 AND id >= hookgate_id_floor('atmpt', $2)
-                  AND status <> $3),
-               (SELECT count(*) FROM deliveries WHERE tenant_id = $1 AND status IN (1, 3)),
-               (SELECT min(created_at) FROM deliveries WHERE tenant_id = $1 AND status IN (1, 3))",
+                  AND status <> $3) AS failed_attempts,
+               (SELECT count(*) FROM deliveries WHERE tenant_id = $1 AND status IN (1, 3)) AS pending,
+               (SELECT min(created_at) FROM deliveries WHERE tenant_id = $1 AND status IN (1, 3)) AS oldest_pending",
             &[&tenant.as_str(), &since, &DeliveryStatus::Success.code()],
         )
         .await?;
     Ok(Volume {
-        messages: row.get(0),
-        inbound: row.get(1),
-        duplicates: row.get(2),
-        attempts: row.get(3),
-        failed_attempts: row.get(4),
-        pending: row.get(5),
-        oldest_pending: row.get(6),
+        messages: row.get("messages"),
+        inbound: row.get("inbound"),
+        duplicates: row.get("duplicates"),
+        attempts: row.get("attempts"),
+        failed_attempts: row.get("failed_attempts"),
+        pending: row.get("pending"),
+        oldest_pending: row.get("oldest_pending"),
     })
 }

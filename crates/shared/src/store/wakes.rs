@@ -130,8 +130,9 @@ pub async fn due(
                 ORDER BY w.wake_at LIMIT $3
              )
              SELECT d.tenant_id, d.app_id, d.endpoint_id,
-                 CASE WHEN ap.throttle_rate IS NOT NULL THEN 2 WHEN ep.throttle_rate IS NOT NULL THEN 1 ELSE 0 END,
-                 NULL::float8
+                 CASE WHEN ap.throttle_rate IS NOT NULL THEN 2 WHEN ep.throttle_rate IS NOT NULL THEN 1 ELSE 0 END
+                     AS throttled,
+                 NULL::float8 AS next_wake_in
              FROM due d
              LEFT JOIN endpoints ep ON ep.tenant_id = d.tenant_id AND ep.app_id = d.app_id AND ep.id = d.endpoint_id
              LEFT JOIN applications ap ON ap.tenant_id = d.tenant_id AND ap.id = d.app_id
@@ -148,20 +149,22 @@ pub async fn due(
     let mut listed = Vec::with_capacity(rows.len());
     let mut next = None;
     for r in &rows {
-        match r.get::<_, Option<String>>(0) {
+        match r.get::<_, Option<String>>("tenant_id") {
             Some(t) => listed.push(Listed {
                 queue: Queue {
                     tenant_id: TenantId::from_db(t),
-                    app_id: AppId::from_db(r.get(1)),
-                    endpoint_id: EndpointId::from_db(r.get(2)),
+                    app_id: AppId::from_db(r.get("app_id")),
+                    endpoint_id: EndpointId::from_db(r.get("endpoint_id")),
                 },
-                throttled: match r.get::<_, Option<i32>>(3) {
+                throttled: match r.get::<_, Option<i32>>("throttled") {
                     Some(2) => Throttled::App,
                     Some(1) => Throttled::Endpoint,
                     _ => Throttled::No,
                 },
             }),
-            None => next = r.get::<_, Option<f64>>(4).map(|s| std::time::Duration::from_secs_f64(s.max(0.0))),
+            None => {
+                next = r.get::<_, Option<f64>>("next_wake_in").map(|s| std::time::Duration::from_secs_f64(s.max(0.0)))
+            }
         }
     }
     Ok((listed, next))
@@ -204,8 +207,8 @@ pub async fn raise(
         tx.commit().await?;
         return Ok(Vec::new());
     }
-    let apps: Vec<String> = locked.iter().map(|r| r.get(0)).collect();
-    let eps: Vec<String> = locked.iter().map(|r| r.get(1)).collect();
+    let apps: Vec<String> = locked.iter().map(|r| r.get("app_id")).collect();
+    let eps: Vec<String> = locked.iter().map(|r| r.get("endpoint_id")).collect();
     let set = tx
         .prepare_cached(
             "WITH next AS (
@@ -241,7 +244,10 @@ pub async fn raise(
         .await?;
     let rows = tx.query(&set, &[&tenant.as_str(), &apps, &eps]).await?;
     tx.commit().await?;
-    Ok(rows.iter().map(|r| ((AppId::from_db(r.get(0)), EndpointId::from_db(r.get(1))), r.get(2))).collect())
+    Ok(rows
+        .iter()
+        .map(|r| ((AppId::from_db(r.get("app_id")), EndpointId::from_db(r.get("endpoint_id"))), r.get("wake_at")))
+        .collect())
 }
 
 /// Brings the wakes of the tenant's `endpoints` forward to now: for deliveries

@@ -1,0 +1,28 @@
+-- hookgate:contract
+-- The endpoint kinds the schema admits are rows of `endpoint_kinds`, not a
+-- range written into a CHECK: every run of `hookgate migrate` adds the kinds
+-- its release knows (the kinds table of `shared::status`), and never removes
+-- one, so a release with a new kind needs no migration of its own, and an
+-- older release, whose kinds are all there, runs on beside it. A contract
+-- only because it adds constraints (the previous release writes nothing they
+-- refuse); until it has run, `endpoints.kind` keeps the CHECK of 0032.
+CREATE TABLE IF NOT EXISTS endpoint_kinds (
+    code smallint PRIMARY KEY,
+    -- Svix's destination `type`, or `http`: for a reader of the schema.
+    name text NOT NULL
+);
+INSERT INTO endpoint_kinds (code, name) VALUES
+    (0, 'http'), (1, 'rabbitMq'), (2, 'postgres'), (3, 'sqs'), (4, 'sns'), (5, 'eventBridge'), (6, 'amazonS3'),
+    (7, 'fifoEndpoint'), (8, 'pollingEndpoint')
+ON CONFLICT (code) DO NOTHING;
+ALTER TABLE endpoints DROP CONSTRAINT IF EXISTS endpoints_kind_is_a_kind;
+ALTER TABLE endpoints ADD CONSTRAINT endpoints_kind_is_a_kind
+    FOREIGN KEY (kind) REFERENCES endpoint_kinds (code) NOT VALID;
+ALTER TABLE endpoints VALIDATE CONSTRAINT endpoints_kind_is_a_kind;
+-- What the old CHECK said besides the range: a destination, and only one, has
+-- its configuration.
+ALTER TABLE endpoints DROP CONSTRAINT IF EXISTS endpoints_destination_with_its_kind;
+ALTER TABLE endpoints ADD CONSTRAINT endpoints_destination_with_its_kind
+    CHECK ((kind = 0) = (destination IS NULL)) NOT VALID;
+ALTER TABLE endpoints VALIDATE CONSTRAINT endpoints_destination_with_its_kind;
+ALTER TABLE endpoints DROP CONSTRAINT IF EXISTS endpoints_kind_known;
