@@ -29,7 +29,7 @@ pub async fn deadline(
         limit += state.config.egress_timeout;
     }
     // A test attempt waits for its attempt: the egress timeout and two seconds
-    // (`v1::endpoint_msgs`), within this.
+    // (`v1::endpoint::msgs`), within this.
     if req.path().ends_with("/msg/test-attempt") {
         limit += state.config.egress_timeout + std::time::Duration::from_secs(5);
     }

@@ -19,8 +19,8 @@ use anyhow::{bail, Context};
 use base64::{engine::general_purpose::STANDARD, Engine};
 use chrono::{DateTime, Utc};
 use clap::Args;
+use hookgate_api::v1::environment::import::import_document;
 use hookgate_api::v1::environment::{purpose, AppDoc, EndpointDoc, Environment, EventTypeDoc, Sealed};
-use hookgate_api::v1::environment_import::import_document;
 use hookgate_api::v1::expand;
 use hookgate_egress::fetch::{FetchError, Fetcher};
 use hookgate_shared::{

@@ -602,12 +602,20 @@ fn the_hot_routes_are_tried_first() {
         .split("pub fn configure(cfg: &mut ServiceConfig) {")
         .nth(1)
         .and_then(|body| body.lines().map(str::trim).find(|l| !l.is_empty()));
-    if first != Some("messages::configure(cfg);") {
+    if first != Some("message::configure(cfg);") {
         problems.push(format!("crates/api/src/v1/mod.rs: configure begins with {first:?}, not the message routes"));
     }
-    let messages = text(&root.join("crates/api/src/v1/messages.rs"));
+    let group = text(&root.join("crates/api/src/v1/message/mod.rs"));
+    let first = group
+        .split("pub fn configure(cfg: &mut ServiceConfig) {")
+        .nth(1)
+        .and_then(|body| body.lines().map(str::trim).find(|l| !l.is_empty()));
+    if first != Some("crud::configure(cfg);") {
+        problems.push(format!("crates/api/src/v1/message/mod.rs: configure begins with {first:?}, not `crud`"));
+    }
+    let messages = text(&root.join("crates/api/src/v1/message/crud.rs"));
     if !messages.contains("cfg.service(create)") {
-        problems.push("crates/api/src/v1/messages.rs: the create route is not registered first".into());
+        problems.push("crates/api/src/v1/message/crud.rs: the create route is not registered first".into());
     }
     let api = text(&root.join("crates/api/src/lib.rs"));
     match (api.find("scope(API)"), api.find("ui::configure(")) {

@@ -19,11 +19,9 @@ use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::idempotency::RequestKey;
-use crate::v1::endpoint_extras::{
-    check_headers, headers_answer, rotate, secret_answer, store_headers, EndpointHeadersOut, EndpointSecretOut,
-    Rotated, Rotation,
-};
-use crate::v1::endpoints::{allowed, insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
+use crate::v1::endpoint::crud::{allowed, insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
+use crate::v1::endpoint::headers::{check_headers, headers_answer, store_headers, EndpointHeadersOut};
+use crate::v1::endpoint::secret::{rotate, secret_answer, EndpointSecretOut, Rotated, Rotation};
 use crate::v1::validate::RotateIn;
 use crate::{optional_json, KeyAuth, PageQuery};
 

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{applications::find as find_app, endpoints::find_any, tasks::ReplayOut};
+use super::{applications::find as find_app, endpoint::crud::find_any, tasks::TaskStarted};
 use crate::idempotency::{answer, RequestKey};
 use crate::{KeyAuth, TenantAuth};
 
@@ -173,7 +173,7 @@ fn document(types: Vec<event_types::EventType>) -> Value {
 
 /// Svix's `ExportEventTypeOut`: the task, finished at once; the document is its
 /// `data.openapi` (`GET /api/v1/background-task/{id}`).
-#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.export-openapi", responses((status = 202, body = ReplayOut)))]
+#[utoipa::path(tag = "Event Type", operation_id = "v1.event-type.export-openapi", responses((status = 202, body = TaskStarted)))]
 #[post("/event-type/export/openapi")]
 async fn export_openapi(
     key: KeyAuth,
@@ -211,7 +211,7 @@ async fn export_openapi(
     let now = Utc::now();
     let data = json!({ "openapi": document(types) });
     let task = tasks::create_finished(&**conn, &key.0, tasks::TaskKind::SdkGenerate, (now, now), &data).await?;
-    answer(&**conn, &state, request.as_deref(), StatusCode::ACCEPTED, &super::tasks::replay_out(&task)).await
+    answer(&**conn, &state, request.as_deref(), StatusCode::ACCEPTED, &super::tasks::task_started(&task)).await
 }
 
 #[cfg(test)]

@@ -25,8 +25,8 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{
     applications::find as find_app,
-    endpoints::{self, EndpointOut},
-    messages::{ContentQuery, MessageListQuery, MessageOut},
+    endpoint::crud::{self, EndpointOut},
+    message::crud::{ContentQuery, MessageListQuery, MessageOut},
 };
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -127,7 +127,7 @@ async fn by_endpoint(
     page: web::Query<PageQuery>,
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
+    let (app, ep) = crud::find_any(&state, &tenant, &path.0, &path.1).await?;
     let (page, filter) = (page.page::<AttemptId>()?, q.filter()?);
     let found =
         state.read(async |c| attempts::list(c, &tenant.0, &app, Scope::Endpoint(&ep.id), &page, &filter).await).await?;
@@ -155,7 +155,7 @@ async fn count_by_endpoint(
     path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
     q: web::Query<AttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
+    let (app, ep) = crud::find_any(&state, &tenant, &path.0, &path.1).await?;
     let filter = q.filter()?;
     let (count, approximated) =
         state.read(async |c| attempts::count(c, &tenant.0, &app, &ep.id, &filter, MOST_COUNTED).await).await?;
@@ -301,7 +301,7 @@ async fn attempted_messages(
     s: web::Query<StatusQuery>,
     c: web::Query<ContentQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.1).await?;
+    let (app, ep) = crud::find_any(&state, &tenant, &path.0, &path.1).await?;
     let (page, status, filter) = (page.page::<MessageId>()?, s.status()?, q.filter());
     let found = state
         .read(async |c| delivery_views::attempted_messages(c, &tenant.0, &app, &ep.id, &page, status, &filter).await)
@@ -324,8 +324,8 @@ async fn resend(
     path: web::Path<(Ref<AppId>, Ref<MessageId>, Ref<EndpointId>)>,
     key: Option<web::ReqData<RequestKey>>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, ep) = endpoints::find_any(&state, &tenant, &path.0, &path.2).await?;
-    endpoints::has_deliveries(&ep)?;
+    let (app, ep) = crud::find_any(&state, &tenant, &path.0, &path.2).await?;
+    crud::has_deliveries(&ep)?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let msg = messages::get(&*tx, &tenant.0, &app, &path.1).await?.ok_or(ApiError::NotFound("message"))?;

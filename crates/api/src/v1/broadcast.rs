@@ -74,7 +74,7 @@ fn checked(body: &MessageBroadcastIn) -> Result<BroadcastMessage, ApiError> {
     if let Some(ch) = &body.channels {
         validate::channels(ch)?;
     }
-    let hours = super::messages::retention_hours(body.payload_retention_period, body.payload_retention_hours, 1)?;
+    let hours = super::message::crud::retention_hours(body.payload_retention_period, body.payload_retention_hours, 1)?;
     Ok(BroadcastMessage {
         event_type: body.event_type.clone(),
         event_id: body.event_id.clone().unwrap_or_default(),

@@ -20,9 +20,9 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{
     attempts::AttemptOut,
-    endpoints::EndpointOut,
+    endpoint::crud::EndpointOut,
     inbound_events::{out as inbound_out, EventOut},
-    messages::MessageOut,
+    message::crud::MessageOut,
     portal_settings,
 };
 

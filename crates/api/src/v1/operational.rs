@@ -23,10 +23,9 @@ use utoipa::openapi::path::Paths;
 use utoipa::ToSchema;
 use utoipa_actix_web::{service_config::ServiceConfig, OpenApiFactory};
 
-use super::endpoint_extras::{
-    check_headers, headers_answer, rotated_secret, secret_answer, store_headers, EndpointHeadersOut, EndpointSecretOut,
-};
-use super::endpoints::{allowed, insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
+use super::endpoint::crud::{allowed, insert, remove, save, EndpointIn, EndpointOut, NewEndpoint, Notify};
+use super::endpoint::headers::{check_headers, headers_answer, store_headers, EndpointHeadersOut};
+use super::endpoint::secret::{rotated_secret, secret_answer, EndpointSecretOut};
 use super::validate::RotateIn;
 use crate::idempotency::{answer_empty, RequestKey};
 use crate::{optional_json, PageQuery, Principal};

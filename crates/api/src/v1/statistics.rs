@@ -18,7 +18,7 @@ use serde_json::json;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::tasks::ReplayOut;
+use super::tasks::TaskStarted;
 use crate::idempotency::{answer, RequestKey};
 use crate::KeyAuth;
 
@@ -130,7 +130,7 @@ async fn app_stats(
     let data = json!({ "appStats": stats });
     let task =
         tasks::create_finished(&**conn, &key.0, tasks::TaskKind::AppStats, (body.since, body.until), &data).await?;
-    let ReplayOut { id, status, task, updated_at } = super::tasks::replay_out(&task);
+    let TaskStarted { id, status, task, updated_at } = super::tasks::task_started(&task);
     let out = AppUsageStatsOut { id, status, task, unresolved_app_ids: unresolved, updated_at };
     answer(&**conn, &state, request.as_deref(), StatusCode::ACCEPTED, &out).await
 }
@@ -138,7 +138,7 @@ async fn app_stats(
 /// `PUT /stats/usage/event-types`: 202 with the task, finished; its
 /// `data.event_types` lists per application the event types its endpoints name
 /// and whether one takes every type.
-#[utoipa::path(tag = "Statistics", operation_id = "v1.statistics.aggregate-event-types", responses((status = 202, body = ReplayOut)))]
+#[utoipa::path(tag = "Statistics", operation_id = "v1.statistics.aggregate-event-types", responses((status = 202, body = TaskStarted)))]
 #[put("/stats/usage/event-types")]
 async fn event_types(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
@@ -146,5 +146,5 @@ async fn event_types(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpRes
     let data = json!({ "event_types": statistics::subscribed_event_types(&**conn, &key.0).await? });
     let now = Utc::now();
     let task = tasks::create_finished(&**conn, &key.0, tasks::TaskKind::EventTypeAggregate, (now, now), &data).await?;
-    Ok(HttpResponse::Accepted().json(super::tasks::replay_out(&task)))
+    Ok(HttpResponse::Accepted().json(super::tasks::task_started(&task)))
 }

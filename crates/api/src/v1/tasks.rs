@@ -16,7 +16,7 @@ use hookgate_shared::store::tasks::{self, NewTask, ReplayFilter, Task, TaskKind,
 use hookgate_shared::store::{page::Page, StoreError};
 use hookgate_shared::{db, http::ApiError, AppState};
 
-use super::endpoints::find_any as find;
+use super::endpoint::crud::find_any as find;
 use crate::idempotency::{answer, RequestKey};
 use crate::{PageQuery, TenantAuth};
 
@@ -105,7 +105,7 @@ impl BulkReplayIn {
 
 /// Sends the endpoint every message of the window that its filters take and it
 /// never got, each with its own id; run twice, the second sends nothing again.
-#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.replay-missing", responses((status = 202, body = ReplayOut)))]
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.replay-missing", responses((status = 202, body = TaskStarted)))]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/replay-missing")]
 async fn replay_missing(
     tenant: TenantAuth,
@@ -120,7 +120,7 @@ async fn replay_missing(
 
 /// Starts the retry schedule again for every failed delivery to the endpoint of a
 /// message in the window.
-#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.recover", responses((status = 202, body = ReplayOut)))]
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.recover", responses((status = 202, body = TaskStarted)))]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/recover")]
 async fn recover(
     tenant: TenantAuth,
@@ -139,7 +139,7 @@ async fn recover(
 
 /// Sends the endpoint again every message of the window it was sent that the
 /// filters match, delivered or not, each with its own id.
-#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.bulk-replay", responses((status = 202, body = ReplayOut)))]
+#[utoipa::path(tag = "Endpoint", operation_id = "v1.endpoint.bulk-replay", responses((status = 202, body = TaskStarted)))]
 #[post("/app/{app_id}/endpoint/{endpoint_id}/bulk-replay")]
 async fn bulk_replay(
     tenant: TenantAuth,
@@ -169,7 +169,7 @@ async fn start(
         return Err(ApiError::Validation(format!("`since` ({since}) is in the future: nothing was made then yet")));
     }
     let (app, ep) = find(state, tenant, &path.0, &path.1).await?;
-    super::endpoints::has_deliveries(&ep)?;
+    super::endpoint::crud::has_deliveries(&ep)?;
     // A delivery to a disabled endpoint ends unsent: the replay would use up
     // what the endpoint is to get once enabled.
     if ep.disabled {
@@ -180,7 +180,7 @@ async fn start(
     room_for_a_task(&tx, &tenant.0, &app).await?;
     let new = NewTask { kind, app: &app, endpoint: &ep.id, since, until, filter };
     let task = tasks::create(&*tx, &tenant.0, &new).await?;
-    let res = answer(&*tx, state, key.as_deref(), StatusCode::ACCEPTED, &replay_out(&task)).await?;
+    let res = answer(&*tx, state, key.as_deref(), StatusCode::ACCEPTED, &task_started(&task)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(task = %task.id, kind = task.kind.name(), endpoint = %ep.id, "background task started");
     Ok(res)
@@ -219,17 +219,20 @@ pub(super) async fn start_app_task(
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     room_for_a_task(&tx, &tenant.0, app).await?;
     let task = tasks::create_purge(&*tx, &tenant.0, app).await?;
-    let res = answer(&*tx, state, key, StatusCode::ACCEPTED, &replay_out(&task)).await?;
+    let res = answer(&*tx, state, key, StatusCode::ACCEPTED, &task_started(&task)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     tracing::info!(task = %task.id, kind = task.kind.name(), app = %app, "background task started");
     Ok(res)
 }
 
-/// A background task without its data (Svix's `ReplayOut`, `RecoverOut`,
-/// `ExpungeAllContentsOut`, `AggregateEventTypesOut`: one shape).
+/// A background task without its data, as every route that starts one answers
+/// it: replays, recovery, purges, aggregations, statistics, broadcasts (Svix's
+/// `ReplayOut`, `RecoverOut`, `ExpungeAllContentsOut`, `AggregateEventTypesOut`:
+/// one shape, named in the OpenAPI document by the first, as before).
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct ReplayOut {
+#[schema(as = ReplayOut)]
+pub(super) struct TaskStarted {
     pub(super) id: TaskId,
     /// `running`, `finished` or `failed`.
     #[schema(example = "running")]
@@ -242,8 +245,8 @@ pub(super) struct ReplayOut {
 }
 
 /// The task without its data.
-pub(super) fn replay_out(t: &Task) -> ReplayOut {
-    ReplayOut { id: t.id.clone(), status: t.status.name(), task: t.kind.name(), updated_at: t.updated_at }
+pub(super) fn task_started(t: &Task) -> TaskStarted {
+    TaskStarted { id: t.id.clone(), status: t.status.name(), task: t.kind.name(), updated_at: t.updated_at }
 }
 
 /// A background task with what it did (Svix's `BackgroundTaskOut`).

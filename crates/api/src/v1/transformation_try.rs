@@ -27,7 +27,7 @@ use hookgate_shared::ids::{AppId, EndpointId, Ref, TenantId};
 use hookgate_shared::store::{tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
 
-use super::endpoints::find;
+use super::endpoint::crud::find;
 use crate::{Principal, TenantAuth};
 
 /// Longest code a transformation may have (saved or tried).
@@ -239,7 +239,7 @@ pub(crate) struct Caller {
 impl Caller {
     pub(crate) async fn of(req: &HttpRequest, state: &AppState, tenant: &TenantId) -> Result<Caller, ApiError> {
         let portal = matches!(req.extensions().get::<Principal>(), Some(Principal::Portal { .. }));
-        let hidden = super::endpoint_extras::values_hidden(req, state, tenant).await?;
+        let hidden = super::endpoint::headers::values_hidden(req, state, tenant).await?;
         Ok(Caller { hidden, portal })
     }
 }

@@ -19,7 +19,7 @@ use hookgate_shared::ids::{AppId, EndpointId, Ref};
 use hookgate_shared::store::{tenants, transformations};
 use hookgate_shared::{db, http::ApiError, AppState};
 
-use super::endpoints::find;
+use super::endpoint::crud::find;
 use super::transformation_try::{EpPath, MOST_CODE, OFF};
 use crate::{KeyAuth, TenantAuth};
 
@@ -115,7 +115,7 @@ async fn find_destination(
     app: &Ref<AppId>,
     dest: &Ref<EndpointId>,
 ) -> Result<(AppId, hookgate_shared::store::endpoints::Endpoint), ApiError> {
-    match super::endpoints::find_any(state, tenant, app, dest).await {
+    match super::endpoint::crud::find_any(state, tenant, app, dest).await {
         Ok((_, ep)) if ep.kind.is_sink() => {
             Err(ApiError::Conflict("a FIFO or polling endpoint has no transformation: it reads its log".into()))
         }
@@ -132,7 +132,7 @@ pub(crate) async fn get_of(
     app: AppId,
     ep: hookgate_shared::store::endpoints::Endpoint,
 ) -> Result<HttpResponse, ApiError> {
-    let hidden = super::endpoint_extras::values_hidden(req, state, &tenant.0).await?;
+    let hidden = super::endpoint::headers::values_hidden(req, state, &tenant.0).await?;
     let conn = db::conn(&state.db).await?;
     let available = tenants::get(&**conn, &tenant.0).await?.is_some_and(|t| t.transforms());
     let stored = transformations::get(&**conn, &tenant.0, &app, &ep.id).await?;

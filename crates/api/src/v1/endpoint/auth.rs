@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::endpoints::{allowed, find};
+use crate::v1::endpoint::crud::{allowed, find};
 use crate::TenantAuth;
 
 pub fn configure(cfg: &mut ServiceConfig) {

@@ -24,9 +24,9 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::poller::{polled, sink};
-use super::validate;
 use crate::idempotency::{answer_empty, RequestKey};
+use crate::v1::poller::v1::{polled, sink};
+use crate::v1::validate;
 use crate::TenantAuth;
 
 pub fn configure(cfg: &mut ServiceConfig) {

@@ -19,7 +19,7 @@ use hookgate_shared::{
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{endpoints::find_any, validate};
+use crate::v1::{endpoint::crud::find_any, validate};
 use crate::TenantAuth;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;

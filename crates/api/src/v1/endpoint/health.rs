@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::applications::find as find_app;
+use crate::v1::applications::find as find_app;
 use crate::TenantAuth;
 
 pub fn configure(cfg: &mut ServiceConfig) {

@@ -24,9 +24,9 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::attempts::AttemptOut;
-use super::endpoints::{find, find_any, has_deliveries};
-use super::validate;
+use crate::v1::attempts::AttemptOut;
+use crate::v1::endpoint::crud::{find, find_any, has_deliveries};
+use crate::v1::validate;
 use crate::TenantAuth;
 
 pub fn configure(cfg: &mut ServiceConfig) {

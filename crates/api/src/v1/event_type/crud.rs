@@ -15,7 +15,7 @@ use hookgate_shared::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::validate;
+use crate::v1::validate;
 use hookgate_shared::store::page::Page;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -163,7 +163,7 @@ async fn create(
     let name = body.name.take().ok_or_else(|| ApiError::Validation("`name` is required".into()))?;
     let row = to_row(name, body)?;
     if let Some(s) = &row.schemas {
-        super::json_schema::check(s)?;
+        crate::v1::json_schema::check(s)?;
     }
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
@@ -202,7 +202,7 @@ async fn update(
 ) -> Result<HttpResponse, ApiError> {
     let row = to_row(name.to_string(), body.into_inner())?;
     if let Some(s) = &row.schemas {
-        super::json_schema::check(s)?;
+        crate::v1::json_schema::check(s)?;
     }
     let conn = db::conn(&state.db).await?;
     let (e, created) = event_types::upsert(&**conn, &tenant.0, &row).await?;
@@ -223,7 +223,7 @@ async fn patch_one(
     // Only schemas the PATCH sets are checked: one stored before the check
     // existed does not block a change of the description.
     if let Maybe::Value(s) = &p.schemas {
-        super::json_schema::check(s)?;
+        crate::v1::json_schema::check(s)?;
     }
     // Read, merged and written under the row's lock: a concurrent PATCH of
     // another field is kept.

@@ -27,9 +27,10 @@ use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::destinations::find;
-use super::endpoint_extras::{check_headers, secret_answer, values_hidden, EndpointHeadersOut, EndpointSecretOut};
 use crate::idempotency::{answer_empty, RequestKey};
+use crate::v1::destination::crud::find;
+use crate::v1::endpoint::headers::{check_headers, values_hidden, EndpointHeadersOut};
+use crate::v1::endpoint::secret::{secret_answer, EndpointSecretOut};
 use crate::{optional_json, PageQuery, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -106,7 +107,7 @@ async fn attempt_list(
     q: web::Query<DestinationAttemptQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let filter = AttemptFilter {
-        status: super::attempts::status_filter(q.status)?,
+        status: crate::v1::attempts::status_filter(q.status)?,
         before: q.before,
         // Svix's `after` is "at or after"; the store's is strictly after.
         after: q.after.map(|a| a - chrono::Duration::microseconds(1)),
@@ -192,7 +193,7 @@ async fn patch_headers(
 ) -> Result<HttpResponse, ApiError> {
     check_headers(&body.headers)?;
     let (app, found) = find(&state, &tenant, &path.0, &path.1).await?;
-    let guard = super::endpoints::allowed(&state, &tenant.0).await?;
+    let guard = crate::v1::endpoint::crud::allowed(&state, &tenant.0).await?;
     let mut conn = db::conn(&state.db).await?;
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let ep = endpoints::get_for_update(&*tx, &tenant.0, &app, &found.id)

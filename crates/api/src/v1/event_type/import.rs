@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::expand;
+use crate::v1::expand;
 use crate::KeyAuth;
 
 pub fn configure(cfg: &mut ServiceConfig) {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::applications;
+use crate::v1::applications;
 use crate::{KeyHolder, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {

@@ -20,9 +20,9 @@ use hookgate_shared::{
 };
 use serde::{Deserialize, Serialize};
 
-pub(crate) use super::endpoint_rows::Notify;
-use super::endpoint_rows::{commit, endpoints_cap, notice, room_for_one_more};
-use super::{applications, validate};
+pub(crate) use crate::v1::endpoint::rows::Notify;
+use crate::v1::endpoint::rows::{commit, endpoints_cap, notice, room_for_one_more};
+use crate::v1::{applications, validate};
 use hookgate_egress::{secrets, signing::EndpointSecret, ssrf::Guard};
 use hookgate_shared::store::page::Page;
 use utoipa::ToSchema;

@@ -9,6 +9,8 @@
 //! same key opens them on import; without it they are left out and `notCarried`
 //! says so. Tenants never hold the key: header values stay write-only to them.
 
+pub mod import;
+
 use std::collections::HashMap;
 
 use actix_web::{post, web, HttpResponse};
@@ -32,15 +34,16 @@ use crate::KeyAuth;
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(export);
+    import::configure(cfg);
 }
 
 /// The setting that holds the transit key, as errors name it.
-pub(super) const TRANSIT_SETTING: &str = "HOOKGATE_TRANSIT_KEY";
+pub(crate) const TRANSIT_SETTING: &str = "HOOKGATE_TRANSIT_KEY";
 /// Applications, endpoints and event types one document may hold: it is
 /// written and read in one request.
-pub(super) const MOST_APPS: usize = 1000;
-pub(super) const MOST_ENDPOINTS: usize = 20_000;
-pub(super) const MOST_EVENT_TYPES: usize = 10_000;
+pub(crate) const MOST_APPS: usize = 1000;
+pub(crate) const MOST_ENDPOINTS: usize = 20_000;
+pub(crate) const MOST_EVENT_TYPES: usize = 10_000;
 
 /// The document. Every list may be absent on import (nothing of that kind is touched).
 #[derive(Serialize, Deserialize, Default, ToSchema)]

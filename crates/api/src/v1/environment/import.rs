@@ -25,11 +25,11 @@ use tokio_postgres::GenericClient;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::environment::{
+use crate::quota;
+use crate::v1::environment::{
     purpose, AppDoc, EndpointDoc, Environment, Sealed, MOST_APPS, MOST_ENDPOINTS, MOST_EVENT_TYPES, TRANSIT_SETTING,
 };
-use super::{applications::AppIn, endpoints::EndpointIn, validate};
-use crate::quota;
+use crate::v1::{applications::AppIn, endpoint::crud::EndpointIn, validate};
 use crate::KeyAuth;
 
 /// What an import did, by kind: `[created, updated]`.
@@ -116,7 +116,7 @@ pub async fn import_report(
     }
     let mut tally = Tally::default();
     let portal = settings(&doc, &mut tally)?;
-    let allow = super::endpoints::allowed(state, &key.0).await?;
+    let allow = crate::v1::endpoint::crud::allowed(state, &key.0).await?;
     let app_cap = quota::app_cap(state, &key.0).await?;
     let ep_cap =
         hookgate_shared::limits::quotas(state, &key.0).await?.limit(hookgate_shared::quota::Limit::EndpointsPerApp);
@@ -193,7 +193,7 @@ fn settings(doc: &Environment, tally: &mut Tally) -> Result<Option<portals::Port
     for (k, v) in settings {
         match k.as_str() {
             "portal" => {
-                let parsed: super::portal_settings::SettingsIn = serde_json::from_value(v.clone())
+                let parsed: crate::v1::portal_settings::SettingsIn = serde_json::from_value(v.clone())
                     .map_err(|e| ApiError::Validation(format!("`settings.portal`: {e}")))?;
                 portal = Some(parsed.parse()?);
             }
@@ -325,7 +325,9 @@ async fn upsert_endpoint(
             ep.id
         }
         None => {
-            super::endpoint_rows::room_for_one_more(tx, ctx.state, ctx.tenant, app, ctx.ep_cap).await.map_err(at)?;
+            crate::v1::endpoint::rows::room_for_one_more(tx, ctx.state, ctx.tenant, app, ctx.ep_cap)
+                .await
+                .map_err(at)?;
             // A document's id taken by another application's endpoint is not
             // reused; one derived from it and the application is, the same on
             // every run, so a second import finds what the first made.

@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{applications::find as find_app, validate};
+use crate::v1::{applications::find as find_app, validate};
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(create).service(list).service(get_one).service(expunge_content);
@@ -89,7 +89,7 @@ fn payload_expiry(days: Option<i64>, hours: Option<i64>) -> Result<Option<DateTi
 /// The hours a payload is kept, from `payloadRetentionPeriod` (`least_days` to 90
 /// days) or `payloadRetentionHours` (1 to 2160), which exclude each other; `None`
 /// when neither is given.
-pub(super) fn retention_hours(days: Option<i64>, hours: Option<i64>, least_days: i64) -> Result<Option<i64>, ApiError> {
+pub(crate) fn retention_hours(days: Option<i64>, hours: Option<i64>, least_days: i64) -> Result<Option<i64>, ApiError> {
     match (days, hours) {
         (Some(_), Some(_)) => Err(ApiError::Validation(
             "`payloadRetentionPeriod` and `payloadRetentionHours` are mutually exclusive".into(),

@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::applications::find as find_app;
-use super::messages::{payload_json, MessageOut};
-use super::validate;
+use crate::v1::applications::find as find_app;
+use crate::v1::message::crud::{payload_json, MessageOut};
+use crate::v1::validate;
 use crate::{PageQuery, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -100,7 +100,7 @@ async fn headers(
     state: web::Data<AppState>,
     path: web::Path<(Ref<AppId>, Ref<MessageId>, AttemptId)>,
 ) -> Result<HttpResponse, ApiError> {
-    let a = super::attempts::find_attempt(&state, &tenant, &path).await?;
+    let a = crate::v1::attempts::find_attempt(&state, &tenant, &path).await?;
     Ok(HttpResponse::Ok().json(masked(a.request_headers.as_ref())))
 }
 

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::tasks::ReplayOut;
-use super::{applications::find as find_app, validate};
 use crate::idempotency::RequestKey;
+use crate::v1::tasks::TaskStarted;
+use crate::v1::{applications::find as find_app, validate};
 use crate::{KeyAuth, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -130,7 +130,7 @@ async fn bulk_expunge(
 /// background task (`application.purge_content`) the workers run in bounded
 /// steps; its `data.messagesPurged` counts them. Messages made after the
 /// request keep theirs.
-#[utoipa::path(tag = "Message", operation_id = "v1.message.expunge-all-contents", responses((status = 202, body = ReplayOut)))]
+#[utoipa::path(tag = "Message", operation_id = "v1.message.expunge-all-contents", responses((status = 202, body = TaskStarted)))]
 #[post("/app/{app_id}/msg/expunge-all-contents")]
 async fn expunge_all(
     key: KeyAuth,
@@ -140,5 +140,5 @@ async fn expunge_all(
 ) -> Result<HttpResponse, ApiError> {
     let tenant = TenantAuth(key.0);
     let app = find_app(&state, &tenant, &path).await?;
-    super::tasks::start_app_task(&state, &tenant, &app.id, tasks::TaskKind::PurgeContent, request.as_deref()).await
+    crate::v1::tasks::start_app_task(&state, &tenant, &app.id, tasks::TaskKind::PurgeContent, request.as_deref()).await
 }

@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::applications::find as find_app;
-use super::messages::MessageOut;
-use super::validate;
+use crate::v1::applications::find as find_app;
+use crate::v1::message::crud::MessageOut;
+use crate::v1::validate;
 use crate::{KeyAuth, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {

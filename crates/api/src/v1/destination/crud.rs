@@ -22,14 +22,15 @@ use hookgate_shared::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::destination_out::{failure_reason, open, shown, DestinationOut};
-use super::endpoint_extras::{values_hidden, EndpointSecretOut};
-use super::validate::RotateIn;
-use super::{
+use crate::v1::destination::out::{failure_reason, open, shown, DestinationOut};
+use crate::v1::endpoint::headers::values_hidden;
+use crate::v1::endpoint::secret::EndpointSecretOut;
+use crate::v1::validate::RotateIn;
+use crate::v1::{
     applications,
-    endpoint_extras::{rotate, Rotated, Rotation},
-    endpoint_rows::{commit, endpoints_cap, notice, room_for_one_more, Notify},
-    endpoints::{allowed, check_list, find_any},
+    endpoint::crud::{allowed, check_list, find_any},
+    endpoint::rows::{commit, endpoints_cap, notice, room_for_one_more, Notify},
+    endpoint::secret::{rotate, Rotated, Rotation},
     validate,
 };
 use crate::{

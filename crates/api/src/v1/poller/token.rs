@@ -21,8 +21,8 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::endpoints::find_any;
-use super::message_token::ApiTokenOut;
+use crate::v1::endpoint::crud::find_any;
+use crate::v1::message::token::ApiTokenOut;
 use crate::{optional_json, KeyHolder, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -52,7 +52,7 @@ async fn polling(state: &AppState, tenant: &TenantAuth, path: &EpPath) -> Result
     if ep.kind != EndpointKind::PollingEndpoint {
         return Err(ApiError::NotFound("polling endpoint"));
     }
-    let app = super::applications::find(state, tenant, &Ref::Id(app_id)).await?;
+    let app = crate::v1::applications::find(state, tenant, &Ref::Id(app_id)).await?;
     Ok((app, ep.id))
 }
 

@@ -1,107 +1,26 @@
-//! An endpoint's activity for the portal: attempts per hour (the delivery chart),
-//! Svix's `attempt-stats`, and `v1.endpoint.send-example` (a test event to this endpoint only).
+//! `v1.endpoint.send-example`: a test event to this endpoint only, past its filters.
 
-use chrono::{DateTime, Duration, DurationRound, Utc};
 use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, EndpointId, MessageId, Ref},
-    store::{attempts, event_types, messages, messages::NewMessage, StoreError},
+    store::{event_types, messages, messages::NewMessage, StoreError},
     AppState,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::idempotency::{answer, RequestKey};
-use crate::{optional_json, when::Window, FeatureFlags, TenantAuth};
-use actix_web::{get, http::StatusCode, post, web, HttpResponse};
+use crate::{optional_json, FeatureFlags, TenantAuth};
+use actix_web::{http::StatusCode, post, web, HttpResponse};
 
-use super::{endpoints::find_any as find, messages::MessageOut, validate};
+use super::crud::find_any as find;
+use crate::v1::{message::crud::MessageOut, validate};
 
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(hourly).service(attempt_stats).service(send_example);
-}
-
-/// The window a query asks for: the last 24 hours unless `since`/`until` say
-/// otherwise, at most 31 days.
-fn window(q: &Window) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
-    let until = q.until.unwrap_or_else(Utc::now);
-    let since = q.since.unwrap_or_else(|| until - Duration::hours(24));
-    if since >= until || until - since > Duration::days(31) {
-        return Err(ApiError::Validation("`since` must be before `until`, at most 31 days apart".into()));
-    }
-    Ok((since, until))
-}
-
-/// The endpoint's attempts per hour in a window.
-#[derive(Serialize, ToSchema)]
-struct EndpointHourlyStatsOut {
-    /// Hours without attempts are left out; oldest first.
-    data: Vec<EndpointHourOut>,
-    since: DateTime<Utc>,
-    until: DateTime<Utc>,
-}
-
-/// One hour's attempts: those that succeeded and those that failed.
-#[derive(Serialize, ToSchema)]
-struct EndpointHourOut {
-    fail: i64,
-    hour: DateTime<Utc>,
-    success: i64,
-}
-
-/// The endpoint's attempts in a window, and its deliveries a transformation canceled.
-#[derive(Serialize, ToSchema)]
-struct EndpointAttemptStatsOut {
-    canceled: i64,
-    fail: i64,
-    success: i64,
-}
-
-/// `GET …/endpoint/{id}/stats/hourly`: successes and failures per hour, the last
-/// 24 hours unless `since`/`until` say otherwise (at most 31 days).
-#[utoipa::path(params(Window), tag = "Endpoint", operation_id = "hookgate.endpoint.hourly-stats", responses((status = 200, body = EndpointHourlyStatsOut)))]
-#[get("/app/{app_id}/endpoint/{endpoint_id}/stats/hourly")]
-async fn hourly(
-    tenant: TenantAuth,
-    state: web::Data<AppState>,
-    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
-    q: web::Query<Window>,
-) -> Result<HttpResponse, ApiError> {
-    let (since, until) = window(&q)?;
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let hours = state.read(async |c| attempts::hourly(c, &tenant.0, &app, &ep.id, since, until).await).await?;
-    let data = hours.into_iter().map(|h| EndpointHourOut { fail: h.fail, hour: h.hour, success: h.success }).collect();
-    Ok(HttpResponse::Ok().json(EndpointHourlyStatsOut { data, since, until }))
-}
-
-/// `GET …/endpoint/{id}/attempt-stats` (Svix's `get_attempt_stats`): the
-/// endpoint's attempts that succeeded and failed in the window, rounded out to
-/// whole hours (the last 24 unless `since`/`until` say otherwise, at most 31
-/// days); `canceled`, its deliveries of messages of the window that a
-/// transformation canceled (they make no attempt).
-#[utoipa::path(params(Window), tag = "Endpoint", operation_id = "hookgate.endpoint.attempt-stats", responses((status = 200, body = EndpointAttemptStatsOut)))]
-#[get("/app/{app_id}/endpoint/{endpoint_id}/attempt-stats")]
-async fn attempt_stats(
-    tenant: TenantAuth,
-    state: web::Data<AppState>,
-    path: web::Path<(Ref<AppId>, Ref<EndpointId>)>,
-    q: web::Query<Window>,
-) -> Result<HttpResponse, ApiError> {
-    let (since, until) = window(&q)?;
-    let hour = |t: DateTime<Utc>| t.duration_trunc(Duration::hours(1)).unwrap_or(t);
-    let (since, until) = (hour(since), hour(until - Duration::nanoseconds(1)) + Duration::hours(1));
-    let (app, ep) = find(&state, &tenant, &path.0, &path.1).await?;
-    let (hours, canceled) = state
-        .read(async |c| {
-            let hours = attempts::hourly(c, &tenant.0, &app, &ep.id, since, until).await?;
-            Ok((hours, attempts::canceled(c, &tenant.0, &app, &ep.id, since, until).await?))
-        })
-        .await?;
-    let (success, fail) = hours.iter().fold((0, 0), |(s, f), h| (s + h.success, f + h.fail));
-    Ok(HttpResponse::Ok().json(EndpointAttemptStatsOut { canceled, fail, success }))
+    cfg.service(send_example);
 }
 
 /// Which event type's example to send (absent: `svix.ping`), and which of its examples.
