@@ -20,15 +20,17 @@ use tokio_postgres::Client;
 use crate::{
     db,
     migrate::{self, Contracts, Switch, CONTRACT},
-    store::StoreError,
+    store::{endpoint_kinds, StoreError},
     AppState,
 };
 
-/// How long no older process has been seen before one contract, as one worker watched.
+/// How long no older process has been seen before one contract (or a new
+/// endpoint kind's admission), as one worker watched.
 #[derive(Debug, Default)]
 pub struct Watch {
     contract: Option<&'static str>,
     clear_since: Option<Instant>,
+    kinds_clear_since: Option<Instant>,
 }
 
 /// The level an `application_name` announces: a `hookgate/NNNN` word anywhere
@@ -51,6 +53,53 @@ pub async fn older_connected(client: &Client, version: &str, bare: &[&str]) -> R
     let needed = &version[..4.min(version.len())];
     let names = migrate::connected_names(client).await?;
     Ok(names.into_iter().filter(|name| announced(name, bare).is_some_and(|level| level < needed)).collect())
+}
+
+/// The highest endpoint kind code a Hookgate connection's `application_name`
+/// says its process knows (`kinds/8`); 8 for a Hookgate that says none (the
+/// releases before kinds were announced knew codes up to 8); `None` for a
+/// connection that is not Hookgate's.
+fn kinds_known(name: &str, bare: &[&str]) -> Option<i16> {
+    announced(name, bare)?;
+    let said = name.split_whitespace().find_map(|w| w.strip_prefix(migrate::KINDS_TAG)?.parse().ok());
+    Some(said.unwrap_or(8))
+}
+
+/// The connections (other than `client`'s) of Hookgate processes that do not
+/// know the endpoint kind `code`: their `application_name`s.
+pub async fn unaware_connected(client: &Client, code: i16, bare: &[&str]) -> Result<Vec<String>, StoreError> {
+    let names = migrate::connected_names(client).await?;
+    Ok(names.into_iter().filter(|name| kinds_known(name, bare).is_some_and(|known| known < code)).collect())
+}
+
+/// One look for this release's endpoint kinds the database does not admit yet:
+/// they are admitted once no process unaware of them has been connected for
+/// `grace`, as `watch` has seen it (a contract's rule: such a process would take
+/// a row of a new kind for an HTTP endpoint). Whether it admitted any.
+pub async fn admit_kinds(
+    client: &Client,
+    bare: &[&str],
+    watch: &mut Watch,
+    grace: Duration,
+) -> Result<bool, StoreError> {
+    let Some(&newest) = endpoint_kinds::missing(client).await?.last() else {
+        watch.kinds_clear_since = None;
+        return Ok(false);
+    };
+    let unaware = unaware_connected(client, newest, bare).await?;
+    if !unaware.is_empty() {
+        watch.kinds_clear_since = None;
+        tracing::info!(kind = newest, connected = ?unaware, "a new endpoint kind waits for the previous release to go");
+        return Ok(false);
+    }
+    let since = *watch.kinds_clear_since.get_or_insert_with(Instant::now);
+    if since.elapsed() < grace || !unaware_connected(client, newest, bare).await?.is_empty() {
+        return Ok(false);
+    }
+    endpoint_kinds::admit(client).await?;
+    watch.kinds_clear_since = None;
+    tracing::info!(kind = newest, "admitted new endpoint kinds: no process of an older release is connected");
+    Ok(true)
 }
 
 /// The names the releases before levels gave their connections: `hookgate`,
@@ -90,11 +139,11 @@ pub async fn step(
     grace: Duration,
 ) -> Result<Vec<&'static str>, StoreError> {
     let Some(contract) = pending_contract(client, list).await? else {
-        *watch = Watch::default();
+        (watch.contract, watch.clear_since) = (None, None);
         return Ok(Vec::new());
     };
     if watch.contract != Some(contract) {
-        *watch = Watch { contract: Some(contract), clear_since: None };
+        (watch.contract, watch.clear_since) = (Some(contract), None);
     }
     let older = older_connected(client, contract, bare).await?;
     if !older.is_empty() {
@@ -124,7 +173,7 @@ pub async fn step(
     for v in &applied {
         tracing::info!(version = v, "applied a contract migration: no process of an older release is connected");
     }
-    *watch = Watch::default();
+    (watch.contract, watch.clear_since) = (None, None);
     Ok(applied)
 }
 
@@ -141,9 +190,10 @@ pub async fn run(state: AppState) {
             let (mut client, connection) = db::connect(&state.config.database_url, state.config.db_timeout).await?;
             let driver = tokio::spawn(connection);
             let applied = step(&mut client, migrate::MIGRATIONS, &bare, &mut watch, grace).await;
+            let admitted = admit_kinds(&client, &bare, &mut watch, grace).await;
             drop(client);
             let _ = driver.await;
-            applied
+            applied.and(admitted)
         };
         if let Err(e) = looked.await {
             tracing::warn!(error = %e, "could not look for contract migrations; trying again next round");
@@ -166,7 +216,23 @@ mod tests {
         assert_eq!(announced("hookgate-destination", &bare), None);
         assert_eq!(announced("psql", &bare), None);
         assert_eq!(announced("hookgate/44", &bare), None);
-        assert_eq!(migrate::application_name(None), format!("hookgate/{}", migrate::level()));
-        assert_eq!(migrate::application_name(Some("x")), format!("hookgate/{} x", migrate::level()));
+        let (level, kinds) = (migrate::level(), crate::status::EndpointKind::known_up_to());
+        assert_eq!(migrate::application_name(None), format!("hookgate/{level} kinds/{kinds}"));
+        assert_eq!(migrate::application_name(Some("x")), format!("hookgate/{level} kinds/{kinds} x"));
+        assert_eq!(announced(&migrate::application_name(Some("x")), &bare), Some(level));
+    }
+
+    #[test]
+    fn a_name_announces_the_kinds_its_process_knows_and_one_that_says_none_knows_the_first_nine() {
+        let bare = ["hookgate"];
+        assert_eq!(kinds_known("hookgate/0049 kinds/12 billing", &bare), Some(12));
+        assert_eq!(
+            kinds_known(&migrate::application_name(None), &bare),
+            Some(crate::status::EndpointKind::known_up_to())
+        );
+        assert_eq!(kinds_known("hookgate/0048", &bare), Some(8), "a release before kinds were announced");
+        assert_eq!(kinds_known("hookgate", &bare), Some(8));
+        assert_eq!(kinds_known("hookgate/0049 kinds/x", &bare), Some(8), "a word that is no number says nothing");
+        assert_eq!(kinds_known("psql kinds/99", &bare), None, "not Hookgate's");
     }
 }

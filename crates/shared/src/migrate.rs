@@ -97,9 +97,11 @@ pub async fn applied(client: &Client) -> Result<std::collections::HashSet<String
 
 /// The `application_name` a process of this release gives its connections:
 /// Hookgate's level first (Postgres cuts names at 63 bytes: the tag survives),
-/// then `given`, the operator's own from `DATABASE_URL`.
+/// then the endpoint kinds it knows (`kinds/8`: codes up to 8, for a new kind's
+/// admission, `store::endpoint_kinds`), then `given`, the operator's own from
+/// `DATABASE_URL`.
 pub fn application_name(given: Option<&str>) -> String {
-    let tag = format!("hookgate/{}", level());
+    let tag = format!("hookgate/{} {KINDS_TAG}{}", level(), crate::status::EndpointKind::known_up_to());
     match given {
         Some(g) => format!("{tag} {g}"),
         None => tag,
@@ -150,6 +152,10 @@ pub async fn pending_expands(client: &Client) -> Result<Vec<&'static str>, Store
     Ok(MIGRATIONS.iter().filter(|(v, sql)| !sql.starts_with(CONTRACT) && !done.contains(*v)).map(|(v, _)| *v).collect())
 }
 
+/// The word before the highest endpoint kind code a process knows, in its
+/// connections' `application_name`.
+pub const KINDS_TAG: &str = "kinds/";
+
 /// How long a runner waits for another one to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(3600);
 
@@ -190,11 +196,12 @@ pub async fn run_list(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // A new installation admits its endpoint kinds straight away; on one in use
+    // the workers admit a new kind once every process knows it (`contract::run`).
+    let fresh = applied(client).await.map(|done| done.is_empty());
     let mut result = apply_pending(client, list, last, switch, contracts).await;
-    if result.is_ok() {
-        if let Err(e) = crate::store::endpoint_kinds::admit(client).await {
-            result = Err(e);
-        }
+    if result.is_ok() && fresh.is_ok_and(|f| f) {
+        result = crate::store::endpoint_kinds::admit(client).await.and(result);
     }
     // Unlock even when a migration failed; the connection may be reused.
     let unlock = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await;

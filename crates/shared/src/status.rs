@@ -263,6 +263,12 @@ impl EndpointKind {
         Self::ALL.iter().copied().find(|k| k.code() == code).unwrap_or(EndpointKind::Http)
     }
 
+    /// The highest code of a kind this release knows: codes are never reused, so
+    /// a release knows every kind up to its own highest.
+    pub fn known_up_to() -> i16 {
+        Self::ALL.iter().map(|k| k.code()).max().unwrap_or(0)
+    }
+
     /// The kind a destination `type` names, if Hookgate knows it.
     pub fn from_type_name(name: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|k| k.type_name() == Some(name))

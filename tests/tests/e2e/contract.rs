@@ -9,8 +9,11 @@ use hookgate_gateway::Role;
 use hookgate_shared::{
     contract::{self, Watch},
     migrate::{self, Contracts, Switch},
+    status::EndpointKind,
+    store::endpoint_kinds,
 };
 use hookgate_tests::{app::default_env, db::connect, TestApp, TestDb};
+use serde_json::json;
 
 /// The names the releases before levels gave: `hookgate`, or the operator's own.
 const BARE: &[&str] = &["hookgate", "billing"];
@@ -61,7 +64,7 @@ async fn a_contract_waits_while_a_process_of_an_older_release_is_connected_and_r
     let t = app.tenant().await;
     t.application().await;
     let mut me = connect(&named(&db.url, "the-test")).await;
-    let ours = format!("hookgate/{}", migrate::level());
+    let ours = migrate::application_name(None);
     let n: i64 = me
         .query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", &[&ours])
         .await
@@ -108,4 +111,49 @@ async fn a_new_installation_goes_straight_through_its_contracts() {
     assert_eq!(outcome.contract_pending, None);
     assert_eq!(outcome.applied.last(), Some(&version));
     assert!(contracted(&me).await);
+}
+
+/// A release's new endpoint kind is admitted as a contract runs, with no
+/// migration of its own: at once on a new installation; on one in use by the
+/// workers, once no process that does not know it (which would take such a row
+/// for an HTTP endpoint) has been connected for the grace. Until then, creating
+/// an endpoint of it answers 409, never a 500.
+#[tokio::test]
+async fn a_new_endpoint_kind_is_admitted_only_once_no_process_unaware_of_it_is_connected() {
+    let db = TestDb::new().await;
+    let app = TestApp::spawn_role(db.clone(), default_env(&db), Role::Api).await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let mut me = connect(&named(&db.url, "the-test")).await;
+    // As a release finds a database that lacks its newest kind.
+    let newest = EndpointKind::known_up_to();
+    assert_eq!(newest, EndpointKind::PollingEndpoint.code());
+    me.execute("DELETE FROM endpoint_kinds WHERE code = $1", &[&newest]).await.unwrap();
+    assert_eq!(endpoint_kinds::missing(&me).await.unwrap(), vec![newest]);
+    let refused =
+        t.post(&format!("/api/v1/app/{a}/destination"), json!({"type": "pollingEndpoint", "config": {}}), 409).await;
+    assert_eq!(refused["code"], "kind_not_admitted", "{refused}");
+
+    // `hookgate migrate` on a database in use leaves it to the workers.
+    migrate::run(&mut me, Switch::Hold).await.unwrap();
+    assert_eq!(endpoint_kinds::missing(&me).await.unwrap(), vec![newest]);
+    // A process that knows the kinds only up to the one before holds it back.
+    let unaware = format!("hookgate/{} kinds/{}", migrate::level(), newest - 1);
+    for old in [unaware.as_str(), "hookgate/0048 kinds/7"] {
+        let held = connect(&named(&db.url, old)).await;
+        assert_eq!(contract::unaware_connected(&me, newest, BARE).await.unwrap(), vec![old.to_owned()]);
+        let mut watch = Watch::default();
+        assert!(!contract::admit_kinds(&me, BARE, &mut watch, Duration::ZERO).await.unwrap());
+        assert_eq!(endpoint_kinds::missing(&me).await.unwrap(), vec![newest], "not while {old} is connected");
+        drop(held);
+        gone(&me, old).await;
+    }
+    // This release's own processes (the API above) know it; after the grace it is admitted.
+    let mut watch = Watch::default();
+    let grace = Duration::from_millis(600);
+    assert!(!contract::admit_kinds(&me, BARE, &mut watch, grace).await.unwrap(), "the grace starts");
+    tokio::time::sleep(grace).await;
+    assert!(contract::admit_kinds(&me, BARE, &mut watch, grace).await.unwrap());
+    assert!(endpoint_kinds::missing(&me).await.unwrap().is_empty());
+    t.post(&format!("/api/v1/app/{a}/destination"), json!({"type": "pollingEndpoint", "config": {}}), 201).await;
 }

@@ -158,6 +158,9 @@ impl From<StoreError> for ApiError {
                 ApiError::Conflict("a resource with these values already exists".into())
             }
             StoreError::InvalidText => ApiError::Validation(e.to_string()),
+            StoreError::KindNotAdmitted => {
+                ApiError::Coded { status: StatusCode::CONFLICT, code: "kind_not_admitted", detail: e.to_string() }
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }

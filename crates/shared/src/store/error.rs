@@ -40,6 +40,14 @@ pub enum StoreError {
     /// answered 422, and one row's doing in a batch.
     #[error("a text value contains a NUL character (\\u0000), which cannot be stored")]
     InvalidText,
+    /// The schema does not admit this kind of endpoint yet: a release's new kind
+    /// is admitted (`store::endpoint_kinds`) once no process of an older release,
+    /// which would not know it, is connected. Answered 409.
+    #[error(
+        "this kind of endpoint is not admitted by the database yet: it is once no process of the previous release \
+         is connected (an upgrade in progress)"
+    )]
+    KindNotAdmitted,
     /// A stored value that no longer parses into its type (written by hand, say).
     #[error("stored value is invalid: {0}")]
     Corrupt(String),
@@ -50,6 +58,11 @@ impl From<tokio_postgres::Error> for StoreError {
         if let Some(db) = e.as_db_error() {
             if *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION {
                 return StoreError::Conflict(db.constraint().unwrap_or("unique key").to_owned());
+            }
+            // `endpoints.kind` of a kind not admitted yet: by `endpoint_kinds`, or by
+            // the CHECK that stands before contract 0049.
+            if matches!(db.constraint(), Some("endpoints_kind_is_a_kind" | "endpoints_kind_known")) {
+                return StoreError::KindNotAdmitted;
             }
             // Admin shutdown, crash recovery, too many connections: the database is
             // there but cannot serve us now.

@@ -2,7 +2,6 @@
 //! `uid`, with the token of their `ingestUrl` (see `sources.rs` for the rest).
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use tokio_postgres::GenericClient;
 
 use super::{
@@ -12,20 +11,7 @@ use super::{
 };
 use crate::ids::{Ref, SourceId, TenantId};
 
-/// What an ingest source has besides a source's fields, as written.
-pub struct IngestFields<'a> {
-    pub type_name: &'a str,
-    pub uid: Option<&'a str>,
-    pub metadata: &'a Value,
-    /// The type's settings that are no secret.
-    pub config: &'a Value,
-}
-
-/// A token as written: sealed (to show the `ingestUrl` again) and hashed (to check a request's).
-pub struct NewToken<'a> {
-    pub sealed: &'a [u8],
-    pub hash: &'a [u8],
-}
+pub use super::sources::{IngestFields, NewToken};
 
 /// Inserts an ingest source: a source's row with what an ingest source adds.
 pub async fn insert(

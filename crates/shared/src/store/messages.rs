@@ -118,7 +118,7 @@ pub async fn publish(
             SELECT $1, app.id, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13 FROM app
             RETURNING {COLUMNS}, tenant_id, app_id
          ), {}, {}
-         SELECT {cols}, (SELECT count(*) FROM dels) FROM msg",
+         SELECT {cols}, (SELECT count(*) FROM dels) AS fanned FROM msg",
         fanout::insert_deliveries("msg"),
         created_usage("msg"),
     );
@@ -143,7 +143,7 @@ pub async fn publish(
         )
         .await?;
     Ok(row.map(|r| {
-        let fanned: i64 = r.get(COLUMNS.split(',').count());
+        let fanned: i64 = r.get("fanned");
         (from_row(&r), fanned as u64)
     }))
 }

@@ -175,6 +175,21 @@ pub async fn insert(
     insert_row(db, tenant, id, f, sealed_secret, None).await
 }
 
+/// What an ingest source (`store::ingest_sources`) has besides a source's fields, as written.
+pub struct IngestFields<'a> {
+    pub type_name: &'a str,
+    pub uid: Option<&'a str>,
+    pub metadata: &'a Value,
+    /// The type's settings that are no secret.
+    pub config: &'a Value,
+}
+
+/// A token as written: sealed (to show the `ingestUrl` again) and hashed (to check a request's).
+pub struct NewToken<'a> {
+    pub sealed: &'a [u8],
+    pub hash: &'a [u8],
+}
+
 /// A source's row, with what an ingest source adds (`store::ingest_sources`) or
 /// without (a plain source: no ingest type, uid, token or settings).
 pub(super) async fn insert_row(
@@ -183,7 +198,7 @@ pub(super) async fn insert_row(
     id: &SourceId,
     f: &SourceFields,
     sealed_secret: Option<&[u8]>,
-    ingest: Option<(&super::ingest_sources::IngestFields<'_>, &super::ingest_sources::NewToken<'_>)>,
+    ingest: Option<(&IngestFields<'_>, &NewToken<'_>)>,
 ) -> Result<Source, StoreError> {
     let sql = format!(
         "INSERT INTO sources (tenant_id, id, name, provider, secret, verify, idempotency, mode, app_id,

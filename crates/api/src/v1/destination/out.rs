@@ -50,7 +50,7 @@ pub(super) fn open(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoi
 }
 
 /// The destination as the API shows it; `reason`: why it fails, if it does;
-/// `names_only`: header values hidden (see `endpoint_extras::values_hidden`;
+/// `names_only`: header values hidden (see `endpoint::headers::values_hidden`;
 /// only reads pass `true`: a portal link may not write a destination).
 pub(super) fn shown(
     state: &AppState,
