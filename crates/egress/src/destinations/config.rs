@@ -354,7 +354,11 @@ mod tests {
             Config::parse("rabbitMq", json!({"uri": "amqp://127.0.0.1/%2F", "routingKey": "q"}), &closed).unwrap_err();
         assert!(e.0.contains("`uri` is refused"), "{e}");
         let e = Config::parse("clickhouse", json!({}), &closed).unwrap_err();
-        assert!(e.0.contains("not served") && e.0.ends_with("fifoEndpoint and pollingEndpoint"), "{e}");
+        assert!(e.0.contains("not served") && e.0.contains("rabbitMq, postgres, sqs"), "{e}");
+        // Every kind served is named, the last after "and".
+        let last = Config::KINDS.last().and_then(|k| k.type_name()).unwrap();
+        assert!(e.0.ends_with(&format!(" and {last}")), "{e}");
+        assert!(Config::KINDS.iter().filter_map(|k| k.type_name()).all(|name| e.0.contains(name)), "{e}");
         let e =
             Config::parse("postgres", json!({"url": "postgres://127.0.0.1/db", "tableName": "a\"b"}), &open_guard())
                 .unwrap_err();
