@@ -89,6 +89,8 @@ async fn ensure_template(admin: &Client, base: &str) {
     migrate::run_list(&mut client, migrate::MIGRATIONS, None, Switch::Hold, Contracts::Apply)
         .await
         .expect("migrations apply to the template");
+    // And its endpoint kinds, which a release admits without a migration.
+    hookgate_shared::store::endpoint_kinds::admit(&client).await.expect("the template admits its kinds");
     drop(client);
     let _ = task.await;
 }
@@ -166,4 +168,16 @@ pub async fn age_inbound_events(db: &Client, filter: &str, days: i64) {
          FROM moved WHERE k.event_id = moved.was"
     );
     db.execute(&sql, &[&at]).await.expect("inbound events aged");
+}
+
+/// Migrates a new database as this release finds one whose contracts from
+/// `first` (a number, `"0045"`) on have not run yet: every expand step applied
+/// (this release's processes refuse to start without them), those contracts
+/// held, the ones before applied.
+pub async fn migrate_holding_contracts_from(db: &mut Client, first: &str) {
+    use hookgate_shared::migrate::{self, Contracts, Switch, CONTRACT, MIGRATIONS};
+    let held: Vec<(&'static str, &'static str)> =
+        MIGRATIONS.iter().copied().filter(|(v, sql)| !(&v[..4] >= first && sql.starts_with(CONTRACT))).collect();
+    let list: &'static [(&'static str, &'static str)] = Box::leak(held.into_boxed_slice());
+    migrate::run_list(db, list, None, Switch::Apply, Contracts::Apply).await.expect("the expand steps apply");
 }

@@ -54,9 +54,12 @@ fn changes(method: &str, path: &str) -> bool {
         || rest.ends_with("/msg/search")
         || rest.ends_with("/seek")
         || rest.ends_with("/commit");
-    // Reads sent as POST: a publisher's precheck (as often as it publishes), a transformation's tries.
-    let reads =
-        rest.ends_with("/precheck/active") || rest.ends_with("/transformation/try") || rest.ends_with("/simulate");
+    // Reads sent as POST: a publisher's precheck (as often as it publishes), a transformation's and a
+    // filter's tries.
+    let reads = rest.ends_with("/precheck/active")
+        || rest.ends_with("/transformation/try")
+        || rest.ends_with("/simulate")
+        || rest.ends_with("/filter/try");
     !data_path && !reads
 }
 

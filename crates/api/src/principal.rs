@@ -185,6 +185,8 @@ pub fn portal_access(app_id: &str, method: &str, path: &str) -> PortalAccess {
         "msg" => method == "GET",
         // The application's messages as a stream: the message list, read in order.
         "events" => method == "GET",
+        // A content filter tried on a payload the caller gives: reads nothing stored.
+        "filter/try" => method == "POST",
         // A test attempt publishes a message of any type, channels and payload the
         // caller chooses, to every endpoint it matches: the tenant's. The customer's
         // test is `send-example`: one of the types it may see, to one of its own
@@ -442,6 +444,7 @@ mod tests {
         assert!(!ok("POST", "/api/v1/app/app_1/destination/ep_1/force-retry"));
         assert!(!ok("PATCH", "/api/v1/app/app_1/destination/ep_1/headers"));
         assert!(ok("POST", "/api/v1/app/app_1/endpoint/ep_1/transformation/simulate"));
+        assert!(ok("POST", "/api/v1/app/app_1/filter/try"));
         assert!(ok("GET", "/api/v1/app/app_1/endpoint/ep_1/rate-limit-status"));
         assert!(!ok("GET", "/api/v1/app/app_1/polling-endpoint/ep_1/consumer/c"));
         assert!(!ok("PATCH", "/api/v1/app/app_1/alert-email"));

@@ -116,6 +116,34 @@ function eventPicker(ctx, selected) {
   return [set, () => boxes.filter((b) => b.checked).map((b) => b.value)];
 }
 
+/** The content filter's field, and a try of it on a payload (the chosen event
+ * type's example, editable), run by the server exactly as delivery runs it. */
+function filterField(ctx, ep, picked) {
+  const [filterF, filter] = field("Content filter", { type: "text", value: ep && ep.filter ? ep.filter : "", placeholder: "amount > 100 and currency == \"EUR\"", spellcheck: "false" },
+    "Optional. Only messages whose payload passes it are sent. Empty sends every message of the chosen event types.");
+  const [payloadF, payload] = field("Payload to try it on", { tag: "textarea", rows: 6, spellcheck: "false" });
+  const out = h("div", { "aria-live": "polite" });
+  const tryIt = h("button", { type: "button" }, "Try the filter");
+  const fill = () => {
+    if (payload.value.trim()) return;
+    const et = ctx.catalog.find((x) => picked().includes(x.name)) || ctx.catalog[0];
+    const ex = et ? example(et) : null;
+    payload.value = ex ? pretty(ex) : "{}";
+  };
+  tryIt.addEventListener("click", () => {
+    fill();
+    let parsed;
+    try { parsed = JSON.parse(payload.value); } catch (e) { show(out, h("p", { class: "error", role: "alert" }, `The payload is not JSON: ${e.message}`)); return; }
+    act(tryIt, out, async () => {
+      const r = await ctx.api("POST", `${ctx.base}/filter/try`, { filter: filter.value, payload: parsed });
+      show(out, h("p", { class: r.matches ? "notice" : "muted", role: "status" }, r.matches ? "This payload passes: it would be sent." : "This payload does not pass: it would not be sent."));
+    });
+  });
+  const tryBox = h("details", {}, h("summary", {}, "Try it on a payload"), payloadF, h("div", { class: "actions" }, tryIt), out);
+  tryBox.addEventListener("toggle", fill);
+  return [h("div", {}, filterF, tryBox), filter];
+}
+
 export async function formView(ctx, ep) {
   const { api, base, main } = ctx;
   const editing = !!ep;
@@ -124,10 +152,11 @@ export async function formView(ctx, ep) {
   const [descF, desc] = field("Description", { type: "text", value: ep ? ep.description : "" });
   const [rateF, rate] = field("Rate limit (messages per second)", { type: "number", min: 1, value: ep && ep.throttleRate ? ep.throttleRate : "" }, "Optional. Empty means no limit.");
   const [picker, picked] = eventPicker(ctx, ep && ep.eventTypes ? ep.eventTypes : []);
+  const [filterBox, filter] = filterField(ctx, ep, picked);
   const disabled = h("input", { type: "checkbox", id: "ep-disabled", checked: ep ? ep.disabled : false });
   const out = h("div", { "aria-live": "polite" });
   const save = h("button", { class: "primary", type: "submit" }, editing ? "Save changes" : "Create endpoint");
-  const form = h("form", { class: "stack", novalidate: true }, urlF, descF, picker, rateF,
+  const form = h("form", { class: "stack", novalidate: true }, urlF, descF, picker, filterBox, rateF,
     editing ? h("label", { class: "check", for: "ep-disabled" }, disabled, "Disabled (nothing is sent while disabled)") : null,
     h("div", { class: "actions" }, save,
       h("button", { type: "button", onclick: () => (editing ? ctx.go.endpoint(ep.id, "settings") : ctx.go.endpoints()) }, "Cancel")),
@@ -136,7 +165,7 @@ export async function formView(ctx, ep) {
     ev.preventDefault();
     if (!url.value.trim()) { show(out, h("p", { class: "error", role: "alert" }, "Enter the URL to send webhooks to.")); url.focus(); return; }
     const types = picked();
-    const body = { url: url.value.trim(), description: desc.value, eventTypes: types.length ? types : null, throttleRate: rate.value ? Number(rate.value) : null };
+    const body = { url: url.value.trim(), description: desc.value, eventTypes: types.length ? types : null, throttleRate: rate.value ? Number(rate.value) : null, filter: filter.value.trim() || null };
     if (editing) body.disabled = disabled.checked;
     act(save, out, async () => {
       const saved = editing ? await api("PATCH", `${base}/endpoint/${seg(ep.id)}`, body) : await api("POST", `${base}/endpoint`, body);
@@ -189,6 +218,7 @@ async function settings(ctx, ep, body) {
         ["URL", ep.url], ["Description", ep.description || "—"],
         ["Event types", ep.eventTypes && ep.eventTypes.length ? ep.eventTypes.join(", ") : "All events"],
         ["Rate limit", ep.throttleRate ? `${ep.throttleRate} per second` : "None"],
+        ["Content filter", ep.filter || "None"],
         ["Custom headers", names.length ? names.join(", ") : "None"]]));
     return;
   }

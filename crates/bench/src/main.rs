@@ -7,6 +7,7 @@ mod bed;
 mod cpu;
 mod destinations;
 mod engine;
+mod filters;
 mod load;
 mod noisy;
 mod pace;

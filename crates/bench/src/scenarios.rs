@@ -165,6 +165,9 @@ async fn run(stack: &Stack, s: Settings) -> anyhow::Result<Vec<Row>> {
     if only("destination") {
         rows.extend(crate::destinations::run(&bed, &tenant, n, c, h.rate(), plain_us).await?);
     }
+    if only("filter") {
+        rows.extend(crate::filters::run(&bed, &tenant, c, s.duration).await?);
+    }
 
     let app10 = tenant.post("/api/v1/app", json!({"name": "ten"})).await?["id"].as_str().unwrap_or_default().to_owned();
     for i in 0..10 {

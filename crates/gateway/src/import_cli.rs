@@ -343,6 +343,8 @@ async fn endpoint(
         secret,
         headers,
         url,
+        // Svix has no content filter.
+        filter: None,
     })
 }
 

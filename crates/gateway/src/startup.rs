@@ -290,8 +290,20 @@ pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
     let conn_task = tokio::spawn(connection);
     let switches = hookgate_shared::migrate::pending_switches(&client).await;
     let expands = hookgate_shared::migrate::pending_expands(&client).await;
+    let newest_kind = hookgate_shared::store::endpoint_kinds::newest(&client).await;
     drop(client);
     let _ = conn_task.await;
+    // A kind a newer release admitted: rows of it would be taken for something else.
+    let known = hookgate_shared::status::EndpointKind::known_up_to();
+    if let Ok(Some(newest)) = newest_kind {
+        if newest > known {
+            anyhow::bail!(
+                "the database admits an endpoint kind this release does not know (code {newest}; this release \
+                 knows up to {known}): a newer release has run on it, and this one would take that kind's \
+                 endpoints for something else; run the newer release (docs/operations.md, Upgrades and migrations)"
+            );
+        }
+    }
     if let Ok(p) = switches.as_deref() {
         if let Some(first) = p.first() {
             anyhow::bail!("{}", switch_message(first, None));

@@ -196,6 +196,8 @@ pub async fn run(state: AppState) {
             applied.and(admitted)
         };
         if let Err(e) = looked.await {
+            // A look that failed saw nothing: the grace starts again from the next one.
+            watch = Watch::default();
             tracing::warn!(error = %e, "could not look for contract migrations; trying again next round");
         }
     }

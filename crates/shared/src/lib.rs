@@ -19,6 +19,7 @@ pub mod crypto;
 pub mod db;
 pub mod endpoint_auth;
 pub mod endpoint_secret;
+pub mod filter;
 pub mod gate;
 pub mod http;
 pub mod ids;

@@ -191,8 +191,8 @@ pub enum Delivery {
 /// type (in the egress crate's `destinations/`, one file each) that owns its
 /// configuration and behaviour. Adding a kind is a row here and its file: this
 /// table makes [`EndpointKind`] here, and the destination modules and their
-/// `Config` enum there (each a macro handed to this one), and `hookgate migrate`
-/// writes its code into the schema's `endpoint_kinds`.
+/// `Config` enum there (each a macro handed to this one); its code is admitted
+/// into the schema's `endpoint_kinds` as a contract runs (`store::endpoint_kinds`).
 ///
 /// `$callback` is a macro taking the rows: the HTTP kind first, then the
 /// destinations as `Variant = code, "type", Delivery, module::Type;`.
@@ -256,9 +256,10 @@ impl EndpointKind {
         self as i16
     }
 
-    /// A stored kind: `endpoints.kind` references `endpoint_kinds`, whose rows are
-    /// the kinds of this table (`hookgate migrate` adds them), and a release's own
-    /// rows are of its own kinds.
+    /// A stored kind: `endpoints.kind` references `endpoint_kinds`, and a process
+    /// refuses to start on a database that admits a kind it does not know
+    /// (`startup::check_schema`), so an unknown code is not met; were it, the
+    /// fan-out makes it no delivery (it names the kinds it delivers to).
     pub fn from_db(code: i16) -> Self {
         Self::ALL.iter().copied().find(|k| k.code() == code).unwrap_or(EndpointKind::Http)
     }

@@ -20,6 +20,7 @@ mod failover;
 mod fairness;
 mod fanout;
 mod fencing;
+mod filters;
 mod health;
 mod hostile;
 mod idempotency;

@@ -60,6 +60,8 @@ impl IngestEndpointIn {
             secret: self.secret.clone(),
             headers: None,
             version: None,
+            // Everything the source admits, whatever its content (Svix Ingest's shape).
+            filter: None,
         }
     }
 }

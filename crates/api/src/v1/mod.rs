@@ -17,6 +17,7 @@ pub(crate) mod endpoint;
 pub mod environment;
 mod event_type;
 pub mod expand;
+mod filter_try;
 mod inbound_events;
 mod integrations;
 mod json_schema;
@@ -65,6 +66,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     environment::configure(cfg);
     tasks::configure(cfg);
     transformations::configure(cfg);
+    filter_try::configure(cfg);
     statistics::configure(cfg);
     counts::configure(cfg);
     whoami::configure(cfg);

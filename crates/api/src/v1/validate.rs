@@ -53,6 +53,18 @@ pub fn throttle_rate(value: Option<i64>) -> Result<Option<i32>, ApiError> {
     }
 }
 
+/// `filter`: a content filter, parsed and compiled (`hookgate_shared::filter`);
+/// a 422 says what is wrong with it and where. Empty or absent: none.
+pub fn filter(text: Option<&str>) -> Result<Option<hookgate_shared::filter::Filter>, ApiError> {
+    match text {
+        None => Ok(None),
+        Some(text) if text.trim().is_empty() => Ok(None),
+        Some(text) => hookgate_shared::filter::Filter::parse(text)
+            .map(Some)
+            .map_err(|e| ApiError::Validation(format!("`filter` {e}"))),
+    }
+}
+
 /// Maps a unique-key conflict to the words Svix uses.
 pub fn conflict(what: &'static str) -> impl Fn(ApiError) -> ApiError {
     move |e| match e {

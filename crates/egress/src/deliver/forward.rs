@@ -5,7 +5,7 @@ use futures_util::future::join_all;
 use hookgate_shared::{
     db,
     ids::{AppId, TenantId},
-    store::{deliveries::ClaimedEndpoint, endpoints, tenants, StoreError},
+    store::{deliveries::ClaimedEndpoint, fanout, tenants, StoreError},
     AppState,
 };
 
@@ -49,7 +49,7 @@ impl Forwarder {
         let (targets, svix_aliases) = db::bounded(self.state.db_budget(), async {
             let conn = db::conn(&self.state.db).await?;
             let aliases = tenants::get(&**conn, e.tenant).await?.is_none_or(|t| t.svix_headers);
-            Ok((endpoints::matching(&**conn, e.tenant, e.app, e.event_type).await?, aliases))
+            Ok((fanout::matching(&**conn, e.tenant, e.app, e.event_type, e.payload).await?, aliases))
         })
         .await?;
         // The operator's networks and the tenant's own (the operator's alone if unreadable now).

@@ -8,13 +8,13 @@
 //! with a new kind needs no migration of its own, and until its kind is
 //! admitted, creating an endpoint of it answers 409 (`StoreError::KindNotAdmitted`).
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, GenericClient};
 
 use super::StoreError;
 use crate::status::EndpointKind;
 
 /// The codes of this release's kinds that `endpoint_kinds` lacks; none before
-/// migration 0049 has made the table (the CHECK of 0032 stands until then).
+/// migration 0050 has made the table (the CHECK of 0032 stands until then).
 pub async fn missing(client: &Client) -> Result<Vec<i16>, StoreError> {
     let exists: bool = client.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0);
     if !exists {
@@ -31,9 +31,35 @@ pub async fn missing(client: &Client) -> Result<Vec<i16>, StoreError> {
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
+/// The highest code `endpoint_kinds` admits, if the table is there: a process
+/// refuses to start when it is above the kinds it knows (a newer release has
+/// admitted a kind whose rows this one would take for something else).
+pub async fn newest(client: &Client) -> Result<Option<i16>, StoreError> {
+    let exists: bool = client.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0);
+    if !exists {
+        return Ok(None);
+    }
+    Ok(client.query_one("SELECT max(code) FROM endpoint_kinds", &[]).await?.get(0))
+}
+
+/// Whether the schema admits `kind` now: a row of `endpoint_kinds`, or, before
+/// migration 0050 has made it, a code the CHECK of 0032 admits (0 to 8). Asked
+/// before a destination is written, so that one of a kind not admitted yet is
+/// answered 409 whatever the database's error would say (Citus drops a shard's
+/// constraint name).
+pub async fn admitted(db: &impl GenericClient, kind: EndpointKind) -> Result<bool, StoreError> {
+    let exists: bool = db.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0);
+    if !exists {
+        return Ok((0..=8).contains(&kind.code()));
+    }
+    let sql = "SELECT EXISTS (SELECT 1 FROM endpoint_kinds WHERE code = $1)";
+    Ok(db.query_one(sql, &[&kind.code()]).await?.get(0))
+}
+
 /// Writes the kinds this release knows into `endpoint_kinds`, once migration
-/// 0049 has made it. Rows are only added, never removed or changed: a release
-/// after a rollback finds every kind it knows.
+/// 0050 has made it. Rows are only added, never removed or changed. A release
+/// that does not know an admitted kind refuses to start (from this one on):
+/// rolling back past a kind's admission means rolling forward again.
 pub async fn admit(client: &Client) -> Result<(), StoreError> {
     let exists: bool = client.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0);
     if !exists {

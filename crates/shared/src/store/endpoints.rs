@@ -4,11 +4,11 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_postgres::{GenericClient, Row};
 
-use super::fanout;
 use super::{
     page::{Order, Page, PageRequest, Walk},
     StoreError,
 };
+use crate::filter::Filter;
 use crate::ids::{AppId, EndpointId, Ref, TenantId};
 use crate::status::EndpointKind;
 
@@ -42,6 +42,8 @@ pub struct Endpoint {
     pub fifo_key: Option<Vec<String>>,
     /// When its OAuth client, client certificate or server CA last changed, if it has any.
     pub auth_at: Option<DateTime<Utc>>,
+    /// Its content filter's text, if it has one (`crate::filter`).
+    pub filter: Option<String>,
 }
 
 impl Endpoint {
@@ -72,6 +74,7 @@ impl Endpoint {
             failing_since: None,
             fifo_key: None,
             auth_at: None,
+            filter: None,
         }
     }
 }
@@ -100,11 +103,13 @@ pub struct EndpointFields {
     pub channels: Option<Vec<String>>,
     pub throttle_rate: Option<i32>,
     pub metadata: Value,
+    /// The content filter, checked: its text, and the predicate the fan-out evaluates.
+    pub filter: Option<Filter>,
 }
 
 pub(super) const COLUMNS: &str = "id, uid, url, description, version, disabled, event_types, channels, throttle_rate,
     metadata, headers, secret, old_secret, old_secret_until, created_at, updated_at, kind, destination,
-    batch_size, max_wait_secs, failing_since, fifo_key, auth_at";
+    batch_size, max_wait_secs, failing_since, fifo_key, auth_at, filter";
 
 /// An endpoint from a row holding [`COLUMNS`], read by name: a row may hold other
 /// columns too, none named as one of these.
@@ -133,6 +138,7 @@ pub(super) fn from_row(r: &Row) -> Endpoint {
         failing_since: r.get("failing_since"),
         fifo_key: r.get("fifo_key"),
         auth_at: r.get("auth_at"),
+        filter: r.get("filter"),
     }
 }
 
@@ -165,8 +171,8 @@ pub async fn insert(
 ) -> Result<Endpoint, StoreError> {
     let sql = format!(
         "INSERT INTO endpoints (tenant_id, app_id, id, uid, url, description, disabled, event_types,
-            channels, throttle_rate, metadata, secret)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {COLUMNS}"
+            channels, throttle_rate, metadata, secret, filter, filter_path)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text::jsonpath) RETURNING {COLUMNS}"
     );
     let row = db
         .query_one(
@@ -184,6 +190,8 @@ pub async fn insert(
                 &f.throttle_rate,
                 &f.metadata,
                 &sealed_secret,
+                &f.filter.as_ref().map(|f| &f.text),
+                &f.filter.as_ref().map(|f| &f.path),
             ],
         )
         .await?;
@@ -216,46 +224,6 @@ pub async fn get_for_update(
     let sql =
         format!("SELECT {COLUMNS} FROM endpoints WHERE tenant_id = $1 AND app_id = $2 AND id = $3 FOR NO KEY UPDATE");
     Ok(db.query_opt(&sql, &[&tenant.as_str(), &app.as_str(), &id.as_str()]).await?.as_ref().map(from_row))
-}
-
-/// The enabled HTTP endpoints of an application that subscribe to `event_type`
-/// (and take messages without channels): sync forwarding's targets.
-pub async fn matching(
-    db: &impl GenericClient,
-    tenant: &TenantId,
-    app: &AppId,
-    event_type: &str,
-) -> Result<Vec<Endpoint>, StoreError> {
-    let cols = COLUMNS.split(',').map(|c| format!("e.{}", c.trim())).collect::<Vec<_>>().join(", ");
-    let sql = format!(
-        "SELECT {cols} FROM endpoints e,
-            (SELECT $1::text AS tenant_id, $2::text AS app_id, $3::text AS event_type, NULL::text[] AS channels) m
-         WHERE e.kind IN {} AND {}",
-        EndpointKind::sql_set(|k| k == EndpointKind::Http),
-        fanout::MATCHES
-    );
-    let rows = db.query(&sql, &[&tenant.as_str(), &app.as_str(), &event_type]).await?;
-    Ok(rows.iter().map(from_row).collect())
-}
-
-/// Whether a message of `event_type` on `channels` would reach any enabled
-/// endpoint or destination of the application now (`message.precheck`): the
-/// fan-out's own rule, on a message that is not made.
-pub async fn any_matching(
-    db: &impl GenericClient,
-    tenant: &TenantId,
-    app: &AppId,
-    event_type: &str,
-    channels: Option<&[String]>,
-) -> Result<bool, StoreError> {
-    let sql = format!(
-        "SELECT EXISTS (SELECT 1 FROM endpoints e,
-            (SELECT $1::text AS tenant_id, $2::text AS app_id, $3::text AS event_type, $4::text[] AS channels) m
-         WHERE {})",
-        fanout::MATCHES
-    );
-    let row = db.query_one(&sql, &[&tenant.as_str(), &app.as_str(), &event_type, &channels]).await?;
-    Ok(row.get(0))
 }
 
 /// A page of the application's HTTP endpoints.
@@ -311,7 +279,7 @@ pub async fn replace(
             last_success_at = CASE WHEN disabled AND NOT $7 THEN GREATEST(last_success_at, now())
                 ELSE last_success_at END,
             disabled = $7, event_types = $8, channels = $9, throttle_rate = $10, metadata = $11,
-            updated_at = now()
+            filter = $12, filter_path = $13::text::jsonpath, updated_at = now()
          WHERE tenant_id = $1 AND app_id = $2 AND id = $3 RETURNING {COLUMNS}"
     );
     let row = db
@@ -329,6 +297,8 @@ pub async fn replace(
                 &f.channels,
                 &f.throttle_rate,
                 &f.metadata,
+                &f.filter.as_ref().map(|f| &f.text),
+                &f.filter.as_ref().map(|f| &f.path),
             ],
         )
         .await?;
@@ -343,6 +313,9 @@ pub async fn set_destination(
     id: &EndpointId,
     d: &DestinationFields,
 ) -> Result<Option<Endpoint>, StoreError> {
+    if !super::endpoint_kinds::admitted(db, d.kind).await? {
+        return Err(StoreError::KindNotAdmitted);
+    }
     let sql = format!(
         "UPDATE endpoints SET kind = $4, destination = $5, batch_size = $6, max_wait_secs = $7, fifo_key = $8,
             updated_at = now()

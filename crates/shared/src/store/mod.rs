@@ -55,7 +55,7 @@ pub mod endpoints;
 pub mod environment_imports;
 pub mod erasure;
 pub mod event_types;
-mod fanout;
+pub mod fanout;
 pub mod fifo;
 pub mod fleet;
 pub mod health;

@@ -75,6 +75,9 @@ struct DestinationIn {
     channels: Option<Vec<String>>,
     #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     metadata: HashMap<String, String>,
+    /// Hookgate's: a content filter over the payload, as an endpoint's.
+    #[serde(default)]
+    filter: Option<String>,
 }
 
 /// A destination's changes: the same `type`'s `config` fields replace the stored
@@ -95,6 +98,9 @@ struct DestinationPatch {
     #[serde(default)]
     channels: Maybe<Vec<String>>,
     metadata: Option<HashMap<String, String>>,
+    /// `null` removes the content filter.
+    #[serde(default)]
+    filter: Maybe<String>,
 }
 
 /// Everything a create or a replace writes, checked.
@@ -112,6 +118,7 @@ fn check(
     batch: (Option<i64>, Option<i64>),
     filters: (Option<Vec<String>>, Option<Vec<String>>),
     metadata: HashMap<String, String>,
+    filter: Option<String>,
 ) -> Result<Checked, ApiError> {
     if let Some(uid) = &uid {
         validate::uid("uid", uid)?;
@@ -140,6 +147,7 @@ fn check(
         channels: filters.1,
         throttle_rate: None,
         metadata: serde_json::to_value(metadata).expect("a string map serialises"),
+        filter: validate::filter(filter.as_deref())?,
     };
     Ok(Checked { fields, config, batch_size: batch_size as i32, max_wait_secs: max_wait_secs as i32 })
 }
@@ -167,6 +175,7 @@ impl DestinationIn {
             (self.batch_size, self.max_wait_secs),
             (self.event_types, self.channels),
             self.metadata,
+            self.filter,
         )
     }
 }
@@ -330,6 +339,7 @@ async fn patch_one(
         (p.batch_size.or(ep.batch_size.map(i64::from)), p.max_wait_secs.or(ep.max_wait_secs.map(i64::from))),
         (p.event_types.into_update().unwrap_or(ep.event_types), p.channels.into_update().unwrap_or(ep.channels)),
         p.metadata.unwrap_or_else(|| serde_json::from_value(ep.metadata).unwrap_or_default()),
+        p.filter.into_update().unwrap_or(ep.filter),
     )?;
     save_in(tx, &state, &tenant.0, &app, &ep.id, checked).await
 }

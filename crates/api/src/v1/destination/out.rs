@@ -41,6 +41,9 @@ pub(super) struct DestinationOut {
     metadata: Value,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    /// Its content filter, as given; absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filter: Option<String>,
 }
 
 pub(super) fn open(state: &AppState, tenant: &TenantId, app: &AppId, ep: &Endpoint) -> Result<Config, ApiError> {
@@ -82,6 +85,7 @@ pub(super) fn shown(
         metadata: ep.metadata,
         created_at: ep.created_at,
         updated_at: ep.updated_at,
+        filter: ep.filter,
     })
 }
 

@@ -53,6 +53,10 @@ pub(crate) struct EndpointIn {
     /// Create only (as Svix's `EndpointIn`): custom headers sent with every request.
     #[serde(default)]
     pub(crate) headers: Option<HashMap<String, String>>,
+    /// Hookgate's: a content filter over the payload (`amount > 100 and
+    /// currency == "EUR"`); a message it refuses makes no delivery (docs/sending.md).
+    #[serde(default)]
+    pub(crate) filter: Option<String>,
     /// Svix accepts a version number; it is stored but has no effect.
     #[allow(dead_code)]
     pub(crate) version: Option<i64>,
@@ -74,6 +78,9 @@ struct EndpointPatch {
     #[serde(default, alias = "rateLimit")]
     throttle_rate: Maybe<i64>,
     metadata: Option<HashMap<String, String>>,
+    /// `null` removes the content filter.
+    #[serde(default)]
+    filter: Maybe<String>,
 }
 
 /// An HTTP endpoint, as Svix's `EndpointOut`.
@@ -95,6 +102,9 @@ pub(crate) struct EndpointOut {
     pub metadata: serde_json::Value,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Hookgate's content filter, as given; absent when the endpoint has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 impl From<Endpoint> for EndpointOut {
@@ -113,6 +123,7 @@ impl From<Endpoint> for EndpointOut {
             metadata: e.metadata,
             created_at: e.created_at,
             updated_at: e.updated_at,
+            filter: e.filter,
         }
     }
 }
@@ -170,6 +181,7 @@ impl EndpointIn {
             channels: self.channels.clone(),
             throttle_rate: validate::throttle_rate(self.throttle_rate)?,
             metadata: serde_json::to_value(&self.metadata).expect("a string map serialises"),
+            filter: validate::filter(self.filter.as_deref())?,
         })
     }
 }
@@ -369,6 +381,7 @@ async fn patch_one(
         secret: None,
         headers: None,
         version: None,
+        filter: p.filter.into_update().unwrap_or(ep.filter),
     };
     save_in(tx, &state, &tenant.0, &app, &ep.id, &merged.fields(&allow)?, Notify::Yes).await
 }

@@ -277,6 +277,7 @@ async fn upsert_endpoint(
         secret: None,
         headers: None,
         version: None,
+        filter: e.filter.clone(),
     }
     .fields(ctx.allow)
     .map_err(at)?;

@@ -158,6 +158,9 @@ pub struct EndpointDoc {
     /// The custom headers (a JSON object), sealed with the transit key.
     #[serde(default)]
     pub headers: Option<Sealed>,
+    /// Hookgate's content filter, as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 /// A value sealed with the transit key, bound to its endpoint's place.
@@ -292,5 +295,6 @@ fn endpoint_doc(
         metadata: serde_json::from_value(ep.metadata).unwrap_or_default(),
         secret,
         headers,
+        filter: ep.filter,
     })
 }

@@ -8,7 +8,7 @@ use hookgate_shared::{
     db,
     http::ApiError,
     ids::{AppId, MessageId, Ref},
-    store::{endpoints, erasure, messages, tasks, StoreError},
+    store::{erasure, fanout, messages, tasks, StoreError},
     AppState,
 };
 use serde::{Deserialize, Serialize};
@@ -60,8 +60,7 @@ async fn precheck(
     }
     let app = find_app(&state, &tenant, &path).await?;
     let conn = db::conn(&state.db).await?;
-    let active =
-        endpoints::any_matching(&**conn, &tenant.0, &app.id, &body.event_type, body.channels.as_deref()).await?;
+    let active = fanout::any_matching(&**conn, &tenant.0, &app.id, &body.event_type, body.channels.as_deref()).await?;
     Ok(HttpResponse::Ok().json(PrecheckOut { active }))
 }
 

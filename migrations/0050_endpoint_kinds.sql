@@ -22,7 +22,8 @@ ON CONFLICT (code) DO NOTHING;
 DO $$
 BEGIN
     IF to_regclass('pg_dist_partition') IS NOT NULL THEN
-        IF EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'endpoints'::regclass) THEN
+        IF EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'endpoints'::regclass)
+            AND NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'endpoint_kinds'::regclass) THEN
             EXECUTE 'SELECT create_reference_table(''endpoint_kinds'')';
         END IF;
     END IF;
