@@ -37,11 +37,16 @@ enum Command {
         migrate: bool,
     },
     /// Apply pending database migrations; safe to run from several processes at once.
-    /// On a database in use, stops before a switch migration unless --switch.
+    /// On a database in use, stops before a switch migration unless --switch, and
+    /// before a contract migration unless --contracts.
     Migrate {
         /// Apply a switch migration too: every process of the previous release is stopped.
         #[arg(long)]
         switch: bool,
+        /// Apply contract migrations (and admit new endpoint kinds) too, as the workers
+        /// would: every process of an older release is stopped. Refused while one is connected.
+        #[arg(long)]
+        contracts: bool,
     },
     /// Manage tenants, as the admin API does.
     #[command(subcommand)]
@@ -150,7 +155,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 hookgate_shared::archive::Archive::open(url)?;
             }
             if migrate {
-                let outcome = startup::migrate(&config, Switch::Hold).await?;
+                let outcome = startup::migrate(&config, Switch::Hold, false).await?;
                 if let Some(version) = outcome.stopped_at {
                     anyhow::bail!("{}", startup::switch_message(version, outcome.switch_by));
                 }
@@ -165,9 +170,9 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             tracing::info!(port = app.port(), metrics_port = ?app.metrics_port(), ?role, "hookgate serving");
             app.run(role).await?;
         }
-        Command::Migrate { switch } => {
+        Command::Migrate { switch, contracts } => {
             let switch = if switch { Switch::Apply } else { Switch::Hold };
-            let outcome = startup::migrate(&config, switch).await?;
+            let outcome = startup::migrate(&config, switch, contracts).await?;
             if outcome.applied.is_empty() {
                 println!("migrations up to date ({} applied before)", outcome.already);
             } else {

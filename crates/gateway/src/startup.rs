@@ -243,18 +243,43 @@ pub fn switch_message(version: &str, by: Option<chrono::DateTime<chrono::Utc>>) 
     )
 }
 
+/// Runs the pending migrations. `contracts`: the contracts too, and this
+/// release's endpoint kinds admitted, as the workers would, but at once; refused
+/// while a process of an older release (or one unaware of a kind) is connected.
 pub async fn migrate(
     config: &Config,
     switch: hookgate_shared::migrate::Switch,
+    contracts: bool,
 ) -> anyhow::Result<hookgate_shared::migrate::Outcome> {
+    use hookgate_shared::{contract, migrate, status::EndpointKind, store::endpoint_kinds};
     let (mut client, connection) = hookgate_shared::db::connect(&config.database_url, config.db_timeout)
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {}", error_chain(&e)))?;
     let conn_task = tokio::spawn(connection);
-    let outcome = hookgate_shared::migrate::run(&mut client, switch).await?;
+    let outcome = async {
+        if !contracts {
+            return Ok(migrate::run(&mut client, switch).await?);
+        }
+        let bare = contract::bare_names(&config.database_url);
+        let bare: Vec<&str> = bare.iter().map(String::as_str).collect();
+        let mut older = contract::older_connected(&client, migrate::level(), &bare).await?;
+        older.extend(contract::unaware_connected(&client, EndpointKind::known_up_to(), &bare).await?);
+        if !older.is_empty() {
+            anyhow::bail!(
+                "--contracts: processes of an older release are connected ({}): stop them first, or let this \
+                 release's workers apply the contracts once they are gone",
+                older.join(", ")
+            );
+        }
+        let outcome =
+            migrate::run_list(&mut client, migrate::MIGRATIONS, None, switch, migrate::Contracts::Apply).await?;
+        endpoint_kinds::admit(&client).await?;
+        Ok(outcome)
+    }
+    .await;
     drop(client);
     let _ = conn_task.await;
-    Ok(outcome)
+    outcome
 }
 
 /// A run stopped before a contract migration. This release's own contracts (the
@@ -276,7 +301,9 @@ pub fn contract_pending(version: &str) -> anyhow::Result<()> {
     anyhow::bail!(
         "contract migration {version}, the last step of the previous upgrade, has not run yet, and this release's \
          migrations come after it: let the previous release's workers apply it (they do once no older process has \
-         been connected for HOOKGATE_CONTRACT_GRACE_SECS), then run `hookgate migrate` again"
+         been connected for HOOKGATE_CONTRACT_GRACE_SECS), then run `hookgate migrate` again; or, with every \
+         process of the older releases stopped (an upgrade across several releases at once), run \
+         `hookgate migrate --contracts`"
     )
 }
 

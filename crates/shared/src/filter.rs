@@ -236,7 +236,7 @@ impl Parser {
     }
 
     fn not(&mut self, out: &mut String, depth: usize) -> Result<(), Invalid> {
-        if depth >= MAX_DEPTH {
+        if depth > MAX_DEPTH {
             return self.fail(format!("a filter nests at most {MAX_DEPTH} deep"));
         }
         if self.word("not") || self.peek() == Some(&Token::Op("!")) {
@@ -287,6 +287,12 @@ impl Parser {
         if self.word("in") {
             self.next += 1;
             let values = self.list()?;
+            // Each value is a comparison of its own when the filter runs.
+            self.terms += values.len() - 1;
+            if self.terms > MAX_TERMS {
+                return self
+                    .fail(format!("a filter holds at most {MAX_TERMS} comparisons (each value of a list counts)"));
+            }
             let any: Vec<String> = values.iter().map(|v| format!("{path} == {v}")).collect();
             match negated {
                 false => write!(out, "({})", any.join(" || ")),
@@ -316,17 +322,21 @@ impl Parser {
         // An optional leading `$` (`$.amount`, as JSONPath writes it).
         if matches!(self.peek(), Some(Token::Word(w)) if w == "$") {
             self.next += 1;
-            if self.peek() != Some(&Token::Dot) {
-                return self.fail("expected `.` after `$`");
+            match self.peek() {
+                Some(Token::Dot) => self.next += 1,
+                Some(Token::OpenSquare) => {}
+                _ => return self.fail("expected `.` or `[` after `$`"),
             }
-            self.next += 1;
         }
         loop {
             steps += 1;
             if steps > MAX_STEPS {
                 return self.fail(format!("a path has at most {MAX_STEPS} steps"));
             }
+            // A first key that is no name: `["a b"].c`, `$["in"]`.
+            let quoted_first = steps == 1 && self.peek() == Some(&Token::OpenSquare);
             match self.peek().cloned() {
+                _ if quoted_first => {}
                 Some(Token::Word(w)) if !w.contains('$') && !is_keyword(&w) => {
                     self.next += 1;
                     out.push('.');

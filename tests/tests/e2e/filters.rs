@@ -130,6 +130,16 @@ async fn a_filter_is_checked_when_saved_shown_back_kept_by_a_patch_and_removed_b
     assert_eq!(patched["filter"], "kind == 'a'", "a PATCH that does not name it keeps it");
     let patched = patch(&t, &path, json!({"filter": "kind == 'b'"})).await;
     assert_eq!(t.get(&path).await["filter"], "kind == 'b'", "{patched}");
+    // A PUT that does not name it (as Svix's SDKs send one) keeps it; `null` removes it.
+    let put = |body: Value| {
+        let req = t.req(Method::PUT, &path).json(&body);
+        async move { req.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let replaced = put(json!({"url": "https://example.com/h2"})).await;
+    assert_eq!(replaced["filter"], "kind == 'b'", "{replaced}");
+    let replaced = put(json!({"url": "https://example.com/h2", "filter": null})).await;
+    assert!(replaced.get("filter").is_none(), "{replaced}");
+    patch(&t, &path, json!({"filter": "kind == 'b'"})).await;
     let patched = patch(&t, &path, json!({"filter": null})).await;
     assert!(patched.get("filter").is_none(), "{patched}");
     // A destination's, alike.
@@ -178,6 +188,34 @@ async fn the_try_route_judges_a_payload_as_the_fan_out_does_and_stays_in_its_ten
     let big = json!({"filter": "a == 1", "payload": {"x": "y".repeat(300 * 1024)}});
     t.post(&route, big, 422).await;
     other.post(&route, json!({"filter": "a == 1", "payload": {}}), 404).await;
+}
+
+/// Replay-missing sends an endpoint the messages it never got that its filters
+/// take, the content filter among them: not the ones it refused.
+#[tokio::test]
+async fn replay_missing_sends_only_the_messages_the_filter_passes() {
+    let app = TestApp::spawn().await;
+    let sink = Sink::start().await;
+    let t = app.tenant().await;
+    let a = t.application().await;
+    let since = chrono::Utc::now() - chrono::Duration::seconds(5);
+    for n in 0..6 {
+        t.message(&a, "x", json!({ "n": n })).await;
+    }
+    // Made after the messages: it never got them.
+    let ep = t.endpoint(&a, &sink.url, json!({"filter": "n >= 4"})).await;
+    let id = ep["id"].as_str().unwrap();
+    let body = json!({"since": since.to_rfc3339()});
+    t.post(&format!("/api/v1/app/{a}/endpoint/{id}/replay-missing"), body, 202).await;
+    sink.wait_for(2, Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut ns: Vec<i64> = sink
+        .received()
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["n"].as_i64().unwrap())
+        .collect();
+    ns.sort();
+    assert_eq!(ns, [4, 5]);
 }
 
 async fn patch(t: &hookgate_tests::app::Tenant<'_>, path: &str, body: Value) -> Value {

@@ -61,7 +61,7 @@ impl IngestEndpointIn {
             headers: None,
             version: None,
             // Everything the source admits, whatever its content (Svix Ingest's shape).
-            filter: None,
+            filter: crate::Maybe::Absent,
         }
     }
 }

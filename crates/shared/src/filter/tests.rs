@@ -28,6 +28,8 @@ fn comparisons_paths_and_logic_compile_to_a_jsonpath_predicate() {
     assert_eq!(compiled("currency not in [1]"), r#"!($."currency" == 1)"#);
     assert_eq!(compiled("not exists(order.refund)"), r#"!(exists($."order"."refund"))"#);
     assert_eq!(compiled("exists == 1"), r#"$."exists" == 1"#, "a field may be called exists");
+    assert_eq!(compiled("[\"a b\"].c == 1"), r#"$."a b"."c" == 1"#, "a first key that is no name");
+    assert_eq!(compiled("$['in'] == 1"), r#"$."in" == 1"#);
 }
 
 #[test]
@@ -70,6 +72,10 @@ fn a_filter_stays_within_its_bounds() {
     assert!(refused(&deep).what.contains("nests at most 16"));
     let nots = format!("{}a == 1", "not ".repeat(17));
     assert!(refused(&nots).what.contains("nests at most 16"));
+    assert!(Filter::parse(&format!("{}a == 1{}", "(".repeat(16), ")".repeat(16))).is_ok());
+    assert!(Filter::parse(&format!("{}a == 1", "not ".repeat(16))).is_ok());
+    let lists = format!("a in [{}] or b in [{}]", vec!["1"; 20].join(","), vec!["2"; 13].join(","));
+    assert!(refused(&lists).what.contains("each value of a list counts"), "33 comparisons");
     let list = format!("a in [{}]", vec!["1"; 65].join(","));
     assert!(refused(&list).what.contains("at most 64 values"));
     let long = vec!["a"; 17].join(".");

@@ -34,6 +34,11 @@ macro_rules! passes {
     };
 }
 
+/// [`passes!`] for a message row named `m` otherwise: replay-missing's scan.
+pub(super) fn passes(m: &str) -> String {
+    passes!().replace("m.payload", &format!("{m}.payload"))
+}
+
 /// An endpoint `e` takes a message `m` (which carries its `payload`):
 /// subscribed to it, enabled, and its content filter passed.
 pub(super) const MATCHES: &str = concat!(subscribed!(), " AND NOT e.disabled", passes!());

@@ -271,7 +271,7 @@ async fn missing_batch(
         .query_one(
             &format!(
                 "WITH input AS (SELECT $2::text AS a), {}, scanned AS (
-                    SELECT m.id, m.event_type, m.channels, m.created_at, m.payload IS NOT NULL AS live
+                    SELECT m.id, m.event_type, m.channels, m.created_at, m.payload IS NOT NULL AS live, m.payload
                     FROM messages m
                     WHERE m.tenant_id = $1 AND m.app_id = $2 AND m.id > $4 AND m.id >= $5 AND m.id < $6
                     ORDER BY m.id LIMIT $7
@@ -281,6 +281,7 @@ async fn missing_batch(
                     JOIN endpoints e ON e.tenant_id = $1 AND e.app_id = $2 AND e.id = $3
                         AND (e.event_types IS NULL OR s.event_type = ANY (e.event_types))
                         AND (e.channels IS NULL OR e.channels && s.channels)
+                        {}
                     WHERE s.live AND s.created_at >= $8 AND s.created_at < $9 AND EXISTS (SELECT 1 FROM locked_apps)
                  ), dels AS (
                     INSERT INTO deliveries (tenant_id, app_id, msg_id, endpoint_id, next_attempt_at)
@@ -293,6 +294,7 @@ async fn missing_batch(
                  SELECT (SELECT max(id) FROM scanned) AS last_id, (SELECT count(*) FROM scanned) AS scanned_count,
                         (SELECT count(*) FROM dels) AS due_count",
                 super::parents::lock_apps("$1", "input", "a"),
+                super::fanout::passes("s"),
                 wakes::lower("dels")
             ),
             &[&tenant.as_str(), &app.as_str(), &endpoint.as_str(), &w.after, &lo, &hi, &batch, &w.since, &w.until],

@@ -75,9 +75,10 @@ struct DestinationIn {
     channels: Option<Vec<String>>,
     #[serde(default, deserialize_with = "crate::patch::null_as_default")]
     metadata: HashMap<String, String>,
-    /// Hookgate's: a content filter over the payload, as an endpoint's.
+    /// Hookgate's: a content filter over the payload, as an endpoint's (absent
+    /// from a PUT, the stored one stays; `null` removes it).
     #[serde(default)]
-    filter: Option<String>,
+    filter: Maybe<String>,
 }
 
 /// A destination's changes: the same `type`'s `config` fields replace the stored
@@ -175,7 +176,7 @@ impl DestinationIn {
             (self.batch_size, self.max_wait_secs),
             (self.event_types, self.channels),
             self.metadata,
-            self.filter,
+            self.filter.value().cloned(),
         )
     }
 }
@@ -291,7 +292,12 @@ async fn upsert(
     match find(&state, &tenant, &path.0, &path.1).await {
         Ok((app, ep)) => {
             let stored = open(&state, &tenant.0, &app, &ep)?;
-            let checked = body.into_inner().checked(&guard, Some(&stored)).await?;
+            let body = body.into_inner();
+            let keep_filter = body.filter == Maybe::Absent;
+            let mut checked = body.checked(&guard, Some(&stored)).await?;
+            if keep_filter {
+                checked.fields.filter = validate::filter(ep.filter.as_deref())?;
+            }
             save(&state, &tenant.0, &app, &ep.id, checked).await
         }
         Err(ApiError::NotFound("destination")) if path.1.creatable_uid().is_some() => {

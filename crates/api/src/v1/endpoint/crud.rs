@@ -55,8 +55,10 @@ pub(crate) struct EndpointIn {
     pub(crate) headers: Option<HashMap<String, String>>,
     /// Hookgate's: a content filter over the payload (`amount > 100 and
     /// currency == "EUR"`); a message it refuses makes no delivery (docs/sending.md).
+    /// Absent from a PUT, the stored one stays (Svix's SDKs send no such field);
+    /// `null` removes it.
     #[serde(default)]
-    pub(crate) filter: Option<String>,
+    pub(crate) filter: Maybe<String>,
     /// Svix accepts a version number; it is stored but has no effect.
     #[allow(dead_code)]
     pub(crate) version: Option<i64>,
@@ -181,7 +183,7 @@ impl EndpointIn {
             channels: self.channels.clone(),
             throttle_rate: validate::throttle_rate(self.throttle_rate)?,
             metadata: serde_json::to_value(&self.metadata).expect("a string map serialises"),
-            filter: validate::filter(self.filter.as_deref())?,
+            filter: validate::filter(self.filter.value().map(String::as_str))?,
         })
     }
 }
@@ -331,6 +333,9 @@ async fn update(
         Ok((app, ep)) => {
             let added = validate::added_types(fields.event_types.as_deref(), ep.event_types.as_deref());
             validate::types_exist(&**db::conn(&state.db).await?, &tenant.0, &flags, added.as_deref()).await?;
+            if body.filter == Maybe::Absent {
+                fields.filter = validate::filter(ep.filter.as_deref())?;
+            }
             save(&state, &tenant.0, &app, &ep.id, &fields, Notify::Yes).await
         }
         Err(ApiError::NotFound("endpoint")) if path.1.creatable_uid().is_some() => {
@@ -381,7 +386,7 @@ async fn patch_one(
         secret: None,
         headers: None,
         version: None,
-        filter: p.filter.into_update().unwrap_or(ep.filter),
+        filter: p.filter.into_update().unwrap_or(ep.filter).map_or(Maybe::Null, Maybe::Value),
     };
     save_in(tx, &state, &tenant.0, &app, &ep.id, &merged.fields(&allow)?, Notify::Yes).await
 }

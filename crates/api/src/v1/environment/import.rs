@@ -277,7 +277,8 @@ async fn upsert_endpoint(
         secret: None,
         headers: None,
         version: None,
-        filter: e.filter.clone(),
+        // Absent from a document exported before filters: an endpoint found keeps its own.
+        filter: e.filter.clone().map_or(crate::Maybe::Absent, crate::Maybe::Value),
     }
     .fields(ctx.allow)
     .map_err(at)?;
@@ -317,6 +318,10 @@ async fn upsert_endpoint(
     let conflict = |err: StoreError| at(validate::conflict("an endpoint with this uid")(err.into()));
     let id = match found {
         Some(ep) => {
+            let mut fields = fields.clone();
+            if e.filter.is_none() {
+                fields.filter = validate::filter(ep.filter.as_deref()).map_err(at)?;
+            }
             endpoints::replace(tx, ctx.tenant, app, &ep.id, &fields).await.map_err(conflict)?;
             if let Some(secret) = &secret {
                 let sealed = secrets::seal(ctx.state, ctx.tenant, app, &ep.id, secret);
