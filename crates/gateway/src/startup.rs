@@ -257,6 +257,7 @@ pub async fn migrate(
         .map_err(|e| anyhow::anyhow!("cannot connect to DATABASE_URL: {}", error_chain(&e)))?;
     let conn_task = tokio::spawn(connection);
     let outcome = async {
+        refuse_unknown_kinds(endpoint_kinds::newest(&client).await?)?;
         if !contracts {
             return Ok(migrate::run(&mut client, switch).await?);
         }
@@ -320,17 +321,7 @@ pub async fn check_schema(config: &Config) -> anyhow::Result<()> {
     let newest_kind = hookgate_shared::store::endpoint_kinds::newest(&client).await;
     drop(client);
     let _ = conn_task.await;
-    // A kind a newer release admitted: rows of it would be taken for something else.
-    let known = hookgate_shared::status::EndpointKind::known_up_to();
-    if let Ok(Some(newest)) = newest_kind {
-        if newest > known {
-            anyhow::bail!(
-                "the database admits an endpoint kind this release does not know (code {newest}; this release \
-                 knows up to {known}): a newer release has run on it, and this one would take that kind's \
-                 endpoints for something else; run the newer release (docs/operations.md, Upgrades and migrations)"
-            );
-        }
-    }
+    refuse_unknown_kinds(newest_kind.ok().flatten())?;
     if let Ok(p) = switches.as_deref() {
         if let Some(first) = p.first() {
             anyhow::bail!("{}", switch_message(first, None));
@@ -399,4 +390,19 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+/// Refuses to serve on a database that admits an endpoint kind this release does
+/// not know (`newest`, the highest it admits): a newer release admitted it, and
+/// this one would take that kind's endpoints for something else.
+pub fn refuse_unknown_kinds(newest: Option<i16>) -> anyhow::Result<()> {
+    let known = hookgate_shared::status::EndpointKind::known_up_to();
+    match newest {
+        Some(newest) if newest > known => anyhow::bail!(
+            "the database admits an endpoint kind this release does not know (code {newest}; this release \
+             knows up to {known}): a newer release has run on it, and this one would take that kind's \
+             endpoints for something else; run the newer release (docs/operations.md, Upgrades and migrations)"
+        ),
+        _ => Ok(()),
+    }
 }

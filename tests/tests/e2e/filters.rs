@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use hookgate_shared::{filter::Filter, store::fanout};
-use hookgate_tests::{providers, sink::Sink, TestApp, TestDb};
+use hookgate_tests::{sink::Sink, TestApp, TestDb};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -79,15 +79,7 @@ async fn an_endpoint_with_a_filter_receives_only_the_messages_it_passes_on_every
         let source = t.stripe_source(&a, SECRET, json!({"name": mode, "mode": mode})).await;
         for amount in [99, 500] {
             let event = format!(r#"{{"id": "evt_{mode}_{amount}", "type": "charge.succeeded", "amount": {amount}}}"#);
-            let res = app
-                .http
-                .post(app.url(&format!("/in/{source}")))
-                .header("content-type", "application/json")
-                .header("Stripe-Signature", providers::stripe(SECRET, providers::now(), event.as_bytes()))
-                .body(event)
-                .send()
-                .await
-                .unwrap();
+            let res = app.send_stripe(&source, SECRET, &event).await;
             assert_eq!(res.status(), 200, "{mode}: {}", res.text().await.unwrap());
         }
     }

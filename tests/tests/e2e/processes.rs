@@ -160,3 +160,25 @@ async fn the_tenant_cli_creates_a_tenant_whose_key_works() {
     let listed = hookgate(&env).args(["tenant", "list"]).output().await.unwrap();
     assert!(!String::from_utf8_lossy(&listed.stdout).contains("Impostor"));
 }
+
+/// A database that admits an endpoint kind this release does not know (a newer
+/// release admitted it): this one would take those endpoints for something else,
+/// so it refuses to serve or migrate, naming the code.
+#[tokio::test]
+async fn a_process_refuses_a_database_that_admits_a_kind_it_does_not_know() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let newer = hookgate_shared::status::EndpointKind::known_up_to() + 1;
+    client.execute("INSERT INTO endpoint_kinds (code, name) VALUES ($1, 'fromTheFuture')", &[&newer]).await.unwrap();
+    let key = MasterKey::generate_base64();
+    let env =
+        [("DATABASE_URL", db.url.as_str()), ("HOOKGATE_MASTER_KEY", key.as_str()), ("HOOKGATE_LISTEN", "127.0.0.1:0")];
+    for args in [&["serve"][..], &["serve", "--migrate"], &["migrate"]] {
+        let run = tokio::time::timeout(std::time::Duration::from_secs(30), hookgate(&env).args(args).output())
+            .await
+            .expect("it refuses at once")
+            .unwrap();
+        let said = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(!run.status.success() && said.contains(&format!("code {newer}")), "{args:?}: {said}");
+    }
+}
