@@ -20,7 +20,9 @@ export HOOKGATE_METRICS_LISTEN=${HOOKGATE_METRICS_LISTEN:-127.0.0.1:9464}
 cargo build -q --bin hookgate
 bin=target/debug/hookgate
 # One local process, stopped before this runs: a switch migration may go through.
-"$bin" migrate --switch
+# --contracts: one process, no older release beside it: a database an earlier
+# release left with its contracts pending (an upgrade across releases) goes through.
+"$bin" migrate --switch --contracts
 cat <<MSG
 
 Hookgate is starting on http://$HOOKGATE_LISTEN
