@@ -13,11 +13,16 @@ use tokio_postgres::{Client, GenericClient};
 use super::StoreError;
 use crate::status::EndpointKind;
 
+/// Whether migration 0050 has made `endpoint_kinds` (before it, the CHECK of
+/// 0032 says which kinds the schema admits).
+async fn made(db: &impl GenericClient) -> Result<bool, StoreError> {
+    Ok(db.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0))
+}
+
 /// The codes of this release's kinds that `endpoint_kinds` lacks; none before
 /// migration 0050 has made the table (the CHECK of 0032 stands until then).
 pub async fn missing(client: &Client) -> Result<Vec<i16>, StoreError> {
-    let exists: bool = client.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0);
-    if !exists {
+    if !made(client).await? {
         return Ok(Vec::new());
     }
     let codes: Vec<i16> = EndpointKind::ALL.iter().map(|k| k.code()).collect();
@@ -35,8 +40,7 @@ pub async fn missing(client: &Client) -> Result<Vec<i16>, StoreError> {
 /// refuses to start when it is above the kinds it knows (a newer release has
 /// admitted a kind whose rows this one would take for something else).
 pub async fn newest(client: &Client) -> Result<Option<i16>, StoreError> {
-    let exists: bool = client.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0);
-    if !exists {
+    if !made(client).await? {
         return Ok(None);
     }
     Ok(client.query_one("SELECT max(code) FROM endpoint_kinds", &[]).await?.get(0))
@@ -48,8 +52,7 @@ pub async fn newest(client: &Client) -> Result<Option<i16>, StoreError> {
 /// answered 409 whatever the database's error would say (Citus drops a shard's
 /// constraint name).
 pub async fn admitted(db: &impl GenericClient, kind: EndpointKind) -> Result<bool, StoreError> {
-    let exists: bool = db.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0);
-    if !exists {
+    if !made(db).await? {
         return Ok((0..=8).contains(&kind.code()));
     }
     let sql = "SELECT EXISTS (SELECT 1 FROM endpoint_kinds WHERE code = $1)";
@@ -61,8 +64,7 @@ pub async fn admitted(db: &impl GenericClient, kind: EndpointKind) -> Result<boo
 /// that does not know an admitted kind refuses to start (from this one on):
 /// rolling back past a kind's admission means rolling forward again.
 pub async fn admit(client: &Client) -> Result<(), StoreError> {
-    let exists: bool = client.query_one("SELECT to_regclass('endpoint_kinds') IS NOT NULL", &[]).await?.get(0);
-    if !exists {
+    if !made(client).await? {
         return Ok(());
     }
     let kinds = EndpointKind::ALL;
