@@ -35,6 +35,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     crate::admin_views::configure(cfg);
     crate::audit::configure_admin(cfg);
     crate::v1::operational::configure_admin(cfg);
+    crate::v1::alert_settings::configure_admin(cfg);
     cfg.service(crate::v1::usage::tenant_usage);
 }
 

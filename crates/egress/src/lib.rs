@@ -5,11 +5,13 @@
 //! guard, destinations other than HTTP ([`destinations`]: RabbitMQ, Postgres),
 //! pruning messages past retention ([`prune`]), running endpoint replays
 //! (background tasks, [`replay`]), and small fetches from
-//! operator-allowed URLs for ingress ([`fetch`]: PayPal's certificates).
+//! operator-allowed URLs for ingress ([`fetch`]: PayPal's certificates), and
+//! alerts for people ([`alerts`]: e-mail over SMTP, chat webhooks).
 //!
 //! It is the only crate that makes outbound HTTP requests, and it imports no
 //! handler: the API crate calls into it, never the other way round.
 
+pub mod alerts;
 pub mod auth;
 pub mod broadcast;
 pub mod deliver;

@@ -17,6 +17,8 @@ pub struct EgressMetrics {
     pub endpoints_disabled: IntCounter,
     pub records_quarantined: IntCounter,
     pub destinations: IntCounterVec,
+    pub alerts: IntCounterVec,
+    pub alerts_held: IntCounterVec,
     shared: Metrics,
 }
 
@@ -75,6 +77,16 @@ impl EgressMetrics {
                 "Hand-overs to destinations other than HTTP, by destination type and outcome.",
                 &["type", "outcome"],
             ),
+            alerts: counter_vec(
+                "hookgate_alerts_total",
+                "Alerts for people by channel (email, chat), condition and outcome: sent, retried, failed (given up), dropped (no address or SMTP server any more).",
+                &["channel", "condition", "outcome"],
+            ),
+            alerts_held: counter_vec(
+                "hookgate_alerts_debounced_total",
+                "Conditions held back by an alert's window, told as a count in the next alert sent.",
+                &["condition"],
+            ),
             shared: shared.clone(),
         };
         let r = &shared.registry;
@@ -87,6 +99,8 @@ impl EgressMetrics {
         r.register(Box::new(m.endpoints_disabled.clone())).expect("registered once");
         r.register(Box::new(m.records_quarantined.clone())).expect("registered once");
         r.register(Box::new(m.destinations.clone())).expect("registered once");
+        r.register(Box::new(m.alerts.clone())).expect("registered once");
+        r.register(Box::new(m.alerts_held.clone())).expect("registered once");
         // Present from the start (at 0), so a dashboard or an alert reading it
         // finds the series before the first hand-over.
         let sent = |k: &EndpointKind| matches!(k.delivery(), Delivery::HandOver | Delivery::Batches);
@@ -103,6 +117,11 @@ impl EgressMetrics {
     /// A hand-over to a destination (its attempt is counted by [`Self::attempt`] too).
     pub fn destination(&self, kind: &str, outcome: &str) {
         self.destinations.with_label_values(&[kind, outcome]).inc();
+    }
+
+    /// One alert's end (`outcome`) on `channel`.
+    pub fn alert(&self, channel: &str, condition: &str, outcome: &str) {
+        self.alerts.with_label_values(&[channel, condition, outcome]).inc();
     }
 
     pub fn attempt(&self, tenant: &str, outcome: &str) {

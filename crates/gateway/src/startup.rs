@@ -170,6 +170,8 @@ impl Application {
             background.push(tokio::spawn(hookgate_egress::prune::run(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::replay::run(self.state.clone())));
             background.push(tokio::spawn(hookgate_egress::broadcast::run(self.state.clone())));
+            background
+                .push(tokio::spawn(hookgate_egress::alerts::run(self.state.clone(), self.egress_metrics.clone())));
             background.push(tokio::spawn(hookgate_egress::fifo::run(self.state.clone(), self.egress_metrics.clone())));
         }
         let metrics = self.metrics.map(|(_, server)| {

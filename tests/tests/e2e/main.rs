@@ -3,6 +3,7 @@
 //! 127.0.0.1; `tidy` checks the repository's architectural rules.
 
 mod admin;
+mod alerts;
 mod archive;
 mod at_rest;
 mod attempt_headers;

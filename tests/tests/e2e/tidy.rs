@@ -232,6 +232,13 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("queues::claim_all", "one transaction for a worker's claim: one statement per tenant (queues::claim) inside"),
     ("results::record", "one transaction for a batch of results: one statement per tenant and kind inside"),
     ("replay::step", "picks the running background task of the tenant served least lately; the step is that tenant's"),
+    ("alerts::claim", "the alert sender's claim of what is due, of every tenant: one sender serves them all"),
+    (
+        "alerts::failing",
+        "the scan for endpoints failing long enough, of every tenant, each then raised as its tenant's",
+    ),
+    ("alerts::raise_notices", "a batch's notices (operational::emit's), each raised as its own tenant's"),
+    ("alerts::prune_marks", "forgets alert marks older than any window, of every tenant"),
     ("broadcast::pick", "picks the running broadcast stepped least lately, of any tenant; the step is that tenant's"),
     ("wakes::due", "the listing of endpoints whose wake has come, of every tenant: a worker serves them all"),
     ("pressure::report", "a worker's own pressure, no tenant's (admission control)"),

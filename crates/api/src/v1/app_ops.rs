@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::{applications::find as find_app, endpoint::crud::find_any, tasks::TaskStarted};
+use super::{applications::find as find_app, endpoint::crud::find_any, tasks::TaskStarted, validate};
 use crate::idempotency::{answer, RequestKey};
 use crate::{KeyAuth, TenantAuth};
 
@@ -24,8 +24,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(alert_email).service(throttling_status).service(export_openapi);
 }
 
-/// Addresses an alert e-mail may name, at most.
-const MOST_ADDRESSES: usize = 20;
 /// Event types an export holds at most (as an environment export).
 const MOST_EXPORTED: usize = 10_000;
 /// The most an export's schemas may weigh (as JSON), all versions of the types
@@ -58,29 +56,10 @@ struct AlertEmailIn {
     email: Option<String>,
 }
 
-/// Each comma-separated address checked for the shape `local@domain`: no
-/// spaces or controls, at most 254 characters, at most [`MOST_ADDRESSES`].
-fn addresses(raw: &str) -> Result<Option<String>, ApiError> {
-    let list: Vec<&str> = raw.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
-    if list.len() > MOST_ADDRESSES {
-        return Err(ApiError::Validation(format!("`email`: at most {MOST_ADDRESSES} addresses")));
-    }
-    for a in &list {
-        let ok = a.len() <= 254
-            && !a.chars().any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
-            && matches!(a.split_once('@'), Some((local, domain)) if !local.is_empty() && domain.contains('.')
-                && !domain.contains('@') && !domain.starts_with('.') && !domain.ends_with('.'));
-        if !ok {
-            let shown: String = a.chars().take(64).collect();
-            return Err(ApiError::Validation(format!("`email`: `{shown}` is not an e-mail address")));
-        }
-    }
-    Ok((!list.is_empty()).then(|| list.join(", ")))
-}
-
-/// Sets the addresses the application's alerts go to (204). Stored only:
-/// Hookgate sends no e-mail (it has no SMTP setting); operational webhooks
-/// (`endpoint.disabled`, `message.attempt.exhausted`, …) carry the same events.
+/// Sets the addresses the application's alerts go to (204): an e-mail when one
+/// of its endpoints is disabled, fails for a while or exhausts a message's
+/// attempts (as the tenant's `alert-settings` choose), through the operator's
+/// SMTP server (`store::alerts`).
 #[utoipa::path(tag = "Application", operation_id = "v1.application.patch-alert-email", responses((status = 204, description = "stored")))]
 #[patch("/app/{app_id}/alert-email")]
 async fn alert_email(
@@ -89,7 +68,7 @@ async fn alert_email(
     path: web::Path<Ref<AppId>>,
     body: web::Json<AlertEmailIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let email = body.email.as_deref().map(addresses).transpose()?.flatten();
+    let email = body.email.as_deref().map(|e| validate::emails("email", e)).transpose()?.flatten();
     let app = find_app(&state, &TenantAuth(key.0.clone()), &path).await?;
     let conn = db::conn(&state.db).await?;
     if !applications::set_alert_email(&**conn, &key.0, &app.id, email.as_deref()).await? {

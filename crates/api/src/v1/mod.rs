@@ -5,6 +5,7 @@
 //! [`TenantAuth`](crate::TenantAuth) or [`KeyAuth`](crate::KeyAuth) and scopes
 //! every query by it: another tenant's id answers 404 like a missing one.
 
+pub(crate) mod alert_settings;
 mod app_ops;
 pub(crate) mod applications;
 mod attempt_stats;
@@ -50,6 +51,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     broadcast::configure(cfg);
     applications::configure(cfg);
     app_ops::configure(cfg);
+    alert_settings::configure(cfg);
     attempt_stats::configure(cfg);
     endpoint::configure(cfg);
     destination::configure(cfg);

@@ -59,8 +59,9 @@ pub fn configure_admin(cfg: &mut ServiceConfig) {
 }
 
 /// A route registered a second time, for `/admin/v1`: served as is, described
-/// with its operation id's `v1.` made `admin.` and the tag `Admin`.
-struct Admin<S>(S);
+/// with its operation id's `v1.` made `admin.` (`hookgate.` ones get
+/// `hookgate.admin.`) and the tag `Admin`.
+pub(crate) struct Admin<S>(pub(crate) S);
 
 impl<S: HttpServiceFactory> HttpServiceFactory for Admin<S> {
     fn register(self, config: &mut AppService) {
@@ -75,7 +76,10 @@ impl<S: OpenApiFactory> OpenApiFactory for Admin<S> {
             for op in
                 [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch].into_iter().flatten()
             {
-                op.operation_id = op.operation_id.as_deref().map(|id| id.replacen("v1.", "admin.", 1));
+                op.operation_id = op.operation_id.as_deref().map(|id| match id.strip_prefix("hookgate.") {
+                    Some(own) => format!("hookgate.admin.{own}"),
+                    None => id.replacen("v1.", "admin.", 1),
+                });
                 op.tags = Some(vec!["Admin".to_owned()]);
             }
         }
@@ -89,7 +93,7 @@ impl<S: OpenApiFactory> OpenApiFactory for Admin<S> {
 
 /// Whose operational endpoints a request manages: a tenant's (with its API key;
 /// not a portal token), or the operator's (with the admin token).
-pub struct OpTenant(TenantId);
+pub struct OpTenant(pub(crate) TenantId);
 
 impl FromRequest for OpTenant {
     type Error = ApiError;

@@ -188,3 +188,27 @@ pub fn added_types(new: Option<&[String]>, old: Option<&[String]>) -> Option<Vec
     let old = old.unwrap_or_default();
     new.map(|n| n.iter().filter(|t| !old.contains(t)).cloned().collect())
 }
+
+/// Addresses an alert e-mail setting may name, at most.
+const MOST_ADDRESSES: usize = 20;
+
+/// Comma-separated e-mail addresses, each checked for the shape `local@domain`:
+/// no spaces or controls, at most 254 characters, at most [`MOST_ADDRESSES`].
+/// Empty: none (`None`). Given back joined by `, `.
+pub fn emails(field: &str, raw: &str) -> Result<Option<String>, ApiError> {
+    let list: Vec<&str> = raw.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
+    if list.len() > MOST_ADDRESSES {
+        return Err(ApiError::Validation(format!("`{field}`: at most {MOST_ADDRESSES} addresses")));
+    }
+    for a in &list {
+        let ok = a.len() <= 254
+            && !a.chars().any(|c| c.is_whitespace() || c.is_control() || "<>\"();:".contains(c))
+            && matches!(a.split_once('@'), Some((local, domain)) if !local.is_empty() && domain.contains('.')
+                && !domain.contains('@') && !domain.starts_with('.') && !domain.ends_with('.'));
+        if !ok {
+            let shown: String = a.chars().take(64).collect();
+            return Err(ApiError::Validation(format!("`{field}`: `{shown}` is not an e-mail address")));
+        }
+    }
+    Ok((!list.is_empty()).then(|| list.join(", ")))
+}

@@ -11,7 +11,9 @@ use ipnet::IpNet;
 use crate::crypto::MasterKey;
 
 mod raw;
+mod smtp;
 use raw::{parse_list, read_table, toml_to_string, Raw};
+pub use smtp::{Smtp, SmtpTls};
 
 /// One configuration setting: where it is read from and what it defaults to.
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +86,9 @@ settings! {
     "fifo_sweep_secs", "HOOKGATE_FIFO_SWEEP_SECS", Some("10"), "How often each worker looks through the next 1000 FIFO progress rows (in key order round the table; the whole table at start) for ones left at rest with work waiting while their endpoint and tenant are enabled, and wakes them: a safety net (a process of the previous release enables without waking them). 0 turns it off.";
     "replay_batch", "HOOKGATE_REPLAY_BATCH", Some("500"), "Messages one step of a replay (a background task) looks at, 1-10000: a step is one transaction, and tasks take turns at each step.";
     "disable_after_secs", "HOOKGATE_DISABLE_AFTER_SECS", Some("432000"), "An endpoint failing without a success for this long is disabled (5 days).";
+    "smtp_url", "HOOKGATE_SMTP_URL", None, "The SMTP server alert e-mails go through: `smtp://[user:password@]host[:port]` (STARTTLS, required; port 587 unless given), `smtps://…` (TLS from the start; port 465), or `smtp://…?tls=none` (no TLS: a relay on loopback only). User and password are percent-encoded and sent with AUTH (over TLS). Unset, no e-mail is sent; chat alerts still are. The server is the operator's, so the SSRF guard does not apply to it.";
+    "smtp_ca_file", "HOOKGATE_SMTP_CA_FILE", None, "A PEM file of roots trusted for the SMTP server's certificate, besides the system's.";
+    "alert_from", "HOOKGATE_ALERT_FROM", Some("Hookgate <hookgate@localhost>"), "The `From` of alert e-mails: an address, or `Name <address>`.";
     "metrics_tenant_label", "HOOKGATE_METRICS_TENANT_LABEL", Some("true"), "Label metrics by tenant; switch off for very many tenants.";
     "log_format", "HOOKGATE_LOG_FORMAT", Some("text"), "`text` or `json`.";
 }
@@ -156,6 +161,8 @@ pub struct Config {
     pub fifo_sweep: Duration,
     pub replay_batch: i64,
     pub disable_after: Duration,
+    /// Where alert e-mails go out, if anywhere.
+    pub smtp: Option<Smtp>,
     pub metrics_tenant_label: bool,
     pub log_format: LogFormat,
 }
@@ -453,6 +460,7 @@ impl Config {
             fifo_sweep: raw.secs("fifo_sweep_secs")?,
             replay_batch,
             disable_after: raw.secs("disable_after_secs")?,
+            smtp: smtp::parse(&raw)?,
             metrics_tenant_label: raw.parse("metrics_tenant_label")?,
             log_format,
         })

@@ -192,6 +192,8 @@ pub async fn erase_step(
     // Nothing of it waits now: its wakes go too, in a statement of their own (no
     // lock held with the application's).
     db.execute("DELETE FROM endpoint_wakes WHERE tenant_id = $1 AND app_id = $2", &[&t, &a]).await?;
+    // Alerts still queued about it name it and its endpoints' URLs.
+    db.execute("DELETE FROM alert_outbox WHERE tenant_id = $1 AND app_id = $2", &[&t, &a]).await?;
     // Its sources went with it.
     caches.forget_sources();
     Ok(Erasure::Done)

@@ -37,6 +37,8 @@ pub trait Forget {
     fn forget_tenant(&self);
 }
 
+pub mod alert_settings;
+pub mod alerts;
 pub mod api_keys;
 pub mod applications;
 mod attempt_headers;

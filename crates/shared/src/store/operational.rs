@@ -187,5 +187,7 @@ pub async fn emit(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, St
             ],
         )
         .await?;
+    // A person is told too, where the tenant, application or operator asked.
+    super::alerts::raise_notices(db, notices).await?;
     Ok(row.get::<_, i64>(0) as u64)
 }
