@@ -219,6 +219,8 @@ prefixed_id!(/// A background task (an endpoint's replay), run by the workers in
     TaskId, "qtask");
 prefixed_id!(/// An entry of a tenant's audit log: one action of the operator or the tenant.
     AuditId, "aud");
+prefixed_id!(/// A broker source: a queue or stream the workers consume into messages.
+    BrokerSourceId, "bsrc");
 
 /// A ULID made at `ms` from 80 bits of `seed`'s SHA-256: [`AppId::derived`] and its kin.
 fn derived_ulid(ms: u64, seed: &str) -> Ulid {

@@ -134,6 +134,12 @@ async fn an_endpoint_failing_longer_than_the_tenants_setting_is_told_once_per_sp
     // A minute is the API's least; the test waits one second.
     let db = app.db.client().await;
     db.execute("UPDATE alert_settings SET failing_secs = 1 WHERE tenant_id = $1", &[&t.id]).await.unwrap();
+    // A tenant no one hears of fails too: the scan passes it by, so it never
+    // stands in the way of those who are told.
+    let silent = app.tenant().await;
+    let sa = silent.application().await;
+    let quiet = silent.endpoint(&sa, &failing.url, json!({})).await;
+    silent.message(&sa, "order.paid", json!({"n": 0})).await;
     let a = t.application().await;
     let ep = t.endpoint(&a, &failing.url, json!({})).await;
     t.message(&a, "order.paid", json!({"n": 1})).await;
@@ -144,6 +150,11 @@ async fn an_endpoint_failing_longer_than_the_tenants_setting_is_told_once_per_sp
     // The scan runs every second: the same spell is not told again.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(texts(&chat).len(), 1, "{:?}", texts(&chat));
+    db.execute("UPDATE endpoints SET failing_since = now() - interval '1 hour' WHERE tenant_id = $1", &[&silent.id])
+        .await
+        .unwrap();
+    let found = hookgate_shared::store::alerts::failing(&db, 100).await.unwrap();
+    assert!(found.iter().all(|(_, _, e)| e != quiet["id"].as_str().unwrap()), "no one is told of it: {found:?}");
     // A new spell past the window is told again.
     db.execute("UPDATE alert_marks SET sent_at = now() - interval '2 hours' WHERE tenant_id = $1", &[&t.id])
         .await

@@ -63,7 +63,7 @@ struct SettingsIn {
     #[serde(default)]
     #[schema(value_type = Option<u32>)]
     failing_minutes: Maybe<u32>,
-    /// At most one alert per condition and endpoint in this long.
+    /// At most one alert per condition and endpoint in this long, 5 to 10080.
     #[serde(default)]
     #[schema(value_type = Option<u32>)]
     window_minutes: Maybe<u32>,
@@ -84,7 +84,8 @@ struct SettingsOut {
     smtp_configured: bool,
 }
 
-fn out(state: &AppState, tenant: &TenantId, s: &AlertSettings) -> SettingsOut {
+/// `s` as in effect: where it sets no timing, the operator's (`op`), else the default.
+fn out(state: &AppState, tenant: &TenantId, s: &AlertSettings, op: Option<&AlertSettings>) -> SettingsOut {
     let shown = s.chat_url_sealed.as_ref().map(|sealed| {
         let opened = state.config.master_key.tenant_key(tenant).open(&chat_purpose(tenant), sealed).ok();
         let url = opened.and_then(|p| url::Url::parse(std::str::from_utf8(&p).ok()?).ok());
@@ -94,8 +95,8 @@ fn out(state: &AppState, tenant: &TenantId, s: &AlertSettings) -> SettingsOut {
         email: s.email.clone(),
         chat_url: shown,
         events: s.events.clone().unwrap_or_else(|| Condition::ALL.iter().map(|c| c.as_str().to_owned()).collect()),
-        failing_minutes: s.failing_secs.unwrap_or(FAILING_SECS) / 60,
-        window_minutes: s.window_secs.unwrap_or(WINDOW_SECS) / 60,
+        failing_minutes: s.failing_secs.or(op.and_then(|o| o.failing_secs)).unwrap_or(FAILING_SECS) / 60,
+        window_minutes: s.window_secs.or(op.and_then(|o| o.window_secs)).unwrap_or(WINDOW_SECS) / 60,
         smtp_configured: state.config.smtp.is_some(),
     }
 }
@@ -105,15 +106,15 @@ fn out(state: &AppState, tenant: &TenantId, s: &AlertSettings) -> SettingsOut {
 #[get("/alert-settings")]
 async fn get_settings(who: OpTenant, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let s = alert_settings::get(&**conn, &who.0).await?;
-    Ok(HttpResponse::Ok().json(out(&state, &who.0, &s)))
+    let (own, op) = alert_settings::with_operator(&**conn, &who.0).await?;
+    Ok(HttpResponse::Ok().json(out(&state, &who.0, &own.unwrap_or_default(), op.as_ref())))
 }
 
-fn minutes(field: &str, m: Maybe<u32>) -> Result<Option<Option<i32>>, ApiError> {
+fn minutes(field: &str, m: Maybe<u32>, least: u32) -> Result<Option<Option<i32>>, ApiError> {
     let given = m.into_update();
     if let Some(Some(v)) = given {
-        if v == 0 || v > MOST_MINUTES {
-            return Err(ApiError::Validation(format!("`{field}` must be 1 to {MOST_MINUTES}")));
+        if v < least || v > MOST_MINUTES {
+            return Err(ApiError::Validation(format!("`{field}` must be {least} to {MOST_MINUTES}")));
         }
     }
     Ok(given.map(|v| v.map(|m| (m * 60) as i32)))
@@ -169,10 +170,12 @@ async fn patch_settings(
         email,
         chat_url_sealed,
         events,
-        failing_secs: minutes("failingMinutes", body.failing_minutes)?,
-        window_secs: minutes("windowMinutes", body.window_minutes)?,
+        failing_secs: minutes("failingMinutes", body.failing_minutes, 1)?,
+        // At least five minutes: one endpoint cannot make an inbox a minute.
+        window_secs: minutes("windowMinutes", body.window_minutes, 5)?,
     };
     let conn = db::conn(&state.db).await?;
     let s = alert_settings::patch(&**conn, tenant, &p).await?;
-    Ok(HttpResponse::Ok().json(out(&state, tenant, &s)))
+    let (_, op) = alert_settings::with_operator(&**conn, tenant).await?;
+    Ok(HttpResponse::Ok().json(out(&state, tenant, &s, op.as_ref())))
 }

@@ -20,8 +20,9 @@ use hookgate_shared::{
     db,
     ids::TenantId,
     store::{
+        alert_outbox::{self, Queued},
         alert_settings::{self, chat_purpose},
-        alerts::{self, Condition, Queued, Target},
+        alerts::{self, Condition, Target},
         StoreError,
     },
     AppState,
@@ -36,12 +37,14 @@ use crate::{
 };
 pub use email::{MailError, Mailer};
 
-/// Alerts one pass claims at most.
+/// Alerts sent at once at most (and so claimed at once).
 const BATCH: i64 = 20;
 /// How long a claim holds an alert: more than an e-mail's or a chat call's bound.
 const LEASE_SECS: f64 = 60.0;
-/// Tries before an alert is given up (about a day, doubling from a minute).
+/// Tries before an alert is given up (about eight and a half hours, doubling from a minute).
 const MOST_TRIES: i16 = 10;
+/// The longest a chat webhook may take to answer: well within the lease.
+const CHAT_BOUND: Duration = Duration::from_secs(10);
 /// Endpoints raised as failing per scan at most.
 const SCAN_LIMIT: i64 = 200;
 
@@ -71,6 +74,7 @@ pub async fn run(state: AppState, metrics: EgressMetrics) {
     // The scan for failing endpoints reads every tenant's: at most every 15 s.
     let scan_every = (state.config.worker_poll * 10).clamp(Duration::from_secs(1), Duration::from_secs(15));
     let (mut scanned, mut pruned) = (None::<Instant>, None::<Instant>);
+    let sending = Arc::new(tokio::sync::Semaphore::new(BATCH as usize));
     loop {
         if scanned.is_none_or(|t| t.elapsed() >= scan_every) {
             scanned = Some(Instant::now());
@@ -82,22 +86,36 @@ pub async fn run(state: AppState, metrics: EgressMetrics) {
             pruned = Some(Instant::now());
             let p = db::bounded(state.db_budget(), async {
                 let conn = db::conn(&state.db).await?;
-                alerts::prune_marks(&**conn).await
+                alert_outbox::prune_marks(&**conn).await
             });
             if let Err(e) = p.await {
                 tracing::warn!(error = %e, "pruning alert marks failed; it runs again");
             }
         }
+        // Sends run side by side, each settling its own row: a slow one holds a
+        // place, not the next claim.
+        let free = sending.available_permits() as i64;
+        if free == 0 {
+            tokio::time::sleep(poll).await;
+            continue;
+        }
         let claim: i64 = rand::random();
         let claimed = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
-            alerts::claim(&**conn, claim, LEASE_SECS, BATCH).await
+            alert_outbox::claim(&**conn, claim, LEASE_SECS, free.min(BATCH)).await
         })
         .await;
         match claimed {
             Ok(rows) if !rows.is_empty() => {
-                let sends = rows.into_iter().map(|q| send_one(&state, mailer.as_deref(), &senders, &metrics, q, claim));
-                futures_util::future::join_all(sends).await;
+                for q in rows {
+                    let place = sending.clone().acquire_owned().await.expect("the semaphore is never closed");
+                    let (state, mailer, senders, metrics) =
+                        (state.clone(), mailer.clone(), senders.clone(), metrics.clone());
+                    tokio::spawn(async move {
+                        send_one(&state, mailer.as_deref(), &senders, &metrics, q, claim).await;
+                        drop(place);
+                    });
+                }
             }
             Ok(_) => tokio::time::sleep(poll).await,
             Err(e) => {
@@ -118,7 +136,7 @@ async fn scan_failing(state: &AppState) -> Result<(), StoreError> {
     for (tenant, app, endpoint) in found {
         let mut conn = db::conn(&state.db).await?;
         let tx = conn.transaction().await?;
-        alerts::raise(&*tx, &tenant, &app, Condition::EndpointFailing, &endpoint, serde_json::json!({}), 0).await?;
+        alerts::raise(&*tx, &tenant, &app, Condition::EndpointFailing, &endpoint).await?;
         tx.commit().await?;
     }
     Ok(())
@@ -163,8 +181,8 @@ async fn send_one(
     let settled = db::bounded(state.db_budget(), async {
         let conn = db::conn(&state.db).await?;
         match settle {
-            Settle::Done => alerts::done(&**conn, &q.tenant, q.id, claim).await,
-            Settle::Retry(after) => alerts::retry(&**conn, &q.tenant, q.id, claim, after).await,
+            Settle::Done => alert_outbox::done(&**conn, &q.tenant, q.id, claim).await,
+            Settle::Retry(after) => alert_outbox::retry(&**conn, &q.tenant, q.id, claim, after).await,
         }
     })
     .await;
@@ -186,7 +204,7 @@ async fn tell(state: &AppState, mailer: Option<&Mailer>, senders: &Senders, q: &
         let conn = db::conn(&state.db).await?;
         Ok(match q.target {
             Target::AppEmail => match &q.app {
-                Some(app) => alerts::app_email(&**conn, &q.tenant, app).await?,
+                Some(app) => alert_outbox::app_email(&**conn, &q.tenant, app).await?,
                 None => None,
             },
             Target::TenantEmail | Target::OperatorEmail => alert_settings::get(&**conn, &owner).await?.email,
@@ -216,7 +234,8 @@ async fn tell(state: &AppState, mailer: Option<&Mailer>, senders: &Senders, q: &
     };
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_static("application/json"));
-    let answer = sender.send(Request { url: address, headers, body: text::chat(&told), put: false }).await;
+    let request = Request { url: address, headers, body: text::chat(&told), put: false };
+    let answer = sender.send_within(request, CHAT_BOUND).await;
     Ok(match answer.outcome {
         Outcome::Success => Sent::Told,
         // The guard refused the address: retrying the same URL cannot help.

@@ -3,7 +3,7 @@
 //! shape, `{"text": …}`) with the tenant's names escaped so they cannot mention
 //! a channel or make a link.
 
-use hookgate_shared::store::alerts::{Condition, Queued};
+use hookgate_shared::store::{alert_outbox::Queued, alerts::Condition};
 use serde_json::Value;
 
 /// A subject line and a body.
@@ -21,7 +21,13 @@ fn field(d: &Value, key: &str) -> Option<String> {
         Value::Null => return None,
         other => other.to_string(),
     };
-    Some(s.chars().filter(|c| !c.is_control()).take(200).collect())
+    Some(s.chars().filter(|c| !c.is_control() && !invisible(*c)).take(200).collect())
+}
+
+/// Format characters that reorder or hide text (bidirectional overrides,
+/// zero-width marks): a name could make a subject read otherwise than it is.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// The alert `q` as told to a person; `operator`: the reader sees every tenant's.
@@ -79,20 +85,28 @@ pub fn render(q: &Queued, operator: bool) -> Told {
 }
 
 /// The chat message: Slack's `{"text": …}`, with `&`, `<` and `>` escaped as
-/// Slack asks, so no name can become `<!channel>` or a link.
+/// Slack asks, so no name can become `<!channel>` or a Slack link; an `@` is
+/// followed by a zero-width space and `[`, `]` become `(`, `)`, so no name
+/// mentions `@channel` or `@everyone`, or makes a Markdown link, where the
+/// receiver (Mattermost, Rocket.Chat, Discord) reads them.
 pub fn chat(t: &Told) -> Vec<u8> {
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-    let text = format!("*{}*\n{}", esc(&t.subject), esc(t.body.trim_end()));
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('@', "@\u{200B}")
+            .replace('[', "(")
+            .replace(']', ")")
+    };
+    let subject = t.subject.strip_prefix("[Hookgate] ").unwrap_or(&t.subject);
+    let text = format!("*[Hookgate] {}*\n{}", esc(subject), esc(t.body.trim_end()));
     serde_json::to_vec(&serde_json::json!({ "text": text })).expect("a JSON object serialises")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hookgate_shared::{
-        ids::TenantId,
-        store::alerts::{Queued, Target},
-    };
+    use hookgate_shared::{ids::TenantId, store::alerts::Target};
 
     fn queued(condition: Condition, held: i32, detail: Value) -> Queued {
         Queued {
@@ -135,5 +149,13 @@ mod tests {
         let text = text["text"].as_str().unwrap();
         assert!(!text.contains("<!channel>") && !text.contains("<https://"), "{text}");
         assert!(text.contains("&lt;!channel&gt; &amp; &lt;https://evil|click&gt;"), "{text}");
+        let q = queued(
+            Condition::EndpointFailing,
+            0,
+            serde_json::json!({"appName": "@everyone [win](https://x.example) \u{202E}gpj"}),
+        );
+        let text: Value = serde_json::from_slice(&chat(&render(&q, false))).unwrap();
+        let text = text["text"].as_str().unwrap();
+        assert!(!text.contains("@everyone") && !text.contains("[win]") && !text.contains('\u{202E}'), "{text}");
     }
 }

@@ -16,9 +16,13 @@
 //! (`kind::Kind`); `config` names the kinds once and dispatches to them.
 
 mod aws;
+pub mod brokers;
 pub mod config;
 mod event_bridge;
 mod fifo;
+mod from_rabbitmq;
+mod from_redis;
+mod from_sqs;
 mod kind;
 mod polling;
 mod postgres;

@@ -221,7 +221,7 @@ async fn confirming_channel(conn: &Connection) -> Result<Channel, Failure> {
 /// when a connect is abandoned (its handshake may never be answered) and when a
 /// link is dropped, so no thread outlives what it served.
 #[derive(Clone, Default)]
-struct Socket(Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>);
+pub(super) struct Socket(Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>);
 
 impl Socket {
     fn new() -> Self {
@@ -237,7 +237,7 @@ impl Socket {
         Ok(())
     }
 
-    fn shut(&self) {
+    pub(super) fn shut(&self) {
         if let Some(fd) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
             // Shuts the connection for lapin's descriptor too; the duplicate is closed when dropped.
             let _ = socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Both);
@@ -263,7 +263,20 @@ impl Drop for Link {
 }
 
 async fn connect(cfg: &RabbitMq, dial: &Dial<'_>) -> Result<Link, Failure> {
-    let uri = parse_uri(&cfg.uri).map_err(Failure::refused)?;
+    let (conn, socket, addr) = open(&cfg.uri, dial).await?;
+    // The first lane's channel now, so a broker that refuses channels or confirms fails the connect.
+    let lanes: Arc<[tokio::sync::Mutex<Lane>; LANES]> = Arc::new(Default::default());
+    let mut first = ShutUnlessKept(Some(socket.clone()));
+    lanes[0].try_lock().expect("new").channel = Some(confirming_channel(&conn).await?);
+    first.0 = None;
+    Ok(Link { fingerprint: Vec::new(), addr, conn: Arc::new(conn), lanes, socket })
+}
+
+/// Opens a connection to the broker `raw` names, dialling only an address the
+/// guard allows (the name kept for TLS's certificate check). The socket shuts
+/// the connection when shut; it is shut already if this fails.
+pub(super) async fn open(raw: &str, dial: &Dial<'_>) -> Result<(Connection, Socket, std::net::SocketAddr), Failure> {
+    let uri = parse_uri(raw).map_err(Failure::refused)?;
     let addrs = dial.resolve(&uri.authority.host, uri.authority.port).await?;
     // The address just checked is the one dialled, and only it; the name stays
     // for TLS's certificate check.
@@ -289,11 +302,8 @@ async fn connect(cfg: &RabbitMq, dial: &Dial<'_>) -> Result<Link, Failure> {
     let conn = Connection::connector(uri, runtime, dial, ConnectionProperties::default())
         .await
         .map_err(|e| Failure::connect(format!("connecting to RabbitMQ failed: {e}")))?;
-    // The first lane's channel now, so a broker that refuses channels or confirms fails the connect.
-    let lanes: Arc<[tokio::sync::Mutex<Lane>; LANES]> = Arc::new(Default::default());
-    lanes[0].try_lock().expect("new").channel = Some(confirming_channel(&conn).await?);
     guard_socket.0 = None;
-    Ok(Link { fingerprint: Vec::new(), addr, conn: Arc::new(conn), lanes, socket })
+    Ok((conn, socket, addr))
 }
 
 async fn send(channel: &Channel, cfg: &RabbitMq, out: &Outbound<'_>) -> Result<String, Failure> {

@@ -61,6 +61,11 @@ pub(super) fn parse(raw: &Raw) -> Result<Option<Smtp>, ConfigError> {
             _ => return Err(bad(&format!("unknown option `{k}={v}` (only `tls=none` on smtp://)"))),
         }
     }
+    // Without TLS the password would cross the network in clear: only to a relay on this host.
+    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if tls == SmtpTls::None && !loopback {
+        return Err(bad("`tls=none` is only for a relay on loopback (127.0.0.1, ::1 or localhost)"));
+    }
     let port = url.port().unwrap_or(if tls == SmtpTls::Implicit { 465 } else { 587 });
     let decode = |s: &str| percent_decode(s).ok_or_else(|| bad("its user or password is not valid percent-encoding"));
     let credentials = match (url.username(), url.password()) {

@@ -173,3 +173,31 @@ mod docs {
         assert_eq!(rows, SETTINGS.len(), "the doc lists settings the code does not have");
     }
 }
+
+#[test]
+fn an_smtp_url_is_read_with_its_tls_and_credentials_and_a_password_never_goes_in_clear_off_this_host() {
+    let load = |url: &str| {
+        let mut pairs = minimal();
+        pairs.push(("HOOKGATE_SMTP_URL", url));
+        Config::from_sources(None, &env(&pairs))
+    };
+    let c = load("smtp://alerts%40agency:p%40ss@mail.example.com").unwrap().smtp.unwrap();
+    assert_eq!((c.host.as_str(), c.port, c.tls), ("mail.example.com", 587, SmtpTls::StartTls));
+    assert_eq!(c.credentials, Some(("alerts@agency".to_owned(), "p@ss".to_owned())));
+    assert!(!format!("{c:?}").contains("p@ss"), "the password never reaches a log line");
+    let c = load("smtps://mail.example.com").unwrap().smtp.unwrap();
+    assert_eq!((c.port, c.tls, c.credentials), (465, SmtpTls::Implicit, None));
+    assert_eq!(load("smtp://127.0.0.1:2525?tls=none").unwrap().smtp.unwrap().tls, SmtpTls::None);
+    for (bad, says) in [
+        ("smtp://u:p@mail.example.com?tls=none", "loopback"),
+        ("http://mail.example.com", "smtp://"),
+        ("smtp://u@mail.example.com", "without a password"),
+        ("smtps://mail.example.com?tls=none", "unknown option"),
+    ] {
+        let e = load(bad).err().unwrap_or_else(|| panic!("{bad} accepted")).to_string();
+        assert!(e.contains("HOOKGATE_SMTP_URL") && e.contains(says), "{bad}: {e}");
+        assert!(!e.contains(":p@"), "{bad}: the URL is not echoed: {e}");
+    }
+    assert!(load("smtp://mail.example.com").is_ok());
+    assert!(Config::from_sources(None, &env(&minimal())).unwrap().smtp.is_none());
+}

@@ -64,14 +64,7 @@ pub async fn with_operator(
         .await?;
     let (mut own, mut op) = (None, None);
     for r in &rows {
-        let s = AlertSettings {
-            email: r.get("email"),
-            chat_url_sealed: r.get("chat_url_sealed"),
-            events: r.get("events"),
-            failing_secs: r.get("failing_secs"),
-            window_secs: r.get("window_secs"),
-            updated_at: Some(r.get("updated_at")),
-        };
+        let s = from_row(r);
         if r.get::<_, &str>("tenant_id") == tenant.as_str() {
             own = Some(s);
         } else {
@@ -79,6 +72,18 @@ pub async fn with_operator(
         }
     }
     Ok((own, op))
+}
+
+/// A row of `alert_settings` (its columns named as stored).
+pub fn from_row(r: &tokio_postgres::Row) -> AlertSettings {
+    AlertSettings {
+        email: r.get("email"),
+        chat_url_sealed: r.get("chat_url_sealed"),
+        events: r.get("events"),
+        failing_secs: r.get("failing_secs"),
+        window_secs: r.get("window_secs"),
+        updated_at: Some(r.get("updated_at")),
+    }
 }
 
 /// The tenant's own settings (all unset if it has none).

@@ -58,7 +58,7 @@ pub enum Target {
 }
 
 impl Target {
-    const ALL: [Target; 5] =
+    pub const ALL: [Target; 5] =
         [Target::AppEmail, Target::TenantEmail, Target::TenantChat, Target::OperatorEmail, Target::OperatorChat];
 
     pub fn as_str(self) -> &'static str {
@@ -84,48 +84,87 @@ impl Target {
     }
 }
 
-/// The targets `condition` of an application reaches: its own addresses and the
-/// tenant's where the tenant tells that condition, the operator's where it does.
-fn targets(
-    condition: Condition,
-    app_email: bool,
-    own: Option<&AlertSettings>,
-    op: Option<&AlertSettings>,
-) -> Vec<Target> {
-    let c = condition.as_str();
-    let mut out = Vec::new();
-    let tenant_tells = own.is_none_or(|s| s.tells(c));
-    if app_email && tenant_tells {
-        out.push(Target::AppEmail);
-    }
-    if let Some(s) = own.filter(|s| s.tells(c)) {
-        if s.email.is_some() {
-            out.push(Target::TenantEmail);
-        }
-        if s.chat_url_sealed.is_some() {
-            out.push(Target::TenantChat);
-        }
-    }
-    if let Some(s) = op.filter(|s| s.tells(c)) {
-        if s.email.is_some() {
-            out.push(Target::OperatorEmail);
-        }
-        if s.chat_url_sealed.is_some() {
-            out.push(Target::OperatorChat);
-        }
-    }
-    out
+/// Who is told of a condition: the tenant's side (its application's addresses,
+/// its own addresses and chat) or the operator's. Each side has a mark and a
+/// window of its own: a tenant's settings never hold back or hurry the operator's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Tenant,
+    Operator,
 }
 
-/// The debounce window for a tenant: its own, else the operator's, else an hour.
-pub fn window_secs(own: Option<&AlertSettings>, op: Option<&AlertSettings>) -> i32 {
-    own.and_then(|s| s.window_secs).or(op.and_then(|s| s.window_secs)).unwrap_or(WINDOW_SECS)
+impl Side {
+    /// The mark's name of `condition` on this side.
+    fn mark(self, condition: Condition) -> String {
+        match self {
+            Side::Tenant => condition.as_str().to_owned(),
+            Side::Operator => format!("operator:{}", condition.as_str()),
+        }
+    }
+
+    /// The targets this side has for `condition` of an application (`app_email`:
+    /// whether it has addresses of its own).
+    fn targets(
+        self,
+        condition: Condition,
+        app_email: bool,
+        own: Option<&AlertSettings>,
+        op: Option<&AlertSettings>,
+    ) -> Vec<Target> {
+        let c = condition.as_str();
+        let mut out = Vec::new();
+        let (s, email, chat) = match self {
+            Side::Tenant => {
+                if app_email && own.is_none_or(|s| s.tells(c)) {
+                    out.push(Target::AppEmail);
+                }
+                (own, Target::TenantEmail, Target::TenantChat)
+            }
+            Side::Operator => (op, Target::OperatorEmail, Target::OperatorChat),
+        };
+        if let Some(s) = s.filter(|s| s.tells(c)) {
+            if s.email.is_some() {
+                out.push(email);
+            }
+            if s.chat_url_sealed.is_some() {
+                out.push(chat);
+            }
+        }
+        out
+    }
+
+    /// The window: the tenant's own (else the operator's default) on its side,
+    /// the operator's on the operator's; an hour where none is set.
+    fn window_secs(self, own: Option<&AlertSettings>, op: Option<&AlertSettings>) -> i32 {
+        let op_window = op.and_then(|s| s.window_secs);
+        match self {
+            Side::Tenant => own.and_then(|s| s.window_secs).or(op_window),
+            Side::Operator => op_window,
+        }
+        .unwrap_or(WINDOW_SECS)
+    }
+}
+
+/// Alerts a tenant may have queued at once; past it, conditions are counted as
+/// held, not queued (a flood of failing endpoints cannot flood an inbox).
+const MOST_QUEUED: i64 = 500;
+
+/// One condition about one endpoint, `count` times (0: not counted as held
+/// when the window holds it back: a scan's finding, not an event).
+struct Raise<'a> {
+    tenant: &'a TenantId,
+    app: &'a AppId,
+    condition: Condition,
+    endpoint: &'a str,
+    extra: Value,
+    count: i32,
 }
 
 /// Raises the alerts the notices of one transaction call for: an automatic
 /// `endpoint.disabled` and each `message.attempt.exhausted`, grouped by endpoint
 /// (a batch exhausting a hundred messages to one endpoint raises one alert, and
-/// counts the rest as held). Called by `operational::emit`, in its transaction.
+/// counts the rest as held). Called by `operational::emit`, in its transaction:
+/// where no one is told, two reads for the whole batch.
 pub async fn raise_notices(db: &impl GenericClient, notices: &[Notice]) -> Result<u64, StoreError> {
     let mut groups: BTreeMap<(&str, &str, Condition, &str), (i32, &Notice)> = BTreeMap::new();
     for n in notices {
@@ -138,228 +177,239 @@ pub async fn raise_notices(db: &impl GenericClient, notices: &[Notice]) -> Resul
         let key = (n.tenant_id.as_str(), n.app_id.as_str(), condition, ep.as_str());
         groups.entry(key).or_insert((0, n)).0 += 1;
     }
+    if groups.is_empty() {
+        return Ok(0);
+    }
+    let mut tenants: Vec<&str> = groups.keys().map(|k| k.0).collect();
+    tenants.push(OPERATOR);
+    tenants.dedup();
+    let settings = settings_of(db, &tenants).await?;
+    let (ts, apps): (Vec<&str>, Vec<&str>) = groups.keys().map(|k| (k.0, k.1)).unzip();
+    let with_email: std::collections::HashSet<(String, String)> = db
+        .query(
+            "SELECT a.tenant_id, a.id FROM applications a
+             JOIN unnest($1::text[], $2::text[]) AS g(t, app) ON a.tenant_id = g.t AND a.id = g.app
+             WHERE a.alert_email IS NOT NULL",
+            &[&ts, &apps],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get("tenant_id"), r.get("id")))
+        .collect();
     let mut raised = 0;
     // In key order: two transactions raising for the same endpoints lock their
     // marks in the same order.
-    for ((_, _, condition, endpoint), (count, n)) in groups {
+    for ((tenant, app, condition, endpoint), (count, n)) in groups {
+        let own = settings.get(tenant);
+        let op = settings.get(OPERATOR).filter(|_| tenant != OPERATOR);
+        let app_email = with_email.contains(&(tenant.to_owned(), app.to_owned()));
         let extra = json!({
             "msgId": n.msg_id.as_ref().map(|m| m.to_string()),
             "responseStatusCode": n.attempt.as_ref().map(|(_, c)| *c),
         });
-        raised += raise(db, &n.tenant_id, &n.app_id, condition, endpoint, extra, count).await?;
+        let r = Raise { tenant: &n.tenant_id, app: &n.app_id, condition, endpoint, extra, count };
+        raised += raise_sides(db, &r, app_email, own, op).await?;
     }
     Ok(raised)
 }
 
-/// Raises `condition` about `endpoint` (of `app`) `count` times: if no alert of
-/// it was sent within the window, one is queued for each target (saying how many
-/// were held back since the last), else they are counted as held. Returns the
-/// rows queued. Nothing is queued for an operational application's endpoint or
-/// where no one is told.
+/// Each tenant's settings of `tenants`, by tenant id.
+async fn settings_of(
+    db: &impl GenericClient,
+    tenants: &[&str],
+) -> Result<std::collections::HashMap<String, AlertSettings>, StoreError> {
+    let rows = db
+        .query(
+            "SELECT tenant_id, email, chat_url_sealed, events, failing_secs, window_secs, updated_at
+             FROM alert_settings WHERE tenant_id = ANY ($1)",
+            &[&tenants],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get("tenant_id"), alert_settings::from_row(r))).collect())
+}
+
+/// Raises `condition` about `endpoint` of `app`, found by a scan (so counted as
+/// held on no side): its settings read here.
 pub async fn raise(
     db: &impl GenericClient,
     tenant: &TenantId,
     app: &AppId,
     condition: Condition,
     endpoint: &str,
-    extra: Value,
-    count: i32,
 ) -> Result<u64, StoreError> {
     let (own, op) = alert_settings::with_operator(db, tenant).await?;
     let op = op.filter(|_| tenant.as_str() != OPERATOR);
-    let about = db
+    let app_email = db
         .query_opt(
-            "SELECT a.uid AS app_uid, a.name AS app_name, a.alert_email IS NOT NULL AS app_email,
-                    e.uid AS ep_uid, e.url, e.failing_since
-             FROM applications a LEFT JOIN endpoints e ON e.tenant_id = a.tenant_id AND e.app_id = a.id AND e.id = $3
-             WHERE a.tenant_id = $1 AND a.id = $2 AND NOT a.operational",
-            &[&tenant.as_str(), &app.as_str(), &endpoint],
+            "SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2 AND alert_email IS NOT NULL",
+            &[&tenant.as_str(), &app.as_str()],
         )
-        .await?;
-    let Some(about) = about else { return Ok(0) };
-    let to = targets(condition, about.get("app_email"), own.as_ref(), op.as_ref());
-    if to.is_empty() {
-        return Ok(0);
+        .await?
+        .is_some();
+    let r = Raise { tenant, app, condition, endpoint, extra: json!({}), count: 0 };
+    raise_sides(db, &r, app_email, own.as_ref(), op.as_ref()).await
+}
+
+/// [`raise_one`] for each side that has targets.
+async fn raise_sides(
+    db: &impl GenericClient,
+    r: &Raise<'_>,
+    app_email: bool,
+    own: Option<&AlertSettings>,
+    op: Option<&AlertSettings>,
+) -> Result<u64, StoreError> {
+    let mut made = 0;
+    for side in [Side::Tenant, Side::Operator] {
+        let to = side.targets(r.condition, app_email, own, op);
+        if !to.is_empty() {
+            made += raise_one(db, r, side, side.window_secs(own, op), &to).await?;
+        }
     }
-    let window = window_secs(own.as_ref(), op.as_ref());
-    let (tenant_s, cond) = (tenant.as_str(), condition.as_str());
-    // The mark exists (made long ago if new), then is held for this transaction.
-    db.execute(
-        "INSERT INTO alert_marks (tenant_id, condition, subject, sent_at) VALUES ($1, $2, $3, '-infinity')
-         ON CONFLICT DO NOTHING",
-        &[&tenant_s, &cond, &endpoint],
-    )
-    .await?;
-    let mark = db
-        .query_one(
-            "SELECT sent_at <= now() - make_interval(secs => $4) AS due, held FROM alert_marks
-             WHERE tenant_id = $1 AND condition = $2 AND subject = $3 FOR UPDATE",
-            &[&tenant_s, &cond, &endpoint, &(window as f64)],
-        )
-        .await?;
-    if !mark.get::<_, bool>("due") {
-        db.execute(
-            "UPDATE alert_marks SET held = held + $4 WHERE tenant_id = $1 AND condition = $2 AND subject = $3",
-            &[&tenant_s, &cond, &endpoint, &count],
-        )
-        .await?;
-        return Ok(0);
-    }
-    let held = mark.get::<_, i32>("held") + count - 1;
-    db.execute(
-        "UPDATE alert_marks SET sent_at = now(), held = 0 WHERE tenant_id = $1 AND condition = $2 AND subject = $3",
-        &[&tenant_s, &cond, &endpoint],
-    )
-    .await?;
-    let failing_since: Option<DateTime<Utc>> = about.get("failing_since");
-    let mut detail = json!({
-        "tenantId": tenant_s,
-        "appId": app.as_str(),
-        "appUid": about.get::<_, Option<String>>("app_uid"),
-        "appName": about.get::<_, String>("app_name"),
-        "endpointId": endpoint,
-        "endpointUid": about.get::<_, Option<String>>("ep_uid"),
-        "url": about.get::<_, Option<String>>("url"),
-        "failingSince": failing_since,
-    });
-    if let (Some(d), Value::Object(more)) = (detail.as_object_mut(), extra) {
-        d.extend(more.into_iter().filter(|(_, v)| !v.is_null()));
-    }
-    let names: Vec<&str> = to.iter().map(|t| t.as_str()).collect();
-    let made = db
-        .execute(
-            "INSERT INTO alert_outbox (tenant_id, target, condition, app_id, subject, detail, held)
-             SELECT $1, t, $2, $3, $4, $5, $6 FROM unnest($7::text[]) AS t",
-            &[&tenant_s, &cond, &app.as_str(), &endpoint, &detail, &held, &names],
-        )
-        .await?;
     Ok(made)
 }
 
-/// Endpoints (of every tenant) failing since longer than their tenant's
-/// `failingMinutes`, not disabled, about which no `endpoint.failing` alert was
-/// sent since they began failing nor within the window: at most `limit`.
-pub async fn failing(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, AppId, String)>, StoreError> {
-    let rows = db
-        .query(
-            &format!(
-                "WITH op AS (SELECT failing_secs, window_secs FROM alert_settings WHERE tenant_id = '{OPERATOR}')
-                 SELECT e.tenant_id, e.app_id, e.id FROM endpoints e
-                 JOIN applications a ON a.tenant_id = e.tenant_id AND a.id = e.app_id AND NOT a.operational
-                 JOIN tenants t ON t.id = e.tenant_id AND t.deleted_at IS NULL AND NOT t.disabled
-                 LEFT JOIN alert_settings s ON s.tenant_id = e.tenant_id
-                 LEFT JOIN op ON true
-                 WHERE e.failing_since IS NOT NULL AND NOT e.disabled
-                   AND e.failing_since <= now() - make_interval(secs =>
-                        COALESCE(s.failing_secs, op.failing_secs, {FAILING_SECS}))
-                   AND NOT EXISTS (SELECT 1 FROM alert_marks k
-                        WHERE k.tenant_id = e.tenant_id AND k.condition = 'endpoint.failing' AND k.subject = e.id
-                          AND (k.sent_at >= e.failing_since OR k.sent_at > now() - make_interval(secs =>
-                                COALESCE(s.window_secs, op.window_secs, {WINDOW_SECS}))))
-                 ORDER BY e.failing_since LIMIT $1"
-            ),
-            &[&limit],
+/// A URL as an alert shows it: no user, password, query or fragment (they may
+/// carry credentials).
+fn shown_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => "(an endpoint)".into(),
+    }
+}
+
+/// Raises `r` on one side: if no alert of it was sent on that side within
+/// `window`, one is queued per target (saying how many were held back since the
+/// last), else it is counted as held. Nothing for an operational application's
+/// endpoint, a deleted tenant's, or (`endpoint.failing`) an endpoint no longer
+/// failing. Returns the rows queued.
+async fn raise_one(
+    db: &impl GenericClient,
+    r: &Raise<'_>,
+    side: Side,
+    window: i32,
+    to: &[Target],
+) -> Result<u64, StoreError> {
+    let (tenant, mark) = (r.tenant.as_str(), side.mark(r.condition));
+    let about = db
+        .query_opt(
+            "SELECT a.uid AS app_uid, a.name AS app_name, e.uid AS ep_uid, e.url, e.failing_since, e.disabled
+             FROM applications a JOIN tenants t ON t.id = a.tenant_id AND t.deleted_at IS NULL
+             LEFT JOIN endpoints e ON e.tenant_id = a.tenant_id AND e.app_id = a.id AND e.id = $3
+             WHERE a.tenant_id = $1 AND a.id = $2 AND NOT a.operational",
+            &[&tenant, &r.app.as_str(), &r.endpoint],
         )
         .await?;
+    let Some(about) = about else { return Ok(0) };
+    let failing_since: Option<DateTime<Utc>> = about.get("failing_since");
+    let still_failing = failing_since.is_some() && about.get::<_, Option<bool>>("disabled") == Some(false);
+    if r.condition == Condition::EndpointFailing && !still_failing {
+        return Ok(0);
+    }
+    // The mark, made long ago if new, held by this transaction (a no-op update
+    // takes its lock in the same statement: no gap for the pruner).
+    let held = db
+        .query_one(
+            "INSERT INTO alert_marks AS k (tenant_id, condition, subject, sent_at) VALUES ($1, $2, $3, '-infinity')
+             ON CONFLICT (tenant_id, condition, subject) DO UPDATE SET held = k.held
+             RETURNING k.sent_at <= now() - make_interval(secs => $4) AS due, k.held",
+            &[&tenant, &mark, &r.endpoint, &(window as f64)],
+        )
+        .await?;
+    if !held.get::<_, bool>("due") {
+        if r.count > 0 {
+            db.execute(
+                "UPDATE alert_marks SET held = held + $4 WHERE tenant_id = $1 AND condition = $2 AND subject = $3",
+                &[&tenant, &mark, &r.endpoint, &r.count],
+            )
+            .await?;
+        }
+        return Ok(0);
+    }
+    let held = held.get::<_, i32>("held") + r.count.max(1) - 1;
+    let mut detail = json!({
+        "tenantId": tenant,
+        "appId": r.app.as_str(),
+        "appUid": about.get::<_, Option<String>>("app_uid"),
+        "appName": about.get::<_, String>("app_name"),
+        "endpointId": r.endpoint,
+        "endpointUid": about.get::<_, Option<String>>("ep_uid"),
+        "url": about.get::<_, Option<String>>("url").as_deref().map(shown_url),
+        "failingSince": failing_since,
+    });
+    if let (Some(d), Value::Object(more)) = (detail.as_object_mut(), r.extra.clone()) {
+        d.extend(more.into_iter().filter(|(_, v)| !v.is_null()));
+    }
+    let names: Vec<&str> = to.iter().map(|t| t.as_str()).collect();
+    // Sent now (the mark), queued unless the tenant has too many queued already.
+    let row = db
+        .query_one(
+            "WITH m AS (
+                UPDATE alert_marks SET sent_at = now(), held = 0
+                WHERE tenant_id = $1 AND condition = $2 AND subject = $4
+             ), q AS (
+                INSERT INTO alert_outbox (tenant_id, target, condition, app_id, subject, detail, held)
+                SELECT $1, t, $3, $5, $4, $6, $7 FROM unnest($8::text[]) AS t
+                WHERE (SELECT count(*) FROM alert_outbox WHERE tenant_id = $1) < $9
+                RETURNING 1
+             )
+             SELECT count(*) AS n FROM q",
+            &[
+                &tenant,
+                &mark,
+                &r.condition.as_str(),
+                &r.endpoint,
+                &r.app.as_str(),
+                &detail,
+                &held,
+                &names,
+                &MOST_QUEUED,
+            ],
+        )
+        .await?;
+    Ok(row.get::<_, i64>("n") as u64)
+}
+
+/// Endpoints (of every tenant) failing since longer than their tenant's
+/// `failingMinutes`, not disabled, where someone is told of `endpoint.failing`
+/// and that side has not been told of it since the endpoint began failing nor
+/// within its window: at most `limit`, the longest failing first.
+pub async fn failing(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, AppId, String)>, StoreError> {
+    // `NOT EXISTS` of a side's mark told since the spell began or within the window.
+    let untold = |mark: &str, window: &str| {
+        format!(
+            "NOT EXISTS (SELECT 1 FROM alert_marks k
+                WHERE k.tenant_id = e.tenant_id AND k.condition = '{mark}' AND k.subject = e.id
+                  AND (k.sent_at >= e.failing_since OR k.sent_at > now() - make_interval(secs => {window})))"
+        )
+    };
+    let tells = |s: &str| format!("({s}.events IS NULL OR 'endpoint.failing' = ANY ({s}.events))");
+    let sql = format!(
+        "WITH op AS (SELECT * FROM alert_settings WHERE tenant_id = '{OPERATOR}')
+         SELECT e.tenant_id, e.app_id, e.id FROM endpoints e
+         JOIN applications a ON a.tenant_id = e.tenant_id AND a.id = e.app_id AND NOT a.operational
+         JOIN tenants t ON t.id = e.tenant_id AND t.deleted_at IS NULL AND NOT t.disabled
+         LEFT JOIN alert_settings s ON s.tenant_id = e.tenant_id
+         LEFT JOIN op ON e.tenant_id <> '{OPERATOR}'
+         WHERE e.failing_since IS NOT NULL AND NOT e.disabled
+           AND e.failing_since <= now() - make_interval(secs => COALESCE(s.failing_secs, op.failing_secs, {FAILING_SECS}))
+           AND ((((s.email IS NOT NULL OR s.chat_url_sealed IS NOT NULL) OR a.alert_email IS NOT NULL)
+                  AND {tenant_tells} AND {tenant_untold})
+             OR ((op.email IS NOT NULL OR op.chat_url_sealed IS NOT NULL) AND {op_tells} AND {op_untold}))
+         ORDER BY e.failing_since LIMIT $1",
+        tenant_tells = tells("s"),
+        op_tells = tells("op"),
+        tenant_untold = untold("endpoint.failing", &format!("COALESCE(s.window_secs, op.window_secs, {WINDOW_SECS})")),
+        op_untold = untold("operator:endpoint.failing", &format!("COALESCE(op.window_secs, {WINDOW_SECS})")),
+    );
+    let rows = db.query(&sql, &[&limit]).await?;
     Ok(rows
         .iter()
         .map(|r| (TenantId::from_db(r.get("tenant_id")), AppId::from_db(r.get("app_id")), r.get("id")))
         .collect())
-}
-
-/// One queued alert, claimed by a sender.
-#[derive(Debug, Clone)]
-pub struct Queued {
-    pub id: i64,
-    pub tenant: TenantId,
-    pub target: Target,
-    pub condition: Condition,
-    pub app: Option<AppId>,
-    pub detail: Value,
-    pub held: i32,
-    /// Tries so far, this one included.
-    pub attempts: i16,
-}
-
-/// Claims up to `limit` due alerts, of every tenant, for `lease_secs` under
-/// `claim`: another sender takes them only once the lease has passed.
-pub async fn claim(
-    db: &impl GenericClient,
-    claim: i64,
-    lease_secs: f64,
-    limit: i64,
-) -> Result<Vec<Queued>, StoreError> {
-    let rows = db
-        .query(
-            "UPDATE alert_outbox o SET claim = $1, claimed_until = now() + make_interval(secs => $2),
-                attempts = o.attempts + 1
-             WHERE (o.tenant_id, o.id) IN (SELECT tenant_id, id FROM alert_outbox
-                 WHERE due_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
-                 ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-             RETURNING o.id, o.tenant_id, o.target, o.condition, o.app_id, o.detail, o.held, o.attempts",
-            &[&claim, &lease_secs, &limit],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .filter_map(|r| {
-            Some(Queued {
-                id: r.get("id"),
-                tenant: TenantId::from_db(r.get("tenant_id")),
-                // A row this release cannot read (written by a newer one) is left to it.
-                target: Target::parse(r.get("target"))?,
-                condition: Condition::parse(r.get("condition"))?,
-                app: r.get::<_, Option<String>>("app_id").map(AppId::from_db),
-                detail: r.get("detail"),
-                held: r.get("held"),
-                attempts: r.get("attempts"),
-            })
-        })
-        .collect())
-}
-
-/// Deletes a claimed alert (sent, or given up), if `claim` still holds it.
-pub async fn done(db: &impl GenericClient, tenant: &TenantId, id: i64, claim: i64) -> Result<bool, StoreError> {
-    let n = db
-        .execute(
-            "DELETE FROM alert_outbox WHERE tenant_id = $1 AND id = $2 AND claim = $3",
-            &[&tenant.as_str(), &id, &claim],
-        )
-        .await?;
-    Ok(n == 1)
-}
-
-/// Puts a claimed alert back, due again in `after_secs`, if `claim` still holds it.
-pub async fn retry(
-    db: &impl GenericClient,
-    tenant: &TenantId,
-    id: i64,
-    claim: i64,
-    after_secs: f64,
-) -> Result<bool, StoreError> {
-    let n = db
-        .execute(
-            "UPDATE alert_outbox SET claim = NULL, claimed_until = NULL,
-                due_at = now() + make_interval(secs => $4)
-             WHERE tenant_id = $1 AND id = $2 AND claim = $3",
-            &[&tenant.as_str(), &id, &claim, &after_secs],
-        )
-        .await?;
-    Ok(n == 1)
-}
-
-/// Forgets marks older than a week (no window is longer), of every tenant.
-pub async fn prune_marks(db: &impl GenericClient) -> Result<u64, StoreError> {
-    Ok(db.execute("DELETE FROM alert_marks WHERE sent_at < now() - interval '8 days'", &[]).await?)
-}
-
-/// An application's `alert-email` addresses, if it still has them.
-pub async fn app_email(db: &impl GenericClient, tenant: &TenantId, app: &AppId) -> Result<Option<String>, StoreError> {
-    let row = db
-        .query_opt(
-            "SELECT alert_email FROM applications WHERE tenant_id = $1 AND id = $2",
-            &[&tenant.as_str(), &app.as_str()],
-        )
-        .await?;
-    Ok(row.and_then(|r| r.get("alert_email")))
 }

@@ -37,6 +37,7 @@ pub trait Forget {
     fn forget_tenant(&self);
 }
 
+pub mod alert_outbox;
 pub mod alert_settings;
 pub mod alerts;
 pub mod api_keys;
@@ -45,6 +46,7 @@ mod attempt_headers;
 pub mod attempts;
 pub mod audit;
 pub mod broadcast;
+pub mod broker_sources;
 pub mod cancel;
 pub mod counts;
 pub mod deliveries;

@@ -1,0 +1,108 @@
+//! Broker sources: each worker process leases some of them (one process per
+//! source at a time, `store::broker_sources::lease`) and runs a consumer for
+//! each, which turns broker messages into messages of the send API and
+//! acknowledges each only after its message is committed ([`turn`]).
+//!
+//! A process takes one more source per look while others may be waiting, so
+//! the sources spread over the worker processes; a source whose lease a process
+//! cannot renew (it was disabled or deleted, its tenant disabled, the database
+//! unreachable past the lease) has its consumer stopped.
+
+pub mod map;
+mod turn;
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, Utc};
+use hookgate_shared::{
+    db,
+    ids::{BrokerSourceId, TenantId},
+    store::broker_sources,
+    AppState,
+};
+use tokio::sync::watch;
+
+use crate::{metrics::EgressMetrics, publish::Publisher};
+
+/// How long a lease lasts; renewed every [`LOOK_EVERY`].
+const LEASE: Duration = Duration::from_secs(30);
+const LOOK_EVERY: Duration = Duration::from_secs(5);
+/// Sources one process consumes at most.
+const MOST_HELD: i64 = 64;
+
+struct Running {
+    updated_at: DateTime<Utc>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Runs until the process stops.
+pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetrics) {
+    let me = format!("hookgate-{}", ulid::Ulid::new());
+    let mut running: HashMap<(TenantId, BrokerSourceId), Running> = HashMap::new();
+    let mut renewed = Instant::now();
+    let mut pruned: Option<Instant> = None;
+    loop {
+        let held = db::bounded(state.db_budget(), async {
+            let conn = db::conn(&state.db).await?;
+            broker_sources::lease(&**conn, &me, LEASE.as_secs_f64(), MOST_HELD).await
+        })
+        .await;
+        match held {
+            Ok(held) => {
+                renewed = Instant::now();
+                let wanted: HashMap<_, _> =
+                    held.into_iter().map(|s| ((s.tenant_id.clone(), s.id.clone()), s)).collect();
+                // Stopped: no longer held, changed, or ended on its own.
+                running.retain(|key, r| {
+                    let keep = !r.task.is_finished() && wanted.get(key).is_some_and(|s| s.updated_at == r.updated_at);
+                    if !keep {
+                        let _ = r.stop.send(true);
+                    }
+                    keep
+                });
+                for (key, source) in wanted {
+                    if running.contains_key(&key) {
+                        continue;
+                    }
+                    let (stop, stopped) = watch::channel(false);
+                    let updated_at = source.updated_at;
+                    let task = tokio::spawn(turn::consume(
+                        state.clone(),
+                        publisher.clone(),
+                        metrics.clone(),
+                        source,
+                        me.clone(),
+                        stopped,
+                    ));
+                    running.insert(key, Running { updated_at, stop, task });
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "leasing broker sources failed; it is tried again");
+                // Past the lease another process may hold them: stop ours.
+                if renewed.elapsed() >= LEASE - LOOK_EVERY {
+                    for (_, r) in running.drain() {
+                        let _ = r.stop.send(true);
+                    }
+                }
+            }
+        }
+        metrics.broker_sources_consuming.set(running.len() as i64);
+        if pruned.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
+            pruned = Some(Instant::now());
+            let p = db::bounded(state.db_budget(), async {
+                let conn = db::conn(&state.db).await?;
+                broker_sources::prune_dead_letters(&**conn).await
+            });
+            if let Err(e) = p.await {
+                tracing::warn!(error = %e, "pruning broker dead letters failed; it runs again");
+            }
+        }
+        tokio::time::sleep(LOOK_EVERY).await;
+    }
+}
