@@ -6,7 +6,8 @@
 //! pruning messages past retention ([`prune`]), running endpoint replays
 //! (background tasks, [`replay`]), and small fetches from
 //! operator-allowed URLs for ingress ([`fetch`]: PayPal's certificates), and
-//! alerts for people ([`alerts`]: e-mail over SMTP, chat webhooks).
+//! alerts for people ([`alerts`]: e-mail over SMTP, chat webhooks), and
+//! consuming broker sources into messages ([`consume`]: RabbitMQ, SQS, Redis streams).
 //!
 //! It is the only crate that makes outbound HTTP requests, and it imports no
 //! handler: the API crate calls into it, never the other way round.
@@ -14,6 +15,7 @@
 pub mod alerts;
 pub mod auth;
 pub mod broadcast;
+pub mod consume;
 pub mod deliver;
 pub mod destinations;
 pub mod fetch;

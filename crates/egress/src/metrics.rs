@@ -19,6 +19,9 @@ pub struct EgressMetrics {
     pub destinations: IntCounterVec,
     pub alerts: IntCounterVec,
     pub alerts_held: IntCounterVec,
+    pub broker_messages: IntCounterVec,
+    pub broker_errors: IntCounterVec,
+    pub broker_sources_consuming: IntGauge,
     shared: Metrics,
 }
 
@@ -87,6 +90,21 @@ impl EgressMetrics {
                 "Conditions held back by an alert's window, told as a count in the next alert sent.",
                 &["condition"],
             ),
+            broker_messages: counter_vec(
+                "hookgate_broker_messages_total",
+                "Broker source messages by type and outcome: published, duplicate (a redelivered copy), dead_lettered (set aside), held (given back for later: a quota, creation held back).",
+                &["type", "outcome"],
+            ),
+            broker_errors: counter_vec(
+                "hookgate_broker_source_errors_total",
+                "Broker source connections or reads that failed, by type.",
+                &["type"],
+            ),
+            broker_sources_consuming: IntGauge::new(
+                "hookgate_broker_sources_consuming",
+                "Broker sources this process consumes now.",
+            )
+            .expect("valid metric"),
             shared: shared.clone(),
         };
         let r = &shared.registry;
@@ -101,6 +119,9 @@ impl EgressMetrics {
         r.register(Box::new(m.destinations.clone())).expect("registered once");
         r.register(Box::new(m.alerts.clone())).expect("registered once");
         r.register(Box::new(m.alerts_held.clone())).expect("registered once");
+        r.register(Box::new(m.broker_messages.clone())).expect("registered once");
+        r.register(Box::new(m.broker_errors.clone())).expect("registered once");
+        r.register(Box::new(m.broker_sources_consuming.clone())).expect("registered once");
         // Present from the start (at 0), so a dashboard or an alert reading it
         // finds the series before the first hand-over.
         let sent = |k: &EndpointKind| matches!(k.delivery(), Delivery::HandOver | Delivery::Batches);

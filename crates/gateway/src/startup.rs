@@ -40,6 +40,8 @@ pub struct Application {
     metrics: Option<(u16, Server)>,
     /// Ingress admission, which cron sources' ticks go through too.
     group_commit: Data<GroupCommit>,
+    /// Publishing, which broker sources' consumers go through too.
+    publisher: Data<Publisher>,
 }
 
 impl Application {
@@ -79,6 +81,8 @@ impl Application {
             state.config.egress_connect_timeout,
         ));
         let publisher = Data::new(Publisher::start(state.clone(), egress_metrics.clone()));
+        // Broker sources publish as the API does, through the same group commit.
+        let consumers = publisher.clone();
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;
             App::new()
@@ -133,7 +137,7 @@ impl Application {
             }
             None => None,
         };
-        Ok(Application { port, server, state, egress_metrics, metrics, group_commit: cron_group })
+        Ok(Application { port, server, state, egress_metrics, metrics, group_commit: cron_group, publisher: consumers })
     }
 
     pub fn port(&self) -> u16 {
@@ -173,6 +177,12 @@ impl Application {
             background
                 .push(tokio::spawn(hookgate_egress::alerts::run(self.state.clone(), self.egress_metrics.clone())));
             background.push(tokio::spawn(hookgate_egress::fifo::run(self.state.clone(), self.egress_metrics.clone())));
+            let publisher = self.publisher.clone().into_inner();
+            background.push(tokio::spawn(hookgate_egress::consume::run(
+                self.state.clone(),
+                publisher,
+                self.egress_metrics.clone(),
+            )));
         }
         let metrics = self.metrics.map(|(_, server)| {
             let handle = server.handle();

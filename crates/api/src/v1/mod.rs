@@ -11,6 +11,7 @@ pub(crate) mod applications;
 mod attempt_stats;
 mod attempts;
 mod broadcast;
+mod broker_source;
 mod console;
 mod counts;
 mod destination;
@@ -52,6 +53,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     applications::configure(cfg);
     app_ops::configure(cfg);
     alert_settings::configure(cfg);
+    broker_source::configure(cfg);
     attempt_stats::configure(cfg);
     endpoint::configure(cfg);
     destination::configure(cfg);

@@ -40,7 +40,12 @@ fn header<'a>(r: &'a Received, name: &str) -> Option<&'a str> {
 
 /// Reads `r` for `source`, whose own application is `default_app`; payloads
 /// at most `max_body` bytes.
-pub fn map(r: &Received, source: &BrokerSourceId, default_app: Option<&AppId>, max_body: usize) -> Result<Mapped, String> {
+pub fn map(
+    r: &Received,
+    source: &BrokerSourceId,
+    default_app: Option<&AppId>,
+    max_body: usize,
+) -> Result<Mapped, String> {
     if r.body.len() > max_body {
         return Err(format!("the body is {} bytes, over the {max_body} a message may have", r.body.len()));
     }
@@ -158,7 +163,8 @@ mod tests {
         assert_eq!(m.new.request_key.as_deref(), Some("bsrc_01J0000000000000000000000A:broker:m-9"));
         // Without a broker id, the same content is the same key.
         let once = map(&received(r#"{"amount": 5}"#, &[("event-type", "x")], None), &source(), Some(&app), 99).unwrap();
-        let again = map(&received(r#"{"amount": 5}"#, &[("event-type", "x")], None), &source(), Some(&app), 99).unwrap();
+        let again =
+            map(&received(r#"{"amount": 5}"#, &[("event-type", "x")], None), &source(), Some(&app), 99).unwrap();
         assert_eq!(once.new.request_key, again.new.request_key);
     }
 
@@ -178,7 +184,8 @@ mod tests {
         }
         let e = map(&received(r#"{"eventType": "x", "payload": {}}"#, &[], None), &source(), None, 99).unwrap_err();
         assert!(e.contains("no application"), "{e}");
-        let e = map(&received(r#"{"eventType": "x", "payload": {}}"#, &[], None), &source(), Some(&app), 10).unwrap_err();
+        let e =
+            map(&received(r#"{"eventType": "x", "payload": {}}"#, &[], None), &source(), Some(&app), 10).unwrap_err();
         assert!(e.contains("over the 10"), "{e}");
     }
 }

@@ -26,11 +26,11 @@ use hookgate_shared::{
 };
 use tokio::sync::watch;
 
-use crate::{metrics::EgressMetrics, publish::Publisher};
+use crate::{deliver::senders::Senders, metrics::EgressMetrics, publish::Publisher};
 
-/// How long a lease lasts; renewed every [`LOOK_EVERY`].
+/// How long a lease lasts at most; renewed six times in it. Shorter with a
+/// shorter worker poll (a test's), so a dead process's sources pass on sooner.
 const LEASE: Duration = Duration::from_secs(30);
-const LOOK_EVERY: Duration = Duration::from_secs(5);
 /// Sources one process consumes at most.
 const MOST_HELD: i64 = 64;
 
@@ -43,13 +43,16 @@ struct Running {
 /// Runs until the process stops.
 pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetrics) {
     let me = format!("hookgate-{}", ulid::Ulid::new());
+    let lease = (state.config.worker_poll * 100).clamp(Duration::from_secs(5), LEASE);
+    let look_every = lease / 6;
     let mut running: HashMap<(TenantId, BrokerSourceId), Running> = HashMap::new();
     let mut renewed = Instant::now();
     let mut pruned: Option<Instant> = None;
+    let senders = Arc::new(Senders::new(&state.config, state.own_services.clone()));
     loop {
         let held = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
-            broker_sources::lease(&**conn, &me, LEASE.as_secs_f64(), MOST_HELD).await
+            broker_sources::lease(&**conn, &me, lease.as_secs_f64(), MOST_HELD).await
         })
         .await;
         match held {
@@ -75,6 +78,7 @@ pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetr
                         state.clone(),
                         publisher.clone(),
                         metrics.clone(),
+                        senders.clone(),
                         source,
                         me.clone(),
                         stopped,
@@ -85,7 +89,7 @@ pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetr
             Err(e) => {
                 tracing::warn!(error = %e, "leasing broker sources failed; it is tried again");
                 // Past the lease another process may hold them: stop ours.
-                if renewed.elapsed() >= LEASE - LOOK_EVERY {
+                if renewed.elapsed() >= lease - look_every {
                     for (_, r) in running.drain() {
                         let _ = r.stop.send(true);
                     }
@@ -103,6 +107,6 @@ pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetr
                 tracing::warn!(error = %e, "pruning broker dead letters failed; it runs again");
             }
         }
-        tokio::time::sleep(LOOK_EVERY).await;
+        tokio::time::sleep(look_every).await;
     }
 }

@@ -58,7 +58,24 @@ pub fn purpose(id: &BrokerSourceId) -> String {
     format!("broker-source:{id}")
 }
 
-pub async fn insert(
+/// Inserts a source unless the tenant has `most` already (`None`), in the
+/// caller's transaction: the tenant's row is locked first, so two creations
+/// cannot both pass the count.
+pub async fn insert_capped(
+    db: &impl GenericClient,
+    tenant: &TenantId,
+    id: &BrokerSourceId,
+    f: &Fields,
+    most: i64,
+) -> Result<Option<BrokerSource>, StoreError> {
+    db.execute("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", &[&tenant.as_str()]).await?;
+    if count(db, tenant).await? >= most {
+        return Ok(None);
+    }
+    insert(db, tenant, id, f).await.map(Some)
+}
+
+async fn insert(
     db: &impl GenericClient,
     tenant: &TenantId,
     id: &BrokerSourceId,
