@@ -179,3 +179,68 @@ def test_a_thousand_broker_messages_arrive_as_a_thousand_messages_though_the_con
             second.stop()
         if first.proc.poll() is None:
             first.stop()
+
+
+def test_a_source_holds_past_the_daily_cap_pauses_while_its_tenant_is_disabled_and_a_stalled_one_is_told(hookgate):
+    hg = own_hookgate(hookgate, HOOKGATE_WORKER_POLL_MS="100")
+    redis = PrivateRedis()
+    sink, chat = Sink(), Sink()
+    try:
+        tenant = hg.admin("POST", "/admin/v1/tenant", {"name": "paused-client"})
+        key = tenant["apiKey"]
+        svix = Svix(key, SvixOptions(server_url=hg.url, retry_schedule=[]))
+        app = svix.application.create(ApplicationIn(name="Shop", uid="shop"))
+        svix.endpoint.create(app.id, EndpointIn(url=sink.url))
+        hg.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"quotas": {"messagesPerDay": 3}})
+        add = lambda lo, hi: redis.cli(stdin=b"".join(resp("XADD", "orders", "*", "payload", body(i)) for i in range(lo, hi)))
+        add(0, 5)
+        status, _, source = call(hg, "POST", "/api/v1/broker-source", key=key, body={
+            "name": "orders", "type": "redis", "appId": app.id,
+            "config": {"url": f"redis://127.0.0.1:{redis.port}", "stream": "orders"}})
+        assert status == 201, source
+        # The day's cap: three made, two held on the broker (not set aside).
+        eventually(lambda: messages_in(hg, app.id)[0] == 3, timeout=30)
+        time.sleep(3)
+        assert messages_in(hg, app.id)[0] == 3
+        _, _, letters = call(hg, "GET", f"/api/v1/broker-source/{source['id']}/dead-letter", key=key)
+        assert letters["data"] == []
+        hg.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"quotas": {"messagesPerDay": None}})
+        eventually(lambda: messages_in(hg, app.id)[0] == 5, timeout=30)
+
+        # A disabled tenant's source is not consumed; enabled again, it goes on.
+        hg.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"disabled": True})
+        time.sleep(4)
+        add(5, 7)
+        time.sleep(4)
+        assert messages_in(hg, app.id)[0] == 5
+        hg.admin("PATCH", f"/admin/v1/tenant/{tenant['id']}", {"disabled": False})
+        eventually(lambda: messages_in(hg, app.id)[0] == 7, timeout=30)
+
+        # A source aimed at Hookgate's own Redis is refused by the SSRF guard at
+        # each connect, and once it has read nothing for the tenant's
+        # failingMinutes the tenant's chat is told.
+        status, _, told = call(hg, "PATCH", "/api/v1/alert-settings", key=key,
+                               body={"chatUrl": chat.url, "events": ["source.stalled"]})
+        assert status == 200, told
+        subprocess.run(["psql", hg.env["DATABASE_URL"], "-qc",
+                        f"UPDATE alert_settings SET failing_secs = 1 WHERE tenant_id = '{tenant['id']}'"], check=True)
+        own = hg.env.get("REDIS_URL", "redis://127.0.0.1:9")
+        status, _, stuck = call(hg, "POST", "/api/v1/broker-source", key=key, body={
+            "name": "stuck", "type": "redis", "appId": app.id, "config": {"url": own.split(",")[0], "stream": "x"}})
+        assert status == 201, stuck
+        shown = eventually(lambda: (lambda s: s if s["lastError"] else None)(
+            call(hg, "GET", f"/api/v1/broker-source/{stuck['id']}", key=key)[2]), timeout=30)
+        assert shown["lastReadAt"] is None, shown
+        if "REDIS_URL" in hg.env:
+            assert "Hookgate's own database or Redis" in shown["lastError"], shown
+        eventually(lambda: len(chat.received) == 1, timeout=30)
+        text = json.loads(chat.received[0]["body"])["text"]
+        assert text.startswith("*[Hookgate] Broker source stalled: stuck*"), text
+        assert "redis" in text and stuck["id"] in text, text
+        time.sleep(3)
+        assert len(chat.received) == 1, "once per stall"
+    finally:
+        for s in (sink, chat):
+            s.server.shutdown()
+        redis.stop()
+        hg.stop()

@@ -153,7 +153,7 @@ async fn an_endpoint_failing_longer_than_the_tenants_setting_is_told_once_per_sp
     db.execute("UPDATE endpoints SET failing_since = now() - interval '1 hour' WHERE tenant_id = $1", &[&silent.id])
         .await
         .unwrap();
-    let found = hookgate_shared::store::alerts::failing(&db, 100).await.unwrap();
+    let found = hookgate_shared::store::alert_scans::failing(&db, 100).await.unwrap();
     assert!(found.iter().all(|(_, _, e)| e != quiet["id"].as_str().unwrap()), "no one is told of it: {found:?}");
     // A new spell past the window is told again.
     db.execute("UPDATE alert_marks SET sent_at = now() - interval '2 hours' WHERE tenant_id = $1", &[&t.id])

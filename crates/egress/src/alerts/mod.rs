@@ -1,7 +1,7 @@
 //! Alerts for people: sends what `store::alerts` queued (an e-mail through the
 //! operator's SMTP server, a chat message through the SSRF guard of the tenant
 //! whose URL it is), and raises `endpoint.failing` for endpoints failing long
-//! enough. One loop per worker process; the claim spreads rows across them.
+//! enough and `source.stalled` for broker sources reading nothing but errors. One loop per worker process; the claim spreads rows across them.
 //!
 //! Never in a delivery's way: it has its own loop and connections, and a
 //! raise is a few statements in the transaction that saw the condition. An
@@ -21,6 +21,7 @@ use hookgate_shared::{
     ids::TenantId,
     store::{
         alert_outbox::{self, Queued},
+        alert_scans,
         alert_settings::{self, chat_purpose},
         alerts::{self, Condition, Target},
         StoreError,
@@ -126,17 +127,23 @@ pub async fn run(state: AppState, metrics: EgressMetrics) {
     }
 }
 
-/// Raises `endpoint.failing` for each endpoint the store finds, each in its own
-/// transaction (its mark is held only that long).
+/// Raises `endpoint.failing` and `source.stalled` for what the scans find, each
+/// in its own transaction (its mark is held only that long).
 async fn scan_failing(state: &AppState) -> Result<(), StoreError> {
-    let found = {
+    let (failing, stalled) = {
         let conn = db::conn(&state.db).await?;
-        alerts::failing(&**conn, SCAN_LIMIT).await?
+        (alert_scans::failing(&**conn, SCAN_LIMIT).await?, alert_scans::stalled(&**conn, SCAN_LIMIT).await?)
     };
-    for (tenant, app, endpoint) in found {
+    for (tenant, app, endpoint) in failing {
         let mut conn = db::conn(&state.db).await?;
         let tx = conn.transaction().await?;
         alerts::raise(&*tx, &tenant, &app, Condition::EndpointFailing, &endpoint).await?;
+        tx.commit().await?;
+    }
+    for (tenant, source) in stalled {
+        let mut conn = db::conn(&state.db).await?;
+        let tx = conn.transaction().await?;
+        alert_scans::raise_stalled(&*tx, &tenant, &source).await?;
         tx.commit().await?;
     }
     Ok(())

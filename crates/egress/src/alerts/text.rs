@@ -61,6 +61,18 @@ pub fn render(q: &Queued, operator: bool) -> Told {
                 field(d, "responseStatusCode").map(|c| format!(" (status {c})")).unwrap_or_default()
             ),
         ),
+        Condition::SourceStalled => {
+            let name = field(d, "sourceName").unwrap_or_else(|| "a broker source".into());
+            (
+                format!("Broker source stalled: {name}"),
+                format!(
+                    "The broker source {name} ({}) has read nothing since {}: {}. Its messages wait on the broker.",
+                    field(d, "sourceType").unwrap_or_default(),
+                    field(d, "since").unwrap_or_else(|| "it was made".into()),
+                    field(d, "lastError").unwrap_or_else(|| "an error".into())
+                ),
+            )
+        }
     };
     let mut body = first;
     if q.held > 0 {
@@ -75,6 +87,7 @@ pub fn render(q: &Queued, operator: bool) -> Told {
     if operator {
         line("tenantId", "Tenant");
     }
+    line("sourceId", "Broker source");
     line("appId", "Application");
     line("appUid", "Application uid");
     line("endpointId", "Endpoint");

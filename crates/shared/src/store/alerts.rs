@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio_postgres::GenericClient;
 
 use super::{
-    alert_settings::{self, AlertSettings, FAILING_SECS, WINDOW_SECS},
+    alert_settings::{self, AlertSettings, WINDOW_SECS},
     operational::Notice,
     tenants::OPERATOR,
     StoreError,
@@ -27,17 +27,24 @@ pub enum Condition {
     EndpointFailing,
     /// A message's last scheduled attempt failed.
     AttemptExhausted,
+    /// A broker source has read nothing, only errors, for the tenant's `failingMinutes`.
+    SourceStalled,
 }
 
 impl Condition {
-    pub const ALL: [Condition; 3] =
-        [Condition::EndpointDisabled, Condition::EndpointFailing, Condition::AttemptExhausted];
+    pub const ALL: [Condition; 4] = [
+        Condition::EndpointDisabled,
+        Condition::EndpointFailing,
+        Condition::AttemptExhausted,
+        Condition::SourceStalled,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Condition::EndpointDisabled => "endpoint.disabled",
             Condition::EndpointFailing => "endpoint.failing",
             Condition::AttemptExhausted => "message.attempt.exhausted",
+            Condition::SourceStalled => "source.stalled",
         }
     }
 
@@ -88,14 +95,14 @@ impl Target {
 /// its own addresses and chat) or the operator's. Each side has a mark and a
 /// window of its own: a tenant's settings never hold back or hurry the operator's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
+pub(super) enum Side {
     Tenant,
     Operator,
 }
 
 impl Side {
     /// The mark's name of `condition` on this side.
-    fn mark(self, condition: Condition) -> String {
+    pub(super) fn mark(self, condition: Condition) -> String {
         match self {
             Side::Tenant => condition.as_str().to_owned(),
             Side::Operator => format!("operator:{}", condition.as_str()),
@@ -104,7 +111,7 @@ impl Side {
 
     /// The targets this side has for `condition` of an application (`app_email`:
     /// whether it has addresses of its own).
-    fn targets(
+    pub(super) fn targets(
         self,
         condition: Condition,
         app_email: bool,
@@ -135,7 +142,7 @@ impl Side {
 
     /// The window: the tenant's own (else the operator's default) on its side,
     /// the operator's on the operator's; an hour where none is set.
-    fn window_secs(self, own: Option<&AlertSettings>, op: Option<&AlertSettings>) -> i32 {
+    pub(super) fn window_secs(self, own: Option<&AlertSettings>, op: Option<&AlertSettings>) -> i32 {
         let op_window = op.and_then(|s| s.window_secs);
         match self {
             Side::Tenant => own.and_then(|s| s.window_secs).or(op_window),
@@ -311,27 +318,6 @@ async fn raise_one(
     if r.condition == Condition::EndpointFailing && !still_failing {
         return Ok(0);
     }
-    // The mark, made long ago if new, held by this transaction (a no-op update
-    // takes its lock in the same statement: no gap for the pruner).
-    let held = db
-        .query_one(
-            "INSERT INTO alert_marks AS k (tenant_id, condition, subject, sent_at) VALUES ($1, $2, $3, '-infinity')
-             ON CONFLICT (tenant_id, condition, subject) DO UPDATE SET held = k.held
-             RETURNING k.sent_at <= now() - make_interval(secs => $4) AS due, k.held",
-            &[&tenant, &mark, &r.endpoint, &(window as f64)],
-        )
-        .await?;
-    if !held.get::<_, bool>("due") {
-        if r.count > 0 {
-            db.execute(
-                "UPDATE alert_marks SET held = held + $4 WHERE tenant_id = $1 AND condition = $2 AND subject = $3",
-                &[&tenant, &mark, &r.endpoint, &r.count],
-            )
-            .await?;
-        }
-        return Ok(0);
-    }
-    let held = held.get::<_, i32>("held") + r.count.max(1) - 1;
     let mut detail = json!({
         "tenantId": tenant,
         "appId": r.app.as_str(),
@@ -345,6 +331,52 @@ async fn raise_one(
     if let (Some(d), Value::Object(more)) = (detail.as_object_mut(), r.extra.clone()) {
         d.extend(more.into_iter().filter(|(_, v)| !v.is_null()));
     }
+    let q = Queue { tenant, mark: &mark, condition: r.condition, subject: r.endpoint, app: Some(r.app.as_str()) };
+    mark_and_queue(db, &q, window, r.count, detail, to).await
+}
+
+/// What one raise marks and queues.
+pub(super) struct Queue<'a> {
+    pub tenant: &'a str,
+    /// The mark's name: the condition's, on its side.
+    pub mark: &'a str,
+    pub condition: Condition,
+    pub subject: &'a str,
+    pub app: Option<&'a str>,
+}
+
+/// If no alert of `q` was sent within `window`, queues one per target with
+/// `detail` (and how many were held back since the last) and marks it sent;
+/// else counts `count` as held. Returns the rows queued.
+pub(super) async fn mark_and_queue(
+    db: &impl GenericClient,
+    q: &Queue<'_>,
+    window: i32,
+    count: i32,
+    detail: Value,
+    to: &[Target],
+) -> Result<u64, StoreError> {
+    // The mark, made long ago if new, held by this transaction (a no-op update
+    // takes its lock in the same statement: no gap for the pruner).
+    let held = db
+        .query_one(
+            "INSERT INTO alert_marks AS k (tenant_id, condition, subject, sent_at) VALUES ($1, $2, $3, '-infinity')
+             ON CONFLICT (tenant_id, condition, subject) DO UPDATE SET held = k.held
+             RETURNING k.sent_at <= now() - make_interval(secs => $4) AS due, k.held",
+            &[&q.tenant, &q.mark, &q.subject, &(window as f64)],
+        )
+        .await?;
+    if !held.get::<_, bool>("due") {
+        if count > 0 {
+            db.execute(
+                "UPDATE alert_marks SET held = held + $4 WHERE tenant_id = $1 AND condition = $2 AND subject = $3",
+                &[&q.tenant, &q.mark, &q.subject, &count],
+            )
+            .await?;
+        }
+        return Ok(0);
+    }
+    let held = held.get::<_, i32>("held") + count.max(1) - 1;
     let names: Vec<&str> = to.iter().map(|t| t.as_str()).collect();
     // Sent now (the mark), queued unless the tenant has too many queued already.
     let row = db
@@ -359,57 +391,8 @@ async fn raise_one(
                 RETURNING 1
              )
              SELECT count(*) AS n FROM q",
-            &[
-                &tenant,
-                &mark,
-                &r.condition.as_str(),
-                &r.endpoint,
-                &r.app.as_str(),
-                &detail,
-                &held,
-                &names,
-                &MOST_QUEUED,
-            ],
+            &[&q.tenant, &q.mark, &q.condition.as_str(), &q.subject, &q.app, &detail, &held, &names, &MOST_QUEUED],
         )
         .await?;
     Ok(row.get::<_, i64>("n") as u64)
-}
-
-/// Endpoints (of every tenant) failing since longer than their tenant's
-/// `failingMinutes`, not disabled, where someone is told of `endpoint.failing`
-/// and that side has not been told of it since the endpoint began failing nor
-/// within its window: at most `limit`, the longest failing first.
-pub async fn failing(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, AppId, String)>, StoreError> {
-    // `NOT EXISTS` of a side's mark told since the spell began or within the window.
-    let untold = |mark: &str, window: &str| {
-        format!(
-            "NOT EXISTS (SELECT 1 FROM alert_marks k
-                WHERE k.tenant_id = e.tenant_id AND k.condition = '{mark}' AND k.subject = e.id
-                  AND (k.sent_at >= e.failing_since OR k.sent_at > now() - make_interval(secs => {window})))"
-        )
-    };
-    let tells = |s: &str| format!("({s}.events IS NULL OR 'endpoint.failing' = ANY ({s}.events))");
-    let sql = format!(
-        "WITH op AS (SELECT * FROM alert_settings WHERE tenant_id = '{OPERATOR}')
-         SELECT e.tenant_id, e.app_id, e.id FROM endpoints e
-         JOIN applications a ON a.tenant_id = e.tenant_id AND a.id = e.app_id AND NOT a.operational
-         JOIN tenants t ON t.id = e.tenant_id AND t.deleted_at IS NULL AND NOT t.disabled
-         LEFT JOIN alert_settings s ON s.tenant_id = e.tenant_id
-         LEFT JOIN op ON e.tenant_id <> '{OPERATOR}'
-         WHERE e.failing_since IS NOT NULL AND NOT e.disabled
-           AND e.failing_since <= now() - make_interval(secs => COALESCE(s.failing_secs, op.failing_secs, {FAILING_SECS}))
-           AND ((((s.email IS NOT NULL OR s.chat_url_sealed IS NOT NULL) OR a.alert_email IS NOT NULL)
-                  AND {tenant_tells} AND {tenant_untold})
-             OR ((op.email IS NOT NULL OR op.chat_url_sealed IS NOT NULL) AND {op_tells} AND {op_untold}))
-         ORDER BY e.failing_since LIMIT $1",
-        tenant_tells = tells("s"),
-        op_tells = tells("op"),
-        tenant_untold = untold("endpoint.failing", &format!("COALESCE(s.window_secs, op.window_secs, {WINDOW_SECS})")),
-        op_untold = untold("operator:endpoint.failing", &format!("COALESCE(op.window_secs, {WINDOW_SECS})")),
-    );
-    let rows = db.query(&sql, &[&limit]).await?;
-    Ok(rows
-        .iter()
-        .map(|r| (TenantId::from_db(r.get("tenant_id")), AppId::from_db(r.get("app_id")), r.get("id")))
-        .collect())
 }

@@ -220,11 +220,6 @@ pub async fn lease(
     Ok(rows.iter().map(from_row).collect())
 }
 
-/// Gives up the leases `me` holds (at a clean stop), so another process takes them at once.
-pub async fn release(db: &impl GenericClient, me: &str) -> Result<u64, StoreError> {
-    Ok(db.execute("UPDATE broker_sources SET held_by = NULL, held_until = NULL WHERE held_by = $1", &[&me]).await?)
-}
-
 /// Records how the consumer's last read went: `error` `None` is a read without one.
 pub async fn read_went(
     db: &impl GenericClient,

@@ -38,6 +38,7 @@ pub trait Forget {
 }
 
 pub mod alert_outbox;
+pub mod alert_scans;
 pub mod alert_settings;
 pub mod alerts;
 pub mod api_keys;
