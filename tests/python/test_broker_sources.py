@@ -181,6 +181,12 @@ def test_a_thousand_broker_messages_arrive_as_a_thousand_messages_though_the_con
             first.stop()
 
 
+def svix_sources(hg, key):
+    status, _, page = call(hg, "GET", "/api/v1/broker-source", key=key)
+    assert status == 200
+    return page["data"]
+
+
 def test_a_source_holds_past_the_daily_cap_pauses_while_its_tenant_is_disabled_and_a_stalled_one_is_told(hookgate):
     hg = own_hookgate(hookgate, HOOKGATE_WORKER_POLL_MS="100")
     redis = PrivateRedis()
@@ -239,6 +245,13 @@ def test_a_source_holds_past_the_daily_cap_pauses_while_its_tenant_is_disabled_a
         assert "redis" in text and stuck["id"] in text, text
         time.sleep(3)
         assert len(chat.received) == 1, "once per stall"
+        # The operator sees and manages the tenant's sources under /admin/v1.
+        listed = hg.admin("GET", f"/admin/v1/tenant/{tenant['id']}/broker-source")
+        assert sorted(x["name"] for x in listed["data"]) == ["orders", "stuck"]
+        status, _, _ = call(hg, "DELETE", f"/admin/v1/tenant/{tenant['id']}/broker-source/{stuck['id']}",
+                            key="py-admin-token-0123456789abcdef")
+        assert status == 204
+        assert [x["name"] for x in svix_sources(hg, key)] == ["orders"]
     finally:
         for s in (sink, chat):
             s.server.shutdown()

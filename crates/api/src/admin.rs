@@ -36,6 +36,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     crate::audit::configure_admin(cfg);
     crate::v1::operational::configure_admin(cfg);
     crate::v1::alert_settings::configure_admin(cfg);
+    crate::admin_broker_sources::configure(cfg);
     cfg.service(crate::v1::usage::tenant_usage);
 }
 

@@ -10,6 +10,7 @@
 //! crate: the arrows run gateway → api → {ingress, egress} → shared.
 
 pub mod admin;
+mod admin_broker_sources;
 mod admin_keys;
 mod admin_tenant;
 mod admin_views;

@@ -36,7 +36,7 @@ const MOST_PER_TENANT: i64 = 20;
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(as = BrokerSourceIn)]
-struct SourceIn {
+pub(crate) struct SourceIn {
     name: String,
     /// `rabbitMq`, `sqs` or `redis`.
     #[serde(rename = "type")]
@@ -55,7 +55,7 @@ struct SourceIn {
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(as = BrokerSourcePatch)]
-struct SourcePatch {
+pub(crate) struct SourcePatch {
     name: Option<String>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -70,7 +70,7 @@ struct SourcePatch {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(as = BrokerSourceOut)]
-struct SourceOut {
+pub(crate) struct SourceOut {
     id: String,
     name: String,
     #[serde(rename = "type")]
@@ -134,9 +134,13 @@ async fn find(state: &AppState, tenant: &TenantId, id: &str) -> Result<BrokerSou
 #[utoipa::path(tag = "Broker source", operation_id = "hookgate.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
 #[get("/broker-source")]
 async fn list(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    list_for(&state, &key.0).await
+}
+
+pub(crate) async fn list_for(state: &AppState, tenant: &TenantId) -> Result<HttpResponse, ApiError> {
     let conn = db::conn(&state.db).await?;
-    let found = broker_sources::list(&**conn, &key.0, None, MOST_PER_TENANT).await?;
-    let data: Vec<SourceOut> = found.into_iter().map(|s| out(&state, s)).collect();
+    let found = broker_sources::list(&**conn, tenant, None, MOST_PER_TENANT).await?;
+    let data: Vec<SourceOut> = found.into_iter().map(|s| out(state, s)).collect();
     Ok(HttpResponse::Ok().json(Page { data, iterator: None, prev_iterator: None, done: true }))
 }
 
@@ -144,20 +148,22 @@ async fn list(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, 
 #[utoipa::path(tag = "Broker source", operation_id = "hookgate.broker-source.create", request_body = SourceIn, responses((status = 201, body = SourceOut)))]
 #[post("/broker-source")]
 async fn create(key: KeyAuth, state: web::Data<AppState>, body: web::Json<SourceIn>) -> Result<HttpResponse, ApiError> {
-    let tenant = &key.0;
-    let body = body.into_inner();
+    create_for(&state, &key.0, body.into_inner()).await
+}
+
+pub(crate) async fn create_for(state: &AppState, tenant: &TenantId, body: SourceIn) -> Result<HttpResponse, ApiError> {
     validate::name("name", &body.name)?;
     let app_id = match &body.app_id {
-        Some(a) => Some(app_of(&state, tenant, a).await?),
+        Some(a) => Some(app_of(state, tenant, a).await?),
         None => None,
     };
-    let cfg = parse_config(&state, tenant, &body.kind, body.config).await?;
+    let cfg = parse_config(state, tenant, &body.kind, body.config).await?;
     let id = BrokerSourceId::generate();
     let fields = Fields {
         name: body.name,
         kind: cfg.kind().to_owned(),
         app_id,
-        config_sealed: cfg.seal(&state, tenant, &id),
+        config_sealed: cfg.seal(state, tenant, &id),
         disabled: body.disabled,
     };
     let mut conn = db::conn(&state.db).await?;
@@ -166,14 +172,18 @@ async fn create(key: KeyAuth, state: web::Data<AppState>, body: web::Json<Source
         return Err(ApiError::Validation(format!("a tenant has at most {MOST_PER_TENANT} broker sources")));
     };
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(HttpResponse::Created().json(out(&state, made)))
+    Ok(HttpResponse::Created().json(out(state, made)))
 }
 
 #[utoipa::path(tag = "Broker source", operation_id = "hookgate.broker-source.get", responses((status = 200, body = SourceOut)))]
 #[get("/broker-source/{source_id}")]
 async fn get_one(key: KeyAuth, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let s = find(&state, &key.0, &path).await?;
-    Ok(HttpResponse::Ok().json(out(&state, s)))
+    get_for(&state, &key.0, &path).await
+}
+
+pub(crate) async fn get_for(state: &AppState, tenant: &TenantId, id: &str) -> Result<HttpResponse, ApiError> {
+    let s = find(state, tenant, id).await?;
+    Ok(HttpResponse::Ok().json(out(state, s)))
 }
 
 /// Changes a broker source; its consumer starts again with the new settings.
@@ -185,25 +195,32 @@ async fn update(
     path: web::Path<String>,
     body: web::Json<SourcePatch>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = &key.0;
-    let stored = find(&state, tenant, &path).await?;
-    let body = body.into_inner();
+    patch_for(&state, &key.0, &path, body.into_inner()).await
+}
+
+pub(crate) async fn patch_for(
+    state: &AppState,
+    tenant: &TenantId,
+    id: &str,
+    body: SourcePatch,
+) -> Result<HttpResponse, ApiError> {
+    let stored = find(state, tenant, id).await?;
     if let Some(n) = &body.name {
         validate::name("name", n)?;
     }
     let app_id = match body.app_id.into_update() {
         None => stored.app_id.clone(),
         Some(None) => None,
-        Some(Some(a)) => Some(app_of(&state, tenant, &a).await?),
+        Some(Some(a)) => Some(app_of(state, tenant, &a).await?),
     };
     let config_sealed = match body.config {
         None => stored.config_sealed.clone(),
         Some(given) => {
-            let mut cfg = parse_config(&state, tenant, &stored.kind, given).await?;
-            if let Ok(old) = BrokerConfig::open(&state, tenant, &stored.id, &stored.kind, &stored.config_sealed) {
+            let mut cfg = parse_config(state, tenant, &stored.kind, given).await?;
+            if let Ok(old) = BrokerConfig::open(state, tenant, &stored.id, &stored.kind, &stored.config_sealed) {
                 cfg.keep_redacted(&old).map_err(|e| ApiError::Validation(e.0))?;
             }
-            cfg.seal(&state, tenant, &stored.id)
+            cfg.seal(state, tenant, &stored.id)
         }
     };
     let fields = Fields {
@@ -217,7 +234,7 @@ async fn update(
     let s = broker_sources::update(&**conn, tenant, &stored.id, &fields)
         .await?
         .ok_or(ApiError::NotFound("broker source"))?;
-    Ok(HttpResponse::Ok().json(out(&state, s)))
+    Ok(HttpResponse::Ok().json(out(state, s)))
 }
 
 /// Deletes a broker source and its dead letters; its consumer stops within seconds.
@@ -228,14 +245,18 @@ async fn delete_one(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let s = find(&state, &key.0, &path).await?;
+    delete_for(&state, &key.0, &path).await
+}
+
+pub(crate) async fn delete_for(state: &AppState, tenant: &TenantId, id: &str) -> Result<HttpResponse, ApiError> {
+    let s = find(state, tenant, id).await?;
     let conn = db::conn(&state.db).await?;
-    broker_sources::delete(&**conn, &key.0, &s.id).await?;
+    broker_sources::delete(&**conn, tenant, &s.id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
 #[derive(Deserialize, IntoParams)]
-struct DeadLetterQuery {
+pub(crate) struct DeadLetterQuery {
     /// At most this many (1 to 100, 50).
     limit: Option<i64>,
     /// The `iterator` of an earlier page: older ones.
@@ -246,7 +267,7 @@ struct DeadLetterQuery {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(as = BrokerDeadLetterOut)]
-struct DeadLetterOut {
+pub(crate) struct DeadLetterOut {
     id: String,
     broker_id: Option<String>,
     reason: String,
@@ -267,7 +288,16 @@ async fn dead_letters(
     path: web::Path<String>,
     q: web::Query<DeadLetterQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let s = find(&state, &key.0, &path).await?;
+    dead_letters_for(&state, &key.0, &path, &q).await
+}
+
+pub(crate) async fn dead_letters_for(
+    state: &AppState,
+    tenant: &TenantId,
+    id: &str,
+    q: &DeadLetterQuery,
+) -> Result<HttpResponse, ApiError> {
+    let s = find(state, tenant, id).await?;
     let limit = q.limit.unwrap_or(50);
     if !(1..=100).contains(&limit) {
         return Err(ApiError::Validation("`limit` must be 1 to 100".into()));
@@ -277,7 +307,7 @@ async fn dead_letters(
         Some(i) => Some(i.parse::<i64>().map_err(|_| ApiError::Validation("`iterator` is not one we gave".into()))?),
     };
     let conn = db::conn(&state.db).await?;
-    let mut rows = broker_sources::dead_letters(&**conn, &key.0, &s.id, before, limit + 1).await?;
+    let mut rows = broker_sources::dead_letters(&**conn, tenant, &s.id, before, limit + 1).await?;
     let done = rows.len() as i64 <= limit;
     rows.truncate(limit as usize);
     let iterator = (!done).then(|| rows.last().map(|r| r.id.to_string())).flatten();

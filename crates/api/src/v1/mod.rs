@@ -11,7 +11,7 @@ pub(crate) mod applications;
 mod attempt_stats;
 mod attempts;
 mod broadcast;
-mod broker_source;
+pub(crate) mod broker_source;
 mod console;
 mod counts;
 mod destination;
