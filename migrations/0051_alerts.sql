@@ -58,9 +58,3 @@ CREATE TABLE IF NOT EXISTS alert_outbox (
     PRIMARY KEY (tenant_id, id)
 );
 CREATE INDEX IF NOT EXISTS alert_outbox_due ON alert_outbox (due_at);
-
--- The workers' scan for endpoints failing long enough reads only those failing
--- (a partial index: an endpoint's row changes it only when a failing spell
--- begins or ends). A long transaction on endpoints makes this wait at most 10 s.
-SET LOCAL lock_timeout = '10s';
-CREATE INDEX IF NOT EXISTS endpoints_failing ON endpoints (failing_since) WHERE failing_since IS NOT NULL AND NOT disabled;

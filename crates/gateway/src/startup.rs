@@ -81,7 +81,7 @@ impl Application {
             state.config.egress_connect_timeout,
         ));
         let publisher = Data::new(Publisher::start(state.clone(), egress_metrics.clone()));
-        // Broker sources publish as the API does, through the same group commit.
+        // Broker sources publish as the API does, through the same publisher.
         let consumers = publisher.clone();
         let server = HttpServer::new(move || {
             let max_body = data.config.max_body;

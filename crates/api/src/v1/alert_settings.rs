@@ -55,7 +55,7 @@ struct SettingsIn {
     #[schema(value_type = Option<String>)]
     chat_url: Maybe<String>,
     /// The conditions told: `endpoint.disabled`, `endpoint.failing`,
-    /// `message.attempt.exhausted`. `null`: all.
+    /// `message.attempt.exhausted`, `source.stalled`. `null`: all.
     #[serde(default)]
     #[schema(value_type = Option<Vec<String>>)]
     events: Maybe<Vec<String>>,

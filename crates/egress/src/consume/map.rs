@@ -97,7 +97,17 @@ pub fn map(
     let key = match (&event_id, &r.broker_id) {
         (Some(id), _) => format!("event:{id}"),
         (None, Some(b)) => format!("broker:{b}"),
-        (None, None) => format!("sha256:{:x}", Sha256::digest(&r.body)),
+        (None, None) => {
+            // The body and what names the event: two messages differing only in
+            // their event type are two.
+            let mut h = Sha256::new();
+            h.update(&r.body);
+            for name in ["event-type", "type", "app-id", "channels"] {
+                h.update([0]);
+                h.update(header(r, name).unwrap_or_default().as_bytes());
+            }
+            format!("sha256:{:x}", h.finalize())
+        }
     };
     let new = NewMessage {
         id: MessageId::generate(),
@@ -115,9 +125,9 @@ pub fn map(
     Ok(Mapped { app, new })
 }
 
-/// At most 64 characters of a value, for a reason.
+/// At most 64 characters of a value, for a reason (controls left out: a reason is stored as text).
 fn cut(s: &str) -> String {
-    s.chars().take(64).collect()
+    s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
 #[cfg(test)]

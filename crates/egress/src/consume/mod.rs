@@ -3,8 +3,8 @@
 //! each, which turns broker messages into messages of the send API and
 //! acknowledges each only after its message is committed ([`turn`]).
 //!
-//! A process takes one more source per look while others may be waiting, so
-//! the sources spread over the worker processes; a source whose lease a process
+//! A process takes up to four more sources per look while others may be
+//! waiting, so the sources spread over the worker processes; a source whose lease a process
 //! cannot renew (it was disabled or deleted, its tenant disabled, the database
 //! unreachable past the lease) has its consumer stopped.
 
@@ -88,8 +88,9 @@ pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetr
             }
             Err(e) => {
                 tracing::warn!(error = %e, "leasing broker sources failed; it is tried again");
-                // Past the lease another process may hold them: stop ours.
-                if renewed.elapsed() >= lease - look_every {
+                // Well before the lease passes to another process, stop ours: the
+                // lease was set by the database before the renewal was counted.
+                if renewed.elapsed() >= lease / 2 {
                     for (_, r) in running.drain() {
                         let _ = r.stop.send(true);
                     }
@@ -99,12 +100,19 @@ pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetr
         metrics.broker_sources_consuming.set(running.len() as i64);
         if pruned.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
             pruned = Some(Instant::now());
-            let p = db::bounded(state.db_budget(), async {
-                let conn = db::conn(&state.db).await?;
-                broker_sources::prune_dead_letters(&**conn).await
-            });
-            if let Err(e) = p.await {
-                tracing::warn!(error = %e, "pruning broker dead letters failed; it runs again");
+            loop {
+                let p = db::bounded(state.db_budget(), async {
+                    let conn = db::conn(&state.db).await?;
+                    broker_sources::prune_dead_letters(&**conn).await
+                });
+                match p.await {
+                    Ok(n) if n >= 10_000 => continue,
+                    Ok(_) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pruning broker dead letters failed; it runs again");
+                        break;
+                    }
+                }
             }
         }
         tokio::time::sleep(look_every).await;

@@ -85,54 +85,85 @@ pub async fn consume(
                 continue;
             }
         };
-        backoff = Duration::from_secs(1);
-        let mut said_at: Option<Instant> = None;
-        loop {
+        match read(&state, &publisher, &metrics, &source, &mut consumer, &mut stop, &mut backoff).await {
+            Ok(()) => return,
+            Err(e) => {
+                // Reconnects after a pause that grows while nothing is read.
+                said(&state, &source, Some(&e)).await;
+                metrics.broker_errors.with_label_values(&[&source.kind]).inc();
+                let _ = tokio::time::timeout(backoff, stop.changed()).await;
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// Publishes at once at most this many of a batch: one source does not take
+/// the process's connections.
+const AT_ONCE: usize = 8;
+/// How often messages held (a quota spent) are tried again.
+const HOLD_FOR: Duration = Duration::from_secs(1);
+
+/// Reads and settles until `stop` (`Ok`) or a broker error (`Err`, to reconnect).
+/// Messages that cannot be published now are held, unsettled, and tried again
+/// before anything more is read: the source pauses, and the broker neither
+/// counts them as delivered again nor gives them to another consumer.
+async fn read(
+    state: &AppState,
+    publisher: &Publisher,
+    metrics: &EgressMetrics,
+    source: &BrokerSource,
+    consumer: &mut Consumer,
+    stop: &mut watch::Receiver<bool>,
+    backoff: &mut Duration,
+) -> Result<(), String> {
+    let mut said_at: Option<Instant> = None;
+    let mut held: Vec<Received> = Vec::new();
+    loop {
+        let batch = if held.is_empty() {
             let read = tokio::select! {
-                _ = stop.changed() => return,
+                _ = stop.changed() => return Ok(()),
                 r = consumer.receive(BATCH, WAIT) => r,
             };
-            let batch = match read {
-                Ok(b) => b,
-                Err(e) => {
-                    said(&state, &source, Some(&e)).await;
-                    metrics.broker_errors.with_label_values(&[&source.kind]).inc();
-                    break;
-                }
-            };
+            let batch = read?;
+            // Something was read without an error: the next failure starts its pauses afresh.
+            *backoff = Duration::from_secs(1);
             if said_at.is_none_or(|t| t.elapsed() >= SAY_READ_EVERY) {
-                said(&state, &source, None).await;
+                said(state, source, None).await;
                 said_at = Some(Instant::now());
             }
-            if batch.is_empty() {
-                continue;
-            }
-            let handled =
-                futures_util::future::join_all(batch.iter().map(|r| handle(&state, &publisher, &source, r))).await;
-            let mut later = false;
-            let mut broken = None;
-            for (r, h) in batch.iter().zip(handled) {
-                metrics.broker_messages.with_label_values(&[&source.kind, h.label()]).inc();
-                let settled = match &h {
-                    Handled::Later(why) => {
-                        later = true;
-                        tracing::debug!(source = %source.id, why, "a broker message waits");
-                        consumer.release(&r.token).await
-                    }
-                    _ => consumer.ack(&r.token).await,
-                };
-                if let Err(e) = settled {
-                    // The broker delivers it again; its key finds what it made.
-                    broken = Some(e);
-                    break;
+            batch
+        } else {
+            if tokio::time::timeout(HOLD_FOR, stop.changed()).await.is_ok() {
+                // Stopping: what is held goes back to the broker (or its lease does).
+                for r in &held {
+                    let _ = consumer.release(&r.token).await;
                 }
+                return Ok(());
             }
-            if let Some(e) = broken {
-                said(&state, &source, Some(&e)).await;
-                break;
+            for r in &held {
+                consumer.keep(&r.token).await?;
             }
-            if later {
-                let _ = tokio::time::timeout(Duration::from_secs(1), stop.changed()).await;
+            std::mem::take(&mut held)
+        };
+        if batch.is_empty() {
+            continue;
+        }
+        let gate = tokio::sync::Semaphore::new(AT_ONCE);
+        let handled = futures_util::future::join_all(batch.iter().map(|r| async {
+            let _turn = gate.acquire().await.expect("the semaphore is never closed");
+            handle(state, publisher, source, r).await
+        }))
+        .await;
+        for (r, h) in batch.into_iter().zip(handled) {
+            metrics.broker_messages.with_label_values(&[&source.kind, h.label()]).inc();
+            match h {
+                Handled::Later(why) => {
+                    tracing::debug!(source = %source.id, why, "a broker message waits");
+                    held.push(r);
+                }
+                // If the acknowledgement is lost the broker delivers it again; its key finds what it made.
+                _ => consumer.ack(&r.token).await?,
             }
         }
     }

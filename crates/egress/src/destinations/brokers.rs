@@ -51,6 +51,8 @@ macro_rules! broker_kinds {
         pub enum BrokerConfig { $($variant($config)),* }
 
         /// A kind's open consumer.
+        // One per consumed source: a few hundred bytes, not worth a box.
+        #[allow(clippy::large_enum_variant)]
         pub enum Consumer { $($variant($consumer)),* }
 
         impl BrokerConfig {
@@ -126,6 +128,12 @@ macro_rules! broker_kinds {
             /// Acknowledges a message: it is not delivered again.
             pub async fn ack(&mut self, token: &Token) -> Result<(), String> {
                 match self { $(Consumer::$variant(c) => c.ack(token).await),* }
+            }
+
+            /// Holds a message read but not settled (an SQS message's visibility is
+            /// renewed), so the broker gives it to no one else meanwhile.
+            pub async fn keep(&mut self, token: &Token) -> Result<(), String> {
+                match self { $(Consumer::$variant(c) => c.keep(token).await),* }
             }
 
             /// Gives a message back, to be read again later.

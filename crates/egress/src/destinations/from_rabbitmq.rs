@@ -30,13 +30,14 @@ pub struct RabbitMqSource {
     pub uri: String,
     /// The queue to consume; it must exist.
     pub queue: String,
-    /// Messages handed over unacknowledged at once, 1 to 1000 (100).
+    /// Messages handed over unacknowledged at once, 1 to 100 (20): each is held
+    /// in memory until it is acknowledged.
     #[serde(default = "prefetch")]
     pub prefetch: u16,
 }
 
 fn prefetch() -> u16 {
-    100
+    20
 }
 
 impl RabbitMqSource {
@@ -46,8 +47,8 @@ impl RabbitMqSource {
         if self.queue.is_empty() || self.queue.len() > 255 || self.queue.contains('\0') {
             return Err(invalid("`queue` must be 1 to 255 bytes, without NUL"));
         }
-        if !(1..=1000).contains(&self.prefetch) {
-            return Err(invalid("`prefetch` must be 1 to 1000"));
+        if !(1..=100).contains(&self.prefetch) {
+            return Err(invalid("`prefetch` must be 1 to 100"));
         }
         Ok(())
     }
@@ -137,6 +138,11 @@ impl RabbitConsumer {
         self.channel.basic_ack(tag, BasicAckOptions::default()).await.map_err(|e| format!("RabbitMQ ack: {e}"))
     }
 
+    /// Holds a message unacknowledged (nothing to do: the broker keeps it for us).
+    pub async fn keep(&mut self, _: &Token) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Gives a message back to the queue, for later.
     pub async fn release(&mut self, token: &Token) -> Result<(), String> {
         let Token::Rabbit(tag) = *token else { return Err("not a RabbitMQ message".into()) };
@@ -165,6 +171,7 @@ fn received(d: lapin::message::Delivery) -> Received {
             headers.push((k.to_string().to_ascii_lowercase(), text));
         }
     }
+    headers.sort();
     Received {
         broker_id: p.message_id().as_ref().map(|m| m.to_string()),
         body: d.data,

@@ -34,6 +34,8 @@ fn group() -> String {
 /// How long an entry read by another consumer stays pending before it is
 /// claimed: that consumer is taken to be gone.
 const CLAIM_IDLE_MS: u64 = 15_000;
+/// How long one Redis command may take to answer, a blocking read's wait included.
+const RESPONSE_BOUND: Duration = Duration::from_secs(15);
 /// How often pending entries of gone consumers are looked for.
 const CLAIM_EVERY: Duration = Duration::from_secs(5);
 
@@ -102,8 +104,14 @@ impl RedisConsumer {
             .map_err(|e| format!("`url`: {e}"))?
             .set_addr(ConnectionAddr::Tcp(addrs[0].ip().to_string(), addrs[0].port()));
         let client = redis::Client::open(info).map_err(|e| format!("Redis: {e}"))?;
-        let mut conn =
-            client.get_multiplexed_async_connection().await.map_err(|e| format!("connecting to Redis failed: {e}"))?;
+        // Longer than a blocking read's wait (the client's default, half a second, is shorter).
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(RESPONSE_BOUND))
+            .set_connection_timeout(Some(Duration::from_secs(10)));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| format!("connecting to Redis failed: {e}"))?;
         let made: redis::RedisResult<Rv> = redis::cmd("XGROUP")
             .arg("CREATE")
             .arg(&cfg.stream)
@@ -143,7 +151,7 @@ impl RedisConsumer {
                 .await
                 .map_err(err)?;
             let claimed = match &got {
-                Rv::Array(parts) if parts.len() >= 2 => entries(&parts[1]),
+                Rv::Array(parts) if parts.len() >= 2 => entries(&self.stream, &parts[1]),
                 _ => Vec::new(),
             };
             if !claimed.is_empty() {
@@ -163,7 +171,7 @@ impl RedisConsumer {
             Rv::Array(streams) => streams
                 .iter()
                 .filter_map(|s| match s {
-                    Rv::Array(pair) if pair.len() == 2 => Some(entries(&pair[1])),
+                    Rv::Array(pair) if pair.len() == 2 => Some(entries(&self.stream, &pair[1])),
                     _ => None,
                 })
                 .flatten()
@@ -185,6 +193,11 @@ impl RedisConsumer {
             .map_err(|e| format!("Redis XACK: {e}"))
     }
 
+    /// Holds an entry pending (nothing to do: it stays this consumer's).
+    pub async fn keep(&mut self, _: &Token) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Left pending: read again (from 0) at the next turn.
     pub async fn release(&mut self, _: &Token) -> Result<(), String> {
         self.own_first = true;
@@ -201,8 +214,10 @@ fn text(v: &Rv) -> Option<Vec<u8>> {
     }
 }
 
-/// A stream's entries `[[id, [field, value, …]], …]` (a deleted one is nil: skipped).
-fn entries(v: &Rv) -> Vec<Received> {
+/// A stream's entries `[[id, [field, value, …]], …]` (a deleted one is nil:
+/// skipped). The broker's id of each names the stream: entry ids repeat across
+/// streams, and a source may be pointed at another.
+fn entries(stream: &str, v: &Rv) -> Vec<Received> {
     let Rv::Array(items) = v else { return Vec::new() };
     items
         .iter()
@@ -221,7 +236,8 @@ fn entries(v: &Rv) -> Vec<Received> {
                     _ => headers.push((name, String::from_utf8_lossy(&v).into_owned())),
                 }
             }
-            Some(Received { broker_id: Some(id.clone()), body, headers, token: Token::Redis(id) })
+            headers.sort();
+            Some(Received { broker_id: Some(format!("{stream}/{id}")), body, headers, token: Token::Redis(id) })
         })
         .collect()
 }

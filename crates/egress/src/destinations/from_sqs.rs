@@ -94,12 +94,14 @@ impl SqsConsumer {
             .iter()
             .filter_map(|m| {
                 let handle = m.receipt_handle()?.to_owned();
-                let headers = m
+                let mut headers: Vec<(String, String)> = m
                     .message_attributes()
                     .into_iter()
                     .flatten()
                     .filter_map(|(k, v)| Some((k.to_ascii_lowercase(), v.string_value()?.to_owned())))
                     .collect();
+                // In one order every time: which of two names differing in case wins stays the same.
+                headers.sort();
                 Some(Received {
                     broker_id: m.message_id().map(str::to_owned),
                     body: m.body().unwrap_or_default().as_bytes().to_vec(),
@@ -116,6 +118,20 @@ impl SqsConsumer {
             .delete_message()
             .queue_url(&self.queue_url)
             .receipt_handle(handle)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| super::aws::failure("SQS", e).text)
+    }
+
+    /// Keeps a message held by this consumer hidden for another visibility timeout.
+    pub async fn keep(&mut self, token: &Token) -> Result<(), String> {
+        let Token::Sqs(handle) = token else { return Err("not an SQS message".into()) };
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(handle)
+            .visibility_timeout(self.visibility)
             .send()
             .await
             .map(|_| ())

@@ -460,7 +460,7 @@ impl Config {
             fifo_sweep: raw.secs("fifo_sweep_secs")?,
             replay_batch,
             disable_after: raw.secs("disable_after_secs")?,
-            smtp: smtp::parse(&raw)?,
+            smtp: smtp::parse(raw)?,
             metrics_tenant_label: raw.parse("metrics_tenant_label")?,
             log_format,
         })

@@ -185,7 +185,7 @@ pub async fn delete(db: &impl GenericClient, tenant: &TenantId, id: &BrokerSourc
 
 /// Takes or keeps the lease of the sources `me` may consume, of every tenant:
 /// those it holds (renewed) and, if it holds fewer than `most`, one more whose
-/// lease has passed (so processes share them, one at a time). Skips disabled
+/// lease has passed, up to four a look (so processes share them). Skips disabled
 /// sources and the sources of disabled or deleted tenants: their consumers stop
 /// when their lease is not renewed. Returns what `me` holds now.
 pub async fn lease(
@@ -206,7 +206,7 @@ pub async fn lease(
                  ), more AS (
                     SELECT s.tenant_id, s.id FROM broker_sources s JOIN live l USING (tenant_id, id)
                     WHERE (s.held_by IS NULL OR s.held_until < now()) AND (SELECT count(*) FROM mine) < $3
-                    ORDER BY s.held_until NULLS FIRST LIMIT 1 FOR UPDATE OF s SKIP LOCKED
+                    ORDER BY s.held_until NULLS FIRST LIMIT 4 FOR UPDATE OF s SKIP LOCKED
                  )
                  UPDATE broker_sources s SET held_by = $1, held_until = now() + make_interval(secs => $2)
                  WHERE (s.tenant_id, s.id) IN (SELECT * FROM mine UNION ALL SELECT * FROM more)
@@ -248,7 +248,29 @@ pub struct DeadLetter {
     pub created_at: DateTime<Utc>,
 }
 
-/// Sets a broker message aside (its body cut to 64 KiB).
+/// Text Postgres stores: NUL, which it refuses in `text` and `jsonb`, replaced.
+fn storable(s: &str) -> String {
+    s.replace('\0', "\u{FFFD}")
+}
+
+/// A dead letter's headers: at most 64, names and values cut to 256 and 1,024
+/// characters, every string storable.
+fn kept_headers(headers: &serde_json::Value) -> serde_json::Value {
+    let cut = |s: &str, n: usize| storable(&s.chars().take(n).collect::<String>());
+    match headers {
+        serde_json::Value::Object(m) => serde_json::Value::Object(
+            m.iter()
+                .take(64)
+                .map(|(k, v)| (cut(k, 256), serde_json::Value::String(cut(v.as_str().unwrap_or_default(), 1024))))
+                .collect(),
+        ),
+        _ => serde_json::Value::Null,
+    }
+}
+
+/// Sets a broker message aside (its body cut to 64 KiB, its headers bounded,
+/// its text made storable: a message that cannot be set aside would be held
+/// for ever, and hold its queue).
 pub async fn dead_letter(
     db: &impl GenericClient,
     tenant: &TenantId,
@@ -259,10 +281,12 @@ pub async fn dead_letter(
     headers: &serde_json::Value,
 ) -> Result<(), StoreError> {
     let body = &body[..body.len().min(64 * 1024)];
+    let broker_id = broker_id.map(|b| storable(&b.chars().take(512).collect::<String>()));
+    let reason = storable(&reason.chars().take(1024).collect::<String>());
     db.execute(
         "INSERT INTO broker_dead_letters (tenant_id, source_id, broker_id, reason, body, headers)
          VALUES ($1, $2, $3, $4, $5, $6)",
-        &[&tenant.as_str(), &source.as_str(), &broker_id, &reason, &body, headers],
+        &[&tenant.as_str(), &source.as_str(), &broker_id, &reason, &body, &kept_headers(headers)],
     )
     .await?;
     Ok(())
@@ -297,7 +321,15 @@ pub async fn dead_letters(
         .collect())
 }
 
-/// Forgets dead letters older than 30 days, of every tenant.
+/// Forgets up to 10,000 dead letters older than 30 days, of every tenant (the
+/// caller runs it again while it finds that many).
 pub async fn prune_dead_letters(db: &impl GenericClient) -> Result<u64, StoreError> {
-    Ok(db.execute("DELETE FROM broker_dead_letters WHERE created_at < now() - interval '30 days'", &[]).await?)
+    Ok(db
+        .execute(
+            "DELETE FROM broker_dead_letters WHERE (tenant_id, id) IN (
+                SELECT tenant_id, id FROM broker_dead_letters
+                WHERE created_at < now() - interval '30 days' LIMIT 10000)",
+            &[],
+        )
+        .await?)
 }

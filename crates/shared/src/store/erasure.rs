@@ -83,6 +83,10 @@ pub async fn request_erasure(
             UPDATE sources SET disabled = true, updated_at = now() WHERE tenant_id = $1 AND app_id = $2
          ), eps AS (
             UPDATE endpoints SET disabled = true, updated_at = now() WHERE tenant_id = $1 AND app_id = $2
+         ), brokers AS (
+            -- What its broker sources would publish to it would be erased unseen:
+            -- they stop, their messages wait on the broker.
+            UPDATE broker_sources SET disabled = true, updated_at = now() WHERE tenant_id = $1 AND app_id = $2
          )
          INSERT INTO erasures (tenant_id, app_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
         &[&tenant.as_str(), &app.as_str()],
