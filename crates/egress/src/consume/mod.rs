@@ -46,18 +46,22 @@ pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetr
     let lease = (state.config.worker_poll * 100).clamp(Duration::from_secs(5), LEASE);
     let look_every = lease / 6;
     let mut running: HashMap<(TenantId, BrokerSourceId), Running> = HashMap::new();
+    // When the last renewal that succeeded was asked for: the database set the
+    // lease's end after that moment, so it holds at least until then + lease.
     let mut renewed = Instant::now();
-    let mut pruned: Option<Instant> = None;
     let senders = Arc::new(Senders::new(&state.config, state.own_services.clone()));
+    tokio::spawn(prune(state.clone()));
     loop {
-        let held = db::bounded(state.db_budget(), async {
+        let asked = Instant::now();
+        // Bounded well within the lease, so a stalled database is noticed in time.
+        let held = db::bounded(state.db_budget().min(lease / 4), async {
             let conn = db::conn(&state.db).await?;
             broker_sources::lease(&**conn, &me, lease.as_secs_f64(), MOST_HELD).await
         })
         .await;
         match held {
             Ok(held) => {
-                renewed = Instant::now();
+                renewed = asked;
                 let wanted: HashMap<_, _> =
                     held.into_iter().map(|s| ((s.tenant_id.clone(), s.id.clone()), s)).collect();
                 // Stopped: no longer held, changed, or ended on its own.
@@ -88,8 +92,7 @@ pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetr
             }
             Err(e) => {
                 tracing::warn!(error = %e, "leasing broker sources failed; it is tried again");
-                // Well before the lease passes to another process, stop ours: the
-                // lease was set by the database before the renewal was counted.
+                // Well before the lease could pass to another process, stop ours.
                 if renewed.elapsed() >= lease / 2 {
                     for (_, r) in running.drain() {
                         let _ = r.stop.send(true);
@@ -98,23 +101,28 @@ pub async fn run(state: AppState, publisher: Arc<Publisher>, metrics: EgressMetr
             }
         }
         metrics.broker_sources_consuming.set(running.len() as i64);
-        if pruned.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
-            pruned = Some(Instant::now());
-            loop {
-                let p = db::bounded(state.db_budget(), async {
-                    let conn = db::conn(&state.db).await?;
-                    broker_sources::prune_dead_letters(&**conn).await
-                });
-                match p.await {
-                    Ok(n) if n >= 10_000 => continue,
-                    Ok(_) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "pruning broker dead letters failed; it runs again");
-                        break;
-                    }
+        tokio::time::sleep(look_every).await;
+    }
+}
+
+/// Forgets dead letters past 30 days, every hour, apart from the leases (a
+/// long prune must not keep them from being renewed).
+async fn prune(state: AppState) {
+    loop {
+        loop {
+            let p = db::bounded(state.db_budget(), async {
+                let conn = db::conn(&state.db).await?;
+                broker_sources::prune_dead_letters(&**conn).await
+            });
+            match p.await {
+                Ok(n) if n >= 10_000 => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "pruning broker dead letters failed; it runs again");
+                    break;
                 }
             }
         }
-        tokio::time::sleep(look_every).await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
     }
 }

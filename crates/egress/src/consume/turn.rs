@@ -12,6 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use chrono::NaiveDate;
 use hookgate_shared::{
     db, limits,
     quota::Limit,
@@ -118,7 +119,9 @@ async fn read(
     backoff: &mut Duration,
 ) -> Result<(), String> {
     let mut said_at: Option<Instant> = None;
-    let mut held: Vec<Received> = Vec::new();
+    // Each held message with the day of the daily-cap place it kept, if it
+    // kept one (an attempt whose outcome is unknown keeps its place for the next).
+    let mut held: Vec<(Received, Option<NaiveDate>)> = Vec::new();
     loop {
         let batch = if held.is_empty() {
             let read = tokio::select! {
@@ -132,35 +135,43 @@ async fn read(
                 said(state, source, None).await;
                 said_at = Some(Instant::now());
             }
-            batch
+            batch.into_iter().map(|r| (r, None)).collect()
         } else {
             if tokio::time::timeout(HOLD_FOR, stop.changed()).await.is_ok() {
                 // Stopping: what is held goes back to the broker (or its lease does).
-                for r in &held {
+                for (r, _) in &held {
                     let _ = consumer.release(&r.token).await;
                 }
                 return Ok(());
             }
-            for r in &held {
-                consumer.keep(&r.token).await?;
+            let mut kept = Vec::with_capacity(held.len());
+            for (r, day) in std::mem::take(&mut held) {
+                // One the broker no longer holds for this consumer comes back
+                // from the broker: it is dropped here, not published twice over.
+                match consumer.keep(&r.token).await {
+                    Ok(()) => kept.push((r, day)),
+                    Err(e) => {
+                        tracing::info!(source = %source.id, error = %e, "a held broker message went back to its broker")
+                    }
+                }
             }
-            std::mem::take(&mut held)
+            kept
         };
         if batch.is_empty() {
             continue;
         }
         let gate = tokio::sync::Semaphore::new(AT_ONCE);
-        let handled = futures_util::future::join_all(batch.iter().map(|r| async {
+        let handled = futures_util::future::join_all(batch.iter().map(|(r, day)| async {
             let _turn = gate.acquire().await.expect("the semaphore is never closed");
-            handle(state, publisher, source, r).await
+            handle(state, publisher, source, r, *day).await
         }))
         .await;
-        for (r, h) in batch.into_iter().zip(handled) {
+        for ((r, _), (h, day)) in batch.into_iter().zip(handled) {
             metrics.broker_messages.with_label_values(&[&source.kind, h.label()]).inc();
             match h {
                 Handled::Later(why) => {
                     tracing::debug!(source = %source.id, why, "a broker message waits");
-                    held.push(r);
+                    held.push((r, day));
                 }
                 // If the acknowledgement is lost the broker delivers it again; its key finds what it made.
                 _ => consumer.ack(&r.token).await?,
@@ -192,21 +203,29 @@ async fn said(state: &AppState, source: &BrokerSource, error: Option<&str>) {
     }
 }
 
-/// Publishes one broker message, or sets it aside.
-async fn handle(state: &AppState, publisher: &Publisher, source: &BrokerSource, r: &Received) -> Handled {
+/// Publishes one broker message, or sets it aside; with the daily-cap place it
+/// still keeps (`kept`: one an earlier try kept, which it uses rather than take another).
+async fn handle(
+    state: &AppState,
+    publisher: &Publisher,
+    source: &BrokerSource,
+    r: &Received,
+    kept: Option<NaiveDate>,
+) -> (Handled, Option<NaiveDate>) {
     let tenant = &source.tenant_id;
     let mapped = match map(r, &source.id, source.app_id.as_ref(), state.config.max_body) {
         Ok(m) => m,
-        Err(reason) => return dead_letter(state, source, r, &reason).await,
+        Err(reason) => return (dead_letter(state, source, r, &reason).await, kept),
     };
     let quotas = match limits::quotas(state, tenant).await {
         Ok(q) => q,
-        Err(e) => return Handled::Later(e.to_string()),
+        Err(e) => return (Handled::Later(e.to_string()), kept),
     };
-    if limits::rate(state, tenant, &quotas, Limit::MessagesPerSecond).await.is_err() {
-        return Handled::Later("the tenant's messagesPerSecond is spent".into());
+    if kept.is_none() && limits::rate(state, tenant, &quotas, Limit::MessagesPerSecond).await.is_err() {
+        return (Handled::Later("the tenant's messagesPerSecond is spent".into()), None);
     }
     let day = match quotas.limit(Limit::MessagesPerDay) {
+        _ if kept.is_some() => kept,
         None => None,
         Some(cap) => {
             let reserved = db::bounded(state.db_budget(), async {
@@ -216,8 +235,8 @@ async fn handle(state: &AppState, publisher: &Publisher, source: &BrokerSource, 
             .await;
             match reserved {
                 Ok(Some(day)) => Some(day),
-                Ok(None) => return Handled::Later("the tenant's messagesPerDay is reached".into()),
-                Err(e) => return Handled::Later(e.to_string()),
+                Ok(None) => return (Handled::Later("the tenant's messagesPerDay is reached".into()), None),
+                Err(e) => return (Handled::Later(e.to_string()), None),
             }
         }
     };
@@ -230,22 +249,29 @@ async fn handle(state: &AppState, publisher: &Publisher, source: &BrokerSource, 
         | Err(PublishError::Invalid(_) | PublishError::Busy) => true,
         Err(_) => false,
     };
-    if let (true, Some(day)) = (not_created, day) {
+    // A copy found by its key, with a place kept from the try that (it turns out)
+    // made it: that place is the message's, and stays taken.
+    let made_before =
+        matches!(&published, Ok(m) if m.id != made) || matches!(&published, Err(PublishError::SameRequest));
+    if let (true, Some(day)) = (not_created && !(made_before && kept.is_some()), day) {
         let _ = db::bounded(state.db_budget(), async {
             let conn = db::conn(&state.db).await?;
             usage::release_messages(&**conn, tenant, day, 1).await
         })
         .await;
     }
-    match published {
+    // A place is kept only past an attempt whose outcome is unknown.
+    let still = if not_created { None } else { day };
+    let handled = match published {
         Ok(m) if m.id == made => Handled::Published,
         Ok(_) | Err(PublishError::Conflict | PublishError::SameRequest) => Handled::Duplicate,
         Err(PublishError::NoApplication) => {
             dead_letter(state, source, r, &format!("the application `{app}` does not exist")).await
         }
         Err(PublishError::Invalid(why)) => dead_letter(state, source, r, &why).await,
-        Err(e) => Handled::Later(e.to_string()),
-    }
+        Err(e) => return (Handled::Later(e.to_string()), still),
+    };
+    (handled, None)
 }
 
 /// Sets `r` aside with `reason`; once it is stored the broker may forget it.

@@ -138,9 +138,13 @@ impl RabbitConsumer {
         self.channel.basic_ack(tag, BasicAckOptions::default()).await.map_err(|e| format!("RabbitMQ ack: {e}"))
     }
 
-    /// Holds a message unacknowledged (nothing to do: the broker keeps it for us).
+    /// Holds a message unacknowledged: the broker keeps it while the channel is
+    /// open (one it closed, past its consumer timeout, has given it back).
     pub async fn keep(&mut self, _: &Token) -> Result<(), String> {
-        Ok(())
+        match self.channel.status().connected() {
+            true => Ok(()),
+            false => Err("RabbitMQ closed the channel; what it held went back to the queue".into()),
+        }
     }
 
     /// Gives a message back to the queue, for later.

@@ -124,14 +124,15 @@ impl SqsConsumer {
             .map_err(|e| super::aws::failure("SQS", e).text)
     }
 
-    /// Keeps a message held by this consumer hidden for another visibility timeout.
+    /// Keeps a message held by this consumer hidden for a while more (at most
+    /// five minutes a time: SQS refuses more than twelve hours from its receipt).
     pub async fn keep(&mut self, token: &Token) -> Result<(), String> {
         let Token::Sqs(handle) = token else { return Err("not an SQS message".into()) };
         self.client
             .change_message_visibility()
             .queue_url(&self.queue_url)
             .receipt_handle(handle)
-            .visibility_timeout(self.visibility)
+            .visibility_timeout(self.visibility.min(300))
             .send()
             .await
             .map(|_| ())

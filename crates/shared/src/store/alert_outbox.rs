@@ -54,6 +54,10 @@ pub async fn claim(
                             WHERE due_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
                               AND target = ANY ($4) AND condition = ANY ($5)
                         ) c WHERE n <= {PER_TENANT} ORDER BY due_at LIMIT $3)
+                    -- Again where the row is locked: a row another sender claimed (or
+                    -- put back for later) since this statement's snapshot is re-read
+                    -- here, and passed by.
+                    AND due_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
                     FOR UPDATE SKIP LOCKED)
                  RETURNING o.id, o.tenant_id, o.target, o.condition, o.app_id, o.detail, o.held, o.attempts"
             ),

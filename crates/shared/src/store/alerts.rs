@@ -378,20 +378,37 @@ pub(super) async fn mark_and_queue(
     }
     let held = held.get::<_, i32>("held") + count.max(1) - 1;
     let names: Vec<&str> = to.iter().map(|t| t.as_str()).collect();
-    // Sent now (the mark), queued unless the tenant has too many queued already.
+    // Queued and marked sent, unless the tenant has too many queued already:
+    // then counted as held, told by the next alert that goes.
     let row = db
         .query_one(
-            "WITH m AS (
+            "WITH room AS (
+                SELECT (SELECT count(*) FROM alert_outbox WHERE tenant_id = $1) < $9 AS ok
+             ), m AS (
                 UPDATE alert_marks SET sent_at = now(), held = 0
-                WHERE tenant_id = $1 AND condition = $2 AND subject = $4
+                WHERE tenant_id = $1 AND condition = $2 AND subject = $4 AND (SELECT ok FROM room)
+             ), full_ AS (
+                UPDATE alert_marks SET held = held + $10
+                WHERE tenant_id = $1 AND condition = $2 AND subject = $4 AND NOT (SELECT ok FROM room)
              ), q AS (
                 INSERT INTO alert_outbox (tenant_id, target, condition, app_id, subject, detail, held)
                 SELECT $1, t, $3, $5, $4, $6, $7 FROM unnest($8::text[]) AS t
-                WHERE (SELECT count(*) FROM alert_outbox WHERE tenant_id = $1) < $9
+                WHERE (SELECT ok FROM room)
                 RETURNING 1
              )
              SELECT count(*) AS n FROM q",
-            &[&q.tenant, &q.mark, &q.condition.as_str(), &q.subject, &q.app, &detail, &held, &names, &MOST_QUEUED],
+            &[
+                &q.tenant,
+                &q.mark,
+                &q.condition.as_str(),
+                &q.subject,
+                &q.app,
+                &detail,
+                &held,
+                &names,
+                &MOST_QUEUED,
+                &count.max(1),
+            ],
         )
         .await?;
     Ok(row.get::<_, i64>("n") as u64)

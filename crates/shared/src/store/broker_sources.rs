@@ -170,12 +170,15 @@ pub async fn count(db: &impl GenericClient, tenant: &TenantId) -> Result<i64, St
         .get("n"))
 }
 
-/// Deletes a source and its dead letters.
+/// Deletes a source and (up to 10,000 of) its dead letters: the rest, unreachable
+/// once the source is gone, go with the pruning of their age.
 pub async fn delete(db: &impl GenericClient, tenant: &TenantId, id: &BrokerSourceId) -> Result<bool, StoreError> {
     let row = db
         .query_one(
             "WITH s AS (DELETE FROM broker_sources WHERE tenant_id = $1 AND id = $2 RETURNING id),
-                  d AS (DELETE FROM broker_dead_letters WHERE tenant_id = $1 AND source_id = $2)
+                  d AS (DELETE FROM broker_dead_letters WHERE (tenant_id, id) IN (
+                      SELECT tenant_id, id FROM broker_dead_letters WHERE tenant_id = $1 AND source_id = $2
+                      LIMIT 10000))
              SELECT count(*) AS n FROM s",
             &[&tenant.as_str(), &id.as_str()],
         )
