@@ -13,7 +13,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::{
     admin_tenant::find,
-    v1::broker_source::{self as own, DeadLetterOut, DeadLetterQuery, SourceIn, SourceOut, SourcePatch},
+    v1::broker_source::{self as own, DeadLetterOut, DeadLetterQuery, SourceIn, SourceOut, SourcePage, SourcePatch},
     Operator,
 };
 
@@ -24,15 +24,16 @@ pub fn configure(cfg: &mut ServiceConfig) {
 type One = web::Path<(Ref<TenantId>, String)>;
 
 /// The tenant's broker sources.
-#[utoipa::path(tag = "Admin", operation_id = "admin.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
+#[utoipa::path(params(SourcePage), tag = "Admin", operation_id = "admin.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
 #[get("/tenant/{tenant_id}/broker-source")]
 async fn list(
     _: Operator,
     state: web::Data<AppState>,
     path: web::Path<Ref<TenantId>>,
+    q: web::Query<SourcePage>,
 ) -> Result<HttpResponse, ApiError> {
     let t = find(&state, &path).await?;
-    own::list_for(&state, &t.id).await
+    own::list_for(&state, &t.id, &q).await
 }
 
 /// Creates a broker source for the tenant.

@@ -130,18 +130,40 @@ async fn find(state: &AppState, tenant: &TenantId, id: &str) -> Result<BrokerSou
     broker_sources::get(&**conn, tenant, &id).await?.ok_or(ApiError::NotFound("broker source"))
 }
 
-/// The tenant's broker sources (at most 20), oldest first.
-#[utoipa::path(tag = "Broker source", operation_id = "hookgate.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
-#[get("/broker-source")]
-async fn list(key: KeyAuth, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    list_for(&state, &key.0).await
+/// A page of broker sources.
+#[derive(Deserialize, IntoParams)]
+pub(crate) struct SourcePage {
+    /// At most this many (1 to 250, 50).
+    limit: Option<i64>,
+    /// The `iterator` of an earlier page: the sources after it.
+    iterator: Option<String>,
 }
 
-pub(crate) async fn list_for(state: &AppState, tenant: &TenantId) -> Result<HttpResponse, ApiError> {
+/// The tenant's broker sources (at most 20 in all), in id order.
+#[utoipa::path(params(SourcePage), tag = "Broker source", operation_id = "hookgate.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
+#[get("/broker-source")]
+async fn list(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SourcePage>) -> Result<HttpResponse, ApiError> {
+    list_for(&state, &key.0, &q).await
+}
+
+pub(crate) async fn list_for(state: &AppState, tenant: &TenantId, q: &SourcePage) -> Result<HttpResponse, ApiError> {
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=250).contains(&limit) {
+        return Err(ApiError::Validation("`limit` must be 1 to 250".into()));
+    }
+    let after = match &q.iterator {
+        None => None,
+        Some(i) => {
+            Some(BrokerSourceId::parse(i).map_err(|_| ApiError::Validation("`iterator` is not one we gave".into()))?)
+        }
+    };
     let conn = db::conn(&state.db).await?;
-    let found = broker_sources::list(&**conn, tenant, None, MOST_PER_TENANT).await?;
+    let mut found = broker_sources::list(&**conn, tenant, after.as_ref().map(|a| a.as_str()), limit + 1).await?;
+    let done = found.len() as i64 <= limit;
+    found.truncate(limit as usize);
+    let iterator = (!done).then(|| found.last().map(|s| s.id.to_string())).flatten();
     let data: Vec<SourceOut> = found.into_iter().map(|s| out(state, s)).collect();
-    Ok(HttpResponse::Ok().json(Page { data, iterator: None, prev_iterator: None, done: true }))
+    Ok(HttpResponse::Ok().json(Page { data, iterator, prev_iterator: None, done }))
 }
 
 /// Creates a broker source; a worker starts consuming it within seconds.
