@@ -13,8 +13,8 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::{
     admin_tenant::find,
-    v1::broker_source::{self as own, DeadLetterOut, DeadLetterQuery, SourceIn, SourceOut, SourcePage, SourcePatch},
-    Operator,
+    v1::broker_source::{self as own, DeadLetterOut, DeadLetterQuery, SourceIn, SourceOut, SourcePatch},
+    Operator, PageQuery,
 };
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -24,13 +24,13 @@ pub fn configure(cfg: &mut ServiceConfig) {
 type One = web::Path<(Ref<TenantId>, String)>;
 
 /// The tenant's broker sources.
-#[utoipa::path(params(SourcePage), tag = "Admin", operation_id = "admin.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Admin", operation_id = "admin.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
 #[get("/tenant/{tenant_id}/broker-source")]
 async fn list(
     _: Operator,
     state: web::Data<AppState>,
     path: web::Path<Ref<TenantId>>,
-    q: web::Query<SourcePage>,
+    q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let t = find(&state, &path).await?;
     own::list_for(&state, &t.id, &q).await

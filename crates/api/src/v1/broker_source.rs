@@ -12,7 +12,7 @@ use hookgate_shared::{
     ids::{AppId, BrokerSourceId, Ref, TenantId},
     store::{
         broker_sources::{self, BrokerSource, Fields},
-        page::Page,
+        page::{Page, MAX_LIMIT},
         StoreError,
     },
     AppState,
@@ -23,7 +23,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::{applications::find as find_app, endpoint::crud::allowed, validate};
-use crate::{KeyAuth, Maybe, TenantAuth};
+use crate::{KeyAuth, Maybe, PageQuery, TenantAuth};
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(list).service(create).service(get_one).service(update).service(delete_one).service(dead_letters);
@@ -130,40 +130,22 @@ async fn find(state: &AppState, tenant: &TenantId, id: &str) -> Result<BrokerSou
     broker_sources::get(&**conn, tenant, &id).await?.ok_or(ApiError::NotFound("broker source"))
 }
 
-/// A page of broker sources.
-#[derive(Deserialize, IntoParams)]
-pub(crate) struct SourcePage {
-    /// At most this many (1 to 250, 50).
-    limit: Option<i64>,
-    /// The `iterator` of an earlier page: the sources after it.
-    iterator: Option<String>,
-}
-
 /// The tenant's broker sources (at most 20 in all), in id order.
-#[utoipa::path(params(SourcePage), tag = "Broker source", operation_id = "hookgate.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
+#[utoipa::path(params(PageQuery), tag = "Broker source", operation_id = "hookgate.broker-source.list", responses((status = 200, body = Page<SourceOut>)))]
 #[get("/broker-source")]
-async fn list(key: KeyAuth, state: web::Data<AppState>, q: web::Query<SourcePage>) -> Result<HttpResponse, ApiError> {
+async fn list(key: KeyAuth, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
     list_for(&state, &key.0, &q).await
 }
 
-pub(crate) async fn list_for(state: &AppState, tenant: &TenantId, q: &SourcePage) -> Result<HttpResponse, ApiError> {
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=250).contains(&limit) {
-        return Err(ApiError::Validation("`limit` must be 1 to 250".into()));
+pub(crate) async fn list_for(state: &AppState, tenant: &TenantId, q: &PageQuery) -> Result<HttpResponse, ApiError> {
+    // Refused rather than clamped, as this list always has.
+    if q.limit.is_some_and(|l| !(1..=MAX_LIMIT).contains(&l)) {
+        return Err(ApiError::Validation(format!("`limit` must be 1 to {MAX_LIMIT}")));
     }
-    let after = match &q.iterator {
-        None => None,
-        Some(i) => {
-            Some(BrokerSourceId::parse(i).map_err(|_| ApiError::Validation("`iterator` is not one we gave".into()))?)
-        }
-    };
+    let page = q.page::<BrokerSourceId>()?;
     let conn = db::conn(&state.db).await?;
-    let mut found = broker_sources::list(&**conn, tenant, after.as_ref().map(|a| a.as_str()), limit + 1).await?;
-    let done = found.len() as i64 <= limit;
-    found.truncate(limit as usize);
-    let iterator = (!done).then(|| found.last().map(|s| s.id.to_string())).flatten();
-    let data: Vec<SourceOut> = found.into_iter().map(|s| out(state, s)).collect();
-    Ok(HttpResponse::Ok().json(Page { data, iterator, prev_iterator: None, done }))
+    let found = broker_sources::list(&**conn, tenant, &page).await?;
+    Ok(HttpResponse::Ok().json(found.map(|s| out(state, s))))
 }
 
 /// Creates a broker source; a worker starts consuming it within seconds.

@@ -127,26 +127,22 @@ impl SqsConsumer {
     /// Keeps a message held by this consumer hidden for a while more (at most
     /// five minutes a time: SQS refuses more than twelve hours from its receipt).
     pub async fn keep(&mut self, token: &Token) -> Result<(), String> {
-        let Token::Sqs(handle) = token else { return Err("not an SQS message".into()) };
-        self.client
-            .change_message_visibility()
-            .queue_url(&self.queue_url)
-            .receipt_handle(handle)
-            .visibility_timeout(self.visibility.min(300))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| super::aws::failure("SQS", e).text)
+        self.hide_for(token, self.visibility.min(300)).await
     }
 
     /// Makes the message visible again now, rather than after its timeout.
     pub async fn release(&mut self, token: &Token) -> Result<(), String> {
+        self.hide_for(token, 0).await
+    }
+
+    /// Sets how long from now the message stays hidden from other reads.
+    async fn hide_for(&self, token: &Token, secs: i32) -> Result<(), String> {
         let Token::Sqs(handle) = token else { return Err("not an SQS message".into()) };
         self.client
             .change_message_visibility()
             .queue_url(&self.queue_url)
             .receipt_handle(handle)
-            .visibility_timeout(0)
+            .visibility_timeout(secs)
             .send()
             .await
             .map(|_| ())

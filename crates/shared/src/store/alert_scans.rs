@@ -14,20 +14,38 @@ use super::{
 };
 use crate::ids::{AppId, BrokerSourceId, TenantId};
 
+/// Whether someone on either side is told of `condition` about the row `r`
+/// (whose id is the subject) and that side was not told of it since `since`
+/// nor within its window: the scans' test, as `raise_one` and `raise_stalled`
+/// decide (the same targets, events, marks and windows). Expects the tenant's
+/// settings as `s` and the operator's as `op`; `also_told`: one more way the
+/// tenant's side has a target (an application's addresses).
+fn someone_untold(condition: Condition, r: &str, since: &str, also_told: &str) -> String {
+    let c = condition.as_str();
+    let tells = |s: &str| format!("({s}.events IS NULL OR '{c}' = ANY ({s}.events))");
+    let untold = |side: Side, window: &str| {
+        format!(
+            "NOT EXISTS (SELECT 1 FROM alert_marks k
+                WHERE k.tenant_id = {r}.tenant_id AND k.condition = '{mark}' AND k.subject = {r}.id
+                  AND (k.sent_at >= {since} OR k.sent_at > now() - make_interval(secs => {window})))",
+            mark = side.mark(condition)
+        )
+    };
+    format!(
+        "((((s.email IS NOT NULL OR s.chat_url_sealed IS NOT NULL) {also_told}) AND {} AND {})
+          OR ((op.email IS NOT NULL OR op.chat_url_sealed IS NOT NULL) AND {} AND {}))",
+        tells("s"),
+        untold(Side::Tenant, &format!("COALESCE(s.window_secs, op.window_secs, {WINDOW_SECS})")),
+        tells("op"),
+        untold(Side::Operator, &format!("COALESCE(op.window_secs, {WINDOW_SECS})")),
+    )
+}
+
 /// Endpoints (of every tenant) failing since longer than their tenant's
 /// `failingMinutes`, not disabled, where someone is told of `endpoint.failing`
 /// and that side has not been told of it since the endpoint began failing nor
 /// within its window: at most `limit`, the longest failing first.
 pub async fn failing(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, AppId, String)>, StoreError> {
-    // `NOT EXISTS` of a side's mark told since the spell began or within the window.
-    let untold = |mark: &str, window: &str| {
-        format!(
-            "NOT EXISTS (SELECT 1 FROM alert_marks k
-                WHERE k.tenant_id = e.tenant_id AND k.condition = '{mark}' AND k.subject = e.id
-                  AND (k.sent_at >= e.failing_since OR k.sent_at > now() - make_interval(secs => {window})))"
-        )
-    };
-    let tells = |s: &str| format!("({s}.events IS NULL OR 'endpoint.failing' = ANY ({s}.events))");
     let sql = format!(
         "WITH op AS (SELECT * FROM alert_settings WHERE tenant_id = '{OPERATOR}')
          SELECT e.tenant_id, e.app_id, e.id FROM endpoints e
@@ -37,14 +55,9 @@ pub async fn failing(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantI
          LEFT JOIN op ON e.tenant_id <> '{OPERATOR}'
          WHERE e.failing_since IS NOT NULL AND NOT e.disabled
            AND e.failing_since <= now() - make_interval(secs => COALESCE(s.failing_secs, op.failing_secs, {FAILING_SECS}))
-           AND ((((s.email IS NOT NULL OR s.chat_url_sealed IS NOT NULL) OR a.alert_email IS NOT NULL)
-                  AND {tenant_tells} AND {tenant_untold})
-             OR ((op.email IS NOT NULL OR op.chat_url_sealed IS NOT NULL) AND {op_tells} AND {op_untold}))
+           AND {told}
          ORDER BY e.failing_since LIMIT $1",
-        tenant_tells = tells("s"),
-        op_tells = tells("op"),
-        tenant_untold = untold("endpoint.failing", &format!("COALESCE(s.window_secs, op.window_secs, {WINDOW_SECS})")),
-        op_untold = untold("operator:endpoint.failing", &format!("COALESCE(op.window_secs, {WINDOW_SECS})")),
+        told = someone_untold(Condition::EndpointFailing, "e", "e.failing_since", "OR a.alert_email IS NOT NULL"),
     );
     let rows = db.query(&sql, &[&limit]).await?;
     Ok(rows
@@ -58,15 +71,6 @@ pub async fn failing(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantI
 /// `failingMinutes`, where someone is told of `source.stalled` and that side was
 /// not told since the source last read (or was made) nor within its window.
 pub async fn stalled(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantId, BrokerSourceId)>, StoreError> {
-    let untold = |mark: &str, window: &str| {
-        format!(
-            "NOT EXISTS (SELECT 1 FROM alert_marks k
-                WHERE k.tenant_id = b.tenant_id AND k.condition = '{mark}' AND k.subject = b.id
-                  AND (k.sent_at >= COALESCE(b.last_read_at, b.created_at)
-                       OR k.sent_at > now() - make_interval(secs => {window})))"
-        )
-    };
-    let tells = |s: &str| format!("({s}.events IS NULL OR 'source.stalled' = ANY ({s}.events))");
     let sql = format!(
         "WITH op AS (SELECT * FROM alert_settings WHERE tenant_id = '{OPERATOR}')
          SELECT b.tenant_id, b.id FROM broker_sources b
@@ -76,13 +80,10 @@ pub async fn stalled(db: &impl GenericClient, limit: i64) -> Result<Vec<(TenantI
          WHERE NOT b.disabled AND b.last_error IS NOT NULL
            AND COALESCE(b.last_read_at, b.created_at)
                <= now() - make_interval(secs => COALESCE(s.failing_secs, op.failing_secs, {FAILING_SECS}))
-           AND (((s.email IS NOT NULL OR s.chat_url_sealed IS NOT NULL) AND {tenant_tells} AND {tenant_untold})
-             OR ((op.email IS NOT NULL OR op.chat_url_sealed IS NOT NULL) AND {op_tells} AND {op_untold}))
+           AND {told}
          ORDER BY b.last_read_at NULLS FIRST LIMIT $1",
-        tenant_tells = tells("s"),
-        op_tells = tells("op"),
-        tenant_untold = untold("source.stalled", &format!("COALESCE(s.window_secs, op.window_secs, {WINDOW_SECS})")),
-        op_untold = untold("operator:source.stalled", &format!("COALESCE(op.window_secs, {WINDOW_SECS})")),
+        // A source has no application's addresses.
+        told = someone_untold(Condition::SourceStalled, "b", "COALESCE(b.last_read_at, b.created_at)", ""),
     );
     let rows = db.query(&sql, &[&limit]).await?;
     Ok(rows.iter().map(|r| (TenantId::from_db(r.get("tenant_id")), BrokerSourceId::from_db(r.get("id")))).collect())

@@ -55,27 +55,29 @@ pub async fn with_operator(
     db: &impl GenericClient,
     tenant: &TenantId,
 ) -> Result<(Option<AlertSettings>, Option<AlertSettings>), StoreError> {
+    let mut of = of_tenants(db, &[tenant.as_str(), OPERATOR]).await?;
+    let own = of.remove(tenant.as_str());
+    Ok((own, of.remove(OPERATOR)))
+}
+
+/// The settings of each of `tenants` that has some, by tenant id: one read for
+/// a batch of notices (`store::alerts`).
+pub(super) async fn of_tenants(
+    db: &impl GenericClient,
+    tenants: &[&str],
+) -> Result<std::collections::HashMap<String, AlertSettings>, StoreError> {
     let rows = db
         .query(
             "SELECT tenant_id, email, chat_url_sealed, events, failing_secs, window_secs, updated_at
-             FROM alert_settings WHERE tenant_id = $1 OR tenant_id = $2",
-            &[&tenant.as_str(), &OPERATOR],
+             FROM alert_settings WHERE tenant_id = ANY ($1)",
+            &[&tenants],
         )
         .await?;
-    let (mut own, mut op) = (None, None);
-    for r in &rows {
-        let s = from_row(r);
-        if r.get::<_, &str>("tenant_id") == tenant.as_str() {
-            own = Some(s);
-        } else {
-            op = Some(s);
-        }
-    }
-    Ok((own, op))
+    Ok(rows.iter().map(|r| (r.get("tenant_id"), from_row(r))).collect())
 }
 
 /// A row of `alert_settings` (its columns named as stored).
-pub fn from_row(r: &tokio_postgres::Row) -> AlertSettings {
+fn from_row(r: &tokio_postgres::Row) -> AlertSettings {
     AlertSettings {
         email: r.get("email"),
         chat_url_sealed: r.get("chat_url_sealed"),

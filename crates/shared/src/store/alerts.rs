@@ -190,7 +190,7 @@ pub async fn raise_notices(db: &impl GenericClient, notices: &[Notice]) -> Resul
     let mut tenants: Vec<&str> = groups.keys().map(|k| k.0).collect();
     tenants.push(OPERATOR);
     tenants.dedup();
-    let settings = settings_of(db, &tenants).await?;
+    let settings = alert_settings::of_tenants(db, &tenants).await?;
     let (ts, apps): (Vec<&str>, Vec<&str>) = groups.keys().map(|k| (k.0, k.1)).unzip();
     let with_email: std::collections::HashSet<(String, String)> = db
         .query(
@@ -220,21 +220,6 @@ pub async fn raise_notices(db: &impl GenericClient, notices: &[Notice]) -> Resul
     Ok(raised)
 }
 
-/// Each tenant's settings of `tenants`, by tenant id.
-async fn settings_of(
-    db: &impl GenericClient,
-    tenants: &[&str],
-) -> Result<std::collections::HashMap<String, AlertSettings>, StoreError> {
-    let rows = db
-        .query(
-            "SELECT tenant_id, email, chat_url_sealed, events, failing_secs, window_secs, updated_at
-             FROM alert_settings WHERE tenant_id = ANY ($1)",
-            &[&tenants],
-        )
-        .await?;
-    Ok(rows.iter().map(|r| (r.get("tenant_id"), alert_settings::from_row(r))).collect())
-}
-
 /// Raises `condition` about `endpoint` of `app`, found by a scan (so counted as
 /// held on no side): its settings read here.
 pub async fn raise(
@@ -246,13 +231,7 @@ pub async fn raise(
 ) -> Result<u64, StoreError> {
     let (own, op) = alert_settings::with_operator(db, tenant).await?;
     let op = op.filter(|_| tenant.as_str() != OPERATOR);
-    let app_email = db
-        .query_opt(
-            "SELECT 1 FROM applications WHERE tenant_id = $1 AND id = $2 AND alert_email IS NOT NULL",
-            &[&tenant.as_str(), &app.as_str()],
-        )
-        .await?
-        .is_some();
+    let app_email = super::alert_outbox::app_email(db, tenant, app).await?.is_some();
     let r = Raise { tenant, app, condition, endpoint, extra: json!({}), count: 0 };
     raise_sides(db, &r, app_email, own.as_ref(), op.as_ref()).await
 }

@@ -5,7 +5,10 @@
 use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Row};
 
-use super::StoreError;
+use super::{
+    page::{Order, Page, PageRequest, Walk},
+    StoreError,
+};
 use crate::ids::{AppId, BrokerSourceId, TenantId};
 
 /// A broker source as stored (its configuration still sealed).
@@ -143,23 +146,23 @@ pub async fn get(
     Ok(row.as_ref().map(from_row))
 }
 
-/// The tenant's sources in id order, after `after`, at most `limit`.
+/// A page of the tenant's sources, in id order unless the page asks otherwise.
 pub async fn list(
     db: &impl GenericClient,
     tenant: &TenantId,
-    after: Option<&str>,
-    limit: i64,
-) -> Result<Vec<BrokerSource>, StoreError> {
+    page: &PageRequest,
+) -> Result<Page<BrokerSource>, StoreError> {
+    let Walk { key, cmp, dir } = page.walk(Order::Ascending);
     let rows = db
         .query(
             &format!(
-                "SELECT {COLUMNS} FROM broker_sources WHERE tenant_id = $1 AND ($2::text IS NULL OR id > $2)
-                 ORDER BY id LIMIT $3"
+                "SELECT {COLUMNS} FROM broker_sources WHERE tenant_id = $1 AND ($2::text IS NULL OR id {cmp} $2)
+                 ORDER BY id {dir} LIMIT $3"
             ),
-            &[&tenant.as_str(), &after, &limit],
+            &[&tenant.as_str(), &key, &page.fetch_limit()],
         )
         .await?;
-    Ok(rows.iter().map(from_row).collect())
+    Ok(Page::from_rows(rows.iter().map(from_row).collect(), page, |s| s.id.to_string()))
 }
 
 /// How many sources the tenant has.
